@@ -1,0 +1,246 @@
+"""Fine-tuning and evaluation of sequence classifiers on GLUE, in one plain loop.
+
+Defaults are those of Kovaleva et al. 2019 (from BERT's ``run_classifier``):
+batch 32, 3 epochs, learning rate 2e-5, max length 128, AdamW with linear decay
+after a 10% linear warm-up. Batches are padded dynamically; optionally examples
+of similar length are batched together (``group_by_length``, as HF Trainer's
+option), which changes batch composition, not the objective.
+
+Everything random (head init, dropout, shuffling) derives from ``seed``, so a
+run on CPU is repeatable bit for bit.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+import polars as pl
+import torch
+from tqdm.auto import tqdm
+from transformers import PreTrainedModel, get_linear_schedule_with_warmup
+
+from bertology_core.glue import GlueTask
+from bertology_core.metrics import compute_metrics
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class FinetuneConfig:
+    batch_size: int = 32
+    epochs: float = 3.0
+    learning_rate: float = 2e-5
+    warmup_ratio: float = 0.1
+    weight_decay: float = 0.01
+    max_grad_norm: float = 1.0
+    max_length: int = 128
+    eval_batch_size: int = 64
+    group_by_length: bool = False
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any]) -> "FinetuneConfig":
+        known = {k: v for k, v in values.items() if k in cls.__dataclass_fields__}
+        return cls(**known)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class Encoded:
+    """Tokenised examples, unpadded: one list of ids per example."""
+
+    input_ids: list[list[int]]
+    token_type_ids: list[list[int]] | None
+    pad_token_id: int
+
+    def __len__(self) -> int:
+        return len(self.input_ids)
+
+    def lengths(self) -> np.ndarray:
+        return np.fromiter((len(x) for x in self.input_ids), dtype=np.int64, count=len(self))
+
+    def collate(self, indices: list[int] | np.ndarray) -> dict[str, torch.Tensor]:
+        """Pad the selected examples to the longest of them (dynamic padding)."""
+        width = max(len(self.input_ids[i]) for i in indices)
+        ids = torch.full((len(indices), width), self.pad_token_id, dtype=torch.long)
+        mask = torch.zeros((len(indices), width), dtype=torch.long)
+        types = torch.zeros((len(indices), width), dtype=torch.long) if self.token_type_ids is not None else None
+        for row, i in enumerate(indices):
+            n = len(self.input_ids[i])
+            ids[row, :n] = torch.tensor(self.input_ids[i])
+            mask[row, :n] = 1
+            if types is not None and self.token_type_ids is not None:
+                types[row, :n] = torch.tensor(self.token_type_ids[i])
+        batch = {"input_ids": ids, "attention_mask": mask}
+        if types is not None:
+            batch["token_type_ids"] = types
+        return batch
+
+
+def encode(frame: pl.DataFrame, tokenizer: Any, max_length: int) -> Encoded:
+    """Tokenise ``sentence1`` (and ``sentence2`` when present) with truncation to ``max_length``."""
+    first = frame["sentence1"].to_list()
+    second = frame["sentence2"].to_list() if frame["sentence2"].null_count() < frame.height else None
+    out = tokenizer(first, second, truncation=True, max_length=max_length, padding=False)
+    return Encoded(
+        input_ids=out["input_ids"],
+        token_type_ids=out.get("token_type_ids"),
+        pad_token_id=tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0,
+    )
+
+
+def training_batches(
+    lengths: np.ndarray, batch_size: int, generator: np.random.Generator, group_by_length: bool
+) -> list[np.ndarray]:
+    """One epoch of batches: a seeded shuffle, optionally grouped by length in mega-batches of 50."""
+    order = generator.permutation(len(lengths))
+    if not group_by_length:
+        return [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
+    mega = batch_size * 50
+    batches: list[np.ndarray] = []
+    for start in range(0, len(order), mega):
+        chunk = order[start : start + mega]
+        chunk = chunk[np.argsort(-lengths[chunk], kind="stable")]
+        batches.extend(chunk[i : i + batch_size] for i in range(0, len(chunk), batch_size))
+    return [batches[i] for i in generator.permutation(len(batches))]
+
+
+def _labels_tensor(task: GlueTask, labels: np.ndarray) -> torch.Tensor:
+    return torch.tensor(labels, dtype=torch.float32 if task.is_regression else torch.long)
+
+
+def train(
+    model: PreTrainedModel,
+    task: GlueTask,
+    data: Encoded,
+    labels: np.ndarray,
+    config: FinetuneConfig,
+    seed: int,
+    progress: bool = True,
+) -> dict[str, Any]:
+    """Fine-tune ``model`` in place; return a training record (losses, steps, seconds)."""
+    torch.manual_seed(seed)
+    generator = np.random.default_rng(seed)
+    lengths = data.lengths()
+    steps_per_epoch = math.ceil(len(data) / config.batch_size)
+    total_steps = max(1, math.ceil(steps_per_epoch * config.epochs))
+    no_decay = ("bias", "LayerNorm.weight", "layer_norm.weight", "norm.weight")
+    groups = [
+        {"params": [p for n, p in model.named_parameters() if not n.endswith(no_decay)], "weight_decay": config.weight_decay},
+        {"params": [p for n, p in model.named_parameters() if n.endswith(no_decay)], "weight_decay": 0.0},
+    ]
+    optimizer = torch.optim.AdamW(groups, lr=config.learning_rate)
+    scheduler = get_linear_schedule_with_warmup(optimizer, int(config.warmup_ratio * total_steps), total_steps)
+    model.train()
+    losses: list[float] = []
+    started = time.perf_counter()
+    bar = tqdm(total=total_steps, desc=f"fine-tune {task.name}", disable=not progress, mininterval=5.0)
+    step = examples_seen = 0
+    while step < total_steps:
+        for batch_indices in training_batches(lengths, config.batch_size, generator, config.group_by_length):
+            if step >= total_steps:
+                break
+            batch = data.collate(batch_indices)
+            output = model(**batch, labels=_labels_tensor(task, labels[batch_indices]))
+            output.loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), config.max_grad_norm)
+            optimizer.step()
+            scheduler.step()
+            optimizer.zero_grad(set_to_none=True)
+            losses.append(float(output.loss.detach()))
+            step += 1
+            examples_seen += len(batch_indices)
+            bar.update(1)
+            bar.set_postfix(loss=f"{np.mean(losses[-20:]):.4f}", refresh=False)
+    bar.close()
+    model.eval()
+    return {
+        "steps": step,
+        "examples_seen": examples_seen,
+        "train_seconds": time.perf_counter() - started,
+        "final_loss_mean_last_20": float(np.mean(losses[-20:])) if losses else float("nan"),
+        "loss_curve": losses,
+    }
+
+
+@torch.inference_mode()
+def predict(model: PreTrainedModel, data: Encoded, batch_size: int) -> np.ndarray:
+    """Logits for every example, in the input order; batches sorted by length to save padding."""
+    model.eval()
+    order = np.argsort(-data.lengths(), kind="stable")
+    logits = np.zeros((len(data), model.config.num_labels), dtype=np.float32)
+    for start in range(0, len(order), batch_size):
+        indices = order[start : start + batch_size]
+        logits[indices] = model(**data.collate(indices)).logits.float().numpy()
+    return logits
+
+
+def predictions_frame(task: GlueTask, frame: pl.DataFrame, logits: np.ndarray) -> pl.DataFrame:
+    """Per-example predictions: ``idx, label, prediction, logits`` (the later sweeps and bootstraps need them)."""
+    prediction = logits[:, 0] if task.is_regression else logits.argmax(axis=1)
+    return pl.DataFrame(
+        {
+            "idx": frame["idx"],
+            "label": frame["label"],
+            "prediction": pl.Series(prediction, dtype=pl.Float64 if task.is_regression else pl.Int64),
+            "logits": pl.Series([row.tolist() for row in logits], dtype=pl.List(pl.Float32)),
+        }
+    )
+
+
+def score(task: GlueTask, predictions: pl.DataFrame) -> dict[str, float]:
+    return compute_metrics(task, predictions["prediction"].to_numpy(), predictions["label"].to_numpy())
+
+
+@dataclass
+class RunResult:
+    model: PreTrainedModel
+    tokenizer: Any
+    metrics: dict[str, Any]
+    predictions: dict[str, pl.DataFrame]  # eval split -> per-example predictions
+
+
+def finetune_and_evaluate(
+    model_path: str,
+    task: GlueTask,
+    init: str,
+    seed: int,
+    train_frame: pl.DataFrame | None,
+    eval_frames: dict[str, pl.DataFrame],
+    config: FinetuneConfig,
+    progress: bool = True,
+) -> RunResult:
+    """Build the classifier (``init``: pretrained | random | untuned), train it unless untuned, evaluate.
+
+    ``untuned`` is the paper's "pre-trained" column: the pre-trained encoder with
+    a freshly initialised, untrained classification head.
+    """
+    from bertology_core.models import load_classifier, load_tokenizer
+
+    tokenizer = load_tokenizer(model_path)
+    model = load_classifier(model_path, task, "pretrained" if init == "untuned" else init, seed)
+    record: dict[str, Any] = {"task": task.name, "init": init, "seed": seed, "hyperparameters": config.to_dict()}
+    if init != "untuned":
+        if train_frame is None:
+            raise ValueError(f"init={init!r} needs training data")
+        encoded = encode(train_frame, tokenizer, config.max_length)
+        record["train_examples"] = len(encoded)
+        record["training"] = train(model, task, encoded, train_frame["label"].to_numpy(), config, seed, progress)
+    predictions: dict[str, pl.DataFrame] = {}
+    record["eval"] = {}
+    for split, frame in eval_frames.items():
+        started = time.perf_counter()
+        logits = predict(model, encode(frame, tokenizer, config.max_length), config.eval_batch_size)
+        predictions[split] = predictions_frame(task, frame, logits)
+        record["eval"][split] = {
+            **score(task, predictions[split]),
+            "examples": frame.height,
+            "eval_seconds": time.perf_counter() - started,
+        }
+    return RunResult(model=model, tokenizer=tokenizer, metrics=record, predictions=predictions)

@@ -1,0 +1,286 @@
+"""GLUE tasks: label sets, metrics, and loaders for the classic TSV layout and the Hub.
+
+Every split is normalised to one schema, ``idx, sentence1, sentence2, label``:
+``sentence2`` is null for single-sentence tasks, ``label`` is the Hugging Face
+``glue`` dataset's integer class id (so local and Hub data agree) or a float for
+the regression task STS-B.
+
+The classic layout is the one written by GLUE's ``download_glue_data.py``
+(``glue_data/<TASK>/{train,dev}.tsv``). Files are read as GLUE's own
+``_read_tsv`` did: tab-separated with quoting disabled (sentences contain ``"``),
+the header skipped where the task has one, and the column positions of the
+reference ``*Processor`` classes. A UTF-8 BOM (MRPC's header has one) is stripped.
+"""
+
+from __future__ import annotations
+
+import csv
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import polars as pl
+
+# GLUE rows can be long (MNLI parses); the csv default limit of 128 KiB is too small.
+csv.field_size_limit(sys.maxsize)
+
+SCHEMA = {"idx": pl.Int64, "sentence1": pl.String, "sentence2": pl.String}
+
+
+class DataError(ValueError):
+    """Bad or missing input data; the message names the file, the field and the fix."""
+
+
+@dataclass(frozen=True)
+class GlueTask:
+    """One GLUE task as GLUE defines it.
+
+    ``label_names`` follows the Hugging Face ``nyu-mll/glue`` ClassLabel order so
+    that ids agree between sources; ``None`` marks regression (STS-B).
+    ``local_labels`` maps the raw label strings of the classic TSV to those ids.
+    """
+
+    name: str
+    hub_config: str
+    label_names: tuple[str, ...] | None
+    local_labels: dict[str, int] | None
+    metrics: tuple[str, ...]
+    # classic TSV: file stem per split, whether a header line exists, and
+    # column positions (as in transformers' legacy glue processors).
+    local_files: dict[str, str]
+    has_header: bool
+    text_a_col: int
+    text_b_col: int | None
+    label_col: int
+    idx_col: int | None
+    expected_columns: int | None = None  # rows with another count are malformed
+    hub_columns: tuple[str, str | None] = ("sentence1", "sentence2")
+    hub_splits: dict[str, str] = field(default_factory=lambda: {"train": "train", "dev": "validation"})
+
+    @property
+    def is_regression(self) -> bool:
+        return self.label_names is None
+
+    @property
+    def num_labels(self) -> int:
+        return 1 if self.label_names is None else len(self.label_names)
+
+    @property
+    def splits(self) -> tuple[str, ...]:
+        return tuple(self.local_files)
+
+    @property
+    def eval_splits(self) -> tuple[str, ...]:
+        return tuple(s for s in self.local_files if s != "train")
+
+
+_BINARY = {"0": 0, "1": 1}
+
+TASKS: dict[str, GlueTask] = {
+    t.name: t
+    for t in [
+        GlueTask(
+            "CoLA", "cola", ("unacceptable", "acceptable"), _BINARY, ("matthews_correlation",),
+            {"train": "train", "dev": "dev"}, has_header=False,
+            text_a_col=3, text_b_col=None, label_col=1, idx_col=None, expected_columns=4,
+            hub_columns=("sentence", None),
+        ),
+        GlueTask(
+            "SST-2", "sst2", ("negative", "positive"), _BINARY, ("accuracy",),
+            {"train": "train", "dev": "dev"}, has_header=True,
+            text_a_col=0, text_b_col=None, label_col=1, idx_col=None, expected_columns=2,
+            hub_columns=("sentence", None),
+        ),
+        GlueTask(
+            "MRPC", "mrpc", ("not_equivalent", "equivalent"), _BINARY, ("accuracy", "f1"),
+            {"train": "train", "dev": "dev"}, has_header=True,
+            text_a_col=3, text_b_col=4, label_col=0, idx_col=None, expected_columns=5,
+        ),
+        GlueTask(
+            "STS-B", "stsb", None, None, ("pearson", "spearman"),
+            {"train": "train", "dev": "dev"}, has_header=True,
+            text_a_col=7, text_b_col=8, label_col=-1, idx_col=0,
+        ),
+        GlueTask(
+            "QQP", "qqp", ("not_duplicate", "duplicate"), _BINARY, ("accuracy", "f1"),
+            {"train": "train", "dev": "dev"}, has_header=True,
+            text_a_col=3, text_b_col=4, label_col=5, idx_col=0, expected_columns=6,
+            hub_columns=("question1", "question2"),
+        ),
+        GlueTask(
+            "MNLI", "mnli", ("entailment", "neutral", "contradiction"),
+            {"entailment": 0, "neutral": 1, "contradiction": 2}, ("accuracy",),
+            {"train": "train", "dev": "dev_matched", "dev_mismatched": "dev_mismatched"},
+            has_header=True, text_a_col=8, text_b_col=9, label_col=-1, idx_col=0,
+            hub_columns=("premise", "hypothesis"),
+            hub_splits={"train": "train", "dev": "validation_matched", "dev_mismatched": "validation_mismatched"},
+        ),
+        GlueTask(
+            "QNLI", "qnli", ("entailment", "not_entailment"), {"entailment": 0, "not_entailment": 1},
+            ("accuracy",), {"train": "train", "dev": "dev"}, has_header=True,
+            text_a_col=1, text_b_col=2, label_col=3, idx_col=0, expected_columns=4,
+            hub_columns=("question", "sentence"),
+        ),
+        GlueTask(
+            "RTE", "rte", ("entailment", "not_entailment"), {"entailment": 0, "not_entailment": 1},
+            ("accuracy",), {"train": "train", "dev": "dev"}, has_header=True,
+            text_a_col=1, text_b_col=2, label_col=3, idx_col=0, expected_columns=4,
+        ),
+        GlueTask(
+            "WNLI", "wnli", ("not_entailment", "entailment"), _BINARY, ("accuracy",),
+            {"train": "train", "dev": "dev"}, has_header=True,
+            text_a_col=1, text_b_col=2, label_col=3, idx_col=0, expected_columns=4,
+        ),
+    ]
+}
+
+
+def get_task(name: str) -> GlueTask:
+    try:
+        return TASKS[name]
+    except KeyError:
+        raise DataError(
+            f"Unknown GLUE task {name!r}. Known tasks: {', '.join(TASKS)} (names are case-sensitive)."
+        ) from None
+
+
+def local_path(task: GlueTask, split: str, glue_dir: str | Path) -> Path:
+    return Path(glue_dir) / task.name / f"{task.local_files[split]}.tsv"
+
+
+def missing_local_files(tasks: list[str], glue_dir: str | Path) -> list[Path]:
+    """Every classic-layout file the given tasks need that does not exist."""
+    return [
+        local_path(get_task(t), split, glue_dir)
+        for t in tasks
+        for split in get_task(t).splits
+        if not local_path(get_task(t), split, glue_dir).is_file()
+    ]
+
+
+def missing_files_message(missing: list[Path], glue_dir: str | Path) -> str:
+    listed = "\n".join(f"  - {p}" for p in missing)
+    return (
+        f"GLUE data not found: {len(missing)} file(s) missing under data.glue_dir={glue_dir}:\n{listed}\n"
+        "Fix it one of two ways:\n"
+        "  1. point data.glue_dir at a folder in the classic layout <glue_dir>/<TASK>/{train,dev}.tsv "
+        "(as written by GLUE's download_glue_data.py; MNLI uses dev_matched.tsv and dev_mismatched.tsv), or\n"
+        "  2. set data.source: hub to download the tasks from the Hugging Face Hub (nyu-mll/glue).\n"
+        "Or remove the task from `tasks`."
+    )
+
+
+def read_local(task: GlueTask, split: str, glue_dir: str | Path) -> pl.DataFrame:
+    """Read one split of the classic GLUE TSV layout into the normalised schema."""
+    path = local_path(task, split, glue_dir)
+    if not path.is_file():
+        raise DataError(missing_files_message([path], glue_dir))
+    rows: list[tuple[int, str, str | None, object]] = []
+    with path.open(encoding="utf-8-sig", newline="") as handle:
+        reader = csv.reader(handle, delimiter="\t", quoting=csv.QUOTE_NONE)
+        header: list[str] | None = next(reader, None) if task.has_header else None
+        needed = max(c for c in (task.text_a_col, task.text_b_col or 0, task.label_col, task.idx_col or 0) if c >= 0) + 1
+        for line_no, row in enumerate(reader, start=2 if task.has_header else 1):
+            if not row or row == [""]:
+                continue
+            if task.expected_columns is not None and len(row) != task.expected_columns or len(row) < needed:
+                cols = task.expected_columns or f">= {needed}"
+                raise DataError(
+                    f"{path}:{line_no}: expected {cols} tab-separated columns"
+                    f"{' (header: ' + ', '.join(header) + ')' if header else ''}, found {len(row)}. "
+                    f"Fix: repair the line (a stray tab or newline inside a sentence) or re-export {task.name} "
+                    "in the classic GLUE layout."
+                )
+            raw_label = row[task.label_col].strip()
+            label = _parse_label(task, raw_label, path, line_no, header)
+            idx = int(row[task.idx_col]) if task.idx_col is not None else len(rows)
+            text_b = row[task.text_b_col] if task.text_b_col is not None else None
+            rows.append((idx, row[task.text_a_col], text_b, label))
+    if not rows:
+        raise DataError(f"{path}: split {split!r} of {task.name} has no examples. Fix: supply a non-empty file.")
+    return _frame(task, rows)
+
+
+def _parse_label(task: GlueTask, raw: str, path: Path, line_no: int, header: list[str] | None) -> object:
+    column = header[task.label_col] if header else f"column {task.label_col + 1}"
+    if task.is_regression:
+        try:
+            return float(raw)
+        except ValueError:
+            raise DataError(
+                f"{path}:{line_no}: field {column!r} = {raw!r} is not a number; {task.name} is a regression task "
+                "with similarity scores in [0, 5]. Fix: correct the score."
+            ) from None
+    assert task.local_labels is not None
+    if raw not in task.local_labels:
+        raise DataError(
+            f"{path}:{line_no}: field {column!r} = {raw!r} is not a {task.name} label. "
+            f"Allowed: {sorted(task.local_labels)}. Fix: correct the label or check that the file belongs to {task.name}."
+        )
+    return task.local_labels[raw]
+
+
+def _frame(task: GlueTask, rows: list[tuple[int, str, str | None, object]]) -> pl.DataFrame:
+    label_dtype = pl.Float64 if task.is_regression else pl.Int64
+    return pl.DataFrame(rows, schema={**SCHEMA, "label": label_dtype}, orient="row")
+
+
+def read_hub(task: GlueTask, split: str, dataset: str = "nyu-mll/glue") -> pl.DataFrame:
+    """Load one split from the Hugging Face Hub through ``datasets`` (needs network or a cache)."""
+    import datasets  # imported lazily: only Hub users pay for it
+
+    data = datasets.load_dataset(dataset, task.hub_config, split=task.hub_splits[split])
+    col_a, col_b = task.hub_columns
+    rows = [
+        (int(r["idx"]), r[col_a], r[col_b] if col_b else None, float(r["label"]) if task.is_regression else int(r["label"]))
+        for r in data
+    ]
+    return _frame(task, rows)
+
+
+def validate_labels(task: GlueTask, frame: pl.DataFrame, source: str) -> None:
+    """Reject labels outside the task's label set (e.g. the Hub's -1 for hidden test labels)."""
+    if task.is_regression:
+        bad = frame.filter(pl.col("label").is_null() | (pl.col("label") < 0) | (pl.col("label") > 5))
+        allowed = "scores in [0, 5]"
+    else:
+        bad = frame.filter(pl.col("label").is_null() | ~pl.col("label").is_between(0, task.num_labels - 1))
+        allowed = f"ids 0..{task.num_labels - 1} ({', '.join(task.label_names or ())})"
+    if bad.height:
+        raise DataError(
+            f"{source}: {bad.height} example(s) of {task.name} have field 'label' outside {allowed}, "
+            f"first idx {bad['idx'][0]} with label {bad['label'][0]}. Fix: use a split with gold labels "
+            "(GLUE test labels are hidden) or correct the labels."
+        )
+
+
+def subsample(frame: pl.DataFrame, max_examples: int | None, seed: int) -> pl.DataFrame:
+    """A seeded sample of at most ``max_examples`` rows, kept in the original order."""
+    if max_examples is None or frame.height <= max_examples:
+        return frame
+    return frame.sample(n=max_examples, seed=seed, shuffle=False).sort("idx")
+
+
+def prepare_split(
+    task_name: str,
+    split: str,
+    source: str,
+    glue_dir: str | Path | None,
+    max_examples: int | None,
+    seed: int,
+) -> pl.DataFrame:
+    """Load, validate and subsample one split in the normalised schema."""
+    task = get_task(task_name)
+    if source == "local":
+        assert glue_dir is not None
+        frame = read_local(task, split, glue_dir)
+        origin = str(local_path(task, split, glue_dir))
+    elif source == "hub":
+        frame = read_hub(task, split)
+        origin = f"hub nyu-mll/glue {task.hub_config}/{task.hub_splits[split]}"
+    else:
+        raise DataError(f"data.source must be 'local' or 'hub', not {source!r}.")
+    if frame["idx"].n_unique() != frame.height:
+        raise DataError(f"{origin}: field 'idx' is not unique. Fix: give every example its own index.")
+    validate_labels(task, frame, origin)
+    return subsample(frame, max_examples, seed)

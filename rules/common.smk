@@ -1,0 +1,91 @@
+# Config validation, wildcard constraints and the input functions every stage shares.
+import json
+import re
+from pathlib import Path
+
+from snakemake.exceptions import WorkflowError
+from snakemake.utils import validate
+
+from bertology_core import glue
+
+validate(config, schema="../schemas/config.schema.yaml")
+
+REPO = Path(workflow.basedir)
+MODELS = {m["name"]: m["spec"] for m in config["models"]}
+TASKS = list(config["tasks"])
+SEEDS = list(config["seeds"])
+INITS = list(config["finetune"]["inits"])
+TRAINED_INITS = [i for i in INITS if i != "untuned"]
+
+if len(MODELS) != len(config["models"]):
+    raise WorkflowError("config 'models': two entries share a name. Fix: give every model a unique name.")
+
+
+def repo_path(path):
+    """Relative config paths are relative to the repository, wherever snakemake runs."""
+    path = Path(path).expanduser()
+    return path if path.is_absolute() else REPO / path
+
+
+def glue_dir():
+    return repo_path(config["data"]["glue_dir"])
+
+
+# Fail before the DAG is built, with one message naming every missing file and both fixes.
+if config["data"]["source"] == "local":
+    _missing = glue.missing_local_files(TASKS, glue_dir())
+    if _missing:
+        raise WorkflowError(glue.missing_files_message(_missing, glue_dir()))
+
+
+wildcard_constraints:
+    model="|".join(re.escape(m) for m in MODELS),
+    task="|".join(re.escape(t) for t in glue.TASKS),
+    split="train|dev|dev_mismatched",
+    seed=r"\d+",
+    init="untuned|random|pretrained",
+
+
+def model_spec(model):
+    spec = MODELS[model]
+    if not spec.startswith("package:") and (REPO / spec).is_dir():
+        return str((REPO / spec).resolve())
+    return spec
+
+
+def data_limits(task):
+    """max_train_examples / max_eval_examples for one task: defaults, then per-task overrides."""
+    data = config["data"]
+    limits = {"max_train_examples": data["max_train_examples"], "max_eval_examples": data["max_eval_examples"]}
+    limits.update(data["per_task"].get(task, {}))
+    return limits
+
+
+def hyperparameters(task, init):
+    """Fine-tuning hyper-parameters of one job: defaults, then per-task, then per-init overrides.
+
+    Passed as params, so changing one task's value reruns exactly that task's jobs.
+    """
+    finetune = config["finetune"]
+    values = dict(finetune["hyperparameters"])
+    values.update(finetune["per_task"].get(task, {}))
+    values.update(finetune["per_init"].get(init, {}))
+    return values
+
+
+def eval_splits(task):
+    return list(glue.get_task(task).eval_splits)
+
+
+def run_dir(model, task, init, seed):
+    return f"results/finetune/{model}/{task}/{init}/seed{seed}"
+
+
+def metrics_files(model):
+    return [
+        f"{run_dir(model, task, init, seed)}/metrics.json" for task in TASKS for init in INITS for seed in SEEDS
+    ]
+
+
+def all_targets():
+    return [f"results/tables/{model}/baselines.md" for model in MODELS]

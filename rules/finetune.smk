@@ -1,0 +1,53 @@
+# Fine-tuning (pretrained and random init) and the untuned evaluation, per (model, task, init, seed).
+
+
+def eval_inputs(wildcards):
+    return [f"results/data/{wildcards.task}/{split}.parquet" for split in eval_splits(wildcards.task)]
+
+
+rule finetune:
+    input:
+        resolved="results/models/{model}/resolved.json",
+        train="results/data/{task}/train.parquet",
+        eval=eval_inputs,
+    output:
+        model=directory("results/finetune/{model}/{task}/{init}/seed{seed}/model"),
+        metrics="results/finetune/{model}/{task}/{init}/seed{seed}/metrics.json",
+        predictions="results/finetune/{model}/{task}/{init}/seed{seed}/predictions.parquet",
+    wildcard_constraints:
+        init="random|pretrained",
+    params:
+        hyperparameters=lambda wc: hyperparameters(wc.task, wc.init),
+        eval_splits=lambda wc: eval_splits(wc.task),
+    threads: config["finetune"]["threads"]
+    resources:
+        mem_mb=config["finetune"]["mem_mb"],
+        runtime=240,
+    log:
+        "logs/finetune/{model}/{task}/{init}/seed{seed}.log",
+    benchmark:
+        "results/benchmarks/finetune/{model}/{task}/{init}/seed{seed}.tsv"
+    script:
+        "../workflow_scripts/finetune.py"
+
+
+rule evaluate_untuned:
+    input:
+        resolved="results/models/{model}/resolved.json",
+        eval=eval_inputs,
+    output:
+        metrics="results/finetune/{model}/{task}/untuned/seed{seed}/metrics.json",
+        predictions="results/finetune/{model}/{task}/untuned/seed{seed}/predictions.parquet",
+    params:
+        hyperparameters=lambda wc: hyperparameters(wc.task, "untuned"),
+        eval_splits=lambda wc: eval_splits(wc.task),
+    threads: config["finetune"]["threads"]
+    resources:
+        mem_mb=config["finetune"]["mem_mb"],
+        runtime=30,
+    log:
+        "logs/evaluate_untuned/{model}/{task}/seed{seed}.log",
+    benchmark:
+        "results/benchmarks/evaluate_untuned/{model}/{task}/seed{seed}.tsv"
+    script:
+        "../workflow_scripts/finetune.py"

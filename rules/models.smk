@@ -1,0 +1,15 @@
+# Resolve every model spec once; downstream jobs read the folder and hashes from the record.
+
+
+rule resolve_model:
+    output:
+        "results/models/{model}/resolved.json",
+    params:
+        spec=lambda wc: model_spec(wc.model),
+    log:
+        "logs/resolve_model/{model}.log",
+    resources:
+        mem_mb=2000,
+        runtime=60,
+    script:
+        "../workflow_scripts/resolve_model.py"
