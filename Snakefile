@@ -4,7 +4,8 @@ from snakemake.utils import min_version
 min_version("9.0")
 
 
-configfile: "config.yaml"
+# Resolved against the repository so that --directory elsewhere still finds the defaults.
+configfile: f"{workflow.basedir}/config.yaml"
 
 
 include: "rules/common.smk"

@@ -115,6 +115,14 @@ def _labels_tensor(task: GlueTask, labels: np.ndarray) -> torch.Tensor:
     return torch.tensor(labels, dtype=torch.float32 if task.is_regression else torch.long)
 
 
+def default_device() -> torch.device:
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def _to(batch: dict[str, torch.Tensor], device: torch.device) -> dict[str, torch.Tensor]:
+    return {key: value.to(device) for key, value in batch.items()}
+
+
 def train(
     model: PreTrainedModel,
     task: GlueTask,
@@ -126,6 +134,7 @@ def train(
 ) -> dict[str, Any]:
     """Fine-tune ``model`` in place; return a training record (losses, steps, seconds)."""
     torch.manual_seed(seed)
+    device = next(model.parameters()).device
     generator = np.random.default_rng(seed)
     lengths = data.lengths()
     steps_per_epoch = math.ceil(len(data) / config.batch_size)
@@ -146,8 +155,8 @@ def train(
         for batch_indices in training_batches(lengths, config.batch_size, generator, config.group_by_length):
             if step >= total_steps:
                 break
-            batch = data.collate(batch_indices)
-            output = model(**batch, labels=_labels_tensor(task, labels[batch_indices]))
+            batch = _to(data.collate(batch_indices), device)
+            output = model(**batch, labels=_labels_tensor(task, labels[batch_indices]).to(device))
             output.loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), config.max_grad_norm)
             optimizer.step()
@@ -173,11 +182,12 @@ def train(
 def predict(model: PreTrainedModel, data: Encoded, batch_size: int) -> np.ndarray:
     """Logits for every example, in the input order; batches sorted by length to save padding."""
     model.eval()
+    device = next(model.parameters()).device
     order = np.argsort(-data.lengths(), kind="stable")
     logits = np.zeros((len(data), model.config.num_labels), dtype=np.float32)
     for start in range(0, len(order), batch_size):
         indices = order[start : start + batch_size]
-        logits[indices] = model(**data.collate(indices)).logits.float().numpy()
+        logits[indices] = model(**_to(data.collate(indices), device)).logits.float().cpu().numpy()
     return logits
 
 
@@ -215,6 +225,7 @@ def finetune_and_evaluate(
     eval_frames: dict[str, pl.DataFrame],
     config: FinetuneConfig,
     progress: bool = True,
+    device: torch.device | None = None,
 ) -> RunResult:
     """Build the classifier (``init``: pretrained | random | untuned), train it unless untuned, evaluate.
 
@@ -225,7 +236,14 @@ def finetune_and_evaluate(
 
     tokenizer = load_tokenizer(model_path)
     model = load_classifier(model_path, task, "pretrained" if init == "untuned" else init, seed)
-    record: dict[str, Any] = {"task": task.name, "init": init, "seed": seed, "hyperparameters": config.to_dict()}
+    model.to(device or default_device())
+    record: dict[str, Any] = {
+        "task": task.name,
+        "init": init,
+        "seed": seed,
+        "hyperparameters": config.to_dict(),
+        "device": str(next(model.parameters()).device),
+    }
     if init != "untuned":
         if train_frame is None:
             raise ValueError(f"init={init!r} needs training data")
@@ -243,4 +261,5 @@ def finetune_and_evaluate(
             "examples": frame.height,
             "eval_seconds": time.perf_counter() - started,
         }
+    model.to("cpu")  # saved and handed on from the CPU, whatever trained it
     return RunResult(model=model, tokenizer=tokenizer, metrics=record, predictions=predictions)

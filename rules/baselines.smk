@@ -2,6 +2,8 @@
 
 
 rule baselines:
+    conda:
+        "../envs/tables.yaml"
     input:
         metrics=lambda wc: metrics_files(wc.model),
     output:

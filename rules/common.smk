@@ -73,6 +73,11 @@ def hyperparameters(task, init):
     return values
 
 
+def evaluation_parameters(task):
+    values = hyperparameters(task, "untuned")
+    return {key: values[key] for key in ("max_length", "eval_batch_size")}
+
+
 def eval_splits(task):
     return list(glue.get_task(task).eval_splits)
 
@@ -89,3 +94,19 @@ def metrics_files(model):
 
 def all_targets():
     return [f"results/tables/{model}/baselines.md" for model in MODELS]
+
+
+def prepare_data_input(wildcards):
+    # Depend on the TSV itself, so an edited file reruns what uses it.
+    if config["data"]["source"] != "local":
+        return []
+    return str(glue.local_path(glue.get_task(wildcards.task), wildcards.split, glue_dir()))
+
+
+def max_examples(wildcards):
+    key = "max_train_examples" if wildcards.split == "train" else "max_eval_examples"
+    return data_limits(wildcards.task)[key]
+
+
+def eval_inputs(wildcards):
+    return [f"results/data/{wildcards.task}/{split}.parquet" for split in eval_splits(wildcards.task)]

@@ -1,19 +1,9 @@
 # GLUE splits normalised to Parquet (idx, sentence1, sentence2, label), optionally subsampled.
 
 
-def prepare_data_input(wildcards):
-    # Depend on the TSV itself, so an edited file reruns what uses it.
-    if config["data"]["source"] != "local":
-        return []
-    return str(glue.local_path(glue.get_task(wildcards.task), wildcards.split, glue_dir()))
-
-
-def max_examples(wildcards):
-    key = "max_train_examples" if wildcards.split == "train" else "max_eval_examples"
-    return data_limits(wildcards.task)[key]
-
-
 rule prepare_data:
+    conda:
+        "../envs/tables.yaml"
     input:
         prepare_data_input,
     output:

@@ -1,11 +1,9 @@
 # Fine-tuning (pretrained and random init) and the untuned evaluation, per (model, task, init, seed).
 
 
-def eval_inputs(wildcards):
-    return [f"results/data/{wildcards.task}/{split}.parquet" for split in eval_splits(wildcards.task)]
-
-
 rule finetune:
+    conda:
+        "../envs/torch.yaml"
     input:
         resolved="results/models/{model}/resolved.json",
         train="results/data/{task}/train.parquet",
@@ -32,6 +30,8 @@ rule finetune:
 
 
 rule evaluate_untuned:
+    conda:
+        "../envs/torch.yaml"
     input:
         resolved="results/models/{model}/resolved.json",
         eval=eval_inputs,
@@ -39,7 +39,8 @@ rule evaluate_untuned:
         metrics="results/finetune/{model}/{task}/untuned/seed{seed}/metrics.json",
         predictions="results/finetune/{model}/{task}/untuned/seed{seed}/predictions.parquet",
     params:
-        hyperparameters=lambda wc: hyperparameters(wc.task, "untuned"),
+        # only what changes an untrained model's predictions, so training settings never rerun it
+        hyperparameters=lambda wc: evaluation_parameters(wc.task),
         eval_splits=lambda wc: eval_splits(wc.task),
     threads: config["finetune"]["threads"]
     resources:

@@ -2,6 +2,8 @@
 
 
 rule resolve_model:
+    conda:
+        "../envs/torch.yaml"
     output:
         "results/models/{model}/resolved.json",
     params:

@@ -1,0 +1,33 @@
+# Two entry points (see README): `make cpu` runs the CPU demo, `make test` runs the tests.
+# Both create .venv and install the pinned requirements on first use.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.install-stamp
+CORES ?= 2
+
+.PHONY: install cpu smoke test lint clean-results
+
+install: $(STAMP)
+
+$(STAMP): requirements.txt pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -r requirements.txt
+	$(BIN)/pip install --quiet --no-deps -e .
+	touch $(STAMP)
+
+# The CPU profile: real GLUE data (data.glue_dir) and the installed all-MiniLM-L6-v2, offline.
+cpu: install
+	HF_HUB_OFFLINE=1 $(BIN)/snakemake --profile profiles/cpu --cores $(CORES)
+
+# The tiny smoke config, end to end (seconds per job, about a minute in all).
+smoke: install
+	HF_HUB_OFFLINE=1 $(BIN)/snakemake --profile profiles/smoke
+
+test: install
+	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -ra
+	HF_HUB_OFFLINE=1 $(BIN)/snakemake --lint --configfile configs/smoke.yaml
+
+clean-results:
+	rm -rf results logs .snakemake

