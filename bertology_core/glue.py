@@ -183,7 +183,7 @@ def read_local(task: GlueTask, split: str, glue_dir: str | Path) -> pl.DataFrame
         for line_no, row in enumerate(reader, start=2 if task.has_header else 1):
             if not row or row == [""]:
                 continue
-            if task.expected_columns is not None and len(row) != task.expected_columns or len(row) < needed:
+            if (task.expected_columns is not None and len(row) != task.expected_columns) or len(row) < needed:
                 cols = task.expected_columns or f">= {needed}"
                 raise DataError(
                     f"{path}:{line_no}: expected {cols} tab-separated columns"

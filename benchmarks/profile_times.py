@@ -1,0 +1,101 @@
+"""Wall time and memory of every job of a finished run, from Snakemake's own benchmark files.
+
+    python benchmarks/profile_times.py [--results results] [--log .snakemake/log/<run>.log] [--out BENCHMARKS.md]
+
+Writes (replaces) the section "CPU profile: wall time per job" of BENCHMARKS.md, with the
+machine, the date and the run's total wall time (first to last timestamp of its Snakemake log).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import os
+import platform
+import re
+from pathlib import Path
+
+import polars as pl
+
+SECTION = "## CPU profile: wall time per job"
+
+
+def machine() -> str:
+    model = "unknown CPU"
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.exists():
+        found = re.search(r"model name\s*:\s*(.+)", cpuinfo.read_text())
+        model = found.group(1).strip() if found else model
+    mem_gb = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    return f"{model}, {os.cpu_count()} cores, {mem_gb:.0f} GiB RAM, {platform.system()} {platform.release()}, Python {platform.python_version()}"
+
+
+def read_benchmarks(results: Path) -> pl.DataFrame:
+    rows = []
+    for path in sorted((results / "benchmarks").rglob("*.tsv")):
+        job = path.relative_to(results / "benchmarks").with_suffix("")
+        frame = pl.read_csv(path, separator="\t")
+        rows.append({"rule": job.parts[0], "job": "/".join(job.parts[1:]), "seconds": frame["s"][0],
+                     "max_rss_mb": frame["max_rss"][0], "cpu_seconds": frame["cpu_time"][0]})
+    return pl.DataFrame(rows)
+
+
+def run_wall_time(log: Path | None) -> str:
+    if log is None or not log.exists():
+        return "unknown (no Snakemake log given)"
+    stamps = re.findall(r"^\[(\w{3} \w{3} +\d+ \d\d:\d\d:\d\d \d{4})\]", log.read_text(), flags=re.M)
+    if len(stamps) < 2:
+        return "unknown (log has no timestamps)"
+    parse = lambda s: dt.datetime.strptime(" ".join(s.split()), "%a %b %d %H:%M:%S %Y")  # noqa: E731
+    seconds = (parse(stamps[-1]) - parse(stamps[0])).total_seconds()
+    return f"{seconds / 60:.1f} min ({log.name}, {stamps[0]} to {stamps[-1]})"
+
+
+def markdown(jobs: pl.DataFrame, wall: str, command: str) -> str:
+    per_rule = jobs.group_by("rule", maintain_order=True).agg(
+        pl.len().alias("jobs"), pl.col("seconds").sum().round(0).alias("sum_s"), pl.col("seconds").max().round(0).alias("max_s")
+    )
+    lines = [
+        SECTION, "",
+        f"- date: {dt.date.today().isoformat()}",
+        f"- machine: {machine()}",
+        f"- command: `{command}`",
+        f"- whole run, wall time: {wall}",
+        "- measured: Snakemake `benchmark:` files (`results/benchmarks/`); jobs run two at a time, one thread each",
+        "",
+        "| rule | jobs | sum of job wall times (s) | longest job (s) |", "|---|---|---|---|",
+        *[f"| {r['rule']} | {r['jobs']} | {r['sum_s']:.0f} | {r['max_s']:.0f} |" for r in per_rule.iter_rows(named=True)],
+        "",
+        "| job | wall (s) | CPU (s) | max RSS (MB) |", "|---|---|---|---|",
+        *[f"| {r['rule']}/{r['job']} | {r['seconds']:.0f} | {r['cpu_seconds']:.0f} | {r['max_rss_mb']:.0f} |"
+          for r in jobs.sort("rule", "job").iter_rows(named=True)],
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def replace_section(document: str, section: str) -> str:
+    start = document.find(SECTION)
+    if start < 0:
+        return document.rstrip("\n") + "\n\n" + section
+    end = document.find("\n## ", start + len(SECTION))
+    return document[:start] + section + (document[end + 1:] if end >= 0 else "")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--results", type=Path, default=Path("results"))
+    parser.add_argument("--log", type=Path, default=None, help="Snakemake log of the run (default: the newest)")
+    parser.add_argument("--out", type=Path, default=Path("BENCHMARKS.md"))
+    parser.add_argument("--command", default="make cpu", help="the command that produced the run")
+    args = parser.parse_args()
+    logs = sorted(Path(".snakemake/log").glob("*.snakemake.log"))
+    log = args.log or (logs[-1] if logs else None)
+    section = markdown(read_benchmarks(args.results), run_wall_time(log), args.command)
+    document = args.out.read_text() if args.out.exists() else "# Benchmarks\n"
+    args.out.write_text(replace_section(document, section))
+    print(section)
+
+
+if __name__ == "__main__":
+    main()
