@@ -107,6 +107,8 @@ def test_killed_job_leaves_no_complete_output_and_next_run_redoes_it(tmp_path):
     assert jobs_to_run(tmp_path, configs).get("finetune") == 1
     shorter = tmp_path / "short.yaml"
     shorter.write_text(yaml.safe_dump({"tasks": ["MRPC"], "finetune": {"inits": ["pretrained"]}}))
+    # a SIGKILLed snakemake leaves its lock behind; --unlock is the documented way out
+    snakemake(tmp_path, "--unlock", configs=(SMOKE, shorter))
     snakemake(tmp_path, "--rerun-incomplete", configs=(SMOKE, shorter))
     assert json.loads((run / "metrics.json").read_text())["hyperparameters"]["epochs"] == 1
     assert jobs_to_run(tmp_path, (SMOKE, shorter)) == {}
