@@ -13,6 +13,7 @@ include: "rules/data.smk"
 include: "rules/models.smk"
 include: "rules/finetune.smk"
 include: "rules/baselines.smk"
+include: "rules/attention.smk"
 
 
 rule all:

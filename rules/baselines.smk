@@ -11,6 +11,8 @@ rule baselines:
         parquet="results/tables/{model}/baselines.parquet",
         csv="results/tables/{model}/baselines.csv",
         markdown="results/tables/{model}/baselines.md",
+    params:
+        code=library_code("baselines", "io"),
     log:
         "logs/baselines/{model}.log",
     resources:

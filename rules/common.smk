@@ -1,5 +1,5 @@
 # Config validation, wildcard constraints and the input functions every stage shares.
-import json
+import hashlib
 import re
 from pathlib import Path
 
@@ -19,6 +19,17 @@ TRAINED_INITS = [i for i in INITS if i != "untuned"]
 
 if len(MODELS) != len(config["models"]):
     raise WorkflowError("config 'models': two entries share a name. Fix: give every model a unique name.")
+
+
+def library_code(*modules):
+    """Hash of the bertology_core modules a job runs, passed as a param.
+
+    Snakemake tracks the script of each job but not the library that script imports;
+    without this hash a fix in the library would not rerun the jobs it changes."""
+    digest = hashlib.sha256()
+    for module in modules:
+        digest.update((REPO / "bertology_core" / f"{module}.py").read_bytes())
+    return digest.hexdigest()[:16]
 
 
 def repo_path(path):
@@ -44,6 +55,7 @@ wildcard_constraints:
     split="train|dev|dev_mismatched",
     seed=r"\d+",
     init="untuned|random|pretrained",
+    state=r"untuned|(pretrained|random)_seed\d+",
 
 
 def model_spec(model):
@@ -92,8 +104,32 @@ def metrics_files(model):
     ]
 
 
+def attention_states():
+    """Dumped model states: ``untuned`` and ``<init>_seed<seed>`` for fine-tuned encoders."""
+    states = []
+    for init in config["attention"]["states"]:
+        states += ["untuned"] if init == "untuned" else [f"{init}_seed{seed}" for seed in SEEDS]
+    return states
+
+
+def dump_attention_inputs(wildcards):
+    """The encoder to dump: the resolved pre-trained folder, or a fine-tuned model folder."""
+    inputs = {"resolved": f"results/models/{wildcards.model}/resolved.json", "data": f"results/data/{wildcards.task}/dev.parquet"}
+    if wildcards.state != "untuned":
+        init, seed = wildcards.state.split("_seed")
+        inputs["model"] = f"{run_dir(wildcards.model, wildcards.task, init, seed)}/model"
+    return inputs
+
+
+def attention_dumps(model):
+    return [f"results/attention/{model}/{task}/{state}.json" for task in TASKS for state in attention_states()]
+
+
 def all_targets():
-    return [f"results/tables/{model}/baselines.md" for model in MODELS]
+    targets = []
+    for model in MODELS:
+        targets += [f"results/tables/{model}/baselines.md", *attention_dumps(model)]
+    return targets
 
 
 def prepare_data_input(wildcards):

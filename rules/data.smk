@@ -9,6 +9,7 @@ rule prepare_data:
     output:
         "results/data/{task}/{split}.parquet",
     params:
+        code=library_code("glue", "io"),
         source=config["data"]["source"],
         glue_dir=lambda wc: str(glue_dir()),
         max_examples=max_examples,

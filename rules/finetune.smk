@@ -15,6 +15,7 @@ rule finetune:
     wildcard_constraints:
         init="random|pretrained",
     params:
+        code=library_code("glue", "metrics", "models", "finetune", "io"),
         hyperparameters=lambda wc: hyperparameters(wc.task, wc.init),
         eval_splits=lambda wc: eval_splits(wc.task),
     threads: config["finetune"]["threads"]
@@ -39,6 +40,7 @@ rule evaluate_untuned:
         metrics="results/finetune/{model}/{task}/untuned/seed{seed}/metrics.json",
         predictions="results/finetune/{model}/{task}/untuned/seed{seed}/predictions.parquet",
     params:
+        code=library_code("glue", "metrics", "models", "finetune", "io"),
         # only what changes an untrained model's predictions, so training settings never rerun it
         hyperparameters=lambda wc: evaluation_parameters(wc.task),
         eval_splits=lambda wc: eval_splits(wc.task),

@@ -7,6 +7,7 @@ rule resolve_model:
     output:
         "results/models/{model}/resolved.json",
     params:
+        code=library_code("models", "io"),
         spec=lambda wc: model_spec(wc.model),
     log:
         "logs/resolve_model/{model}.log",

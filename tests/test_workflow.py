@@ -66,6 +66,12 @@ def test_smoke_run_writes_every_output(smoke_run):
     assert not list((run / "model").glob("*.bin"))
     assert (smoke_run / "logs" / "finetune" / "tiny-bert" / "MRPC" / "pretrained" / "seed1.log").is_file()
     assert not (smoke_run / "results" / "finetune" / "tiny-bert" / "MRPC" / "untuned" / "seed1" / "model").exists()
+    for task in ("MRPC", "STS-B"):
+        for state in ("untuned", "pretrained_seed1"):
+            summary = json.loads((smoke_run / "results" / "attention" / "tiny-bert" / task / f"{state}.json").read_text())
+            assert summary["examples"] == 8 and summary["layers"] == [0, 1] and summary["heads"] == 4
+    fine_tuned = json.loads((smoke_run / "results/attention/tiny-bert/MRPC/pretrained_seed1.json").read_text())
+    assert fine_tuned["model_folder"].endswith("finetune/tiny-bert/MRPC/pretrained/seed1/model")
 
 
 def test_second_run_has_nothing_to_do(smoke_run):
@@ -77,7 +83,7 @@ def test_changing_one_tasks_learning_rate_reruns_exactly_its_jobs(smoke_run, tmp
     override.write_text(yaml.safe_dump({"finetune": {"per_task": {"STS-B": {"learning_rate": 5e-4}}}}))
     configs = (SMOKE, override)
     # untuned never trains, so its learning rate is not a parameter that matters: only trained runs rerun.
-    assert jobs_to_run(smoke_run, configs) == {"finetune": 2, "baselines": 1, "all": 1}
+    assert jobs_to_run(smoke_run, configs) == {"finetune": 2, "dump_attention": 1, "baselines": 1, "all": 1}
     dry_run = snakemake(smoke_run, "-n", configs=configs).stdout
     planned = [line.split("output:")[1] for line in dry_run.splitlines() if line.strip().startswith("output:")]
     finetune_outputs = [o for o in planned if "/finetune/" in o]

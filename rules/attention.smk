@@ -1,0 +1,29 @@
+# Attention dumps per (model, task, model state): the input of every attention analysis.
+
+
+rule dump_attention:
+    conda:
+        "../envs/torch.yaml"
+    input:
+        unpack(dump_attention_inputs),
+    output:
+        attention="results/attention/{model}/{task}/{state}.attention.parquet",
+        tokens="results/attention/{model}/{task}/{state}.tokens.parquet",
+        summary="results/attention/{model}/{task}/{state}.json",
+    params:
+        code=library_code("glue", "models", "attention", "dumps", "io"),
+        max_examples=config["attention"]["max_examples"],
+        seed=config["attention"]["seed"],
+        batch_size=config["attention"]["batch_size"],
+        bits=config["attention"]["bits"],
+        max_length=lambda wc: hyperparameters(wc.task, "untuned")["max_length"],
+    threads: config["attention"]["threads"]
+    resources:
+        mem_mb=4000,
+        runtime=60,
+    log:
+        "logs/dump_attention/{model}/{task}/{state}.log",
+    benchmark:
+        "results/benchmarks/dump_attention/{model}/{task}/{state}.tsv"
+    script:
+        "../workflow_scripts/dump_attention.py"

@@ -1,0 +1,96 @@
+"""Attention dumps: exact round trip, no padding, a layout that lets readers skip, atomic writes."""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+import pyarrow.parquet as pq
+import pytest
+import torch
+from transformers import AutoModel, AutoTokenizer
+
+from bertology_core import attention, dumps, glue
+from conftest import GLUE_SMOKE, TINY_BERT
+
+
+@pytest.fixture(scope="module")
+def dumped(tmp_path_factory):
+    model = attention.use_engine(AutoModel.from_pretrained(TINY_BERT).eval())
+    tokenizer = AutoTokenizer.from_pretrained(TINY_BERT)
+    frame = glue.read_local(glue.get_task("MRPC"), "dev", GLUE_SMOKE).head(11)
+    prefix = tmp_path_factory.mktemp("dump") / "mrpc"
+    summary = dumps.write_dump(model, tokenizer, frame, prefix, max_length=32, batch_size=4)
+    return prefix, summary, frame, tokenizer
+
+
+def test_round_trip_matches_eager_attention_at_true_length(dumped):
+    prefix, summary, frame, tokenizer = dumped
+    reader = dumps.AttentionDump(prefix)
+    eager = AutoModel.from_pretrained(TINY_BERT, attn_implementation="eager").eval()
+    tokens = reader.tokens()
+    assert summary["examples"] == 11 and tokens.height == 11
+    assert sorted(tokens["idx"].to_list()) == sorted(frame["idx"].to_list())
+    worst = 0.0
+    for example, idx, token_list, types, word_ids in tokens.iter_rows():
+        row = frame.filter(pl.col("idx") == idx)
+        encoded = tokenizer(row["sentence1"][0], row["sentence2"][0], truncation=True, max_length=32, return_tensors="pt")
+        assert token_list == tokenizer.convert_ids_to_tokens(encoded["input_ids"][0])
+        assert types == encoded["token_type_ids"][0].tolist()
+        assert word_ids[0] is None and word_ids[-1] is None and word_ids[1] == 0
+        with torch.no_grad():
+            reference = eager(**encoded, output_attentions=True).attentions
+        for layer in range(2):
+            for head in range(4):
+                stored = reader.map(example, layer, head)
+                assert stored.shape == (len(token_list), len(token_list))  # no padding stored
+                worst = max(worst, float(np.abs(stored - reference[layer][0, head].numpy()).max()))
+    assert worst <= 0.5 / reader.scale + 1e-7
+    assert summary["values"] == sum(len(t) ** 2 for t in tokens["tokens"].to_list()) * 2 * 4
+
+
+def test_row_groups_hold_one_layer_head_and_a_contiguous_example_range(dumped):
+    prefix, _, _, _ = dumped
+    attention_path, _ = dumps.dump_paths(prefix)
+    metadata = pq.ParquetFile(attention_path).metadata
+    names = [metadata.schema.column(i).name for i in range(metadata.num_columns)]
+    ranges = set()
+    for group in range(metadata.num_row_groups):
+        stats = {names[i]: metadata.row_group(group).column(i).statistics for i in range(4)}
+        assert stats["layer"].min == stats["layer"].max and stats["head"].min == stats["head"].max
+        ranges.add((stats["example"].min, stats["example"].max))
+    assert sorted(ranges) == [(0, 3), (4, 7), (8, 10)]  # batches of 4, numbered by length
+    assert metadata.num_row_groups == 3 * 2 * 4
+    lengths = dumps.AttentionDump(prefix).tokens()["tokens"].list.len().to_list()
+    assert lengths == sorted(lengths)
+
+
+def test_reader_filters_lazily(dumped):
+    prefix, _, _, _ = dumped
+    reader = dumps.AttentionDump(prefix)
+    one_head = list(reader.maps(layer=1, head=2))
+    assert len(one_head) == 11 and {(l, h) for _, l, h, _ in one_head} == {(1, 2)}
+    for _, _, _, matrix in one_head:
+        np.testing.assert_allclose(matrix.sum(1), 1.0, atol=matrix.shape[0] / reader.scale)
+    assert reader.scan().filter(pl.col("example") == 5).select(pl.len()).collect().item() == 8
+    with pytest.raises(KeyError):
+        reader.map(99, 0, 0)
+
+
+def test_interrupted_dump_leaves_no_file(tmp_path):
+    model = attention.use_engine(AutoModel.from_pretrained(TINY_BERT).eval())
+    tokenizer = AutoTokenizer.from_pretrained(TINY_BERT)
+    frame = glue.read_local(glue.get_task("RTE"), "dev", GLUE_SMOKE)
+    calls = {"n": 0}
+
+    def failing_forward(module, args, kwargs):
+        calls["n"] += 1
+        if calls["n"] == 3:
+            raise RuntimeError("killed mid-dump")
+
+    handle = model.register_forward_pre_hook(failing_forward, with_kwargs=True)
+    with pytest.raises(RuntimeError, match="killed mid-dump"):
+        dumps.write_dump(model, tokenizer, frame, tmp_path / "rte", batch_size=4)
+    handle.remove()
+    assert list(tmp_path.iterdir()) == []
+    with pytest.raises(FileNotFoundError):
+        dumps.AttentionDump(tmp_path / "rte")
