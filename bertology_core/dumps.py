@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -110,7 +111,7 @@ def write_dump(
     batch_size: int = 32,
     layers: list[int] | None = None,
     bits: int = DEFAULT_BITS,
-    compression_level: int = 3,
+    compression_level: int = 1,  # zstd 1: same size as 3 on attention maps (1.13 B/value), 16% faster
 ) -> dict[str, Any]:
     """Run ``model`` over ``frame`` and dump its attention maps; return a summary record.
 
@@ -141,10 +142,19 @@ def write_dump(
             use_byte_stream_split=["weights.list.element"],
             write_statistics=True,
         )
+        # Quantising and compressing batch k (numpy and pyarrow release the GIL) overlaps the
+        # forward pass of batch k+1; at most two batches are in memory at once.
         try:
-            for start in range(0, len(order), batch_size):
-                examples = np.arange(start, min(start + batch_size, len(order)))
-                values += _dump_batch(model, encoded, examples, wanted, writer, scale)
+            with ThreadPoolExecutor(max_workers=1) as pool:
+                pending: Future[int] | None = None
+                for start in range(0, len(order), batch_size):
+                    examples = np.arange(start, min(start + batch_size, len(order)))
+                    captured, lengths = _forward_batch(model, encoded, examples, wanted)
+                    if pending is not None:
+                        values += pending.result()
+                    pending = pool.submit(_write_batch, encoded, examples, lengths, captured, writer, scale)
+                if pending is not None:
+                    values += pending.result()
         finally:
             writer.close()
         tokens_table = pa.table(
@@ -172,9 +182,10 @@ def write_dump(
     }
 
 
-def _dump_batch(
-    model: Any, encoded: EncodedExamples, examples: np.ndarray, layers: list[int], writer: pq.ParquetWriter, scale: int
-) -> int:
+def _forward_batch(
+    model: Any, encoded: EncodedExamples, examples: np.ndarray, layers: list[int]
+) -> tuple[dict[int, torch.Tensor], list[int]]:
+    """One padded forward pass; returns each requested layer's probabilities and the true lengths."""
     lengths = [len(encoded.input_ids[i]) for i in examples]
     width = max(lengths)
     ids = torch.zeros((len(examples), width), dtype=torch.long)
@@ -192,7 +203,19 @@ def _dump_batch(
     plan = attention.InterventionPlan(sink=sink, capture_layers=frozenset(layers))
     with torch.inference_mode(), attention.intervene(model, plan):
         model(input_ids=ids, token_type_ids=types, attention_mask=mask)
-    heads = model.config.num_attention_heads
+    return captured, lengths
+
+
+def _write_batch(
+    encoded: EncodedExamples,
+    examples: np.ndarray,
+    lengths: list[int],
+    captured: dict[int, torch.Tensor],
+    writer: pq.ParquetWriter,
+    scale: int,
+) -> int:
+    """Drop padding, quantise and write one row group per (layer, head); return the values written."""
+    width = max(lengths)
     lengths_array = np.asarray(lengths, np.int32)
     positions = np.arange(width)
     # [batch, query, key]: True inside each example's real L x L block; boolean indexing walks it
@@ -205,10 +228,10 @@ def _dump_batch(
         "length": pa.array(lengths_array),
     }
     values = 0
-    for layer in layers:
+    for layer in sorted(captured):
         probs = captured.pop(layer).float().cpu().numpy()
         flat = quantise(probs.transpose(1, 0, 2, 3)[:, real], scale)  # [head, sum of L^2]
-        for head in range(heads):
+        for head in range(flat.shape[0]):
             table = pa.table(
                 {
                     "example": columns["example"],
