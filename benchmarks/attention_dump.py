@@ -67,7 +67,7 @@ def round_trip_error(eager, tokenizer, reader, examples: int) -> float:
 
     worst = 0.0
     tokens = reader.tokens().head(examples)
-    for example, _, token_list, types, _ in tokens.iter_rows():
+    for example, _, token_list, types, _, _ in tokens.iter_rows():
         ids = torch.tensor([tokenizer.convert_tokens_to_ids(token_list)])
         with torch.inference_mode():
             reference = eager(input_ids=ids, token_type_ids=torch.tensor([types]), output_attentions=True).attentions

@@ -75,10 +75,12 @@ def markdown(jobs: pl.DataFrame, wall: str, command: str) -> str:
 
 
 def replace_section(document: str, section: str) -> str:
-    start = document.find(SECTION)
+    """Replace the section whose heading is ``section``'s first line (or append it)."""
+    heading = section.splitlines()[0]
+    start = document.find(heading + "\n")
     if start < 0:
         return document.rstrip("\n") + "\n\n" + section
-    end = document.find("\n## ", start + len(SECTION))
+    end = document.find("\n## ", start + len(heading))
     return document[:start] + section + (document[end + 1:] if end >= 0 else "")
 
 

@@ -13,7 +13,8 @@ Layout (one dump = two files written atomically):
   let ``polars.scan_parquet`` skip everything but one layer, one head or one example.
   Byte-stream-split encoding plus zstd keeps it near one byte per value.
 - ``<name>.tokens.parquet``: one row per example: ``example, idx, tokens,
-  token_type_ids, word_ids`` (``word_ids`` null for special tokens).
+  token_type_ids`` (null for models without them), ``segment_ids`` (0/1 for the first or
+  second sentence, null for special tokens) and ``word_ids`` (null for special tokens).
 
 Examples are processed in batches and written as they come: memory does not grow
 with the number of examples.
@@ -56,6 +57,7 @@ TOKENS_SCHEMA = pa.schema(
         ("idx", pa.int64()),
         ("tokens", pa.list_(pa.string())),
         ("token_type_ids", pa.list_(pa.int8())),
+        ("segment_ids", pa.list_(pa.int8())),
         ("word_ids", pa.list_(pa.int32())),
     ]
 )
@@ -70,7 +72,8 @@ def dump_paths(prefix: str | Path) -> tuple[Path, Path]:
 class EncodedExamples:
     idx: list[int]
     input_ids: list[list[int]]
-    token_type_ids: list[list[int]]
+    token_type_ids: list[list[int]] | None  # None when the model has no token types (RoBERTa)
+    segment_ids: list[list[int | None]]  # 0/1 per sentence, None for special tokens, for every model
     word_ids: list[list[int | None]]
     tokens: list[list[str]]
 
@@ -80,11 +83,11 @@ def encode_examples(frame: pl.DataFrame, tokenizer: Any, max_length: int) -> Enc
     second = frame["sentence2"].to_list() if frame["sentence2"].null_count() < frame.height else None
     out = tokenizer(frame["sentence1"].to_list(), second, truncation=True, max_length=max_length)
     ids = out["input_ids"]
-    types = out.get("token_type_ids") or [[0] * len(x) for x in ids]
     return EncodedExamples(
         idx=frame["idx"].to_list(),
         input_ids=ids,
-        token_type_ids=types,
+        token_type_ids=out.get("token_type_ids"),
+        segment_ids=[out.sequence_ids(i) for i in range(len(ids))],
         word_ids=[out.word_ids(i) for i in range(len(ids))],
         tokens=[tokenizer.convert_ids_to_tokens(x) for x in ids],
     )
@@ -162,7 +165,8 @@ def write_dump(
                 "example": pa.array(range(len(encoded.idx)), pa.int32()),
                 "idx": pa.array(encoded.idx, pa.int64()),
                 "tokens": pa.array(encoded.tokens, pa.list_(pa.string())),
-                "token_type_ids": pa.array(encoded.token_type_ids, pa.list_(pa.int8())),
+                "token_type_ids": pa.array(encoded.token_type_ids or [None] * len(encoded.idx), pa.list_(pa.int8())),
+                "segment_ids": pa.array(encoded.segment_ids, pa.list_(pa.int8())),
                 "word_ids": pa.array(encoded.word_ids, pa.list_(pa.int32())),
             },
             schema=TOKENS_SCHEMA,
@@ -193,7 +197,8 @@ def _forward_batch(
     mask = torch.zeros_like(ids)
     for row, (i, n) in enumerate(zip(examples, lengths)):
         ids[row, :n] = torch.tensor(encoded.input_ids[i])
-        types[row, :n] = torch.tensor(encoded.token_type_ids[i])
+        if encoded.token_type_ids is not None:
+            types[row, :n] = torch.tensor(encoded.token_type_ids[i])
         mask[row, :n] = 1
     captured: dict[int, torch.Tensor] = {}
 
@@ -202,7 +207,10 @@ def _forward_batch(
 
     plan = attention.InterventionPlan(sink=sink, capture_layers=frozenset(layers))
     with torch.inference_mode(), attention.intervene(model, plan):
-        model(input_ids=ids, token_type_ids=types, attention_mask=mask)
+        inputs = {"input_ids": ids, "attention_mask": mask}
+        if encoded.token_type_ids is not None:
+            inputs["token_type_ids"] = types
+        model(**inputs)
     return captured, lengths
 
 

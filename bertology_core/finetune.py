@@ -241,7 +241,8 @@ def finetune_and_evaluate(
         "task": task.name,
         "init": init,
         "seed": seed,
-        "hyperparameters": config.to_dict(),
+        # an untrained model only depends on how inputs are cut
+        "hyperparameters": {"max_length": config.max_length} if init == "untuned" else config.to_dict(),
         "device": str(next(model.parameters()).device),
     }
     if init != "untuned":

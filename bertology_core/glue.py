@@ -104,7 +104,8 @@ TASKS: dict[str, GlueTask] = {
         GlueTask(
             "QQP", "qqp", ("not_duplicate", "duplicate"), _BINARY, ("accuracy", "f1"),
             {"train": "train", "dev": "dev"}, has_header=True,
-            text_a_col=3, text_b_col=4, label_col=5, idx_col=0, expected_columns=6,
+            # column 0 is Quora's pair id, not a running index: idx is the row number, as on the Hub
+            text_a_col=3, text_b_col=4, label_col=5, idx_col=None, expected_columns=6,
             hub_columns=("question1", "question2"),
         ),
         GlueTask(

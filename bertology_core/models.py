@@ -108,7 +108,7 @@ def resolve_model(spec: str) -> ResolvedModel:
                     allow_patterns=["*.json", "*.safetensors", "*.txt", "*.model"],
                 )
             )
-        except Exception as error:  # network, auth, offline mode: all need the same advice
+        except OSError as error:  # hub errors (network, auth, offline mode, not found) are all OSErrors
             raise ModelSpecError(
                 f"Model spec {spec!r} is not an installed package ('{PACKAGE_PREFIX}NAME') or an existing folder, "
                 f"and the Hugging Face Hub could not provide it ({type(error).__name__}: {error}). "

@@ -16,7 +16,8 @@ rule dump_attention:
         seed=config["attention"]["seed"],
         batch_size=config["attention"]["batch_size"],
         bits=config["attention"]["bits"],
-        max_length=lambda wc: hyperparameters(wc.task, "untuned")["max_length"],
+        # cut inputs as the dumped model was trained
+        max_length=lambda wc: hyperparameters(wc.task, state_init(wc.state))["max_length"],
     threads: config["attention"]["threads"]
     resources:
         mem_mb=4000,

@@ -15,6 +15,8 @@ rule baselines:
         code=library_code("baselines", "io"),
     log:
         "logs/baselines/{model}.log",
+    benchmark:
+        "results/benchmarks/baselines/{model}.tsv"
     resources:
         mem_mb=1000,
         runtime=10,

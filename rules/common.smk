@@ -55,14 +55,24 @@ wildcard_constraints:
     split="train|dev|dev_mismatched",
     seed=r"\d+",
     init="untuned|random|pretrained",
-    state=r"untuned|(pretrained|random)_seed\d+",
+    state=r"untuned|(?:pretrained|random)_seed\d+",
 
 
-def model_spec(model):
+def local_model_folder(model):
+    """A spec naming a folder (relative paths: to the repository), else None (hub id or package)."""
     spec = MODELS[model]
-    if not spec.startswith("package:") and (REPO / spec).is_dir():
-        return str((REPO / spec).resolve())
-    return spec
+    if spec.startswith("package:"):
+        return None
+    folder = repo_path(spec)
+    return folder if folder.is_dir() else None
+
+
+def local_model_files(wildcards):
+    # a local model's files are inputs, so replacing its weights reruns what used them
+    folder = local_model_folder(wildcards.model)
+    if folder is None:
+        return []
+    return [str(folder / "config.json"), *sorted(str(p) for p in folder.glob("*.safetensors"))]
 
 
 def data_limits(task):
@@ -110,6 +120,10 @@ def attention_states():
     for init in config["attention"]["states"]:
         states += ["untuned"] if init == "untuned" else [f"{init}_seed{seed}" for seed in SEEDS]
     return states
+
+
+def state_init(state):
+    return "untuned" if state == "untuned" else state.split("_seed")[0]
 
 
 def dump_attention_inputs(wildcards):

@@ -11,7 +11,6 @@ rule prepare_data:
     params:
         code=library_code("glue", "io"),
         source=config["data"]["source"],
-        glue_dir=lambda wc: str(glue_dir()),
         max_examples=max_examples,
         seed=config["data"]["subsample_seed"],
     log:

@@ -41,7 +41,7 @@ rule evaluate_untuned:
         predictions="results/finetune/{model}/{task}/untuned/seed{seed}/predictions.parquet",
     params:
         code=library_code("glue", "metrics", "models", "finetune", "io"),
-        # only what changes an untrained model's predictions, so training settings never rerun it
+        # no training settings, so changing them never reruns it (eval_batch_size: speed only)
         hyperparameters=lambda wc: evaluation_parameters(wc.task),
         eval_splits=lambda wc: eval_splits(wc.task),
     threads: config["finetune"]["threads"]

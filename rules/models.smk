@@ -4,13 +4,17 @@
 rule resolve_model:
     conda:
         "../envs/torch.yaml"
+    input:
+        local_model_files,
     output:
         "results/models/{model}/resolved.json",
     params:
         code=library_code("models", "io"),
-        spec=lambda wc: model_spec(wc.model),
+        spec=lambda wc: MODELS[wc.model],
     log:
         "logs/resolve_model/{model}.log",
+    benchmark:
+        "results/benchmarks/resolve_model/{model}.tsv"
     resources:
         mem_mb=2000,
         runtime=60,

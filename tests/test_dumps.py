@@ -31,12 +31,14 @@ def test_round_trip_matches_eager_attention_at_true_length(dumped):
     assert summary["examples"] == 11 and tokens.height == 11
     assert sorted(tokens["idx"].to_list()) == sorted(frame["idx"].to_list())
     worst = 0.0
-    for example, idx, token_list, types, word_ids in tokens.iter_rows():
+    for example, idx, token_list, types, segments, word_ids in tokens.iter_rows():
         row = frame.filter(pl.col("idx") == idx)
         encoded = tokenizer(row["sentence1"][0], row["sentence2"][0], truncation=True, max_length=32, return_tensors="pt")
         assert token_list == tokenizer.convert_ids_to_tokens(encoded["input_ids"][0])
         assert types == encoded["token_type_ids"][0].tolist()
         assert word_ids[0] is None and word_ids[-1] is None and word_ids[1] == 0
+        assert segments[0] is None and segments[1] == 0 and segments[-2] == 1
+        assert [s for s, t in zip(segments, types) if s is not None] == [t for s, t in zip(segments, types) if s is not None]
         with torch.no_grad():
             reference = eager(**encoded, output_attentions=True).attentions
         for layer in range(2):

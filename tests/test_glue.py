@@ -52,8 +52,28 @@ def test_quotes_are_literal_and_string_labels_map_to_hub_ids(tmp_path):
 
 def test_stsb_reads_float_scores_from_last_column():
     frame = glue.read_local(glue.get_task("STS-B"), "dev", GLUE_SMOKE)
+    raw = [line.split("\t") for line in (GLUE_SMOKE / "STS-B" / "dev.tsv").read_text().splitlines()[1:]]
     assert frame.schema["label"] == pl.Float64
-    assert frame["label"].min() >= 0 and frame["label"].max() <= 5
+    assert frame["label"].to_list() == [float(r[-1]) for r in raw]
+    assert frame["sentence2"].to_list() == [r[8] for r in raw] and frame["idx"].to_list() == [int(r[0]) for r in raw]
+
+
+def test_mnli_columns_and_both_dev_sets(tmp_path):
+    header = "\t".join(["index", "promptID", "pairID", "genre", "s1_bin", "s2_bin", "s1_parse", "s2_parse",
+                        "sentence1", "sentence2", "label1", "gold_label"])
+    row = lambda i, gold: "\t".join([str(i), "1", "1", "fiction", "(", "(", "(", "(", f"premise {i}", f"hypothesis {i}", gold, gold])  # noqa: E731
+    write(tmp_path / "MNLI" / "dev_matched.tsv", "\n".join([header, row(0, "neutral"), row(1, "contradiction")]) + "\n")
+    write(tmp_path / "MNLI" / "dev_mismatched.tsv", "\n".join([header, row(7, "entailment")]) + "\n")
+    matched = glue.read_local(glue.get_task("MNLI"), "dev", tmp_path)
+    assert matched.rows() == [(0, "premise 0", "hypothesis 0", 1), (1, "premise 1", "hypothesis 1", 2)]
+    assert glue.read_local(glue.get_task("MNLI"), "dev_mismatched", tmp_path).rows() == [(7, "premise 7", "hypothesis 7", 0)]
+
+
+def test_qqp_idx_is_row_order_not_quora_id(tmp_path):
+    write(tmp_path / "QQP" / "dev.tsv", "id\tqid1\tqid2\tquestion1\tquestion2\tis_duplicate\n"
+          "201359\t1\t2\tWhy?\tHow?\t0\n5\t3\t4\tWho?\tWhom?\t1\n")
+    frame = glue.read_local(glue.get_task("QQP"), "dev", tmp_path)
+    assert frame.rows() == [(0, "Why?", "How?", 0), (1, "Who?", "Whom?", 1)]
 
 
 def test_missing_file_error_names_path_and_both_fixes(tmp_path):

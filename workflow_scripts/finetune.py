@@ -1,10 +1,14 @@
 """Fine-tune (rule finetune) or only evaluate (rule evaluate_untuned) one (model, task, init, seed)."""
 
 import logging
+import os
 
 from _common import log_to
 
 log_to(snakemake.log[0])
+
+# deterministic cuBLAS needs a fixed workspace; set before torch touches CUDA
+os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
 
 import polars as pl
 import torch

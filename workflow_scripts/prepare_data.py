@@ -1,4 +1,5 @@
 import logging
+from pathlib import Path
 
 from _common import log_to
 
@@ -10,7 +11,9 @@ frame = glue.prepare_split(
     snakemake.wildcards.task,
     snakemake.wildcards.split,
     source=snakemake.params.source,
-    glue_dir=snakemake.params.glue_dir,
+    # local source: the TSV is this job's input (<glue_dir>/<TASK>/<file>.tsv); not a param, so
+    # moving the checkout does not rerun anything
+    glue_dir=Path(snakemake.input[0]).parents[1] if snakemake.input else None,
     max_examples=snakemake.params.max_examples,
     seed=snakemake.params.seed,
 )
