@@ -126,6 +126,8 @@ def main() -> None:
         f"- machine: {machine()}; torch threads: {args.threads}",
         f"- command: `python benchmarks/attention_dump.py --threads {args.threads}`",
         f"- model: all-MiniLM-L6-v2 (6 layers x 12 heads); data: MRPC dev, {summary['examples']} examples, batches of 32",
+        "- write_dump quantises and compresses batch k in one background thread while batch k+1 runs its forward",
+        "  pass, so with 1 torch thread it also uses part of a second core; the plain forward pass uses one core.",
         "",
         "| measure | value | target |", "|---|---|---|",
         f"| plain eager forward, output_attentions=True (s) | {plain:.2f} | |",
