@@ -1,7 +1,13 @@
 # bertology: the classic BERTology analyses on any Hugging Face encoder, as one DAG.
+import time
+
 from snakemake.utils import min_version
 
 min_version("9.0")
+
+
+# files modified after this are "written by this run" in the disk report
+RUN_STARTED = time.time()
 
 
 # Resolved against the repository so that --directory elsewhere still finds the defaults.
@@ -14,9 +20,20 @@ include: "rules/models.smk"
 include: "rules/finetune.smk"
 include: "rules/baselines.smk"
 include: "rules/attention.smk"
+include: "rules/treebank.smk"
 
 
 rule all:
     default_target: True
     input:
         all_targets(),
+
+
+onsuccess:
+    # How much each stage keeps and how much this run wrote (results/disk_usage.md)
+    from bertology_core import disk, io
+
+    if Path("results").is_dir():
+        table = disk.format_table(disk.disk_usage("results", since=RUN_STARTED))
+        io.write_text(table, "results/disk_usage.md")
+        print("Disk use per stage (also in results/disk_usage.md):\n" + table)

@@ -36,6 +36,7 @@ import pyarrow.parquet as pq
 import torch
 
 from bertology_core import attention
+from bertology_core.faults import failpoint
 from bertology_core.io import atomic_path
 
 DEFAULT_BITS = 14  # 1.1 bytes per value with byte-stream-split + zstd on real maps (16 bits: 1.4)
@@ -155,6 +156,7 @@ def write_dump(
                     captured, lengths = _forward_batch(model, encoded, examples, wanted)
                     if pending is not None:
                         values += pending.result()
+                        failpoint("dump.after_batch")  # the Parquet file is half written here
                     pending = pool.submit(_write_batch, encoded, examples, lengths, captured, writer, scale)
                 if pending is not None:
                     values += pending.result()

@@ -24,6 +24,8 @@ import torch
 from tqdm.auto import tqdm
 from transformers import PreTrainedModel, get_linear_schedule_with_warmup
 
+from bertology_core.checkpoint import Checkpointer, TrainingState
+from bertology_core.faults import failpoint
 from bertology_core.glue import GlueTask
 from bertology_core.metrics import compute_metrics
 
@@ -39,7 +41,6 @@ class FinetuneConfig:
     weight_decay: float = 0.01
     max_grad_norm: float = 1.0
     max_length: int = 128
-    eval_batch_size: int = 64
     group_by_length: bool = False
 
     @classmethod
@@ -131,8 +132,14 @@ def train(
     config: FinetuneConfig,
     seed: int,
     progress: bool = True,
+    checkpointer: Checkpointer | None = None,
 ) -> dict[str, Any]:
-    """Fine-tune ``model`` in place; return a training record (losses, steps, seconds)."""
+    """Fine-tune ``model`` in place; return a training record (losses, steps, seconds).
+
+    With a ``checkpointer`` the loop saves its whole state now and then and, when a
+    checkpoint of the same run exists, resumes from it; the result is identical to an
+    uninterrupted run (the epoch's batch order is redrawn from the saved generator state).
+    """
     torch.manual_seed(seed)
     device = next(model.parameters()).device
     generator = np.random.default_rng(seed)
@@ -146,14 +153,20 @@ def train(
     ]
     optimizer = torch.optim.AdamW(groups, lr=config.learning_rate)
     scheduler = get_linear_schedule_with_warmup(optimizer, int(config.warmup_ratio * total_steps), total_steps)
+    state = (checkpointer.load(model, optimizer, scheduler) if checkpointer else None) or TrainingState()
+    resumed_at = state.step
     model.train()
-    losses: list[float] = []
-    started = time.perf_counter()
-    bar = tqdm(total=total_steps, desc=f"fine-tune {task.name}", disable=not progress, mininterval=5.0)
-    step = examples_seen = 0
-    while step < total_steps:
-        for batch_indices in training_batches(lengths, config.batch_size, generator, config.group_by_length):
-            if step >= total_steps:
+    started = time.perf_counter() - state.train_seconds
+    last_save_step, last_save_time = state.step, time.perf_counter()
+    bar = tqdm(total=total_steps, initial=state.step, desc=f"fine-tune {task.name}", disable=not progress, mininterval=5.0)
+    while state.step < total_steps:
+        if state.epoch_generator_state is None:
+            state.epoch_generator_state = generator.bit_generator.state
+        else:  # resumed mid-epoch: redraw this epoch's batches from the same generator state
+            generator.bit_generator.state = state.epoch_generator_state
+        batches = training_batches(lengths, config.batch_size, generator, config.group_by_length)
+        for batch_indices in batches[state.batch_in_epoch :]:
+            if state.step >= total_steps:
                 break
             batch = _to(data.collate(batch_indices), device)
             output = model(**batch, labels=_labels_tensor(task, labels[batch_indices]).to(device))
@@ -162,19 +175,31 @@ def train(
             optimizer.step()
             scheduler.step()
             optimizer.zero_grad(set_to_none=True)
-            losses.append(float(output.loss.detach()))
-            step += 1
-            examples_seen += len(batch_indices)
+            state.losses.append(float(output.loss.detach()))
+            state.step += 1
+            state.batch_in_epoch += 1
+            state.examples_seen += len(batch_indices)
             bar.update(1)
-            bar.set_postfix(loss=f"{np.mean(losses[-20:]):.4f}", refresh=False)
+            bar.set_postfix(loss=f"{np.mean(state.losses[-20:]):.4f}", refresh=False)
+            if checkpointer and state.step < total_steps and checkpointer.due(
+                state.step - last_save_step, time.perf_counter() - last_save_time
+            ):
+                state.train_seconds = time.perf_counter() - started
+                checkpointer.save(state, model, optimizer, scheduler)
+                last_save_step, last_save_time = state.step, time.perf_counter()
+                failpoint("finetune.after_checkpoint")
+        state.epoch += 1
+        state.batch_in_epoch = 0
+        state.epoch_generator_state = None
     bar.close()
     model.eval()
     return {
-        "steps": step,
-        "examples_seen": examples_seen,
+        "steps": state.step,
+        "resumed_at_step": resumed_at,
+        "examples_seen": state.examples_seen,
         "train_seconds": time.perf_counter() - started,
-        "final_loss_mean_last_20": float(np.mean(losses[-20:])) if losses else float("nan"),
-        "loss_curve": losses,
+        "final_loss_mean_last_20": float(np.mean(state.losses[-20:])) if state.losses else float("nan"),
+        "loss_curve": state.losses,
     }
 
 
@@ -226,11 +251,14 @@ def finetune_and_evaluate(
     config: FinetuneConfig,
     progress: bool = True,
     device: torch.device | None = None,
+    eval_batch_size: int = 64,
+    checkpointer: Checkpointer | None = None,
 ) -> RunResult:
     """Build the classifier (``init``: pretrained | random | untuned), train it unless untuned, evaluate.
 
     ``untuned`` is the paper's "pre-trained" column: the pre-trained encoder with
-    a freshly initialised, untrained classification head.
+    a freshly initialised, untrained classification head. ``eval_batch_size`` only
+    changes speed; ``checkpointer`` makes training resumable (see :func:`train`).
     """
     from bertology_core.models import load_classifier, load_tokenizer
 
@@ -250,12 +278,14 @@ def finetune_and_evaluate(
             raise ValueError(f"init={init!r} needs training data")
         encoded = encode(train_frame, tokenizer, config.max_length)
         record["train_examples"] = len(encoded)
-        record["training"] = train(model, task, encoded, train_frame["label"].to_numpy(), config, seed, progress)
+        record["training"] = train(
+            model, task, encoded, train_frame["label"].to_numpy(), config, seed, progress, checkpointer
+        )
     predictions: dict[str, pl.DataFrame] = {}
     record["eval"] = {}
     for split, frame in eval_frames.items():
         started = time.perf_counter()
-        logits = predict(model, encode(frame, tokenizer, config.max_length), config.eval_batch_size)
+        logits = predict(model, encode(frame, tokenizer, config.max_length), eval_batch_size)
         predictions[split] = predictions_frame(task, frame, logits)
         record["eval"][split] = {
             **score(task, predictions[split]),

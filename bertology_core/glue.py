@@ -181,6 +181,12 @@ def read_local(task: GlueTask, split: str, glue_dir: str | Path) -> pl.DataFrame
         reader = csv.reader(handle, delimiter="\t", quoting=csv.QUOTE_NONE)
         header: list[str] | None = next(reader, None) if task.has_header else None
         needed = max(c for c in (task.text_a_col, task.text_b_col or 0, task.label_col, task.idx_col or 0) if c >= 0) + 1
+        if header is not None and task.expected_columns is not None and len(header) != task.expected_columns:
+            raise DataError(
+                f"{path}:1: the header has {len(header)} tab-separated columns ({', '.join(header)}); the classic "
+                f"GLUE layout of {task.name} has {task.expected_columns}. Fix: restore the missing column(s) or "
+                f"re-export {task.name} in the classic GLUE layout."
+            )
         for line_no, row in enumerate(reader, start=2 if task.has_header else 1):
             if not row or row == [""]:
                 continue

@@ -7,6 +7,7 @@ file or nothing, never a truncated file that looks complete.
 from __future__ import annotations
 
 import contextlib
+import glob
 import json
 import os
 import shutil
@@ -27,6 +28,9 @@ def atomic_path(final: str | os.PathLike[str]) -> Iterator[Path]:
     """
     final = Path(final)
     final.parent.mkdir(parents=True, exist_ok=True)
+    # a killed writer of this same output leaves its temporary behind; only one job writes an output
+    for stale in final.parent.glob(f".tmp-{glob.escape(final.name)}-*"):
+        shutil.rmtree(stale, ignore_errors=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{final.name}-", dir=final.parent))
     # mkdtemp gives a directory; callers that write a file get a path inside it.
     target = tmp / final.name

@@ -7,11 +7,11 @@ rule dump_attention:
     input:
         unpack(dump_attention_inputs),
     output:
-        attention="results/attention/{model}/{task}/{state}.attention.parquet",
-        tokens="results/attention/{model}/{task}/{state}.tokens.parquet",
+        attention=dump_file("results/attention/{model}/{task}/{state}.attention.parquet"),
+        tokens=dump_file("results/attention/{model}/{task}/{state}.tokens.parquet"),
         summary="results/attention/{model}/{task}/{state}.json",
     params:
-        code=library_code("glue", "models", "attention", "dumps", "io"),
+        code=library_code("glue", "models", "attention", "dumps", "faults", "io"),
         max_examples=config["attention"]["max_examples"],
         seed=config["attention"]["seed"],
         batch_size=config["attention"]["batch_size"],
@@ -20,8 +20,10 @@ rule dump_attention:
         max_length=lambda wc: hyperparameters(wc.task, state_init(wc.state))["max_length"],
     threads: config["attention"]["threads"]
     resources:
-        mem_mb=4000,
-        runtime=60,
+        mem_mb=scaled(4000),
+        runtime=scaled(60),
+        cpus_per_task=config["attention"]["threads"],
+        gpu=MODEL_JOB_GPUS,
     log:
         "logs/dump_attention/{model}/{task}/{state}.log",
     benchmark:

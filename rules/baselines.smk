@@ -18,7 +18,7 @@ rule baselines:
     benchmark:
         "results/benchmarks/baselines/{model}.tsv"
     resources:
-        mem_mb=1000,
-        runtime=10,
+        mem_mb=scaled(1000),
+        runtime=scaled(10),
     script:
         "../workflow_scripts/baselines.py"

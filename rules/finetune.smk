@@ -15,13 +15,17 @@ rule finetune:
     wildcard_constraints:
         init="random|pretrained",
     params:
-        code=library_code("glue", "metrics", "models", "finetune", "io"),
+        code=library_code("glue", "metrics", "models", "finetune", "checkpoint", "faults", "io"),
         hyperparameters=lambda wc: hyperparameters(wc.task, wc.init),
         eval_splits=lambda wc: eval_splits(wc.task),
+        # not a declared output: Snakemake deletes the outputs of a failed job, and this must survive it
+        checkpoint_dir="results/checkpoints/finetune/{model}/{task}/{init}/seed{seed}",
     threads: config["finetune"]["threads"]
     resources:
-        mem_mb=config["finetune"]["mem_mb"],
-        runtime=240,
+        mem_mb=scaled(config["finetune"]["mem_mb"]),
+        runtime=scaled(240),
+        cpus_per_task=config["finetune"]["threads"],
+        gpu=MODEL_JOB_GPUS,
     log:
         "logs/finetune/{model}/{task}/{init}/seed{seed}.log",
     benchmark:
@@ -40,14 +44,16 @@ rule evaluate_untuned:
         metrics="results/finetune/{model}/{task}/untuned/seed{seed}/metrics.json",
         predictions="results/finetune/{model}/{task}/untuned/seed{seed}/predictions.parquet",
     params:
-        code=library_code("glue", "metrics", "models", "finetune", "io"),
-        # no training settings, so changing them never reruns it (eval_batch_size: speed only)
+        code=library_code("glue", "metrics", "models", "finetune", "checkpoint", "faults", "io"),
+        # no training settings, so changing them never reruns it
         hyperparameters=lambda wc: evaluation_parameters(wc.task),
         eval_splits=lambda wc: eval_splits(wc.task),
     threads: config["finetune"]["threads"]
     resources:
-        mem_mb=config["finetune"]["mem_mb"],
-        runtime=30,
+        mem_mb=scaled(config["finetune"]["mem_mb"]),
+        runtime=scaled(30),
+        cpus_per_task=config["finetune"]["threads"],
+        gpu=MODEL_JOB_GPUS,
     log:
         "logs/evaluate_untuned/{model}/{task}/seed{seed}.log",
     benchmark:

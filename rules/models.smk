@@ -15,8 +15,9 @@ rule resolve_model:
         "logs/resolve_model/{model}.log",
     benchmark:
         "results/benchmarks/resolve_model/{model}.tsv"
+    priority: 100
     resources:
-        mem_mb=2000,
-        runtime=60,
+        mem_mb=scaled(2000),
+        runtime=scaled(60),
     script:
         "../workflow_scripts/resolve_model.py"

@@ -1,6 +1,7 @@
 import numpy as np
 import polars as pl
 import pytest
+import torch
 
 from bertology_core import finetune, glue, models
 from conftest import GLUE_SMOKE, TINY_BERT
@@ -27,12 +28,14 @@ def test_collate_pads_dynamically_and_masks_padding():
     assert data.collate([0])["input_ids"].shape == (1, 3)
 
 
-def run(task_name: str, init: str, seed: int, **overrides):
+def run(task_name: str, init: str, seed: int, checkpointer=None, **overrides):
     task = glue.get_task(task_name)
     train = glue.read_local(task, "train", GLUE_SMOKE)
     dev = glue.read_local(task, "dev", GLUE_SMOKE)
-    config = finetune.FinetuneConfig(batch_size=8, epochs=2, learning_rate=1e-3, max_length=32, **overrides)
-    return finetune.finetune_and_evaluate(str(TINY_BERT), task, init, seed, train, {"dev": dev}, config, progress=False)
+    config = finetune.FinetuneConfig(**{"batch_size": 8, "epochs": 2, "learning_rate": 1e-3, "max_length": 32, **overrides})
+    return finetune.finetune_and_evaluate(
+        str(TINY_BERT), task, init, seed, train, {"dev": dev}, config, progress=False, checkpointer=checkpointer
+    )
 
 
 def test_same_seed_gives_identical_results_and_other_seed_differs():
@@ -82,3 +85,55 @@ def test_training_without_data_is_an_error():
     task = glue.get_task("RTE")
     with pytest.raises(ValueError, match="needs training data"):
         finetune.finetune_and_evaluate(str(TINY_BERT), task, "random", 0, None, {}, finetune.FinetuneConfig())
+
+
+class Crash(Exception):
+    pass
+
+
+def test_resuming_from_a_checkpoint_gives_the_uninterrupted_result(tmp_path, monkeypatch):
+    """Kill training right after its second checkpoint (mid-epoch), resume in a fresh model: the loss
+    curve, weights and predictions equal a run that never stopped. Shuffling, dropout and AdamW
+    state all have to be restored for that; group_by_length exercises the generator state."""
+    from bertology_core import checkpoint
+
+    # 48 examples / batch 8 = 6 steps per epoch, 3 epochs; checkpoints at steps 4 and 8 (epoch 1, batch 2)
+    overrides = {"epochs": 3, "group_by_length": True}
+    reference = run("SST-2", "pretrained", 5, **overrides)
+
+    saves = []
+
+    def crash_on_second(name):
+        saves.append(name)
+        if len(saves) == 2:
+            raise Crash
+
+    monkeypatch.setattr(finetune, "failpoint", crash_on_second)
+    checkpointer = checkpoint.Checkpointer(tmp_path / "ckpt", fingerprint="run-a", every_steps=4, every_seconds=None)
+    with pytest.raises(Crash):
+        run("SST-2", "pretrained", 5, **overrides, checkpointer=checkpointer)
+    meta = (tmp_path / "ckpt" / checkpoint.META_FILE).read_text()
+    assert '"step": 8, "epoch": 1, "batch_in_epoch": 2' in meta
+
+    monkeypatch.setattr(finetune, "failpoint", lambda name: None)
+    resumed = run("SST-2", "pretrained", 5, **overrides, checkpointer=checkpointer)
+    assert resumed.metrics["training"]["resumed_at_step"] == 8
+    assert resumed.metrics["training"]["loss_curve"] == reference.metrics["training"]["loss_curve"]
+    assert resumed.predictions["dev"].equals(reference.predictions["dev"])
+    for (name, a), (_, b) in zip(reference.model.state_dict().items(), resumed.model.state_dict().items()):
+        assert torch.equal(a, b), name
+
+    # a checkpoint of other settings is ignored and deleted, never resumed
+    checkpointer.save(checkpoint.TrainingState(step=1), resumed.model, *_optimizer_and_scheduler(resumed.model))
+    other = checkpoint.Checkpointer(tmp_path / "ckpt", fingerprint="run-b", every_steps=None, every_seconds=None)
+    fresh = run("SST-2", "pretrained", 5, **overrides, checkpointer=other)
+    assert fresh.metrics["training"]["resumed_at_step"] == 0
+    assert fresh.metrics["training"]["loss_curve"] == reference.metrics["training"]["loss_curve"]
+    assert not (tmp_path / "ckpt").exists()
+
+
+def _optimizer_and_scheduler(model):
+    from transformers import get_linear_schedule_with_warmup
+
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    return optimizer, get_linear_schedule_with_warmup(optimizer, 1, 10)

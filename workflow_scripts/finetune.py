@@ -2,6 +2,7 @@
 
 import logging
 import os
+from pathlib import Path
 
 from _common import log_to
 
@@ -13,7 +14,7 @@ os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
 import polars as pl
 import torch
 
-from bertology_core import finetune, glue, io
+from bertology_core import checkpoint, finetune, glue, io
 
 torch.set_num_threads(snakemake.threads)
 torch.use_deterministic_algorithms(True)
@@ -21,6 +22,19 @@ wc = snakemake.wildcards
 init = "untuned" if snakemake.rule == "evaluate_untuned" else wc.init
 resolved = io.read_json(snakemake.input.resolved)
 task = glue.get_task(wc.task)
+settings = snakemake.config["finetune"]  # speed/safety settings: read here, not params (they change no result)
+checkpointer = None
+if init != "untuned":
+    checkpointer = checkpoint.Checkpointer(
+        directory=Path(snakemake.params.checkpoint_dir),
+        # what the run's result depends on: a checkpoint of anything else is stale
+        fingerprint=checkpoint.fingerprint(
+            snakemake.params.hyperparameters, init, wc.seed, resolved["weights_sha256"],
+            checkpoint.file_sha256(snakemake.input.train), snakemake.params.code,
+        ),
+        every_steps=settings["checkpoint_steps"],
+        every_seconds=None if settings["checkpoint_minutes"] is None else 60 * settings["checkpoint_minutes"],
+    )
 result = finetune.finetune_and_evaluate(
     model_path=resolved["path"],
     task=task,
@@ -29,6 +43,8 @@ result = finetune.finetune_and_evaluate(
     train_frame=pl.read_parquet(snakemake.input.train) if init != "untuned" else None,
     eval_frames={s: pl.read_parquet(p) for s, p in zip(snakemake.params.eval_splits, snakemake.input.eval)},
     config=finetune.FinetuneConfig.from_dict(snakemake.params.hyperparameters),
+    eval_batch_size=settings["eval_batch_size"],
+    checkpointer=checkpointer,
 )
 result.metrics["model"] = {"name": wc.model, **resolved}
 predictions = pl.concat(
@@ -41,4 +57,6 @@ if init != "untuned":
 io.write_parquet(predictions, snakemake.output.predictions)
 # metrics last: its presence marks a finished run for anyone reading results by hand.
 io.write_json(result.metrics, snakemake.output.metrics)
+if checkpointer is not None:
+    checkpointer.remove()
 logging.info("eval: %s", result.metrics["eval"])

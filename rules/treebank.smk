@@ -1,0 +1,26 @@
+# Universal Dependencies treebank splits, validated and normalised to Parquet (one row per sentence).
+
+
+rule prepare_treebank:
+    conda:
+        "../envs/tables.yaml"
+    input:
+        lambda wc: treebank_file(wc.split),
+    output:
+        "results/treebank/{split}.parquet",
+    wildcard_constraints:
+        split="train|dev|test",
+    params:
+        code=library_code("treebank", "io"),
+        max_sentences=config["treebank"]["max_sentences"],
+    # validation jobs first: a broken file fails the run before any model job starts
+    priority: 100
+    log:
+        "logs/prepare_treebank/{split}.log",
+    benchmark:
+        "results/benchmarks/prepare_treebank/{split}.tsv"
+    resources:
+        mem_mb=scaled(4000),
+        runtime=scaled(30),
+    script:
+        "../workflow_scripts/prepare_treebank.py"
