@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.install-stamp
 CORES ?= 2
 
-.PHONY: install cpu smoke test lint clean-results
+.PHONY: install system-deps cpu smoke test lint clean-results
 
 install: $(STAMP)
 
@@ -16,6 +16,12 @@ $(STAMP): requirements.txt pyproject.toml
 	$(BIN)/pip install --quiet -r requirements.txt
 	$(BIN)/pip install --quiet --no-deps -e .
 	touch $(STAMP)
+
+# Debian packages for the real-Slurm test (tests/test_slurm.py); needs root. Optional: without them
+# that test is skipped with the reason.
+system-deps:
+	apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends slurm-wlm munge
 
 # The CPU profile: real GLUE data (data.glue_dir) and the installed all-MiniLM-L6-v2, offline.
 cpu: install

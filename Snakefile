@@ -29,6 +29,10 @@ rule all:
         all_targets(),
 
 
+onstart:
+    validate_local_sources()
+
+
 onsuccess:
     # How much each stage keeps and how much this run wrote (results/disk_usage.md)
     from bertology_core import disk, io
@@ -36,4 +40,4 @@ onsuccess:
     if Path("results").is_dir():
         table = disk.format_table(disk.disk_usage("results", since=RUN_STARTED))
         io.write_text(table, "results/disk_usage.md")
-        print("Disk use per stage (also in results/disk_usage.md):\n" + table)
+        print(f"Disk use per stage (also in results/disk_usage.md):\n{table}")

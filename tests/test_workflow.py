@@ -7,49 +7,16 @@ never mix with a real run in the repository.
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
-import time
-from pathlib import Path
+import shutil
 
+import polars as pl
 import pytest
 import yaml
 
-from conftest import REPO
+from conftest import GLUE_SMOKE, UD_SMOKE
+from workflow_utils import SMOKE, assert_same_results, jobs_to_run, snakemake
 
 pytestmark = pytest.mark.workflow
-SMOKE = REPO / "configs" / "smoke.yaml"
-
-
-def snakemake(workdir: Path, *args: str, configs: tuple[Path, ...] = (SMOKE,), check: bool = True):
-    command = [
-        sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"), "--directory", str(workdir),
-        "--cores", "2", "--configfile", *map(str, configs), *args,
-    ]
-    result = subprocess.run(command, capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"})
-    if check and result.returncode != 0:
-        raise AssertionError(f"snakemake failed ({result.returncode}):\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}")
-    return result
-
-
-def jobs_to_run(workdir: Path, configs: tuple[Path, ...] = (SMOKE,)) -> dict[str, int]:
-    """Rule -> job count of a dry run (empty when nothing is to be done)."""
-    out = snakemake(workdir, "-n", "--quiet", "rules", configs=configs).stdout
-    counts = {}
-    for line in out.splitlines():
-        parts = line.split()
-        if len(parts) == 2 and parts[1].isdigit() and parts[0] not in ("total", "job"):
-            counts[parts[0]] = int(parts[1])
-    return counts
-
-
-@pytest.fixture(scope="module")
-def smoke_run(tmp_path_factory) -> Path:
-    workdir = tmp_path_factory.mktemp("smoke")
-    snakemake(workdir)
-    return workdir
 
 
 def test_smoke_run_writes_every_output(smoke_run):
@@ -74,6 +41,26 @@ def test_smoke_run_writes_every_output(smoke_run):
     assert fine_tuned["model_folder"].endswith("finetune/tiny-bert/MRPC/pretrained/seed1/model")
 
 
+def test_run_reports_disk_use_per_stage(smoke_run):
+    report = (smoke_run / "results" / "disk_usage.md").read_text()
+    for stage in ("attention", "data", "finetune", "models", "tables", "treebank"):
+        assert f"| {stage} | " in report
+    assert "| **total** |" in report and "checkpoints" not in report  # finished runs leave no checkpoint
+
+
+def test_dumps_marked_temp_are_deleted_and_summaries_kept(tmp_path):
+    small = tmp_path / "temp_dumps.yaml"
+    small.write_text(yaml.safe_dump({
+        "tasks": ["MRPC"], "finetune": {"inits": ["untuned"]}, "attention": {"states": ["untuned"], "keep_dumps": False},
+    }))
+    workdir = tmp_path / "run"
+    result = snakemake(workdir, configs=(SMOKE, small))
+    dumps = workdir / "results" / "attention" / "tiny-bert" / "MRPC"
+    assert (dumps / "untuned.json").is_file()
+    assert not (dumps / "untuned.attention.parquet").exists() and not (dumps / "untuned.tokens.parquet").exists()
+    assert "Removing temporary output" in result.stdout + result.stderr
+
+
 def test_second_run_has_nothing_to_do(smoke_run):
     assert jobs_to_run(smoke_run) == {}
 
@@ -90,49 +77,139 @@ def test_changing_one_tasks_learning_rate_reruns_exactly_its_jobs(smoke_run, tmp
     assert len(finetune_outputs) == 2 and all("/STS-B/" in o for o in finetune_outputs)
 
 
-def test_killed_job_leaves_no_complete_output_and_next_run_redoes_it(tmp_path):
-    slow = tmp_path / "slow.yaml"
-    slow.write_text(yaml.safe_dump({"tasks": ["MRPC"], "finetune": {"inits": ["pretrained"], "hyperparameters": {"epochs": 300}}}))
-    configs = (SMOKE, slow)
-    run = tmp_path / "results" / "finetune" / "tiny-bert" / "MRPC" / "pretrained" / "seed1"
-    log = tmp_path / "logs" / "finetune" / "tiny-bert" / "MRPC" / "pretrained" / "seed1.log"
-    command = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"), "--directory", str(tmp_path),
-               "--cores", "1", "--configfile", *map(str, configs)]
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    try:
-        deadline = time.time() + 120
-        while not (log.is_file() and "fine-tune MRPC" in log.read_text()):
-            assert process.poll() is None and time.time() < deadline, "fine-tuning never started"
-            time.sleep(0.5)
-        time.sleep(1.0)
-    finally:
-        os.killpg(process.pid, signal.SIGKILL)
-        process.wait()
-    assert not (run / "metrics.json").exists() and not (run / "model").exists()
-    assert not (run / "predictions.parquet").exists()
-    assert jobs_to_run(tmp_path, configs).get("finetune") == 1
-    shorter = tmp_path / "short.yaml"
-    shorter.write_text(yaml.safe_dump({"tasks": ["MRPC"], "finetune": {"inits": ["pretrained"]}}))
-    # a SIGKILLed snakemake leaves its lock behind; --unlock is the documented way out
-    snakemake(tmp_path, "--unlock", configs=(SMOKE, shorter))
-    snakemake(tmp_path, "--rerun-incomplete", configs=(SMOKE, shorter))
-    assert json.loads((run / "metrics.json").read_text())["hyperparameters"]["epochs"] == 1
-    assert jobs_to_run(tmp_path, (SMOKE, shorter)) == {}
+def test_same_config_and_seed_give_identical_metrics_predictions_models_and_dumps(smoke_run, tmp_path):
+    snakemake(tmp_path)
+    assert assert_same_results(smoke_run, tmp_path) > 30
 
 
-@pytest.mark.parametrize(
-    ("override", "message"),
-    [
-        ({"tasks": ["MRPC", "mrpc"]}, "mrpc"),
-        ({"finetune": {"hyperparameters": {"learnin_rate": 1e-4}}}, "learnin_rate"),
-        ({"models": [{"name": "a b", "spec": "x"}]}, "a b"),
-        ({"data": {"glue_dir": "does/not/exist"}}, "does/not/exist/MRPC/train.tsv"),
-    ],
-)
-def test_bad_config_fails_before_any_job_with_a_clear_message(tmp_path, override, message):
+def _outputs_are_whole(workdir) -> None:
+    """Every result file present is complete: Parquet and JSON parse, model folders load."""
+    from safetensors.torch import load_file
+
+    for path in (workdir / "results").rglob("*"):
+        if ".tmp-" in str(path) or not path.is_file():
+            continue
+        if path.suffix == ".parquet":
+            pl.read_parquet(path)
+        elif path.suffix == ".json":
+            json.loads(path.read_text())
+        elif path.suffix == ".safetensors":
+            load_file(str(path))
+
+
+def test_sigkill_mid_training_and_mid_dump_then_rerun_gives_the_uninterrupted_results(smoke_run, tmp_path):
+    """Kill the whole run (snakemake and its jobs, as a crashed node would) with SIGKILL twice: right
+    after a fine-tuning checkpoint, then half-way through writing an attention dump. Nothing that looks
+    complete is left behind, the killed fine-tuning resumes from its checkpoint, and the final results
+    equal the uninterrupted smoke run's."""
+    frequent = tmp_path / "checkpoints.yaml"
+    # checkpoint settings are not job parameters: the results must equal smoke_run's
+    frequent.write_text(yaml.safe_dump({"finetune": {"checkpoint_steps": 2, "checkpoint_minutes": None}}))
+    configs = (SMOKE, frequent)
+    workdir = tmp_path / "run"
+
+    killed = snakemake(workdir, configs=configs, check=False, env={"BERTOLOGY_FAILPOINT": "finetune.after_checkpoint@2"})
+    assert killed.returncode == -9, killed.stderr[-2000:]
+    states = {p.parent: json.loads(p.read_text())["state"]["step"]
+              for p in (workdir / "results" / "checkpoints").rglob("training_state.json")}
+    # the job that hit the failpoint was at step 4; one running beside it may hold a step-2 checkpoint
+    [checkpoint_dir] = [d for d, step in states.items() if step == 4]
+    killed_run = checkpoint_dir.relative_to(workdir / "results" / "checkpoints")  # finetune/<model>/<task>/<init>/seedN
+    run_dir = workdir / "results" / killed_run
+    assert not (run_dir / "metrics.json").exists() and not (run_dir / "model").exists()
+    _outputs_are_whole(workdir)
+
+    snakemake(workdir, "--unlock", configs=configs)  # a SIGKILLed snakemake leaves its lock
+    snakemake(workdir, "--rerun-incomplete", "--until", "finetune", configs=configs)
+    log = workdir / "logs" / f"{killed_run}.log"
+    assert "resuming from checkpoint at step 4" in log.read_text()
+    assert json.loads((run_dir / "metrics.json").read_text())["training"]["resumed_at_step"] == 4
+    assert not (workdir / "results" / "checkpoints" / killed_run).exists()  # removed once the run finished
+
+    killed = snakemake(workdir, configs=configs, check=False, env={"BERTOLOGY_FAILPOINT": "dump.after_batch@1"})
+    assert killed.returncode == -9, killed.stderr[-2000:]
+    half_written = list((workdir / "results" / "attention").rglob(".tmp-*.attention.parquet-*"))
+    assert len(half_written) == 1, half_written
+    final_name = half_written[0].name.removeprefix(".tmp-").rsplit("-", 1)[0]
+    assert not (half_written[0].parent / final_name).exists()
+    _outputs_are_whole(workdir)
+
+    snakemake(workdir, "--unlock", configs=configs)
+    snakemake(workdir, "--rerun-incomplete", configs=configs)
+    assert not list((workdir / "results").rglob(".tmp-*")), "a rerun cleans up what the killed writer left"
+    assert assert_same_results(smoke_run, workdir) > 30
+    assert jobs_to_run(workdir, configs) == {}
+
+
+def _copy_inputs(tmp_path):
+    """Writable copies of the smoke GLUE and treebank fixtures, to break."""
+    glue_dir, ud_dir = tmp_path / "glue", tmp_path / "ud"
+    shutil.copytree(GLUE_SMOKE, glue_dir)
+    shutil.copytree(UD_SMOKE, ud_dir)
+    return glue_dir, ud_dir
+
+
+def _edit_line(path, number, edit):
+    lines = path.read_text(encoding="utf-8").split("\n")
+    lines[number - 1] = edit(lines[number - 1])
+    path.write_text("\n".join(lines), encoding="utf-8")
+
+
+def _drop_column(path, column):
+    rows = [line.split("\t") for line in path.read_text(encoding="utf-8").split("\n") if line]
+    path.write_text("\n".join("\t".join(r[:column] + r[column + 1 :]) for r in rows) + "\n", encoding="utf-8")
+
+
+def _replace_field(index, value):
+    return lambda line: "\t".join(value if i == index else f for i, f in enumerate(line.split("\t")))
+
+
+# (case, config override, how to break the copied inputs, what the user must read)
+BAD_INPUTS = [
+    ("unknown task", {"tasks": ["MRPC", "FOO"]}, None, "'FOO' is not one of"),
+    ("task misspelt", {"tasks": ["MRPC", "mrpc"]}, None, "'mrpc' is not one of"),
+    ("unknown option", {"finetune": {"hyperparameters": {"learnin_rate": 1e-4}}}, None, "learnin_rate"),
+    ("bad model name", {"models": [{"name": "a b", "spec": "x"}]}, None, "a b"),
+    ("model package not installed", {"models": [{"name": "m", "spec": "package:no-such-model"}]}, None,
+     "package 'no-such-model' is not installed. Fix: pip install no-such-model"),
+    ("model folder missing", {"models": [{"name": "m", "spec": "./models/missing"}]}, None,
+     "models/missing does not exist. Fix: point spec at a save_pretrained() folder"),
+    ("unknown Hub model (offline)", {"models": [{"name": "m", "spec": "no-such-org/no-such-model"}]}, None,
+     "Model spec 'no-such-org/no-such-model' is not an installed package"),
+    ("GLUE folder missing", {"data": {"glue_dir": "does/not/exist"}}, None, "does/not/exist/MRPC/train.tsv"),
+    ("TSV column missing", {}, lambda g, u: _drop_column(g / "MRPC" / "train.tsv", 4),
+     "MRPC/train.tsv:1: the header has 4 tab-separated columns"),
+    ("malformed TSV row", {}, lambda g, u: _edit_line(g / "MRPC" / "dev.tsv", 3, lambda l: l.rsplit("\t", 1)[0]),
+     "MRPC/dev.tsv:3: expected 5 tab-separated columns"),
+    ("label outside the label set", {}, lambda g, u: _edit_line(g / "MRPC" / "train.tsv", 2, lambda l: "7" + l[1:]),
+     "MRPC/train.tsv:2: field 'Quality' = '7' is not a MRPC label. Allowed: ['0', '1']"),
+    ("STS-B score outside [0, 5]", {}, lambda g, u: _edit_line(g / "STS-B" / "dev.tsv", 2, _replace_field(9, "7.5")),
+     "STS-B/dev.tsv: 1 example(s) of STS-B have field 'label' outside scores in [0, 5]"),
+    ("STS-B score not a number", {}, lambda g, u: _edit_line(g / "STS-B" / "train.tsv", 2, _replace_field(9, "high")),
+     "STS-B/train.tsv:2: field 'score' = 'high' is not a number"),
+    ("empty split", {}, lambda g, u: (g / "STS-B" / "dev.tsv").write_text((g / "STS-B" / "dev.tsv").read_text().split("\n")[0] + "\n"),
+     "split 'dev' of STS-B has no examples"),
+    ("CoNLL-U line with 9 fields", {}, lambda g, u: _edit_line(u / "smoke-ud-dev.conllu", 4, lambda l: l.rsplit("\t", 1)[0]),
+     "smoke-ud-dev.conllu:4: field 'line': 9 tab-separated fields instead of 10"),
+    ("CoNLL-U head out of range", {}, lambda g, u: _edit_line(u / "smoke-ud-train.conllu", 3, _replace_field(6, "12")),
+     "smoke-ud-train.conllu:3: field 'HEAD': head 12 is beyond the sentence's 7 words"),
+    ("CoNLL-U file missing", {}, lambda g, u: (u / "smoke-ud-dev.conllu").unlink(),
+     "CoNLL-U file(s) not found"),
+]
+
+
+@pytest.mark.parametrize(("case", "override", "breakage", "message"), BAD_INPUTS, ids=[c[0] for c in BAD_INPUTS])
+def test_bad_input_stops_the_run_before_any_model_job_with_a_clear_message(tmp_path, case, override, breakage, message):
+    glue_dir, ud_dir = _copy_inputs(tmp_path)
+    if breakage is not None:
+        breakage(glue_dir, ud_dir)
+    inputs = {"data": {"glue_dir": str(glue_dir)}, "treebank": {"dir": str(ud_dir)}}
     bad = tmp_path / "bad.yaml"
-    bad.write_text(yaml.safe_dump(override))
-    result = snakemake(tmp_path, "-n", configs=(SMOKE, bad), check=False)
+    bad.write_text(yaml.safe_dump({**inputs, **override}))
+    workdir = tmp_path / "run"
+    result = snakemake(workdir, "--show-failed-logs", configs=(SMOKE, bad), check=False, cores=1)
+    output = result.stdout + result.stderr
     assert result.returncode != 0
-    assert message in result.stdout + result.stderr
-    assert not (tmp_path / "results").exists()
+    assert message in output, output[-3000:]
+    for model_rule in ("finetune", "evaluate_untuned", "dump_attention"):
+        assert not (workdir / "logs" / model_rule).exists(), f"{model_rule} started despite bad input"

@@ -1,0 +1,80 @@
+"""The smoke workflow through `--profile profiles/slurm` on a real single-node Slurm cluster.
+
+The cluster (tests/slurm_cluster.py) is started from Debian's slurm-wlm and munge packages for
+this test and torn down by PID after it. `.ci/run` installs the packages; elsewhere the test is
+skipped with the reason. The node has two fake GPUs (GRES backed by plain files), so the test
+can check which jobs were submitted with `--gpus`.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import time
+
+import pytest
+import yaml
+
+from conftest import REPO
+from slurm_cluster import SlurmCluster, missing_programs
+from workflow_utils import SMOKE, assert_same_results, jobs_to_run, snakemake
+
+pytestmark = [
+    pytest.mark.workflow,
+    pytest.mark.skipif(
+        bool(missing_programs()),
+        reason=f"Slurm/munge not installed (missing {missing_programs()}); `apt-get install slurm-wlm munge` "
+        "(.ci/run does) to run the cluster test",
+    ),
+]
+
+MODEL_RULES = {"finetune", "evaluate_untuned", "dump_attention"}
+
+
+def submitted_jobs(cluster: SlurmCluster) -> list[dict[str, str]]:
+    """Every job the controller remembers (MinJobAge=600 s), as scontrol's key=value fields."""
+    out = subprocess.run(
+        ["scontrol", "show", "job", "--oneliner"], env=cluster.env, capture_output=True, text=True, check=True
+    ).stdout
+    jobs = []
+    for line in out.splitlines():
+        if line.strip():
+            jobs.append(dict(re.findall(r"(\w+)=(\S*)", line)))
+    return jobs
+
+
+def test_smoke_workflow_on_a_real_slurm_equals_the_local_run(smoke_run, tmp_path):
+    started = time.monotonic()
+    gpu_config = tmp_path / "gpu.yaml"
+    gpu_config.write_text(yaml.safe_dump({"compute": {"gpus": 1}}))
+    configs = (SMOKE, gpu_config)
+    workdir = tmp_path / "slurm-run"
+    with SlurmCluster(tmp_path / "cluster", gpus=2) as cluster:
+        cluster_up = time.monotonic() - started
+        snakemake(
+            workdir,
+            "--profile", str(REPO / "profiles" / "slurm"),
+            # this cluster has no accounting daemon and no accounts; poll fast, it is all local
+            "--slurm-status-command", "squeue", "--slurm-no-account",
+            "--slurm-init-seconds-before-status-checks", "2",
+            "--latency-wait", "5",
+            configs=configs, env=cluster.env,
+        )
+        jobs = submitted_jobs(cluster)
+    seconds = time.monotonic() - started
+
+    # every job ran on Slurm and succeeded; model jobs asked for a GPU, nothing else did
+    rules = [job["Comment"].split("_wildcards_")[0].removeprefix("rule_") for job in jobs]
+    assert {job["JobState"] for job in jobs} == {"COMPLETED"}, [(r, j["JobState"]) for r, j in zip(rules, jobs)]
+    assert set(rules) >= MODEL_RULES | {"prepare_data", "resolve_model", "baselines", "prepare_treebank"}
+    for rule, job in zip(rules, jobs):
+        asks_gpu = "gpu" in job.get("TresPerJob", "") + job.get("TresPerNode", "")
+        assert asks_gpu == (rule in MODEL_RULES), (rule, job.get("TresPerJob"), job.get("TresPerNode"))
+    n_local = sum(jobs_to_run(smoke_run, (SMOKE,)).values())
+    assert n_local == 0 and len(jobs) == len([r for r in rules if r != "all"])
+
+    # the same results as the local run of the same config (compute.gpus changes no result)
+    compared = assert_same_results(smoke_run, workdir)
+    assert compared > 30
+    print(f"slurm: cluster up in {cluster_up:.1f} s, {len(jobs)} jobs, whole test {seconds:.1f} s, "
+          f"{compared} result files identical to the local run")

@@ -1,0 +1,96 @@
+"""Helpers for tests that run the workflow: snakemake in a scratch directory, and result comparison."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import polars as pl
+import torch
+from safetensors.torch import load_file
+
+from conftest import REPO
+
+SMOKE = REPO / "configs" / "smoke.yaml"
+
+# Files that legitimately differ between two runs of the same config: timings and the disk report.
+VOLATILE_DIRS = {"benchmarks", "checkpoints"}
+VOLATILE_FILES = {"disk_usage.md"}
+VOLATILE_KEYS = {"device", "resumed_at_step"}
+
+
+def snakemake(
+    workdir: Path, *args: str, configs: tuple[Path, ...] = (SMOKE,), check: bool = True, env: dict | None = None,
+    cores: int = 2,
+) -> subprocess.CompletedProcess:
+    command = [
+        sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"), "--directory", str(workdir),
+        "--cores", str(cores), "--configfile", *map(str, configs), *args,
+    ]
+    environment = {**os.environ, "HF_HUB_OFFLINE": "1", **(env or {})}
+    # own session: a failpoint's SIGKILL of its process group takes snakemake down, never pytest
+    result = subprocess.run(command, capture_output=True, text=True, env=environment, start_new_session=True)
+    if check and result.returncode != 0:
+        raise AssertionError(f"snakemake failed ({result.returncode}):\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}")
+    return result
+
+
+def jobs_to_run(workdir: Path, configs: tuple[Path, ...] = (SMOKE,)) -> dict[str, int]:
+    """Rule -> job count of a dry run (empty when nothing is to be done)."""
+    out = snakemake(workdir, "-n", "--quiet", "rules", configs=configs).stdout
+    counts = {}
+    for line in out.splitlines():
+        parts = line.split()
+        if len(parts) == 2 and parts[1].isdigit() and parts[0] not in ("total", "job"):
+            counts[parts[0]] = int(parts[1])
+    return counts
+
+
+def result_files(workdir: Path) -> dict[str, Path]:
+    """Relative path -> file, for every result file that should be identical across equal runs."""
+    results = workdir / "results"
+    files = {}
+    for path in sorted(results.rglob("*")):
+        relative = path.relative_to(results)
+        if path.is_file() and relative.parts[0] not in VOLATILE_DIRS and path.name not in VOLATILE_FILES:
+            files[str(relative)] = path
+    return files
+
+
+def _normalised_json(value, workdir: str):
+    if isinstance(value, dict):
+        return {
+            k: _normalised_json(v, workdir)
+            for k, v in value.items()
+            if k not in VOLATILE_KEYS and not k.endswith("_seconds") and k != "seconds"
+        }
+    if isinstance(value, list):
+        return [_normalised_json(v, workdir) for v in value]
+    if isinstance(value, str):
+        return value.replace(workdir, "<workdir>")
+    return value
+
+
+def assert_same_results(a: Path, b: Path) -> int:
+    """Every result of run ``a`` equals run ``b``'s: Parquet tables, model weights and JSON records
+    (timings and the run's own directory aside). Returns the number of files compared."""
+    files_a, files_b = result_files(a), result_files(b)
+    assert files_a.keys() == files_b.keys(), set(files_a) ^ set(files_b)
+    for relative, path_a in files_a.items():
+        path_b = files_b[relative]
+        if path_a.suffix == ".parquet":
+            assert pl.read_parquet(path_a).equals(pl.read_parquet(path_b)), relative
+        elif path_a.suffix == ".safetensors":
+            tensors_a, tensors_b = load_file(str(path_a)), load_file(str(path_b))
+            assert tensors_a.keys() == tensors_b.keys(), relative
+            assert all(torch.equal(tensors_a[k], tensors_b[k]) for k in tensors_a), relative
+        elif path_a.suffix == ".json":
+            data_a = _normalised_json(json.loads(path_a.read_text()), str(a.resolve()))
+            data_b = _normalised_json(json.loads(path_b.read_text()), str(b.resolve()))
+            assert data_a == data_b, relative
+        else:
+            assert path_a.read_bytes() == path_b.read_bytes(), relative
+    return len(files_a)
