@@ -21,7 +21,7 @@ import sys
 import time
 from pathlib import Path
 
-REQUIRED_PROGRAMS = ("munged", "slurmctld", "slurmd", "sbatch", "squeue", "sinfo")
+REQUIRED_PROGRAMS = ("munged", "slurmctld", "slurmd", "sbatch", "srun", "squeue", "sinfo", "scontrol")
 
 
 def missing_programs() -> list[str]:
@@ -110,7 +110,15 @@ class SlurmCluster:
             )
         munge_socket = self.root / "munge" / "munge.socket"
         self.env.update(SLURM_CONF=str(conf))
-        self.env["PATH"] = self.env.get("PATH", "") + ":/usr/sbin:/sbin"
+        # Real sites keep slurm.conf where every command finds it (/etc/slurm or configless). Ours is
+        # private and named by SLURM_CONF, which the executor's job step drops (it strips SLURM_*
+        # before its inner srun), so an srun shim first on PATH puts it back.
+        shims = self.root / "bin"
+        shims.mkdir(exist_ok=True)
+        real_srun = shutil.which("srun") or "/usr/bin/srun"
+        (shims / "srun").write_text(f'#!/bin/sh\nSLURM_CONF="{conf}" exec {real_srun} "$@"\n')
+        (shims / "srun").chmod(0o755)
+        self.env["PATH"] = f"{shims}:{self.env.get('PATH', '')}:/usr/sbin:/sbin"
         try:
             self._start(
                 "munged", "--foreground", "--force", f"--socket={munge_socket}",
