@@ -17,11 +17,11 @@ $(STAMP): requirements.txt pyproject.toml
 	$(BIN)/pip install --quiet --no-deps -e .
 	touch $(STAMP)
 
-# Debian packages for the real-Slurm test (tests/test_slurm.py); needs root. Optional: without them
-# that test is skipped with the reason.
+# Debian packages for the real-Slurm test (tests/test_slurm.py) and the browser tests of generated
+# pages (chromium); needs root. Optional: without them those tests are skipped with the reason.
 system-deps:
 	apt-get update -qq
-	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends slurm-wlm munge
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends slurm-wlm munge chromium
 
 # The CPU profile: real GLUE data (data.glue_dir) and the installed all-MiniLM-L6-v2, offline.
 cpu: install

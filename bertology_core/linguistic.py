@@ -1,0 +1,190 @@
+"""Attention to linguistic features and token-to-token attention (Kovaleva et al. 2019, sections 4.4-4.5).
+
+Feature definitions follow the paper's code (text-machine-lab/dark-secrets-of-BERT, via its fork
+amanaknows/dark-secrets-of-BERT, ``visualize_attention.ipynb``), with spaCy tags:
+
+- nouns: Penn tags NN, NNS, NNP, NNPS; verbs: VB, VBD, VBG, VBN, VBP, VBZ; pronouns: PRP, PRP$;
+- subjects: dependency labels nsubj, nsubjpass, csubj, csubjpass, agent, expl;
+- objects: dobj, iobj, dative, attr, oprd;
+- negation: the paper's 17 words (neither, nor, not, never, none, don't, won't, ...). spaCy splits
+  contractions (``do`` + ``n't``), so a token counts when its lower-cased text is in the list or
+  it is ``n't``/has the ``neg`` dependency; the paper matched word-piece strings, which over-matches;
+- [CLS] and [SEP] (special tokens of the model), scored like any other token type.
+
+Words are aligned to word pieces by character offsets (every piece overlapping the word).
+
+Per-head score of a token type (the paper's): for each position, the attention it receives from
+every token divided by the sequence length (the column mean of the map); the maximum over the
+positions of that type; averaged over the examples that contain the type (examples without it are
+skipped, as the paper's text says; its code counted them as 0).
+
+Token-to-token (section 4.5): the share of [CLS]'s attention row (last layer) on each token type of
+a partition ([CLS], [SEP], punctuation, pronoun, noun, verb, other), and the paper's max score of
+[CLS] -> type; verb -> subject (the subject of a verb, ``nsubj`` with a VERB head) and noun -> pronoun
+attention per head: word-level attention from the first word to the second (sum over the second
+word's pieces, mean over the first word's pieces, as Clark et al. 2019), max over the pairs of an
+example, averaged over examples with at least one pair.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+NOUN_TAGS = frozenset({"NN", "NNS", "NNP", "NNPS"})
+VERB_TAGS = frozenset({"VB", "VBD", "VBG", "VBN", "VBP", "VBZ"})
+PRONOUN_TAGS = frozenset({"PRP", "PRP$"})
+SUBJECT_DEPS = frozenset({"nsubj", "nsubjpass", "csubj", "csubjpass", "agent", "expl"})
+OBJECT_DEPS = frozenset({"dobj", "iobj", "dative", "attr", "oprd"})
+NEGATION_WORDS = frozenset({
+    "neither", "nor", "not", "never", "none", "don't", "won't", "didn't", "hadn't", "haven't", "can't",
+    "isn't", "wasn't", "shouldn't", "couldn't", "nothing", "nowhere",
+})
+FEATURES = ("noun", "verb", "pronoun", "subject", "object", "negation", "[CLS]", "[SEP]")
+CLS_PARTITION = ("[CLS]", "[SEP]", "punctuation", "pronoun", "noun", "verb", "other")
+RELATIONS = ("verb->subject", "noun->pronoun")
+
+
+TOKEN_SCHEMA = {
+    "idx": pl.Int64, "segment": pl.Int8, "i": pl.Int32, "text": pl.String, "lower": pl.String, "char": pl.Int32,
+    "tag": pl.String, "pos": pl.String, "dep": pl.String, "head": pl.Int32, "is_punct": pl.Boolean,
+}
+
+
+def spacy_tokens(nlp: Any, frame: pl.DataFrame, batch_size: int = 256) -> pl.DataFrame:
+    """Run spaCy once over the sentences of a prepared GLUE split (``idx, sentence1, sentence2``): one
+    row per spaCy token, ``segment`` 0/1 for the first/second sentence, ``head`` the index of its head."""
+    records: dict[str, list] = {name: [] for name in TOKEN_SCHEMA}
+    for segment, column in enumerate(("sentence1", "sentence2")):
+        present = frame.filter(pl.col(column).is_not_null())
+        for idx, doc in zip(present["idx"], nlp.pipe(present[column].to_list(), batch_size=batch_size)):
+            for token in doc:
+                for name, value in (
+                    ("idx", idx), ("segment", segment), ("i", token.i), ("text", token.text), ("lower", token.lower_),
+                    ("char", token.idx), ("tag", token.tag_), ("pos", token.pos_), ("dep", token.dep_),
+                    ("head", token.head.i), ("is_punct", token.is_punct),
+                ):
+                    records[name].append(value)
+    return pl.DataFrame(records, schema=TOKEN_SCHEMA)
+
+
+def token_features(token: dict[str, Any]) -> set[str]:
+    """The paper's feature types of one token (a row of :func:`spacy_tokens`)."""
+    found = set()
+    if token["tag"] in NOUN_TAGS:
+        found.add("noun")
+    if token["tag"] in VERB_TAGS:
+        found.add("verb")
+    if token["tag"] in PRONOUN_TAGS:
+        found.add("pronoun")
+    if token["dep"] in SUBJECT_DEPS:
+        found.add("subject")
+    if token["dep"] in OBJECT_DEPS:
+        found.add("object")
+    if token["lower"] in NEGATION_WORDS or token["lower"] == "n't" or token["dep"] == "neg":
+        found.add("negation")
+    return found
+
+
+@dataclass
+class ExampleAnnotation:
+    """Word-piece positions per token type and word-piece groups per relation pair, for one input."""
+
+    length: int
+    positions: dict[str, list[int]] = field(default_factory=dict)  # feature -> piece positions
+    partition: list[str] = field(default_factory=list)  # CLS_PARTITION type of every piece
+    pairs: dict[str, list[tuple[list[int], list[int]]]] = field(default_factory=dict)  # relation -> (from, to)
+
+
+def pieces_of(span: tuple[int, int], offsets: list[tuple[int, int]], sequence_ids: list[int | None], segment: int) -> list[int]:
+    """Word-piece positions in ``segment`` whose character span overlaps ``span``."""
+    start, end = span
+    return [
+        i for i, ((a, b), s) in enumerate(zip(offsets, sequence_ids))
+        if s == segment and b > a and a < end and b > start
+    ]
+
+
+def annotate_example(
+    tokens: list[dict[str, Any]], offsets: list[tuple[int, int]], sequence_ids: list[int | None], cls_position: int = 0
+) -> ExampleAnnotation:
+    """Combine an input's spaCy tokens (rows of :func:`spacy_tokens`, both segments) with its
+    tokenisation (character ``offsets`` per piece and ``sequence_ids``: 0/1, None for special tokens)."""
+    length = len(offsets)
+    special = [s is None for s in sequence_ids]
+    annotation = ExampleAnnotation(length=length, partition=["other"] * length)
+    positions: dict[str, set[int]] = {name: set() for name in FEATURES}
+    positions["[CLS]"].add(cls_position)
+    positions["[SEP]"].update(i for i, s in enumerate(special) if s and i != cls_position)
+    pairs: dict[str, list[tuple[list[int], list[int]]]] = {name: [] for name in RELATIONS}
+    nouns: list[list[int]] = []
+    pronouns: list[list[int]] = []
+    for segment in (0, 1):
+        doc = [t for t in tokens if t["segment"] == segment]
+        by_index = {t["i"]: t for t in doc}
+        pieces = {t["i"]: pieces_of((t["char"], t["char"] + len(t["text"])), offsets, sequence_ids, segment) for t in doc}
+        types = {t["i"]: token_features(t) for t in doc}
+        for token in doc:
+            for name in types[token["i"]]:
+                positions[name].update(pieces[token["i"]])
+            kind = "punctuation" if token["is_punct"] else next(
+                (k for k in ("pronoun", "noun", "verb") if k in types[token["i"]]), None
+            )
+            if kind:
+                for position in pieces[token["i"]]:
+                    annotation.partition[position] = kind
+            head = by_index.get(token["head"])
+            if token["dep"] == "nsubj" and head is not None and head["pos"] == "VERB" and pieces[token["i"]] and pieces[head["i"]]:
+                pairs["verb->subject"].append((pieces[head["i"]], pieces[token["i"]]))
+        nouns += [pieces[i] for i, t in types.items() if "noun" in t and pieces[i]]
+        pronouns += [pieces[i] for i, t in types.items() if "pronoun" in t and pieces[i]]
+    # a pronoun may refer to a noun of the other sentence: pairs span the whole input
+    pairs["noun->pronoun"] = [(n, p) for n in nouns for p in pronouns]
+    for i, s in enumerate(special):
+        if s:
+            annotation.partition[i] = "[CLS]" if i == cls_position else "[SEP]"
+    annotation.positions = {name: sorted(p) for name, p in positions.items() if p}
+    annotation.pairs = {name: p for name, p in pairs.items() if p}
+    return annotation
+
+
+def feature_scores(attention: np.ndarray, annotation: ExampleAnnotation) -> dict[str, float]:
+    """The paper's score per feature present in the example: max over its positions of the column mean."""
+    received = attention.mean(axis=0)
+    return {name: float(received[positions].max()) for name, positions in annotation.positions.items()}
+
+
+def word_attention(attention: np.ndarray, source: list[int], target: list[int]) -> float:
+    """Attention from one word to another: sum over the target's pieces, mean over the source's."""
+    return float(attention[np.ix_(source, target)].sum(axis=1).mean())
+
+
+def relation_scores(attention: np.ndarray, annotation: ExampleAnnotation) -> dict[str, float]:
+    return {
+        name: max(word_attention(attention, source, target) for source, target in pairs)
+        for name, pairs in annotation.pairs.items()
+    }
+
+
+def cls_distribution(attention: np.ndarray, annotation: ExampleAnnotation, cls_position: int) -> dict[str, float]:
+    """Share of [CLS]'s attention row on each type of the partition (sums to 1)."""
+    row = attention[cls_position]
+    shares = dict.fromkeys(CLS_PARTITION, 0.0)
+    for position, kind in enumerate(annotation.partition):
+        shares[kind] += float(row[position])
+    return shares
+
+
+def mean_by_key(rows: Iterable[dict[str, float]]) -> dict[str, tuple[float, int]]:
+    """Mean and count per key over dicts in which the key appears (absent = example skipped)."""
+    sums: dict[str, float] = {}
+    counts: dict[str, int] = {}
+    for row in rows:
+        for key, value in row.items():
+            sums[key] = sums.get(key, 0.0) + value
+            counts[key] = counts.get(key, 0) + 1
+    return {key: (sums[key] / counts[key], counts[key]) for key in sums}
