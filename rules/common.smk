@@ -92,7 +92,8 @@ def validate_local_sources():
         for task in TASKS:
             for split in ["train", *eval_splits(task)]:
                 try:
-                    glue.read_local(glue.get_task(task), split, glue_dir())
+                    frame = glue.read_local(glue.get_task(task), split, glue_dir())
+                    glue.validate_labels(glue.get_task(task), frame, str(glue.local_path(glue.get_task(task), split, glue_dir())))
                 except glue.DataError as error:
                     problems.append(str(error))
     for split in TREEBANK_SPLITS:

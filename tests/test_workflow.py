@@ -215,3 +215,5 @@ def test_bad_input_stops_the_run_before_any_model_job_with_a_clear_message(tmp_p
     assert message in output, output[-3000:]
     for model_rule in ("finetune", "evaluate_untuned", "dump_attention"):
         assert not (workdir / "logs" / model_rule).exists(), f"{model_rule} started despite bad input"
+    if "Hub" not in case:  # everything but a Hub id is caught before any job at all (parse or run start)
+        assert not (workdir / "logs").exists(), sorted(p.name for p in (workdir / "logs").rglob("*"))
