@@ -21,6 +21,9 @@ include: "rules/finetune.smk"
 include: "rules/baselines.smk"
 include: "rules/attention.smk"
 include: "rules/treebank.smk"
+include: "rules/patterns.smk"
+include: "rules/attention_change.smk"
+include: "rules/linguistic.smk"
 
 
 rule all:

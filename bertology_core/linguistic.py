@@ -188,3 +188,76 @@ def mean_by_key(rows: Iterable[dict[str, float]]) -> dict[str, tuple[float, int]
             sums[key] = sums.get(key, 0.0) + value
             counts[key] = counts.get(key, 0) + 1
     return {key: (sums[key] / counts[key], counts[key]) for key in sums}
+
+
+def example_encodings(tokenizer: Any, data: pl.DataFrame, dump_tokens: pl.DataFrame) -> dict[int, tuple[list, list, int]]:
+    """Re-tokenise each dumped example with character offsets: ``example -> (offsets, sequence_ids, cls)``.
+
+    The dump stores tokens, not offsets; tokenising the same text again to the dump's length must give
+    the same tokens, which is checked (a different tokenizer or text is an error, not a silent shift)."""
+    texts = {row["idx"]: (row["sentence1"], row["sentence2"]) for row in data.iter_rows(named=True)}
+    out = {}
+    for example, idx, tokens, segment_ids in dump_tokens.select("example", "idx", "tokens", "segment_ids").iter_rows():
+        first, second = texts[idx]
+        encoding = tokenizer(first, second, truncation=True, max_length=len(tokens), return_offsets_mapping=True)
+        again = tokenizer.convert_ids_to_tokens(encoding["input_ids"])
+        if again != list(tokens):
+            raise ValueError(f"example {example} (idx {idx}): re-tokenised text differs from the dump's tokens; "
+                             "the dump was made with another tokenizer or data")
+        sequence_ids = encoding.sequence_ids()
+        cls = next(i for i, s in enumerate(sequence_ids) if s is None)
+        out[example] = ([tuple(o) for o in encoding["offset_mapping"]], sequence_ids, cls)
+    return out
+
+
+def score_dump(dump: Any, tokenizer: Any, data: pl.DataFrame, spacy_rows: pl.DataFrame) -> dict[str, pl.DataFrame]:
+    """Per-head feature scores, relation scores (every layer) and [CLS]'s distribution (last layer) of a dump."""
+    from bertology_core.dumps import dequantise
+
+    dump_tokens = dump.tokens()
+    encodings = example_encodings(tokenizer, data, dump_tokens)
+    by_idx = {idx: group.to_dicts() for (idx,), group in spacy_rows.group_by("idx")}
+    annotations = {
+        example: annotate_example(by_idx.get(idx, []), *encodings[example])
+        for example, idx in dump_tokens.select("example", "idx").iter_rows()
+    }
+    layers = dump.scan().select("layer").unique().collect()["layer"].sort().to_list()
+    last = layers[-1]
+    feature_sums: dict[tuple[int, int, str], list[float]] = {}
+    relation_sums: dict[tuple[int, int, str], list[float]] = {}
+    cls_rows: list[dict[str, Any]] = []
+    for layer in layers:
+        frame = dump.scan().filter(pl.col("layer") == layer).select("example", "head", "length", "weights").collect()
+        for example, head, length, weights in frame.iter_rows():
+            attention = dequantise(np.asarray(weights, dtype=np.uint16), dump.scale).reshape(length, length)
+            annotation = annotations[example]
+            for name, value in feature_scores(attention, annotation).items():
+                feature_sums.setdefault((layer, head, name), []).append(value)
+            for name, value in relation_scores(attention, annotation).items():
+                relation_sums.setdefault((layer, head, name), []).append(value)
+            if layer == last:
+                cls = encodings[example][2]
+                shares = cls_distribution(attention, annotation, cls)
+                maxima = {f"max->{name}": float(attention[cls, positions].max()) for name, positions in annotation.positions.items()}
+                cls_rows.append({"example": example, "head": head, **shares, **maxima})
+
+    def tidy(sums: dict[tuple[int, int, str], list[float]], name: str) -> pl.DataFrame:
+        return pl.DataFrame(
+            [{"layer": l, "head": h, name: k, "score": float(np.mean(v)), "examples": len(v)} for (l, h, k), v in sums.items()]
+        ).sort("layer", "head", name)
+
+    cls_frame = pl.DataFrame(cls_rows, infer_schema_length=None)  # max-> columns vary by example
+    share_columns = list(CLS_PARTITION)
+    cls_shares = cls_frame.unpivot(index=["example", "head"], on=share_columns, variable_name="type", value_name="share")
+    cls_shares = cls_shares.group_by("head", "type").agg(pl.col("share").mean(), pl.len().alias("examples")).with_columns(
+        pl.lit(last).alias("layer"))
+    max_columns = [c for c in cls_frame.columns if c.startswith("max->")]
+    cls_max = cls_frame.unpivot(index=["example", "head"], on=max_columns, variable_name="type", value_name="score").drop_nulls()
+    cls_max = cls_max.group_by("head", "type").agg(pl.col("score").mean(), pl.len().alias("examples")).with_columns(
+        pl.col("type").str.replace("max->", ""), pl.lit(last).alias("layer"))
+    return {
+        "features": tidy(feature_sums, "feature"),
+        "relations": tidy(relation_sums, "relation"),
+        "cls_shares": cls_shares.sort("head", "type"),
+        "cls_max": cls_max.sort("head", "type"),
+    }

@@ -212,6 +212,14 @@ def all_targets():
     targets = []
     for model in MODELS:
         targets += [f"results/tables/{model}/baselines.md", *attention_dumps(model)]
+        # attention analyses (Kovaleva et al. 2019, sections 4.1-4.5)
+        targets += [
+            f"results/patterns/{model}/summary/shares.md",
+            f"results/patterns/{model}/annotate.html",
+            f"results/linguistic/{model}/summary/features.md",
+        ]
+        if {"untuned", "pretrained"} <= set(config["attention"]["states"]):
+            targets.append(f"results/attention_change/{model}/summary/cosine.md")
     targets += [f"results/treebank/{split}.parquet" for split in TREEBANK_SPLITS]
     return targets
 

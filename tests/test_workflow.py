@@ -41,9 +41,33 @@ def test_smoke_run_writes_every_output(smoke_run):
     assert fine_tuned["model_folder"].endswith("finetune/tiny-bert/MRPC/pretrained/seed1/model")
 
 
+def test_smoke_run_writes_every_attention_analysis(smoke_run):
+    results = smoke_run / "results"
+    for stem in ("patterns/tiny-bert/summary/shares", "patterns/tiny-bert/summary/heads",
+                 "attention_change/tiny-bert/summary/cosine", "linguistic/tiny-bert/summary/features",
+                 "linguistic/tiny-bert/summary/relations", "linguistic/tiny-bert/summary/cls"):
+        for suffix in (".parquet", ".csv", ".md"):
+            assert (results / f"{stem}{suffix}").stat().st_size > 0, stem
+    for stem in ("patterns/tiny-bert/summary/shares", "attention_change/tiny-bert/summary/cosine",
+                 "linguistic/tiny-bert/summary/features"):
+        for suffix in (".html", ".png", ".svg"):
+            assert (results / f"{stem}{suffix}").stat().st_size > 1000, stem
+    classes = pl.read_parquet(results / "patterns/tiny-bert/MRPC/untuned.classes.parquet")
+    assert classes.height == 8 * 2 * 4  # examples x layers x heads
+    assert {"rule_label", "cnn_label", "special_mass", "diagonal_mass"} <= set(classes.columns)
+    # without a labels CSV the CNN learns the rule labels, and its outputs say so
+    assert classes["labels_source"].str.contains("rule-based labels").all()
+    report = json.loads((results / "patterns/tiny-bert/classifier/report.json").read_text())
+    assert "rule-based" in report["labels_source"] and 0 <= report["macro_f1_mean"] <= 1
+    assert "rule-based labels" in (results / "patterns/tiny-bert/summary/shares.md").read_text()
+    cosine = pl.read_parquet(results / "attention_change/tiny-bert/summary/cosine.parquet")
+    assert cosine.height == 2 * 2 * 4 and cosine["cosine"].is_between(-1, 1.0000001).all()
+    assert "ITEMS" in (results / "patterns/tiny-bert/annotate.html").read_text()
+
+
 def test_run_reports_disk_use_per_stage(smoke_run):
     report = (smoke_run / "results" / "disk_usage.md").read_text()
-    for stage in ("attention", "data", "finetune", "models", "tables", "treebank"):
+    for stage in ("attention", "data", "finetune", "models", "tables", "treebank", "patterns", "linguistic"):
         assert f"| {stage} | " in report
     assert "| **total** |" in report and "checkpoints" not in report  # finished runs leave no checkpoint
 
@@ -70,7 +94,13 @@ def test_changing_one_tasks_learning_rate_reruns_exactly_its_jobs(smoke_run, tmp
     override.write_text(yaml.safe_dump({"finetune": {"per_task": {"STS-B": {"learning_rate": 5e-4}}}}))
     configs = (SMOKE, override)
     # untuned never trains, so its learning rate is not a parameter that matters: only trained runs rerun.
-    assert jobs_to_run(smoke_run, configs) == {"finetune": 2, "dump_attention": 1, "baselines": 1, "all": 1}
+    # ... and the analyses of the STS-B fine-tuned dump; the pattern CNN trains on every dump, so it and
+    # the classification of every dump rerun too
+    assert jobs_to_run(smoke_run, configs) == {
+        "finetune": 2, "dump_attention": 1, "baselines": 1, "pattern_features": 1, "pattern_classifier": 1,
+        "classify_maps": 4, "pattern_summary": 1, "annotation_page": 1, "attention_change": 1,
+        "attention_change_summary": 1, "linguistic_scores": 1, "linguistic_summary": 1, "all": 1,
+    }
     dry_run = snakemake(smoke_run, "-n", configs=configs).stdout
     planned = [line.split("output:")[1] for line in dry_run.splitlines() if line.strip().startswith("output:")]
     finetune_outputs = [o for o in planned if "/finetune/" in o]

@@ -1,0 +1,116 @@
+"""Altair figures shared by the analyses, saved as interactive HTML and as PNG/SVG (vl-convert).
+
+Every figure gets a title and a two-line ``caption`` (what it shows; the config it came from),
+written into the chart as a subtitle so an exported PNG still says what it is.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import altair as alt
+import polars as pl
+
+from bertology_core.io import atomic_path
+
+alt.data_transformers.disable_max_rows()
+
+
+def head_heatmap(
+    frame: pl.DataFrame, value: str, title: str, caption: str, *, facet: str | None = None, columns: int = 4,
+    scheme: str = "viridis", domain: tuple[float, float] | None = None, tooltip: list[str] | None = None,
+) -> alt.Chart:
+    """An L x H heatmap (layer down, head across, both 1-indexed as papers print them) of ``value``."""
+    data = frame.with_columns((pl.col("layer") + 1).alias("Layer"), (pl.col("head") + 1).alias("Head")).to_pandas()
+    scale = alt.Scale(scheme=scheme, domain=list(domain)) if domain else alt.Scale(scheme=scheme)
+    chart = alt.Chart(data).mark_rect().encode(
+        x=alt.X("Head:O"),
+        y=alt.Y("Layer:O"),
+        color=alt.Color(f"{value}:Q", scale=scale),
+        tooltip=tooltip or ["Layer", "Head", alt.Tooltip(f"{value}:Q", format=".3f")],
+    ).properties(width=180, height=150)
+    if facet:
+        chart = chart.facet(facet=alt.Facet(f"{facet}:N", title=None), columns=columns)
+    return chart.properties(title=alt.TitleParams(title, subtitle=caption.split("\n"), anchor="start"))
+
+
+def save_chart(chart: alt.Chart, stem: str | os.PathLike[str], formats: tuple[str, ...] = ("html", "png", "svg")) -> list[Path]:
+    """Write ``<stem>.html`` (interactive), ``.png`` and ``.svg``, atomically; return the paths."""
+    written = []
+    for fmt in formats:
+        path = Path(f"{stem}.{fmt}")
+        with atomic_path(path) as tmp:
+            chart.save(str(tmp.with_suffix(f".{fmt}")), format=fmt, **({"scale_factor": 2} if fmt == "png" else {}))
+            tmp.with_suffix(f".{fmt}").rename(tmp)
+        written.append(path)
+    return written
+
+
+def write_table(frame: pl.DataFrame, stem: str | os.PathLike[str], float_format: str = "{:.3f}") -> None:
+    """``<stem>.parquet``, ``.csv`` and a Markdown ``.md`` of a tidy table."""
+    from bertology_core.io import write_parquet, write_text
+
+    write_parquet(frame, f"{stem}.parquet")
+    with atomic_path(f"{stem}.csv") as tmp:
+        frame.write_csv(tmp)
+    header = "| " + " | ".join(frame.columns) + " |\n|" + "---|" * len(frame.columns) + "\n"
+    rows = "".join(
+        "| " + " | ".join(float_format.format(v) if isinstance(v, float) else str(v) for v in row) + " |\n"
+        for row in frame.iter_rows()
+    )
+    write_text(header + rows, f"{stem}.md")
+
+
+PATTERN_COLORS = alt.Scale(
+    domain=["vertical", "diagonal", "vertical_diagonal", "block", "heterogeneous"],
+    range=["#4c78a8", "#f58518", "#54a24b", "#b279a2", "#bab0ac"],
+)
+
+
+def class_share_bars(shares: pl.DataFrame, title: str, caption: str) -> alt.Chart:
+    """Stacked bars: share of each pattern class per dump (``dump, class, share, labeller``)."""
+    return alt.Chart(shares.to_pandas()).mark_bar().encode(
+        y=alt.Y("dump:N", title=None),
+        x=alt.X("share:Q", stack="normalize", axis=alt.Axis(format="%"), title="share of maps"),
+        color=alt.Color("class:N", scale=PATTERN_COLORS),
+        column=alt.Column("labeller:N", title=None),
+        tooltip=["dump", "labeller", "class", alt.Tooltip("share:Q", format=".1%"), "maps"],
+    ).properties(width=260, title=alt.TitleParams(title, subtitle=caption.split("\n"), anchor="start"))
+
+
+def class_heatmap(frame: pl.DataFrame, title: str, caption: str, facet: str = "dump", columns: int = 4) -> alt.Chart:
+    """Per-head dominant class (``layer, head, dominant_class, share``), one panel per ``facet``."""
+    data = frame.with_columns((pl.col("layer") + 1).alias("Layer"), (pl.col("head") + 1).alias("Head")).to_pandas()
+    return alt.Chart(data).mark_rect().encode(
+        x="Head:O", y="Layer:O",
+        color=alt.Color("dominant_class:N", scale=PATTERN_COLORS, title="dominant class"),
+        opacity=alt.Opacity("share:Q", scale=alt.Scale(domain=[0.2, 1]), legend=None),
+        tooltip=["Layer", "Head", "dominant_class", alt.Tooltip("share:Q", format=".0%")],
+    ).properties(width=180, height=150).facet(facet=alt.Facet(f"{facet}:N", title=None), columns=columns).properties(
+        title=alt.TitleParams(title, subtitle=caption.split("\n"), anchor="start")
+    )
+
+
+def head_grid(frame: pl.DataFrame, value: str, row: str, column: str, title: str, *, scheme: str = "viridis",
+              domain_mid: float | None = None, cell: int = 8) -> alt.Chart:
+    """Small L x H heatmaps in a grid (``row`` x ``column`` facets), e.g. feature x task. The colour scale
+    is square-root (or symmetric around ``domain_mid``) so that small scores stay visible next to [CLS]."""
+    data = frame.with_columns((pl.col("layer") + 1).alias("Layer"), (pl.col("head") + 1).alias("Head")).to_pandas()
+    layers, heads = int(frame["layer"].max()) + 1, int(frame["head"].max()) + 1
+    if domain_mid is not None:
+        scale = alt.Scale(scheme=scheme, domainMid=domain_mid)
+    else:
+        scale = alt.Scale(scheme=scheme, type="sqrt")
+    return alt.Chart(data).mark_rect().encode(
+        x=alt.X("Head:O", axis=None), y=alt.Y("Layer:O", axis=alt.Axis(labels=False, ticks=False, title=None)),
+        color=alt.Color(f"{value}:Q", scale=scale, legend=alt.Legend(title=f"{value} ({title})", orient="bottom")),
+        tooltip=[row, column, "Layer", "Head", alt.Tooltip(f"{value}:Q", format=".3f")],
+    ).properties(width=cell * heads, height=cell * layers).facet(
+        row=alt.Row(f"{row}:N", title=None, header=alt.Header(labelAngle=0, labelAlign="left")),
+        column=alt.Column(f"{column}:N", title=None),
+    ).resolve_scale(color="shared").properties(title=title)
+
+
+def with_caption(chart: alt.TopLevelMixin, title: str, caption: str) -> alt.TopLevelMixin:
+    return chart.properties(title=alt.TitleParams(title, subtitle=caption.split("\n"), anchor="start"))

@@ -1,0 +1,48 @@
+# Change of self-attention after fine-tuning (Kovaleva et al. 2019, section 4.3): per head, the
+# cosine between the pre-trained and the fine-tuned model's maps of the same dev examples.
+
+
+rule attention_change:
+    conda:
+        "../envs/tables.yaml"
+    input:
+        before=lambda wc: dump_inputs(wc.model, f"{wc.task}/untuned"),
+        after=lambda wc: dump_inputs(wc.model, f"{wc.task}/pretrained_seed{wc.seed}"),
+    output:
+        "results/attention_change/{model}/{task}/seed{seed}.parquet",
+    params:
+        code=library_code("attention_change", "dumps", "io"),
+        before="results/attention/{model}/{task}/untuned",
+        after="results/attention/{model}/{task}/pretrained_seed{seed}",
+    log:
+        "logs/attention_change/{model}/{task}/seed{seed}.log",
+    benchmark:
+        "results/benchmarks/attention_change/{model}/{task}/seed{seed}.tsv"
+    resources:
+        mem_mb=scaled(4000),
+        runtime=scaled(30),
+    script:
+        "../workflow_scripts/attention_change.py"
+
+
+rule attention_change_summary:
+    conda:
+        "../envs/tables.yaml"
+    input:
+        lambda wc: [f"results/attention_change/{wc.model}/{task}/seed{seed}.parquet" for task in TASKS for seed in SEEDS],
+    output:
+        tables=multiext("results/attention_change/{model}/summary/cosine", ".parquet", ".csv", ".md"),
+        layers=multiext("results/attention_change/{model}/summary/cosine_by_layer", ".parquet", ".csv", ".md"),
+        figures=multiext("results/attention_change/{model}/summary/cosine", ".html", ".png", ".svg"),
+    params:
+        code=library_code("figures", "io"),
+        task_seeds=[(task, seed) for task in TASKS for seed in SEEDS],
+        out="results/attention_change/{model}/summary",
+        examples=config["attention"]["max_examples"],
+    log:
+        "logs/attention_change_summary/{model}.log",
+    resources:
+        mem_mb=scaled(2000),
+        runtime=scaled(20),
+    script:
+        "../workflow_scripts/attention_change_summary.py"

@@ -1,0 +1,79 @@
+# Attention to linguistic features and token-to-token attention (Kovaleva et al. 2019, sections 4.4-4.5).
+
+
+rule spacy_tokens:
+    conda:
+        "../envs/tables.yaml"
+    input:
+        "results/data/{task}/dev.parquet",
+    output:
+        "results/linguistic/spacy/{task}.parquet",
+    params:
+        code=library_code("linguistic", "io"),
+        model=config["linguistic"]["spacy_model"],
+    log:
+        "logs/spacy_tokens/{task}.log",
+    benchmark:
+        "results/benchmarks/spacy_tokens/{task}.tsv"
+    resources:
+        mem_mb=scaled(2000),
+        runtime=scaled(30),
+    script:
+        "../workflow_scripts/spacy_tokens.py"
+
+
+rule linguistic_scores:
+    conda:
+        "../envs/torch.yaml"
+    input:
+        dump=lambda wc: dump_inputs(wc.model, f"{wc.task}/{wc.state}"),
+        data="results/data/{task}/dev.parquet",
+        spacy="results/linguistic/spacy/{task}.parquet",
+        resolved="results/models/{model}/resolved.json",
+    output:
+        multiext("results/linguistic/{model}/{task}/{state}.", "features.parquet", "relations.parquet", "cls_shares.parquet", "cls_max.parquet"),
+    params:
+        code=library_code("linguistic", "dumps", "io"),
+        dump_prefix="results/attention/{model}/{task}/{state}",
+    log:
+        "logs/linguistic_scores/{model}/{task}/{state}.log",
+    benchmark:
+        "results/benchmarks/linguistic_scores/{model}/{task}/{state}.tsv"
+    resources:
+        mem_mb=scaled(4000),
+        runtime=scaled(30),
+    script:
+        "../workflow_scripts/linguistic_scores.py"
+
+
+def linguistic_inputs(wildcards):
+    return {
+        kind: [f"results/linguistic/{wildcards.model}/{key}.{kind}.parquet" for key in dump_keys()]
+        for kind in ("features", "relations", "cls_shares", "cls_max")
+    }
+
+
+rule linguistic_summary:
+    conda:
+        "../envs/tables.yaml"
+    input:
+        unpack(linguistic_inputs),
+    output:
+        tables=multiext("results/linguistic/{model}/summary/features", ".parquet", ".csv", ".md"),
+        relations=multiext("results/linguistic/{model}/summary/relations", ".parquet", ".csv", ".md"),
+        cls=multiext("results/linguistic/{model}/summary/cls", ".parquet", ".csv", ".md"),
+        figures=multiext("results/linguistic/{model}/summary/features", ".html", ".png", ".svg"),
+        relation_figures=multiext("results/linguistic/{model}/summary/relations", ".html", ".png", ".svg"),
+        cls_figures=multiext("results/linguistic/{model}/summary/cls", ".html", ".png", ".svg"),
+    params:
+        code=library_code("figures", "io"),
+        dump_keys=dump_keys(),
+        out="results/linguistic/{model}/summary",
+        examples=config["attention"]["max_examples"],
+    log:
+        "logs/linguistic_summary/{model}.log",
+    resources:
+        mem_mb=scaled(2000),
+        runtime=scaled(20),
+    script:
+        "../workflow_scripts/linguistic_summary.py"

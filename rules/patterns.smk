@@ -1,0 +1,143 @@
+# Self-attention pattern classification (Kovaleva et al. 2019, section 4.1, fig. 1-2):
+# per-map features and rule labels -> CNN trained on hand or rule labels -> classes of every map
+# -> shares per task and per-head dominant class. Plus the annotation page to make hand labels.
+
+
+def dump_keys():
+    return [f"{task}/{state}" for task in TASKS for state in attention_states()]
+
+
+def dump_inputs(model, key):
+    prefix = f"results/attention/{model}/{key}"
+    return [f"{prefix}.attention.parquet", f"{prefix}.tokens.parquet"]
+
+
+rule pattern_features:
+    conda:
+        "../envs/torch.yaml"
+    input:
+        lambda wc: dump_inputs(wc.model, f"{wc.task}/{wc.state}"),
+    output:
+        "results/patterns/{model}/{task}/{state}.features.parquet",
+    params:
+        code=library_code("patterns", "dumps", "io"),
+        rules=config["patterns"]["rules"],
+        dump_prefix="results/attention/{model}/{task}/{state}",
+    log:
+        "logs/pattern_features/{model}/{task}/{state}.log",
+    benchmark:
+        "results/benchmarks/pattern_features/{model}/{task}/{state}.tsv"
+    resources:
+        mem_mb=scaled(4000),
+        runtime=scaled(30),
+    script:
+        "../workflow_scripts/pattern_features.py"
+
+
+rule pattern_classifier:
+    conda:
+        "../envs/torch.yaml"
+    input:
+        unpack(
+            lambda wc: {
+                "features": [f"results/patterns/{wc.model}/{key}.features.parquet" for key in dump_keys()],
+                "dumps": [f for key in dump_keys() for f in dump_inputs(wc.model, key)],
+                **({"labels": str(repo_path(config["patterns"]["labels_csv"]))} if config["patterns"]["labels_csv"] else {}),
+            }
+        ),
+    output:
+        weights="results/patterns/{model}/classifier/model.safetensors",
+        report="results/patterns/{model}/classifier/report.json",
+        training_maps="results/patterns/{model}/classifier/training_maps.parquet",
+    params:
+        code=library_code("patterns", "pattern_cnn", "pattern_training", "dumps", "io"),
+        dump_keys=dump_keys(),
+        dump_prefixes=lambda wc: [f"results/attention/{wc.model}/{key}" for key in dump_keys()],
+        train_maps=config["patterns"]["train_maps"],
+        image_size=config["patterns"]["image_size"],
+        cv_folds=config["patterns"]["cv_folds"],
+        epochs=config["patterns"]["epochs"],
+        seed=config["patterns"]["seed"],
+    threads: 1
+    log:
+        "logs/pattern_classifier/{model}.log",
+    benchmark:
+        "results/benchmarks/pattern_classifier/{model}.tsv"
+    resources:
+        mem_mb=scaled(4000),
+        runtime=scaled(60),
+    script:
+        "../workflow_scripts/pattern_classifier.py"
+
+
+rule classify_maps:
+    conda:
+        "../envs/torch.yaml"
+    input:
+        weights="results/patterns/{model}/classifier/model.safetensors",
+        features="results/patterns/{model}/{task}/{state}.features.parquet",
+        dump=lambda wc: dump_inputs(wc.model, f"{wc.task}/{wc.state}"),
+    output:
+        "results/patterns/{model}/{task}/{state}.classes.parquet",
+    params:
+        code=library_code("patterns", "pattern_cnn", "pattern_training", "dumps", "io"),
+        dump_prefix="results/attention/{model}/{task}/{state}",
+    threads: 1
+    log:
+        "logs/classify_maps/{model}/{task}/{state}.log",
+    benchmark:
+        "results/benchmarks/classify_maps/{model}/{task}/{state}.tsv"
+    resources:
+        mem_mb=scaled(4000),
+        runtime=scaled(30),
+    script:
+        "../workflow_scripts/classify_maps.py"
+
+
+rule pattern_summary:
+    conda:
+        "../envs/tables.yaml"
+    input:
+        classes=lambda wc: [f"results/patterns/{wc.model}/{key}.classes.parquet" for key in dump_keys()],
+        report="results/patterns/{model}/classifier/report.json",
+    output:
+        tables=multiext("results/patterns/{model}/summary/shares", ".parquet", ".csv", ".md"),
+        heads=multiext("results/patterns/{model}/summary/heads", ".parquet", ".csv", ".md"),
+        figures=multiext("results/patterns/{model}/summary/shares", ".html", ".png", ".svg"),
+        head_figures=multiext("results/patterns/{model}/summary/heads", ".html", ".png", ".svg"),
+    params:
+        code=library_code("pattern_training", "figures", "io"),
+        dump_keys=dump_keys(),
+        out="results/patterns/{model}/summary",
+        examples=config["attention"]["max_examples"],
+    log:
+        "logs/pattern_summary/{model}.log",
+    benchmark:
+        "results/benchmarks/pattern_summary/{model}.tsv"
+    resources:
+        mem_mb=scaled(2000),
+        runtime=scaled(20),
+    script:
+        "../workflow_scripts/pattern_summary.py"
+
+
+rule annotation_page:
+    conda:
+        "../envs/tables.yaml"
+    input:
+        lambda wc: [f for key in dump_keys() for f in dump_inputs(wc.model, key)],
+    output:
+        "results/patterns/{model}/annotate.html",
+    params:
+        code=library_code("annotation", "dumps", "io"),
+        dump_keys=dump_keys(),
+        dump_prefixes=lambda wc: [f"results/attention/{wc.model}/{key}" for key in dump_keys()],
+        maps=config["patterns"]["annotation_maps"],
+        seed=config["patterns"]["seed"],
+    log:
+        "logs/annotation_page/{model}.log",
+    resources:
+        mem_mb=scaled(2000),
+        runtime=scaled(20),
+    script:
+        "../workflow_scripts/annotation_page.py"

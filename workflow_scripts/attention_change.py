@@ -1,0 +1,12 @@
+"""Per-head cosine between pre-trained and fine-tuned attention maps (rule attention_change)."""
+
+from _common import log_to
+
+log_to(snakemake.log[0])
+
+from bertology_core import attention_change, io
+from bertology_core.dumps import AttentionDump
+
+before, after = AttentionDump(snakemake.params.before), AttentionDump(snakemake.params.after)
+layers = before.scan().select("layer").unique().collect()["layer"].sort().to_list()
+io.write_parquet(attention_change.attention_change(before, after, layers), snakemake.output[0])

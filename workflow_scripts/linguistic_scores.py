@@ -1,0 +1,19 @@
+"""Per-head attention to linguistic features, relations and [CLS]'s distribution of one dump (rule linguistic_scores)."""
+
+from _common import log_to
+
+log_to(snakemake.log[0])
+
+import polars as pl
+
+from bertology_core import io, linguistic
+from bertology_core.dumps import AttentionDump
+from bertology_core.models import load_tokenizer
+
+tokenizer = load_tokenizer(io.read_json(snakemake.input.resolved)["path"])
+frames = linguistic.score_dump(
+    AttentionDump(snakemake.params.dump_prefix), tokenizer, pl.read_parquet(snakemake.input.data),
+    pl.read_parquet(snakemake.input.spacy),
+)
+for name, path in zip(("features", "relations", "cls_shares", "cls_max"), snakemake.output):
+    io.write_parquet(frames[name], path)

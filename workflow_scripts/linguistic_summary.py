@@ -1,0 +1,68 @@
+"""Attention to linguistic features (fig. 4), [CLS] in the last layer and verb->subject / noun->pronoun
+(fig. 5): tables and figures per model (rule linguistic_summary)."""
+
+from _common import log_to
+
+log_to(snakemake.log[0])
+
+import altair as alt
+import polars as pl
+
+from bertology_core import figures
+
+
+def load(kind):
+    frames = []
+    for key, path in zip(snakemake.params.dump_keys, snakemake.input[kind]):
+        task, state = key.split("/")
+        frames.append(pl.read_parquet(path).with_columns(
+            pl.lit(task).alias("task"), pl.lit(state).alias("state"),
+            pl.lit("pre-trained" if state == "untuned" else "fine-tuned").alias("model_state")))
+    return pl.concat(frames, how="diagonal")
+
+
+def by_state(frame, keys):
+    """Mean over seeds per model state, and the fine-tuned minus pre-trained difference."""
+    mean = frame.group_by(["task", "model_state", *keys]).agg(pl.col("score").mean(), pl.col("examples").sum())
+    wide = mean.pivot(on="model_state", index=["task", *keys], values="score")
+    diff = wide.select("task", *keys, (pl.col("fine-tuned") - pl.col("pre-trained")).alias("score")).with_columns(
+        pl.lit("difference").alias("model_state"))
+    return pl.concat([mean.drop("examples"), diff], how="diagonal").drop_nulls("score")
+
+
+note = f"Model {snakemake.wildcards.model}; up to {snakemake.params.examples} dev examples per task; fine-tuned = mean over seeds."
+features = by_state(load("features"), ["layer", "head", "feature"])
+figures.write_table(features.sort("task", "model_state", "feature", "layer", "head"), snakemake.params.out + "/features")
+panels = [
+    figures.head_grid(features.filter(pl.col("model_state") == view), "score", "feature", "task", view,
+                      scheme="redblue" if view == "difference" else "viridis",
+                      domain_mid=0.0 if view == "difference" else None)
+    for view in ("pre-trained", "fine-tuned", "difference")
+]
+figures.save_chart(figures.with_caption(
+    alt.hconcat(*panels).resolve_scale(color="independent"),
+    "Attention to linguistic features per head (Kovaleva et al. 2019, fig. 4)",
+    "Score: attention a token receives from all tokens / sequence length, max over tokens of the type, mean over examples with it.\n"
+    + note), snakemake.params.out + "/features")
+
+relations = by_state(load("relations"), ["layer", "head", "relation"])
+figures.write_table(relations.sort("task", "model_state", "relation", "layer", "head"), snakemake.params.out + "/relations")
+figures.save_chart(figures.with_caption(
+    figures.head_grid(relations.filter(pl.col("model_state") == "fine-tuned"), "score", "relation", "task",
+                      "fine-tuned", cell=10),
+    "Token-to-token attention: verb -> subject and noun -> pronoun (Kovaleva et al. 2019, fig. 5)",
+    "Word-level attention from the first word to the second (sum over its pieces), max over pairs, mean over examples.\n" + note),
+    snakemake.params.out + "/relations")
+
+cls = load("cls_shares").group_by("task", "model_state", "type").agg(pl.col("share").mean()).sort("task", "model_state", "type")
+figures.write_table(cls, snakemake.params.out + "/cls")
+chart = alt.Chart(cls.to_pandas()).mark_bar().encode(
+    y=alt.Y("task:N", title=None), x=alt.X("share:Q", stack="normalize", axis=alt.Axis(format="%"), title="share of [CLS]'s attention"),
+    color=alt.Color("type:N", sort=["[CLS]", "[SEP]", "punctuation", "pronoun", "noun", "verb", "other"]),
+    row=alt.Row("model_state:N", title=None),
+    tooltip=["task", "model_state", "type", alt.Tooltip("share:Q", format=".1%")],
+).properties(width=420)
+figures.save_chart(figures.with_caption(
+    chart, "Where [CLS] attends in the last layer (Kovaleva et al. 2019, fig. 5)",
+    "Share of the [CLS] row of the last layer on each token type, mean over heads and examples.\n" + note),
+    snakemake.params.out + "/cls")

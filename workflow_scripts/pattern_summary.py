@@ -1,0 +1,38 @@
+"""Class shares per task and state (fig. 2), per-head dominant class, and their figures (rule pattern_summary)."""
+
+from _common import log_to
+
+log_to(snakemake.log[0])
+
+import polars as pl
+
+from bertology_core import figures, io, pattern_training
+
+frames = {key: pl.read_parquet(path) for key, path in zip(snakemake.params.dump_keys, snakemake.input.classes)}
+report = io.read_json(snakemake.input.report)
+source = report["labels_source"]
+shares = pl.concat([
+    pattern_training.class_shares(frames, "rule_label").with_columns(pl.lit("rule-based").alias("labeller")),
+    pattern_training.class_shares(frames, "cnn_label").with_columns(pl.lit("CNN").alias("labeller")),
+]).with_columns(pl.lit(source).alias("cnn_labels_source"))
+figures.write_table(shares, snakemake.params.out + "/shares")
+heads = pl.concat([
+    pattern_training.dominant_class(frame, "cnn_label").with_columns(pl.lit(key).alias("dump"))
+    for key, frame in frames.items()
+]).with_columns(pl.lit(source).alias("cnn_labels_source"))
+figures.write_table(heads, snakemake.params.out + "/heads")
+config_note = f"model {snakemake.wildcards.model}; {snakemake.params.examples} dev examples per task; CNN: {source}"
+figures.save_chart(
+    figures.class_share_bars(
+        shares, "Self-attention pattern classes per task (Kovaleva et al. 2019, fig. 2)",
+        f"Share of all (example, layer, head) maps in each class; paper: heterogeneous 32-61% on BERT-base.\n{config_note}",
+    ),
+    snakemake.params.out + "/shares",
+)
+figures.save_chart(
+    figures.class_heatmap(
+        heads, "Dominant pattern class per head (CNN)",
+        f"Most frequent CNN class of each head over examples; faint = a weak majority.\n{config_note}",
+    ),
+    snakemake.params.out + "/heads",
+)
