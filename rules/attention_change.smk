@@ -41,6 +41,8 @@ rule attention_change_summary:
         examples=config["attention"]["max_examples"],
     log:
         "logs/attention_change_summary/{model}.log",
+    benchmark:
+        "results/benchmarks/attention_change_summary/{model}.tsv"
     resources:
         mem_mb=scaled(2000),
         runtime=scaled(20),

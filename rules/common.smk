@@ -238,3 +238,22 @@ def max_examples(wildcards):
 
 def eval_inputs(wildcards):
     return [f"results/data/{wildcards.task}/{split}.parquet" for split in eval_splits(wildcards.task)]
+
+
+def dump_keys():
+    """``<task>/<state>`` of every configured attention dump (the analyses' unit)."""
+    return [f"{task}/{state}" for task in TASKS for state in attention_states()]
+
+
+def dump_inputs(model, key):
+    """The two Parquet files of one dump."""
+    prefix = f"results/attention/{model}/{key}"
+    return [f"{prefix}.attention.parquet", f"{prefix}.tokens.parquet"]
+
+
+def linguistic_inputs(wildcards):
+    """Every dump's linguistic score tables, by kind (inputs of linguistic_summary)."""
+    return {
+        kind: [f"results/linguistic/{wildcards.model}/{key}.{kind}.parquet" for key in dump_keys()]
+        for kind in ("features", "relations", "cls_shares", "cls_max")
+    }

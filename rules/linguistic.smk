@@ -46,13 +46,6 @@ rule linguistic_scores:
         "../workflow_scripts/linguistic_scores.py"
 
 
-def linguistic_inputs(wildcards):
-    return {
-        kind: [f"results/linguistic/{wildcards.model}/{key}.{kind}.parquet" for key in dump_keys()]
-        for kind in ("features", "relations", "cls_shares", "cls_max")
-    }
-
-
 rule linguistic_summary:
     conda:
         "../envs/tables.yaml"
@@ -72,6 +65,8 @@ rule linguistic_summary:
         examples=config["attention"]["max_examples"],
     log:
         "logs/linguistic_summary/{model}.log",
+    benchmark:
+        "results/benchmarks/linguistic_summary/{model}.tsv"
     resources:
         mem_mb=scaled(2000),
         runtime=scaled(20),

@@ -3,15 +3,6 @@
 # -> shares per task and per-head dominant class. Plus the annotation page to make hand labels.
 
 
-def dump_keys():
-    return [f"{task}/{state}" for task in TASKS for state in attention_states()]
-
-
-def dump_inputs(model, key):
-    prefix = f"results/attention/{model}/{key}"
-    return [f"{prefix}.attention.parquet", f"{prefix}.tokens.parquet"]
-
-
 rule pattern_features:
     conda:
         "../envs/torch.yaml"
@@ -136,6 +127,8 @@ rule annotation_page:
         seed=config["patterns"]["seed"],
     log:
         "logs/annotation_page/{model}.log",
+    benchmark:
+        "results/benchmarks/annotation_page/{model}.tsv"
     resources:
         mem_mb=scaled(2000),
         runtime=scaled(20),

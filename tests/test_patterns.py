@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
+import polars as pl
 import pytest
+import torch
 
 from bertology_core import patterns
 from bertology_core.pattern_cnn import PatternCNN, PatternNet, cross_validated_f1, resize_map
@@ -140,3 +144,63 @@ def test_the_cnn_learns_separable_patterns_under_cross_validation():
     assert result["macro_f1_mean"] > 0.9, result
     shuffled = cross_validated_f1(PatternCNN(epochs=25, seed=0), X, np.random.default_rng(1).permutation(y), folds=4)
     assert shuffled["macro_f1_mean"] < 0.6  # labels unrelated to the maps cannot be learned
+
+
+@pytest.fixture(scope="module")
+def small_dump(tmp_path_factory):
+    from transformers import AutoModel, AutoTokenizer
+
+    from bertology_core import attention, dumps, glue
+    from conftest import GLUE_SMOKE, TINY_BERT
+
+    model = attention.use_engine(AutoModel.from_pretrained(TINY_BERT).eval())
+    tokenizer = AutoTokenizer.from_pretrained(TINY_BERT)
+    frame = glue.read_local(glue.get_task("MRPC"), "dev", GLUE_SMOKE).head(10)
+    prefix = tmp_path_factory.mktemp("dump") / "untuned"
+    dumps.write_dump(model, tokenizer, frame, prefix, max_length=32, batch_size=4)
+    return dumps.AttentionDump(prefix), str(prefix)
+
+
+def test_classifier_trains_on_a_labels_csv_and_says_so(small_dump, tmp_path):
+    from bertology_core import pattern_training
+
+    dump, prefix = small_dump
+    features = patterns.dump_features(dump)
+    assert features.height == 10 * 2 * 4
+    # hand labels: call layer-0 maps "vertical", layer-1 maps "diagonal" (a learnable split by layer)
+    labels = features.select(pl.lit("MRPC/untuned").alias("dump"), "example", "layer", "head").with_columns(
+        pl.when(pl.col("layer") == 0).then(pl.lit("vertical")).otherwise(pl.lit("diagonal")).alias("label"))
+    csv = tmp_path / "labels.csv"
+    labels.write_csv(csv)
+    trained = pattern_training.train_classifier(
+        {"MRPC/untuned": features}, {"MRPC/untuned": prefix}, str(csv), train_maps=50, image_size=16, folds=3,
+        epochs=3, seed=0)
+    assert trained.report["labels_source"] == f"hand labels from {csv}"
+    assert trained.report["training_maps"] == 80 and trained.report["class_counts"] == {"diagonal": 40, "vertical": 40}
+    assert trained.report["rule_agreement_with_labels"] == 0.0  # the rules call these random maps heterogeneous
+    weights = tmp_path / "model.safetensors"
+    pattern_training.save_classifier(trained, weights)
+    loaded = pattern_training.load_classifier(weights)
+    classes = pattern_training.classify_dump(loaded, dump, features)
+    assert classes.height == 80 and set(classes["cnn_label"]) <= {"vertical", "diagonal"}
+    assert (classes["labels_source"] == f"hand labels from {csv}").all()
+    # the loaded model predicts exactly what the trained one does
+    X = pattern_training.maps_for(labels, {"MRPC/untuned": prefix}, 16)
+    assert (trained.model.predict(X) == loaded.classes[loaded.net(torch.from_numpy(X)[:, None]).argmax(1).numpy()]).all()
+
+
+@pytest.mark.parametrize(
+    ("rows", "message"),
+    [
+        ("dump,example,layer,head\nMRPC/untuned,0,0,0\n", "missing column(s) ['label']"),
+        ("dump,example,layer,head,label\nMRPC/untuned,0,0,0,stripes\n", "'stripes' is not a class"),
+        ("dump,example,layer,head,label\nQQP/untuned,0,0,0,vertical\n", "names dumps this run does not have"),
+    ],
+)
+def test_bad_labels_csv_is_rejected_with_the_fix(tmp_path, rows, message):
+    from bertology_core import pattern_training
+
+    csv = tmp_path / "labels.csv"
+    csv.write_text(rows)
+    with pytest.raises(pattern_training.LabelsError, match=re.escape(message)):
+        pattern_training.read_labels_csv(csv, {"MRPC/untuned"})
