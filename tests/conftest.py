@@ -44,3 +44,17 @@ def smoke_run(tmp_path_factory) -> Path:
     workdir = tmp_path_factory.mktemp("smoke")
     snakemake(workdir)
     return workdir
+
+
+def tiny_mrpc_dump(prefix: Path, examples: int):
+    """Dump the tiny random BERT's attention on the first ``examples`` smoke MRPC dev pairs.
+    Returns ``(summary, frame, tokenizer)``."""
+    from transformers import AutoModel, AutoTokenizer
+
+    from bertology_core import attention, dumps, glue
+
+    model = attention.use_engine(AutoModel.from_pretrained(TINY_BERT).eval())
+    tokenizer = AutoTokenizer.from_pretrained(TINY_BERT)
+    frame = glue.read_local(glue.get_task("MRPC"), "dev", GLUE_SMOKE).head(examples)
+    summary = dumps.write_dump(model, tokenizer, frame, prefix, max_length=32, batch_size=4)
+    return summary, frame, tokenizer

@@ -10,16 +10,13 @@ import torch
 from transformers import AutoModel, AutoTokenizer
 
 from bertology_core import attention, dumps, glue
-from conftest import GLUE_SMOKE, TINY_BERT
+from conftest import GLUE_SMOKE, TINY_BERT, tiny_mrpc_dump
 
 
 @pytest.fixture(scope="module")
 def dumped(tmp_path_factory):
-    model = attention.use_engine(AutoModel.from_pretrained(TINY_BERT).eval())
-    tokenizer = AutoTokenizer.from_pretrained(TINY_BERT)
-    frame = glue.read_local(glue.get_task("MRPC"), "dev", GLUE_SMOKE).head(11)
     prefix = tmp_path_factory.mktemp("dump") / "mrpc"
-    summary = dumps.write_dump(model, tokenizer, frame, prefix, max_length=32, batch_size=4)
+    summary, frame, tokenizer = tiny_mrpc_dump(prefix, 11)
     return prefix, summary, frame, tokenizer
 
 

@@ -148,16 +148,11 @@ def test_the_cnn_learns_separable_patterns_under_cross_validation():
 
 @pytest.fixture(scope="module")
 def small_dump(tmp_path_factory):
-    from transformers import AutoModel, AutoTokenizer
+    from bertology_core import dumps
+    from conftest import tiny_mrpc_dump
 
-    from bertology_core import attention, dumps, glue
-    from conftest import GLUE_SMOKE, TINY_BERT
-
-    model = attention.use_engine(AutoModel.from_pretrained(TINY_BERT).eval())
-    tokenizer = AutoTokenizer.from_pretrained(TINY_BERT)
-    frame = glue.read_local(glue.get_task("MRPC"), "dev", GLUE_SMOKE).head(10)
     prefix = tmp_path_factory.mktemp("dump") / "untuned"
-    dumps.write_dump(model, tokenizer, frame, prefix, max_length=32, batch_size=4)
+    tiny_mrpc_dump(prefix, 10)
     return dumps.AttentionDump(prefix), str(prefix)
 
 
