@@ -21,7 +21,7 @@ heads = pl.concat([
     for key, frame in frames.items()
 ]).with_columns(pl.lit(source).alias("cnn_labels_source"))
 figures.write_table(heads, snakemake.params.out + "/heads")
-config_note = f"model {snakemake.wildcards.model}; {snakemake.params.examples} dev examples per task; CNN: {source}"
+config_note = f"model {snakemake.wildcards.model}; up to {snakemake.params.examples} dev examples per task; CNN: {source}"
 figures.save_chart(
     figures.class_share_bars(
         shares, "Self-attention pattern classes per task (Kovaleva et al. 2019, fig. 2)",
