@@ -22,12 +22,15 @@ def load(kind):
 
 
 def by_state(frame, keys):
-    """Mean over seeds per model state, and the fine-tuned minus pre-trained difference."""
+    """Mean over seeds per model state, and the fine-tuned minus pre-trained difference when both were
+    dumped; sorted, so tables and figure data are the same on every run."""
     mean = frame.group_by(["task", "model_state", *keys]).agg(pl.col("score").mean(), pl.col("examples").sum())
-    wide = mean.pivot(on="model_state", index=["task", *keys], values="score")
-    diff = wide.select("task", *keys, (pl.col("fine-tuned") - pl.col("pre-trained")).alias("score")).with_columns(
-        pl.lit("difference").alias("model_state"))
-    return pl.concat([mean.drop("examples"), diff], how="diagonal").drop_nulls("score")
+    parts = [mean.drop("examples")]
+    if set(mean["model_state"]) >= {"fine-tuned", "pre-trained"}:
+        wide = mean.pivot(on="model_state", index=["task", *keys], values="score")
+        parts.append(wide.select("task", *keys, (pl.col("fine-tuned") - pl.col("pre-trained")).alias("score"))
+                     .with_columns(pl.lit("difference").alias("model_state")))
+    return pl.concat(parts, how="diagonal").drop_nulls("score").sort("task", "model_state", *keys)
 
 
 note = f"Model {snakemake.wildcards.model}; up to {snakemake.params.examples} dev examples per task; fine-tuned = mean over seeds."
@@ -38,6 +41,7 @@ panels = [
                       scheme="redblue" if view == "difference" else "viridis",
                       domain_mid=0.0 if view == "difference" else None)
     for view in ("pre-trained", "fine-tuned", "difference")
+    if view in set(features["model_state"])
 ]
 figures.save_chart(figures.with_caption(
     alt.hconcat(*panels).resolve_scale(color="independent"),
@@ -46,10 +50,10 @@ figures.save_chart(figures.with_caption(
     + note), snakemake.params.out + "/features")
 
 relations = by_state(load("relations"), ["layer", "head", "relation"])
+shown = "fine-tuned" if "fine-tuned" in set(relations["model_state"]) else "pre-trained"
 figures.write_table(relations.sort("task", "model_state", "relation", "layer", "head"), snakemake.params.out + "/relations")
 figures.save_chart(figures.with_caption(
-    figures.head_grid(relations.filter(pl.col("model_state") == "fine-tuned"), "score", "relation", "task",
-                      "fine-tuned", cell=10),
+    figures.head_grid(relations.filter(pl.col("model_state") == shown), "score", "relation", "task", shown, cell=10),
     "Token-to-token attention: verb -> subject and noun -> pronoun (Kovaleva et al. 2019, fig. 5)",
     "Word-level attention from the first word to the second (sum over its pieces), max over pairs, mean over examples.\n" + note),
     snakemake.params.out + "/relations")
