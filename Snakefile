@@ -24,6 +24,7 @@ include: "rules/treebank.smk"
 include: "rules/patterns.smk"
 include: "rules/attention_change.smk"
 include: "rules/linguistic.smk"
+include: "rules/disabling.smk"
 
 
 rule all:

@@ -20,7 +20,8 @@ own ``AttentionInterface`` and TransformerLens's hook points:
     of its example (padding gets 0);
   * several configurations in one forward pass: the batch is repeated once per
     configuration (configuration-major: row ``c * B + b``), and only from the first
-    layer any configuration touches, so layers below it are computed once.
+    layer where the configurations differ, so layers below it are computed once
+    (with whatever intervention the configurations share applied there).
 """
 
 from __future__ import annotations
@@ -61,9 +62,22 @@ class InterventionPlan:
     def intervened_layers(self) -> list[int]:
         return sorted(set(self.scale) | set(self.uniform))
 
-    def first_intervened_layer(self) -> int:
+    def first_differing_layer(self) -> int:
+        """The first layer where some configurations' interventions differ (the last intervened
+        layer when they are all alike): layers below it compute the same thing in every configuration."""
+        for layer in self.intervened_layers:
+            for values in (self.scale.get(layer), self.uniform.get(layer)):
+                if values is not None and not bool((values == values[:1]).all()):
+                    return layer
         layers = self.intervened_layers
-        return layers[0] if layers else 0
+        return layers[-1] if layers else 0
+
+    def _rows(self, values: torch.Tensor, layer: int) -> tuple[torch.Tensor, int]:
+        """Per-configuration values of ``layer`` and the number of configurations in its batch:
+        below the expansion layer the batch is not repeated yet and every row is alike."""
+        if self.expand_at_layer is not None and layer < self.expand_at_layer:
+            return values[:1], 1
+        return values, self.num_configs
 
 
 _ACTIVE_PLAN: contextvars.ContextVar[InterventionPlan | None] = contextvars.ContextVar("bertology_plan", default=None)
@@ -78,10 +92,17 @@ def _key_is_real(attention_mask: torch.Tensor | None, batch: int, keys: int, dev
     return (attention_mask[:, 0, 0, :] == 0).expand(batch, keys)  # eager additive mask: 0 or dtype min
 
 
-def _per_row(values: torch.Tensor, batch: int, num_configs: int) -> torch.Tensor:
+def _per_row(values: torch.Tensor, num_configs: int, batch: int) -> torch.Tensor:
     """``[num_configs, head]`` -> ``[num_configs * B, head, 1, 1]`` in configuration-major order."""
     per_row = values.repeat_interleave(batch // num_configs, dim=0)
     return per_row[:, :, None, None]
+
+
+def _rows_on(
+    plan: InterventionPlan, values: torch.Tensor, layer: int, probs: torch.Tensor, dtype: torch.dtype | None = None
+) -> tuple[torch.Tensor, int]:
+    rows, num_configs = plan._rows(values, layer)
+    return rows.to(probs.device, dtype or rows.dtype), num_configs
 
 
 def bertology_attention(
@@ -121,10 +142,10 @@ def _apply_plan(
         real = _key_is_real(attention_mask, batch, keys, probs.device)
         uniform = real[:, None, None, :].to(probs.dtype)
         uniform = (uniform / uniform.sum(-1, keepdim=True)).expand_as(probs)
-        switch = _per_row(plan.uniform[layer].to(probs.device), batch, plan.num_configs)
+        switch = _per_row(*_rows_on(plan, plan.uniform[layer], layer, probs), batch)
         probs = torch.where(switch, uniform, probs)
     if layer in plan.scale:
-        probs = probs * _per_row(plan.scale[layer].to(probs.device, probs.dtype), batch, plan.num_configs)
+        probs = probs * _per_row(*_rows_on(plan, plan.scale[layer], layer, probs, probs.dtype), batch)
     if plan.sink is not None and (plan.capture_layers is None or layer in plan.capture_layers):
         if real is None:
             real = _key_is_real(attention_mask, batch, keys, probs.device)
@@ -178,9 +199,9 @@ def _expand_hook(num_configs: int, first: bool):
 def intervene(model: PreTrainedModel, plan: InterventionPlan, reuse_prefix: bool = True) -> Iterator[InterventionPlan]:
     """Make ``plan`` active for forward passes of ``model`` inside the block.
 
-    With ``num_configs > 1`` the batch is repeated at the first intervened layer
-    (``reuse_prefix=True``) or at the first layer (``False``, the naive method);
-    outputs then have ``num_configs * B`` rows, configuration-major.
+    With ``num_configs > 1`` the batch is repeated at the first layer where the
+    configurations differ (``reuse_prefix=True``) or at the first layer (``False``,
+    the naive method); outputs then have ``num_configs * B`` rows, configuration-major.
     """
     if model.config._attn_implementation != ATTN_IMPLEMENTATION:
         raise RuntimeError("call bertology_core.attention.use_engine(model) before intervening")
@@ -196,7 +217,7 @@ def intervene(model: PreTrainedModel, plan: InterventionPlan, reuse_prefix: bool
                 )
     handles = []
     if plan.num_configs > 1:
-        plan.expand_at_layer = plan.first_intervened_layer() if reuse_prefix else 0
+        plan.expand_at_layer = plan.first_differing_layer() if reuse_prefix else 0
         for index, layer in enumerate(encoder_layers(model)):
             if index >= plan.expand_at_layer:
                 hook = _expand_hook(plan.num_configs, first=index == plan.expand_at_layer)

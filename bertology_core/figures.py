@@ -114,3 +114,33 @@ def head_grid(frame: pl.DataFrame, value: str, row: str, column: str, title: str
 
 def with_caption(chart: alt.TopLevelMixin, title: str, caption: str) -> alt.TopLevelMixin:
     return chart.properties(title=alt.TitleParams(title, subtitle=caption.split("\n"), anchor="start"))
+
+
+
+def interval_chart(frame: pl.DataFrame, x: str, title: str, caption: str, *, facet: str = "task",
+                   columns: int = 4, y_title: str = "delta") -> alt.TopLevelMixin:
+    """Across-seed estimates with intervals and each seed's estimate along ``x``, one panel per ``facet``.
+
+    ``frame``: ``x, facet, seed, delta, ci_low, ci_high``; rows with a null ``seed`` are the across-seed
+    estimates (drawn black, with their interval), the others one point per seed."""
+    data = frame.with_columns(
+        pl.when(pl.col("seed").is_null()).then(pl.lit("all seeds")).otherwise(pl.format("seed {}", pl.col("seed"))).alias("estimate")
+    ).to_pandas()
+    base = alt.Chart().encode(x=alt.X(f"{x}:O"))
+    pooled = base.transform_filter(alt.datum.estimate == "all seeds")
+    chart = alt.layer(
+        alt.Chart().mark_rule(color="#888", strokeDash=[4, 3]).encode(y=alt.datum(0)),
+        pooled.mark_rule(strokeWidth=2).encode(y=alt.Y("ci_low:Q", title=y_title), y2="ci_high:Q"),
+        base.transform_filter(alt.datum.estimate != "all seeds").mark_point(size=30, opacity=0.7).encode(
+            y="delta:Q", color=alt.Color("estimate:N", title="seed"),
+            tooltip=[facet, x, "estimate", alt.Tooltip("delta:Q", format="+.4f")],
+        ),
+        pooled.mark_point(filled=True, size=70, color="black").encode(
+            y="delta:Q",
+            tooltip=[facet, x, alt.Tooltip("delta:Q", format="+.4f"), alt.Tooltip("ci_low:Q", format="+.4f"),
+                     alt.Tooltip("ci_high:Q", format="+.4f"), *[c for c in ("verdict", "seeds") if c in frame.columns]],
+        ),
+        data=data,
+    ).properties(width=200, height=160)
+    chart = chart.facet(facet=alt.Facet(f"{facet}:N", title=None), columns=columns).resolve_scale(y="independent")
+    return with_caption(chart, title, caption)

@@ -220,6 +220,9 @@ def all_targets():
         ]
         if {"untuned", "pretrained"} <= set(config["attention"]["states"]):
             targets.append(f"results/attention_change/{model}/summary/cosine.md")
+        # head and layer disabling (section 4.6)
+        if config["disabling"]["inits"]:
+            targets.append(f"results/disabling/{model}/summary/heads.md")
     targets += [f"results/treebank/{split}.parquet" for split in TREEBANK_SPLITS]
     return targets
 
@@ -256,4 +259,37 @@ def linguistic_inputs(wildcards):
     return {
         kind: [f"results/linguistic/{wildcards.model}/{key}.{kind}.parquet" for key in dump_keys()]
         for kind in ("features", "relations", "cls_shares", "cls_max")
+    }
+
+
+def disabling_setting(task, key):
+    """A disabling setting of one task: its per_task override, else the default."""
+    return config["disabling"]["per_task"].get(task, {}).get(key, config["disabling"][key])
+
+
+def disabling_seeds(task):
+    return disabling_setting(task, "seeds") or SEEDS
+
+
+def greedy_seeds(task):
+    """Swept seeds that also get the greedy search (none when greedy_steps is 0)."""
+    if disabling_setting(task, "greedy_steps") == 0:
+        return []
+    wanted = disabling_setting(task, "greedy_seeds")
+    return [seed for seed in disabling_seeds(task) if wanted is None or seed in wanted]
+
+
+def disabling_dir(model, task, init, seed):
+    return f"results/disabling/{model}/{task}/{init}/seed{seed}"
+
+
+def disabling_summary_inputs(wildcards):
+    model, inits = wildcards.model, config["disabling"]["inits"]
+    return {
+        "deltas": [f"results/disabling/{model}/{task}/{init}/deltas.parquet" for task in TASKS for init in inits],
+        "selection": [f"results/disabling/{model}/{task}/{init}/selection.parquet" for task in TASKS for init in inits],
+        "greedy": [
+            f"{disabling_dir(model, task, init, seed)}/greedy.parquet"
+            for task in TASKS for init in inits for seed in greedy_seeds(task)
+        ],
     }

@@ -127,6 +127,25 @@ def test_batch_expansion_equals_separate_passes(reuse_prefix):
         torch.testing.assert_close(together[config], separate, atol=1e-5, rtol=0)
 
 
+def test_shared_interventions_below_the_first_difference_are_applied_once():
+    model = attention.use_engine(tiny(layers=4))
+    inputs = batch()
+    shared = torch.ones(3, 4)
+    shared[:, 1] = 0.0  # every configuration masks head 1 of layer 0
+    uniform = torch.zeros(3, 4, dtype=torch.bool)
+    uniform[1, 2] = True
+    uniform[2, 0] = True
+    plan = attention.InterventionPlan(num_configs=3, scale={0: shared}, uniform={2: uniform})
+    with torch.no_grad(), attention.intervene(model, plan):
+        together = model(**inputs).logits.reshape(3, 3, -1)
+    assert plan.expand_at_layer == 2
+    for config in range(3):
+        single = attention.InterventionPlan(scale={0: shared[config:config + 1]}, uniform={2: uniform[config:config + 1]})
+        with torch.no_grad(), attention.intervene(model, single):
+            separate = model(**inputs).logits
+        torch.testing.assert_close(together[config], separate, atol=1e-5, rtol=0)
+
+
 def test_contexts_do_not_leak_and_hooks_are_removed():
     model = attention.use_engine(tiny())
     inputs = batch()

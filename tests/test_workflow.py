@@ -65,9 +65,41 @@ def test_smoke_run_writes_every_attention_analysis(smoke_run):
     assert "ITEMS" in (results / "patterns/tiny-bert/annotate.html").read_text()
 
 
+def test_smoke_run_writes_the_disabling_sweeps_and_their_statistics(smoke_run):
+    results = smoke_run / "results"
+    summary = results / "disabling/tiny-bert/summary"
+    for stem in ("heads", "layers", "extremes", "selection", "greedy"):
+        for suffix in (".parquet", ".csv", ".md"):
+            assert (summary / f"{stem}{suffix}").stat().st_size > 0, stem
+    for stem in ("heads", "layers"):
+        for suffix in (".html", ".png", ".svg"):
+            assert (summary / f"{stem}{suffix}").stat().st_size > 1000, stem
+    # MRPC is swept for two seeds (smoke config), STS-B for the top-level seed only
+    heads = pl.read_parquet(summary / "heads.parquet")
+    assert heads.height == 2 * 2 * 4  # tasks x layers x heads of the tiny model
+    assert dict(heads.group_by("task").agg(pl.col("seeds").first()).iter_rows()) == {"MRPC": 2, "STS-B": 1}
+    assert (heads["ci_low"] <= heads["delta"] + 1e-12).all() and (heads["delta"] <= heads["ci_high"] + 1e-12).all()
+    for task, seeds in (("MRPC", (1, 2)), ("STS-B", (1,))):
+        for seed in seeds:
+            sweep = pl.read_parquet(results / f"disabling/tiny-bert/{task}/pretrained/seed{seed}/sweep.parquet")
+            assert sweep["config"].n_unique() == 1 + 2 * 4 + 2  # intact, every head, every layer
+            # the sweep's intact model is the fine-tuning job's model: same dev predictions
+            finetuned = pl.read_parquet(results / f"finetune/tiny-bert/{task}/pretrained/seed{seed}/predictions.parquet")
+            intact = sweep.filter(pl.col("kind") == "intact").sort("idx")
+            assert intact["idx"].to_list() == finetuned.sort("idx")["idx"].to_list()
+            if task == "MRPC":
+                assert intact["prediction"].to_list() == finetuned.sort("idx")["prediction"].to_list()
+            else:
+                assert (intact["prediction"] - finetuned.sort("idx")["prediction"]).abs().max() < 1e-5
+    greedy = pl.read_parquet(summary / "greedy.parquet")
+    assert set(greedy["task"]) == {"MRPC", "STS-B"} and (greedy["step"] <= 2).all()
+    selection = pl.read_parquet(summary / "selection.parquet")
+    assert (selection["selection_examples"] + selection["report_examples"] == 20).all()
+
+
 def test_run_reports_disk_use_per_stage(smoke_run):
     report = (smoke_run / "results" / "disk_usage.md").read_text()
-    for stage in ("attention", "data", "finetune", "models", "tables", "treebank", "patterns", "linguistic"):
+    for stage in ("attention", "data", "finetune", "models", "tables", "treebank", "patterns", "linguistic", "disabling"):
         assert f"| {stage} | " in report
     assert "| **total** |" in report and "checkpoints" not in report  # finished runs leave no checkpoint
 
@@ -99,7 +131,8 @@ def test_changing_one_tasks_learning_rate_reruns_exactly_its_jobs(smoke_run, tmp
     assert jobs_to_run(smoke_run, configs) == {
         "finetune": 2, "dump_attention": 1, "baselines": 1, "pattern_features": 1, "pattern_classifier": 1,
         "classify_maps": 4, "pattern_summary": 1, "annotation_page": 1, "attention_change": 1,
-        "attention_change_summary": 1, "linguistic_scores": 1, "linguistic_summary": 1, "all": 1,
+        "attention_change_summary": 1, "linguistic_scores": 1, "linguistic_summary": 1,
+        "disabling_sweep": 1, "disabling_greedy": 1, "disabling_stats": 1, "disabling_summary": 1, "all": 1,
     }
     dry_run = snakemake(smoke_run, "-n", configs=configs).stdout
     planned = [line.split("output:")[1] for line in dry_run.splitlines() if line.strip().startswith("output:")]

@@ -1,0 +1,128 @@
+# Head and layer disabling (Kovaleva et al. 2019, section 4.6): sweeps of every single head and whole
+# layer of each fine-tuned model, paired-bootstrap statistics over dev examples and seeds, split-half
+# selection and a greedy multi-head search.
+
+
+rule disabling_sweep:
+    conda:
+        "../envs/torch.yaml"
+    input:
+        model=lambda wc: f"{run_dir(wc.model, wc.task, wc.init, wc.seed)}/model",
+        data="results/data/{task}/dev.parquet",
+    output:
+        sweep="results/disabling/{model}/{task}/{init}/seed{seed}/sweep.parquet",
+        summary="results/disabling/{model}/{task}/{init}/seed{seed}/sweep.json",
+    wildcard_constraints:
+        init="random|pretrained",
+    params:
+        code=library_code("glue", "models", "attention", "finetune", "metrics", "checkpoint", "faults", "disabling", "bootstrap", "io"),
+        modes=config["disabling"]["modes"],
+        layers=config["disabling"]["layers"],
+        max_examples=lambda wc: disabling_setting(wc.task, "max_examples"),
+        subsample_seed=config["data"]["subsample_seed"],
+        max_length=lambda wc: hyperparameters(wc.task, wc.init)["max_length"],
+    threads: config["disabling"]["threads"]
+    resources:
+        mem_mb=scaled(4000),
+        runtime=scaled(120),
+        cpus_per_task=config["disabling"]["threads"],
+        gpu=MODEL_JOB_GPUS,
+    log:
+        "logs/disabling_sweep/{model}/{task}/{init}/seed{seed}.log",
+    benchmark:
+        "results/benchmarks/disabling_sweep/{model}/{task}/{init}/seed{seed}.tsv"
+    script:
+        "../workflow_scripts/disabling_sweep.py"
+
+
+rule disabling_greedy:
+    conda:
+        "../envs/torch.yaml"
+    input:
+        model=lambda wc: f"{run_dir(wc.model, wc.task, wc.init, wc.seed)}/model",
+        data="results/data/{task}/dev.parquet",
+        sweep="results/disabling/{model}/{task}/{init}/seed{seed}/sweep.parquet",
+    output:
+        table=multiext("results/disabling/{model}/{task}/{init}/seed{seed}/greedy", ".parquet", ".csv", ".md"),
+    wildcard_constraints:
+        init="random|pretrained",
+    params:
+        code=library_code("glue", "models", "attention", "finetune", "metrics", "checkpoint", "faults", "disabling", "bootstrap", "figures", "io"),
+        mode=config["disabling"]["modes"][0],
+        max_steps=lambda wc: disabling_setting(wc.task, "greedy_steps"),
+        split_seed=config["disabling"]["split_seed"],
+        resamples=config["disabling"]["resamples"],
+        level=config["disabling"]["level"],
+        bootstrap_seed=config["disabling"]["bootstrap_seed"],
+        max_length=lambda wc: hyperparameters(wc.task, wc.init)["max_length"],
+    threads: config["disabling"]["threads"]
+    resources:
+        mem_mb=scaled(4000),
+        runtime=scaled(120),
+        cpus_per_task=config["disabling"]["threads"],
+        gpu=MODEL_JOB_GPUS,
+    log:
+        "logs/disabling_greedy/{model}/{task}/{init}/seed{seed}.log",
+    benchmark:
+        "results/benchmarks/disabling_greedy/{model}/{task}/{init}/seed{seed}.tsv"
+    script:
+        "../workflow_scripts/disabling_greedy.py"
+
+
+rule disabling_stats:
+    conda:
+        "../envs/tables.yaml"
+    input:
+        lambda wc: [f"{disabling_dir(wc.model, wc.task, wc.init, seed)}/sweep.parquet" for seed in disabling_seeds(wc.task)],
+    output:
+        deltas="results/disabling/{model}/{task}/{init}/deltas.parquet",
+        selection="results/disabling/{model}/{task}/{init}/selection.parquet",
+    params:
+        code=library_code("disabling", "disabling_stats", "bootstrap", "metrics", "io"),
+        seeds=lambda wc: disabling_seeds(wc.task),
+        resamples=config["disabling"]["resamples"],
+        level=config["disabling"]["level"],
+        bootstrap_seed=config["disabling"]["bootstrap_seed"],
+        split_seed=config["disabling"]["split_seed"],
+    log:
+        "logs/disabling_stats/{model}/{task}/{init}.log",
+    benchmark:
+        "results/benchmarks/disabling_stats/{model}/{task}/{init}.tsv"
+    resources:
+        mem_mb=scaled(4000),
+        runtime=scaled(30),
+    script:
+        "../workflow_scripts/disabling_stats.py"
+
+
+rule disabling_summary:
+    conda:
+        "../envs/tables.yaml"
+    input:
+        unpack(disabling_summary_inputs),
+    output:
+        tables=multiext("results/disabling/{model}/summary/heads", ".parquet", ".csv", ".md"),
+        layers=multiext("results/disabling/{model}/summary/layers", ".parquet", ".csv", ".md"),
+        extremes=multiext("results/disabling/{model}/summary/extremes", ".parquet", ".csv", ".md"),
+        selection=multiext("results/disabling/{model}/summary/selection", ".parquet", ".csv", ".md"),
+        greedy=multiext("results/disabling/{model}/summary/greedy", ".parquet", ".csv", ".md"),
+        figures=multiext("results/disabling/{model}/summary/heads", ".html", ".png", ".svg"),
+        layer_figures=multiext("results/disabling/{model}/summary/layers", ".html", ".png", ".svg"),
+    params:
+        code=library_code("figures", "io"),
+        out="results/disabling/{model}/summary",
+        modes=config["disabling"]["modes"],
+        level=config["disabling"]["level"],
+        extremes=config["disabling"]["extremes"],
+        greedy_runs=lambda wc: [(t, s) for t in TASKS for _ in config["disabling"]["inits"] for s in greedy_seeds(t)],
+        seed_note=lambda wc: ", ".join(f"{t} {len(disabling_seeds(t))}" for t in TASKS),
+        example_note=lambda wc: ", ".join(f"{t} {disabling_setting(t, 'max_examples') or 'all'}" for t in TASKS),
+    log:
+        "logs/disabling_summary/{model}.log",
+    benchmark:
+        "results/benchmarks/disabling_summary/{model}.tsv"
+    resources:
+        mem_mb=scaled(2000),
+        runtime=scaled(20),
+    script:
+        "../workflow_scripts/disabling_summary.py"

@@ -1,0 +1,128 @@
+"""Disabling sweeps: the fast sweep equals plain forwards with the same plan; grouping, halves, greedy."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from bertology_core import attention, disabling, finetune
+from test_attention import tiny
+
+
+def encoded(examples: int = 7, seed: int = 3) -> finetune.Encoded:
+    """Examples of different lengths (so batches are padded) from a tiny vocabulary."""
+    generator = np.random.default_rng(seed)
+    ids = [[2, *generator.integers(5, 99, size=int(n)).tolist(), 3] for n in generator.integers(3, 12, size=examples)]
+    return finetune.Encoded(input_ids=ids, token_type_ids=None, pad_token_id=0)
+
+
+def sharp_tiny(layers: int = 3):
+    """The tiny random model with sharper attention (random init attends almost uniformly, which would
+    make uniform disabling a no-op): query and key weights scaled up, and the classifier's too, so that
+    every head's effect on the logits is far above float noise."""
+    model = tiny(layers=layers)
+    with torch.no_grad():
+        for layer in attention.encoder_layers(model):
+            layer.attention.self.query.weight.mul_(6)
+            layer.attention.self.key.weight.mul_(6)
+        model.classifier.weight.mul_(100)
+    return model
+
+
+@pytest.mark.parametrize("mode", disabling.MODES)
+def test_sweep_equals_a_plain_forward_with_the_same_plan(mode):
+    model = sharp_tiny(layers=3)
+    data = encoded()
+    configs = disabling.sweep_configurations(3, 4)
+    assert len(configs) == 1 + 3 * 4 + 3
+    fast = disabling.evaluate_configurations(model, data, configs, mode, rows_per_pass=10)
+    naive = disabling.evaluate_configurations(model, data, configs, mode, reuse_prefix=False, examples_per_batch=2)
+    for index, config in enumerate(configs):
+        # reference: one example at a time (no padding at all), the configuration's plan alone
+        for example, ids in enumerate(data.input_ids):
+            plan = disabling.build_plan([config], mode, 3, 4)
+            with torch.no_grad(), attention.intervene(model, plan):
+                plain = model(input_ids=torch.tensor([ids])).logits[0].numpy()
+            np.testing.assert_allclose(fast[index, example], plain, atol=1e-4, rtol=0)
+            np.testing.assert_allclose(naive[index, example], plain, atol=1e-4, rtol=0)
+    # disabling changes something: every head's configuration differs from the intact model somewhere
+    assert all(np.abs(fast[i] - fast[0]).max() > 2e-3 for i in range(1, len(configs)))
+
+
+def test_a_disabled_layer_in_zero_mode_leaves_only_the_attention_bias():
+    model = tiny(layers=2)
+    data = encoded(3)
+    (layer_config,) = [c for c in disabling.whole_layers(2, 4) if c.layer == 1]
+    logits = disabling.evaluate_configurations(model, data, [layer_config], "zero")
+    dense = attention.encoder_layers(model)[1].attention.output.dense
+
+    def zero_context(module, args):
+        return (torch.zeros_like(args[0]),)
+
+    handle = dense.register_forward_pre_hook(zero_context)
+    try:
+        reference = disabling.evaluate_configurations(model, data, [disabling.INTACT], "zero")
+    finally:
+        handle.remove()
+    np.testing.assert_allclose(logits, reference, atol=1e-5, rtol=0)
+
+
+def test_configurations_share_a_pass_from_their_first_differing_layer():
+    configs = disabling.sweep_configurations(3, 2)
+    groups = disabling._groups(configs, 3, reuse_prefix=True)
+    first_layers = [{min((l for l, _ in configs[i].disabled), default=2) for i in group} for group in groups]
+    assert first_layers == [{0}, {1}, {2}]
+    assert sum(len(g) for g in groups) == len(configs) and 0 in groups[-1]  # intact joins the last layer
+    # a head every configuration disables does not decide the grouping
+    base = {(0, 1)}
+    greedy_step = [disabling.head_set(base | {h}) for h in [(0, 0), (1, 0), (1, 1), (2, 0)]]
+    assert [len(g) for g in disabling._groups(greedy_step, 3, reuse_prefix=True)] == [1, 2, 1]
+    assert disabling._groups(configs, 3, reuse_prefix=False) == [[i] for i in range(len(configs))]
+
+
+def test_build_plan_rejects_heads_outside_the_model():
+    with pytest.raises(ValueError, match="outside the model's 2 x 4"):
+        disabling.build_plan([disabling.head_set({(2, 0)})], "uniform", 2, 4)
+    with pytest.raises(ValueError, match="mode"):
+        disabling.build_plan([disabling.INTACT], "random", 2, 4)
+
+
+def test_split_halves_are_stratified_seeded_and_complementary():
+    labels = np.array([0] * 10 + [1] * 7)
+    selection = disabling.split_halves(labels, stratify=True, seed=5)
+    assert selection[labels == 0].sum() == 5 and selection[labels == 1].sum() == 3  # odd: extra to report
+    assert np.array_equal(selection, disabling.split_halves(labels, stratify=True, seed=5))
+    assert not np.array_equal(selection, disabling.split_halves(labels, stratify=True, seed=6))
+    assert disabling.split_halves(np.linspace(0, 5, 9), stratify=False, seed=0).sum() == 4
+
+
+def test_greedy_adds_the_most_helpful_head_until_nothing_helps():
+    labels = np.array([1, 1, 1, 1, 1, 0, 0, 0, 0, 0])
+    # accuracy of a set of disabled heads: base 0.5; head A (0, 1) +0.2, head B (1, 0) +0.1 once A is
+    # disabled, everything else -0.1
+    def accuracy_of(disabled):
+        correct = 5 + 2 * ((0, 1) in disabled) + ((1, 0) in disabled and (0, 1) in disabled) - len(disabled - {(0, 1), (1, 0)})
+        return correct
+
+    calls = []
+
+    def evaluate(configs):
+        calls.append(len(configs))
+        rows = []
+        for config in configs:
+            right = accuracy_of(config.disabled)
+            prediction = labels.copy()
+            prediction[right:] = 1 - prediction[right:]  # the first `right` examples are correct
+            rows.append(prediction)
+        return np.stack(rows)
+
+    heads = [(layer, head) for layer in range(2) for head in range(2)]
+    intact, steps = disabling.greedy_disable(evaluate, labels, "accuracy", heads, max_steps=5)
+    assert intact == 0.5
+    assert [s.added for s in steps] == [(0, 1), (1, 0)]
+    assert [round(s.selection_score, 6) for s in steps] == [0.7, 0.8]
+    assert steps[-1].disabled == frozenset({(0, 1), (1, 0)})
+    assert calls == [1, 4, 3, 2]  # intact, then each remaining head until no gain
+    _, capped = disabling.greedy_disable(evaluate, labels, "accuracy", heads, max_steps=1)
+    assert len(capped) == 1

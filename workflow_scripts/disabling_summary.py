@@ -1,0 +1,60 @@
+"""Tables and figures of the disabling sweeps of one model (rule disabling_summary): the paper's fig. 6
+(single heads) and fig. 7 (layers) with intervals, the best and worst configurations, the split-half
+selection and the greedy search."""
+
+from _common import log_to
+
+log_to(snakemake.log[0])
+
+import polars as pl
+
+from bertology_core import figures
+
+params = snakemake.params
+out = params.out
+deltas = pl.concat([pl.read_parquet(p) for p in snakemake.input.deltas])
+sort = ["task", "mode", "layer", "head", "seed"]
+pooled = deltas.filter(pl.col("seed").is_null())
+columns = ["task", "mode", "config", "layer", "head", "metric", "delta", "ci_low", "ci_high", "seeds", "seeds_positive",
+           "seeds_negative", "delta_std_over_seeds", "verdict", "examples"]
+heads = pooled.filter(pl.col("kind") == "head").select(columns).sort(sort[:-1])
+figures.write_table(heads, f"{out}/heads", float_format="{:+.4f}")
+layers = deltas.filter(pl.col("kind") == "layer").select(["seed", *columns]).sort(sort, nulls_last=True)
+figures.write_table(layers, f"{out}/layers", float_format="{:+.4f}")
+# best and worst: the across-seed estimates, three of each kind per task and mode
+ranked = pooled.filter(pl.col("kind").is_in(["head", "layer"])).with_columns(
+    pl.col("delta").rank("ordinal", descending=True).over("task", "mode", "kind").alias("rank_best"),
+    pl.col("delta").rank("ordinal").over("task", "mode", "kind").alias("rank_worst"),
+)
+extremes = pl.concat([
+    ranked.filter(pl.col("rank_best") <= params.extremes).with_columns(pl.lit("best").alias("end")),
+    ranked.filter(pl.col("rank_worst") <= params.extremes).with_columns(pl.lit("worst").alias("end")),
+]).select(["task", "mode", "kind", "end", *columns[2:]]).sort("task", "mode", "kind", "end", "delta", descending=[False, False, False, False, True])
+figures.write_table(extremes, f"{out}/extremes", float_format="{:+.4f}")
+selection = pl.concat([pl.read_parquet(p) for p in snakemake.input.selection]).sort("task", "mode", "kind", "seed", nulls_last=True)
+figures.write_table(selection, f"{out}/selection", float_format="{:+.4f}")
+greedy = pl.concat([
+    pl.read_parquet(p).with_columns(pl.lit(task).alias("task"), pl.lit(seed).alias("seed"))
+    for (task, seed), p in zip(params.greedy_runs, snakemake.input.greedy)
+], how="diagonal_relaxed") if snakemake.input.greedy else pl.DataFrame({"task": [], "seed": [], "step": []})
+figures.write_table(greedy.sort("task", "seed", "step"), f"{out}/greedy", float_format="{:+.4f}")
+
+first_mode = params.modes[0]
+metric_note = "primary metric: accuracy (Pearson r for STS-B)"
+heatmap_data = heads.filter(pl.col("mode") == first_mode)
+bound = max(abs(heatmap_data["delta"].min()), abs(heatmap_data["delta"].max()), 1e-6)
+chart = figures.head_heatmap(
+    heatmap_data, "delta", f"Disabling one head ({first_mode} attention; Kovaleva et al. 2019, fig. 6)",
+    f"Change of the dev score when one head is disabled, mean over seeds ({metric_note}); red helps, blue hurts.\n"
+    f"Model {snakemake.wildcards.model}; seeds per task: {params.seed_note}; dev examples: {params.example_note}.",
+    facet="task", scheme="redblue", domain=(bound, -bound),
+    tooltip=["task", "Layer", "Head", "delta", "ci_low", "ci_high", "seeds", "verdict"],
+)
+figures.save_chart(chart, f"{out}/heads")
+layer_data = layers.filter(pl.col("mode") == first_mode).with_columns((pl.col("layer") + 1).alias("Layer"))
+chart = figures.interval_chart(
+    layer_data, "Layer", f"Disabling a whole layer ({first_mode} attention; Kovaleva et al. 2019, fig. 7)",
+    f"Change of the dev score with every head of one layer disabled ({metric_note}): black = mean over seeds with\n"
+    f"its {params.level:.0%} paired-bootstrap interval, colours = single seeds. Model {snakemake.wildcards.model}; seeds: {params.seed_note}.",
+)
+figures.save_chart(chart, f"{out}/layers")

@@ -1,0 +1,36 @@
+"""Disable every single head and every whole layer of one fine-tuned model; keep per-example dev
+predictions of every configuration (rule disabling_sweep)."""
+
+import logging
+import time
+
+from _common import log_to
+
+log_to(snakemake.log[0])
+
+import polars as pl
+import torch
+
+from bertology_core import disabling, finetune, glue, io, models
+
+torch.set_num_threads(snakemake.threads)
+torch.use_deterministic_algorithms(True)
+params = snakemake.params
+task = glue.get_task(snakemake.wildcards.task)
+dev = glue.subsample(pl.read_parquet(snakemake.input.data), params.max_examples, params.subsample_seed).sort("idx")
+model = models.load_classifier(snakemake.input.model, task, "finetuned", 0).to(finetune.default_device())
+encoded = finetune.encode(dev, models.load_tokenizer(snakemake.input.model), params.max_length)
+config = model.config
+configs = disabling.sweep_configurations(config.num_hidden_layers, config.num_attention_heads, layers=params.layers)
+frames, summary = [], {"task": task.name, "examples": dev.height, "configurations": len(configs), "modes": {}}
+for mode in params.modes:
+    started = time.perf_counter()
+    logits = disabling.evaluate_configurations(model, encoded, configs, mode, rows_per_pass=snakemake.config["disabling"]["rows_per_pass"])
+    predictions = disabling.predictions_from_logits(task, logits)
+    frames.append(disabling.sweep_frame(task, dev, configs, predictions, mode))
+    intact = finetune.score(task, frames[-1].filter(pl.col("kind") == "intact"))
+    summary["modes"][mode] = {"seconds": time.perf_counter() - started, "intact": intact}
+    logging.info("%s: %d configurations x %d examples in %.0f s; intact %s", mode, len(configs), dev.height,
+                 summary["modes"][mode]["seconds"], intact)
+io.write_parquet(pl.concat(frames), snakemake.output.sweep)
+io.write_json(summary, snakemake.output.summary)
