@@ -105,7 +105,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=REPO / "BENCHMARKS.md")
     args = parser.parse_args()
     sys.path.insert(0, str(REPO / "benchmarks"))
-    from profile_times import machine, replace_section
+    from profile_times import machine, write_section
 
     from bertology_core import dumps, glue
 
@@ -144,10 +144,7 @@ def main() -> None:
         *[f"| {m['examples']} | {m['rss_before_mb']:.0f} | {m['peak_rss_mb']:.0f} | {m['bytes'] / 2**20:.0f} | {m['seconds']:.1f} |" for m in memory],
         "",
     ]
-    section = "\n".join(lines)
-    document = args.out.read_text() if args.out.exists() else "# Benchmarks\n"
-    args.out.write_text(replace_section(document, section))
-    print(section)
+    write_section(args.out, "\n".join(lines))
 
 
 if __name__ == "__main__":

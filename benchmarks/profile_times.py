@@ -1,6 +1,6 @@
 """Wall time and memory of every job of a finished run, from Snakemake's own benchmark files.
 
-    python benchmarks/profile_times.py [--results results] [--log .snakemake/log/<run>.log] [--out BENCHMARKS.md]
+    python benchmarks/profile_times.py [--results results] [--log .snakemake/log/<run>.log ...] [--out BENCHMARKS.md]
 
 Writes (replaces) the section "CPU profile: wall time per job" of BENCHMARKS.md, with the
 machine, the date and the run's total wall time (first to last timestamp of its Snakemake log).
@@ -40,15 +40,24 @@ def read_benchmarks(results: Path) -> pl.DataFrame:
     return pl.DataFrame(rows)
 
 
-def run_wall_time(log: Path | None) -> str:
-    if log is None or not log.exists():
-        return "unknown (no Snakemake log given)"
+def log_minutes(log: Path) -> tuple[float, str]:
+    """Minutes from the first to the last timestamp of one Snakemake log, and a description."""
     stamps = re.findall(r"^\[(\w{3} \w{3} +\d+ \d\d:\d\d:\d\d \d{4})\]", log.read_text(), flags=re.M)
     if len(stamps) < 2:
-        return "unknown (log has no timestamps)"
+        raise ValueError(f"{log}: no job timestamps")
     parse = lambda s: dt.datetime.strptime(" ".join(s.split()), "%a %b %d %H:%M:%S %Y")  # noqa: E731
-    seconds = (parse(stamps[-1]) - parse(stamps[0])).total_seconds()
-    return f"{seconds / 60:.1f} min ({log.name}, {stamps[0]} to {stamps[-1]})"
+    minutes = (parse(stamps[-1]) - parse(stamps[0])).total_seconds() / 60
+    return minutes, f"{minutes:.1f} min ({log.name}, {stamps[0]} to {stamps[-1]})"
+
+
+def run_wall_time(logs: list[Path]) -> str:
+    """The wall time of the run, or of the runs that together produced the results (summed)."""
+    if not logs or not all(log.exists() for log in logs):
+        return "unknown (no Snakemake log given)"
+    measured = [log_minutes(log) for log in logs]
+    if len(measured) == 1:
+        return measured[0][1]
+    return f"{sum(m for m, _ in measured):.1f} min in {len(measured)} runs: " + " + ".join(d for _, d in measured)
 
 
 def markdown(jobs: pl.DataFrame, wall: str, command: str) -> str:
@@ -61,6 +70,8 @@ def markdown(jobs: pl.DataFrame, wall: str, command: str) -> str:
         f"- machine: {machine()}",
         f"- command: `{command}`",
         f"- whole run, wall time: {wall}",
+        f"- sum of the wall times of the jobs whose results are kept, over 2 (two jobs at a time): "
+        f"{jobs['seconds'].sum() / 120:.1f} min, about what one fresh run needs",
         "- measured: Snakemake `benchmark:` files (`results/benchmarks/`); jobs run two at a time, one thread each",
         "",
         "| rule | jobs | sum of job wall times (s) | longest job (s) |", "|---|---|---|---|",
@@ -84,19 +95,24 @@ def replace_section(document: str, section: str) -> str:
     return document[:start] + section + (document[end + 1:] if end >= 0 else "")
 
 
+def write_section(path: Path, section: str) -> None:
+    """Replace (or append) ``section`` in the Markdown file at ``path`` and print it."""
+    document = path.read_text() if path.exists() else "# Benchmarks\n"
+    path.write_text(replace_section(document, section))
+    print(section)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--results", type=Path, default=Path("results"))
-    parser.add_argument("--log", type=Path, default=None, help="Snakemake log of the run (default: the newest)")
+    parser.add_argument("--log", type=Path, action="append", help="Snakemake log of the run (default: the newest); "
+                        "repeat it when several runs produced the results")
     parser.add_argument("--out", type=Path, default=Path("BENCHMARKS.md"))
     parser.add_argument("--command", default="make cpu", help="the command that produced the run")
     args = parser.parse_args()
     logs = sorted(Path(".snakemake/log").glob("*.snakemake.log"))
-    log = args.log or (logs[-1] if logs else None)
-    section = markdown(read_benchmarks(args.results), run_wall_time(log), args.command)
-    document = args.out.read_text() if args.out.exists() else "# Benchmarks\n"
-    args.out.write_text(replace_section(document, section))
-    print(section)
+    chosen = args.log or logs[-1:]
+    write_section(args.out, markdown(read_benchmarks(args.results), run_wall_time(chosen), args.command))
 
 
 if __name__ == "__main__":

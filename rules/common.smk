@@ -221,7 +221,7 @@ def all_targets():
         if {"untuned", "pretrained"} <= set(config["attention"]["states"]):
             targets.append(f"results/attention_change/{model}/summary/cosine.md")
         # head and layer disabling (section 4.6)
-        if config["disabling"]["inits"]:
+        if disabling_inits():
             targets.append(f"results/disabling/{model}/summary/heads.md")
     targets += [f"results/treebank/{split}.parquet" for split in TREEBANK_SPLITS]
     return targets
@@ -267,6 +267,11 @@ def disabling_setting(task, key):
     return config["disabling"]["per_task"].get(task, {}).get(key, config["disabling"][key])
 
 
+def disabling_inits():
+    """The swept fine-tuned models: disabling.inits that the config fine-tunes at all."""
+    return [init for init in config["disabling"]["inits"] if init in TRAINED_INITS]
+
+
 def disabling_seeds(task):
     return disabling_setting(task, "seeds") or SEEDS
 
@@ -284,7 +289,7 @@ def disabling_dir(model, task, init, seed):
 
 
 def disabling_summary_inputs(wildcards):
-    model, inits = wildcards.model, config["disabling"]["inits"]
+    model, inits = wildcards.model, disabling_inits()
     return {
         "deltas": [f"results/disabling/{model}/{task}/{init}/deltas.parquet" for task in TASKS for init in inits],
         "selection": [f"results/disabling/{model}/{task}/{init}/selection.parquet" for task in TASKS for init in inits],

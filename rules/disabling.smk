@@ -114,7 +114,7 @@ rule disabling_summary:
         modes=config["disabling"]["modes"],
         level=config["disabling"]["level"],
         extremes=config["disabling"]["extremes"],
-        greedy_runs=lambda wc: [(t, s) for t in TASKS for _ in config["disabling"]["inits"] for s in greedy_seeds(t)],
+        greedy_runs=lambda wc: [(t, s) for t in TASKS for _ in disabling_inits() for s in greedy_seeds(t)],
         seed_note=lambda wc: ", ".join(f"{t} {len(disabling_seeds(t))}" for t in TASKS),
         example_note=lambda wc: ", ".join(f"{t} {disabling_setting(t, 'max_examples') or 'all'}" for t in TASKS),
     log:

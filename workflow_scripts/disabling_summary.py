@@ -25,11 +25,13 @@ figures.write_table(layers, f"{out}/layers", float_format="{:+.4f}")
 ranked = pooled.filter(pl.col("kind").is_in(["head", "layer"])).with_columns(
     pl.col("delta").rank("ordinal", descending=True).over("task", "mode", "kind").alias("rank_best"),
     pl.col("delta").rank("ordinal").over("task", "mode", "kind").alias("rank_worst"),
-)
+)  # ties keep the table's (layer, head) order: ordinal ranks are deterministic
 extremes = pl.concat([
     ranked.filter(pl.col("rank_best") <= params.extremes).with_columns(pl.lit("best").alias("end")),
     ranked.filter(pl.col("rank_worst") <= params.extremes).with_columns(pl.lit("worst").alias("end")),
-]).select(["task", "mode", "kind", "end", *columns[2:]]).sort("task", "mode", "kind", "end", "delta", descending=[False, False, False, False, True])
+]).select(["task", "mode", "kind", "end", *columns[2:]]).sort(
+    "task", "mode", "kind", "end", "delta", "layer", "head", descending=[False, False, False, False, True, False, False], nulls_last=True
+)
 figures.write_table(extremes, f"{out}/extremes", float_format="{:+.4f}")
 selection = pl.concat([pl.read_parquet(p) for p in snakemake.input.selection]).sort("task", "mode", "kind", "seed", nulls_last=True)
 figures.write_table(selection, f"{out}/selection", float_format="{:+.4f}")
@@ -40,21 +42,21 @@ greedy = pl.concat([
 figures.write_table(greedy.sort("task", "seed", "step"), f"{out}/greedy", float_format="{:+.4f}")
 
 first_mode = params.modes[0]
-metric_note = "primary metric: accuracy (Pearson r for STS-B)"
+metric_note = "accuracy; Pearson r for STS-B"
 heatmap_data = heads.filter(pl.col("mode") == first_mode)
 bound = max(abs(heatmap_data["delta"].min()), abs(heatmap_data["delta"].max()), 1e-6)
 chart = figures.head_heatmap(
     heatmap_data, "delta", f"Disabling one head ({first_mode} attention; Kovaleva et al. 2019, fig. 6)",
-    f"Change of the dev score when one head is disabled, mean over seeds ({metric_note}); red helps, blue hurts.\n"
+    f"Change of the dev score ({metric_note}) when one head is disabled, mean over seeds; blue helps, red hurts.\n"
     f"Model {snakemake.wildcards.model}; seeds per task: {params.seed_note}; dev examples: {params.example_note}.",
-    facet="task", scheme="redblue", domain=(bound, -bound),
+    facet="task", scheme="redblue", domain=(-bound, bound),
     tooltip=["task", "Layer", "Head", "delta", "ci_low", "ci_high", "seeds", "verdict"],
 )
 figures.save_chart(chart, f"{out}/heads")
 layer_data = layers.filter(pl.col("mode") == first_mode).with_columns((pl.col("layer") + 1).alias("Layer"))
 chart = figures.interval_chart(
     layer_data, "Layer", f"Disabling a whole layer ({first_mode} attention; Kovaleva et al. 2019, fig. 7)",
-    f"Change of the dev score with every head of one layer disabled ({metric_note}): black = mean over seeds with\n"
-    f"its {params.level:.0%} paired-bootstrap interval, colours = single seeds. Model {snakemake.wildcards.model}; seeds: {params.seed_note}.",
+    f"Change of the dev score ({metric_note}) with every head of one layer disabled. Black: mean over seeds\n"
+    f"with its {params.level:.0%} paired-bootstrap interval; colours: single seeds. Model {snakemake.wildcards.model}; seeds: {params.seed_note}.",
 )
 figures.save_chart(chart, f"{out}/layers")
