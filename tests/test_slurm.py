@@ -28,7 +28,7 @@ pytestmark = [
     ),
 ]
 
-MODEL_RULES = {"finetune", "evaluate_untuned", "dump_attention"}
+MODEL_RULES = {"finetune", "evaluate_untuned", "dump_attention", "disabling_sweep", "disabling_greedy"}
 
 
 def submitted_jobs(cluster: SlurmCluster) -> list[dict[str, str]]:
