@@ -89,7 +89,10 @@ def deltas_table(arrays: SweepArrays, metric: str, resamples: int, level: float,
     stacked = np.stack([d.delta for d in per_seed])
     positive, negative = (stacked > 0).sum(0), (stacked < 0).sum(0)
     seeds = len(arrays.seeds)
-    verdict = np.where((positive == seeds) & (low > 0), "gain", np.where((negative == seeds) & (high < 0), "loss", "none"))
+    # a bound of exactly zero, computed as a mean over seeds, can come out as +-1e-17: not above zero
+    tolerance = 1e-9
+    verdict = np.where((positive == seeds) & (low > tolerance), "gain",
+                       np.where((negative == seeds) & (high < -tolerance), "loss", "none"))
     pooled = arrays.configs.with_columns(
         pl.lit(None, dtype=pl.Int64).alias("seed"),
         pl.Series("delta", mean_delta), pl.Series("ci_low", low), pl.Series("ci_high", high),
