@@ -57,8 +57,9 @@ SelectTypeParameters=CR_Core_Memory
 JobAcctGatherType=jobacct_gather/none
 AccountingStorageType=accounting_storage/none
 ReturnToService=2
-# squeue must still see a finished job for a while: the executor polls it for the final state
-MinJobAge=600
+# squeue must still see a finished job for a while: the executor polls it for the final state, and the
+# test reads every job of the run back with scontrol (a slow, shared machine can take over 10 minutes)
+MinJobAge=7200
 StateSaveLocation={root}/state
 SlurmdSpoolDir={root}/spool
 SlurmctldPidFile={root}/slurmctld.pid
