@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from bertology_core.bootstrap import paired_deltas, resample_indices
+from bertology_core.bootstrap import PairedDeltas, paired_deltas, resample_indices
 
 CONFIG_COLUMNS = ["mode", "config", "kind", "layer", "head"]
 
@@ -81,11 +81,9 @@ def deltas_table(arrays: SweepArrays, metric: str, resamples: int, level: float,
             pl.lit(seed_value, dtype=pl.Int64).alias("seed"),
             pl.Series("delta", deltas.delta), pl.Series("ci_low", low), pl.Series("ci_high", high),
         ))
-    mean_delta = np.mean([d.delta for d in per_seed], axis=0)
-    mean_resampled = np.mean([d.resampled for d in per_seed], axis=0)
-    tail = 100 * (1 - level) / 2
-    with np.errstate(invalid="ignore"):
-        low, high = np.nanpercentile(mean_resampled, [tail, 100 - tail], axis=-1)
+    across = PairedDeltas(np.mean([d.delta for d in per_seed], axis=0), np.mean([d.resampled for d in per_seed], axis=0))
+    mean_delta = across.delta
+    low, high = across.interval(level)
     stacked = np.stack([d.delta for d in per_seed])
     positive, negative = (stacked > 0).sum(0), (stacked < 0).sum(0)
     seeds = len(arrays.seeds)
