@@ -146,6 +146,23 @@ def test_shared_interventions_below_the_first_difference_are_applied_once():
         torch.testing.assert_close(together[config], separate, atol=1e-5, rtol=0)
 
 
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_first_token_output_leaves_classifier_logits_unchanged(family):
+    model = attention.use_engine(tiny(family, layers=3))
+    inputs = batch()
+    uniform = torch.zeros(2, 4, dtype=torch.bool)
+    uniform[1, 2] = True  # a head of the last layer, the one that is sliced
+    plan = attention.InterventionPlan(num_configs=2, uniform={2: uniform})
+    with torch.no_grad(), attention.intervene(model, plan):
+        full = model(**inputs).logits
+        with attention.first_token_output(model):
+            sliced = model(**inputs, output_hidden_states=True)
+    assert sliced.hidden_states[-1].shape[1] == 1  # the last layer really ran on one position
+    assert not torch.equal(full[:3], full[3:])  # the intervention in the sliced layer still acts
+    torch.testing.assert_close(sliced.logits, full, atol=1e-5, rtol=0)
+    assert not attention.encoder_layers(model)[-1].attention.output._forward_pre_hooks
+
+
 def test_contexts_do_not_leak_and_hooks_are_removed():
     model = attention.use_engine(tiny())
     inputs = batch()
