@@ -18,6 +18,11 @@ own ``AttentionInterface`` and TransformerLens's hook points:
     a gate whose gradient gives head importance) and a ``uniform`` switch, Kovaleva
     et al.'s disabling: the head attends equally, 1/L, to the L non-padding tokens
     of its example (padding gets 0);
+  * per layer, per configuration: a multiplicative ``mlp_scale`` on the layer's feed-forward
+    (MLP) output before the residual connection, Prasanna et al. 2020's MLP mask (0 removes the
+    MLP, a tensor with ``requires_grad`` is a gate whose gradient gives MLP importance);
+  * per-example gates (``per_example=True``): the values are given per batch row instead of per
+    configuration, so one backward pass of the summed loss gives every example's own gradient;
   * several configurations in one forward pass: the batch is repeated once per
     configuration (configuration-major: row ``c * B + b``), and only from the first
     layer where the configurations differ, so layers below it are computed once
@@ -51,26 +56,30 @@ class InterventionPlan:
     """What the engine does in one forward pass.
 
     ``num_configs`` configurations share the input batch of size B; ``scale[l]`` and
-    ``uniform[l]`` are ``[num_configs, num_heads]`` for each intervened layer ``l``.
+    ``uniform[l]`` are ``[num_configs, num_heads]`` and ``mlp_scale[l]`` is ``[num_configs]``
+    for each intervened layer ``l``. With ``per_example`` (one configuration) they are
+    ``[B, num_heads]`` and ``[B]`` instead: one value per example of the batch.
     A layer without an entry runs untouched in every configuration.
     """
 
     num_configs: int = 1
     scale: dict[int, torch.Tensor] = field(default_factory=dict)
     uniform: dict[int, torch.Tensor] = field(default_factory=dict)
+    mlp_scale: dict[int, torch.Tensor] = field(default_factory=dict)
+    per_example: bool = False
     sink: AttentionSink | None = None
     capture_layers: frozenset[int] | None = None  # None: every layer (when a sink is given)
     expand_at_layer: int | None = None  # set by ``intervene``: where the batch is repeated
 
     @property
     def intervened_layers(self) -> list[int]:
-        return sorted(set(self.scale) | set(self.uniform))
+        return sorted(set(self.scale) | set(self.uniform) | set(self.mlp_scale))
 
     def first_differing_layer(self) -> int:
         """The first layer where some configurations' interventions differ (the last intervened
         layer when they are all alike): layers below it compute the same thing in every configuration."""
         for layer in self.intervened_layers:
-            for values in (self.scale.get(layer), self.uniform.get(layer)):
+            for values in (self.scale.get(layer), self.uniform.get(layer), self.mlp_scale.get(layer)):
                 if values is not None and not bool((values == values[:1]).all()):
                     return layer
         layers = self.intervened_layers
@@ -96,17 +105,16 @@ def _key_is_real(attention_mask: torch.Tensor | None, batch: int, keys: int, dev
     return (attention_mask[:, 0, 0, :] == 0).expand(batch, keys)  # eager additive mask: 0 or dtype min
 
 
-def _per_row(values: torch.Tensor, num_configs: int, batch: int) -> torch.Tensor:
-    """``[num_configs, head]`` -> ``[num_configs * B, head, 1, 1]`` in configuration-major order."""
-    per_row = values.repeat_interleave(batch // num_configs, dim=0)
-    return per_row[:, :, None, None]
-
-
-def _rows_on(
-    plan: InterventionPlan, values: torch.Tensor, layer: int, probs: torch.Tensor, dtype: torch.dtype | None = None
-) -> tuple[torch.Tensor, int]:
-    rows, num_configs = plan._rows(values, layer)
-    return rows.to(probs.device, dtype or rows.dtype), num_configs
+def _per_row(plan: InterventionPlan, values: torch.Tensor, layer: int, like: torch.Tensor, dtype: torch.dtype | None = None) -> torch.Tensor:
+    """Values of ``layer`` for each row of the batch tensor ``like`` (``[rows, ...]``), shaped to broadcast
+    against it: ``[num_configs, ...]`` repeated configuration-major, or per-example values as they are."""
+    if plan.per_example:
+        per_row = values
+    else:
+        rows, num_configs = plan._rows(values, layer)
+        per_row = rows.repeat_interleave(like.shape[0] // num_configs, dim=0)
+    per_row = per_row.to(like.device, dtype or per_row.dtype)
+    return per_row.reshape(*per_row.shape, *([1] * (like.dim() - per_row.dim())))
 
 
 def bertology_attention(
@@ -146,10 +154,9 @@ def _apply_plan(
         real = _key_is_real(attention_mask, batch, keys, probs.device)
         uniform = real[:, None, None, :].to(probs.dtype)
         uniform = (uniform / uniform.sum(-1, keepdim=True)).expand_as(probs)
-        switch = _per_row(*_rows_on(plan, plan.uniform[layer], layer, probs), batch)
-        probs = torch.where(switch, uniform, probs)
+        probs = torch.where(_per_row(plan, plan.uniform[layer], layer, probs), uniform, probs)
     if layer in plan.scale:
-        probs = probs * _per_row(*_rows_on(plan, plan.scale[layer], layer, probs, probs.dtype), batch)
+        probs = probs * _per_row(plan, plan.scale[layer], layer, probs, probs.dtype)
     if plan.sink is not None and (plan.capture_layers is None or layer in plan.capture_layers):
         if real is None:
             real = _key_is_real(attention_mask, batch, keys, probs.device)
@@ -175,6 +182,24 @@ def use_engine(model: PreTrainedModel) -> PreTrainedModel:
     """Switch ``model`` to the bertology attention (in place) and return it."""
     model.set_attn_implementation(ATTN_IMPLEMENTATION)
     return model
+
+
+def _mlp_block(layer: nn.Module) -> nn.Module:
+    """The linear map producing a layer's feed-forward (MLP) output, before dropout, the residual
+    connection and the LayerNorm: ``layer.output.dense`` in BERT, RoBERTa and ELECTRA."""
+    block = getattr(getattr(layer, "output", None), "dense", None)
+    if not isinstance(block, nn.Module):
+        raise TypeError(f"{type(layer).__name__}: no output.dense feed-forward block to gate")
+    return block
+
+
+def _mlp_hook(plan: InterventionPlan, layer: int):
+    def hook(module: nn.Module, args: tuple, output: torch.Tensor) -> torch.Tensor:
+        if _ACTIVE_PLAN.get() is not plan:  # a nested plan is active: it alone applies
+            return output
+        return output * _per_row(plan, plan.mlp_scale[layer], layer, output, output.dtype)
+
+    return hook
 
 
 def _expand_hook(num_configs: int, first: bool):
@@ -213,16 +238,27 @@ def intervene(model: PreTrainedModel, plan: InterventionPlan, reuse_prefix: bool
     for layer in plan.intervened_layers:
         if not 0 <= layer < num_layers:
             raise ValueError(f"layer {layer} out of range: the model has {num_layers} layers")
+        heads = model.config.num_attention_heads
         for values in (plan.scale.get(layer), plan.uniform.get(layer)):
-            if values is not None and tuple(values.shape) != (plan.num_configs, model.config.num_attention_heads):
+            if values is None:
+                continue
+            if values.dim() != 2 or values.shape[1] != heads or (not plan.per_example and values.shape[0] != plan.num_configs):
                 raise ValueError(
-                    f"layer {layer}: plan tensors must be [num_configs={plan.num_configs}, "
-                    f"heads={model.config.num_attention_heads}], got {tuple(values.shape)}"
+                    f"layer {layer}: head tensors must be [{'batch' if plan.per_example else f'num_configs={plan.num_configs}'}, "
+                    f"heads={heads}], got {tuple(values.shape)}"
                 )
+        values = plan.mlp_scale.get(layer)
+        if values is not None and (values.dim() != 1 or (not plan.per_example and values.shape[0] != plan.num_configs)):
+            raise ValueError(f"layer {layer}: mlp_scale must be [{'batch' if plan.per_example else plan.num_configs}], got {tuple(values.shape)}")
+    if plan.per_example and plan.num_configs != 1:
+        raise ValueError("a per-example plan has one configuration (num_configs=1)")
     handles = []
+    layers = encoder_layers(model)
+    for layer in plan.mlp_scale:
+        handles.append(_mlp_block(layers[layer]).register_forward_hook(_mlp_hook(plan, layer)))
     if plan.num_configs > 1:
         plan.expand_at_layer = plan.first_differing_layer() if reuse_prefix else 0
-        for index, layer in enumerate(encoder_layers(model)):
+        for index, layer in enumerate(layers):
             if index >= plan.expand_at_layer:
                 hook = _expand_hook(plan.num_configs, first=index == plan.expand_at_layer)
                 handles.append(layer.register_forward_pre_hook(hook, with_kwargs=True))

@@ -210,6 +210,75 @@ def test_plan_shapes_and_layers_are_checked():
         model, attention.InterventionPlan(num_configs=2, scale={0: torch.ones(1, 4)})
     ):
         pass
+    with pytest.raises(ValueError, match=r"mlp_scale must be \[2\]"), attention.intervene(
+        model, attention.InterventionPlan(num_configs=2, mlp_scale={0: torch.ones(3)})
+    ):
+        pass
     eager = tiny()
     with pytest.raises(RuntimeError, match="use_engine"), attention.intervene(eager, attention.InterventionPlan()):
+        pass
+
+
+def test_zero_mlp_scale_equals_removing_the_mlp():
+    import copy
+
+    model = attention.use_engine(tiny(layers=3))
+    inputs = batch()
+    removed = copy.deepcopy(model)
+    with torch.no_grad():
+        removed.bert.encoder.layer[1].output.dense.weight.zero_()
+        removed.bert.encoder.layer[1].output.dense.bias.zero_()
+        reference = removed(**inputs, output_hidden_states=True).hidden_states[-1]
+        with attention.intervene(model, attention.InterventionPlan(mlp_scale={1: torch.zeros(1)})):
+            gated = model(**inputs, output_hidden_states=True).hidden_states[-1]
+        clean = model(**inputs, output_hidden_states=True).hidden_states[-1]
+    torch.testing.assert_close(gated, reference, atol=1e-5, rtol=0)
+    assert not torch.allclose(clean, reference, atol=1e-2)
+    assert not model.bert.encoder.layer[1].output.dense._forward_hooks
+
+
+def test_mlp_and_head_configurations_in_one_pass_equal_separate_passes():
+    model = attention.use_engine(tiny(layers=4))
+    inputs = batch()
+    mlp = torch.tensor([1.0, 0.0, 0.5])
+    scale = torch.ones(3, 4)
+    scale[0, 1] = 0.0
+    plan = attention.InterventionPlan(num_configs=3, mlp_scale={2: mlp}, scale={3: scale})
+    with torch.no_grad(), attention.intervene(model, plan):
+        together = model(**inputs).logits.reshape(3, 3, -1)
+    assert plan.expand_at_layer == 2
+    for config in range(3):
+        single = attention.InterventionPlan(mlp_scale={2: mlp[config:config + 1]}, scale={3: scale[config:config + 1]})
+        with torch.no_grad(), attention.intervene(model, single):
+            separate = model(**inputs).logits
+        torch.testing.assert_close(together[config], separate, atol=1e-5, rtol=0)
+    # an outer plan's MLP gate does not act inside a nested plan
+    with torch.no_grad(), attention.intervene(model, attention.InterventionPlan(mlp_scale={2: torch.zeros(1)})):
+        with attention.intervene(model, attention.InterventionPlan()):
+            inner = model(**inputs).logits
+    with torch.no_grad():
+        torch.testing.assert_close(inner, model(**inputs).logits, atol=1e-6, rtol=0)
+
+
+def test_per_example_gates_give_each_examples_own_gradient():
+    model = attention.use_engine(tiny(layers=3))
+    inputs = batch()
+    labels = torch.tensor([0, 2, 1])
+    heads = torch.ones(3, 4, requires_grad=True)
+    mlp = torch.ones(3, requires_grad=True)
+    plan = attention.InterventionPlan(scale={1: heads}, mlp_scale={0: mlp}, per_example=True)
+    loss = torch.nn.functional.cross_entropy
+    with attention.intervene(model, plan):
+        loss(model(**inputs).logits, labels, reduction="sum").backward()
+    for row in range(3):
+        one = {k: v[row:row + 1] for k, v in inputs.items()}
+        head_gate = torch.ones(1, 4, requires_grad=True)
+        mlp_gate = torch.ones(1, requires_grad=True)
+        with attention.intervene(model, attention.InterventionPlan(scale={1: head_gate}, mlp_scale={0: mlp_gate})):
+            loss(model(**one).logits, labels[row:row + 1]).backward()
+        torch.testing.assert_close(heads.grad[row], head_gate.grad[0], atol=1e-5, rtol=1e-4)
+        torch.testing.assert_close(mlp.grad[row], mlp_gate.grad[0], atol=1e-5, rtol=1e-4)
+    with pytest.raises(ValueError, match="one configuration"), attention.intervene(
+        model, attention.InterventionPlan(num_configs=2, per_example=True)
+    ):
         pass
