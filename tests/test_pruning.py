@@ -1,0 +1,190 @@
+"""Head importance and pruning: gates equal removal, importance equals finite differences, stopping rules."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from bertology_core import attention, compaction, importance, lottery
+from bertology_core.glue import get_task
+from bertology_core.importance import StructureMask
+from test_disabling import encoded, sharp_tiny
+
+
+def logits(model, data, plan=None):
+    batch = data.collate(np.arange(len(data)))
+    with torch.no_grad(), attention.intervene(model, plan or attention.InterventionPlan()):
+        return model(**batch).logits
+
+
+def test_compacted_model_equals_gating_and_survives_a_round_trip(tmp_path):
+    model = attention.use_engine(sharp_tiny(layers=3))
+    data = encoded(5)
+    mask = StructureMask.for_model(model).without(
+        heads=[(0, 1), (0, 3), (2, 0), *[(1, h) for h in range(4)]], mlps=[2]
+    )
+    gated = logits(model, data, mask.plan())
+    assert not torch.allclose(gated, logits(model, data), atol=1e-3)  # the mask matters
+    before = compaction.parameter_count(model)
+    compact = compaction.compact(model, mask)
+    assert compaction.parameter_count(compact) < before
+    assert compact.bert.encoder.layer[0].attention.self.query.out_features == 2 * 16
+    torch.testing.assert_close(logits(compact, data), gated, atol=1e-5, rtol=0)
+    compaction.save_compact(compact, mask, tmp_path / "compact")
+    loaded, loaded_mask = compaction.load_compact(tmp_path / "compact")
+    assert np.array_equal(loaded_mask.heads, mask.heads) and np.array_equal(loaded_mask.mlps, mask.mlps)
+    torch.testing.assert_close(logits(attention.use_engine(loaded), data), gated, atol=1e-5, rtol=0)
+
+
+def test_gate_importance_matches_finite_differences():
+    task = get_task("MRPC")
+    model = attention.use_engine(sharp_tiny(layers=2)).double()
+    model.config.num_labels = 3  # the tiny model has 3 outputs; labels below stay in range
+    data = encoded(4, seed=5)
+    labels = np.array([0, 1, 2, 1])
+    mask = StructureMask.for_model(model).without(heads=[(1, 2)])
+    heads, mlps = importance.gate_importance(model, task, data, labels, mask, batch_size=3)
+
+    def loss(example: int, layer: int, head: int | None, value: float) -> float:
+        head_values = torch.from_numpy(mask.heads.astype(np.float64))
+        mlp_values = torch.ones(2, dtype=torch.float64)
+        if head is None:
+            mlp_values[layer] = value
+        else:
+            head_values[layer, head] = value
+        plan = attention.InterventionPlan(
+            scale={l: head_values[l][None] for l in range(2)}, mlp_scale={l: mlp_values[l:l + 1] for l in range(2)}
+        )
+        batch = data.collate([example])
+        with torch.no_grad(), attention.intervene(model, plan):
+            out = model(**batch, labels=torch.tensor([int(labels[example])]))
+        return float(out.loss)
+
+    epsilon = 1e-4
+    for layer, head in [(0, 0), (0, 3), (1, 1), (1, 2), (0, None), (1, None)]:
+        centre = 1.0 if head is None else float(mask.heads[layer, head])
+        expected = np.mean([
+            abs(loss(x, layer, head, centre + epsilon) - loss(x, layer, head, centre - epsilon)) / (2 * epsilon)
+            for x in range(len(data))
+        ])
+        got = mlps[layer] if head is None else heads[layer, head]
+        assert got == pytest.approx(expected, rel=1e-5, abs=1e-9)
+    assert (heads > 0).all() and (mlps > 0).all()
+
+
+def test_normalize_by_layer_and_least_important():
+    scores = np.array([[3.0, 4.0, 0.0], [0.0, 0.0, 0.0]])
+    np.testing.assert_allclose(importance.normalize_by_layer(scores), [[0.6, 0.8, 0.0], [0.0, 0.0, 0.0]])
+    keep = np.array([[True, True, False], [True, True, True]])
+    # the removed (0, 2) is skipped; ties at 0 go to the lowest (layer, head)
+    assert importance.least_important(scores, keep, 3) == [(1, 0), (1, 1), (1, 2)]
+    assert importance.least_important(np.array([0.5, 0.1, 0.1]), np.array([True, False, True]), 1) == [(2,)]
+
+
+def test_iterative_head_pruning_masks_in_importance_order_and_measures_the_prunable_share():
+    scores = np.arange(8, dtype=float).reshape(2, 4)  # head (0, 0) least important
+    seen: list[StructureMask] = []
+
+    def evaluate(mask: StructureMask) -> float:
+        seen.append(mask)
+        return {8: 0.80, 6: 0.795, 4: 0.79, 2: 0.70, 0: 0.5}[mask.heads_kept]
+
+    steps = importance.iterative_head_pruning(evaluate, lambda mask: scores, 2, 4, step_share=0.25)
+    assert [s.heads_pruned for s in steps] == [0, 2, 4, 6, 8]
+    assert not steps[1].mask.heads[0, :2].any() and steps[1].mask.heads[0, 2:].all()
+    # 0.795 is within 1% of 0.80, 0.79 is not (0.792 is the bound)
+    assert importance.prunable_share(steps, tolerance=0.01) == pytest.approx(0.25)
+    assert importance.prunable_share(steps, tolerance=0.02) == pytest.approx(0.5)
+
+
+def test_prune_while_above_stops_at_the_last_subnetwork_keeping_90_percent():
+    scores = {0: 0.80, 1: 0.78, 2: 0.73, 3: 0.72, 4: 0.719, 5: 0.79}
+
+    def run(limit: int):
+        return lottery.prune_while_above(
+            0, lambda s: s + 1 if s < limit else None, lambda s: scores[s], lambda s: 1 - s / 10, keep=0.9
+        )
+
+    chosen, history = run(5)
+    assert chosen == 3  # 0.72 = 0.9 x 0.80 still counts; 0.719 does not
+    assert [it.state for it in history] == [0, 1, 2, 3, 4]  # the failing iteration is recorded, then it stops
+    chosen, history = run(2)  # nothing left to prune after state 2
+    assert chosen == 2 and len(history) == 3
+
+
+def test_magnitude_pruning_removes_the_smallest_tenth_globally_and_masks_survive_training():
+    model = sharp_tiny(layers=2)
+    weights = torch.cat([m.weight.detach().abs().reshape(-1) for _, m in lottery.encoder_weights(model)])
+    masks = lottery.magnitude_prune_step(model, 0.1)
+    assert lottery.kept_weight_share(masks) == pytest.approx(0.9, abs=1e-3)
+    kept = torch.cat([masks[n].reshape(-1) for n, _ in lottery.encoder_weights(model)])
+    assert weights[~kept].max() <= weights[kept].min()  # one global threshold
+    masks = lottery.magnitude_prune_step(model, 0.1)  # 10% of the remaining
+    assert lottery.kept_weight_share(masks) == pytest.approx(0.81, abs=1e-3)
+
+    fresh = sharp_tiny(layers=2)
+    lottery.apply_weight_masks(fresh, masks)
+    optimizer = torch.optim.SGD(fresh.parameters(), lr=1.0)
+    data = encoded(3)
+    fresh.train()
+    fresh(**data.collate([0, 1, 2]), labels=torch.tensor([0, 1, 2])).loss.backward()
+    optimizer.step()
+    for name, module in lottery.encoder_weights(fresh):
+        assert (module.weight[~masks[name]] == 0).all()
+    assert lottery.kept_weight_share(lottery.current_weight_masks(fresh)) == pytest.approx(0.81, abs=1e-3)
+
+
+def test_structured_step_and_subnetwork_samples():
+    mask = StructureMask.full(2, 5)
+    heads = np.arange(10, dtype=float).reshape(2, 5)
+    mlps = np.array([2.0, 1.0])
+    step = lottery.structured_prune_step(mask, heads, mlps, head_share=0.2, normalize=False)
+    assert step.heads_kept == 8 and not step.heads[0, :2].any() and step.mlps.tolist() == [True, False]
+    good = StructureMask(np.array([[1, 1, 1, 0, 0], [1, 1, 1, 1, 0]], dtype=bool), np.array([True, False]))
+    for seed in range(5):
+        bad = lottery.structure_subnetwork(good, "bad", seed)
+        rand = lottery.structure_subnetwork(good, "random", seed)
+        assert bad.heads_kept == rand.heads_kept == good.heads_kept == 7
+        assert bad.mlps_kept == rand.mlps_kept == 1
+        assert bad.heads[~good.heads].all()  # fewer pruned (3) than kept (7): all pruned are in, then 4 more
+        assert bad.mlps.tolist() == [False, True]
+    assert not (lottery.complement_sample(np.array([True, False, False]), np.random.default_rng(0)) & np.array([True, False, False])).any()
+    masks = {"a": torch.tensor([True, False, True, True]), "b": torch.tensor([[False, True], [False, False]])}
+    magnitudes = {"a": torch.tensor([0.9, 0.1, 0.8, 0.7]), "b": torch.tensor([[0.2, 0.6], [0.3, 0.05]])}
+    bad = lottery.weight_subnetwork(masks, "bad", 0, magnitudes)  # the 4 smallest: 0.05, 0.1, 0.2, 0.3
+    assert bad["a"].tolist() == [False, True, False, False] and bad["b"].tolist() == [[True, False], [True, True]]
+    rand = lottery.weight_subnetwork(masks, "random", 0)
+    assert sum(int(m.sum()) for m in rand.values()) == 4
+
+
+def test_fleiss_kappa_and_survival():
+    same = np.array([[1, 0, 1, 0], [1, 0, 1, 0], [1, 0, 1, 0]])
+    assert lottery.fleiss_kappa(same) == pytest.approx(1.0)
+    # hand computation: 3 raters, 4 subjects with kept-counts 3, 2, 1, 0
+    masks = np.array([[1, 1, 1, 0], [1, 1, 0, 0], [1, 0, 0, 0]])
+    p_kept = 6 / 12
+    agreement = np.mean([(3 * 2 + 0) / 6, (2 * 1 + 1 * 0) / 6, (1 * 0 + 2 * 1) / 6, (0 + 3 * 2) / 6])
+    chance = p_kept**2 + (1 - p_kept) ** 2
+    assert lottery.fleiss_kappa(masks) == pytest.approx((agreement - chance) / (1 - chance))
+    np.testing.assert_allclose(lottery.survival(masks), [1.0, 2 / 3, 1 / 3, 0.0])
+
+
+def test_structured_pruning_phases_refine_the_first_choice_with_the_same_threshold():
+    heads_score = np.arange(20, dtype=float).reshape(2, 10)
+    mlps_score = np.array([1.0, 0.0])
+
+    def evaluate(mask: StructureMask) -> float:  # drops with every head or MLP removed; MLP 1 is free
+        return 1.0 - 0.012 * (20 - mask.heads_kept) - 0.05 * (not mask.mlps[0])
+
+    chosen, history = lottery.structured_pruning(
+        StructureMask.full(2, 10), evaluate, lambda mask: (heads_score, mlps_score), head_share=0.2, normalize=False
+    )
+    phases = [it.phase for it in history]
+    assert phases[0] == "heads+mlps" and "heads" in phases
+    assert [it.iteration for it in history] == list(range(len(history)))
+    best = history[chosen].state
+    assert history[chosen].score >= 0.9
+    # phase 1 removes 4 heads (+ MLP 1, then MLP 0) per step; phase 2 goes on 2 heads at a time
+    assert best.heads_kept == 12 and best.mlps.tolist() == [True, False]
+    assert all(it.score < 0.9 for it in history if it.iteration > chosen and it.phase == history[-1].phase)
