@@ -25,6 +25,7 @@ include: "rules/patterns.smk"
 include: "rules/attention_change.smk"
 include: "rules/linguistic.smk"
 include: "rules/disabling.smk"
+include: "rules/pruning.smk"
 
 
 rule all:

@@ -28,9 +28,10 @@ own ``AttentionInterface`` and TransformerLens's hook points:
     layer where the configurations differ, so layers below it are computed once
     (with whatever intervention the configurations share applied there).
 
-``first_token_output`` is a separate saving for classifiers: their head reads only the first
-token's final state, so the last layer's attention-output projection and feed-forward network
-are computed for that token alone (attention itself, and any intervention in it, is unchanged).
+``first_token_output`` (from :mod:`bertology_core.encoder`, re-exported here) is a separate saving
+for classifiers: their head reads only the first token's final state, so the last layer's
+attention-output projection and feed-forward network are computed for that token alone
+(attention itself, and any intervention in it, is unchanged).
 """
 
 from __future__ import annotations
@@ -44,6 +45,8 @@ import torch
 from torch import nn
 from transformers import AttentionInterface, PreTrainedModel
 from transformers.masking_utils import AttentionMaskInterface, eager_mask
+
+from bertology_core.encoder import encoder_layers, first_token_output  # noqa: F401 - part of this module's API
 
 ATTN_IMPLEMENTATION = "bertology"
 
@@ -168,16 +171,6 @@ AttentionInterface.register(ATTN_IMPLEMENTATION, bertology_attention)
 AttentionMaskInterface.register(ATTN_IMPLEMENTATION, eager_mask)
 
 
-def encoder_layers(model: PreTrainedModel) -> nn.ModuleList:
-    """The stack of transformer layers of a BERT-family encoder (BERT, RoBERTa, ELECTRA, ...)."""
-    base = model.base_model
-    encoder = getattr(base, "encoder", None)
-    layers = getattr(encoder, "layer", None)
-    if not isinstance(layers, nn.ModuleList):
-        raise TypeError(f"{type(model).__name__}: no encoder.layer ModuleList; only BERT-style encoders are supported")
-    return layers
-
-
 def use_engine(model: PreTrainedModel) -> PreTrainedModel:
     """Switch ``model`` to the bertology attention (in place) and return it."""
     model.set_attn_implementation(ATTN_IMPLEMENTATION)
@@ -269,30 +262,3 @@ def intervene(model: PreTrainedModel, plan: InterventionPlan, reuse_prefix: bool
         _ACTIVE_PLAN.reset(token)
         for handle in handles:
             handle.remove()
-
-
-def _first_token_hook(module: nn.Module, args: tuple) -> tuple:
-    """Forward pre-hook on a layer's attention-output block (``BertSelfOutput`` and kin: ``(attention
-    context, residual input)``): keep the first position only, so everything after it in the layer runs
-    on one token."""
-    return tuple(a[:, :1] if isinstance(a, torch.Tensor) and a.dim() == 3 else a for a in args)
-
-
-@contextlib.contextmanager
-def first_token_output(model: PreTrainedModel) -> Iterator[None]:
-    """Inside the block the last layer outputs only position 0 (``[batch, 1, hidden]``).
-
-    Exact for sequence classifiers whose head reads the first token alone: BERT's pooler, RoBERTa's and
-    ELECTRA's classification heads. The last layer's attention-output projection and feed-forward network
-    (about three quarters of its cost) then run on one token instead of the whole sequence; it saves the
-    same share in every configuration of a sweep and in the naive method alike.
-    """
-    last = encoder_layers(model)[-1]
-    output_block = getattr(getattr(last, "attention", None), "output", None)
-    if not isinstance(output_block, nn.Module):
-        raise TypeError(f"{type(model).__name__}: the last layer has no attention.output block to slice")
-    handle = output_block.register_forward_pre_hook(_first_token_hook)
-    try:
-        yield
-    finally:
-        handle.remove()

@@ -25,6 +25,7 @@ from tqdm.auto import tqdm
 from transformers import PreTrainedModel, get_linear_schedule_with_warmup
 
 from bertology_core.checkpoint import Checkpointer, TrainingState
+from bertology_core.encoder import first_token_output
 from bertology_core.faults import failpoint
 from bertology_core.glue import GlueTask
 from bertology_core.metrics import compute_metrics
@@ -169,7 +170,9 @@ def train(
             if state.step >= total_steps:
                 break
             batch = _to(data.collate(batch_indices), device)
-            output = model(**batch, labels=_labels_tensor(task, labels[batch_indices]).to(device))
+            # the classifier reads [CLS] alone: the last layer's feed-forward runs on it only (exact, ~1/8 faster)
+            with first_token_output(model):
+                output = model(**batch, labels=_labels_tensor(task, labels[batch_indices]).to(device))
             output.loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), config.max_grad_norm)
             optimizer.step()

@@ -177,3 +177,22 @@ def prunable_share(steps: list[PruningStep], tolerance: float = 0.01) -> float:
             break
         share = step.share_pruned
     return share
+
+
+@torch.inference_mode()
+def masked_predictions(
+    model: PreTrainedModel, task: GlueTask, data: Encoded, plan: attention.InterventionPlan | None = None, batch_size: int = 64
+) -> np.ndarray:
+    """Dev predictions (class ids, or scores for regression) with ``plan`` active, through the engine
+    (only [CLS] goes past the last layer's attention); batches sorted by length."""
+    attention.use_engine(model)
+    model.eval()
+    device = next(model.parameters()).device
+    order = np.argsort(-data.lengths(), kind="stable")
+    logits = np.zeros((len(data), model.config.num_labels), dtype=np.float32)
+    for start in range(0, len(order), batch_size):
+        rows = order[start : start + batch_size]
+        batch = {k: v.to(device) for k, v in data.collate(rows).items()}
+        with attention.intervene(model, plan or attention.InterventionPlan()), attention.first_token_output(model):
+            logits[rows] = model(**batch).logits.float().cpu().numpy()
+    return logits[:, 0] if task.is_regression else logits.argmax(-1)

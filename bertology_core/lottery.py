@@ -21,15 +21,18 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 import numpy as np
+import polars as pl
 import torch
 from torch import nn
 from torch.nn.utils import prune
 from transformers import PreTrainedModel
 
 from bertology_core import attention
+from bertology_core.finetune import FinetuneConfig
+from bertology_core.glue import GlueTask
 from bertology_core.importance import StructureMask, least_important, normalize_by_layer
 
 State = TypeVar("State")
@@ -225,7 +228,7 @@ def random_sample(kept: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     return out.reshape(kept.shape)
 
 
-def structure_subnetwork(good: StructureMask, kind: str, seed: int) -> StructureMask:
+def structure_subnetwork(good: StructureMask, kind: str, seed: int | list[int]) -> StructureMask:
     """The ``good`` mask itself, or its ``bad`` / ``random`` counterpart (heads and MLPs drawn separately,
     so each has the good one's counts)."""
     if kind == "good":
@@ -235,7 +238,7 @@ def structure_subnetwork(good: StructureMask, kind: str, seed: int) -> Structure
     return StructureMask(draw(good.heads, rng), draw(good.mlps, rng))
 
 
-def weight_subnetwork(good: WeightMasks, kind: str, seed: int, magnitudes: dict[str, torch.Tensor] | None = None) -> WeightMasks:
+def weight_subnetwork(good: WeightMasks, kind: str, seed: int | list[int], magnitudes: dict[str, torch.Tensor] | None = None) -> WeightMasks:
     """The m-pruning counterpart of :func:`structure_subnetwork`, with the count matched over all encoder
     weights together (m-pruning's threshold is global). ``random``: that many weights drawn uniformly.
     ``bad``, as in the authors' code (an inverted L1 pruning): the weights of *smallest* magnitude in the
@@ -266,12 +269,65 @@ def weight_subnetwork(good: WeightMasks, kind: str, seed: int, magnitudes: dict[
 def fleiss_kappa(masks: np.ndarray) -> float:
     """Fleiss' kappa of binary masks ``[raters (seeds), subjects (elements)]``: agreement on which elements
     survive, beyond what the survival rate alone would give. ``statsmodels``' implementation."""
-    from statsmodels.stats.inter_rater import aggregate_raters, fleiss_kappa as _fleiss
+    from statsmodels.stats.inter_rater import fleiss_kappa as _fleiss
 
-    table, _ = aggregate_raters(np.asarray(masks, dtype=int).T, n_cat=2)
+    masks = np.asarray(masks, dtype=bool).reshape(len(masks), -1)
+    kept = masks.sum(0)  # the subjects x categories count table, built directly (millions of weights)
+    table = np.stack([len(masks) - kept, kept], axis=1)
+    if len(masks) < 2 or (table.sum(0) == 0).any():  # one rater, or every mask keeps (or drops) everything
+        return float("nan")
     return float(_fleiss(table, method="fleiss"))
 
 
 def survival(masks: np.ndarray) -> np.ndarray:
     """Share of seeds in which each element survives: ``masks`` ``[seeds, ...]`` -> ``[...]``."""
     return np.asarray(masks, dtype=float).mean(0)
+
+
+# --- re-fine-tuning a subnetwork ----------------------------------------------------------------------
+
+
+def finetune_subnetwork(
+    model_path: str,
+    task: GlueTask,
+    seed: int,
+    train_frame: pl.DataFrame,
+    eval_frame: pl.DataFrame,
+    config: FinetuneConfig,
+    mask: StructureMask | WeightMasks | None,
+    eval_batch_size: int = 64,
+    progress: bool = False,
+) -> dict[str, Any]:
+    """Fine-tune the *pre-trained* encoder (fresh classifier head, ``seed``) with ``mask`` fixed; evaluate.
+
+    A structure mask is applied by compaction (the removed heads and MLPs are cut out, which is exact and
+    faster to train than gating); weight masks are fixed with ``torch.nn.utils.prune`` (masked weights stay
+    zero and get no gradient). ``None`` fine-tunes the full model with the same recipe.
+    """
+    from bertology_core import compaction, finetune
+    from bertology_core.metrics import compute_metrics
+    from bertology_core.models import load_classifier, load_tokenizer
+
+    tokenizer = load_tokenizer(model_path)
+    model = load_classifier(model_path, task, "pretrained", seed).to(finetune.default_device())
+    total = compaction.parameter_count(attention.encoder_layers(model))
+    if isinstance(mask, StructureMask):
+        compaction.compact(model, mask)
+    elif mask is not None:
+        apply_weight_masks(model, mask)
+    encoded = finetune.encode(train_frame, tokenizer, config.max_length)
+    record = finetune.train(model, task, encoded, train_frame["label"].to_numpy(), config, seed, progress)
+    logits = finetune.predict(model, finetune.encode(eval_frame, tokenizer, config.max_length), eval_batch_size)
+    predictions = logits[:, 0] if task.is_regression else logits.argmax(-1)
+    if isinstance(mask, dict):  # m-pruning: share of the prunable weight matrices' entries
+        kept = kept_weight_share(current_weight_masks(model))
+    else:  # s-pruning: share of the encoder layers' parameters left after compaction
+        kept = compaction.parameter_count(attention.encoder_layers(model)) / total
+    return {
+        "metrics": compute_metrics(task, predictions, eval_frame["label"].to_numpy()),
+        "train_examples": len(encoded),
+        "train_seconds": record["train_seconds"],
+        "steps": record["steps"],
+        "parameters_kept_share": kept,
+        "final_loss_mean_last_20": record["final_loss_mean_last_20"],
+    }

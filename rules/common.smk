@@ -22,13 +22,17 @@ if len(MODELS) != len(config["models"]):
     raise WorkflowError("config 'models': two entries share a name. Fix: give every model a unique name.")
 
 
+# modules that import another bertology_core module the rules do not list themselves
+LIBRARY_IMPORTS = {"attention": ("encoder",), "finetune": ("encoder",)}
+
+
 def library_code(*modules):
     """Hash of the bertology_core modules a job runs, passed as a param.
 
     Snakemake tracks the script of each job but not the library that script imports;
     without this hash a fix in the library would not rerun the jobs it changes."""
     digest = hashlib.sha256()
-    for module in modules:
+    for module in sorted(set(modules) | {dep for m in modules for dep in LIBRARY_IMPORTS.get(m, ())}):
         digest.update((REPO / "bertology_core" / f"{module}.py").read_bytes())
     return digest.hexdigest()[:16]
 
@@ -223,6 +227,9 @@ def all_targets():
         # head and layer disabling (section 4.6)
         if disabling_inits():
             targets.append(f"results/disabling/{model}/summary/heads.md")
+        # head importance and pruning (Michel et al. 2019; Prasanna et al. 2020)
+        if pruning_tasks():
+            targets.append(f"results/pruning/{model}/summary/lottery.md")
     targets += [f"results/treebank/{split}.parquet" for split in TREEBANK_SPLITS]
     return targets
 
@@ -298,3 +305,80 @@ def disabling_summary_inputs(wildcards):
             for task in TASKS for init in inits for seed in greedy_seeds(task)
         ],
     }
+
+
+def pruning_tasks():
+    wanted = config["pruning"]["tasks"]
+    if "pretrained" not in TRAINED_INITS:
+        return []
+    return [task for task in TASKS if wanted is None or task in wanted]
+
+
+def pruning_seeds(task):
+    return config["pruning"]["per_task"].get(task, {}).get("seeds") or config["pruning"]["seeds"] or SEEDS
+
+
+def pruning_dir(model, task, seed):
+    return f"results/pruning/{model}/{task}/pretrained/seed{seed}"
+
+
+def subnetwork_recipe(task):
+    """Re-fine-tuning hyper-parameters of the subnetworks: fine-tuning's, with pruning's overrides."""
+    values = hyperparameters(task, "pretrained")
+    if config["pruning"]["subnetwork_epochs"] is not None:
+        values["epochs"] = config["pruning"]["subnetwork_epochs"]
+    return values
+
+
+def subnetwork_reference_retrained():
+    """Whether the full model is re-fine-tuned as the reference (the subnetworks' recipe departs from
+    fine-tuning's), rather than taken from the fine-tuning run itself."""
+    return config["pruning"]["subnetwork_max_train_examples"] is not None or config["pruning"]["subnetwork_epochs"] is not None
+
+
+def subnetwork_names():
+    kinds = config["pruning"]["subnetworks"]
+    names = [f"{method}-{kind}" for method in config["pruning"]["methods"] for kind in kinds]
+    return (["full"] if names and subnetwork_reference_retrained() else []) + names
+
+
+def pruning_summary_inputs(wildcards):
+    model, methods = wildcards.model, config["pruning"]["methods"]
+    runs = [(task, seed) for task in pruning_tasks() for seed in pruning_seeds(task)]
+    return {
+        "importance": [f"{pruning_dir(model, t, s)}/importance.parquet" for t, s in runs],
+        "michel": [f"{pruning_dir(model, t, s)}/michel_curve.parquet" for t, s in runs],
+        "curves": [f"{pruning_dir(model, t, s)}/{m}_curve.parquet" for t, s in runs for m in methods],
+        "masks": [f"{pruning_dir(model, t, s)}/{m}_mask.safetensors" for t, s in runs for m in methods],
+        "compact": [f"{pruning_dir(model, t, s)}/s_compact.json" for t, s in runs if "s" in methods],
+        "subnetworks": [f"{pruning_dir(model, t, s)}/subnetworks/{n}.json" for t, s in runs for n in subnetwork_names()],
+        "finetuned": [f"{run_dir(model, t, 'pretrained', s)}/metrics.json" for t, s in runs],
+    }
+
+
+PRUNE_DIR = "results/pruning/{model}/{task}/pretrained/seed{seed}"
+PRUNING_CODE = ("glue", "models", "attention", "finetune", "metrics", "checkpoint", "faults", "importance", "lottery", "compaction", "io")
+
+
+def importance_data(wildcards):
+    return f"results/data/{wildcards.task}/{config['pruning']['importance_split']}.parquet"
+
+
+def pruning_params():
+    """The importance settings every pruning job depends on."""
+    keys = ("importance_split", "importance_examples", "normalize_by_layer")
+    return {key: config["pruning"][key] for key in keys} | {"subsample_seed": config["data"]["subsample_seed"]}
+
+
+def subnetwork_inputs(wildcards):
+    inputs = {
+        "resolved": f"results/models/{wildcards.model}/resolved.json",
+        "train": f"results/data/{wildcards.task}/train.parquet",
+        "dev": f"results/data/{wildcards.task}/dev.parquet",
+    }
+    if wildcards.network != "full":
+        method = wildcards.network.split("-")[0]
+        inputs["mask"] = f"{pruning_dir(wildcards.model, wildcards.task, wildcards.seed)}/{method}_mask.safetensors"
+        if wildcards.network == "m-bad":  # the smallest weights of the fine-tuned model
+            inputs["finetuned"] = f"{run_dir(wildcards.model, wildcards.task, 'pretrained', wildcards.seed)}/model"
+    return inputs

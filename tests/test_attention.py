@@ -163,6 +163,19 @@ def test_first_token_output_leaves_classifier_logits_unchanged(family):
     assert not attention.encoder_layers(model)[-1].attention.output._forward_pre_hooks
 
 
+def test_first_token_output_gives_the_same_training_gradients():
+    model = tiny("bert", layers=2)  # eval mode: no dropout, so both passes compute the same function
+    inputs = {**batch(), "labels": torch.tensor([0, 2, 1])}
+    model(**inputs).loss.backward()
+    full = {name: p.grad.clone() for name, p in model.named_parameters() if p.grad is not None}
+    model.zero_grad()
+    with attention.first_token_output(model):
+        model(**inputs).loss.backward()
+    for name, p in model.named_parameters():
+        if name in full:
+            torch.testing.assert_close(p.grad, full[name], atol=1e-6, rtol=1e-4, msg=name)
+
+
 def test_contexts_do_not_leak_and_hooks_are_removed():
     model = attention.use_engine(tiny())
     inputs = batch()

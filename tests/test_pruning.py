@@ -161,6 +161,7 @@ def test_structured_step_and_subnetwork_samples():
 def test_fleiss_kappa_and_survival():
     same = np.array([[1, 0, 1, 0], [1, 0, 1, 0], [1, 0, 1, 0]])
     assert lottery.fleiss_kappa(same) == pytest.approx(1.0)
+    assert np.isnan(lottery.fleiss_kappa(same[:1]))  # one seed: no agreement to measure
     # hand computation: 3 raters, 4 subjects with kept-counts 3, 2, 1, 0
     masks = np.array([[1, 1, 1, 0], [1, 1, 0, 0], [1, 0, 0, 0]])
     p_kept = 6 / 12

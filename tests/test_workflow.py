@@ -97,9 +97,42 @@ def test_smoke_run_writes_the_disabling_sweeps_and_their_statistics(smoke_run):
     assert (selection["selection_examples"] + selection["report_examples"] == 20).all()
 
 
+def test_smoke_run_writes_importance_pruning_and_lottery_tickets(smoke_run):
+    from safetensors.numpy import load_file
+
+    results = smoke_run / "results"
+    summary = results / "pruning/tiny-bert/summary"
+    for stem in ("importance", "michel", "lottery_curves", "lottery", "stability", "survival", "compact"):
+        assert (summary / f"{stem}.parquet").stat().st_size > 0, stem
+    for stem in ("importance", "michel", "lottery_curves", "survival"):
+        assert (summary / f"{stem}.png").stat().st_size > 1000, stem
+    importance = pl.read_parquet(summary / "importance.parquet")
+    assert importance.filter(pl.col("element") == "head").height == 2 * 2 * 4  # tasks x layers x heads
+    michel = pl.read_parquet(summary / "michel.parquet")
+    assert michel.height == 3 and michel["prunable_share"].is_between(0, 1).all()  # MRPC seeds 1, 2 and STS-B
+    lottery = pl.read_parquet(summary / "lottery.parquet")
+    # the reference is the fine-tuning run itself (smoke re-fine-tunes with the fine-tuning recipe)
+    full = lottery.filter(pl.col("kind") == "full").sort("task")
+    assert full["seeds"].to_list() == [2, 1]
+    assert set(zip(lottery["method"], lottery["kind"])) == {("all", "full"), ("m", "good"), ("m", "bad"), ("s", "good"), ("s", "bad")}
+    stability = pl.read_parquet(summary / "stability.parquet")
+    assert set(stability.filter(pl.col("task") == "MRPC")["element"]) == {"heads", "mlps", "weights"}
+    for seed in (1, 2):
+        run = results / f"pruning/tiny-bert/MRPC/pretrained/seed{seed}"
+        curve = pl.read_parquet(run / "s_curve.parquet")
+        chosen = curve.filter(pl.col("chosen"))
+        assert chosen.height == 1 and chosen["share_of_full"][0] >= 0.9 - 1e-9
+        mask = load_file(str(run / "s_mask.safetensors"))
+        assert mask["heads"].shape == (2, 4) and mask["mlps"].shape == (2,)
+        compact = json.loads((run / "s_compact.json").read_text())
+        assert compact["predictions_equal_gated"] and compact["heads_kept"] == int(mask["heads"].sum())
+        good = json.loads((run / "subnetworks/s-good.json").read_text())
+        assert good["heads_kept"] == compact["heads_kept"]
+
+
 def test_run_reports_disk_use_per_stage(smoke_run):
     report = (smoke_run / "results" / "disk_usage.md").read_text()
-    for stage in ("attention", "data", "finetune", "models", "tables", "treebank", "patterns", "linguistic", "disabling"):
+    for stage in ("attention", "data", "finetune", "models", "tables", "treebank", "patterns", "linguistic", "disabling", "pruning"):
         assert f"| {stage} | " in report
     assert "| **total** |" in report and "checkpoints" not in report  # finished runs leave no checkpoint
 
@@ -132,7 +165,10 @@ def test_changing_one_tasks_learning_rate_reruns_exactly_its_jobs(smoke_run, tmp
         "finetune": 2, "dump_attention": 1, "baselines": 1, "pattern_features": 1, "pattern_classifier": 1,
         "classify_maps": 4, "pattern_summary": 1, "annotation_page": 1, "attention_change": 1,
         "attention_change_summary": 1, "linguistic_scores": 1, "linguistic_summary": 1,
-        "disabling_sweep": 1, "disabling_greedy": 1, "disabling_stats": 1, "disabling_summary": 1, "all": 1,
+        "disabling_sweep": 1, "disabling_greedy": 1, "disabling_stats": 1, "disabling_summary": 1,
+        # pruning of the STS-B model, and its subnetworks (their recipe is fine-tuning's)
+        "head_importance": 1, "lottery_pruning": 2, "compact_model": 1, "subnetwork_finetune": 4, "pruning_summary": 1,
+        "all": 1,
     }
     dry_run = snakemake(smoke_run, "-n", configs=configs).stdout
     planned = [line.split("output:")[1] for line in dry_run.splitlines() if line.strip().startswith("output:")]

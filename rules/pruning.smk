@@ -1,0 +1,159 @@
+# Head importance and iterative head pruning (Michel et al. 2019) and lottery tickets (Prasanna et al.
+# 2020): magnitude (m) and structured (s) pruning of each fine-tuned model, good/random/bad subnetworks
+# re-fine-tuned from the pre-trained weights, survival across seeds and Fleiss' kappa.
+
+rule head_importance:
+    conda:
+        "../envs/torch.yaml"
+    input:
+        model=lambda wc: f"{run_dir(wc.model, wc.task, 'pretrained', wc.seed)}/model",
+        importance=importance_data,
+        dev="results/data/{task}/dev.parquet",
+    output:
+        importance=f"{PRUNE_DIR}/importance.parquet",
+        curve=f"{PRUNE_DIR}/michel_curve.parquet",
+    params:
+        code=library_code(*PRUNING_CODE),
+        importance=pruning_params(),
+        step_share=config["pruning"]["michel_step_share"],
+        recompute=config["pruning"]["michel_recompute"],
+        max_length=lambda wc: hyperparameters(wc.task, "pretrained")["max_length"],
+    threads: config["pruning"]["threads"]
+    resources:
+        mem_mb=scaled(4000),
+        runtime=scaled(60),
+        cpus_per_task=config["pruning"]["threads"],
+        gpu=MODEL_JOB_GPUS,
+    log:
+        "logs/head_importance/{model}/{task}/seed{seed}.log",
+    benchmark:
+        "results/benchmarks/head_importance/{model}/{task}/seed{seed}.tsv"
+    script:
+        "../workflow_scripts/head_importance.py"
+
+
+rule lottery_pruning:
+    conda:
+        "../envs/torch.yaml"
+    input:
+        model=lambda wc: f"{run_dir(wc.model, wc.task, 'pretrained', wc.seed)}/model",
+        importance=importance_data,
+        dev="results/data/{task}/dev.parquet",
+    output:
+        mask=f"{PRUNE_DIR}/{{method}}_mask.safetensors",
+        curve=f"{PRUNE_DIR}/{{method}}_curve.parquet",
+    wildcard_constraints:
+        method="m|s",
+    params:
+        code=library_code(*PRUNING_CODE),
+        importance=lambda wc: pruning_params() if wc.method == "s" else None,
+        keep=config["pruning"]["keep"],
+        method=lambda wc: {
+            "m": {"rate": config["pruning"]["m_rate"], "max_iterations": config["pruning"]["m_max_iterations"]},
+            "s": {k: config["pruning"][f"s_{k}"] for k in ("head_share", "mlps_per_step", "refine")},
+        }[wc.method],
+        max_length=lambda wc: hyperparameters(wc.task, "pretrained")["max_length"],
+    threads: config["pruning"]["threads"]
+    resources:
+        mem_mb=scaled(4000),
+        runtime=scaled(120),
+        cpus_per_task=config["pruning"]["threads"],
+        gpu=MODEL_JOB_GPUS,
+    log:
+        "logs/lottery_pruning/{model}/{task}/seed{seed}/{method}.log",
+    benchmark:
+        "results/benchmarks/lottery_pruning/{model}/{task}/seed{seed}/{method}.tsv"
+    script:
+        "../workflow_scripts/lottery_pruning.py"
+
+
+rule compact_model:
+    conda:
+        "../envs/torch.yaml"
+    input:
+        model=lambda wc: f"{run_dir(wc.model, wc.task, 'pretrained', wc.seed)}/model",
+        mask=f"{PRUNE_DIR}/s_mask.safetensors",
+        dev="results/data/{task}/dev.parquet",
+    output:
+        model=directory(f"{PRUNE_DIR}/s_compact"),
+        summary=f"{PRUNE_DIR}/s_compact.json",
+    params:
+        code=library_code(*PRUNING_CODE),
+        max_length=lambda wc: hyperparameters(wc.task, "pretrained")["max_length"],
+    threads: config["pruning"]["threads"]
+    resources:
+        mem_mb=scaled(4000),
+        runtime=scaled(30),
+        cpus_per_task=config["pruning"]["threads"],
+        gpu=MODEL_JOB_GPUS,
+    log:
+        "logs/compact_model/{model}/{task}/seed{seed}.log",
+    benchmark:
+        "results/benchmarks/compact_model/{model}/{task}/seed{seed}.tsv"
+    script:
+        "../workflow_scripts/compact_model.py"
+
+
+rule subnetwork_finetune:
+    conda:
+        "../envs/torch.yaml"
+    input:
+        unpack(subnetwork_inputs),
+    output:
+        metrics=f"{PRUNE_DIR}/subnetworks/{{network}}.json",
+    wildcard_constraints:
+        network="full|[ms]-(good|random|bad)",
+    params:
+        code=library_code(*PRUNING_CODE),
+        hyperparameters=lambda wc: subnetwork_recipe(wc.task),
+        max_train_examples=config["pruning"]["subnetwork_max_train_examples"],
+        subsample_seed=config["data"]["subsample_seed"],
+        sample_seed=config["pruning"]["sample_seed"],
+    threads: config["finetune"]["threads"]
+    resources:
+        mem_mb=scaled(config["finetune"]["mem_mb"]),
+        runtime=scaled(240),
+        cpus_per_task=config["finetune"]["threads"],
+        gpu=MODEL_JOB_GPUS,
+    log:
+        "logs/subnetwork_finetune/{model}/{task}/seed{seed}/{network}.log",
+    benchmark:
+        "results/benchmarks/subnetwork_finetune/{model}/{task}/seed{seed}/{network}.tsv"
+    script:
+        "../workflow_scripts/subnetwork_finetune.py"
+
+
+rule pruning_summary:
+    conda:
+        "../envs/tables.yaml"
+    input:
+        unpack(pruning_summary_inputs),
+    output:
+        importance=multiext("results/pruning/{model}/summary/importance", ".parquet", ".csv", ".md", ".html", ".png", ".svg"),
+        michel=multiext("results/pruning/{model}/summary/michel", ".parquet", ".csv", ".md", ".html", ".png", ".svg"),
+        curves=multiext("results/pruning/{model}/summary/lottery_curves", ".parquet", ".csv", ".html", ".png", ".svg"),
+        lottery=multiext("results/pruning/{model}/summary/lottery", ".parquet", ".csv", ".md"),
+        stability=multiext("results/pruning/{model}/summary/stability", ".parquet", ".csv", ".md"),
+        survival=multiext("results/pruning/{model}/summary/survival", ".parquet", ".csv", ".html", ".png", ".svg"),
+        compact=multiext("results/pruning/{model}/summary/compact", ".parquet", ".csv", ".md"),
+    params:
+        code=library_code("lottery", "importance", "figures", "io"),
+        runs=lambda wc: [(t, s) for t in pruning_tasks() for s in pruning_seeds(t)],
+        methods=config["pruning"]["methods"],
+        networks=subnetwork_names(),
+        keep=config["pruning"]["keep"],
+        tolerance=config["pruning"]["michel_tolerance"],
+        recipe_note=lambda wc: (
+            f"re-fine-tuned on {config['pruning']['subnetwork_max_train_examples'] or 'all'} train examples, "
+            f"{config['pruning']['subnetwork_epochs'] or 'the fine-tuning'} epochs; full = the same recipe"
+            if subnetwork_reference_retrained() else "re-fine-tuned with the fine-tuning recipe; full = the fine-tuned model"
+        ),
+    log:
+        "logs/pruning_summary/{model}.log",
+    benchmark:
+        "results/benchmarks/pruning_summary/{model}.tsv"
+    resources:
+        mem_mb=scaled(2000),
+        runtime=scaled(20),
+    script:
+        "../workflow_scripts/pruning_summary.py"

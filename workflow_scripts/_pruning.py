@@ -1,0 +1,40 @@
+"""What the pruning scripts share: the fine-tuned model, the importance examples and the dev scorer."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import polars as pl
+import torch
+
+from bertology_core import attention, finetune, glue, importance, models
+from bertology_core.metrics import compute_metrics, primary_metric
+
+
+def load(snakemake):
+    """(task, fine-tuned model, tokenizer) of the job, on the job's threads, deterministic."""
+    torch.set_num_threads(snakemake.threads)
+    torch.use_deterministic_algorithms(True)
+    task = glue.get_task(snakemake.wildcards.task)
+    model = models.load_classifier(snakemake.input.model, task, "finetuned", 0).to(finetune.default_device())
+    return task, attention.use_engine(model), models.load_tokenizer(snakemake.input.model)
+
+
+def importance_examples(snakemake, tokenizer) -> tuple[finetune.Encoded, np.ndarray]:
+    settings = snakemake.params.importance
+    frame = glue.subsample(pl.read_parquet(snakemake.input.importance), settings["importance_examples"], settings["subsample_seed"])
+    return finetune.encode(frame, tokenizer, snakemake.params.max_length), frame["label"].to_numpy()
+
+
+def dev_scorer(snakemake, task, model, tokenizer, batch_size: int) -> Callable[[attention.InterventionPlan | None], float]:
+    """The task's primary metric on all of dev for a plan (None: the model as it is)."""
+    dev = pl.read_parquet(snakemake.input.dev)
+    encoded, labels = finetune.encode(dev, tokenizer, snakemake.params.max_length), dev["label"].to_numpy()
+    metric = primary_metric(task)
+
+    def score(plan: attention.InterventionPlan | None) -> float:
+        predictions = importance.masked_predictions(model, task, encoded, plan, batch_size)
+        return compute_metrics(task, predictions, labels)[metric]
+
+    return score

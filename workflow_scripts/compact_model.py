@@ -1,0 +1,57 @@
+"""Cut the s-pruning ticket's removed heads and MLPs out of the fine-tuned model; check it predicts what
+the gated model predicts and time both on dev (rule compact_model)."""
+
+import copy
+import logging
+import time
+
+from _common import log_to
+
+log_to(snakemake.log[0])
+
+import numpy as np
+import polars as pl
+from safetensors.numpy import load_file
+
+from _pruning import load
+from bertology_core import compaction, finetune, importance, io
+
+task, model, tokenizer = load(snakemake)
+saved = load_file(snakemake.input.mask)
+mask = importance.StructureMask(saved["heads"].astype(bool), saved["mlps"].astype(bool))
+dev = pl.read_parquet(snakemake.input.dev)
+encoded = finetune.encode(dev, tokenizer, snakemake.params.max_length)
+batch_size = snakemake.config["pruning"]["batch_size"]
+
+
+def timed(fn, repeats: int = 3):
+    """Best of ``repeats`` wall times (the least disturbed by other jobs) and the result."""
+    best, out = float("inf"), None
+    for _ in range(repeats):
+        started = time.perf_counter()
+        out = fn()
+        best = min(best, time.perf_counter() - started)
+    return best, out
+
+
+full_seconds, _ = timed(lambda: importance.masked_predictions(model, task, encoded, None, batch_size))
+gated = importance.masked_predictions(model, task, encoded, mask.plan(), batch_size)
+compact = compaction.compact(copy.deepcopy(model), mask)
+compact_seconds, compact_predictions = timed(lambda: importance.masked_predictions(compact, task, encoded, None, batch_size))
+summary = {
+    "task": task.name,
+    "heads_kept": mask.heads_kept,
+    "mlps_kept": mask.mlps_kept,
+    "parameters_full": compaction.parameter_count(model),
+    "parameters_compact": compaction.parameter_count(compact),
+    "dev_examples": dev.height,
+    "seconds_full": full_seconds,
+    "seconds_compact": compact_seconds,
+    "speedup": full_seconds / compact_seconds,
+    "predictions_equal_gated": bool(np.allclose(compact_predictions, gated, atol=1e-4) if task.is_regression else np.array_equal(compact_predictions, gated)),
+}
+if not summary["predictions_equal_gated"]:
+    raise RuntimeError(f"{snakemake.input.mask}: the compacted model's predictions differ from the gated model's")
+compaction.save_compact(compact, mask, snakemake.output.model)
+io.write_json(summary, snakemake.output.summary)
+logging.info("%s", summary)

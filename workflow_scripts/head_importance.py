@@ -1,0 +1,58 @@
+"""Head and MLP importance of one fine-tuned model, and Michel et al.'s iterative head-pruning curve on dev
+(rule head_importance)."""
+
+import logging
+
+from _common import log_to
+
+log_to(snakemake.log[0])
+
+import numpy as np
+import polars as pl
+
+from _pruning import dev_scorer, importance_examples, load
+from bertology_core import importance, io
+
+params = snakemake.params
+settings = snakemake.config["pruning"]
+task, model, tokenizer = load(snakemake)
+examples, labels = importance_examples(snakemake, tokenizer)
+score = dev_scorer(snakemake, task, model, tokenizer, settings["batch_size"])
+normalize = params.importance["normalize_by_layer"]
+
+
+def head_scores(mask: importance.StructureMask) -> np.ndarray:
+    heads, _ = importance.gate_importance(model, task, examples, labels, mask, settings["batch_size"])
+    return importance.normalize_by_layer(heads) if normalize else heads
+
+
+heads, mlps = importance.gate_importance(model, task, examples, labels, None, settings["batch_size"])
+normalized = importance.normalize_by_layer(heads)
+num_layers, num_heads = heads.shape
+rows = [
+    {"element": "head", "layer": layer, "head": head, "importance": float(heads[layer, head]), "normalized": float(normalized[layer, head])}
+    for layer in range(num_layers) for head in range(num_heads)
+] + [
+    {"element": "mlp", "layer": layer, "head": None, "importance": float(mlps[layer]), "normalized": float(mlps[layer] / np.linalg.norm(mlps))}
+    for layer in range(num_layers)
+]
+io.write_parquet(pl.DataFrame(rows, schema_overrides={"layer": pl.Int16, "head": pl.Int16}), snakemake.output.importance)
+
+first = {"scores": normalized if normalize else heads}  # the ranking of step 0 is the one just computed
+steps = importance.iterative_head_pruning(
+    lambda mask: score(mask.plan()),
+    lambda mask: first.pop("scores") if first else head_scores(mask),
+    num_layers, num_heads, params.step_share, params.recompute,
+)
+curve = pl.DataFrame(
+    {
+        "step": [s.step for s in steps],
+        "heads_pruned": [s.heads_pruned for s in steps],
+        "share_pruned": [s.share_pruned for s in steps],
+        "score": [s.score for s in steps],
+        "heads_kept": [s.mask.heads.astype(np.int8).reshape(-1).tolist() for s in steps],
+    }
+)
+io.write_parquet(curve, snakemake.output.curve)
+logging.info("importance on %d %s examples; curve %s", len(examples), params.importance["importance_split"],
+             [round(s.score, 4) for s in steps])

@@ -1,0 +1,54 @@
+"""Re-fine-tune one subnetwork (good / random / bad of m- or s-pruning, or the full model) from the
+pre-trained weights with its mask fixed; evaluate on dev (rule subnetwork_finetune)."""
+
+import logging
+import os
+
+from _common import log_to
+
+log_to(snakemake.log[0])
+os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+
+import numpy as np
+import polars as pl
+import torch
+from safetensors.numpy import load_file as load_numpy
+from safetensors.torch import load_file
+
+from bertology_core import finetune, glue, io, lottery
+from bertology_core.importance import StructureMask
+
+torch.set_num_threads(snakemake.threads)
+torch.use_deterministic_algorithms(True)
+params = snakemake.params
+wc = snakemake.wildcards
+task = glue.get_task(wc.task)
+seed = int(wc.seed)
+draw_seed = [params.sample_seed, seed]  # the random and bad draws: one stream per fine-tuning seed
+mask = None
+if wc.network != "full":
+    method, kind = wc.network.split("-")
+    if method == "s":
+        saved = load_numpy(snakemake.input.mask)
+        good = StructureMask(saved["heads"].astype(bool), saved["mlps"].astype(bool))
+        mask = lottery.structure_subnetwork(good, kind, draw_seed)
+    else:
+        good = {name: value.bool() for name, value in load_file(snakemake.input.mask).items()}
+        magnitudes = None
+        if kind == "bad":
+            from transformers import AutoModelForSequenceClassification
+
+            finetuned = AutoModelForSequenceClassification.from_pretrained(snakemake.input.finetuned)
+            magnitudes = {name: module.weight.detach() for name, module in lottery.encoder_weights(finetuned)}
+        mask = lottery.weight_subnetwork(good, kind, draw_seed, magnitudes)
+train = glue.subsample(pl.read_parquet(snakemake.input.train), params.max_train_examples, params.subsample_seed)
+result = lottery.finetune_subnetwork(
+    io.read_json(snakemake.input.resolved)["path"], task, seed, train, pl.read_parquet(snakemake.input.dev),
+    finetune.FinetuneConfig.from_dict(params.hyperparameters), mask,
+    eval_batch_size=snakemake.config["finetune"]["eval_batch_size"],
+)
+result |= {"task": task.name, "seed": seed, "network": wc.network, "hyperparameters": params.hyperparameters}
+if isinstance(mask, StructureMask):
+    result |= {"heads_kept": mask.heads_kept, "mlps_kept": mask.mlps_kept}
+io.write_json(result, snakemake.output.metrics)
+logging.info("%s: %s", wc.network, result["metrics"])
