@@ -62,7 +62,8 @@ def run_wall_time(logs: list[Path]) -> str:
 
 def markdown(jobs: pl.DataFrame, wall: str, command: str) -> str:
     per_rule = jobs.group_by("rule", maintain_order=True).agg(
-        pl.len().alias("jobs"), pl.col("seconds").sum().round(0).alias("sum_s"), pl.col("seconds").max().round(0).alias("max_s")
+        pl.len().alias("jobs"), pl.col("seconds").sum().round(0).alias("sum_s"), pl.col("seconds").max().round(0).alias("max_s"),
+        pl.col("cpu_seconds").sum().round(0).alias("cpu_s"),
     )
     lines = [
         SECTION, "",
@@ -73,9 +74,10 @@ def markdown(jobs: pl.DataFrame, wall: str, command: str) -> str:
         f"- sum of the wall times of the jobs whose results are kept, over 2 (two jobs at a time): "
         f"{jobs['seconds'].sum() / 120:.1f} min, about what one fresh run needs",
         "- measured: Snakemake `benchmark:` files (`results/benchmarks/`); jobs run two at a time, one thread each",
+        f"- CPU seconds of all jobs: {jobs['cpu_seconds'].sum():.0f} ({jobs['cpu_seconds'].sum() / 120:.1f} min over 2 cores)",
         "",
-        "| rule | jobs | sum of job wall times (s) | longest job (s) |", "|---|---|---|---|",
-        *[f"| {r['rule']} | {r['jobs']} | {r['sum_s']:.0f} | {r['max_s']:.0f} |" for r in per_rule.iter_rows(named=True)],
+        "| rule | jobs | sum of job wall times (s) | sum of job CPU times (s) | longest job (s) |", "|---|---|---|---|---|",
+        *[f"| {r['rule']} | {r['jobs']} | {r['sum_s']:.0f} | {r['cpu_s']:.0f} | {r['max_s']:.0f} |" for r in per_rule.iter_rows(named=True)],
         "",
         "| job | wall (s) | CPU (s) | max RSS (MB) |", "|---|---|---|---|",
         *[f"| {r['rule']}/{r['job']} | {r['seconds']:.0f} | {r['cpu_seconds']:.0f} | {r['max_rss_mb']:.0f} |"

@@ -28,11 +28,14 @@ pytestmark = [
     ),
 ]
 
-MODEL_RULES = {"finetune", "evaluate_untuned", "dump_attention", "disabling_sweep", "disabling_greedy"}
+MODEL_RULES = {
+    "finetune", "evaluate_untuned", "dump_attention", "disabling_sweep", "disabling_greedy",
+    "head_importance", "lottery_pruning", "compact_model", "subnetwork_finetune",
+}
 
 
 def submitted_jobs(cluster: SlurmCluster) -> list[dict[str, str]]:
-    """Every job the controller remembers (MinJobAge=600 s), as scontrol's key=value fields."""
+    """Every job the controller remembers (MinJobAge=7200 s), as scontrol's key=value fields."""
     out = subprocess.run(
         ["scontrol", "show", "job", "--oneliner"], env=cluster.env, capture_output=True, text=True, check=True
     ).stdout
