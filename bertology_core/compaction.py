@@ -4,7 +4,7 @@ transformers 5 dropped ``prune_heads``; this does the same for BERT-family encod
 A removed head's rows leave the query, key and value projections and its columns leave the attention
 output projection; BERT's attention infers the number of heads from the projection size, so nothing else
 changes. A removed MLP becomes an empty feed-forward block whose output projection is ``Linear(0, hidden)``
-with a zero bias (it adds nothing). Both are exact: the compacted model computes what the engine computes
+without a bias (it adds nothing, and has nothing to train). Both are exact: the compacted model computes what the engine computes
 with the same heads and MLPs gated to 0 (see tests). A layer with no head left keeps only its attention
 output bias, as the gated model does.
 
@@ -30,10 +30,11 @@ from bertology_core.importance import StructureMask
 from bertology_core.io import atomic_path
 
 
-def _slice_linear(linear: nn.Linear, index: torch.Tensor, dim: int) -> nn.Linear:
-    """A new Linear keeping ``index`` of its outputs (``dim=0``) or inputs (``dim=1``)."""
+def _slice_linear(linear: nn.Linear, index: torch.Tensor, dim: int, bias: bool = True) -> nn.Linear:
+    """A new Linear keeping ``index`` of its outputs (``dim=0``) or inputs (``dim=1``); ``bias=False``
+    drops the bias."""
     weight = linear.weight.detach().index_select(dim, index).clone()
-    bias = None if linear.bias is None else (linear.bias.detach().index_select(0, index).clone() if dim == 0 else linear.bias.detach().clone())
+    bias = None if linear.bias is None or not bias else (linear.bias.detach().index_select(0, index).clone() if dim == 0 else linear.bias.detach().clone())
     with warnings.catch_warnings():  # a removed block is a Linear with zero inputs: nothing to initialise
         warnings.simplefilter("ignore", UserWarning)
         out = nn.Linear(weight.shape[1], weight.shape[0], bias=bias is not None).to(weight.device, weight.dtype)
@@ -75,8 +76,9 @@ def compact(model: PreTrainedModel, mask: StructureMask) -> PreTrainedModel:
         if not mask.mlps[index]:
             empty = torch.zeros(0, dtype=torch.long, device=layer.output.dense.weight.device)
             layer.intermediate = _Empty(returns_weights=False)
-            layer.output.dense = _slice_linear(layer.output.dense, empty, dim=1)
-            layer.output.dense.bias.data.zero_()
+            # no bias: the gated MLP's whole output, bias included, is multiplied by 0, and when a compacted
+            # subnetwork is re-fine-tuned a bias here would learn a vector the masked model cannot have
+            layer.output.dense = _slice_linear(layer.output.dense, empty, dim=1, bias=False)
     return model
 
 

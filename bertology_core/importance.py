@@ -167,24 +167,12 @@ def iterative_head_pruning(
     return steps
 
 
-def prunable_share(steps: list[PruningStep], tolerance: float = 0.01) -> float:
-    """The largest share of heads pruned, walking the curve from the full model, before the score first
-    drops more than ``tolerance`` (relative) below the full model's (Michel et al.: "within 1%")."""
-    full = steps[0].score
-    share = 0.0
-    for step in steps[1:]:
-        if not step.score >= full - tolerance * abs(full):
-            break
-        share = step.share_pruned
-    return share
-
-
 @torch.inference_mode()
-def masked_predictions(
-    model: PreTrainedModel, task: GlueTask, data: Encoded, plan: attention.InterventionPlan | None = None, batch_size: int = 64
+def masked_logits(
+    model: PreTrainedModel, data: Encoded, plan: attention.InterventionPlan | None = None, batch_size: int = 64
 ) -> np.ndarray:
-    """Dev predictions (class ids, or scores for regression) with ``plan`` active, through the engine
-    (only [CLS] goes past the last layer's attention); batches sorted by length."""
+    """Logits ``[examples, labels]`` with ``plan`` active, through the engine (only [CLS] goes past the
+    last layer's attention); batches sorted by length."""
     attention.use_engine(model)
     model.eval()
     device = next(model.parameters()).device
@@ -195,4 +183,12 @@ def masked_predictions(
         batch = {k: v.to(device) for k, v in data.collate(rows).items()}
         with attention.intervene(model, plan or attention.InterventionPlan()), attention.first_token_output(model):
             logits[rows] = model(**batch).logits.float().cpu().numpy()
+    return logits
+
+
+def masked_predictions(
+    model: PreTrainedModel, task: GlueTask, data: Encoded, plan: attention.InterventionPlan | None = None, batch_size: int = 64
+) -> np.ndarray:
+    """Class ids (scores for regression) from :func:`masked_logits`."""
+    logits = masked_logits(model, data, plan, batch_size)
     return logits[:, 0] if task.is_regression else logits.argmax(-1)

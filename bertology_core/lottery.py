@@ -13,8 +13,8 @@ keeps at least ``keep`` (90%) of the full fine-tuned model's dev score; the subn
 
 Then "good" (the survivors), "bad" (as many elements, taken from the pruned ones: for m-pruning the weights
 of smallest magnitude) and "random" (as many elements drawn uniformly) subnetworks are each re-fine-tuned from the *pre-trained* weights with their mask
-fixed, and compared. Stability across fine-tuning seeds: survival maps (share of seeds keeping an element)
-and Fleiss' kappa of the masks, seeds as raters (the paper: 0.18-0.32 for heads).
+fixed, and compared. Stability across fine-tuning seeds (survival maps, Fleiss' kappa of the masks with
+seeds as raters; the paper: 0.18-0.32 for heads) is in :mod:`bertology_core.pruning_stats`.
 """
 
 from __future__ import annotations
@@ -190,7 +190,9 @@ numbered on from one phase to the next.
             state, step(head, mlps), evaluate, structure_kept_share, keep, max_iterations, reference, score, name
         )
         reference = run[0].score if reference is None else reference
-        offset = len(history) - 1 if history else 0  # a later phase's iteration 0 is the previous choice
+        # a later phase starts from the previous phase's choice (its iteration 0, not recorded again) and
+        # numbers its iterations on from the last recorded one
+        offset = len(history) - 1 if history else 0
         history += [Iteration(offset + it.iteration, it.state, it.score, it.kept_share, it.phase) for it in run[(1 if history else 0):]]
         if chosen > 0:
             chosen_index = offset + chosen
@@ -261,27 +263,6 @@ def weight_subnetwork(good: WeightMasks, kind: str, seed: int | list[int], magni
         out[name] = torch.from_numpy(drawn[offset : offset + size].copy()).reshape(good[name].shape)
         offset += size
     return out
-
-
-# --- stability across seeds --------------------------------------------------------------------
-
-
-def fleiss_kappa(masks: np.ndarray) -> float:
-    """Fleiss' kappa of binary masks ``[raters (seeds), subjects (elements)]``: agreement on which elements
-    survive, beyond what the survival rate alone would give. ``statsmodels``' implementation."""
-    from statsmodels.stats.inter_rater import fleiss_kappa as _fleiss
-
-    masks = np.asarray(masks, dtype=bool).reshape(len(masks), -1)
-    kept = masks.sum(0)  # the subjects x categories count table, built directly (millions of weights)
-    table = np.stack([len(masks) - kept, kept], axis=1)
-    if len(masks) < 2 or (table.sum(0) == 0).any():  # one rater, or every mask keeps (or drops) everything
-        return float("nan")
-    return float(_fleiss(table, method="fleiss"))
-
-
-def survival(masks: np.ndarray) -> np.ndarray:
-    """Share of seeds in which each element survives: ``masks`` ``[seeds, ...]`` -> ``[...]``."""
-    return np.asarray(masks, dtype=float).mean(0)
 
 
 # --- re-fine-tuning a subnetwork ----------------------------------------------------------------------

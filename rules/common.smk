@@ -30,7 +30,8 @@ def library_code(*modules):
     """Hash of the bertology_core modules a job runs, passed as a param.
 
     Snakemake tracks the script of each job but not the library that script imports;
-    without this hash a fix in the library would not rerun the jobs it changes."""
+    without this hash a fix in the library would not rerun the jobs it changes. A helper module of
+    the scripts is named by its path from ``bertology_core``, e.g. ``../workflow_scripts/_pruning``."""
     digest = hashlib.sha256()
     for module in sorted(set(modules) | {dep for m in modules for dep in LIBRARY_IMPORTS.get(m, ())}):
         digest.update((REPO / "bertology_core" / f"{module}.py").read_bytes())

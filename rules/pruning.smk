@@ -13,7 +13,7 @@ rule head_importance:
         importance=f"{PRUNE_DIR}/importance.parquet",
         curve=f"{PRUNE_DIR}/michel_curve.parquet",
     params:
-        code=library_code(*PRUNING_CODE),
+        code=library_code(*PRUNING_CODE, "../workflow_scripts/_pruning"),
         importance=pruning_params(),
         step_share=config["pruning"]["michel_step_share"],
         recompute=config["pruning"]["michel_recompute"],
@@ -45,7 +45,7 @@ rule lottery_pruning:
     wildcard_constraints:
         method="m|s",
     params:
-        code=library_code(*PRUNING_CODE),
+        code=library_code(*PRUNING_CODE, "../workflow_scripts/_pruning"),
         importance=lambda wc: pruning_params() if wc.method == "s" else None,
         keep=config["pruning"]["keep"],
         method=lambda wc: {
@@ -78,7 +78,7 @@ rule compact_model:
         model=directory(f"{PRUNE_DIR}/s_compact"),
         summary=f"{PRUNE_DIR}/s_compact.json",
     params:
-        code=library_code(*PRUNING_CODE),
+        code=library_code(*PRUNING_CODE, "../workflow_scripts/_pruning"),
         max_length=lambda wc: hyperparameters(wc.task, "pretrained")["max_length"],
     threads: config["pruning"]["threads"]
     resources:
@@ -131,13 +131,13 @@ rule pruning_summary:
     output:
         importance=multiext("results/pruning/{model}/summary/importance", ".parquet", ".csv", ".md", ".html", ".png", ".svg"),
         michel=multiext("results/pruning/{model}/summary/michel", ".parquet", ".csv", ".md", ".html", ".png", ".svg"),
-        curves=multiext("results/pruning/{model}/summary/lottery_curves", ".parquet", ".csv", ".html", ".png", ".svg"),
+        curves=multiext("results/pruning/{model}/summary/lottery_curves", ".parquet", ".csv", ".md", ".html", ".png", ".svg"),
         lottery=multiext("results/pruning/{model}/summary/lottery", ".parquet", ".csv", ".md"),
         stability=multiext("results/pruning/{model}/summary/stability", ".parquet", ".csv", ".md"),
-        survival=multiext("results/pruning/{model}/summary/survival", ".parquet", ".csv", ".html", ".png", ".svg"),
+        survival=multiext("results/pruning/{model}/summary/survival", ".parquet", ".csv", ".md", ".html", ".png", ".svg"),
         compact=multiext("results/pruning/{model}/summary/compact", ".parquet", ".csv", ".md"),
     params:
-        code=library_code("lottery", "importance", "figures", "io"),
+        code=library_code("pruning_stats", "figures", "io"),
         runs=lambda wc: [(t, s) for t in pruning_tasks() for s in pruning_seeds(t)],
         methods=config["pruning"]["methods"],
         networks=subnetwork_names(),

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from bertology_core import attention, compaction, importance, lottery
+from bertology_core import attention, compaction, importance, lottery, pruning_stats
 from bertology_core.glue import get_task
 from bertology_core.importance import StructureMask
 from test_disabling import encoded, sharp_tiny
@@ -94,8 +94,9 @@ def test_iterative_head_pruning_masks_in_importance_order_and_measures_the_pruna
     assert [s.heads_pruned for s in steps] == [0, 2, 4, 6, 8]
     assert not steps[1].mask.heads[0, :2].any() and steps[1].mask.heads[0, 2:].all()
     # 0.795 is within 1% of 0.80, 0.79 is not (0.792 is the bound)
-    assert importance.prunable_share(steps, tolerance=0.01) == pytest.approx(0.25)
-    assert importance.prunable_share(steps, tolerance=0.02) == pytest.approx(0.5)
+    shares, scores = [s.share_pruned for s in steps], [s.score for s in steps]
+    assert pruning_stats.prunable_share(shares, scores, tolerance=0.01) == pytest.approx(0.25)
+    assert pruning_stats.prunable_share(shares, scores, tolerance=0.02) == pytest.approx(0.5)
 
 
 def test_prune_while_above_stops_at_the_last_subnetwork_keeping_90_percent():
@@ -159,33 +160,22 @@ def test_structured_step_and_subnetwork_samples():
 
 
 def test_fleiss_kappa_and_survival():
+    from statsmodels.stats.inter_rater import aggregate_raters, fleiss_kappa
+
     same = np.array([[1, 0, 1, 0], [1, 0, 1, 0], [1, 0, 1, 0]])
-    assert lottery.fleiss_kappa(same) == pytest.approx(1.0)
-    assert np.isnan(lottery.fleiss_kappa(same[:1]))  # one seed: no agreement to measure
+    assert pruning_stats.fleiss_kappa(same) == pytest.approx(1.0)
+    assert np.isnan(pruning_stats.fleiss_kappa(same[:1]))  # one seed: no agreement to measure
+    assert np.isnan(pruning_stats.fleiss_kappa(np.ones((3, 5))))  # everything kept: kappa undefined
     # hand computation: 3 raters, 4 subjects with kept-counts 3, 2, 1, 0
     masks = np.array([[1, 1, 1, 0], [1, 1, 0, 0], [1, 0, 0, 0]])
     p_kept = 6 / 12
     agreement = np.mean([(3 * 2 + 0) / 6, (2 * 1 + 1 * 0) / 6, (1 * 0 + 2 * 1) / 6, (0 + 3 * 2) / 6])
     chance = p_kept**2 + (1 - p_kept) ** 2
-    assert lottery.fleiss_kappa(masks) == pytest.approx((agreement - chance) / (1 - chance))
-    np.testing.assert_allclose(lottery.survival(masks), [1.0, 2 / 3, 1 / 3, 0.0])
-
-
-def test_structured_pruning_phases_refine_the_first_choice_with_the_same_threshold():
-    heads_score = np.arange(20, dtype=float).reshape(2, 10)
-    mlps_score = np.array([1.0, 0.0])
-
-    def evaluate(mask: StructureMask) -> float:  # drops with every head or MLP removed; MLP 1 is free
-        return 1.0 - 0.012 * (20 - mask.heads_kept) - 0.05 * (not mask.mlps[0])
-
-    chosen, history = lottery.structured_pruning(
-        StructureMask.full(2, 10), evaluate, lambda mask: (heads_score, mlps_score), head_share=0.2, normalize=False
-    )
-    phases = [it.phase for it in history]
-    assert phases[0] == "heads+mlps" and "heads" in phases
-    assert [it.iteration for it in history] == list(range(len(history)))
-    best = history[chosen].state
-    assert history[chosen].score >= 0.9
-    # phase 1 removes 4 heads (+ MLP 1, then MLP 0) per step; phase 2 goes on 2 heads at a time
-    assert best.heads_kept == 12 and best.mlps.tolist() == [True, False]
-    assert all(it.score < 0.9 for it in history if it.iteration > chosen and it.phase == history[-1].phase)
+    assert pruning_stats.fleiss_kappa(masks) == pytest.approx((agreement - chance) / (1 - chance))
+    np.testing.assert_allclose(pruning_stats.survival(masks), [1.0, 2 / 3, 1 / 3, 0.0])
+    # and statsmodels' implementation on random masks of 5 seeds
+    rng = np.random.default_rng(0)
+    for keep in (0.3, 0.7):
+        random_masks = rng.random((5, 200)) < keep
+        table, _ = aggregate_raters(random_masks.T.astype(int), n_cat=2)
+        assert pruning_stats.fleiss_kappa(random_masks) == pytest.approx(fleiss_kappa(table, method="fleiss"))

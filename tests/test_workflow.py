@@ -113,7 +113,7 @@ def test_smoke_run_writes_importance_pruning_and_lottery_tickets(smoke_run):
     lottery = pl.read_parquet(summary / "lottery.parquet")
     # the reference is the fine-tuning run itself (smoke re-fine-tunes with the fine-tuning recipe)
     full = lottery.filter(pl.col("kind") == "full").sort("task")
-    assert full["seeds"].to_list() == [2, 1]
+    assert full["seeds"].to_list() == [2, 1] and full["metric"].to_list() == ["accuracy", "pearson"]
     assert set(zip(lottery["method"], lottery["kind"])) == {("all", "full"), ("m", "good"), ("m", "bad"), ("s", "good"), ("s", "bad")}
     stability = pl.read_parquet(summary / "stability.parquet")
     assert set(stability.filter(pl.col("task") == "MRPC")["element"]) == {"heads", "mlps", "weights"}

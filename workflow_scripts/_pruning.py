@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 
 import numpy as np
@@ -14,6 +15,7 @@ from bertology_core.metrics import compute_metrics, primary_metric
 
 def load(snakemake):
     """(task, fine-tuned model, tokenizer) of the job, on the job's threads, deterministic."""
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # deterministic cuBLAS, before CUDA starts
     torch.set_num_threads(snakemake.threads)
     torch.use_deterministic_algorithms(True)
     task = glue.get_task(snakemake.wildcards.task)

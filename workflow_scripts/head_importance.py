@@ -28,12 +28,13 @@ def head_scores(mask: importance.StructureMask) -> np.ndarray:
 
 heads, mlps = importance.gate_importance(model, task, examples, labels, None, settings["batch_size"])
 normalized = importance.normalize_by_layer(heads)
+mlp_normalized = importance.normalize_by_layer(mlps[None, :])[0]  # MLPs: one l2 norm over all layers
 num_layers, num_heads = heads.shape
 rows = [
     {"element": "head", "layer": layer, "head": head, "importance": float(heads[layer, head]), "normalized": float(normalized[layer, head])}
     for layer in range(num_layers) for head in range(num_heads)
 ] + [
-    {"element": "mlp", "layer": layer, "head": None, "importance": float(mlps[layer]), "normalized": float(mlps[layer] / np.linalg.norm(mlps))}
+    {"element": "mlp", "layer": layer, "head": None, "importance": float(mlps[layer]), "normalized": float(mlp_normalized[layer])}
     for layer in range(num_layers)
 ]
 io.write_parquet(pl.DataFrame(rows, schema_overrides={"layer": pl.Int16, "head": pl.Int16}), snakemake.output.importance)

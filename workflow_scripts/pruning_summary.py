@@ -11,7 +11,8 @@ import numpy as np
 import polars as pl
 from safetensors.numpy import load_file
 
-from bertology_core import figures, importance, io, lottery
+from bertology_core import figures, glue, io, pruning_stats
+from bertology_core.metrics import primary_metric
 
 params = snakemake.params
 inputs = snakemake.input
@@ -49,9 +50,8 @@ michel = pl.concat([tagged(p, t, s).drop("heads_kept") for (t, s), p in zip(runs
 michel = michel.with_columns((pl.col("score") / pl.col("score").first().over("task", "seed")).alias("share_of_full"))
 shares = []
 for (task, seed), frame in michel.sort("task", "seed", "step").group_by(["task", "seed"], maintain_order=True):
-    steps = [importance.PruningStep(r["step"], r["heads_pruned"], r["share_pruned"], r["score"], None) for r in frame.iter_rows(named=True)]
-    shares.append({"task": task, "seed": seed, "full_score": steps[0].score,
-                   "prunable_share": importance.prunable_share(steps, params.tolerance),
+    shares.append({"task": task, "seed": seed, "full_score": frame["score"][0],
+                   "prunable_share": pruning_stats.prunable_share(frame["share_pruned"].to_list(), frame["score"].to_list(), params.tolerance),
                    "score_at_half": float(frame.filter(pl.col("share_pruned") >= 0.5)["score"][0])})
 prunable = pl.DataFrame(shares).sort("task", "seed")
 figures.write_table(prunable, f"{out}/michel")
@@ -99,13 +99,15 @@ networks = list(params.networks)
 sub_runs = [(t, s, n) for t, s in runs for n in networks]
 for (task, seed, network), path in zip(sub_runs, inputs.subnetworks):
     record = io.read_json(path)
-    metric, value = next(iter(record["metrics"].items()))
+    metric = primary_metric(glue.get_task(task))
+    value = record["metrics"][metric]
     method, kind = ("all", "full") if network == "full" else network.split("-")
     rows.append({"task": task, "seed": seed, "method": method, "kind": kind, "metric": metric, "score": value,
                  "kept_share": record["parameters_kept_share"], "train_seconds": record["train_seconds"]})
 if "full" not in networks:  # the reference is the fine-tuning run itself
     for (task, seed), path in zip(runs, inputs.finetuned):
-        metric, value = next(iter(io.read_json(path)["eval"]["dev"].items()))
+        metric = primary_metric(glue.get_task(task))
+        value = io.read_json(path)["eval"]["dev"][metric]
         rows.append({"task": task, "seed": seed, "method": "all", "kind": "full", "metric": metric, "score": value,
                      "kept_share": 1.0, "train_seconds": None})
 subnetworks = pl.DataFrame(rows, schema_overrides={"train_seconds": pl.Float64})
@@ -121,27 +123,26 @@ io.write_text(
 )
 
 # --- survival and stability ---
-mask_runs = [(t, s, m) for t, s in runs for m in methods]
-masks = {key: load_file(path) for key, path in zip(mask_runs, inputs.masks)}
+mask_paths = dict(zip([(t, s, m) for t, s in runs for m in methods], inputs.masks))
 survival_rows, stability_rows = [], []
 for task in tasks:
     seeds = [s for t, s in runs if t == task]
     for method in methods:
-        per_seed = [masks[(task, s, method)] for s in seeds]
+        per_seed = [load_file(mask_paths[(task, s, method)]) for s in seeds]  # one task and method at a time
         if method == "s":
             for element in ("heads", "mlps"):
                 stack = np.stack([m[element].astype(bool) for m in per_seed])
-                survival = lottery.survival(stack)
+                survival = pruning_stats.survival(stack)
                 for index in np.ndindex(survival.shape):
                     survival_rows.append({"task": task, "method": method, "element": element[:-1], "layer": index[0],
                                           "head": index[1] if len(index) > 1 else None, "survival": float(survival[index])})
                 stability_rows.append({"task": task, "method": method, "element": element, "seeds": len(seeds),
-                                       "kept_share": float(stack.mean()), "fleiss_kappa": lottery.fleiss_kappa(stack)})
+                                       "kept_share": float(stack.mean()), "fleiss_kappa": pruning_stats.fleiss_kappa(stack)})
         else:
             names = sorted(per_seed[0])
             stack = np.stack([np.concatenate([m[n].astype(bool).reshape(-1) for n in names]) for m in per_seed])
             stability_rows.append({"task": task, "method": method, "element": "weights", "seeds": len(seeds),
-                                   "kept_share": float(stack.mean()), "fleiss_kappa": lottery.fleiss_kappa(stack)})
+                                   "kept_share": float(stack.mean()), "fleiss_kappa": pruning_stats.fleiss_kappa(stack)})
             for name in names:  # share of each matrix kept, mean over seeds
                 layer = int(name.split(".layer.")[1].split(".")[0])
                 matrix = name.split(".layer.")[1].split(".", 1)[1]

@@ -1,0 +1,49 @@
+"""Statistics of pruning runs that need only numpy: the prunable share of a pruning curve, survival of
+elements across seeds, and Fleiss' kappa of masks across seeds (tables jobs import this, not torch)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+
+def prunable_share(shares: Sequence[float], scores: Sequence[float], tolerance: float = 0.01) -> float:
+    """The largest share pruned, walking a pruning curve from the full model (``shares[0] == 0``), before
+    the score first drops more than ``tolerance`` (relative) below the full model's (Michel et al.:
+    "within 1%")."""
+    full = scores[0]
+    best = 0.0
+    for share, score in zip(shares[1:], scores[1:]):
+        if not score >= full - tolerance * abs(full):
+            break
+        best = share
+    return float(best)
+
+
+def survival(masks: np.ndarray) -> np.ndarray:
+    """Share of seeds in which each element survives: ``masks`` ``[seeds, ...]`` -> ``[...]``."""
+    return np.asarray(masks, dtype=float).mean(0)
+
+
+def fleiss_kappa(masks: np.ndarray) -> float:
+    """Fleiss' kappa of binary masks ``[raters (seeds), subjects (elements)]``: agreement on which elements
+    survive beyond what the survival rate alone would give (Fleiss 1971; Prasanna et al. 2020 use it for
+    masks across seeds). NaN with one rater, or when every mask keeps (or drops) everything.
+
+    Computed in closed form from how many subjects have each kept-count, so it costs nothing for millions
+    of weights; the tests check it against statsmodels' ``fleiss_kappa``."""
+    masks = np.asarray(masks, dtype=bool).reshape(len(masks), -1)
+    raters, subjects = masks.shape
+    if raters < 2:
+        return float("nan")
+    kept = masks.sum(0)
+    subjects_with = np.bincount(kept, minlength=raters + 1).astype(float)  # subjects kept by exactly k raters
+    k = np.arange(raters + 1, dtype=float)
+    p_kept = float((subjects_with * k).sum() / (subjects * raters))
+    chance = p_kept**2 + (1 - p_kept) ** 2
+    if chance == 1.0:
+        return float("nan")
+    # per-subject agreement P_i = (sum_j n_ij^2 - n) / (n (n - 1)), averaged over subjects
+    agreement = float((subjects_with * (k**2 + (raters - k) ** 2 - raters)).sum() / (subjects * raters * (raters - 1)))
+    return (agreement - chance) / (1 - chance)
