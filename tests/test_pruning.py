@@ -179,3 +179,24 @@ def test_fleiss_kappa_and_survival():
         random_masks = rng.random((5, 200)) < keep
         table, _ = aggregate_raters(random_masks.T.astype(int), n_cat=2)
         assert pruning_stats.fleiss_kappa(random_masks) == pytest.approx(fleiss_kappa(table, method="fleiss"))
+
+
+def test_structured_pruning_phases_refine_the_first_choice_with_the_same_threshold():
+    heads_score = np.arange(20, dtype=float).reshape(2, 10)
+    mlps_score = np.array([1.0, 0.0])
+
+    def evaluate(mask: StructureMask) -> float:  # drops with every head or MLP removed; MLP 1 is free
+        return 1.0 - 0.012 * (20 - mask.heads_kept) - 0.05 * (not mask.mlps[0])
+
+    chosen, history = lottery.structured_pruning(
+        StructureMask.full(2, 10), evaluate, lambda mask: (heads_score, mlps_score), head_share=0.2, normalize=False
+    )
+    phases = [it.phase for it in history]
+    assert phases[0] == "heads+mlps" and "heads" in phases and "mlps" in phases
+    assert [it.iteration for it in history] == list(range(len(history)))
+    best = history[chosen].state
+    assert history[chosen].score >= 0.9
+    # phase 1: 4 heads + MLP 1 (0.952), then 4 heads + MLP 0 (0.854, stop); phase 2 goes on 2 heads at a
+    # time from 16 heads: 14 (0.928), 12 (0.904), 10 (0.880, stop); phase 3: removing MLP 0 fails
+    assert best.heads_kept == 12 and best.mlps.tolist() == [True, False]
+    assert [round(it.score, 3) for it in history] == [1.0, 0.952, 0.854, 0.928, 0.904, 0.88, 0.854]
