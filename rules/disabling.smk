@@ -22,6 +22,7 @@ rule disabling_sweep:
         subsample_seed=config["data"]["subsample_seed"],
         max_length=lambda wc: hyperparameters(wc.task, wc.init)["max_length"],
     threads: config["disabling"]["threads"]
+    priority: 10  # long, and the statistics wait for every seed's sweep
     resources:
         mem_mb=scaled(4000),
         runtime=scaled(120),

@@ -21,6 +21,9 @@ rule finetune:
         # not a declared output: Snakemake deletes the outputs of a failed job, and this must survive it
         checkpoint_dir="results/checkpoints/finetune/{model}/{task}/{init}/seed{seed}",
     threads: config["finetune"]["threads"]
+    # the longest jobs, and nearly everything waits for them: start them first so the last ones do not
+    # run alone at the end of a run
+    priority: 20
     resources:
         mem_mb=scaled(config["finetune"]["mem_mb"]),
         runtime=scaled(240),
