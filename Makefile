@@ -32,7 +32,7 @@ smoke: install
 	HF_HUB_OFFLINE=1 $(BIN)/snakemake --profile profiles/smoke
 
 test: install
-	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -ra
+	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -ra --durations=15
 	HF_HUB_OFFLINE=1 $(BIN)/snakemake --lint --configfile configs/smoke.yaml
 
 clean-results:

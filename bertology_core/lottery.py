@@ -57,6 +57,7 @@ def prune_while_above(
     reference: float | None = None,
     start_score: float | None = None,
     phase: str = "",
+    floor: float | None = None,
 ) -> tuple[int, list[Iteration[State]]]:
     """Prune iteratively while the score stays at least ``keep`` times the full model's.
 
@@ -64,6 +65,9 @@ def prune_while_above(
     a later phase starting from an already pruned state); ``prune_step`` returns the next, more pruned state
     (None when nothing is left to prune). Iterations go on until one scores below the threshold (it is
     recorded, so curves show where the rule stopped), nothing is left, or ``max_iterations`` were pruned.
+    ``floor`` (not in the paper; off by default): an iteration must also score strictly above it, e.g. the
+    best constant prediction's score, for models so close to it that ``keep`` x full lies below it and the
+    rule alone would prune down to a constant predictor.
     Returns the index of the chosen iteration (the last one at or above the threshold) and every iteration.
     """
     first = evaluate(start) if start_score is None else start_score
@@ -80,7 +84,7 @@ def prune_while_above(
             break
         score = evaluate(state)
         history.append(Iteration(len(history), state, score, kept_share(state), phase))
-        if not score >= threshold:
+        if not score >= threshold or (floor is not None and not score > floor):
             break
         chosen = len(history) - 1
     return chosen, history
@@ -166,6 +170,7 @@ def structured_pruning(
     refine: bool = True,
     max_iterations: int = 100,
     normalize: bool = True,
+    floor: float | None = None,
 ) -> tuple[int, list[Iteration[StructureMask]]]:
     """s-pruning: ``head_share`` of all heads and ``mlps_per_step`` MLPs per iteration, importance recomputed
     on the current subnetwork each time (``importance(mask) -> (heads [L, H], mlps [L])``), while the score
@@ -173,8 +178,8 @@ def structured_pruning(
 
     With ``refine`` (as the authors' code does after this first phase) two more phases start from the
     subnetwork kept so far, with the same threshold: heads only at half the share, then MLPs only, one at a
-    time. Returns the index of the chosen iteration and every iteration (``phase``: heads+mlps, heads, mlps),
-numbered on from one phase to the next.
+    time. ``floor``: as in :func:`prune_while_above`. Returns the index of the chosen iteration and every
+    iteration (``phase``: heads+mlps, heads, mlps), numbered on from one phase to the next.
     """
 
     def step(head: float, mlps: int) -> Callable[[StructureMask], StructureMask | None]:
@@ -187,7 +192,7 @@ numbered on from one phase to the next.
     state, score, reference, chosen_index = start, None, None, 0
     for name, head, mlps in phases:
         chosen, run = prune_while_above(
-            state, step(head, mlps), evaluate, structure_kept_share, keep, max_iterations, reference, score, name
+            state, step(head, mlps), evaluate, structure_kept_share, keep, max_iterations, reference, score, name, floor
         )
         reference = run[0].score if reference is None else reference
         # a later phase starts from the previous phase's choice (its iteration 0, not recorded again) and

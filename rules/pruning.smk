@@ -48,6 +48,7 @@ rule lottery_pruning:
         code=library_code(*PRUNING_CODE, "../workflow_scripts/_pruning"),
         importance=lambda wc: pruning_params() if wc.method == "s" else None,
         keep=config["pruning"]["keep"],
+        keep_above_constant=config["pruning"]["keep_above_constant"],
         method=lambda wc: {
             "m": {"rate": config["pruning"]["m_rate"], "max_iterations": config["pruning"]["m_max_iterations"]},
             "s": {k: config["pruning"][f"s_{k}"] for k in ("head_share", "mlps_per_step", "refine")},

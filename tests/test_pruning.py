@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from bertology_core import attention, compaction, importance, lottery, pruning_stats
+from bertology_core import attention, compaction, importance, lottery, metrics, pruning_stats
 from bertology_core.glue import get_task
 from bertology_core.importance import StructureMask
 from test_disabling import encoded, sharp_tiny
@@ -112,6 +112,17 @@ def test_prune_while_above_stops_at_the_last_subnetwork_keeping_90_percent():
     assert [it.state for it in history] == [0, 1, 2, 3, 4]  # the failing iteration is recorded, then it stops
     chosen, history = run(2)  # nothing left to prune after state 2
     assert chosen == 2 and len(history) == 3
+    # a floor (the best constant prediction's score) stops where keep x full alone would go on
+    chosen, history = lottery.prune_while_above(
+        0, lambda s: s + 1 if s < 5 else None, lambda s: scores[s], lambda s: 1 - s / 10, keep=0.9, floor=0.73
+    )
+    assert chosen == 1 and len(history) == 3  # 0.73 is not above the floor
+
+
+def test_best_constant_score_is_the_majority_class_for_accuracy():
+    labels = np.array([1, 1, 1, 0])
+    assert metrics.best_constant_score(get_task("RTE"), labels) == 0.75
+    assert metrics.best_constant_score(get_task("STS-B"), labels.astype(float)) is None
 
 
 def test_magnitude_pruning_removes_the_smallest_tenth_globally_and_masks_survive_training():

@@ -97,7 +97,6 @@ def test_smoke_run_writes_the_disabling_sweeps_and_their_statistics(smoke_run):
     assert (selection["selection_examples"] + selection["report_examples"] == 20).all()
 
 
-@pytest.mark.skip(reason="pruning (issue 7) is not in the smoke config yet: its end-to-end run is not verified")
 def test_smoke_run_writes_importance_pruning_and_lottery_tickets(smoke_run):
     from safetensors.numpy import load_file
 
@@ -108,13 +107,13 @@ def test_smoke_run_writes_importance_pruning_and_lottery_tickets(smoke_run):
     for stem in ("importance", "michel", "lottery_curves", "survival"):
         assert (summary / f"{stem}.png").stat().st_size > 1000, stem
     importance = pl.read_parquet(summary / "importance.parquet")
-    assert importance.filter(pl.col("element") == "head").height == 2 * 2 * 4  # tasks x layers x heads
+    assert importance.filter(pl.col("element") == "head").height == 2 * 4  # layers x heads (MRPC, mean over seeds)
     michel = pl.read_parquet(summary / "michel.parquet")
-    assert michel.height == 3 and michel["prunable_share"].is_between(0, 1).all()  # MRPC seeds 1, 2 and STS-B
+    assert michel.height == 2 and michel["prunable_share"].is_between(0, 1).all()  # MRPC seeds 1 and 2
     lottery = pl.read_parquet(summary / "lottery.parquet")
     # the reference is the fine-tuning run itself (smoke re-fine-tunes with the fine-tuning recipe)
-    full = lottery.filter(pl.col("kind") == "full").sort("task")
-    assert full["seeds"].to_list() == [2, 1] and full["metric"].to_list() == ["accuracy", "pearson"]
+    full = lottery.filter(pl.col("kind") == "full")
+    assert full["seeds"].to_list() == [2] and full["metric"].to_list() == ["accuracy"]
     assert set(zip(lottery["method"], lottery["kind"])) == {("all", "full"), ("m", "good"), ("m", "bad"), ("s", "good"), ("s", "bad")}
     stability = pl.read_parquet(summary / "stability.parquet")
     assert set(stability.filter(pl.col("task") == "MRPC")["element"]) == {"heads", "mlps", "weights"}
@@ -133,7 +132,7 @@ def test_smoke_run_writes_importance_pruning_and_lottery_tickets(smoke_run):
 
 def test_run_reports_disk_use_per_stage(smoke_run):
     report = (smoke_run / "results" / "disk_usage.md").read_text()
-    for stage in ("attention", "data", "finetune", "models", "tables", "treebank", "patterns", "linguistic", "disabling"):
+    for stage in ("attention", "data", "finetune", "models", "tables", "treebank", "patterns", "linguistic", "disabling", "pruning"):
         assert f"| {stage} | " in report
     assert "| **total** |" in report and "checkpoints" not in report  # finished runs leave no checkpoint
 
@@ -224,7 +223,7 @@ def test_sigkill_mid_training_and_mid_dump_then_rerun_gives_the_uninterrupted_re
     assert not (workdir / "results" / "checkpoints" / killed_run).exists()  # removed once the run finished
 
     # --rerun-incomplete: the first kill may also have hit a dump running beside the fine-tuning
-    killed = snakemake(workdir, "--rerun-incomplete", configs=configs, check=False,
+    killed = snakemake(workdir, "--rerun-incomplete", "--until", "dump_attention", configs=configs, check=False,
                        env={"BERTOLOGY_FAILPOINT": "dump.after_batch@1"})
     assert killed.returncode == -9, killed.stderr[-2000:]
     half_written = list((workdir / "results" / "attention").rglob(".tmp-*.attention.parquet-*"))
@@ -233,11 +232,12 @@ def test_sigkill_mid_training_and_mid_dump_then_rerun_gives_the_uninterrupted_re
         assert not (partial.parent / partial.name.removeprefix(".tmp-").rsplit("-", 1)[0]).exists()
     _outputs_are_whole(workdir)
 
+    # the rest of the DAG only reads these outputs (and runs twice in the other tests): stop at the dumps
     snakemake(workdir, "--unlock", configs=configs)
-    snakemake(workdir, "--rerun-incomplete", configs=configs)
+    snakemake(workdir, "--rerun-incomplete", "--until", "dump_attention", configs=configs)
     assert not list((workdir / "results").rglob(".tmp-*")), "a rerun cleans up what the killed writer left"
-    assert assert_same_results(smoke_run, workdir) > 30
-    assert jobs_to_run(workdir, configs) == {}
+    assert assert_same_results(smoke_run, workdir, partial=True) > 15
+    assert jobs_to_run(workdir, configs, "--until", "dump_attention") == {}
 
 
 def _copy_inputs(tmp_path):

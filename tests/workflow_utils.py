@@ -38,9 +38,9 @@ def snakemake(
     return result
 
 
-def jobs_to_run(workdir: Path, configs: tuple[Path, ...] = (SMOKE,)) -> dict[str, int]:
-    """Rule -> job count of a dry run (empty when nothing is to be done)."""
-    out = snakemake(workdir, "-n", "--quiet", "rules", configs=configs).stdout
+def jobs_to_run(workdir: Path, configs: tuple[Path, ...] = (SMOKE,), *args: str) -> dict[str, int]:
+    """Rule -> job count of a dry run (empty when nothing is to be done); ``args`` go to snakemake."""
+    out = snakemake(workdir, "-n", "--quiet", "rules", *args, configs=configs).stdout
     counts = {}
     for line in out.splitlines():
         parts = line.split()
@@ -74,13 +74,17 @@ def _normalised_json(value, workdir: str):
     return value
 
 
-def assert_same_results(a: Path, b: Path) -> int:
+def assert_same_results(a: Path, b: Path, *, partial: bool = False) -> int:
     """Every result of run ``a`` equals run ``b``'s: Parquet tables, model weights and JSON records
-    (timings and the run's own directory aside). Returns the number of files compared."""
+    (timings and the run's own directory aside). ``partial``: run ``b`` stopped early (``--until``),
+    so it may hold fewer files, but each must equal ``a``'s. Returns the number of files compared."""
     files_a, files_b = result_files(a), result_files(b)
-    assert files_a.keys() == files_b.keys(), set(files_a) ^ set(files_b)
-    for relative, path_a in files_a.items():
-        path_b = files_b[relative]
+    if partial:
+        assert files_b.keys() <= files_a.keys(), set(files_b) - set(files_a)
+    else:
+        assert files_a.keys() == files_b.keys(), set(files_a) ^ set(files_b)
+    for relative, path_b in files_b.items():
+        path_a = files_a[relative]
         if path_a.suffix == ".parquet":
             assert pl.read_parquet(path_a).equals(pl.read_parquet(path_b)), relative
         elif path_a.suffix == ".safetensors":

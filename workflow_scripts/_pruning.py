@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Callable
 
@@ -10,7 +11,7 @@ import polars as pl
 import torch
 
 from bertology_core import attention, finetune, glue, importance, models
-from bertology_core.metrics import compute_metrics, primary_metric
+from bertology_core.metrics import best_constant_score, compute_metrics, primary_metric
 
 
 def load(snakemake):
@@ -30,13 +31,20 @@ def importance_examples(snakemake, tokenizer) -> tuple[finetune.Encoded, np.ndar
 
 
 def dev_scorer(snakemake, task, model, tokenizer, batch_size: int) -> Callable[[attention.InterventionPlan | None], float]:
-    """The task's primary metric on all of dev for a plan (None: the model as it is)."""
+    """The task's primary metric on all of dev for a plan (None: the model as it is); logs each score."""
     dev = pl.read_parquet(snakemake.input.dev)
     encoded, labels = finetune.encode(dev, tokenizer, snakemake.params.max_length), dev["label"].to_numpy()
     metric = primary_metric(task)
 
     def score(plan: attention.InterventionPlan | None) -> float:
         predictions = importance.masked_predictions(model, task, encoded, plan, batch_size)
-        return compute_metrics(task, predictions, labels)[metric]
+        value = compute_metrics(task, predictions, labels)[metric]
+        logging.info("dev %s %.4f", metric, value)
+        return value
 
     return score
+
+
+def dev_constant_score(snakemake, task) -> float | None:
+    """The best constant prediction's dev score (see metrics.best_constant_score)."""
+    return best_constant_score(task, pl.read_parquet(snakemake.input.dev)["label"].to_numpy())

@@ -12,7 +12,7 @@ import polars as pl
 import torch
 from safetensors.torch import save_file
 
-from _pruning import dev_scorer, importance_examples, load
+from _pruning import dev_constant_score, dev_scorer, importance_examples, load
 from bertology_core import importance, io, lottery
 
 params = snakemake.params
@@ -20,6 +20,7 @@ settings = snakemake.config["pruning"]
 method = snakemake.wildcards.method
 task, model, tokenizer = load(snakemake)
 score = dev_scorer(snakemake, task, model, tokenizer, settings["batch_size"])
+floor = dev_constant_score(snakemake, task) if params.keep_above_constant else None
 
 if method == "m":
     # the model itself carries the masks (torch.nn.utils.prune), so a state is just the masks it has now
@@ -30,6 +31,7 @@ if method == "m":
         lottery.kept_weight_share,
         params.keep,
         params.method["max_iterations"],
+        floor=floor,
     )
     best = history[chosen].state
     tensors = {name: mask.to(torch.uint8).contiguous() for name, mask in best.items()}
@@ -49,6 +51,7 @@ else:
         keep=params.keep,
         refine=params.method["refine"],
         normalize=params.importance["normalize_by_layer"],
+        floor=floor,
     )
     best = history[chosen].state
     tensors = {"heads": torch.from_numpy(best.heads.astype(np.uint8)), "mlps": torch.from_numpy(best.mlps.astype(np.uint8))}
@@ -60,10 +63,12 @@ curve = pl.DataFrame(
          "chosen": it.iteration == history[chosen].iteration, **more}
         for it, more in zip(history, extra)
     ]
-).with_columns(pl.lit(method).alias("method"), (pl.col("score") / history[0].score).alias("share_of_full"))
+).with_columns(pl.lit(method).alias("method"), (pl.col("score") / history[0].score).alias("share_of_full"),
+               pl.lit(floor, dtype=pl.Float64).alias("floor"))
 io.write_parquet(curve, snakemake.output.curve)
 with io.atomic_path(snakemake.output.mask) as tmp:
     save_file(tensors, tmp, metadata={"method": method, "iteration": str(history[chosen].iteration),
-                                      "score": repr(history[chosen].score), "full_score": repr(history[0].score)})
+                                      "score": repr(history[chosen].score), "full_score": repr(history[0].score),
+                                      "floor": repr(floor)})
 logging.info("%s-pruning: chose iteration %d (kept %.3f, score %.4f of full %.4f)", method, history[chosen].iteration,
              history[chosen].kept_share, history[chosen].score, history[0].score)
