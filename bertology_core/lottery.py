@@ -33,6 +33,7 @@ from transformers import PreTrainedModel
 from bertology_core import attention
 from bertology_core.finetune import FinetuneConfig
 from bertology_core.glue import GlueTask
+from bertology_core.metrics import compute_metrics, primary_metric
 from bertology_core.importance import StructureMask, least_important, normalize_by_layer
 
 State = TypeVar("State")
@@ -45,6 +46,16 @@ class Iteration(Generic[State]):
     score: float
     kept_share: float  # of the prunable elements
     phase: str = ""
+
+
+def best_constant_score(task: GlueTask, labels: np.ndarray) -> float | None:
+    """The best primary-metric score a constant prediction gets on ``labels`` (the majority class, for
+    accuracy): the floor of :func:`prune_while_above`. None for regression, where a constant has no
+    correlation."""
+    if task.is_regression:
+        return None
+    metric = primary_metric(task)
+    return max(compute_metrics(task, np.full(len(labels), label), labels)[metric] for label in range(task.num_labels))
 
 
 def prune_while_above(

@@ -41,12 +41,3 @@ def _correlation(fn, predictions: np.ndarray, labels: np.ndarray) -> float:
 
 def primary_metric(task: GlueTask) -> str:
     return task.metrics[0]
-
-
-def best_constant_score(task: GlueTask, labels: np.ndarray) -> float | None:
-    """The best primary-metric score a constant prediction gets on ``labels`` (the majority class, for
-    accuracy), or None for regression, where a constant has no correlation."""
-    if task.is_regression:
-        return None
-    metric = primary_metric(task)
-    return max(compute_metrics(task, np.full(len(labels), label), labels)[metric] for label in range(task.num_labels))

@@ -145,6 +145,8 @@ rule pruning_summary:
         keep=config["pruning"]["keep"],
         tolerance=config["pruning"]["michel_tolerance"],
         recipe_note=lambda wc: (
+            "none re-fine-tuned (pruning.subnetworks is empty): the table holds the fine-tuned models only"
+            if not config["pruning"]["subnetworks"] else
             f"re-fine-tuned on {config['pruning']['subnetwork_max_train_examples'] or 'all'} train examples, "
             f"{config['pruning']['subnetwork_epochs'] or 'the fine-tuning'} epochs; full = the same recipe"
             if subnetwork_reference_retrained() else "re-fine-tuned with the fine-tuning recipe; full = the fine-tuned model"

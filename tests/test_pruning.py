@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from bertology_core import attention, compaction, importance, lottery, metrics, pruning_stats
+from bertology_core import attention, compaction, importance, lottery, pruning_stats
 from bertology_core.glue import get_task
 from bertology_core.importance import StructureMask
 from test_disabling import encoded, sharp_tiny
@@ -121,8 +121,8 @@ def test_prune_while_above_stops_at_the_last_subnetwork_keeping_90_percent():
 
 def test_best_constant_score_is_the_majority_class_for_accuracy():
     labels = np.array([1, 1, 1, 0])
-    assert metrics.best_constant_score(get_task("RTE"), labels) == 0.75
-    assert metrics.best_constant_score(get_task("STS-B"), labels.astype(float)) is None
+    assert lottery.best_constant_score(get_task("RTE"), labels) == 0.75
+    assert lottery.best_constant_score(get_task("STS-B"), labels.astype(float)) is None
 
 
 def test_magnitude_pruning_removes_the_smallest_tenth_globally_and_masks_survive_training():

@@ -10,8 +10,8 @@ import numpy as np
 import polars as pl
 import torch
 
-from bertology_core import attention, finetune, glue, importance, models
-from bertology_core.metrics import best_constant_score, compute_metrics, primary_metric
+from bertology_core import attention, finetune, glue, importance, lottery, models
+from bertology_core.metrics import compute_metrics, primary_metric
 
 
 def load(snakemake):
@@ -46,5 +46,5 @@ def dev_scorer(snakemake, task, model, tokenizer, batch_size: int) -> Callable[[
 
 
 def dev_constant_score(snakemake, task) -> float | None:
-    """The best constant prediction's dev score (see metrics.best_constant_score)."""
-    return best_constant_score(task, pl.read_parquet(snakemake.input.dev)["label"].to_numpy())
+    """The best constant prediction's dev score (see lottery.best_constant_score)."""
+    return lottery.best_constant_score(task, pl.read_parquet(snakemake.input.dev)["label"].to_numpy())
