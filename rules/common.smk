@@ -371,6 +371,11 @@ def pruning_params():
     return {key: config["pruning"][key] for key in keys} | {"subsample_seed": config["data"]["subsample_seed"]}
 
 
+def pruning_dev_sample():
+    """The dev examples that score pruning decisions: a seeded subsample, or all of dev (examples null)."""
+    return {"examples": config["pruning"]["dev_examples"], "seed": config["data"]["subsample_seed"]}
+
+
 def subnetwork_inputs(wildcards):
     inputs = {
         "resolved": f"results/models/{wildcards.model}/resolved.json",

@@ -18,6 +18,7 @@ rule head_importance:
         step_share=config["pruning"]["michel_step_share"],
         recompute=config["pruning"]["michel_recompute"],
         max_length=lambda wc: hyperparameters(wc.task, "pretrained")["max_length"],
+        dev_sample=pruning_dev_sample(),
     threads: config["pruning"]["threads"]
     resources:
         mem_mb=scaled(4000),
@@ -54,6 +55,7 @@ rule lottery_pruning:
             "s": {k: config["pruning"][f"s_{k}"] for k in ("head_share", "mlps_per_step", "refine")},
         }[wc.method],
         max_length=lambda wc: hyperparameters(wc.task, "pretrained")["max_length"],
+        dev_sample=pruning_dev_sample(),
     threads: config["pruning"]["threads"]
     resources:
         mem_mb=scaled(4000),
@@ -81,6 +83,7 @@ rule compact_model:
     params:
         code=library_code(*PRUNING_CODE, "../workflow_scripts/_pruning"),
         max_length=lambda wc: hyperparameters(wc.task, "pretrained")["max_length"],
+        dev_sample=pruning_dev_sample(),
     threads: config["pruning"]["threads"]
     resources:
         mem_mb=scaled(4000),

@@ -31,8 +31,10 @@ def importance_examples(snakemake, tokenizer) -> tuple[finetune.Encoded, np.ndar
 
 
 def dev_scorer(snakemake, task, model, tokenizer, batch_size: int) -> Callable[[attention.InterventionPlan | None], float]:
-    """The task's primary metric on all of dev for a plan (None: the model as it is); logs each score."""
-    dev = pl.read_parquet(snakemake.input.dev)
+    """The task's primary metric on dev (or its seeded subsample) for a plan (None: the model as it is);
+    logs each score."""
+    sample = snakemake.params.dev_sample
+    dev = glue.subsample(pl.read_parquet(snakemake.input.dev), sample["examples"], sample["seed"])
     encoded, labels = finetune.encode(dev, tokenizer, snakemake.params.max_length), dev["label"].to_numpy()
     metric = primary_metric(task)
 
@@ -47,4 +49,6 @@ def dev_scorer(snakemake, task, model, tokenizer, batch_size: int) -> Callable[[
 
 def dev_constant_score(snakemake, task) -> float | None:
     """The best constant prediction's dev score (see lottery.best_constant_score)."""
-    return lottery.best_constant_score(task, pl.read_parquet(snakemake.input.dev)["label"].to_numpy())
+    sample = snakemake.params.dev_sample
+    dev = glue.subsample(pl.read_parquet(snakemake.input.dev), sample["examples"], sample["seed"])
+    return lottery.best_constant_score(task, dev["label"].to_numpy())

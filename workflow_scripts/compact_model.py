@@ -14,12 +14,13 @@ import polars as pl
 from safetensors.numpy import load_file
 
 from _pruning import load
-from bertology_core import compaction, finetune, importance, io
+from bertology_core import compaction, finetune, glue, importance, io
 
 task, model, tokenizer = load(snakemake)
 saved = load_file(snakemake.input.mask)
 mask = importance.StructureMask(saved["heads"].astype(bool), saved["mlps"].astype(bool))
-dev = pl.read_parquet(snakemake.input.dev)
+sample = snakemake.params.dev_sample  # the dev examples pruning is scored on: enough to time and compare
+dev = glue.subsample(pl.read_parquet(snakemake.input.dev), sample["examples"], sample["seed"])
 encoded = finetune.encode(dev, tokenizer, snakemake.params.max_length)
 batch_size = snakemake.config["pruning"]["batch_size"]
 
