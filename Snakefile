@@ -26,6 +26,7 @@ include: "rules/attention_change.smk"
 include: "rules/linguistic.smk"
 include: "rules/disabling.smk"
 include: "rules/pruning.smk"
+include: "rules/probing.smk"
 
 
 rule all:

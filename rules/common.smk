@@ -117,6 +117,7 @@ wildcard_constraints:
     seed=r"\d+",
     init="untuned|random|pretrained",
     state=r"untuned|(?:pretrained|random)_seed\d+",
+    probed=r"untuned|random|(?:" + "|".join(re.escape(t) for t in glue.TASKS) + r")_seed\d+",
 
 
 MODEL_JOB_GPUS = config["compute"]["gpus"]
@@ -231,6 +232,9 @@ def all_targets():
         # head importance and pruning (Michel et al. 2019; Prasanna et al. 2020)
         if pruning_tasks():
             targets.append(f"results/pruning/{model}/summary/lottery.md")
+        # probing and syntactic heads (Tenney et al. 2019; Hewitt & Liang 2019; Clark et al. 2019)
+        if probing_states():
+            targets.append(f"results/probing/{model}/summary/probes.md")
     targets += [f"results/treebank/{split}.parquet" for split in TREEBANK_SPLITS]
     return targets
 
@@ -388,3 +392,53 @@ def subnetwork_inputs(wildcards):
         if wildcards.network == "m-bad":  # the smallest weights of the fine-tuned model
             inputs["finetuned"] = f"{run_dir(wildcards.model, wildcards.task, 'pretrained', wildcards.seed)}/model"
     return inputs
+
+
+# --- probing and syntactic heads (issue 8) ---
+
+
+def probing_states():
+    """Probed model states: ``untuned`` (the pre-trained encoder), ``random`` (its architecture with
+    random weights) and ``<task>_seed<seed>`` (fine-tuned from the pre-trained encoder)."""
+    if not TREEBANK_SPLITS:
+        return []
+    settings = config["probing"]
+    tasks = TASKS if settings["tasks"] is None else settings["tasks"]
+    seeds = SEEDS if settings["seeds"] is None else settings["seeds"]
+    states = [s for s in ("untuned", "random") if s in settings["states"]]
+    if "finetuned" in settings["states"]:
+        states += [f"{task}_seed{seed}" for task in tasks for seed in seeds]
+    return states
+
+
+def syntactic_head_states():
+    """States whose heads are scored against the treebank (null: the pre-trained encoder and every
+    fine-tuned state probed)."""
+    if not TREEBANK_SPLITS:
+        return []
+    chosen = config["probing"]["syntactic_heads"]["states"]
+    return [s for s in probing_states() if s != "random"] if chosen is None else list(chosen)
+
+
+def probing_model_inputs(wildcards):
+    """The encoder of a state: the resolved pre-trained folder (untuned and random, whose weights are
+    drawn from its config) or a fine-tuned model folder."""
+    inputs = {"resolved": f"results/models/{wildcards.model}/resolved.json"}
+    if wildcards.probed not in ("untuned", "random"):
+        task, seed = wildcards.probed.rsplit("_seed", 1)
+        inputs["model"] = f"{run_dir(wildcards.model, task, 'pretrained', seed)}/model"
+    return inputs
+
+
+def probing_sample():
+    """Seeded sentence samples of the treebank splits, shared by extraction and probes."""
+    settings = config["probing"]
+    return {"train": settings["train_sentences"], "dev": settings["dev_sentences"], "seed": settings["sample_seed"]}
+
+
+def probing_summary_inputs(wildcards):
+    model = wildcards.model
+    return {
+        "probes": [f"results/probing/{model}/{state}/probes.parquet" for state in probing_states()],
+        "heads": [f"results/probing/{model}/{state}/syntactic_heads.parquet" for state in syntactic_head_states()],
+    }

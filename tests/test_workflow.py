@@ -130,9 +130,26 @@ def test_smoke_run_writes_importance_pruning_and_lottery_tickets(smoke_run):
         assert good["heads_kept"] == compact["heads_kept"]
 
 
+def test_smoke_run_writes_probes_and_syntactic_heads(smoke_run):
+    from safetensors.numpy import load_file
+
+    summary = smoke_run / "results/probing/tiny-bert/summary"
+    for suffix in (".parquet", ".csv", ".md", ".html", ".png", ".svg"):
+        assert (summary / f"probes{suffix}").stat().st_size > 0
+    probes = pl.read_parquet(summary / "probes.parquet")
+    # the pre-trained, random and MRPC-fine-tuned states; two label sets; embeddings + 2 layers
+    assert set(probes["state"]) == {"untuned", "random", "MRPC_seed1"} and set(probes["labels"]) == {"upos", "deprel"}
+    assert probes.height == 3 * 2 * 3 and probes["selectivity"].is_between(-1, 1).all()
+    features = load_file(str(smoke_run / "results/probing/tiny-bert/untuned/features.safetensors"))
+    assert features["train"].shape == (3, 21, 32) and features["dev"].shape == (3, 12, 32)  # smoke treebank words
+    heads = pl.read_parquet(summary / "syntactic_heads.parquet")
+    assert set(heads["state"]) == {"untuned", "MRPC_seed1"} and "all" in set(heads["relation"])
+    assert not {"root", "punct"} & set(heads["relation"])
+
+
 def test_run_reports_disk_use_per_stage(smoke_run):
     report = (smoke_run / "results" / "disk_usage.md").read_text()
-    for stage in ("attention", "data", "finetune", "models", "tables", "treebank", "patterns", "linguistic", "disabling", "pruning"):
+    for stage in ("attention", "data", "finetune", "models", "tables", "treebank", "patterns", "linguistic", "disabling", "pruning", "probing"):
         assert f"| {stage} | " in report
     assert "| **total** |" in report and "checkpoints" not in report  # finished runs leave no checkpoint
 

@@ -1,0 +1,165 @@
+"""Which attention heads track which dependency relations (Clark et al. 2019, "What Does BERT Look At?", sec. 4).
+
+Definitions, as in the paper and its code (github.com/clarkkev/attention-analysis):
+
+- Word-level attention (``bpe_utils.get_word_word_attention`` with ``mode="mean"``, the paper's choice):
+  the attention *to* a split word is the sum of the attention to its pieces, the attention *from* a split
+  word the mean of its pieces' attention, so each word's attention still sums to one. Special tokens
+  ([CLS], [SEP]) are then left out, without renormalising (the argmax does not change).
+- A head's prediction for a word (``Syntax_Analysis.ipynb``): attention to the word itself is ignored
+  (the diagonal is zeroed; here it is set below any weight so it is never chosen), then
+  ``dep->head`` predicts the word the dependent attends to most, ``head<-dep`` the word that attends most
+  to the dependent (the transposed map). Accuracy per relation is the share of its words whose predicted
+  head is the gold head; the paper's table reports, per relation, the best head over both directions.
+- The baseline predicts the head at a fixed offset from the word (offsets -3..+2 in their code: 0 is the
+  word itself, never right); a position left of the sentence is the root, right of it the last word; the
+  best offset is chosen per relation on the same data.
+- ``root`` and ``punct`` rows are left out of the table, and relations with fewer than 100 words; the
+  ``all`` row counts every word.
+
+The paper uses the WSJ with Stanford Dependencies; here Universal Dependencies relations (``obj`` for
+``dobj``, ``nmod:poss`` for ``poss``, ``aux:pass`` for ``auxpass``; with ``strip_subtypes`` the subtype is
+dropped). Layers and heads are 0-based here; the paper counts from 1 (``clark_name``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import polars as pl
+
+DIRECTIONS = ("dep->head", "head<-dep")
+CLARK_OFFSETS = (-3, -2, -1, 0, 1, 2)
+
+
+def word_level_attention(probs: np.ndarray, piece_words: Sequence[int], num_words: int) -> np.ndarray:
+    """``[..., pieces, pieces]`` attention over word pieces -> ``[..., words, words]`` over words (see the
+    module docstring); pieces of word -1 (special tokens) are left out; a word without pieces gets zeros."""
+    pieces = np.asarray(piece_words)
+    to_word = np.zeros((len(pieces), num_words), dtype=np.float64)
+    real = np.flatnonzero(pieces >= 0)
+    to_word[real, pieces[real]] = 1.0
+    counts = to_word.sum(axis=0)
+    from_word = np.divide(to_word.T, counts[:, None], out=np.zeros_like(to_word.T), where=counts[:, None] > 0)
+    return from_word @ probs.astype(np.float64) @ to_word
+
+
+def predicted_heads(word_attention: np.ndarray, direction: str, candidates: np.ndarray | None = None) -> np.ndarray:
+    """1-based predicted head of every word, ``[..., words]``, from ``[..., words, words]`` attention.
+    ``candidates``: words that may be predicted (default all); a word never predicts itself."""
+    if direction not in DIRECTIONS:
+        raise ValueError(f"direction must be one of {DIRECTIONS}, not {direction!r}")
+    scores = word_attention if direction == "dep->head" else np.swapaxes(word_attention, -1, -2)
+    scores = scores.copy()
+    words = scores.shape[-1]
+    scores[..., np.arange(words), np.arange(words)] = -1.0
+    if candidates is not None:
+        scores[..., ~np.asarray(candidates, dtype=bool)] = -1.0
+    return scores.argmax(axis=-1) + 1
+
+
+def offset_predictions(num_words: int, offset: int) -> np.ndarray:
+    """Clark et al.'s fixed-offset baseline: the head of word ``i`` (0-based) is at 1-based position
+    ``i + offset + 1``, clamped to the root (0) on the left and the last word on the right."""
+    return np.clip(np.arange(num_words) + offset + 1, 0, num_words)
+
+
+@dataclass
+class RelationCounts:
+    """Running counts over sentences: words per relation, correct head predictions per relation,
+    direction, layer and head, and correct offset-baseline predictions per relation and offset."""
+
+    num_layers: int
+    num_heads: int
+    offsets: tuple[int, ...] = CLARK_OFFSETS
+    words: dict[str, int] = field(default_factory=dict)
+    correct: dict[str, np.ndarray] = field(default_factory=dict)
+    baseline: dict[str, np.ndarray] = field(default_factory=dict)
+
+    def add(self, word_attention: np.ndarray, heads: Sequence[int], relations: Sequence[str], evaluated: np.ndarray) -> None:
+        """One sentence: ``word_attention`` ``[layers, heads, words, words]``, gold 1-based ``heads`` (0 =
+        root), ``relations`` per word, ``evaluated`` words (those with a representation)."""
+        gold = np.asarray(heads)
+        evaluated = np.asarray(evaluated, dtype=bool)
+        predictions = np.stack([predicted_heads(word_attention, d, evaluated) for d in DIRECTIONS])  # [2, L, H, W]
+        hits = predictions == gold
+        offset_hits = np.stack([offset_predictions(len(gold), o) == gold for o in self.offsets])  # [offsets, W]
+        for word in np.flatnonzero(evaluated):
+            for relation in (relations[word], "all"):
+                if relation not in self.words:
+                    self.words[relation] = 0
+                    self.correct[relation] = np.zeros((len(DIRECTIONS), self.num_layers, self.num_heads), np.int64)
+                    self.baseline[relation] = np.zeros(len(self.offsets), np.int64)
+                self.words[relation] += 1
+                self.correct[relation] += hits[..., word]
+                self.baseline[relation] += offset_hits[:, word]
+
+    def per_head(self) -> pl.DataFrame:
+        """Accuracy of every (relation, direction, layer, head)."""
+        rows = []
+        for relation, count in sorted(self.words.items()):
+            for d, direction in enumerate(DIRECTIONS):
+                for layer in range(self.num_layers):
+                    for head in range(self.num_heads):
+                        rows.append({"relation": relation, "direction": direction, "layer": layer, "head": head,
+                                     "words": count, "accuracy": self.correct[relation][d, layer, head] / count})
+        return pl.DataFrame(rows, schema_overrides={"layer": pl.Int16, "head": pl.Int16})
+
+    def best(self, exclude: Sequence[str] = ("root", "punct"), min_words: int = 100) -> pl.DataFrame:
+        """Clark et al.'s table 1: per relation, the best head over both directions and the best offset."""
+        rows = []
+        for relation, count in self.words.items():
+            if relation in exclude or count < min_words:
+                continue
+            d, layer, head = np.unravel_index(self.correct[relation].argmax(), self.correct[relation].shape)
+            best_offset = int(self.baseline[relation].argmax())
+            rows.append({
+                "relation": relation, "words": count, "direction": DIRECTIONS[d], "layer": int(layer), "head": int(head),
+                "clark_name": f"{layer + 1}-{head + 1}", "accuracy": self.correct[relation][d, layer, head] / count,
+                "baseline_offset": self.offsets[best_offset], "baseline_accuracy": self.baseline[relation][best_offset] / count,
+            })
+        schema = {"relation": pl.String, "words": pl.Int64, "direction": pl.String, "layer": pl.Int16, "head": pl.Int16,
+                  "clark_name": pl.String, "accuracy": pl.Float64, "baseline_offset": pl.Int16, "baseline_accuracy": pl.Float64}
+        frame = pl.DataFrame(rows, schema=schema)
+        return frame.sort(pl.col("relation") != "all", -pl.col("words"))
+
+
+def relation_counts(
+    model,
+    aligned,
+    heads: Sequence[Sequence[int]],
+    relations: Sequence[Sequence[str]],
+    batch_size: int = 16,
+    offsets: Sequence[int] = CLARK_OFFSETS,
+) -> RelationCounts:
+    """Run ``model`` (on the attention engine) over word-aligned sentences (:func:`probing.align_words`)
+    and count, per relation, every head's correct predictions and the offset baselines'."""
+    import torch
+
+    from bertology_core import attention
+
+    config = model.config
+    counts = RelationCounts(config.num_hidden_layers, config.num_attention_heads, tuple(offsets))
+    for start in range(0, len(aligned.input_ids), batch_size):
+        rows = list(range(start, min(start + batch_size, len(aligned.input_ids))))
+        length = max(len(aligned.input_ids[r]) for r in rows)
+        ids = torch.zeros((len(rows), length), dtype=torch.long)
+        mask = torch.zeros_like(ids)
+        for i, r in enumerate(rows):
+            ids[i, : len(aligned.input_ids[r])] = torch.tensor(aligned.input_ids[r])
+            mask[i, : len(aligned.input_ids[r])] = 1
+        captured: dict[int, torch.Tensor] = {}
+
+        def sink(layer: int, probs: torch.Tensor, real: torch.Tensor) -> None:
+            captured[layer] = probs.float().cpu()
+
+        with torch.inference_mode(), attention.intervene(model, attention.InterventionPlan(sink=sink)):
+            model(input_ids=ids, attention_mask=mask)
+        maps = torch.stack([captured[layer] for layer in range(config.num_hidden_layers)], dim=1).numpy()  # [B, L, H, T, T]
+        for i, r in enumerate(rows):
+            n = len(aligned.input_ids[r])
+            words = word_level_attention(maps[i, :, :, :n, :n], aligned.piece_words[r], len(aligned.complete[r]))
+            counts.add(words, heads[r], relations[r], aligned.complete[r])
+    return counts

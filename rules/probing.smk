@@ -1,0 +1,115 @@
+# Layer-wise probes with control tasks (Tenney et al. 2019; Liu et al. 2019; Hewitt & Liang 2019) and
+# syntactic heads (Clark et al. 2019) on the Universal Dependencies treebank, per model state.
+
+PROBING_CODE = ("probing", "treebank", "models", "io")
+
+
+rule probe_features:
+    conda:
+        "../envs/torch.yaml"
+    input:
+        unpack(probing_model_inputs),
+        train="results/treebank/train.parquet",
+        dev="results/treebank/dev.parquet",
+    output:
+        "results/probing/{model}/{probed}/features.safetensors",
+    params:
+        code=library_code(*PROBING_CODE),
+        sample=probing_sample(),
+        pooling=config["probing"]["pooling"],
+        max_length=config["probing"]["max_length"],
+        batch_size=config["probing"]["batch_size"],
+        random_seed=config["probing"]["random_seed"],
+    threads: config["probing"]["threads"]
+    resources:
+        mem_mb=scaled(6000),
+        runtime=scaled(60),
+        cpus_per_task=config["probing"]["threads"],
+        gpu=MODEL_JOB_GPUS,
+    log:
+        "logs/probe_features/{model}/{probed}.log",
+    benchmark:
+        "results/benchmarks/probe_features/{model}/{probed}.tsv"
+    script:
+        "../workflow_scripts/probe_features.py"
+
+
+rule probe_layers:
+    conda:
+        "../envs/torch.yaml"
+    input:
+        features="results/probing/{model}/{probed}/features.safetensors",
+        resolved="results/models/{model}/resolved.json",
+        train="results/treebank/train.parquet",
+        dev="results/treebank/dev.parquet",
+    output:
+        "results/probing/{model}/{probed}/probes.parquet",
+    params:
+        code=library_code(*PROBING_CODE),
+        sample=probing_sample(),
+        labels=config["probing"]["labels"],
+        min_label_count=config["probing"]["min_label_count"],
+        probe=config["probing"]["probe"],
+        control_seed=config["probing"]["control_seed"],
+    threads: config["probing"]["threads"]
+    resources:
+        mem_mb=scaled(6000),
+        runtime=scaled(60),
+        cpus_per_task=config["probing"]["threads"],
+    log:
+        "logs/probe_layers/{model}/{probed}.log",
+    benchmark:
+        "results/benchmarks/probe_layers/{model}/{probed}.tsv"
+    script:
+        "../workflow_scripts/probe_layers.py"
+
+
+rule syntactic_heads:
+    conda:
+        "../envs/torch.yaml"
+    input:
+        unpack(probing_model_inputs),
+        treebank=lambda wc: f"results/treebank/{config['probing']['syntactic_heads']['split']}.parquet",
+    output:
+        per_head="results/probing/{model}/{probed}/head_relations.parquet",
+        best="results/probing/{model}/{probed}/syntactic_heads.parquet",
+    params:
+        code=library_code("syntactic_heads", "probing", "attention", "encoder", "treebank", "io"),
+        settings=config["probing"]["syntactic_heads"],
+        max_length=config["probing"]["max_length"],
+        seed=config["probing"]["sample_seed"],
+    threads: config["probing"]["threads"]
+    resources:
+        mem_mb=scaled(4000),
+        runtime=scaled(60),
+        cpus_per_task=config["probing"]["threads"],
+        gpu=MODEL_JOB_GPUS,
+    log:
+        "logs/syntactic_heads/{model}/{probed}.log",
+    benchmark:
+        "results/benchmarks/syntactic_heads/{model}/{probed}.tsv"
+    script:
+        "../workflow_scripts/syntactic_heads.py"
+
+
+rule probing_summary:
+    conda:
+        "../envs/tables.yaml"
+    input:
+        unpack(probing_summary_inputs),
+    output:
+        probes=multiext("results/probing/{model}/summary/probes", ".parquet", ".csv", ".md", ".html", ".png", ".svg"),
+        heads=multiext("results/probing/{model}/summary/syntactic_heads", ".parquet", ".csv", ".md"),
+    params:
+        code=library_code("figures", "io"),
+        states=probing_states(),
+        head_states=syntactic_head_states(),
+    log:
+        "logs/probing_summary/{model}.log",
+    benchmark:
+        "results/benchmarks/probing_summary/{model}.tsv"
+    resources:
+        mem_mb=scaled(2000),
+        runtime=scaled(20),
+    script:
+        "../workflow_scripts/probing_summary.py"

@@ -1,0 +1,119 @@
+"""Probing and syntactic heads on hand-made sentences: word-piece alignment, pooling, control labels,
+probes, Clark et al.'s word-level attention, head accuracy and offset baseline, all checked by hand."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from transformers import AutoModel, AutoTokenizer
+
+from bertology_core import probing, syntactic_heads
+from conftest import TINY_BERT
+
+WORDS = ["A", "dog", "barked", "loudly", "."]
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return AutoTokenizer.from_pretrained(TINY_BERT)
+
+
+def test_words_align_to_their_pieces_and_truncation_drops_cut_words(tokenizer):
+    aligned = probing.align_words(tokenizer, [WORDS], max_length=64)
+    # the tiny vocabulary splits "barked" into 6 pieces and "loudly" into 5: [CLS] a dog b ##a ... . [SEP]
+    assert aligned.piece_words[0] == [-1, 0, 1, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 4, -1]
+    assert aligned.complete[0].all() and aligned.num_words == [5]
+    cut = probing.align_words(tokenizer, [WORDS], max_length=12)  # [CLS] + 10 pieces + [SEP]: "loudly" loses pieces
+    assert cut.piece_words[0] == [-1, 0, 1, 2, 2, 2, 2, 2, 2, 3, 3, -1]
+    assert cut.complete[0].tolist() == [True, True, True, False, False]
+
+
+def test_first_and_mean_pooling_by_hand(tokenizer):
+    aligned = probing.align_words(tokenizer, [WORDS], max_length=64)
+    first = probing.pooling_matrix(aligned.piece_words[0], 5, "first", 16)
+    mean = probing.pooling_matrix(aligned.piece_words[0], 5, "mean", 16)
+    assert first[2].nonzero()[0].tolist() == [3] and first.sum() == 5
+    assert np.allclose(mean[2, 3:9], 1 / 6) and mean[2].sum() == pytest.approx(1) and mean[:, [0, 15]].sum() == 0
+    model = AutoModel.from_pretrained(TINY_BERT)
+    features, complete = probing.word_representations(model, aligned, "mean")
+    assert features.shape == (model.config.num_hidden_layers + 1, 5, model.config.hidden_size) and complete.all()
+    with torch.no_grad():
+        states = model(input_ids=torch.tensor([aligned.input_ids[0]]), output_hidden_states=True).hidden_states
+    expected = torch.stack(states)[:, 0, 3:9].mean(dim=1)  # "barked": the mean of its 6 pieces, every layer
+    assert np.allclose(features[:, 2], expected.numpy(), atol=1e-5)
+
+
+def test_control_labels_are_fixed_per_type_and_follow_the_label_distribution():
+    labels = np.array([0] * 700 + [1] * 200 + [2] * 100)
+    types = [f"w{i}" for i in range(3000)]
+    control = probing.control_labels(types, labels, 3, seed=1)
+    assert control == probing.control_labels(list(reversed(types)), labels, 3, seed=1)  # order does not matter
+    shares = np.bincount(list(control.values()), minlength=3) / len(control)
+    assert np.allclose(shares, [0.7, 0.2, 0.1], atol=0.03)
+    assert control != probing.control_labels(types, labels, 3, seed=2)
+
+
+def test_layer_probes_find_the_layer_that_holds_the_labels():
+    rng = np.random.default_rng(0)
+    labels = rng.integers(0, 4, size=1200)
+    noise = rng.normal(size=(1200, 8))
+    signal = noise.copy()
+    signal[np.arange(1200), labels] += 3.0  # layer 1 encodes the label linearly, layer 0 does not
+    features = np.stack([noise, signal]).astype(np.float32)
+    probe = probing.fit_layer_probes(features[:, :1000], labels[:1000], 4, probing.ProbeSettings(epochs=30, batch_size=100))
+    accuracy = probing.probe_accuracy(probe, features[:, 1000:], labels[1000:])
+    assert accuracy[0] < 0.4 and accuracy[1] > 0.9
+
+
+def test_word_level_attention_sums_over_attended_pieces_and_averages_over_attending_pieces():
+    # pieces: [CLS] w0 w1a w1b w2 [SEP]
+    piece_words = [-1, 0, 1, 1, 2, -1]
+    probs = np.array([
+        [0.5, 0.1, 0.1, 0.1, 0.1, 0.1],
+        [0.1, 0.2, 0.3, 0.2, 0.1, 0.1],  # w0: to w1 = 0.3 + 0.2
+        [0.0, 0.6, 0.1, 0.1, 0.1, 0.1],  # w1a
+        [0.2, 0.2, 0.2, 0.0, 0.4, 0.0],  # w1b: w1 from = mean of w1a and w1b
+        [0.1, 0.1, 0.1, 0.1, 0.5, 0.1],
+        [0.2, 0.2, 0.2, 0.2, 0.1, 0.1],
+    ])
+    words = syntactic_heads.word_level_attention(probs[None, None], piece_words, 3)[0, 0]
+    expected = np.array([
+        [0.2, 0.5, 0.1],
+        [(0.6 + 0.2) / 2, (0.2 + 0.2) / 2, (0.1 + 0.4) / 2],
+        [0.1, 0.2, 0.5],
+    ])
+    assert np.allclose(words, expected)
+    # the diagonal never wins: w2's largest weight is on itself, so it predicts w1 (1-based 2)
+    assert syntactic_heads.predicted_heads(words, "dep->head").tolist() == [2, 1, 2]
+    # head<-dep: the head of word i is the word that attends most to i
+    assert syntactic_heads.predicted_heads(words, "head<-dep").tolist() == [2, 1, 2]
+
+
+def test_offset_baseline_clamps_to_the_root_and_the_last_word():
+    assert syntactic_heads.offset_predictions(4, -1).tolist() == [0, 1, 2, 3]
+    assert syntactic_heads.offset_predictions(4, 1).tolist() == [2, 3, 4, 4]
+    assert syntactic_heads.offset_predictions(4, -3).tolist() == [0, 0, 0, 1]
+
+
+def test_relation_accuracy_best_head_and_baseline_by_hand():
+    # "the dog barked ." : det(dog<-the), nsubj(barked<-dog), root, punct; 1 layer, 2 heads
+    heads, relations = [2, 3, 0, 3], ["det", "nsubj", "root", "punct"]
+    attention = np.zeros((1, 2, 4, 4))
+    attention[0, 0] = [[0, 1, 0, 0], [0, 0, 1, 0], [1, 0, 0, 0], [0, 0, 1, 0]]  # head 0: every word to its head
+    attention[0, 1] = [[0, 0, 0, 1], [1, 0, 0, 0], [0, 1, 0, 0], [1, 0, 0, 0]]  # head 1: mostly wrong
+    counts = syntactic_heads.RelationCounts(1, 2)
+    counts.add(attention, heads, relations, np.ones(4, bool))
+    counts.add(attention, heads, relations, np.array([True, False, True, True]))  # "dog" has no representation
+    table = counts.best(min_words=1)
+    det = table.filter(table["relation"] == "det").row(0, named=True)
+    # the second sentence cannot predict "dog" (not a candidate): det is right once in two
+    assert det["words"] == 2 and (det["layer"], det["head"]) == (0, 0) and det["accuracy"] == 0.5
+    assert det["direction"] == "dep->head" and det["clark_name"] == "1-1"
+    # offset +1 puts the head of "the" on "dog", right in both sentences
+    assert det["baseline_offset"] == 1 and det["baseline_accuracy"] == 1.0
+    assert set(table["relation"]) == {"all", "det", "nsubj"}  # root and punct are left out of the table
+    everything = table.filter(table["relation"] == "all").row(0, named=True)
+    assert everything["words"] == 7  # the "all" row counts every evaluated word, root and punct included
+    per_head = counts.per_head()
+    assert per_head.height == 5 * 2 * 1 * 2  # relations (with all) x directions x layers x heads

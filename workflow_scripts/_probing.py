@@ -1,0 +1,31 @@
+"""What the probing scripts share: the state's encoder and the seeded treebank samples."""
+
+from __future__ import annotations
+
+import polars as pl
+import torch
+from transformers import AutoConfig, AutoModel
+
+from bertology_core import io, models
+
+
+def load_encoder(snakemake):
+    """(encoder, tokenizer) of the job's model state: the pre-trained encoder, the same architecture
+    with weights drawn by its own initialiser (``random``, seeded), or a fine-tuned model's encoder."""
+    torch.set_num_threads(snakemake.threads)
+    resolved = io.read_json(snakemake.input.resolved)
+    folder = snakemake.input.get("model", resolved["path"])
+    if snakemake.wildcards.probed == "random":
+        torch.manual_seed(snakemake.params.get("random_seed", 0))
+        encoder = AutoModel.from_config(AutoConfig.from_pretrained(folder, trust_remote_code=False))
+    else:
+        encoder = AutoModel.from_pretrained(folder, use_safetensors=True, trust_remote_code=False)
+    return encoder.eval(), models.load_tokenizer(folder)
+
+
+def treebank_sample(path: str, sentences: int | None, seed: int) -> pl.DataFrame:
+    """A seeded sample of at most ``sentences`` sentences, in treebank order (all when None)."""
+    frame = pl.read_parquet(path)
+    if sentences is None or frame.height <= sentences:
+        return frame
+    return frame.sample(n=sentences, seed=seed, shuffle=False).sort("sentence")

@@ -1,0 +1,25 @@
+"""Clark et al. 2019's syntactic-head accuracies and offset baselines of one model state (rule syntactic_heads)."""
+
+import logging
+
+from _common import log_to
+
+log_to(snakemake.log[0])
+
+import polars as pl
+
+from _probing import load_encoder, treebank_sample
+from bertology_core import attention, io, probing, syntactic_heads
+
+settings = snakemake.params.settings
+encoder, tokenizer = load_encoder(snakemake)
+encoder = attention.use_engine(encoder)
+frame = treebank_sample(snakemake.input.treebank, settings["sentences"], snakemake.params.seed)
+aligned = probing.align_words(tokenizer, frame["forms"].to_list(), snakemake.params.max_length)
+relations = [[r.split(":")[0] for r in s] if settings["strip_subtypes"] else s for s in frame["deprels"].to_list()]
+counts = syntactic_heads.relation_counts(encoder, aligned, frame["heads"].to_list(), relations, settings["batch_size"], settings["offsets"])
+state = pl.lit(snakemake.wildcards.probed).alias("state")
+io.write_parquet(counts.per_head().with_columns(state), snakemake.output.per_head)
+best = counts.best(settings["exclude"], settings["min_words"]).with_columns(state)
+io.write_parquet(best, snakemake.output.best)
+logging.info("%d sentences, %d words\n%s", frame.height, counts.words.get("all", 0), best)
