@@ -31,6 +31,7 @@ pytestmark = [
 MODEL_RULES = {"finetune", "evaluate_untuned", "dump_attention", "disabling_sweep", "disabling_greedy"}
 # run models too (and so ask for a GPU), when the config prunes
 PRUNING_MODEL_RULES = {"head_importance", "lottery_pruning", "compact_model", "subnetwork_finetune"}
+PROBING_MODEL_RULES = {"probe_features", "syntactic_heads"}
 
 
 def submitted_jobs(cluster: SlurmCluster) -> list[dict[str, str]]:
@@ -71,7 +72,7 @@ def test_smoke_workflow_on_a_real_slurm_equals_the_local_run(smoke_run, tmp_path
     assert set(rules) >= MODEL_RULES | {"prepare_data", "resolve_model", "baselines", "prepare_treebank"}
     for rule, job in zip(rules, jobs):
         asks_gpu = "gpu" in job.get("TresPerJob", "") + job.get("TresPerNode", "")
-        assert asks_gpu == (rule in MODEL_RULES | PRUNING_MODEL_RULES), (rule, job.get("TresPerJob"), job.get("TresPerNode"))
+        assert asks_gpu == (rule in MODEL_RULES | PRUNING_MODEL_RULES | PROBING_MODEL_RULES), (rule, job.get("TresPerJob"), job.get("TresPerNode"))
     n_local = sum(jobs_to_run(smoke_run, (SMOKE,)).values())
     assert n_local == 0 and len(jobs) == len([r for r in rules if r != "all"])
 
