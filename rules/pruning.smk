@@ -19,6 +19,8 @@ rule head_importance:
         recompute=config["pruning"]["michel_recompute"],
         max_length=lambda wc: hyperparameters(wc.task, "pretrained")["max_length"],
         dev_sample=pruning_dev_sample(),
+    # the long single jobs start beside the sweeps instead of trailing the run alone
+    priority: 10
     threads: config["pruning"]["threads"]
     resources:
         mem_mb=scaled(4000),
@@ -56,6 +58,7 @@ rule lottery_pruning:
         }[wc.method],
         max_length=lambda wc: hyperparameters(wc.task, "pretrained")["max_length"],
         dev_sample=pruning_dev_sample(),
+    priority: 10
     threads: config["pruning"]["threads"]
     resources:
         mem_mb=scaled(4000),
