@@ -158,6 +158,7 @@ def test_dumps_marked_temp_are_deleted_and_summaries_kept(tmp_path):
     small = tmp_path / "temp_dumps.yaml"
     small.write_text(yaml.safe_dump({
         "tasks": ["MRPC"], "finetune": {"inits": ["untuned"]}, "attention": {"states": ["untuned"], "keep_dumps": False},
+        "pruning": {"tasks": []}, "probing": {"states": []},  # both need fine-tuned models
     }))
     workdir = tmp_path / "run"
     result = snakemake(workdir, configs=(SMOKE, small))
