@@ -196,21 +196,24 @@ def encode_labels(labels: Sequence[str], vocabulary: Sequence[str]) -> np.ndarra
     return np.array([index.get(label, other) for label in labels], dtype=np.int64)
 
 
+def head_positions(frame: pl.DataFrame) -> np.ndarray:
+    """Each word's head as a position in the flat word order of all sentences (-1 for the root)."""
+    heads = frame["heads"].to_list()
+    starts = np.cumsum([0] + [len(h) for h in heads[:-1]])
+    return np.concatenate([np.where(np.asarray(h) > 0, start + np.asarray(h) - 1, -1) for start, h in zip(starts, heads)])
+
+
 def with_head_words(features: np.ndarray, frame: pl.DataFrame) -> np.ndarray:
     """``[layers, words, 2 x hidden]``: each word's vector next to its syntactic head's (zeros for the
     root), the input of the dependency-relation probe (a relation is a property of the word pair)."""
-    heads = frame["heads"].to_list()
-    starts = np.cumsum([0] + [len(h) for h in heads[:-1]])
-    index = np.concatenate([np.where(np.asarray(h) > 0, start + np.asarray(h) - 1, -1) for start, h in zip(starts, heads)])
+    index = head_positions(frame)
     head_vectors = np.where((index >= 0)[None, :, None], features[:, np.maximum(index, 0)], 0.0).astype(features.dtype)
     return np.concatenate([features, head_vectors], axis=-1)
 
 
 def head_has_representation(mask: np.ndarray, frame: pl.DataFrame) -> np.ndarray:
     """Words whose head is the root or a word with a representation."""
-    heads = frame["heads"].to_list()
-    starts = np.cumsum([0] + [len(h) for h in heads[:-1]])
-    index = np.concatenate([np.where(np.asarray(h) > 0, start + np.asarray(h) - 1, -1) for start, h in zip(starts, heads)])
+    index = head_positions(frame)
     return (index < 0) | mask[np.maximum(index, 0)]
 
 

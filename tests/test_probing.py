@@ -117,3 +117,13 @@ def test_relation_accuracy_best_head_and_baseline_by_hand():
     assert everything["words"] == 7  # the "all" row counts every evaluated word, root and punct included
     per_head = counts.per_head()
     assert per_head.height == 5 * 2 * 1 * 2  # relations (with all) x directions x layers x heads
+
+
+def test_relation_probe_input_pairs_each_word_with_its_head():
+    import polars as pl
+
+    frame = pl.DataFrame({"heads": [[2, 0, 2], [0, 1]]})  # two sentences: heads are 1-based, 0 = root
+    assert probing.head_positions(frame).tolist() == [1, -1, 1, -1, 3]
+    features = np.arange(5, dtype=np.float32)[None, :, None]  # one layer, word i's vector = [i]
+    assert probing.with_head_words(features, frame)[0].tolist() == [[0, 1], [1, 0], [2, 1], [3, 0], [4, 3]]  # root: zeros
+    assert probing.head_has_representation(np.array([True, False, True, True, True]), frame).tolist() == [False, True, False, True, True]
