@@ -8,11 +8,13 @@ log_to(snakemake.log[0])
 
 import numpy as np
 import polars as pl
+import torch
 from safetensors.numpy import load_file
 
 from _probing import treebank_sample
 from bertology_core import io, models, probing
 
+torch.set_num_threads(snakemake.threads)  # the same thread count every run: identical sums, identical probes
 params = snakemake.params
 tensors = load_file(snakemake.input.features)
 frames = {split: treebank_sample(snakemake.input[split], params.sample[split], params.sample["seed"]) for split in ("train", "dev")}
