@@ -33,8 +33,7 @@ def importance_examples(snakemake, tokenizer) -> tuple[finetune.Encoded, np.ndar
 def dev_scorer(snakemake, task, model, tokenizer, batch_size: int) -> Callable[[attention.InterventionPlan | None], float]:
     """The task's primary metric on dev (or its seeded subsample) for a plan (None: the model as it is);
     logs each score."""
-    sample = snakemake.params.dev_sample
-    dev = glue.subsample(pl.read_parquet(snakemake.input.dev), sample["examples"], sample["seed"])
+    dev = dev_sample(snakemake)
     encoded, labels = finetune.encode(dev, tokenizer, snakemake.params.max_length), dev["label"].to_numpy()
     metric = primary_metric(task)
 
@@ -49,6 +48,10 @@ def dev_scorer(snakemake, task, model, tokenizer, batch_size: int) -> Callable[[
 
 def dev_constant_score(snakemake, task) -> float | None:
     """The best constant prediction's dev score (see lottery.best_constant_score)."""
+    return lottery.best_constant_score(task, dev_sample(snakemake)["label"].to_numpy())
+
+
+def dev_sample(snakemake) -> pl.DataFrame:
+    """The dev examples pruning is scored on (``params.dev_sample``: seeded sample or all of dev)."""
     sample = snakemake.params.dev_sample
-    dev = glue.subsample(pl.read_parquet(snakemake.input.dev), sample["examples"], sample["seed"])
-    return lottery.best_constant_score(task, dev["label"].to_numpy())
+    return glue.subsample(pl.read_parquet(snakemake.input.dev), sample["examples"], sample["seed"])

@@ -10,17 +10,15 @@ from _common import log_to
 log_to(snakemake.log[0])
 
 import numpy as np
-import polars as pl
 from safetensors.numpy import load_file
 
-from _pruning import load
-from bertology_core import compaction, finetune, glue, importance, io
+from _pruning import dev_sample, load
+from bertology_core import compaction, finetune, importance, io
 
 task, model, tokenizer = load(snakemake)
 saved = load_file(snakemake.input.mask)
 mask = importance.StructureMask(saved["heads"].astype(bool), saved["mlps"].astype(bool))
-sample = snakemake.params.dev_sample  # the dev examples pruning is scored on: enough to time and compare
-dev = glue.subsample(pl.read_parquet(snakemake.input.dev), sample["examples"], sample["seed"])
+dev = dev_sample(snakemake)  # the dev examples pruning is scored on: enough to time and compare
 encoded = finetune.encode(dev, tokenizer, snakemake.params.max_length)
 batch_size = snakemake.config["pruning"]["batch_size"]
 
