@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from conftest import GLUE_SMOKE, UD_SMOKE
+from slurm_cluster import missing_programs
 from workflow_utils import SMOKE, assert_same_results, jobs_to_run, snakemake
 
 pytestmark = pytest.mark.workflow
@@ -191,6 +192,12 @@ def test_changing_one_tasks_learning_rate_reruns_exactly_its_jobs(smoke_run, tmp
     assert len(finetune_outputs) == 2 and all("/STS-B/" in o for o in finetune_outputs)
 
 
+# A second full local run costs about six minutes of CI. Where Slurm is installed, test_slurm.py makes that
+# second run of the same config (on the cluster) and asserts the same thing: every result file identical.
+@pytest.mark.skipif(
+    not missing_programs(),
+    reason="Slurm is installed: tests/test_slurm.py reruns the smoke config and asserts identical results",
+)
 def test_same_config_and_seed_give_identical_metrics_predictions_models_and_dumps(smoke_run, tmp_path):
     snakemake(tmp_path)
     assert assert_same_results(smoke_run, tmp_path) > 30
