@@ -27,6 +27,7 @@ include: "rules/linguistic.smk"
 include: "rules/disabling.smk"
 include: "rules/pruning.smk"
 include: "rules/probing.smk"
+include: "rules/report.smk"
 
 
 rule all:

@@ -35,14 +35,20 @@ def head_heatmap(
     return chart.properties(title=alt.TitleParams(title, subtitle=caption.split("\n"), anchor="start"))
 
 
-def save_chart(chart: alt.Chart, stem: str | os.PathLike[str], formats: tuple[str, ...] = ("html", "png", "svg")) -> list[Path]:
-    """Write ``<stem>.html`` (interactive), ``.png`` and ``.svg``, atomically; return the paths."""
+FIGURE_FORMATS = ("html", "png", "svg", "vl.json")
+
+
+def save_chart(chart: alt.Chart, stem: str | os.PathLike[str], formats: tuple[str, ...] = FIGURE_FORMATS) -> list[Path]:
+    """Write ``<stem>.html`` (interactive), ``.png``, ``.svg`` and ``.vl.json`` (the Vega-Lite spec with its
+    data, which the report page embeds), atomically; return the paths."""
     written = []
     for fmt in formats:
         path = Path(f"{stem}.{fmt}")
+        altair_format = "json" if fmt == "vl.json" else fmt
         with atomic_path(path) as tmp:
-            chart.save(str(tmp.with_suffix(f".{fmt}")), format=fmt, **({"scale_factor": 2} if fmt == "png" else {}))
-            tmp.with_suffix(f".{fmt}").rename(tmp)
+            scratch = tmp.with_suffix(f".{altair_format}")
+            chart.save(str(scratch), format=altair_format, **({"scale_factor": 2} if fmt == "png" else {}))
+            scratch.rename(tmp)
         written.append(path)
     return written
 
@@ -56,7 +62,7 @@ def write_table(frame: pl.DataFrame, stem: str | os.PathLike[str], float_format:
         frame.write_csv(tmp)
     header = "| " + " | ".join(frame.columns) + " |\n|" + "---|" * len(frame.columns) + "\n"
     rows = "".join(
-        "| " + " | ".join(float_format.format(v) if isinstance(v, float) else str(v) for v in row) + " |\n"
+        "| " + " | ".join("" if v is None else float_format.format(v) if isinstance(v, float) else str(v) for v in row) + " |\n"
         for row in frame.iter_rows()
     )
     write_text(header + rows, f"{stem}.md")

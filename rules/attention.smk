@@ -11,7 +11,7 @@ rule dump_attention:
         tokens=dump_file("results/attention/{model}/{task}/{state}.tokens.parquet"),
         summary="results/attention/{model}/{task}/{state}.json",
     params:
-        code=library_code("glue", "models", "attention", "dumps", "faults", "io"),
+        code=script_code("dump_attention"),
         max_examples=config["attention"]["max_examples"],
         seed=config["attention"]["seed"],
         batch_size=config["attention"]["batch_size"],

@@ -11,7 +11,7 @@ rule attention_change:
     output:
         "results/attention_change/{model}/{task}/seed{seed}.parquet",
     params:
-        code=library_code("attention_change", "dumps", "io"),
+        code=script_code("attention_change"),
         before="results/attention/{model}/{task}/untuned",
         after="results/attention/{model}/{task}/pretrained_seed{seed}",
     log:
@@ -33,9 +33,9 @@ rule attention_change_summary:
     output:
         tables=multiext("results/attention_change/{model}/summary/cosine", ".parquet", ".csv", ".md"),
         layers=multiext("results/attention_change/{model}/summary/cosine_by_layer", ".parquet", ".csv", ".md"),
-        figures=multiext("results/attention_change/{model}/summary/cosine", ".html", ".png", ".svg"),
+        figures=multiext("results/attention_change/{model}/summary/cosine", *FIGURE_FILES),
     params:
-        code=library_code("figures", "io"),
+        code=script_code("attention_change_summary"),
         task_seeds=[(task, seed) for task in TASKS for seed in SEEDS],
         out="results/attention_change/{model}/summary",
         examples=config["attention"]["max_examples"],

@@ -12,7 +12,7 @@ rule baselines:
         csv="results/tables/{model}/baselines.csv",
         markdown="results/tables/{model}/baselines.md",
     params:
-        code=library_code("baselines", "io"),
+        code=script_code("baselines"),
     log:
         "logs/baselines/{model}.log",
     benchmark:

@@ -1,4 +1,5 @@
 # Config validation, wildcard constraints and the input functions every stage shares.
+import ast
 import hashlib
 import importlib.util
 import re
@@ -22,19 +23,48 @@ if len(MODELS) != len(config["models"]):
     raise WorkflowError("config 'models': two entries share a name. Fix: give every model a unique name.")
 
 
-# modules that import another bertology_core module the rules do not list themselves
-LIBRARY_IMPORTS = {"attention": ("encoder",), "finetune": ("encoder",)}
+# the files of one tidy table (figures.write_table) and of one figure (figures.save_chart): the
+# Vega-Lite spec is what the report page embeds
+TABLE_FILES = (".parquet", ".csv", ".md")
+FIGURE_FILES = (".html", ".png", ".svg", ".vl.json")
 
 
-def library_code(*modules):
-    """Hash of the bertology_core modules a job runs, passed as a param.
+def _local_imports(path):
+    """The bertology_core modules and workflow_scripts helpers (``_common``, ...) that a file imports,
+    anywhere in it (function-level imports included), as paths."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            # `from bertology_core import io, models` imports modules; `from x.y import z` imports x.y
+            names = [f"{node.module}.{a.name}" for a in node.names] if node.module == "bertology_core" else [node.module]
+        else:
+            continue
+        for name in names:
+            if name.startswith("bertology_core."):
+                found.add(REPO / "bertology_core" / f"{name.split('.')[1]}.py")
+            elif (REPO / "workflow_scripts" / f"{name}.py").is_file():
+                found.add(REPO / "workflow_scripts" / f"{name}.py")
+    return found
 
-    Snakemake tracks the script of each job but not the library that script imports;
-    without this hash a fix in the library would not rerun the jobs it changes. A helper module of
-    the scripts is named by its path from ``bertology_core``, e.g. ``../workflow_scripts/_pruning``."""
+
+def script_code(script):
+    """Hash of the library code a workflow script runs: every bertology_core module and script helper it
+    imports, followed through their own imports. Passed as a param (``code=``).
+
+    Snakemake tracks a job's script but not the library the script imports; without this hash a fix in
+    the library would not rerun the jobs it changes. The imports are read from the source, so the hash
+    cannot miss a module a hand-kept list forgot."""
+    pending, seen = [REPO / "workflow_scripts" / f"{script}.py"], set()
+    while pending:
+        for module in _local_imports(pending.pop()) - seen:
+            seen.add(module)
+            pending.append(module)
     digest = hashlib.sha256()
-    for module in sorted(set(modules) | {dep for m in modules for dep in LIBRARY_IMPORTS.get(m, ())}):
-        digest.update((REPO / "bertology_core" / f"{module}.py").read_bytes())
+    for module in sorted(seen):
+        digest.update(module.relative_to(REPO).as_posix().encode())
+        digest.update(module.read_bytes())
     return digest.hexdigest()[:16]
 
 
@@ -236,6 +266,8 @@ def all_targets():
         if probing_states():
             targets.append(f"results/probing/{model}/summary/probes.md")
     targets += [f"results/treebank/{split}.parquet" for split in TREEBANK_SPLITS]
+    # every stage's tables and figures on one page, with the head atlas
+    targets.append("results/report/index.html")
     return targets
 
 
@@ -362,7 +394,6 @@ def pruning_summary_inputs(wildcards):
 
 
 PRUNE_DIR = "results/pruning/{model}/{task}/pretrained/seed{seed}"
-PRUNING_CODE = ("glue", "models", "attention", "finetune", "metrics", "checkpoint", "faults", "importance", "lottery", "compaction", "io")
 
 
 def importance_data(wildcards):
@@ -404,11 +435,21 @@ def probing_states():
         return []
     settings = config["probing"]
     tasks = TASKS if settings["tasks"] is None else settings["tasks"]
-    seeds = SEEDS if settings["seeds"] is None else settings["seeds"]
     states = [s for s in ("untuned", "random") if s in settings["states"]]
     if "finetuned" in settings["states"]:
-        states += [f"{task}_seed{seed}" for task in tasks for seed in seeds]
+        states += [f"{task}_seed{seed}" for task in tasks for seed in settings["seeds"] or finetuned_seeds(task)]
     return states
+
+
+def finetuned_seeds(task):
+    """Every seed a task is fine-tuned with from the pre-trained encoder: the top-level seeds and the
+    extra seeds of its disabling sweeps and pruning."""
+    seeds = set(SEEDS)
+    if "pretrained" in disabling_inits():
+        seeds |= set(disabling_seeds(task))
+    if task in pruning_tasks():
+        seeds |= set(pruning_seeds(task))
+    return sorted(seeds)
 
 
 def syntactic_head_states():
@@ -442,3 +483,59 @@ def probing_summary_inputs(wildcards):
         "probes": [f"results/probing/{model}/{state}/probes.parquet" for state in probing_states()],
         "heads": [f"results/probing/{model}/{state}/syntactic_heads.parquet" for state in syntactic_head_states()],
     }
+
+
+def summary_stems(model):
+    """Every summary (stem under results/) this config produces for ``model``, by the same conditions as
+    all_targets: the report shows these and says which stages were left out."""
+    stems = {
+        f"tables/{model}/baselines",
+        f"patterns/{model}/summary/shares",
+        f"patterns/{model}/summary/heads",
+        f"linguistic/{model}/summary/features",
+        f"linguistic/{model}/summary/relations",
+        f"linguistic/{model}/summary/cls",
+        f"report/{model}/head_atlas",
+    }
+    if {"untuned", "pretrained"} <= set(config["attention"]["states"]):
+        stems.add(f"attention_change/{model}/summary/cosine")
+    if disabling_inits():
+        stems |= {f"disabling/{model}/summary/{name}" for name in ("heads", "layers", "extremes", "greedy")}
+    if pruning_tasks():
+        names = ("importance", "michel", "lottery_curves", "survival", "lottery", "stability", "compact")
+        stems |= {f"pruning/{model}/summary/{name}" for name in names}
+    if probing_states():
+        stems |= {f"probing/{model}/summary/probes", f"probing/{model}/summary/syntactic_heads"}
+    return stems
+
+
+def report_inputs(wildcards):
+    """The figure specs and tables the report page shows, for every model."""
+    from bertology_core.report import report_stems
+
+    files = []
+    for model in MODELS:
+        produced = summary_stems(model)
+        for kind, stem in report_stems(model):
+            if stem in produced:
+                files.append(f"results/{stem}.{'vl.json' if kind == 'figure' else 'parquet'}")
+    return files
+
+
+def head_atlas_inputs(wildcards):
+    """The per-head summary tables the atlas joins (those this config produces)."""
+    model = wildcards.model
+    produced = summary_stems(model)
+    wanted = {
+        "patterns": f"patterns/{model}/summary/heads",
+        "features": f"linguistic/{model}/summary/features",
+        "cosine": f"attention_change/{model}/summary/cosine",
+        "disabling": f"disabling/{model}/summary/heads",
+        "importance": f"pruning/{model}/summary/importance",
+        "survival": f"pruning/{model}/summary/survival",
+        "best_relations": f"probing/{model}/summary/syntactic_heads",
+    }
+    inputs = {name: f"results/{stem}.parquet" for name, stem in wanted.items() if stem in produced}
+    if "best_relations" in inputs:
+        inputs["relations"] = [f"results/probing/{model}/{state}/head_relations.parquet" for state in syntactic_head_states()]
+    return inputs

@@ -9,7 +9,7 @@ rule prepare_data:
     output:
         "results/data/{task}/{split}.parquet",
     params:
-        code=library_code("glue", "io"),
+        code=script_code("prepare_data"),
         source=config["data"]["source"],
         max_examples=max_examples,
         seed=config["data"]["subsample_seed"],

@@ -15,7 +15,7 @@ rule disabling_sweep:
     wildcard_constraints:
         init="random|pretrained",
     params:
-        code=library_code("glue", "models", "attention", "finetune", "metrics", "checkpoint", "faults", "disabling", "bootstrap", "io"),
+        code=script_code("disabling_sweep"),
         modes=config["disabling"]["modes"],
         layers=config["disabling"]["layers"],
         max_examples=lambda wc: disabling_setting(wc.task, "max_examples"),
@@ -48,7 +48,7 @@ rule disabling_greedy:
     wildcard_constraints:
         init="random|pretrained",
     params:
-        code=library_code("glue", "models", "attention", "finetune", "metrics", "checkpoint", "faults", "disabling", "bootstrap", "figures", "io"),
+        code=script_code("disabling_greedy"),
         mode=config["disabling"]["modes"][0],
         max_steps=lambda wc: disabling_setting(wc.task, "greedy_steps"),
         split_seed=config["disabling"]["split_seed"],
@@ -79,7 +79,7 @@ rule disabling_stats:
         deltas="results/disabling/{model}/{task}/{init}/deltas.parquet",
         selection="results/disabling/{model}/{task}/{init}/selection.parquet",
     params:
-        code=library_code("disabling", "disabling_stats", "bootstrap", "metrics", "io"),
+        code=script_code("disabling_stats"),
         seeds=lambda wc: disabling_seeds(wc.task),
         resamples=config["disabling"]["resamples"],
         level=config["disabling"]["level"],
@@ -107,10 +107,10 @@ rule disabling_summary:
         extremes=multiext("results/disabling/{model}/summary/extremes", ".parquet", ".csv", ".md"),
         selection=multiext("results/disabling/{model}/summary/selection", ".parquet", ".csv", ".md"),
         greedy=multiext("results/disabling/{model}/summary/greedy", ".parquet", ".csv", ".md"),
-        figures=multiext("results/disabling/{model}/summary/heads", ".html", ".png", ".svg"),
-        layer_figures=multiext("results/disabling/{model}/summary/layers", ".html", ".png", ".svg"),
+        figures=multiext("results/disabling/{model}/summary/heads", *FIGURE_FILES),
+        layer_figures=multiext("results/disabling/{model}/summary/layers", *FIGURE_FILES),
     params:
-        code=library_code("figures", "io"),
+        code=script_code("disabling_summary"),
         out="results/disabling/{model}/summary",
         modes=config["disabling"]["modes"],
         level=config["disabling"]["level"],

@@ -15,7 +15,7 @@ rule finetune:
     wildcard_constraints:
         init="random|pretrained",
     params:
-        code=library_code("glue", "metrics", "models", "finetune", "checkpoint", "faults", "io"),
+        code=script_code("finetune"),
         hyperparameters=lambda wc: hyperparameters(wc.task, wc.init),
         eval_splits=lambda wc: eval_splits(wc.task),
         # not a declared output: Snakemake deletes the outputs of a failed job, and this must survive it
@@ -47,7 +47,7 @@ rule evaluate_untuned:
         metrics="results/finetune/{model}/{task}/untuned/seed{seed}/metrics.json",
         predictions="results/finetune/{model}/{task}/untuned/seed{seed}/predictions.parquet",
     params:
-        code=library_code("glue", "metrics", "models", "finetune", "checkpoint", "faults", "io"),
+        code=script_code("finetune"),
         # no training settings, so changing them never reruns it
         hyperparameters=lambda wc: evaluation_parameters(wc.task),
         eval_splits=lambda wc: eval_splits(wc.task),

@@ -9,7 +9,7 @@ rule spacy_tokens:
     output:
         "results/linguistic/spacy/{task}.parquet",
     params:
-        code=library_code("linguistic", "io"),
+        code=script_code("spacy_tokens"),
         model=config["linguistic"]["spacy_model"],
     log:
         "logs/spacy_tokens/{task}.log",
@@ -33,7 +33,7 @@ rule linguistic_scores:
     output:
         multiext("results/linguistic/{model}/{task}/{state}.", "features.parquet", "relations.parquet", "cls_shares.parquet", "cls_max.parquet"),
     params:
-        code=library_code("linguistic", "dumps", "io"),
+        code=script_code("linguistic_scores"),
         dump_prefix="results/attention/{model}/{task}/{state}",
     log:
         "logs/linguistic_scores/{model}/{task}/{state}.log",
@@ -55,11 +55,11 @@ rule linguistic_summary:
         tables=multiext("results/linguistic/{model}/summary/features", ".parquet", ".csv", ".md"),
         relations=multiext("results/linguistic/{model}/summary/relations", ".parquet", ".csv", ".md"),
         cls=multiext("results/linguistic/{model}/summary/cls", ".parquet", ".csv", ".md"),
-        figures=multiext("results/linguistic/{model}/summary/features", ".html", ".png", ".svg"),
-        relation_figures=multiext("results/linguistic/{model}/summary/relations", ".html", ".png", ".svg"),
-        cls_figures=multiext("results/linguistic/{model}/summary/cls", ".html", ".png", ".svg"),
+        figures=multiext("results/linguistic/{model}/summary/features", *FIGURE_FILES),
+        relation_figures=multiext("results/linguistic/{model}/summary/relations", *FIGURE_FILES),
+        cls_figures=multiext("results/linguistic/{model}/summary/cls", *FIGURE_FILES),
     params:
-        code=library_code("figures", "io"),
+        code=script_code("linguistic_summary"),
         dump_keys=dump_keys(),
         out="results/linguistic/{model}/summary",
         examples=config["attention"]["max_examples"],

@@ -9,7 +9,7 @@ rule resolve_model:
     output:
         "results/models/{model}/resolved.json",
     params:
-        code=library_code("models", "io"),
+        code=script_code("resolve_model"),
         spec=lambda wc: MODELS[wc.model],
     log:
         "logs/resolve_model/{model}.log",

@@ -11,7 +11,7 @@ rule pattern_features:
     output:
         "results/patterns/{model}/{task}/{state}.features.parquet",
     params:
-        code=library_code("patterns", "dumps", "io"),
+        code=script_code("pattern_features"),
         rules=config["patterns"]["rules"],
         dump_prefix="results/attention/{model}/{task}/{state}",
     log:
@@ -41,7 +41,7 @@ rule pattern_classifier:
         report="results/patterns/{model}/classifier/report.json",
         training_maps="results/patterns/{model}/classifier/training_maps.parquet",
     params:
-        code=library_code("patterns", "pattern_cnn", "pattern_training", "dumps", "io"),
+        code=script_code("pattern_classifier"),
         dump_keys=dump_keys(),
         dump_prefixes=lambda wc: [f"results/attention/{wc.model}/{key}" for key in dump_keys()],
         train_maps=config["patterns"]["train_maps"],
@@ -71,7 +71,7 @@ rule classify_maps:
     output:
         "results/patterns/{model}/{task}/{state}.classes.parquet",
     params:
-        code=library_code("patterns", "pattern_cnn", "pattern_training", "dumps", "io"),
+        code=script_code("classify_maps"),
         dump_prefix="results/attention/{model}/{task}/{state}",
     threads: 1
     log:
@@ -94,10 +94,10 @@ rule pattern_summary:
     output:
         tables=multiext("results/patterns/{model}/summary/shares", ".parquet", ".csv", ".md"),
         heads=multiext("results/patterns/{model}/summary/heads", ".parquet", ".csv", ".md"),
-        figures=multiext("results/patterns/{model}/summary/shares", ".html", ".png", ".svg"),
-        head_figures=multiext("results/patterns/{model}/summary/heads", ".html", ".png", ".svg"),
+        figures=multiext("results/patterns/{model}/summary/shares", *FIGURE_FILES),
+        head_figures=multiext("results/patterns/{model}/summary/heads", *FIGURE_FILES),
     params:
-        code=library_code("pattern_training", "figures", "io"),
+        code=script_code("pattern_summary"),
         dump_keys=dump_keys(),
         out="results/patterns/{model}/summary",
         examples=config["attention"]["max_examples"],
@@ -120,7 +120,7 @@ rule annotation_page:
     output:
         "results/patterns/{model}/annotate.html",
     params:
-        code=library_code("annotation", "dumps", "io"),
+        code=script_code("annotation_page"),
         dump_keys=dump_keys(),
         dump_prefixes=lambda wc: [f"results/attention/{wc.model}/{key}" for key in dump_keys()],
         maps=config["patterns"]["annotation_maps"],

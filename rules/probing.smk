@@ -1,8 +1,6 @@
 # Layer-wise probes with control tasks (Tenney et al. 2019; Liu et al. 2019; Hewitt & Liang 2019) and
 # syntactic heads (Clark et al. 2019) on the Universal Dependencies treebank, per model state.
 
-PROBING_CODE = ("probing", "treebank", "models", "io")
-
 
 rule probe_features:
     conda:
@@ -14,7 +12,7 @@ rule probe_features:
     output:
         "results/probing/{model}/{probed}/features.safetensors",
     params:
-        code=library_code(*PROBING_CODE),
+        code=script_code("probe_features"),
         sample=probing_sample(),
         pooling=config["probing"]["pooling"],
         max_length=config["probing"]["max_length"],
@@ -45,7 +43,7 @@ rule probe_layers:
     output:
         "results/probing/{model}/{probed}/probes.parquet",
     params:
-        code=library_code(*PROBING_CODE),
+        code=script_code("probe_layers"),
         sample=probing_sample(),
         labels=config["probing"]["labels"],
         min_label_count=config["probing"]["min_label_count"],
@@ -74,7 +72,7 @@ rule syntactic_heads:
         per_head="results/probing/{model}/{probed}/head_relations.parquet",
         best="results/probing/{model}/{probed}/syntactic_heads.parquet",
     params:
-        code=library_code("syntactic_heads", "probing", "attention", "encoder", "treebank", "io"),
+        code=script_code("syntactic_heads"),
         settings=config["probing"]["syntactic_heads"],
         max_length=config["probing"]["max_length"],
         seed=config["probing"]["sample_seed"],
@@ -98,10 +96,10 @@ rule probing_summary:
     input:
         unpack(probing_summary_inputs),
     output:
-        probes=multiext("results/probing/{model}/summary/probes", ".parquet", ".csv", ".md", ".html", ".png", ".svg"),
+        probes=multiext("results/probing/{model}/summary/probes", *TABLE_FILES, *FIGURE_FILES),
         heads=multiext("results/probing/{model}/summary/syntactic_heads", ".parquet", ".csv", ".md"),
     params:
-        code=library_code("figures", "io"),
+        code=script_code("probing_summary"),
         states=probing_states(),
         head_states=syntactic_head_states(),
     log:

@@ -13,7 +13,7 @@ rule head_importance:
         importance=f"{PRUNE_DIR}/importance.parquet",
         curve=f"{PRUNE_DIR}/michel_curve.parquet",
     params:
-        code=library_code(*PRUNING_CODE, "../workflow_scripts/_pruning"),
+        code=script_code("head_importance"),
         importance=pruning_params(),
         step_share=config["pruning"]["michel_step_share"],
         recompute=config["pruning"]["michel_recompute"],
@@ -48,7 +48,7 @@ rule lottery_pruning:
     wildcard_constraints:
         method="m|s",
     params:
-        code=library_code(*PRUNING_CODE, "../workflow_scripts/_pruning"),
+        code=script_code("lottery_pruning"),
         importance=lambda wc: pruning_params() if wc.method == "s" else None,
         keep=config["pruning"]["keep"],
         keep_above_constant=config["pruning"]["keep_above_constant"],
@@ -84,7 +84,7 @@ rule compact_model:
         model=directory(f"{PRUNE_DIR}/s_compact"),
         summary=f"{PRUNE_DIR}/s_compact.json",
     params:
-        code=library_code(*PRUNING_CODE, "../workflow_scripts/_pruning"),
+        code=script_code("compact_model"),
         max_length=lambda wc: hyperparameters(wc.task, "pretrained")["max_length"],
         dev_sample=pruning_dev_sample(),
     threads: config["pruning"]["threads"]
@@ -111,7 +111,7 @@ rule subnetwork_finetune:
     wildcard_constraints:
         network="full|[ms]-(good|random|bad)",
     params:
-        code=library_code(*PRUNING_CODE),
+        code=script_code("subnetwork_finetune"),
         hyperparameters=lambda wc: subnetwork_recipe(wc.task),
         max_train_examples=config["pruning"]["subnetwork_max_train_examples"],
         subsample_seed=config["data"]["subsample_seed"],
@@ -136,15 +136,15 @@ rule pruning_summary:
     input:
         unpack(pruning_summary_inputs),
     output:
-        importance=multiext("results/pruning/{model}/summary/importance", ".parquet", ".csv", ".md", ".html", ".png", ".svg"),
-        michel=multiext("results/pruning/{model}/summary/michel", ".parquet", ".csv", ".md", ".html", ".png", ".svg"),
-        curves=multiext("results/pruning/{model}/summary/lottery_curves", ".parquet", ".csv", ".md", ".html", ".png", ".svg"),
+        importance=multiext("results/pruning/{model}/summary/importance", *TABLE_FILES, *FIGURE_FILES),
+        michel=multiext("results/pruning/{model}/summary/michel", *TABLE_FILES, *FIGURE_FILES),
+        curves=multiext("results/pruning/{model}/summary/lottery_curves", *TABLE_FILES, *FIGURE_FILES),
         lottery=multiext("results/pruning/{model}/summary/lottery", ".parquet", ".csv", ".md"),
         stability=multiext("results/pruning/{model}/summary/stability", ".parquet", ".csv", ".md"),
-        survival=multiext("results/pruning/{model}/summary/survival", ".parquet", ".csv", ".md", ".html", ".png", ".svg"),
+        survival=multiext("results/pruning/{model}/summary/survival", *TABLE_FILES, *FIGURE_FILES),
         compact=multiext("results/pruning/{model}/summary/compact", ".parquet", ".csv", ".md"),
     params:
-        code=library_code("pruning_stats", "figures", "io"),
+        code=script_code("pruning_summary"),
         runs=lambda wc: [(t, s) for t in pruning_tasks() for s in pruning_seeds(t)],
         methods=config["pruning"]["methods"],
         networks=subnetwork_names(),

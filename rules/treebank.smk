@@ -11,7 +11,7 @@ rule prepare_treebank:
     wildcard_constraints:
         split="train|dev|test",
     params:
-        code=library_code("treebank", "io"),
+        code=script_code("prepare_treebank"),
         max_sentences=config["treebank"]["max_sentences"],
     # validation jobs first: a broken file fails the run before any model job starts
     priority: 100

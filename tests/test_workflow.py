@@ -13,7 +13,7 @@ import polars as pl
 import pytest
 import yaml
 
-from conftest import GLUE_SMOKE, UD_SMOKE
+from conftest import GLUE_SMOKE, REPO, UD_SMOKE
 from slurm_cluster import missing_programs
 from workflow_utils import SMOKE, assert_same_results, jobs_to_run, snakemake
 
@@ -150,9 +150,17 @@ def test_smoke_run_writes_probes_and_syntactic_heads(smoke_run):
 
 def test_run_reports_disk_use_per_stage(smoke_run):
     report = (smoke_run / "results" / "disk_usage.md").read_text()
-    for stage in ("attention", "data", "finetune", "models", "tables", "treebank", "patterns", "linguistic", "disabling", "pruning", "probing"):
+    for stage in ("attention", "data", "finetune", "models", "tables", "treebank", "patterns", "linguistic", "disabling", "pruning", "probing", "report"):
         assert f"| {stage} | " in report
     assert "| **total** |" in report and "checkpoints" not in report  # finished runs leave no checkpoint
+
+
+def test_snakemakes_own_report_holds_the_report_page(smoke_run, tmp_path):
+    import zipfile
+
+    snakemake(smoke_run, "--report", str(tmp_path / "report.zip"))
+    names = zipfile.ZipFile(tmp_path / "report.zip").namelist()
+    assert "report/report.html" in names and any(n.endswith("/index.html") for n in names), names
 
 
 def test_dumps_marked_temp_are_deleted_and_summaries_kept(tmp_path):
@@ -184,12 +192,40 @@ def test_changing_one_tasks_learning_rate_reruns_exactly_its_jobs(smoke_run, tmp
         "finetune": 2, "dump_attention": 1, "baselines": 1, "pattern_features": 1, "pattern_classifier": 1,
         "classify_maps": 4, "pattern_summary": 1, "annotation_page": 1, "attention_change": 1,
         "attention_change_summary": 1, "linguistic_scores": 1, "linguistic_summary": 1,
-        "disabling_sweep": 1, "disabling_greedy": 1, "disabling_stats": 1, "disabling_summary": 1, "all": 1,
+        "disabling_sweep": 1, "disabling_greedy": 1, "disabling_stats": 1, "disabling_summary": 1,
+        "head_atlas": 1, "report": 1, "all": 1,
     }
     dry_run = snakemake(smoke_run, "-n", configs=configs).stdout
     planned = [line.split("output:")[1] for line in dry_run.splitlines() if line.strip().startswith("output:")]
     finetune_outputs = [o for o in planned if "/finetune/" in o]
     assert len(finetune_outputs) == 2 and all("/STS-B/" in o for o in finetune_outputs)
+
+
+def test_editing_a_library_module_reruns_exactly_the_jobs_whose_scripts_import_it(smoke_run, tmp_path):
+    """Each job's `code` param hashes the library modules its script imports, followed through their own
+    imports (read from the source: rules/common.smk `script_code`). Checked on a copy of the repository
+    with one module edited."""
+    repo = tmp_path / "repo"
+    shutil.copytree(REPO, repo, ignore=shutil.ignore_patterns(".*", "results", "logs", "__pycache__", "*.egg-info"))
+    # the copy's input files have other absolute paths: leave out the input-set trigger, keep code, params, mtime
+    def planned():
+        return jobs_to_run(smoke_run, (repo / SMOKE.relative_to(REPO),), "--rerun-triggers", "code", "params", "mtime",
+                           snakefile=repo / "Snakefile")
+
+    assert planned() == {}  # the copy itself changes nothing
+    # figures: imported by every summary script, disabling_greedy's (write_table) and head_atlas's; by no module
+    with (repo / "bertology_core" / "figures.py").open("a") as module:
+        module.write("\n# an edit\n")
+    assert planned() == {
+        "pattern_summary": 1, "attention_change_summary": 1, "linguistic_summary": 1, "disabling_greedy": 2,
+        "disabling_summary": 1, "pruning_summary": 1, "probing_summary": 1, "head_atlas": 1, "report": 1, "all": 1,
+    }
+    # encoder: imported by attention and finetune, so every job that runs a model reruns, but not the probe
+    # features of the pre-trained and random encoders, whose scripts import neither
+    with (repo / "bertology_core" / "encoder.py").open("a") as module:
+        module.write("\n# an edit\n")
+    jobs = planned()
+    assert jobs["finetune"] == 5 and jobs["dump_attention"] == 4 and jobs["probe_features"] == 1
 
 
 # A second full local run costs about six minutes of CI. Where Slurm is installed, test_slurm.py makes that

@@ -18,16 +18,17 @@ SMOKE = REPO / "configs" / "smoke.yaml"
 
 # Files that legitimately differ between two runs of the same config: timings and the disk report.
 VOLATILE_DIRS = {"benchmarks", "checkpoints"}
-VOLATILE_FILES = {"disk_usage.md", "compact.parquet", "compact.csv", "compact.md"}  # the last: speed-ups
+# compact.*: measured speed-ups; the report page shows them; the screenshot is the browser test's
+VOLATILE_FILES = {"disk_usage.md", "compact.parquet", "compact.csv", "compact.md", "index.html", "screenshot.png"}
 VOLATILE_KEYS = {"device", "resumed_at_step", "speedup"}
 
 
 def snakemake(
     workdir: Path, *args: str, configs: tuple[Path, ...] = (SMOKE,), check: bool = True, env: dict | None = None,
-    cores: int = 2,
+    cores: int = 2, snakefile: Path = REPO / "Snakefile",
 ) -> subprocess.CompletedProcess:
     command = [
-        sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"), "--directory", str(workdir),
+        sys.executable, "-m", "snakemake", "--snakefile", str(snakefile), "--directory", str(workdir),
         "--cores", str(cores), "--configfile", *map(str, configs), *args,
     ]
     environment = {**os.environ, "HF_HUB_OFFLINE": "1", **(env or {})}
@@ -38,9 +39,11 @@ def snakemake(
     return result
 
 
-def jobs_to_run(workdir: Path, configs: tuple[Path, ...] = (SMOKE,), *args: str) -> dict[str, int]:
+def jobs_to_run(
+    workdir: Path, configs: tuple[Path, ...] = (SMOKE,), *args: str, snakefile: Path = REPO / "Snakefile"
+) -> dict[str, int]:
     """Rule -> job count of a dry run (empty when nothing is to be done); ``args`` go to snakemake."""
-    out = snakemake(workdir, "-n", "--quiet", "rules", *args, configs=configs).stdout
+    out = snakemake(workdir, "-n", "--quiet", "rules", *args, configs=configs, snakefile=snakefile).stdout
     counts = {}
     for line in out.splitlines():
         parts = line.split()

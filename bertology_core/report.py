@@ -1,0 +1,467 @@
+"""The report: every stage's tables and figures on one self-contained HTML page, and the head atlas.
+
+The page embeds each figure's Vega-Lite spec (written by :func:`figures.save_chart` as ``.vl.json``)
+and one copy of the Vega, Vega-Lite and Vega-Embed libraries (from vl-convert), so it opens from the
+file system with no network. Tables are plain HTML, sortable (click a column) and filterable.
+
+The head atlas joins every per-head result into one row per (task, model state, layer, head): the
+dominant attention pattern (Kovaleva et al. 2019, section 4.1), the cosine similarity of the head's
+attention before and after fine-tuning (4.2), its attention to [CLS], [SEP] and the linguistic features
+(4.3-4.5), the score change when the head alone is disabled with its interval (4.6), Michel et al.'s
+importance, its survival in Prasanna et al.'s s-pruning, and the dependency relation it tracks best
+(Clark et al. 2019).
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import polars as pl
+
+from bertology_core.io import write_text
+
+PRE_TRAINED, FINE_TUNED = "pre-trained", "fine-tuned"
+ATLAS_KEYS = ("model", "task", "state", "layer", "head", "name")
+
+
+@dataclass(frozen=True)
+class Figure:
+    """A figure: its Vega-Lite spec (the title kept, the caption moved out of the spec into the page)."""
+
+    title: str
+    caption: tuple[str, ...]
+    spec: dict
+    source: str = ""
+
+
+@dataclass(frozen=True)
+class Table:
+    title: str
+    caption: str
+    frame: pl.DataFrame
+    source: str = ""
+    float_format: str = "{:.3f}"
+
+
+@dataclass
+class Section:
+    anchor: str
+    title: str
+    intro: str
+    items: list[Figure | Table] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)  # what this config did not compute
+
+
+def load_figure(path: str | os.PathLike[str]) -> Figure:
+    """A figure from its ``.vl.json``; the subtitle (the two-line caption) becomes the page's caption."""
+    spec = json.loads(Path(path).read_text())
+    title = spec.get("title", "")
+    if isinstance(title, dict):
+        caption = title.get("subtitle", ())
+        caption = (caption,) if isinstance(caption, str) else tuple(caption)
+        text = title.get("text", "")
+        spec["title"] = {k: v for k, v in title.items() if k != "subtitle"}
+    else:
+        text, caption = str(title), ()
+    return Figure(title=text if isinstance(text, str) else " ".join(text), caption=caption, spec=spec, source=str(path))
+
+
+def _cell(value: object, float_format: str) -> tuple[str, str]:
+    """(shown text, sort key) of a table cell."""
+    if value is None:
+        return "", ""
+    if isinstance(value, float):
+        return float_format.format(value), repr(value)
+    if isinstance(value, bool):
+        return str(value).lower(), str(int(value))
+    if isinstance(value, int):
+        return str(value), str(value)
+    return str(value), str(value)
+
+
+def table_html(table: Table, table_id: str, max_rows: int | None = None) -> str:
+    """An HTML table with a filter box; every column sorts on click (numbers numerically)."""
+    frame = table.frame if max_rows is None else table.frame.head(max_rows)
+    numeric = {c for c, t in zip(frame.columns, frame.dtypes) if t.is_numeric()}
+    head = "".join(
+        f'<th data-numeric="{int(c in numeric)}" title="sort by {html.escape(c)}">{html.escape(c)}</th>' for c in frame.columns
+    )
+    rows = []
+    for row in frame.iter_rows():
+        cells = []
+        for value in row:
+            shown, key = _cell(value, table.float_format)
+            cells.append(f'<td data-key="{html.escape(key)}">{html.escape(shown)}</td>')
+        rows.append("<tr>" + "".join(cells) + "</tr>")
+    more = "" if max_rows is None or table.frame.height <= max_rows else (
+        f'<p class="note">First {max_rows} of {table.frame.height} rows; all rows in {html.escape(table.source)}.</p>'
+    )
+    return (
+        f'<div class="table-block" id="{table_id}"><input class="filter" type="search" placeholder="filter rows" '
+        f'aria-label="filter {html.escape(table.title)}"> <span class="count">{frame.height} rows</span>'
+        f'<div class="scroll"><table><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table></div>{more}</div>'
+    )
+
+
+_STYLE = """
+body { font: 15px/1.45 system-ui, sans-serif; margin: 0; color: #222; }
+header { background: #1f3a5f; color: #fff; padding: 18px 32px; }
+header h1 { margin: 0 0 4px; font-size: 24px; }
+header p { margin: 2px 0; opacity: .9; }
+nav { position: sticky; top: 0; background: #f4f6f9; border-bottom: 1px solid #d8dde5; padding: 6px 32px; z-index: 2;
+      display: flex; flex-wrap: wrap; column-gap: 16px; row-gap: 2px; }
+nav a { color: #1f3a5f; text-decoration: none; font-weight: 600; white-space: nowrap; }
+main { padding: 8px 32px 48px; max-width: 1500px; }
+section { border-bottom: 1px solid #e3e6ea; padding: 8px 0 24px; }
+h2 { margin: 18px 0 6px; }
+.intro { max-width: 960px; color: #444; }
+figure { margin: 18px 0; }
+figcaption { color: #555; font-size: 13.5px; max-width: 1100px; }
+figcaption b { color: #222; }
+.chart { overflow-x: auto; }
+.table-block { margin: 10px 0 18px; }
+.scroll { max-height: 460px; overflow: auto; border: 1px solid #d8dde5; }
+table { border-collapse: collapse; font-size: 13px; }
+th { position: sticky; top: 0; background: #eef1f5; cursor: pointer; text-align: left; padding: 4px 8px; }
+th.asc::after { content: " \\25B2"; } th.desc::after { content: " \\25BC"; }
+td { padding: 3px 8px; border-top: 1px solid #eef0f3; white-space: nowrap; }
+tbody tr:hover { background: #f7f9fc; }
+.note, .missing { color: #777; font-size: 13px; }
+.count { color: #777; font-size: 12px; }
+.filter { padding: 3px 6px; width: 260px; }
+"""
+
+_SCRIPT = """
+function renderCharts() {
+  const specs = JSON.parse(document.getElementById('chart-specs').textContent);
+  const done = Object.entries(specs).map(([id, spec]) =>
+    vegaEmbed('#' + id, spec, {mode: 'vega-lite', actions: {export: true, source: false, compiled: false, editor: false}})
+      .then(() => document.getElementById(id).setAttribute('data-rendered', 'true'))
+      .catch(error => { console.error('chart ' + id + ': ' + error); }));
+  Promise.all(done).then(() => document.body.setAttribute('data-charts-rendered', String(done.length)));
+}
+function wireTables() {
+  for (const block of document.querySelectorAll('.table-block')) {
+    const body = block.querySelector('tbody'), count = block.querySelector('.count');
+    const rows = Array.from(body.rows);
+    block.querySelector('.filter').addEventListener('input', event => {
+      const needle = event.target.value.toLowerCase();
+      let shown = 0;
+      for (const row of rows) {
+        const keep = row.textContent.toLowerCase().includes(needle);
+        row.style.display = keep ? '' : 'none';
+        shown += keep;
+      }
+      count.textContent = shown + ' of ' + rows.length + ' rows';
+    });
+    block.querySelectorAll('th').forEach((th, column) => th.addEventListener('click', () => {
+      const ascending = !th.classList.contains('asc');
+      block.querySelectorAll('th').forEach(other => other.classList.remove('asc', 'desc'));
+      th.classList.add(ascending ? 'asc' : 'desc');
+      const numeric = th.dataset.numeric === '1';
+      const key = row => row.cells[column].dataset.key;
+      const compare = numeric
+        ? (a, b) => (key(a) === '' ? Infinity : Number(key(a))) - (key(b) === '' ? Infinity : Number(key(b)))
+        : (a, b) => key(a).localeCompare(key(b));
+      rows.sort((a, b) => ascending ? compare(a, b) : compare(b, a));
+      rows.forEach(row => body.appendChild(row));
+    }));
+  }
+}
+wireTables();
+renderCharts();
+"""
+
+
+def _script_json(data: object) -> str:
+    """JSON that is safe inside a <script> element."""
+    return json.dumps(data, separators=(",", ":")).replace("</", "<\\/")
+
+
+def render_page(title: str, subtitle: Sequence[str], sections: Sequence[Section], vega_bundle: str) -> str:
+    """The whole page as one HTML string (``vega_bundle``: vl_convert.javascript_bundle())."""
+    specs: dict[str, dict] = {}
+    body = []
+    for section in sections:
+        parts = [f'<section id="{section.anchor}"><h2>{html.escape(section.title)}</h2>',
+                 f'<p class="intro">{html.escape(section.intro)}</p>']
+        for number, item in enumerate(section.items):
+            item_id = f"{section.anchor}-{number}"
+            if isinstance(item, Figure):
+                specs[item_id] = item.spec
+                caption = "<br>".join(html.escape(line) for line in item.caption)
+                parts.append(
+                    f'<figure><div class="chart" id="{item_id}"></div><figcaption><b>{html.escape(item.title)}.</b> '
+                    f'{caption}<br><span class="note">Files: {html.escape(item.source.removesuffix(".vl.json"))}'
+                    f'.{{html,png,svg}}</span></figcaption></figure>'
+                )
+            else:
+                parts.append(f"<h3>{html.escape(item.title)}</h3><p class=\"note\">{html.escape(item.caption)}</p>")
+                parts.append(table_html(item, item_id))
+        for missing in section.missing:
+            parts.append(f'<p class="missing">{html.escape(missing)}</p>')
+        parts.append("</section>")
+        body.append("".join(parts))
+    nav = "".join(f'<a href="#{s.anchor}">{html.escape(s.title.split(":")[0])}</a>' for s in sections)
+    lines = "".join(f"<p>{html.escape(line)}</p>" for line in subtitle)
+    return (
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+        f"<title>{html.escape(title)}</title><style>{_STYLE}</style>"
+        f"<script>{vega_bundle}</script></head><body>"
+        f"<header><h1>{html.escape(title)}</h1>{lines}</header><nav>{nav}</nav><main>{''.join(body)}</main>"
+        f'<script type="application/json" id="chart-specs">{_script_json(specs)}</script>'
+        f"<script>{_SCRIPT}</script></body></html>\n"
+    )
+
+
+def write_page(path: str | os.PathLike[str], title: str, subtitle: Sequence[str], sections: Sequence[Section]) -> int:
+    """Render and write the page atomically; returns its size in bytes."""
+    import altair as alt
+    import vl_convert
+
+    page = render_page(title, subtitle, sections, vl_convert.javascript_bundle(vl_version=".".join(alt.SCHEMA_VERSION.split(".")[:2])))
+    write_text(page, path)
+    return len(page.encode())
+
+
+# --- the head atlas -------------------------------------------------------------------------------------
+
+
+def _heads(frame: pl.DataFrame) -> pl.DataFrame:
+    return frame.with_columns(pl.col("layer").cast(pl.Int32), pl.col("head").cast(pl.Int32))
+
+
+def dump_state(dump: str) -> tuple[str, str | None]:
+    """``TASK/untuned`` -> (TASK, pre-trained); ``TASK/pretrained_seedN`` -> (TASK, fine-tuned); else None."""
+    task, state = dump.split("/", 1)
+    if state == "untuned":
+        return task, PRE_TRAINED
+    if state.startswith("pretrained_seed"):
+        return task, FINE_TUNED
+    return task, None
+
+
+def head_atlas(
+    model: str,
+    patterns: pl.DataFrame | None = None,
+    cosine: pl.DataFrame | None = None,
+    features: pl.DataFrame | None = None,
+    disabling: pl.DataFrame | None = None,
+    importance: pl.DataFrame | None = None,
+    survival: pl.DataFrame | None = None,
+    relations: pl.DataFrame | None = None,
+    best_relations: pl.DataFrame | None = None,
+) -> pl.DataFrame:
+    """One row per (task, state, layer, head) of ``model`` with every per-head result available.
+
+    Inputs are the stages' summary tables (each optional: a stage the config leaves out adds no columns):
+    ``patterns`` (patterns/summary/heads: dump, layer, head, dominant_class, share; the first fine-tuned
+    seed's dump stands for "fine-tuned"), ``cosine`` (attention_change/summary/cosine: task, layer, head,
+    cosine), ``features`` (linguistic/summary/features: task, model_state, layer, head, feature, score),
+    ``disabling`` (disabling/summary/heads: task, mode, layer, head, delta, ci_low, ci_high, verdict),
+    ``importance`` (pruning/summary/importance: task, element, layer, head, normalized_mean), ``survival``
+    (pruning/summary/survival: task, method, element, layer, head, survival), ``relations`` (probing
+    head_relations: state, relation, direction, layer, head, accuracy) with ``best_relations`` (probing
+    syntactic_heads: state, relation, baseline_accuracy). Layers and heads are 0-based; ``name`` is the
+    1-based ``L<layer>H<head>`` the papers and the disabling tables print."""
+    keys = ["task", "state", "layer", "head"]
+    parts: list[pl.DataFrame] = []
+    if patterns is not None and patterns.height:
+        mapped = patterns.with_columns(
+            pl.col("dump").map_elements(lambda d: dump_state(d)[0], return_dtype=pl.String).alias("task"),
+            pl.col("dump").map_elements(lambda d: dump_state(d)[1], return_dtype=pl.String).alias("state"),
+            pl.col("dump").str.extract(r"_seed(\d+)$").cast(pl.Int64).fill_null(0).alias("_seed"),
+        ).drop_nulls("state")
+        first = mapped.sort("_seed").group_by(["task", "state", "layer", "head"], maintain_order=True).first()
+        parts.append(_heads(first.select(*keys, pl.col("dominant_class").alias("pattern"), pl.col("share").alias("pattern_share"))))
+    if features is not None and features.height:
+        wide = features.filter(pl.col("model_state").is_in([PRE_TRAINED, FINE_TUNED])).pivot(
+            on="feature", index=["task", "model_state", "layer", "head"], values="score"
+        ).rename({"model_state": "state"})
+        wide = wide.rename({c: f"attn_{c.strip('[]').lower()}" for c in wide.columns if c not in keys})
+        parts.append(_heads(wide))
+    frame = _outer_join(parts, keys)
+    if frame is None:
+        # no per-state table: fine-tuned rows from the per-task tables alone
+        frame = pl.DataFrame(schema={"task": pl.String, "state": pl.String, "layer": pl.Int32, "head": pl.Int32})
+
+    fine_tuned: list[pl.DataFrame] = []
+    if cosine is not None and cosine.height:
+        fine_tuned.append(_heads(cosine.select("task", "layer", "head", pl.col("cosine").alias("cosine_to_pre_trained"))))
+    if disabling is not None and disabling.height:
+        for mode in sorted(disabling["mode"].unique()):
+            prefix = "disabling" if disabling["mode"].n_unique() == 1 else f"disabling_{mode}"
+            fine_tuned.append(_heads(disabling.filter(pl.col("mode") == mode).select(
+                "task", "layer", "head", pl.col("delta").alias(f"{prefix}_delta"), pl.col("ci_low").alias(f"{prefix}_ci_low"),
+                pl.col("ci_high").alias(f"{prefix}_ci_high"), pl.col("verdict").alias(f"{prefix}_verdict"),
+            )))
+    if importance is not None and importance.height:
+        fine_tuned.append(_heads(importance.filter(pl.col("element") == "head").select(
+            "task", "layer", "head", pl.col("normalized_mean").alias("importance"))))
+    if survival is not None and survival.height:
+        heads = survival.filter((pl.col("element") == "head") & (pl.col("method") == "s"))
+        if heads.height:
+            fine_tuned.append(_heads(heads.select("task", "layer", "head", pl.col("survival").alias("survival_s_pruning"))))
+    per_task = _outer_join(fine_tuned, ["task", "layer", "head"])
+    if per_task is not None:
+        per_task = per_task.with_columns(pl.lit(FINE_TUNED).alias("state"))
+        frame = frame.join(per_task, on=keys, how="full", coalesce=True)
+
+    if relations is not None and relations.height and best_relations is not None and best_relations.height:
+        frame = frame.join(_best_relation_per_head(relations, best_relations, frame), on=keys, how="left")
+    return frame.with_columns(
+        pl.lit(model).alias("model"),
+        pl.format("L{}H{}", pl.col("layer") + 1, pl.col("head") + 1).alias("name"),
+    ).select(*ATLAS_KEYS, pl.exclude(*ATLAS_KEYS)).sort("task", "state", "layer", "head", descending=[False, True, False, False])
+
+
+def _outer_join(frames: list[pl.DataFrame], keys: list[str]) -> pl.DataFrame | None:
+    if not frames:
+        return None
+    joined = frames[0]
+    for frame in frames[1:]:
+        joined = joined.join(frame, on=keys, how="full", coalesce=True)
+    return joined
+
+
+def _best_relation_per_head(relations: pl.DataFrame, best: pl.DataFrame, rows: pl.DataFrame) -> pl.DataFrame:
+    """Per head and probed state, the relation (of those the syntactic-head table scores) where the head beats
+    that relation's best fixed-offset baseline by most, over both directions. The pre-trained state's answer
+    holds for every task's pre-trained rows; ``TASK_seedN`` answers for that task's fine-tuned rows (first seed)."""
+    scored = relations.filter(pl.col("relation") != "all").join(
+        best.select("state", "relation", "baseline_accuracy"), on=["state", "relation"], how="inner"
+    ).with_columns((pl.col("accuracy") - pl.col("baseline_accuracy")).alias("margin"))
+    top = scored.sort("margin", descending=True).group_by(["state", "layer", "head"], maintain_order=True).first()
+    top = _heads(top.select(
+        "state", "layer", "head", pl.col("relation").alias("best_relation"), pl.col("direction").alias("relation_direction"),
+        pl.col("accuracy").alias("relation_accuracy"), pl.col("baseline_accuracy").alias("relation_baseline"),
+    ))
+    out = []
+    tasks = rows["task"].unique().to_list() if rows.height else []
+    pre = top.filter(pl.col("state") == "untuned")
+    if pre.height:
+        out += [pre.with_columns(pl.lit(task).alias("task"), pl.lit(PRE_TRAINED).alias("state")) for task in tasks]
+    tuned = top.filter(pl.col("state").str.contains(r"_seed\d+$")).with_columns(
+        pl.col("state").str.extract(r"^(.*)_seed\d+$").alias("task"),
+        pl.col("state").str.extract(r"_seed(\d+)$").cast(pl.Int64).alias("_seed"),
+    ).sort("_seed").group_by(["task", "layer", "head"], maintain_order=True).first().drop("_seed").with_columns(
+        pl.lit(FINE_TUNED).alias("state"))
+    if tuned.height:
+        out.append(tuned)
+    if not out:
+        return pl.DataFrame(schema={"task": pl.String, "state": pl.String, "layer": pl.Int32, "head": pl.Int32})
+    return pl.concat([o.select("task", "state", "layer", "head", pl.exclude("task", "state", "layer", "head")) for o in out])
+
+
+def atlas_chart(atlas: pl.DataFrame, caption: str):
+    """Layer x head maps of one atlas measure at a time (a drop-down picks it, another the task), one panel
+    per model state; the tooltip shows the head's whole atlas row."""
+    import altair as alt  # (imported here: the workflow reads this module's LAYOUT when it parses)
+
+    measures = [c for c, t in zip(atlas.columns, atlas.dtypes) if t.is_float() and not c.endswith(("_ci_low", "_ci_high"))]
+    if not measures:
+        raise ValueError("the head atlas has no numeric column to draw")
+    tasks = sorted(atlas["task"].unique().to_list())
+    data = atlas.with_columns((pl.col("layer") + 1).alias("Layer"), (pl.col("head") + 1).alias("Head")).to_pandas()
+    measure = alt.param(name="measure", value=measures[0], bind=alt.binding_select(options=measures, name="measure "))
+    task = alt.param(name="task", value=tasks[0], bind=alt.binding_select(options=tasks, name="task "))
+    text_columns = [c for c in atlas.columns if c not in ("layer", "head") and c not in measures and not c.endswith(("_ci_low", "_ci_high"))]
+    tooltip = [alt.Tooltip(f"{c}:N") for c in text_columns] + [alt.Tooltip(f"{m}:Q", format=".3f") for m in measures]
+    chart = alt.Chart(data).transform_filter(alt.datum.task == task).transform_fold(measures, as_=["measure_name", "value"]).transform_filter(
+        alt.datum.measure_name == measure
+    ).transform_filter("isValid(datum.value)").mark_rect().encode(
+        x=alt.X("Head:O"), y=alt.Y("Layer:O"), color=alt.Color("value:Q", scale=alt.Scale(scheme="viridis"), title="value"),
+        tooltip=tooltip,
+    ).properties(width=220, height=170).facet(column=alt.Column("state:N", title=None)).add_params(measure, task)
+    return chart.properties(title=alt.TitleParams("Head atlas: one measure per map", subtitle=caption.split("\n"), anchor="start"))
+
+
+# --- the page's layout: sections in the order of Kovaleva et al. (2019), then pruning and probing -------------
+
+# (anchor, title, intro, items); an item is ("figure" | "table", stem under results/ with {model}, table title)
+LAYOUT: tuple[tuple[str, str, str, tuple[tuple[str, str, str], ...]], ...] = (
+    ("baselines", "Baselines: fine-tuned, pre-trained only and random init",
+     "Dev scores per task (mean and std over seeds) of the model fine-tuned from the pre-trained encoder, of the pre-trained "
+     "encoder with an untrained classifier head (the paper's \"pre-trained\" column) and of the same architecture fine-tuned "
+     "from random weights (Kovaleva et al. 2019, table 1).",
+     (("table", "tables/{model}/baselines", "Baselines"),)),
+    ("patterns", "Self-attention patterns",
+     "Share of attention maps of each pattern class (vertical, diagonal, vertical+diagonal, block, heterogeneous) "
+     "per task and model state, and each head's dominant class (Kovaleva et al. 2019, section 4.1).",
+     (("figure", "patterns/{model}/summary/shares", ""), ("figure", "patterns/{model}/summary/heads", ""))),
+    ("change", "Change of attention after fine-tuning",
+     "Cosine similarity between each head's flattened attention maps before and after fine-tuning: low values mark the "
+     "heads fine-tuning changed most (section 4.2).",
+     (("figure", "attention_change/{model}/summary/cosine", ""),)),
+    ("linguistic", "Attention to linguistic features",
+     "How much attention each head puts on [CLS], [SEP], nouns, pronouns, negation, subjects and objects, and token-to-token "
+     "attention from verbs to their subjects and from nouns to pronouns (sections 4.3-4.4).",
+     (("figure", "linguistic/{model}/summary/features", ""), ("figure", "linguistic/{model}/summary/relations", ""))),
+    ("cls", "Attention to [CLS], [SEP] and token types",
+     "Where the [CLS] token's attention goes (special tokens, parts of speech), before and after fine-tuning (section 4.5).",
+     (("figure", "linguistic/{model}/summary/cls", ""),)),
+    ("disabling", "Disabling heads and layers",
+     "Change of the dev score when one head or one whole layer is disabled, with bootstrap intervals over examples and "
+     "seeds, and the greedy search for the best set of heads to disable (section 4.6).",
+     (("figure", "disabling/{model}/summary/heads", ""), ("figure", "disabling/{model}/summary/layers", ""),
+      ("table", "disabling/{model}/summary/extremes", "Heads and layers whose disabling helps or hurts most"),
+      ("table", "disabling/{model}/summary/greedy", "Greedy disabling"))),
+    ("pruning", "Head importance and pruning",
+     "Michel et al.'s (2019) gradient importance of heads and MLPs and their iterative pruning curves; Prasanna et al.'s "
+     "(2020) magnitude (m) and structured (s) lottery tickets: their curves, the good/random/bad subnetworks re-fine-tuned, "
+     "survival of each head across seeds and the Fleiss' kappa of the masks; the pruned models compacted.",
+     (("figure", "pruning/{model}/summary/importance", ""), ("figure", "pruning/{model}/summary/michel", ""),
+      ("figure", "pruning/{model}/summary/lottery_curves", ""), ("figure", "pruning/{model}/summary/survival", ""),
+      ("table", "pruning/{model}/summary/lottery", "Lottery tickets: full, good, random and bad subnetworks"),
+      ("table", "pruning/{model}/summary/stability", "Stability of the masks across seeds (Fleiss' kappa)"),
+      ("table", "pruning/{model}/summary/compact", "Compacted models"))),
+    ("probing", "Probing and syntactic heads",
+     "Linear probes per layer for parts of speech and dependency relations with Hewitt and Liang's control tasks "
+     "(Tenney et al. 2019), and Clark et al.'s (2019) heads that track single dependency relations.",
+     (("figure", "probing/{model}/summary/probes", ""),
+      ("table", "probing/{model}/summary/syntactic_heads", "Syntactic heads (Clark et al. 2019, table 1)"))),
+    ("atlas", "Head atlas",
+     "Every per-head result in one row per task, model state, layer and head: dominant pattern, change after fine-tuning, "
+     "attention to special tokens and features, disabling effect with interval, importance, survival in pruning and the "
+     "dependency relation the head tracks best. Sort and filter the table; pick a measure and a task in the chart.",
+     (("figure", "report/{model}/head_atlas", ""), ("table", "report/{model}/head_atlas", "Head atlas"))),
+)
+
+
+def report_stems(model: str) -> list[tuple[str, str]]:
+    """Every (kind, stem) the page can show for ``model``: figures are ``<stem>.vl.json``, tables
+    ``<stem>.parquet``, both under ``results/``."""
+    return [(kind, stem.format(model=model)) for _, _, _, items in LAYOUT for kind, stem, _ in items]
+
+
+def build_sections(results: str | os.PathLike[str], models: Sequence[str], available: set[str]) -> list[Section]:
+    """The page's sections for ``models``; ``available``: the files (paths as given to the job) this config
+    produced. Items it did not produce are listed as such, so a reader knows a stage was left out."""
+    results = Path(results)
+    sections = []
+    for anchor, title, intro, items in LAYOUT:
+        section = Section(anchor, title, intro)
+        for model in models:
+            for kind, stem, table_title in items:
+                stem = stem.format(model=model)
+                path = results / f"{stem}.{'vl.json' if kind == 'figure' else 'parquet'}"
+                if str(path) not in available:
+                    section.missing.append(f"{stem}: not computed for {model} in this config.")
+                    continue
+                if kind == "figure":
+                    section.items.append(load_figure(path))
+                else:
+                    shown = f"{table_title} ({model})" if len(models) > 1 else table_title
+                    frame = pl.read_parquet(path)
+                    section.items.append(Table(shown, _table_note(path), frame, source=str(path.with_suffix(".csv"))))
+        sections.append(section)
+    return sections
+
+
+def _table_note(path: Path) -> str:
+    return f"From {path.with_suffix('')}.{{parquet,csv,md}}."

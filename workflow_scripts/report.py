@@ -1,0 +1,25 @@
+"""The report page (rule report): every stage's tables and figures and the head atlas, on one page."""
+
+from _common import log_to
+
+log_to(snakemake.log[0])
+
+import logging
+import time
+
+from bertology_core import report
+
+started = time.perf_counter()
+models = snakemake.params.models
+sections = report.build_sections("results", models, set(snakemake.input))
+config = snakemake.config
+subtitle = [
+    "Models: " + ", ".join(f"{m['name']} ({m['spec']})" for m in config["models"]) + f". Tasks: {', '.join(config['tasks'])}. "
+    f"Seeds: {', '.join(map(str, config['seeds']))} (stages may add seeds; see each caption).",
+    "Every figure and table below is also a file under results/ (named under each one); layers and heads are 0-based "
+    "in tables, 1-based (L<layer>H<head>) in names and figures, as the papers print them.",
+]
+size = report.write_page(snakemake.output[0], "bertology report", subtitle, sections)
+shown = sum(len(s.items) for s in sections)
+logging.info("wrote %s: %d figures and tables, %.1f MB, in %.1f s", snakemake.output[0], shown, size / 1e6,
+             time.perf_counter() - started)
