@@ -28,7 +28,7 @@ import numpy as np
 import torch
 from transformers import PreTrainedModel
 
-from bertology_core import attention
+from bertology_core import attention, finetune
 from bertology_core.finetune import Encoded, _labels_tensor
 from bertology_core.glue import GlueTask
 
@@ -174,16 +174,8 @@ def masked_logits(
     """Logits ``[examples, labels]`` with ``plan`` active, through the engine (only [CLS] goes past the
     last layer's attention); batches sorted by length."""
     attention.use_engine(model)
-    model.eval()
-    device = next(model.parameters()).device
-    order = np.argsort(-data.lengths(), kind="stable")
-    logits = np.zeros((len(data), model.config.num_labels), dtype=np.float32)
-    for start in range(0, len(order), batch_size):
-        rows = order[start : start + batch_size]
-        batch = {k: v.to(device) for k, v in data.collate(rows).items()}
-        with attention.intervene(model, plan or attention.InterventionPlan()), attention.first_token_output(model):
-            logits[rows] = model(**batch).logits.float().cpu().numpy()
-    return logits
+    with attention.intervene(model, plan or attention.InterventionPlan()), attention.first_token_output(model):
+        return finetune.predict(model, data, batch_size)
 
 
 def masked_predictions(

@@ -22,6 +22,8 @@ import polars as pl
 import torch
 from transformers import PreTrainedModel
 
+from bertology_core.batching import Encoded
+
 POOLINGS = ("first", "mean")
 
 
@@ -85,18 +87,13 @@ def word_representations(
     the words of all sentences in order, and the ``[words]`` mask of words that have a representation."""
     model.eval()
     device = next(model.parameters()).device
-    pad = 0
+    sentences = Encoded(aligned.input_ids, None, model.config.pad_token_id or 0)
     chunks, masks = [], []
-    for start in range(0, len(aligned.input_ids), batch_size):
-        rows = range(start, min(start + batch_size, len(aligned.input_ids)))
-        length = max(len(aligned.input_ids[r]) for r in rows)
-        ids = torch.full((len(rows), length), pad, dtype=torch.long)
-        attention = torch.zeros((len(rows), length), dtype=torch.long)
-        for i, r in enumerate(rows):
-            ids[i, : len(aligned.input_ids[r])] = torch.tensor(aligned.input_ids[r])
-            attention[i, : len(aligned.input_ids[r])] = 1
-        out = model(input_ids=ids.to(device), attention_mask=attention.to(device), output_hidden_states=True)
-        states = torch.stack(out.hidden_states).float().cpu()  # [layers + 1, batch, length, hidden]
+    for start in range(0, len(sentences), batch_size):
+        rows = range(start, min(start + batch_size, len(sentences)))
+        batch = {k: v.to(device) for k, v in sentences.collate(rows).items()}
+        length = batch["input_ids"].shape[1]
+        states = torch.stack(model(**batch, output_hidden_states=True).hidden_states).float().cpu()  # [layers + 1, batch, length, hidden]
         for i, r in enumerate(rows):
             pool = torch.from_numpy(pooling_matrix(aligned.piece_words[r], aligned.num_words[r], pooling, length))
             chunks.append(torch.einsum("wt,lth->lwh", pool, states[:, i]).numpy())

@@ -139,24 +139,20 @@ def relation_counts(
     import torch
 
     from bertology_core import attention
+    from bertology_core.batching import Encoded
 
     config = model.config
     counts = RelationCounts(config.num_hidden_layers, config.num_attention_heads, tuple(offsets))
-    for start in range(0, len(aligned.input_ids), batch_size):
-        rows = list(range(start, min(start + batch_size, len(aligned.input_ids))))
-        length = max(len(aligned.input_ids[r]) for r in rows)
-        ids = torch.zeros((len(rows), length), dtype=torch.long)
-        mask = torch.zeros_like(ids)
-        for i, r in enumerate(rows):
-            ids[i, : len(aligned.input_ids[r])] = torch.tensor(aligned.input_ids[r])
-            mask[i, : len(aligned.input_ids[r])] = 1
+    sentences = Encoded(aligned.input_ids, None, config.pad_token_id or 0)
+    for start in range(0, len(sentences), batch_size):
+        rows = list(range(start, min(start + batch_size, len(sentences))))
         captured: dict[int, torch.Tensor] = {}
 
         def sink(layer: int, probs: torch.Tensor, real: torch.Tensor) -> None:
             captured[layer] = probs.float().cpu()
 
         with torch.inference_mode(), attention.intervene(model, attention.InterventionPlan(sink=sink)):
-            model(input_ids=ids, attention_mask=mask)
+            model(**sentences.collate(rows))
         maps = torch.stack([captured[layer] for layer in range(config.num_hidden_layers)], dim=1).numpy()  # [B, L, H, T, T]
         for i, r in enumerate(rows):
             n = len(aligned.input_ids[r])

@@ -9,7 +9,6 @@ from _common import log_to
 log_to(snakemake.log[0])
 os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
 
-import numpy as np
 import polars as pl
 import torch
 from safetensors.numpy import load_file as load_numpy

@@ -1,0 +1,55 @@
+"""Tokenised examples and their padded batches: the one collation every model-running stage uses
+(fine-tuning, evaluation, attention dumps, disabling, importance, probing)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import polars as pl
+import torch
+
+
+@dataclass
+class Encoded:
+    """Tokenised examples, unpadded: one list of ids per example."""
+
+    input_ids: list[list[int]]
+    token_type_ids: list[list[int]] | None
+    pad_token_id: int
+
+    def __len__(self) -> int:
+        return len(self.input_ids)
+
+    def lengths(self) -> np.ndarray:
+        return np.fromiter((len(x) for x in self.input_ids), dtype=np.int64, count=len(self))
+
+    def collate(self, indices: list[int] | np.ndarray) -> dict[str, torch.Tensor]:
+        """Pad the selected examples to the longest of them (dynamic padding)."""
+        width = max(len(self.input_ids[i]) for i in indices)
+        ids = torch.full((len(indices), width), self.pad_token_id, dtype=torch.long)
+        mask = torch.zeros((len(indices), width), dtype=torch.long)
+        types = torch.zeros((len(indices), width), dtype=torch.long) if self.token_type_ids is not None else None
+        for row, i in enumerate(indices):
+            n = len(self.input_ids[i])
+            ids[row, :n] = torch.tensor(self.input_ids[i])
+            mask[row, :n] = 1
+            if types is not None and self.token_type_ids is not None:
+                types[row, :n] = torch.tensor(self.token_type_ids[i])
+        batch = {"input_ids": ids, "attention_mask": mask}
+        if types is not None:
+            batch["token_type_ids"] = types
+        return batch
+
+
+def encode(frame: pl.DataFrame, tokenizer: Any, max_length: int) -> Encoded:
+    """Tokenise ``sentence1`` (and ``sentence2`` when present) with truncation to ``max_length``."""
+    first = frame["sentence1"].to_list()
+    second = frame["sentence2"].to_list() if frame["sentence2"].null_count() < frame.height else None
+    out = tokenizer(first, second, truncation=True, max_length=max_length, padding=False)
+    return Encoded(
+        input_ids=out["input_ids"],
+        token_type_ids=out.get("token_type_ids"),
+        pad_token_id=tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0,
+    )
