@@ -261,11 +261,12 @@ def validate_labels(task: GlueTask, frame: pl.DataFrame, source: str) -> None:
         )
 
 
-def subsample(frame: pl.DataFrame, max_examples: int | None, seed: int) -> pl.DataFrame:
-    """A seeded sample of at most ``max_examples`` rows, kept in the original order."""
+def subsample(frame: pl.DataFrame, max_examples: int | None, seed: int, order: str = "idx") -> pl.DataFrame:
+    """A seeded sample of at most ``max_examples`` rows, kept in the original order (of column ``order``:
+    ``idx`` for GLUE, ``sentence`` for a treebank)."""
     if max_examples is None or frame.height <= max_examples:
         return frame
-    return frame.sample(n=max_examples, seed=seed, shuffle=False).sort("idx")
+    return frame.sample(n=max_examples, seed=seed, shuffle=False).sort(order)
 
 
 def prepare_split(

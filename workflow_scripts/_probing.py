@@ -6,7 +6,7 @@ import polars as pl
 import torch
 from transformers import AutoConfig, AutoModel
 
-from bertology_core import io, models
+from bertology_core import glue, io, models
 
 
 def load_encoder(snakemake):
@@ -25,7 +25,4 @@ def load_encoder(snakemake):
 
 def treebank_sample(path: str, sentences: int | None, seed: int) -> pl.DataFrame:
     """A seeded sample of at most ``sentences`` sentences, in treebank order (all when None)."""
-    frame = pl.read_parquet(path)
-    if sentences is None or frame.height <= sentences:
-        return frame
-    return frame.sample(n=sentences, seed=seed, shuffle=False).sort("sentence")
+    return glue.subsample(pl.read_parquet(path), sentences, seed, order="sentence")
