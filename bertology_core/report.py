@@ -117,7 +117,7 @@ nav { position: sticky; top: 0; background: #f4f6f9; border-bottom: 1px solid #d
       display: flex; flex-wrap: wrap; column-gap: 16px; row-gap: 2px; }
 nav a { color: #1f3a5f; text-decoration: none; font-weight: 600; white-space: nowrap; }
 main { padding: 8px 32px 48px; max-width: 1500px; }
-section { border-bottom: 1px solid #e3e6ea; padding: 8px 0 24px; }
+section { border-bottom: 1px solid #e3e6ea; padding: 8px 0 24px; scroll-margin-top: 64px; }
 h2 { margin: 18px 0 6px; }
 .intro { max-width: 960px; color: #444; }
 figure { margin: 18px 0; }
@@ -368,7 +368,8 @@ def atlas_chart(atlas: pl.DataFrame, caption: str):
         raise ValueError("the head atlas has no numeric column to draw")
     tasks = sorted(atlas["task"].unique().to_list())
     data = atlas.with_columns((pl.col("layer") + 1).alias("Layer"), (pl.col("head") + 1).alias("Head")).to_pandas()
-    measure = alt.param(name="measure", value=measures[0], bind=alt.binding_select(options=measures, name="measure "))
+    first = next((m for m in ("importance", "disabling_delta", "cosine_to_pre_trained") if m in measures), measures[0])
+    measure = alt.param(name="measure", value=first, bind=alt.binding_select(options=measures, name="measure "))
     task = alt.param(name="task", value=tasks[0], bind=alt.binding_select(options=tasks, name="task "))
     text_columns = [c for c in atlas.columns if c not in ("layer", "head") and c not in measures and not c.endswith(("_ci_low", "_ci_high"))]
     tooltip = [alt.Tooltip(f"{c}:N") for c in text_columns] + [alt.Tooltip(f"{m}:Q", format=".3f") for m in measures]

@@ -22,8 +22,8 @@ by_layer = heads.group_by("task", "layer").agg(pl.col("cosine").mean().alias("me
 figures.write_table(by_layer, snakemake.params.out + "/cosine_by_layer")
 chart = figures.head_heatmap(
     heads, "cosine", "Attention change after fine-tuning (Kovaleva et al. 2019, fig. 3)",
-    "Cosine similarity of each head's map before and after fine-tuning, mean over dev examples (darker = more change);\n"
-    f"the paper found the last two layers change most. Model {snakemake.wildcards.model}, up to {snakemake.params.examples} dev examples per task.",
+    "Cosine similarity of each head's map before and after fine-tuning, mean over dev examples (darker = more change); "
+    f"the paper found the last two layers change most.\nModel {snakemake.wildcards.model}, up to {snakemake.params.examples} dev examples per task.",
     facet="task", scheme="viridis",
     tooltip=["task", "Layer", "Head", "cosine", "examples"],
 )

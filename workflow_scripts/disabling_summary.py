@@ -56,7 +56,7 @@ figures.save_chart(chart, f"{out}/heads")
 layer_data = layers.filter(pl.col("mode") == first_mode).with_columns((pl.col("layer") + 1).alias("Layer"))
 chart = figures.interval_chart(
     layer_data, "Layer", f"Disabling a whole layer ({first_mode} attention; Kovaleva et al. 2019, fig. 7)",
-    f"Change of the dev score ({metric_note}) with every head of one layer disabled. Black: mean over seeds\n"
-    f"with its {params.level:.0%} paired-bootstrap interval; colours: single seeds. Model {snakemake.wildcards.model}; seeds: {params.seed_note}.",
+    f"Change of the dev score ({metric_note}) with every head of one layer disabled. Black: mean over seeds "
+    f"with its {params.level:.0%} paired-bootstrap interval; colours: single seeds.\nModel {snakemake.wildcards.model}; seeds: {params.seed_note}.",
 )
 figures.save_chart(chart, f"{out}/layers")

@@ -31,7 +31,7 @@ joined = ", ".join(name for name in ("patterns", "features", "cosine", "disablin
                    if name in inputs.keys())
 figures.save_chart(report.atlas_chart(
     atlas,
-    "Every per-head result, one measure at a time (pick it and the task above the chart; hover a head for its whole row).\n"
+    "Every per-head result, one measure at a time (pick it and the task under the chart; hover a head for its whole row).\n"
     f"Model {model}: {atlas.height} rows (task x state x layer x head) from {joined}; fine-tuned rows: the first seed's "
     "patterns and relations, all seeds' means for the rest.",
 ), stem)

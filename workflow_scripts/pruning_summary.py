@@ -89,8 +89,8 @@ chart = alt.layer(
 ).properties(width=220, height=160).facet(facet=alt.Facet("task:N", title=None), columns=4)
 figures.save_chart(figures.with_caption(
     chart, "Lottery tickets: m-pruning (weights) and s-pruning (heads and MLPs) (Prasanna et al. 2020)",
-    f"Each line is one fine-tuning seed; pruning goes on while the dev score stays above {params.keep:.0%} of the full model (dashed).\n"
-    f"Diamonds: the chosen subnetworks. Model {model}; seeds per task: {seed_note}.",
+    f"Each line is one fine-tuning seed; pruning goes on while the dev score stays above {params.keep:.0%} of the full model (dashed); "
+    f"diamonds: the chosen subnetworks.\nModel {model}; seeds per task: {seed_note}.",
 ), f"{out}/lottery_curves")
 
 # --- full / good / random / bad ---
@@ -156,8 +156,8 @@ head_survival = survival.filter(pl.col("element") == "head")
 if head_survival.height:
     chart = figures.head_heatmap(
         head_survival, "survival", "Which heads survive s-pruning, across seeds (Prasanna et al. 2020)",
-        f"Share of fine-tuning seeds whose s-pruning ticket keeps the head (1 = every seed). Fleiss' kappa of the\n"
-        f"masks across seeds in stability.md. Model {model}; seeds per task: {seed_note}.",
+        "Share of fine-tuning seeds whose s-pruning ticket keeps the head (1 = every seed); Fleiss' kappa of the masks "
+        f"across seeds in stability.md.\nModel {model}; seeds per task: {seed_note}.",
         facet="task", domain=(0.0, 1.0), tooltip=["task", "Layer", "Head", "survival"],
     )
 else:
