@@ -71,6 +71,49 @@ def load_figure(path: str | os.PathLike[str]) -> Figure:
     return Figure(title=text if isinstance(text, str) else " ".join(text), caption=caption, spec=spec, source=str(path))
 
 
+TASK_CHOICE = "task_choice"
+
+
+def _task_of(row: dict) -> str | None:
+    """The task a data row belongs to: its ``task`` field, or the task part of a dump key ``TASK/state``."""
+    if isinstance(row.get("task"), str):
+        return row["task"]
+    if isinstance(row.get("dump"), str) and "/" in row["dump"]:
+        return row["dump"].split("/", 1)[0]
+    return None
+
+
+def with_task_choice(spec: dict) -> dict:
+    """Add a task drop-down to a figure whose every data row names a task: a bound parameter and, in every
+    (sub)view that brings its own data, a filter on it ("all" shows every task). Figures without per-task
+    data, and the atlas (which has its own), are returned unchanged."""
+    datasets = spec.get("datasets", {})
+    rows = [row for values in datasets.values() for row in values]
+    tasks = sorted({t for t in map(_task_of, rows) if t is not None})
+    if not rows or any(_task_of(row) is None for row in rows) or len(tasks) < 2:
+        return spec
+    if any(param.get("name") == "task" for param in spec.get("params", [])):
+        return spec
+    spec = json.loads(json.dumps(spec))  # a copy: the figure object keeps its spec
+    test = (f"{TASK_CHOICE} == 'all' || datum.task == {TASK_CHOICE} || "
+            f"(isString(datum.dump) && indexof(datum.dump, {TASK_CHOICE} + '/') == 0)")
+
+    def add_filter(view: dict) -> None:
+        if "data" in view:
+            view["transform"] = [{"filter": test}, *view.get("transform", [])]
+        for key in ("spec", "layer", "hconcat", "vconcat", "concat"):
+            children = view.get(key)
+            for child in children if isinstance(children, list) else [children] if isinstance(children, dict) else []:
+                add_filter(child)
+
+    add_filter(spec)
+    spec["params"] = [*spec.get("params", []), {
+        "name": TASK_CHOICE, "value": "all",
+        "bind": {"input": "select", "options": ["all", *tasks], "name": "task "},
+    }]
+    return spec
+
+
 def _cell(value: object, float_format: str) -> tuple[str, str]:
     """(shown text, sort key) of a table cell."""
     if value is None:
@@ -455,7 +498,8 @@ def build_sections(results: str | os.PathLike[str], models: Sequence[str], avail
                     section.missing.append(f"{stem}: not computed for {model} in this config.")
                     continue
                 if kind == "figure":
-                    section.items.append(load_figure(path))
+                    figure = load_figure(path)
+                    section.items.append(Figure(figure.title, figure.caption, with_task_choice(figure.spec), figure.source))
                 else:
                     shown = f"{table_title} ({model})" if len(models) > 1 else table_title
                     frame = pl.read_parquet(path)
