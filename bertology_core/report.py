@@ -71,9 +71,6 @@ def load_figure(path: str | os.PathLike[str]) -> Figure:
     return Figure(title=text if isinstance(text, str) else " ".join(text), caption=caption, spec=spec, source=str(path))
 
 
-TASK_CHOICE = "task_choice"
-
-
 def _task_of(row: dict) -> str | None:
     """The task a data row belongs to: its ``task`` field, or the task part of a dump key ``TASK/state``."""
     if isinstance(row.get("task"), str):
@@ -83,35 +80,17 @@ def _task_of(row: dict) -> str | None:
     return None
 
 
-def with_task_choice(spec: dict) -> dict:
-    """Add a task drop-down to a figure whose every data row names a task: a bound parameter and, in every
-    (sub)view that brings its own data, a filter on it ("all" shows every task). Figures without per-task
-    data, and the atlas (which has its own), are returned unchanged."""
-    datasets = spec.get("datasets", {})
-    rows = [row for values in datasets.values() for row in values]
-    tasks = sorted({t for t in map(_task_of, rows) if t is not None})
-    if not rows or any(_task_of(row) is None for row in rows) or len(tasks) < 2:
-        return spec
+def figure_tasks(spec: dict) -> list[str]:
+    """The tasks a figure can be narrowed to: those of its data rows when every row names one (two at
+    least); otherwise none (the figure gets no task choice). The atlas has its own drop-down."""
     if any(param.get("name") == "task" for param in spec.get("params", [])):
-        return spec
-    spec = json.loads(json.dumps(spec))  # a copy: the figure object keeps its spec
-    test = (f"{TASK_CHOICE} == 'all' || datum.task == {TASK_CHOICE} || "
-            f"(isString(datum.dump) && indexof(datum.dump, {TASK_CHOICE} + '/') == 0)")
-
-    def add_filter(view: dict) -> None:
-        if "data" in view:
-            view["transform"] = [{"filter": test}, *view.get("transform", [])]
-        for key in ("spec", "layer", "hconcat", "vconcat", "concat"):
-            children = view.get(key)
-            for child in children if isinstance(children, list) else [children] if isinstance(children, dict) else []:
-                add_filter(child)
-
-    add_filter(spec)
-    spec["params"] = [*spec.get("params", []), {
-        "name": TASK_CHOICE, "value": "all",
-        "bind": {"input": "select", "options": ["all", *tasks], "name": "task "},
-    }]
-    return spec
+        return []
+    rows = [row for values in spec.get("datasets", {}).values() for row in values]
+    tasks = [_task_of(row) for row in rows]
+    if not rows or None in tasks:
+        return []
+    unique = sorted(set(tasks))  # type: ignore[arg-type]
+    return unique if len(unique) > 1 else []
 
 
 def _cell(value: object, float_format: str) -> tuple[str, str]:
@@ -177,16 +156,38 @@ tbody tr:hover { background: #f7f9fc; }
 .note, .missing { color: #777; font-size: 13px; }
 .count { color: #777; font-size: 12px; }
 .filter { padding: 3px 6px; width: 260px; }
+.task-choice { font-size: 13px; color: #444; }
 """
 
 _SCRIPT = """
+const EMBED = {mode: 'vega-lite', actions: {export: true, source: false, compiled: false, editor: false}};
+function taskOf(row) {
+  if (typeof row.task === 'string') return row.task;
+  if (typeof row.dump === 'string') return row.dump.split('/')[0];
+  return null;
+}
+function embed(id, spec) {
+  return vegaEmbed('#' + id, spec, EMBED)
+    .then(() => document.getElementById(id).setAttribute('data-rendered', 'true'))
+    .catch(error => { console.error('chart ' + id + ': ' + error); });
+}
 function renderCharts() {
   const specs = JSON.parse(document.getElementById('chart-specs').textContent);
-  const done = Object.entries(specs).map(([id, spec]) =>
-    vegaEmbed('#' + id, spec, {mode: 'vega-lite', actions: {export: true, source: false, compiled: false, editor: false}})
-      .then(() => document.getElementById(id).setAttribute('data-rendered', 'true'))
-      .catch(error => { console.error('chart ' + id + ': ' + error); }));
+  const done = Object.entries(specs).map(([id, spec]) => embed(id, spec));
   Promise.all(done).then(() => document.body.setAttribute('data-charts-rendered', String(done.length)));
+  // per-task choice: redraw the figure from its own spec with only that task's rows
+  for (const select of document.querySelectorAll('select[data-chart]')) {
+    select.addEventListener('change', () => {
+      const id = select.dataset.chart, spec = structuredClone(specs[id]);
+      if (select.value) {
+        for (const name of Object.keys(spec.datasets)) {
+          spec.datasets[name] = spec.datasets[name].filter(row => taskOf(row) === select.value);
+        }
+      }
+      document.getElementById(id).removeAttribute('data-rendered');
+      embed(id, spec);
+    });
+  }
 }
 function wireTables() {
   for (const block of document.querySelectorAll('.table-block')) {
@@ -238,8 +239,13 @@ def render_page(title: str, subtitle: Sequence[str], sections: Sequence[Section]
             if isinstance(item, Figure):
                 specs[item_id] = item.spec
                 caption = "<br>".join(html.escape(line) for line in item.caption)
+                tasks = figure_tasks(item.spec)
+                choice = "" if not tasks else (
+                    f'<label class="task-choice">task <select data-chart="{item_id}"><option value="">all</option>'
+                    + "".join(f'<option>{html.escape(t)}</option>' for t in tasks) + "</select></label>"
+                )
                 parts.append(
-                    f'<figure><div class="chart" id="{item_id}"></div><figcaption><b>{html.escape(item.title)}.</b> '
+                    f'<figure>{choice}<div class="chart" id="{item_id}"></div><figcaption><b>{html.escape(item.title)}.</b> '
                     f'{caption}<br><span class="note">Files: {html.escape(item.source.removesuffix(".vl.json"))}'
                     f'.{{html,png,svg}}</span></figcaption></figure>'
                 )
@@ -498,8 +504,7 @@ def build_sections(results: str | os.PathLike[str], models: Sequence[str], avail
                     section.missing.append(f"{stem}: not computed for {model} in this config.")
                     continue
                 if kind == "figure":
-                    figure = load_figure(path)
-                    section.items.append(Figure(figure.title, figure.caption, with_task_choice(figure.spec), figure.source))
+                    section.items.append(load_figure(path))
                 else:
                     shown = f"{table_title} ({model})" if len(models) > 1 else table_title
                     frame = pl.read_parquet(path)
