@@ -123,6 +123,21 @@ def test_smoke_report_page_shows_every_section_and_chart_in_headless_chromium(sm
     assert all(found["sections"][anchor] > 0 for anchor in expected), found["sections"]  # the smoke config runs every stage
     assert found["charts"] == found["rendered"] >= 14
     assert found["screenshot"].stat().st_size > 50_000
+
+    # the per-task choice redraws a figure with that task's rows only (smoke tasks: MRPC, STS-B)
+    page = browser.new_page()
+    errors = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.goto(page_file.as_uri())
+    page.wait_for_selector("body[data-charts-rendered]", state="attached")
+    assert page.locator("select[data-chart]").count() >= 8
+    labels = "Array.from(document.querySelectorAll('#change-0 svg text')).map(e => e.textContent)"
+    assert {"MRPC", "STS-B"} <= set(page.evaluate(labels))
+    page.select_option("select[data-chart='change-0']", "STS-B")
+    page.wait_for_selector("#change-0[data-rendered='true']")
+    shown = set(page.evaluate(labels))
+    assert "STS-B" in shown and "MRPC" not in shown and errors == []
+    page.close()
     atlas = pl.read_parquet(smoke_run / "results" / "report" / "tiny-bert" / "head_atlas.parquet")
     assert atlas.height == 2 * 2 * 2 * 4  # tasks x states x layers x heads of the tiny model
     assert {"pattern", "cosine_to_pre_trained", "disabling_delta", "importance", "best_relation"} <= set(atlas.columns)
