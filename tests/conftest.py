@@ -58,3 +58,17 @@ def tiny_mrpc_dump(prefix: Path, examples: int):
     frame = glue.read_local(glue.get_task("MRPC"), "dev", GLUE_SMOKE).head(examples)
     summary = dumps.write_dump(model, tokenizer, frame, prefix, max_length=32, batch_size=4)
     return summary, frame, tokenizer
+
+
+@pytest.fixture
+def browser():
+    """Headless Chromium (Debian's chromium) through Playwright, for the generated pages."""
+    from report_browser import CHROMIUM, CHROMIUM_ARGS
+
+    if CHROMIUM is None:
+        pytest.skip("chromium not installed (`apt-get install chromium`, done by `make system-deps`)")
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright not installed (requirements.txt)")
+    with sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()

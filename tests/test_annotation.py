@@ -2,16 +2,9 @@
 
 from __future__ import annotations
 
-import shutil
-
 import numpy as np
-import pytest
 
 from bertology_core.annotation import annotation_page, encode_map
-
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync", "--no-first-run", "--disable-quic"]
 
 
 def test_encode_map_downsamples_and_keeps_structure():
@@ -34,17 +27,6 @@ def items(n=4):
         out.append({"dump": "MRPC/untuned", "example": i, "layer": i % 2, "head": 3, "tokens": ["[CLS]", "a", "</script>"],
                     **encode_map(attention)})
     return out
-
-
-@pytest.fixture
-def browser():
-    if CHROMIUM is None:
-        pytest.skip("chromium not installed (`apt-get install chromium`, done by `make system-deps`)")
-    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright not installed (requirements.txt)")
-    with sync_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield browser
-        browser.close()
 
 
 def test_label_with_keys_export_and_import_in_headless_chromium(browser, tmp_path):

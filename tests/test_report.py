@@ -9,7 +9,7 @@ import polars as pl
 import pytest
 
 from bertology_core import report
-from report_browser import CHROMIUM, CHROMIUM_ARGS, check_page
+from report_browser import check_page
 
 
 def _grid(task: str, layers: int = 2, heads: int = 3, **columns) -> pl.DataFrame:
@@ -100,17 +100,6 @@ def test_every_layout_stem_is_one_the_workflow_declares():
     rules = "".join(p.read_text() for p in (REPO / "rules").glob("*.smk"))
     for kind, stem in report.report_stems("{model}"):
         assert f'"results/{stem}"' in rules or f'"results/{stem}.parquet"' in rules, (kind, stem)
-
-
-@pytest.fixture
-def browser():
-    if CHROMIUM is None:
-        pytest.skip("chromium not installed (`apt-get install chromium`, done by `make system-deps`)")
-    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright not installed (requirements.txt)")
-    with sync_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield browser
-        browser.close()
 
 
 @pytest.mark.workflow
