@@ -245,26 +245,12 @@ def attention_dumps(model):
 
 
 def all_targets():
+    """Every stage's summary (summary_stems decides which stages this config runs), the kept attention
+    dumps, the annotation page, the treebank and the report page."""
     targets = []
     for model in MODELS:
-        targets += [f"results/tables/{model}/baselines.md", *attention_dumps(model)]
-        # attention analyses (Kovaleva et al. 2019, sections 4.1-4.5)
-        targets += [
-            f"results/patterns/{model}/summary/shares.md",
-            f"results/patterns/{model}/annotate.html",
-            f"results/linguistic/{model}/summary/features.md",
-        ]
-        if {"untuned", "pretrained"} <= set(config["attention"]["states"]):
-            targets.append(f"results/attention_change/{model}/summary/cosine.md")
-        # head and layer disabling (section 4.6)
-        if disabling_inits():
-            targets.append(f"results/disabling/{model}/summary/heads.md")
-        # head importance and pruning (Michel et al. 2019; Prasanna et al. 2020)
-        if pruning_tasks():
-            targets.append(f"results/pruning/{model}/summary/lottery.md")
-        # probing and syntactic heads (Tenney et al. 2019; Hewitt & Liang 2019; Clark et al. 2019)
-        if probing_states():
-            targets.append(f"results/probing/{model}/summary/probes.md")
+        targets += [*attention_dumps(model), f"results/patterns/{model}/annotate.html"]
+        targets += [f"results/{stem}.md" for stem in sorted(summary_stems(model))]
     targets += [f"results/treebank/{split}.parquet" for split in TREEBANK_SPLITS]
     # every stage's tables and figures on one page, with the head atlas
     targets.append("results/report/index.html")
@@ -486,8 +472,8 @@ def probing_summary_inputs(wildcards):
 
 
 def summary_stems(model):
-    """Every summary (stem under results/) this config produces for ``model``, by the same conditions as
-    all_targets: the report shows these and says which stages were left out."""
+    """Every summary (stem under results/, each with a ``.md``) this config produces for ``model``: the one
+    place that decides which stages run (all_targets asks for these; the report shows them)."""
     stems = {
         f"tables/{model}/baselines",
         f"patterns/{model}/summary/shares",
