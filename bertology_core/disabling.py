@@ -19,7 +19,7 @@ also run the last layer after its attention on the [CLS] token alone
 moves the bound to about 0.52 for 6 layers and 0.51 for 12.
 
 Beyond the paper: greedy multi-head disabling (:func:`greedy_disable`), choosing on one half of dev and
-reporting on the other (:func:`split_halves`), so the reported gain is not selected on the data it is
+reporting on the other (:func:`~bertology_core.disabling_stats.split_halves`), so the reported gain is not selected on the data it is
 measured on.
 """
 
@@ -177,21 +177,6 @@ def sweep_frame(task: GlueTask, dev: pl.DataFrame, configs: Sequence[Configurati
             "prediction": pl.Series(predictions.reshape(-1), dtype=dtype),
         }
     )
-
-
-def split_halves(labels: np.ndarray, stratify: bool, seed: int) -> np.ndarray:
-    """Boolean mask of the *selection* half of the examples (the rest is the *report* half).
-
-    A seeded permutation; with ``stratify`` each class is split in two separately, so both halves
-    keep dev's label balance. Odd counts give the extra example to the report half.
-    """
-    rng = np.random.default_rng(seed)
-    selection = np.zeros(len(labels), dtype=bool)
-    groups = [np.flatnonzero(labels == value) for value in np.unique(labels)] if stratify else [np.arange(len(labels))]
-    for members in groups:
-        chosen = rng.permutation(members)[: len(members) // 2]
-        selection[chosen] = True
-    return selection
 
 
 def score(metric: str, predictions: np.ndarray, labels: np.ndarray) -> np.ndarray:

@@ -27,6 +27,21 @@ from bertology_core.bootstrap import PairedDeltas, paired_deltas, resample_indic
 CONFIG_COLUMNS = ["mode", "config", "kind", "layer", "head"]
 
 
+def split_halves(labels: np.ndarray, stratify: bool, seed: int) -> np.ndarray:
+    """Boolean mask of the *selection* half of the examples (the rest is the *report* half).
+
+    A seeded permutation; with ``stratify`` each class is split in two separately, so both halves
+    keep dev's label balance. Odd counts give the extra example to the report half.
+    """
+    rng = np.random.default_rng(seed)
+    selection = np.zeros(len(labels), dtype=bool)
+    groups = [np.flatnonzero(labels == value) for value in np.unique(labels)] if stratify else [np.arange(len(labels))]
+    for members in groups:
+        chosen = rng.permutation(members)[: len(members) // 2]
+        selection[chosen] = True
+    return selection
+
+
 @dataclass(frozen=True)
 class SweepArrays:
     """One mode's sweep of every seed as arrays aligned by example (dev ``idx`` order)."""

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from bertology_core import attention, disabling, finetune
+from bertology_core import attention, disabling, disabling_stats, finetune
 from test_attention import tiny
 
 
@@ -90,11 +90,11 @@ def test_build_plan_rejects_heads_outside_the_model():
 
 def test_split_halves_are_stratified_seeded_and_complementary():
     labels = np.array([0] * 10 + [1] * 7)
-    selection = disabling.split_halves(labels, stratify=True, seed=5)
+    selection = disabling_stats.split_halves(labels, stratify=True, seed=5)
     assert selection[labels == 0].sum() == 5 and selection[labels == 1].sum() == 3  # odd: extra to report
-    assert np.array_equal(selection, disabling.split_halves(labels, stratify=True, seed=5))
-    assert not np.array_equal(selection, disabling.split_halves(labels, stratify=True, seed=6))
-    assert disabling.split_halves(np.linspace(0, 5, 9), stratify=False, seed=0).sum() == 4
+    assert np.array_equal(selection, disabling_stats.split_halves(labels, stratify=True, seed=5))
+    assert not np.array_equal(selection, disabling_stats.split_halves(labels, stratify=True, seed=6))
+    assert disabling_stats.split_halves(np.linspace(0, 5, 9), stratify=False, seed=0).sum() == 4
 
 
 def test_greedy_adds_the_most_helpful_head_until_nothing_helps():

@@ -10,7 +10,7 @@ import numpy as np
 import polars as pl
 import torch
 
-from bertology_core import bootstrap, disabling, finetune, glue, models
+from bertology_core import bootstrap, disabling, disabling_stats, finetune, glue, models
 from bertology_core.metrics import primary_metric
 from bertology_core.figures import write_table
 
@@ -22,7 +22,7 @@ metric = primary_metric(task)
 sweep = pl.read_parquet(snakemake.input.sweep).filter(pl.col("mode") == params.mode)
 dev = pl.read_parquet(snakemake.input.data).filter(pl.col("idx").is_in(sweep["idx"].unique().implode())).sort("idx")
 labels = dev["label"].to_numpy()
-selection = disabling.split_halves(labels, stratify=not task.is_regression, seed=params.split_seed)
+selection = disabling_stats.split_halves(labels, stratify=not task.is_regression, seed=params.split_seed)
 model = models.load_classifier(snakemake.input.model, task, "finetuned", 0).to(finetune.default_device())
 tokenizer = models.load_tokenizer(snakemake.input.model)
 halves = {name: finetune.encode(dev.filter(pl.Series(mask)), tokenizer, params.max_length)

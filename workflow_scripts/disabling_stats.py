@@ -6,7 +6,7 @@ log_to(snakemake.log[0])
 
 import polars as pl
 
-from bertology_core import disabling, disabling_stats, glue, io
+from bertology_core import disabling_stats, glue, io
 from bertology_core.metrics import primary_metric
 
 params = snakemake.params
@@ -17,7 +17,7 @@ deltas, selections = [], []
 for (mode,), frame in sorted(sweeps.partition_by("mode", as_dict=True).items()):
     arrays = disabling_stats.SweepArrays.from_frame(frame)
     deltas.append(disabling_stats.deltas_table(arrays, metric, params.resamples, params.level, params.bootstrap_seed))
-    selection = disabling.split_halves(arrays.labels, stratify=not task.is_regression, seed=params.split_seed)
+    selection = disabling_stats.split_halves(arrays.labels, stratify=not task.is_regression, seed=params.split_seed)
     selections.append(disabling_stats.selection_table(arrays, selection, metric, params.resamples, params.level, params.bootstrap_seed))
 task_column = [pl.lit(task.name).alias("task"), pl.lit(snakemake.wildcards.init).alias("init")]
 io.write_parquet(pl.concat(deltas).with_columns(*task_column), snakemake.output.deltas)
