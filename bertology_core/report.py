@@ -125,9 +125,13 @@ def table_html(table: Table, table_id: str, max_rows: int | None = None) -> str:
     )
     return (
         f'<div class="table-block" id="{table_id}"><input class="filter" type="search" placeholder="filter rows" '
-        f'aria-label="filter {html.escape(table.title)}"> <span class="count">{frame.height} rows</span>'
+        f'aria-label="filter {html.escape(table.title)}"> <span class="count">{_rows(frame.height)}</span>'
         f'<div class="scroll"><table><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table></div>{more}</div>'
     )
+
+
+def _rows(count: int) -> str:
+    return f"{count} row" if count == 1 else f"{count} rows"
 
 
 _STYLE = """
@@ -145,7 +149,7 @@ h2 { margin: 18px 0 6px; }
 figure { margin: 18px 0; }
 figcaption { color: #555; font-size: 13.5px; max-width: 1100px; }
 figcaption b { color: #222; }
-.chart { overflow-x: auto; }
+.chart { overflow-x: auto; max-width: 100%; }  /* vega-embed makes it inline-block: wide grids scroll inside it, not the page */
 .table-block { margin: 10px 0 18px; }
 .scroll { max-height: 460px; overflow: auto; border: 1px solid #d8dde5; }
 table { border-collapse: collapse; font-size: 13px; }
@@ -201,7 +205,7 @@ function wireTables() {
         row.style.display = keep ? '' : 'none';
         shown += keep;
       }
-      count.textContent = shown + ' of ' + rows.length + ' rows';
+      count.textContent = shown + ' of ' + rows.length + (rows.length === 1 ? ' row' : ' rows');
     });
     block.querySelectorAll('th').forEach((th, column) => th.addEventListener('click', () => {
       const ascending = !th.classList.contains('asc');
@@ -483,10 +487,24 @@ LAYOUT: tuple[tuple[str, str, str, tuple[tuple[str, str, str], ...]], ...] = (
 )
 
 
-def report_stems(model: str) -> list[tuple[str, str]]:
-    """Every (kind, stem) the page can show for ``model``: figures are ``<stem>.vl.json``, tables
-    ``<stem>.parquet``, both under ``results/``."""
-    return [(kind, stem.format(model=model)) for _, _, _, items in LAYOUT for kind, stem, _ in items]
+# what a reader needs to read a table right, under its title (figures carry their own captions)
+TABLE_NOTES: dict[str, str] = {
+    "disabling/{model}/summary/greedy": (
+        "Heads are added one at a time while disabling them raises the score on the selection half of dev; each set is "
+        "reported on the other half. A lone 'intact' row means no single head raised the selection half's score."
+    ),
+    "pruning/{model}/summary/lottery": (
+        "The good, random and bad rows are there when pruning.subnetworks lists them (on the CPU profile: add "
+        "configs/cpu_subnetworks.yaml); 'full' is the fine-tuned model."
+    ),
+}
+
+
+def report_stems(model: str) -> list[tuple[str, str, str]]:
+    """Every (section anchor, kind, stem) the page can show for ``model``: figures are ``<stem>.vl.json``,
+    tables ``<stem>.parquet``, both under ``results/``. This is the one list of the stages' summaries: the
+    workflow asks for those of the sections its config runs."""
+    return [(anchor, kind, stem.format(model=model)) for anchor, _, _, items in LAYOUT for kind, stem, _ in items]
 
 
 def build_sections(results: str | os.PathLike[str], models: Sequence[str], available: set[str]) -> list[Section]:
@@ -497,8 +515,8 @@ def build_sections(results: str | os.PathLike[str], models: Sequence[str], avail
     for anchor, title, intro, items in LAYOUT:
         section = Section(anchor, title, intro)
         for model in models:
-            for kind, stem, table_title in items:
-                stem = stem.format(model=model)
+            for kind, template, table_title in items:
+                stem = template.format(model=model)
                 path = results / f"{stem}.{'vl.json' if kind == 'figure' else 'parquet'}"
                 if str(path) not in available:
                     section.missing.append(f"{stem}: not computed for {model} in this config.")
@@ -508,7 +526,8 @@ def build_sections(results: str | os.PathLike[str], models: Sequence[str], avail
                 else:
                     shown = f"{table_title} ({model})" if len(models) > 1 else table_title
                     frame = pl.read_parquet(path)
-                    section.items.append(Table(shown, _table_note(path), frame, source=str(path.with_suffix(".csv"))))
+                    note = " ".join(filter(None, (_table_note(path), TABLE_NOTES.get(template, ""))))
+                    section.items.append(Table(shown, note, frame, source=str(path.with_suffix(".csv"))))
         sections.append(section)
     return sections
 

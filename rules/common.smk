@@ -471,41 +471,35 @@ def probing_summary_inputs(wildcards):
     }
 
 
+def stage_runs(section):
+    """Whether this config runs the stage behind a section of the report's layout (the others always run)."""
+    return {
+        "change": {"untuned", "pretrained"} <= set(config["attention"]["states"]),
+        "disabling": bool(disabling_inits()),
+        "pruning": bool(pruning_tasks()),
+        "probing": bool(probing_states()),
+    }.get(section, True)
+
+
 def summary_stems(model):
-    """Every summary (stem under results/, each with a ``.md``) this config produces for ``model``: the one
-    place that decides which stages run (all_targets asks for these; the report shows them)."""
-    stems = {
-        f"tables/{model}/baselines",
-        f"patterns/{model}/summary/shares",
-        f"patterns/{model}/summary/heads",
-        f"linguistic/{model}/summary/features",
-        f"linguistic/{model}/summary/relations",
-        f"linguistic/{model}/summary/cls",
-        f"report/{model}/head_atlas",
-    }
-    if {"untuned", "pretrained"} <= set(config["attention"]["states"]):
-        stems.add(f"attention_change/{model}/summary/cosine")
-    if disabling_inits():
-        stems |= {f"disabling/{model}/summary/{name}" for name in ("heads", "layers", "extremes", "greedy")}
-    if pruning_tasks():
-        names = ("importance", "michel", "lottery_curves", "survival", "lottery", "stability", "compact")
-        stems |= {f"pruning/{model}/summary/{name}" for name in names}
-    if probing_states():
-        stems |= {f"probing/{model}/summary/probes", f"probing/{model}/summary/syntactic_heads"}
-    return stems
+    """Every summary (stem under results/, each with a ``.md``) this config produces for ``model``: those of
+    the report layout's sections whose stage runs. The one place that decides which stages run (all_targets
+    asks for these; the report shows them)."""
+    from bertology_core.report import report_stems
+
+    return {stem for section, _, stem in report_stems(model) if stage_runs(section)}
 
 
 def report_inputs(wildcards):
     """The figure specs and tables the report page shows, for every model."""
     from bertology_core.report import report_stems
 
-    files = []
-    for model in MODELS:
-        produced = summary_stems(model)
-        for kind, stem in report_stems(model):
-            if stem in produced:
-                files.append(f"results/{stem}.{'vl.json' if kind == 'figure' else 'parquet'}")
-    return files
+    return [
+        f"results/{stem}.{'vl.json' if kind == 'figure' else 'parquet'}"
+        for model in MODELS
+        for section, kind, stem in report_stems(model)
+        if stage_runs(section)
+    ]
 
 
 def head_atlas_inputs(wildcards):

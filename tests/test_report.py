@@ -98,8 +98,20 @@ def test_every_layout_stem_is_one_the_workflow_declares():
     from conftest import REPO
 
     rules = "".join(p.read_text() for p in (REPO / "rules").glob("*.smk"))
-    for kind, stem in report.report_stems("{model}"):
+    for _, kind, stem in report.report_stems("{model}"):
         assert f'"results/{stem}"' in rules or f'"results/{stem}.parquet"' in rules, (kind, stem)
+
+
+def test_table_notes_belong_to_tables_of_the_layout():
+    """A renamed stem must not silently drop the note a reader needs to read its table."""
+    tables = {stem for _, kind, stem in report.report_stems("{model}") if kind == "table"}
+    assert set(report.TABLE_NOTES) <= tables
+
+
+def test_table_counts_its_rows_in_words():
+    one = report.table_html(report.Table("t", "", pl.DataFrame({"x": [1]})), "t1")
+    two = report.table_html(report.Table("t", "", pl.DataFrame({"x": [1, 2]})), "t2")
+    assert ">1 row<" in one and ">2 rows<" in two
 
 
 @pytest.mark.workflow
