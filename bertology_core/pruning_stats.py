@@ -1,11 +1,13 @@
 """Statistics of pruning runs that need only numpy: the prunable share of a pruning curve, survival of
-elements across seeds, and Fleiss' kappa of masks across seeds (tables jobs import this, not torch)."""
+elements across seeds, Fleiss' kappa of masks across seeds and the seeds without a lottery ticket (tables
+jobs import this, not torch)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
 import numpy as np
+import polars as pl
 
 
 def prunable_share(shares: Sequence[float], scores: Sequence[float], tolerance: float = 0.01) -> float:
@@ -47,3 +49,13 @@ def fleiss_kappa(masks: np.ndarray) -> float:
     # per-subject agreement P_i = (sum_j n_ij^2 - n) / (n (n - 1)), averaged over subjects
     agreement = float((subjects_with * (k**2 + (raters - k) ** 2 - raters)).sum() / (subjects * raters * (raters - 1)))
     return (agreement - chance) / (1 - chance)
+
+
+def drop_seeds_without_ticket(subnetworks: pl.DataFrame) -> tuple[pl.DataFrame, list[tuple[str, str, int]]]:
+    """Leave out the good, random and bad networks of each (task, method, seed) whose pruning removed
+    nothing (``kept_share`` 1): with no ticket all three are the full model, which would pull the rows of
+    Prasanna et al.'s table 2 together. ``subnetworks`` has one row per network (``task, method, kind, seed,
+    kept_share``; kind ``full`` rows are kept). Returns the kept rows and the (task, method, seed) left out."""
+    untouched = subnetworks.filter((pl.col("kind") != "full") & (pl.col("kept_share") >= 1.0)).select("task", "method", "seed").unique()
+    left_out = sorted(untouched.iter_rows())
+    return subnetworks.join(untouched, on=["task", "method", "seed"], how="anti"), left_out

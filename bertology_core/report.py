@@ -495,7 +495,8 @@ TABLE_NOTES: dict[str, str] = {
     ),
     "pruning/{model}/summary/lottery": (
         "The good, random and bad rows are there when pruning.subnetworks lists them (on the CPU profile: add "
-        "configs/cpu_subnetworks.yaml); 'full' is the fine-tuned model."
+        "configs/cpu_subnetworks.yaml); 'full' is the fine-tuned model. A seed whose pruning removed nothing has no ticket and "
+        "is left out of its method's rows (the seeds column counts the rest; lottery.md names them)."
     ),
 }
 

@@ -211,3 +211,19 @@ def test_structured_pruning_phases_refine_the_first_choice_with_the_same_thresho
     # time from 16 heads: 14 (0.928), 12 (0.904), 10 (0.880, stop); phase 3: removing MLP 0 fails
     assert best.heads_kept == 12 and best.mlps.tolist() == [True, False]
     assert [round(it.score, 3) for it in history] == [1.0, 0.952, 0.854, 0.928, 0.904, 0.88, 0.854]
+
+
+def test_seeds_whose_pruning_removed_nothing_have_no_ticket_and_leave_the_table():
+    import polars as pl
+
+    rows = [
+        ("MRPC", "all", "full", 1, 1.0), ("MRPC", "all", "full", 3, 1.0),
+        ("MRPC", "m", "good", 1, 0.7), ("MRPC", "m", "bad", 1, 0.7),
+        ("MRPC", "m", "good", 3, 1.0), ("MRPC", "m", "random", 3, 1.0), ("MRPC", "m", "bad", 3, 1.0),
+        ("MRPC", "s", "good", 3, 0.5),
+    ]
+    frame = pl.DataFrame(rows, schema=["task", "method", "kind", "seed", "kept_share"], orient="row")
+    kept, left_out = pruning_stats.drop_seeds_without_ticket(frame)
+    assert left_out == [("MRPC", "m", 3)]
+    assert sorted(kept.select("method", "kind", "seed").iter_rows()) == [
+        ("all", "full", 1), ("all", "full", 3), ("m", "bad", 1), ("m", "good", 1), ("s", "good", 3)]

@@ -110,7 +110,11 @@ if "full" not in networks:  # the reference is the fine-tuning run itself
         value = io.read_json(path)["eval"]["dev"][metric]
         rows.append({"task": task, "seed": seed, "method": "all", "kind": "full", "metric": metric, "score": value,
                      "kept_share": 1.0, "train_seconds": None})
-subnetworks = pl.DataFrame(rows, schema_overrides={"train_seconds": pl.Float64})
+subnetworks, no_ticket = pruning_stats.drop_seeds_without_ticket(pl.DataFrame(rows, schema_overrides={"train_seconds": pl.Float64}))
+no_ticket_note = (
+    " Left out of good/random/bad, as their pruning removed nothing (no ticket): "
+    + ", ".join(f"{t} {m}-pruning seed {s}" for t, m, s in no_ticket) + "."
+) if no_ticket else ""
 kind_order = {"full": 0, "good": 1, "random": 2, "bad": 3}
 lottery_table = subnetworks.group_by("task", "method", "kind", "metric").agg(
     pl.col("score").mean().alias("mean"), pl.col("score").std().alias("std"), pl.len().alias("seeds"),
@@ -118,7 +122,7 @@ lottery_table = subnetworks.group_by("task", "method", "kind", "metric").agg(
 ).with_columns(pl.col("kind").replace_strict(kind_order, return_dtype=pl.Int8).alias("order")).sort("task", "method", "order").drop("order")
 figures.write_table(lottery_table, f"{out}/lottery", float_format="{:.4f}")
 io.write_text(
-    f"Re-fine-tuned subnetworks: {params.recipe_note}. Dev {metric_note}, mean ± std over seeds (seeds per task: {seed_note}).\n\n"
+    f"Re-fine-tuned subnetworks: {params.recipe_note}. Dev {metric_note}, mean ± std over seeds (seeds per task: {seed_note}).{no_ticket_note}\n\n"
     + open(f"{out}/lottery.md").read(), f"{out}/lottery.md",
 )
 
