@@ -508,6 +508,11 @@ def report_stems(model: str) -> list[tuple[str, str, str]]:
     return [(anchor, kind, stem.format(model=model)) for anchor, _, _, items in LAYOUT for kind, stem, _ in items]
 
 
+def item_file(kind: str, stem: str) -> str:
+    """The file behind a layout item: a figure's Vega-Lite spec, a table's Parquet."""
+    return f"{stem}.{'vl.json' if kind == 'figure' else 'parquet'}"
+
+
 def build_sections(results: str | os.PathLike[str], models: Sequence[str], available: set[str]) -> list[Section]:
     """The page's sections for ``models``; ``available``: the files (paths as given to the job) this config
     produced. Items it did not produce are listed as such, so a reader knows a stage was left out."""
@@ -518,7 +523,7 @@ def build_sections(results: str | os.PathLike[str], models: Sequence[str], avail
         for model in models:
             for kind, template, table_title in items:
                 stem = template.format(model=model)
-                path = results / f"{stem}.{'vl.json' if kind == 'figure' else 'parquet'}"
+                path = results / item_file(kind, stem)
                 if str(path) not in available:
                     section.missing.append(f"{stem}: not computed for {model} in this config.")
                     continue

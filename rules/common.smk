@@ -492,10 +492,10 @@ def summary_stems(model):
 
 def report_inputs(wildcards):
     """The figure specs and tables the report page shows, for every model."""
-    from bertology_core.report import report_stems
+    from bertology_core.report import item_file, report_stems
 
     return [
-        f"results/{stem}.{'vl.json' if kind == 'figure' else 'parquet'}"
+        f"results/{item_file(kind, stem)}"
         for model in MODELS
         for section, kind, stem in report_stems(model)
         if stage_runs(section)
