@@ -15,6 +15,7 @@ configfile: f"{workflow.basedir}/config.yaml"
 
 
 include: "rules/common.smk"
+include: "rules/fitness.smk"
 include: "rules/data.smk"
 include: "rules/models.smk"
 include: "rules/finetune.smk"
@@ -27,13 +28,17 @@ include: "rules/linguistic.smk"
 include: "rules/disabling.smk"
 include: "rules/pruning.smk"
 include: "rules/probing.smk"
+include: "rules/claims.smk"
 include: "rules/report.smk"
 
 
 rule all:
     default_target: True
     input:
-        all_targets(),
+        # what needs no fine-tuned model starts at once, whatever analysis.unfit says
+        early=early_targets(),
+        # a function: under analysis.unfit skip or fail, these depend on the fitness checkpoint
+        rest=all_targets,
 
 
 onstart:

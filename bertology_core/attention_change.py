@@ -38,11 +38,16 @@ def per_example_cosine(before: AttentionDump, after: AttentionDump, layer: int) 
     return joined.select("idx", "head").with_columns(pl.Series("cosine", cosines, dtype=pl.Float64))
 
 
-def attention_change(before: AttentionDump, after: AttentionDump, layers: list[int]) -> pl.DataFrame:
-    """``layer, head, cosine_mean, cosine_std, examples`` (1 = unchanged)."""
+def per_example_change(before: AttentionDump, after: AttentionDump, layers: list[int]) -> pl.DataFrame:
+    """``idx, layer, head, cosine`` of every example both dumps hold (the unit a bootstrap resamples)."""
     frames = [per_example_cosine(before, after, layer).with_columns(pl.lit(layer).alias("layer")) for layer in layers]
+    return pl.concat(frames).select("idx", "layer", "head", "cosine").sort("idx", "layer", "head")
+
+
+def attention_change(per_example: pl.DataFrame) -> pl.DataFrame:
+    """``layer, head, cosine_mean, cosine_std, examples`` (1 = unchanged) from :func:`per_example_change`."""
     return (
-        pl.concat(frames)
+        per_example
         .group_by("layer", "head")
         .agg(
             pl.col("cosine").mean().alias("cosine_mean"),

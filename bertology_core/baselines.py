@@ -66,6 +66,27 @@ def wide(summary: pl.DataFrame) -> pl.DataFrame:
     )
 
 
+def with_fitness(table: pl.DataFrame, verdicts: pl.DataFrame, seeds: dict[tuple[str, str], list[int]]) -> pl.DataFrame:
+    """``table`` (from :func:`wide`) with the trivial predictor's dev score on each task's primary-metric row
+    and, per fine-tuned init, whether its models are fit for analysis (:mod:`bertology_core.fitness`).
+    ``verdicts``: the fitness table of this model; ``seeds``: (task, init) -> the seeds in the table."""
+    from bertology_core.fitness import Verdicts
+
+    model = verdicts["model"][0] if verdicts.height else ""
+    labels = {init: Verdicts(verdicts, model, init=init) for init in ("pretrained", "random")}
+    rows = []
+    for (task, metric), group in verdicts.group_by("task", "metric", maintain_order=True):
+        row = {"task": task, "metric": metric, "trivial predictor": group["trivial_score"][0]}
+        for init, column in (("pretrained", "fine-tuned: fit for analysis"), ("random", "random init: fit for analysis")):
+            if (task, init) in seeds:
+                row[column] = labels[init].label(task, seeds[(task, init)])
+        rows.append(row)
+    if not rows:
+        return table
+    extra = pl.DataFrame(rows).with_columns(pl.col("trivial predictor").round(3).cast(pl.String))
+    return table.join(extra, on=["task", "metric"], how="left")
+
+
 def to_markdown(table: pl.DataFrame, title: str) -> str:
     header = "| " + " | ".join(table.columns) + " |"
     rule = "|" + "|".join("---" for _ in table.columns) + "|"

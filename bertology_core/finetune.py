@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import math
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -91,8 +92,13 @@ def train(
     seed: int,
     progress: bool = True,
     checkpointer: Checkpointer | None = None,
+    on_epoch_end: Callable[[int], None] | None = None,
 ) -> dict[str, Any]:
     """Fine-tune ``model`` in place; return a training record (losses, steps, seconds).
+
+    ``on_epoch_end(epoch)`` is called after each complete epoch with the model in eval mode (to score
+    it along the way: ``benchmarks/finetune_recipes.py``); it must not change the model or draw random
+    numbers from torch's global generator, else the run is no longer the one without it.
 
     With a ``checkpointer`` the loop saves its whole state now and then and, when a
     checkpoint of the same run exists, resumes from it; the result is identical to an
@@ -151,6 +157,10 @@ def train(
         state.epoch += 1
         state.batch_in_epoch = 0
         state.epoch_generator_state = None
+        if on_epoch_end is not None:
+            model.eval()
+            on_epoch_end(state.epoch)
+            model.train()
     bar.close()
     model.eval()
     return {

@@ -155,12 +155,24 @@ def fit_layer_probes(
 
 
 @torch.no_grad()
-def probe_accuracy(probe, features: np.ndarray, labels: np.ndarray) -> np.ndarray:
-    """Accuracy per layer of a :func:`fit_layer_probes` probe on ``features`` ``[layers, words, features]``."""
+def probe_correct(probe, features: np.ndarray, labels: np.ndarray) -> np.ndarray:
+    """Whether a :func:`fit_layer_probes` probe labels each word right, ``[layers, words]``, on ``features``
+    ``[layers, words, features]``."""
     weight, bias, (mean, std) = probe
     x = (torch.from_numpy(np.ascontiguousarray(features, dtype=np.float32)) - mean) / std
     predictions = (torch.einsum("lwf,lfc->lwc", x, weight) + bias[:, None]).argmax(-1).numpy()
-    return (predictions == np.asarray(labels)[None, :]).mean(axis=1)
+    return predictions == np.asarray(labels)[None, :]
+
+
+def probe_accuracy(probe, features: np.ndarray, labels: np.ndarray) -> np.ndarray:
+    """Accuracy per layer of a :func:`fit_layer_probes` probe on ``features`` ``[layers, words, features]``."""
+    return probe_correct(probe, features, labels).mean(axis=1)
+
+
+def word_sentences(frame: pl.DataFrame) -> np.ndarray:
+    """The sentence (row number) of every word, in the flat word order of all sentences."""
+    lengths = frame["forms"].list.len().to_numpy()
+    return np.repeat(np.arange(len(lengths)), lengths)
 
 
 # --- probing data from a treebank -----------------------------------------------------------------

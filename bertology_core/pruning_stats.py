@@ -36,19 +36,45 @@ def fleiss_kappa(masks: np.ndarray) -> float:
     Computed in closed form from how many subjects have each kept-count, so it costs nothing for millions
     of weights; the tests check it against statsmodels' ``fleiss_kappa``."""
     masks = np.asarray(masks, dtype=bool).reshape(len(masks), -1)
-    raters, subjects = masks.shape
+    raters = masks.shape[0]
     if raters < 2:
         return float("nan")
-    kept = masks.sum(0)
-    subjects_with = np.bincount(kept, minlength=raters + 1).astype(float)  # subjects kept by exactly k raters
+    return float(_kappa_from_histogram(_kept_histogram(masks), raters))
+
+
+def _kept_histogram(masks: np.ndarray) -> np.ndarray:
+    """How many subjects are kept by exactly k raters, k = 0..raters."""
+    return np.bincount(masks.sum(0), minlength=masks.shape[0] + 1).astype(float)
+
+
+def _kappa_from_histogram(subjects_with: np.ndarray, raters: int) -> np.ndarray:
+    """Fleiss' kappa from kept-count histograms ``[..., raters + 1]`` (NaN where chance agreement is 1)."""
+    subjects = subjects_with.sum(-1)
     k = np.arange(raters + 1, dtype=float)
-    p_kept = float((subjects_with * k).sum() / (subjects * raters))
+    p_kept = (subjects_with * k).sum(-1) / (subjects * raters)
     chance = p_kept**2 + (1 - p_kept) ** 2
-    if chance == 1.0:
-        return float("nan")
     # per-subject agreement P_i = (sum_j n_ij^2 - n) / (n (n - 1)), averaged over subjects
-    agreement = float((subjects_with * (k**2 + (raters - k) ** 2 - raters)).sum() / (subjects * raters * (raters - 1)))
-    return (agreement - chance) / (1 - chance)
+    agreement = (subjects_with * (k**2 + (raters - k) ** 2 - raters)).sum(-1) / (subjects * raters * (raters - 1))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(chance < 1.0, (agreement - chance) / (1 - chance), np.nan)
+
+
+def fleiss_kappa_interval(masks: np.ndarray, resamples: int = 1000, level: float = 0.95, seed: int = 0) -> tuple[float, float]:
+    """Percentile bootstrap interval of :func:`fleiss_kappa` over the subjects (elements resampled with
+    replacement; the raters, i.e. seeds, are fixed). A resample of subjects only changes how many subjects
+    have each kept-count, so it is a multinomial draw from that histogram: millions of weights cost nothing."""
+    masks = np.asarray(masks, dtype=bool).reshape(len(masks), -1)
+    raters = masks.shape[0]
+    if raters < 2:
+        return float("nan"), float("nan")
+    histogram = _kept_histogram(masks)
+    draws = np.random.default_rng(seed).multinomial(int(histogram.sum()), histogram / histogram.sum(), size=resamples)
+    kappas = _kappa_from_histogram(draws.astype(float), raters)
+    tail = 100 * (1 - level) / 2
+    if np.isnan(kappas).all():
+        return float("nan"), float("nan")
+    low, high = np.nanpercentile(kappas, [tail, 100 - tail])
+    return float(low), float(high)
 
 
 def drop_seeds_without_ticket(subnetworks: pl.DataFrame) -> tuple[pl.DataFrame, list[tuple[str, str, int]]]:

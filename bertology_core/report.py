@@ -55,6 +55,7 @@ class Section:
     intro: str
     items: list[Figure | Table] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)  # what this config did not compute
+    warnings: list[str] = field(default_factory=list)  # shown above the items: e.g. results of unfit models
 
 
 def load_figure(path: str | os.PathLike[str]) -> Figure:
@@ -161,6 +162,9 @@ tbody tr:hover { background: #f7f9fc; }
 .count { color: #777; font-size: 12px; }
 .filter { padding: 3px 6px; width: 260px; }
 .task-choice { font-size: 13px; color: #444; }
+.warning { background: #fff4d6; border: 1px solid #e0a800; border-left: 6px solid #e0a800; padding: 8px 12px;
+           margin: 10px 0; max-width: 1100px; font-size: 14px; }
+.warning b { color: #7a4b00; }
 """
 
 _SCRIPT = """
@@ -238,6 +242,8 @@ def render_page(title: str, subtitle: Sequence[str], sections: Sequence[Section]
     for section in sections:
         parts = [f'<section id="{section.anchor}"><h2>{html.escape(section.title)}</h2>',
                  f'<p class="intro">{html.escape(section.intro)}</p>']
+        for warning in section.warnings:
+            parts.append(f'<div class="warning" role="alert"><b>Warning:</b> {html.escape(warning)}</div>')
         for number, item in enumerate(section.items):
             item_id = f"{section.anchor}-{number}"
             if isinstance(item, Figure):
@@ -444,6 +450,11 @@ LAYOUT: tuple[tuple[str, str, str, tuple[tuple[str, str, str], ...]], ...] = (
      "encoder with an untrained classifier head (the paper's \"pre-trained\" column) and of the same architecture fine-tuned "
      "from random weights (Kovaleva et al. 2019, table 1).",
      (("table", "tables/{model}/baselines", "Baselines"),)),
+    ("claims", "Claims: the papers against this run",
+     "Each claim of the seed papers that this run tests: the paper's number, this run's with its bootstrap interval, and "
+     "a verdict by the rule written under the table's title. Scale: shares and score changes in percent or points, "
+     "kappa and relative depth as they are.",
+     (("table", "claims/{model}/claims", "Claims"),)),
     ("patterns", "Self-attention patterns",
      "Share of attention maps of each pattern class (vertical, diagonal, vertical+diagonal, block, heterogeneous) "
      "per task and model state, and each head's dominant class (Kovaleva et al. 2019, section 4.1).",
@@ -478,7 +489,8 @@ LAYOUT: tuple[tuple[str, str, str, tuple[tuple[str, str, str], ...]], ...] = (
      "Linear probes per layer for parts of speech and dependency relations with Hewitt and Liang's control tasks "
      "(Tenney et al. 2019), and Clark et al.'s (2019) heads that track single dependency relations.",
      (("figure", "probing/{model}/summary/probes", ""),
-      ("table", "probing/{model}/summary/syntactic_heads", "Syntactic heads (Clark et al. 2019, table 1)"))),
+      ("table", "probing/{model}/summary/syntactic_heads", "Syntactic heads (Clark et al. 2019, table 1)"),
+      ("table", "probing/{model}/summary/syntactic_heads_held_out", "Syntactic heads chosen on half the sentences, scored on the other half"))),
     ("atlas", "Head atlas",
      "Every per-head result in one row per task, model state, layer and head: dominant pattern, change after fine-tuning, "
      "attention to special tokens and features, disabling effect with interval, importance, survival in pruning and the "
@@ -489,6 +501,14 @@ LAYOUT: tuple[tuple[str, str, str, tuple[tuple[str, str, str], ...]], ...] = (
 
 # what a reader needs to read a table right, under its title (figures carry their own captions)
 TABLE_NOTES: dict[str, str] = {
+    "probing/{model}/summary/syntactic_heads": (
+        "As Clark et al. did, each relation's best head and best offset are chosen on the sentences they are scored on, "
+        "which flatters the head (144 candidates per direction against 6 offsets); the next table does not."
+    ),
+    "probing/{model}/summary/syntactic_heads_held_out": (
+        "Head and offset chosen on a seeded half of the sentences, accuracies on the other half; difference = head minus "
+        "offset, with a bootstrap interval over the report half's sentences (probing.syntactic_heads.resamples, level)."
+    ),
     "disabling/{model}/summary/greedy": (
         "Heads are added one at a time while disabling them raises the score on the selection half of dev; each set is "
         "reported on the other half. A lone 'intact' row means no single head raised the selection half's score."
@@ -513,26 +533,65 @@ def item_file(kind: str, stem: str) -> str:
     return f"{stem}.{'vl.json' if kind == 'figure' else 'parquet'}"
 
 
-def build_sections(results: str | os.PathLike[str], models: Sequence[str], available: set[str]) -> list[Section]:
+def unfit_warning(verdicts: pl.DataFrame, runs: Sequence[Sequence[object]], model: str, baselines: bool = False) -> str | None:
+    """The warning of a section showing results of ``runs`` ((task, init, seed) of ``model``) when some of
+    them are models fine-tuned from the pre-trained encoder that are not fit for analysis; None otherwise.
+    Random-init models are baselines, expected to be unfit: they never raise the warning."""
+    from bertology_core.fitness import COLUMN, UNFIT
+
+    wanted = {(str(t), int(s)) for t, i, s in runs if i == "pretrained"}
+    unfit = [
+        r for r in verdicts.filter((pl.col("model") == model) & (pl.col("init") == "pretrained") & ~pl.col("fit")).iter_rows(named=True)
+        if (r["task"], int(r["seed"])) in wanted
+    ]
+    if not unfit:
+        return None
+    named = "; ".join(
+        f"{r['task']} seed {r['seed']} ({r['metric']} {r['score']:.3f} vs trivial {r['trivial_score']:.3f}, difference "
+        f"{r['delta']:+.3f}, interval [{r['ci_low']:+.3f}, {r['ci_high']:+.3f}], not above the margin {r['margin']:+.3f})"
+        for r in unfit
+    )
+    what = ("these fine-tuned models are not fit for analysis" if baselines else
+            f"this section shows results of {len(unfit)} fine-tuned model{'s' if len(unfit) > 1 else ''} ({model}) that "
+            "did not learn the task well enough to analyse")
+    return (f"{what}: {named}. Their rows say {UNFIT} in the {COLUMN} column; what such a model's heads do "
+            "says little about what fine-tuning taught it, so compare them with the papers with caution (analysis.unfit: "
+            "skip leaves them out).")
+
+
+def build_sections(results: str | os.PathLike[str], models: Sequence[str], available: set[str],
+                   verdicts: pl.DataFrame | None = None,
+                   section_runs: dict[str, dict[str, Sequence[Sequence[object]]]] | None = None,
+                   notes: dict[str, str] | None = None, skipped: dict[str, Sequence[str]] | None = None) -> list[Section]:
     """The page's sections for ``models``; ``available``: the files (paths as given to the job) this config
-    produced. Items it did not produce are listed as such, so a reader knows a stage was left out."""
+    produced. Items it did not produce are listed as such, so a reader knows a stage was left out.
+    ``verdicts`` (the fitness table) and ``section_runs`` (model -> section anchor -> the (task, init, seed)
+    whose results it shows) put a warning on each section that shows an unfit model's results. ``notes``: more
+    table notes by layout stem (with ``{model}``), e.g. the claims table's verdict rule. ``skipped``: model ->
+    the sections left empty because analysis.unfit: skip left out every model their stage would analyse."""
     results = Path(results)
     sections = []
     for anchor, title, intro, items in LAYOUT:
         section = Section(anchor, title, intro)
         for model in models:
+            runs = (section_runs or {}).get(model, {}).get(anchor, [])
+            warning = unfit_warning(verdicts, runs, model, baselines=anchor == "baselines") if verdicts is not None else None
+            if warning:
+                section.warnings.append(warning)
             for kind, template, table_title in items:
                 stem = template.format(model=model)
                 path = results / item_file(kind, stem)
                 if str(path) not in available:
-                    section.missing.append(f"{stem}: not computed for {model} in this config.")
+                    why = (" (analysis.unfit: skip: unfit models are left out, and this stage had no fit model to analyse)"
+                           if anchor in (skipped or {}).get(model, ()) else " in this config")
+                    section.missing.append(f"{stem}: not computed for {model}{why}.")
                     continue
                 if kind == "figure":
                     section.items.append(load_figure(path))
                 else:
                     shown = f"{table_title} ({model})" if len(models) > 1 else table_title
                     frame = pl.read_parquet(path)
-                    note = " ".join(filter(None, (_table_note(path), TABLE_NOTES.get(template, ""))))
+                    note = " ".join(filter(None, (_table_note(path), TABLE_NOTES.get(template, ""), (notes or {}).get(template, ""))))
                     section.items.append(Table(shown, note, frame, source=str(path.with_suffix(".csv"))))
         sections.append(section)
     return sections

@@ -9,7 +9,9 @@ rule attention_change:
         before=lambda wc: dump_inputs(wc.model, f"{wc.task}/untuned"),
         after=lambda wc: dump_inputs(wc.model, f"{wc.task}/pretrained_seed{wc.seed}"),
     output:
-        "results/attention_change/{model}/{task}/seed{seed}.parquet",
+        heads="results/attention_change/{model}/{task}/seed{seed}.parquet",
+        # per example, layer and head: what the claims table resamples
+        examples="results/attention_change/{model}/{task}/seed{seed}.examples.parquet",
     params:
         code=script_code("attention_change"),
         before="results/attention/{model}/{task}/untuned",
@@ -29,14 +31,15 @@ rule attention_change_summary:
     conda:
         "../envs/tables.yaml"
     input:
-        lambda wc: [f"results/attention_change/{wc.model}/{task}/seed{seed}.parquet" for task in TASKS for seed in SEEDS],
+        changes=lambda wc: [f"results/attention_change/{wc.model}/{task}/seed{seed}.parquet" for task, seed in attention_change_runs(wc.model)],
+        fitness=fitness_inputs(),
     output:
         tables=multiext("results/attention_change/{model}/summary/cosine", ".parquet", ".csv", ".md"),
         layers=multiext("results/attention_change/{model}/summary/cosine_by_layer", ".parquet", ".csv", ".md"),
         figures=multiext("results/attention_change/{model}/summary/cosine", *FIGURE_FILES),
     params:
         code=script_code("attention_change_summary"),
-        task_seeds=[(task, seed) for task in TASKS for seed in SEEDS],
+        task_seeds=lambda wc: attention_change_runs(wc.model),
         out="results/attention_change/{model}/summary",
         examples=config["attention"]["max_examples"],
     log:

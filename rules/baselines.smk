@@ -6,6 +6,7 @@ rule baselines:
         "../envs/tables.yaml"
     input:
         metrics=lambda wc: metrics_files(wc.model),
+        fitness=fitness_inputs(),
     output:
         long="results/tables/{model}/baselines_long.parquet",
         parquet="results/tables/{model}/baselines.parquet",

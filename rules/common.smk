@@ -213,18 +213,39 @@ def run_dir(model, task, init, seed):
     return f"results/finetune/{model}/{task}/{init}/seed{seed}"
 
 
+def fine_tuned_runs():
+    """Every (task, init, seed) the config fine-tunes: the top-level seeds of every trained init, and the
+    extra seeds of the disabling sweeps, pruning and probing."""
+    runs = set()
+    for task in TASKS:
+        for init in TRAINED_INITS:
+            runs |= {(task, init, seed) for seed in finetuned_seeds(task, init)}
+    return sorted(runs, key=lambda run: (TASKS.index(run[0]), run[1], run[2]))
+
+
 def metrics_files(model):
-    return [
-        f"{run_dir(model, task, init, seed)}/metrics.json" for task in TASKS for init in INITS for seed in SEEDS
-    ]
+    """The metrics.json of every run of the baselines table: untuned (top-level seeds) and every fine-tuned run."""
+    untuned = [(task, "untuned", seed) for task in TASKS for seed in SEEDS] if "untuned" in INITS else []
+    return [f"{run_dir(model, t, i, s)}/metrics.json" for t, i, s in untuned + fine_tuned_runs()]
 
 
-def attention_states():
-    """Dumped model states: ``untuned`` and ``<init>_seed<seed>`` for fine-tuned encoders."""
+def attention_states(model, task):
+    """Dumped model states of a task: ``untuned`` and ``<init>_seed<seed>`` for its fine-tuned encoders
+    (those analysed, see rules/fitness.smk)."""
     states = []
     for init in config["attention"]["states"]:
-        states += ["untuned"] if init == "untuned" else [f"{init}_seed{seed}" for seed in SEEDS]
+        if init == "untuned":
+            states.append("untuned")
+        elif init in TRAINED_INITS:
+            states += [f"{init}_seed{seed}" for seed in SEEDS if analysed(model, task, init, seed)]
     return states
+
+
+def attention_change_runs(model):
+    """(task, seed) pairs whose fine-tuned model is compared with the pre-trained encoder (section 4.2)."""
+    if not {"untuned", "pretrained"} <= set(config["attention"]["states"]) or "pretrained" not in TRAINED_INITS:
+        return []
+    return [(task, seed) for task in TASKS for seed in SEEDS if analysed(model, task, "pretrained", seed)]
 
 
 def state_init(state):
@@ -241,10 +262,25 @@ def dump_attention_inputs(wildcards):
 
 
 def attention_dumps(model):
-    return [f"results/attention/{model}/{task}/{state}.json" for task in TASKS for state in attention_states()]
+    return [f"results/attention/{model}/{key}.json" for key in dump_keys(model)]
 
 
-def all_targets():
+def early_targets():
+    """Targets that rest on no fine-tuned model: the pre-trained encoder's dumps, probes and syntactic heads,
+    and the treebank. Listed apart so that they are scheduled before the fitness checkpoint is done."""
+    targets = [f"results/treebank/{split}.parquet" for split in TREEBANK_SPLITS]
+    for model in MODELS:
+        if "untuned" in config["attention"]["states"]:
+            targets += [f"results/attention/{model}/{task}/untuned.json" for task in TASKS]
+        if TREEBANK_SPLITS:
+            targets += [f"results/probing/{model}/{s}/probes.parquet" for s in ("untuned", "random") if s in config["probing"]["states"]]
+            chosen = config["probing"]["syntactic_heads"]["states"]
+            if chosen is None or "untuned" in chosen:
+                targets.append(f"results/probing/{model}/untuned/syntactic_heads.parquet")
+    return targets
+
+
+def all_targets(wildcards=None):
     """Every stage's summary (summary_stems decides which stages this config runs), the kept attention
     dumps, the annotation page, the treebank and the report page."""
     targets = []
@@ -273,9 +309,9 @@ def eval_inputs(wildcards):
     return [f"results/data/{wildcards.task}/{split}.parquet" for split in eval_splits(wildcards.task)]
 
 
-def dump_keys():
-    """``<task>/<state>`` of every configured attention dump (the analyses' unit)."""
-    return [f"{task}/{state}" for task in TASKS for state in attention_states()]
+def dump_keys(model):
+    """``<task>/<state>`` of every attention dump of ``model`` (the analyses' unit)."""
+    return [f"{task}/{state}" for task in TASKS for state in attention_states(model, task)]
 
 
 def dump_inputs(model, key):
@@ -287,9 +323,9 @@ def dump_inputs(model, key):
 def linguistic_inputs(wildcards):
     """Every dump's linguistic score tables, by kind (inputs of linguistic_summary)."""
     return {
-        kind: [f"results/linguistic/{wildcards.model}/{key}.{kind}.parquet" for key in dump_keys()]
+        kind: [f"results/linguistic/{wildcards.model}/{key}.{kind}.parquet" for key in dump_keys(wildcards.model)]
         for kind in ("features", "relations", "cls_shares", "cls_max")
-    }
+    } | {"fitness": fitness_inputs()}
 
 
 def disabling_setting(task, key):
@@ -303,34 +339,54 @@ def disabling_inits():
 
 
 def disabling_seeds(task):
+    """The seeds configured for a task's sweeps (fine-tuned for them whether or not they are analysed)."""
     return disabling_setting(task, "seeds") or SEEDS
 
 
-def greedy_seeds(task):
+def swept_seeds(model, task, init):
+    """The seeds whose fine-tuned model is swept: the configured ones that are analysed."""
+    return [seed for seed in disabling_seeds(task) if analysed(model, task, init, seed)]
+
+
+def disabling_runs(model):
+    """(task, init, seed) of every sweep."""
+    return [(task, init, seed) for task in TASKS for init in disabling_inits() for seed in swept_seeds(model, task, init)]
+
+
+def greedy_seeds(model, task, init):
     """Swept seeds that also get the greedy search (none when greedy_steps is 0)."""
     if disabling_setting(task, "greedy_steps") == 0:
         return []
     wanted = disabling_setting(task, "greedy_seeds")
-    return [seed for seed in disabling_seeds(task) if wanted is None or seed in wanted]
+    return [seed for seed in swept_seeds(model, task, init) if wanted is None or seed in wanted]
 
 
 def disabling_dir(model, task, init, seed):
     return f"results/disabling/{model}/{task}/{init}/seed{seed}"
 
 
+def disabling_task_inits(model):
+    """(task, init) of every per-task statistics job: those with at least one swept seed."""
+    pairs = {(task, init) for task, init, _ in disabling_runs(model)}
+    return [(task, init) for task in TASKS for init in disabling_inits() if (task, init) in pairs]
+
+
+def greedy_runs(model):
+    """(task, init, seed) of every greedy search."""
+    return [(t, i, s) for t, i in disabling_task_inits(model) for s in greedy_seeds(model, t, i)]
+
+
 def disabling_summary_inputs(wildcards):
-    model, inits = wildcards.model, disabling_inits()
+    model = wildcards.model
     return {
-        "deltas": [f"results/disabling/{model}/{task}/{init}/deltas.parquet" for task in TASKS for init in inits],
-        "selection": [f"results/disabling/{model}/{task}/{init}/selection.parquet" for task in TASKS for init in inits],
-        "greedy": [
-            f"{disabling_dir(model, task, init, seed)}/greedy.parquet"
-            for task in TASKS for init in inits for seed in greedy_seeds(task)
-        ],
+        "fitness": fitness_inputs(),
+        "deltas": [f"results/disabling/{model}/{task}/{init}/deltas.parquet" for task, init in disabling_task_inits(model)],
+        "selection": [f"results/disabling/{model}/{task}/{init}/selection.parquet" for task, init in disabling_task_inits(model)],
+        "greedy": [f"{disabling_dir(model, t, i, s)}/greedy.parquet" for t, i, s in greedy_runs(model)],
     }
 
 
-def pruning_tasks():
+def configured_pruning_tasks():
     wanted = config["pruning"]["tasks"]
     if "pretrained" not in TRAINED_INITS:
         return []
@@ -338,7 +394,19 @@ def pruning_tasks():
 
 
 def pruning_seeds(task):
+    """The seeds configured for a task's pruning (fine-tuned for it whether or not they are analysed)."""
     return config["pruning"]["per_task"].get(task, {}).get("seeds") or config["pruning"]["seeds"] or SEEDS
+
+
+def pruning_runs(model):
+    """(task, seed) of every pruned fine-tuned model: the configured ones that are analysed."""
+    return [(task, seed) for task in configured_pruning_tasks() for seed in pruning_seeds(task) if analysed(model, task, "pretrained", seed)]
+
+
+def subnetwork_seeds(task):
+    """Pruned seeds whose subnetworks are re-fine-tuned (pruning.per_task.<TASK>.subnetwork_seeds; null: all)."""
+    wanted = config["pruning"]["per_task"].get(task, {}).get("subnetwork_seeds")
+    return pruning_seeds(task) if wanted is None else list(wanted)
 
 
 def pruning_dir(model, task, seed):
@@ -365,16 +433,22 @@ def subnetwork_names():
     return (["full"] if names and subnetwork_reference_retrained() else []) + names
 
 
+def subnetwork_runs(model):
+    """(task, seed, network) of every re-fine-tuned subnetwork."""
+    return [(t, s, n) for t, s in pruning_runs(model) if s in subnetwork_seeds(t) for n in subnetwork_names()]
+
+
 def pruning_summary_inputs(wildcards):
     model, methods = wildcards.model, config["pruning"]["methods"]
-    runs = [(task, seed) for task in pruning_tasks() for seed in pruning_seeds(task)]
+    runs = pruning_runs(model)
     return {
+        "fitness": fitness_inputs(),
         "importance": [f"{pruning_dir(model, t, s)}/importance.parquet" for t, s in runs],
         "michel": [f"{pruning_dir(model, t, s)}/michel_curve.parquet" for t, s in runs],
         "curves": [f"{pruning_dir(model, t, s)}/{m}_curve.parquet" for t, s in runs for m in methods],
         "masks": [f"{pruning_dir(model, t, s)}/{m}_mask.safetensors" for t, s in runs for m in methods],
         "compact": [f"{pruning_dir(model, t, s)}/s_compact.json" for t, s in runs if "s" in methods],
-        "subnetworks": [f"{pruning_dir(model, t, s)}/subnetworks/{n}.json" for t, s in runs for n in subnetwork_names()],
+        "subnetworks": [f"{pruning_dir(model, t, s)}/subnetworks/{n}.json" for t, s, n in subnetwork_runs(model)],
         "finetuned": [f"{run_dir(model, t, 'pretrained', s)}/metrics.json" for t, s in runs],
     }
 
@@ -414,37 +488,56 @@ def subnetwork_inputs(wildcards):
 # --- probing and syntactic heads (issue 8) ---
 
 
-def probing_states():
+def probed_runs():
+    """(task, seed) of every fine-tuned model the config probes (whether or not it is analysed)."""
+    settings = config["probing"]
+    if not TREEBANK_SPLITS or "finetuned" not in settings["states"] or "pretrained" not in TRAINED_INITS:
+        return []
+    tasks = TASKS if settings["tasks"] is None else [t for t in settings["tasks"] if t in TASKS]
+    return [(task, seed) for task in tasks for seed in settings["seeds"] or finetuned_seeds(task, "pretrained", probing=False)]
+
+
+def _state_is_analysed(model, state):
+    if state in ("untuned", "random"):
+        return True
+    task, seed = state.rsplit("_seed", 1)
+    return analysed(model, task, "pretrained", seed)
+
+
+def probing_states(model):
     """Probed model states: ``untuned`` (the pre-trained encoder), ``random`` (its architecture with
-    random weights) and ``<task>_seed<seed>`` (fine-tuned from the pre-trained encoder)."""
+    random weights) and ``<task>_seed<seed>`` (fine-tuned from the pre-trained encoder, if analysed)."""
     if not TREEBANK_SPLITS:
         return []
-    settings = config["probing"]
-    tasks = TASKS if settings["tasks"] is None else settings["tasks"]
-    states = [s for s in ("untuned", "random") if s in settings["states"]]
-    if "finetuned" in settings["states"]:
-        states += [f"{task}_seed{seed}" for task in tasks for seed in settings["seeds"] or finetuned_seeds(task)]
-    return states
+    states = [s for s in ("untuned", "random") if s in config["probing"]["states"]]
+    states += [f"{task}_seed{seed}" for task, seed in probed_runs()]
+    return [state for state in states if _state_is_analysed(model, state)]
 
 
-def finetuned_seeds(task):
-    """Every seed a task is fine-tuned with from the pre-trained encoder: the top-level seeds and the
-    extra seeds of its disabling sweeps and pruning."""
+def finetuned_seeds(task, init="pretrained", probing=True):
+    """Every seed a task is fine-tuned with from ``init``: the top-level seeds and the extra seeds of its
+    disabling sweeps, pruning and probing."""
     seeds = set(SEEDS)
-    if "pretrained" in disabling_inits():
+    if init in disabling_inits():
         seeds |= set(disabling_seeds(task))
-    if task in pruning_tasks():
-        seeds |= set(pruning_seeds(task))
+    if init == "pretrained":
+        if task in configured_pruning_tasks():
+            seeds |= set(pruning_seeds(task))
+        if probing:
+            seeds |= {seed for probed, seed in probed_runs() if probed == task}
+            chosen = config["probing"]["syntactic_heads"]["states"] if TREEBANK_SPLITS else None
+            seeds |= {int(s.rsplit("_seed", 1)[1]) for s in chosen or [] if s.rsplit("_seed", 1)[0] == task}
     return sorted(seeds)
 
 
-def syntactic_head_states():
+def syntactic_head_states(model):
     """States whose heads are scored against the treebank (null: the pre-trained encoder and every
-    fine-tuned state probed)."""
+    fine-tuned state probed), those analysed."""
     if not TREEBANK_SPLITS:
         return []
     chosen = config["probing"]["syntactic_heads"]["states"]
-    return [s for s in probing_states() if s != "random"] if chosen is None else list(chosen)
+    states = [s for s in probing_states(model) if s != "random"] if chosen is None else list(chosen)
+    return [state for state in states if _state_is_analysed(model, state)]
 
 
 def probing_model_inputs(wildcards):
@@ -466,19 +559,23 @@ def probing_sample():
 def probing_summary_inputs(wildcards):
     model = wildcards.model
     return {
-        "probes": [f"results/probing/{model}/{state}/probes.parquet" for state in probing_states()],
-        "heads": [f"results/probing/{model}/{state}/syntactic_heads.parquet" for state in syntactic_head_states()],
+        "fitness": fitness_inputs(),
+        "probes": [f"results/probing/{model}/{state}/probes.parquet" for state in probing_states(model)],
+        "heads": [f"results/probing/{model}/{state}/syntactic_heads.parquet" for state in syntactic_head_states(model)],
+        "held_out": [f"results/probing/{model}/{state}/syntactic_heads_held_out.parquet" for state in syntactic_head_states(model)],
     }
 
 
-def stage_runs(section):
-    """Whether this config runs the stage behind a section of the report's layout (the others always run)."""
-    return {
-        "change": {"untuned", "pretrained"} <= set(config["attention"]["states"]),
-        "disabling": bool(disabling_inits()),
-        "pruning": bool(pruning_tasks()),
-        "probing": bool(probing_states()),
-    }.get(section, True)
+def stage_runs(model, section):
+    """Whether this config runs the stage behind a section of the report's layout for ``model`` (the others
+    always run)."""
+    runs = {
+        "change": lambda: bool(attention_change_runs(model)),
+        "disabling": lambda: bool(disabling_runs(model)),
+        "pruning": lambda: bool(pruning_runs(model)),
+        "probing": lambda: bool(probing_states(model)),
+    }
+    return runs[section]() if section in runs else True
 
 
 def summary_stems(model):
@@ -487,19 +584,52 @@ def summary_stems(model):
     asks for these; the report shows them)."""
     from bertology_core.report import report_stems
 
-    return {stem for section, _, stem in report_stems(model) if stage_runs(section)}
+    return {stem for section, _, stem in report_stems(model) if stage_runs(model, section)}
 
 
 def report_inputs(wildcards):
     """The figure specs and tables the report page shows, for every model."""
     from bertology_core.report import item_file, report_stems
 
-    return [
+    items = [
         f"results/{item_file(kind, stem)}"
         for model in MODELS
         for section, kind, stem in report_stems(model)
-        if stage_runs(section)
+        if stage_runs(model, section)
     ]
+    return {"shown": items, "fitness": fitness_inputs()}
+
+
+def analysed_seeds(model, task):
+    """Every seed of a task whose model fine-tuned from the pre-trained encoder some stage analyses."""
+    seeds = set()
+    for state in attention_states(model, task):
+        if state.startswith("pretrained_seed"):
+            seeds.add(int(state.removeprefix("pretrained_seed")))
+    if "pretrained" in disabling_inits():
+        seeds |= set(swept_seeds(model, task, "pretrained"))
+    seeds |= {seed for t, seed in pruning_runs(model) if t == task}
+    seeds |= {int(s.rsplit("_seed", 1)[1]) for s in probing_states(model) if s.startswith(f"{task}_seed")}
+    return sorted(seeds)
+
+
+def section_runs(model):
+    """Report section anchor -> the fine-tuned models (task, init, seed) whose results it shows: the report
+    warns in each section that shows an unfit one."""
+    dumped = [(task, state.split("_seed")[0], int(state.split("_seed")[1]))
+              for task in TASKS for state in attention_states(model, task) if state != "untuned"]
+    pruned = [(task, "pretrained", seed) for task, seed in pruning_runs(model)]
+    probed = [(state.rsplit("_seed", 1)[0], "pretrained", int(state.rsplit("_seed", 1)[1]))
+              for state in probing_states(model) if state not in ("untuned", "random")]
+    swept = disabling_runs(model)
+    return {
+        "baselines": fine_tuned_runs(),
+        "claims": sorted(set(dumped + swept + pruned)),
+        "patterns": dumped, "linguistic": dumped, "cls": dumped,
+        "change": [(task, "pretrained", seed) for task, seed in attention_change_runs(model)],
+        "disabling": swept, "pruning": pruned, "probing": probed,
+        "atlas": sorted(set(dumped + swept + pruned + probed)),
+    }
 
 
 def head_atlas_inputs(wildcards):
@@ -517,5 +647,6 @@ def head_atlas_inputs(wildcards):
     }
     inputs = {name: f"results/{stem}.parquet" for name, stem in wanted.items() if stem in produced}
     if "best_relations" in inputs:
-        inputs["relations"] = [f"results/probing/{model}/{state}/head_relations.parquet" for state in syntactic_head_states()]
+        inputs["relations"] = [f"results/probing/{model}/{state}/head_relations.parquet" for state in syntactic_head_states(model)]
+    inputs["fitness"] = fitness_inputs()
     return inputs

@@ -74,13 +74,13 @@ rule disabling_stats:
     conda:
         "../envs/tables.yaml"
     input:
-        lambda wc: [f"{disabling_dir(wc.model, wc.task, wc.init, seed)}/sweep.parquet" for seed in disabling_seeds(wc.task)],
+        lambda wc: [f"{disabling_dir(wc.model, wc.task, wc.init, seed)}/sweep.parquet" for seed in swept_seeds(wc.model, wc.task, wc.init)],
     output:
         deltas="results/disabling/{model}/{task}/{init}/deltas.parquet",
         selection="results/disabling/{model}/{task}/{init}/selection.parquet",
     params:
         code=script_code("disabling_stats"),
-        seeds=lambda wc: disabling_seeds(wc.task),
+        seeds=lambda wc: swept_seeds(wc.model, wc.task, wc.init),
         resamples=config["disabling"]["resamples"],
         level=config["disabling"]["level"],
         bootstrap_seed=config["disabling"]["bootstrap_seed"],
@@ -115,8 +115,9 @@ rule disabling_summary:
         modes=config["disabling"]["modes"],
         level=config["disabling"]["level"],
         extremes=config["disabling"]["extremes"],
-        greedy_runs=lambda wc: [(t, s) for t in TASKS for _ in disabling_inits() for s in greedy_seeds(t)],
-        seed_note=lambda wc: ", ".join(f"{t} {len(disabling_seeds(t))}" for t in TASKS),
+        greedy_runs=lambda wc: [(t, s) for t, _, s in greedy_runs(wc.model)],
+        seed_note=lambda wc: ", ".join(f"{t} {len(swept_seeds(wc.model, t, i))}" for t, i in disabling_task_inits(wc.model)),
+        fitness_runs=lambda wc: {t: swept_seeds(wc.model, t, "pretrained") for t in TASKS},
         example_note=lambda wc: ", ".join(f"{t} {disabling_setting(t, 'max_examples') or 'all'}" for t in TASKS),
     log:
         "logs/disabling_summary/{model}.log",

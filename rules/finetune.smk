@@ -10,7 +10,8 @@ rule finetune:
         eval=eval_inputs,
     output:
         model=directory("results/finetune/{model}/{task}/{init}/seed{seed}/model"),
-        metrics="results/finetune/{model}/{task}/{init}/seed{seed}/metrics.json",
+        # the run's record; metrics.json adds the fitness verdict to it (rule model_fitness)
+        evaluation="results/finetune/{model}/{task}/{init}/seed{seed}/evaluation.json",
         predictions="results/finetune/{model}/{task}/{init}/seed{seed}/predictions.parquet",
     wildcard_constraints:
         init="random|pretrained",

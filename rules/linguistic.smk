@@ -60,7 +60,7 @@ rule linguistic_summary:
         cls_figures=multiext("results/linguistic/{model}/summary/cls", *FIGURE_FILES),
     params:
         code=script_code("linguistic_summary"),
-        dump_keys=dump_keys(),
+        dump_keys=lambda wc: dump_keys(wc.model),
         out="results/linguistic/{model}/summary",
         examples=config["attention"]["max_examples"],
     log:

@@ -31,8 +31,8 @@ rule pattern_classifier:
     input:
         unpack(
             lambda wc: {
-                "features": [f"results/patterns/{wc.model}/{key}.features.parquet" for key in dump_keys()],
-                "dumps": [f for key in dump_keys() for f in dump_inputs(wc.model, key)],
+                "features": [f"results/patterns/{wc.model}/{key}.features.parquet" for key in dump_keys(wc.model)],
+                "dumps": [f for key in dump_keys(wc.model) for f in dump_inputs(wc.model, key)],
                 **({"labels": str(repo_path(config["patterns"]["labels_csv"]))} if config["patterns"]["labels_csv"] else {}),
             }
         ),
@@ -42,8 +42,8 @@ rule pattern_classifier:
         training_maps="results/patterns/{model}/classifier/training_maps.parquet",
     params:
         code=script_code("pattern_classifier"),
-        dump_keys=dump_keys(),
-        dump_prefixes=lambda wc: [f"results/attention/{wc.model}/{key}" for key in dump_keys()],
+        dump_keys=lambda wc: dump_keys(wc.model),
+        dump_prefixes=lambda wc: [f"results/attention/{wc.model}/{key}" for key in dump_keys(wc.model)],
         train_maps=config["patterns"]["train_maps"],
         image_size=config["patterns"]["image_size"],
         cv_folds=config["patterns"]["cv_folds"],
@@ -89,8 +89,9 @@ rule pattern_summary:
     conda:
         "../envs/tables.yaml"
     input:
-        classes=lambda wc: [f"results/patterns/{wc.model}/{key}.classes.parquet" for key in dump_keys()],
+        classes=lambda wc: [f"results/patterns/{wc.model}/{key}.classes.parquet" for key in dump_keys(wc.model)],
         report="results/patterns/{model}/classifier/report.json",
+        fitness=fitness_inputs(),
     output:
         tables=multiext("results/patterns/{model}/summary/shares", ".parquet", ".csv", ".md"),
         heads=multiext("results/patterns/{model}/summary/heads", ".parquet", ".csv", ".md"),
@@ -98,7 +99,7 @@ rule pattern_summary:
         head_figures=multiext("results/patterns/{model}/summary/heads", *FIGURE_FILES),
     params:
         code=script_code("pattern_summary"),
-        dump_keys=dump_keys(),
+        dump_keys=lambda wc: dump_keys(wc.model),
         out="results/patterns/{model}/summary",
         examples=config["attention"]["max_examples"],
     log:
@@ -116,13 +117,13 @@ rule annotation_page:
     conda:
         "../envs/tables.yaml"
     input:
-        lambda wc: [f for key in dump_keys() for f in dump_inputs(wc.model, key)],
+        lambda wc: [f for key in dump_keys(wc.model) for f in dump_inputs(wc.model, key)],
     output:
         "results/patterns/{model}/annotate.html",
     params:
         code=script_code("annotation_page"),
-        dump_keys=dump_keys(),
-        dump_prefixes=lambda wc: [f"results/attention/{wc.model}/{key}" for key in dump_keys()],
+        dump_keys=lambda wc: dump_keys(wc.model),
+        dump_prefixes=lambda wc: [f"results/attention/{wc.model}/{key}" for key in dump_keys(wc.model)],
         maps=config["patterns"]["annotation_maps"],
         seed=config["patterns"]["seed"],
     log:

@@ -41,7 +41,9 @@ rule probe_layers:
         train="results/treebank/train.parquet",
         dev="results/treebank/dev.parquet",
     output:
-        "results/probing/{model}/{probed}/probes.parquet",
+        probes="results/probing/{model}/{probed}/probes.parquet",
+        # per dev word and layer, right or wrong: what the claims table resamples
+        words="results/probing/{model}/{probed}/probe_words.parquet",
     params:
         code=script_code("probe_layers"),
         sample=probing_sample(),
@@ -71,6 +73,8 @@ rule syntactic_heads:
     output:
         per_head="results/probing/{model}/{probed}/head_relations.parquet",
         best="results/probing/{model}/{probed}/syntactic_heads.parquet",
+        # chosen on half the sentences, reported on the other half
+        held_out="results/probing/{model}/{probed}/syntactic_heads_held_out.parquet",
     params:
         code=script_code("syntactic_heads"),
         settings=config["probing"]["syntactic_heads"],
@@ -98,10 +102,11 @@ rule probing_summary:
     output:
         probes=multiext("results/probing/{model}/summary/probes", *TABLE_FILES, *FIGURE_FILES),
         heads=multiext("results/probing/{model}/summary/syntactic_heads", ".parquet", ".csv", ".md"),
+        held_out=multiext("results/probing/{model}/summary/syntactic_heads_held_out", ".parquet", ".csv", ".md"),
     params:
         code=script_code("probing_summary"),
-        states=probing_states(),
-        head_states=syntactic_head_states(),
+        states=lambda wc: probing_states(wc.model),
+        head_states=lambda wc: syntactic_head_states(wc.model),
     log:
         "logs/probing_summary/{model}.log",
     benchmark:

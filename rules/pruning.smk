@@ -12,6 +12,8 @@ rule head_importance:
     output:
         importance=f"{PRUNE_DIR}/importance.parquet",
         curve=f"{PRUNE_DIR}/michel_curve.parquet",
+        # per step and dev example: what the claims table resamples
+        predictions=f"{PRUNE_DIR}/michel_predictions.parquet",
     params:
         code=script_code("head_importance"),
         importance=pruning_params(),
@@ -145,11 +147,13 @@ rule pruning_summary:
         compact=multiext("results/pruning/{model}/summary/compact", ".parquet", ".csv", ".md"),
     params:
         code=script_code("pruning_summary"),
-        runs=lambda wc: [(t, s) for t in pruning_tasks() for s in pruning_seeds(t)],
+        runs=lambda wc: pruning_runs(wc.model),
+        subnetwork_runs=lambda wc: subnetwork_runs(wc.model),
         methods=config["pruning"]["methods"],
         networks=subnetwork_names(),
         keep=config["pruning"]["keep"],
         tolerance=config["pruning"]["michel_tolerance"],
+        bootstrap={k: config["pruning"][f"kappa_{k}"] for k in ("resamples", "level", "seed")},
         recipe_note=lambda wc: (
             "none re-fine-tuned (pruning.subnetworks is empty): the table holds the fine-tuned models only"
             if not config["pruning"]["subnetworks"] else

@@ -11,6 +11,7 @@ rule head_atlas:
         figure=multiext("results/report/{model}/head_atlas", *FIGURE_FILES),
     params:
         code=script_code("head_atlas"),
+        fitness_runs=lambda wc: {task: analysed_seeds(wc.model, task) for task in TASKS},
     log:
         "logs/head_atlas/{model}.log",
     benchmark:
@@ -26,7 +27,7 @@ rule report:
     conda:
         "../envs/tables.yaml"
     input:
-        report_inputs,
+        unpack(report_inputs),
     output:
         report(
             "results/report/index.html",
@@ -37,6 +38,10 @@ rule report:
     params:
         code=script_code("report"),
         models=list(MODELS),
+        section_runs=lambda wc: {model: section_runs(model) for model in MODELS},
+        unfit=config["analysis"]["unfit"],
+        claims_level=config["claims"]["level"],
+        skipped=lambda wc: {model: skipped_sections(model) for model in MODELS},
     log:
         "logs/report/report.log",
     benchmark:

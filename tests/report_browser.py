@@ -17,8 +17,10 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networki
 
 def check_page(browser, page_file: Path, screenshot: Path, timeout_ms: int = 60_000) -> dict:
     """Load ``page_file`` from the file system and wait for every chart; returns what was found:
-    ``sections`` (id -> number of figures and tables), ``charts``, ``rendered``, ``errors`` (console errors,
-    page errors and failed requests) and ``screenshot``."""
+    ``sections`` (id -> number of figures and tables), ``warnings`` (id -> number of visible warnings),
+    ``charts``, ``rendered``, ``errors`` (console errors, page errors and failed requests) and ``screenshot``;
+    the claims section and the first warning are also saved as ``<screenshot stem>-claims.png`` and
+    ``-warning.png`` when the page has them."""
     page = browser.new_page(viewport={"width": 1400, "height": 900})
     errors: list[str] = []
     page.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
@@ -30,11 +32,21 @@ def check_page(browser, page_file: Path, screenshot: Path, timeout_ms: int = 60_
         section.get_attribute("id"): section.locator("figure, .table-block").count()
         for section in page.locator("main > section").all()
     }
+    warnings = {
+        section.get_attribute("id"): sum(w.is_visible() for w in section.locator(".warning").all())
+        for section in page.locator("main > section").all()
+    }
+    shots = {}
+    for name, selector in (("claims", "#claims"), ("warning", ".warning")):
+        if page.locator(selector).count():
+            shots[name] = screenshot.with_name(f"{screenshot.stem}-{name}.png")
+            page.locator(selector).first.screenshot(path=str(shots[name]))
     charts = page.locator(".chart").count()
     rendered = page.locator(".chart[data-rendered='true']:has(svg.marks)").count()
     page.screenshot(path=str(screenshot), full_page=True)
     page.close()
-    return {"sections": sections, "charts": charts, "rendered": rendered, "errors": errors, "screenshot": screenshot}
+    return {"sections": sections, "warnings": warnings, "charts": charts, "rendered": rendered, "errors": errors,
+            "screenshot": screenshot, "shots": shots}
 
 
 def main(page_file: str) -> int:
@@ -46,9 +58,9 @@ def main(page_file: str) -> int:
         found = check_page(browser, path, path.with_name("screenshot.png"))
         browser.close()
     for section, items in found["sections"].items():
-        print(f"{section}: {items} figures and tables")
+        print(f"{section}: {items} figures and tables, {found['warnings'][section]} warnings")
     print(f"charts rendered: {found['rendered']} of {found['charts']}; errors: {found['errors'] or 'none'}")
-    print(f"page {path.stat().st_size / 1e6:.2f} MB; screenshot {found['screenshot']}")
+    print(f"page {path.stat().st_size / 1e6:.2f} MB; screenshot {found['screenshot']}; details {list(found['shots'].values())}")
     return 0 if not found["errors"] and found["rendered"] == found["charts"] else 1
 
 

@@ -127,3 +127,27 @@ def test_relation_probe_input_pairs_each_word_with_its_head():
     features = np.arange(5, dtype=np.float32)[None, :, None]  # one layer, word i's vector = [i]
     assert probing.with_head_words(features, frame)[0].tolist() == [[0, 1], [1, 0], [2, 1], [3, 0], [4, 3]]  # root: zeros
     assert probing.head_has_representation(np.array([True, False, True, True, True]), frame).tolist() == [False, True, False, True, True]
+
+
+def test_held_out_best_head_is_chosen_on_one_half_of_the_sentences_and_scored_on_the_other():
+    # sentence 0 (selection): head 0 right on det; sentences 1-2 (report): head 1 right, head 0 wrong on det
+    heads, relations = [2, 3, 0, 3], ["det", "nsubj", "root", "punct"]
+    right, wrong = np.zeros((4, 4)), np.zeros((4, 4))
+    right[:] = [[0, 1, 0, 0], [0, 0, 1, 0], [1, 0, 0, 0], [0, 0, 1, 0]]  # every word to its head
+    wrong[:] = [[0, 0, 0, 1], [1, 0, 0, 0], [0, 1, 0, 0], [1, 0, 0, 0]]
+    counts = syntactic_heads.RelationCounts(1, 2)
+    counts.add(np.stack([right, wrong])[None], heads, relations, np.ones(4, bool))
+    for _ in range(2):
+        counts.add(np.stack([wrong, right])[None], heads, relations, np.ones(4, bool))
+    selection = np.array([True, False, False])
+    table = syntactic_heads.held_out_best(counts, selection, resamples=200, min_words=1)
+    det = table.filter(table["relation"] == "det").row(0, named=True)
+    # chosen on sentence 0 (head 0, perfect there), it is wrong on every report sentence
+    assert (det["layer"], det["head"]) == (0, 0) and det["selection_accuracy"] == 1.0 and det["accuracy"] == 0.0
+    assert det["selection_words"] == 1 and det["report_words"] == 2
+    # the best offset (+1, chosen on sentence 0) is right on both report sentences: the difference is -1, surely
+    assert det["baseline_offset"] == 1 and det["baseline_accuracy"] == 1.0
+    assert det["difference"] == -1.0 and det["ci_low"] == det["ci_high"] == -1.0
+    # on all three sentences, Clark et al.'s protocol would pick head 1 (right twice): choosing on the reported
+    # data is what the held-out table avoids
+    assert counts.best(min_words=1).filter(counts.best(min_words=1)["relation"] == "det")["head"][0] == 1

@@ -192,6 +192,20 @@ def test_fleiss_kappa_and_survival():
         assert pruning_stats.fleiss_kappa(random_masks) == pytest.approx(fleiss_kappa(table, method="fleiss"))
 
 
+def test_fleiss_kappa_interval_resamples_the_masked_elements():
+    rng = np.random.default_rng(1)
+    shared = rng.random(300) < 0.5  # seeds agree on most elements: kappa well above 0
+    masks = np.stack([np.where(rng.random(300) < 0.8, shared, ~shared) for _ in range(3)])
+    kappa = pruning_stats.fleiss_kappa(masks)
+    low, high = pruning_stats.fleiss_kappa_interval(masks, resamples=2000, seed=0)
+    assert low < kappa < high and 0.2 < low and high < 0.6
+    # against resampling the subjects directly (the slow way): the same distribution
+    draws = np.random.default_rng(5).integers(0, 300, size=(2000, 300))
+    direct = np.percentile([pruning_stats.fleiss_kappa(masks[:, d]) for d in draws], [2.5, 97.5])
+    assert abs(direct[0] - low) < 0.03 and abs(direct[1] - high) < 0.03
+    assert all(np.isnan(pruning_stats.fleiss_kappa_interval(masks[:1])))  # one seed: nothing to agree on
+
+
 def test_structured_pruning_phases_refine_the_first_choice_with_the_same_threshold():
     heads_score = np.arange(20, dtype=float).reshape(2, 10)
     mlps_score = np.array([1.0, 0.0])

@@ -30,6 +30,9 @@ def test_smoke_run_writes_every_output(smoke_run):
     metrics = json.loads((run / "metrics.json").read_text())
     assert metrics["model"]["kind"] == "local" and len(metrics["model"]["config_sha256"]) == 64
     assert metrics["hyperparameters"]["learning_rate"] == 1e-3
+    # the run's record (evaluation.json) plus its fitness verdict: the tiny random model learns nothing
+    assert {k: v for k, v in metrics.items() if k != "fitness"} == json.loads((run / "evaluation.json").read_text())
+    assert metrics["fitness"]["fit"] is False and metrics["fitness"]["metric"] == "accuracy"
     assert (run / "model" / "model.safetensors").is_file() and (run / "model" / "tokenizer_config.json").is_file()
     assert not list((run / "model").glob("*.bin"))
     assert (smoke_run / "logs" / "finetune" / "tiny-bert" / "MRPC" / "pretrained" / "seed1.log").is_file()
@@ -40,6 +43,68 @@ def test_smoke_run_writes_every_output(smoke_run):
             assert summary["examples"] == 8 and summary["layers"] == [0, 1] and summary["heads"] == 4
     fine_tuned = json.loads((smoke_run / "results/attention/tiny-bert/MRPC/pretrained_seed1.json").read_text())
     assert fine_tuned["model_folder"].endswith("finetune/tiny-bert/MRPC/pretrained/seed1/model")
+
+
+def test_every_fine_tuned_model_has_a_verdict_that_every_summary_and_the_atlas_repeat(smoke_run):
+    results = smoke_run / "results"
+    verdicts = pl.read_parquet(results / "tables" / "fitness.parquet")
+    # every fine-tuned run: MRPC seeds 1-2 (pretrained), STS-B seed 1, and each task's random-init baseline
+    assert sorted(verdicts.select("task", "init", "seed").iter_rows()) == [
+        ("MRPC", "pretrained", 1), ("MRPC", "pretrained", 2), ("MRPC", "random", 1), ("STS-B", "pretrained", 1), ("STS-B", "random", 1)]
+    assert not verdicts["fit"].any()  # a tiny random BERT on 40 examples learns nothing: all unfit
+    baselines = (results / "tables" / "tiny-bert" / "baselines.md").read_text()
+    assert "| MRPC | accuracy | 0.5 | 0.5 | 0.5 ± 0.0 | 0.5 | UNFIT: all 2 seeds | UNFIT |" in baselines
+    for stem in ("patterns/tiny-bert/summary/shares", "patterns/tiny-bert/summary/heads", "attention_change/tiny-bert/summary/cosine",
+                 "linguistic/tiny-bert/summary/features", "disabling/tiny-bert/summary/heads", "disabling/tiny-bert/summary/layers",
+                 "pruning/tiny-bert/summary/lottery", "pruning/tiny-bert/summary/michel", "probing/tiny-bert/summary/probes",
+                 "report/tiny-bert/head_atlas"):
+        table = pl.read_parquet(results / f"{stem}.parquet")
+        labels = set(table["fit_for_analysis"].drop_nulls())
+        assert labels and all(label.startswith("UNFIT") for label in labels), (stem, labels)
+    # rows that rest on no fine-tuned model (the pre-trained encoder) carry no verdict
+    probes = pl.read_parquet(results / "probing/tiny-bert/summary/probes.parquet")
+    assert probes.filter(pl.col("state").is_in(["untuned", "random"]))["fit_for_analysis"].null_count() == 12
+    claims = pl.read_parquet(results / "claims/tiny-bert/claims.parquet")
+    assert set(claims.filter(pl.col("claim") == "best_head_disabling_gain")["verdict"]) == {"model unfit"}
+    page = (results / "report" / "index.html").read_text()
+    assert page.count('class="warning"') >= 7  # baselines and every section showing a fine-tuned model's results
+
+
+def test_skip_leaves_unfit_models_out_of_the_dag_and_fail_stops_before_any_analysis(smoke_run, tmp_path):
+    # on a copy of the smoke run (warn): only what the policy changes reruns. STS-B's margin of -2 makes its model
+    # fit (any Pearson above -2); MRPC's models stay unfit
+    workdir = tmp_path / "run"
+    shutil.copytree(smoke_run, workdir, symlinks=True)
+    skip = tmp_path / "skip.yaml"
+    skip.write_text(yaml.safe_dump({"analysis": {"unfit": "skip", "fitness": {"per_task": {"STS-B": {"margin": -2.0}}}}}))
+    configs = (SMOKE, skip)
+    snakemake(workdir, configs=configs)
+    # the whole DAG (every output file, done or to do) holds no analysis of MRPC's fine-tuned models: no dump, sweep,
+    # pruning or probe is planned, so none can be made, not even empty
+    summary = snakemake(workdir, "--summary", configs=configs).stdout.splitlines()
+    in_dag = [line.split("\t")[0] for line in summary[1:] if "\t" in line]
+    assert "results/attention/tiny-bert/STS-B/pretrained_seed1.attention.parquet" in in_dag
+    assert "results/attention/tiny-bert/MRPC/untuned.attention.parquet" in in_dag  # the pre-trained encoder still is
+    assert "results/finetune/tiny-bert/MRPC/pretrained/seed2/metrics.json" in in_dag  # fine-tuned and judged
+    mrpc_analyses = [f for f in in_dag if "MRPC" in f and not f.startswith("results/finetune/")
+                     and ("pretrained" in f or "MRPC_seed" in f) and "untuned" not in f]
+    assert mrpc_analyses == []
+    assert not [f for f in in_dag if f.startswith("results/pruning/")]  # pruning runs on MRPC alone in the smoke config
+    results = workdir / "results"
+    probes = pl.read_parquet(results / "probing/tiny-bert/summary/probes.parquet")
+    assert set(probes["state"]) == {"untuned", "random"}
+    assert set(pl.read_parquet(results / "disabling/tiny-bert/summary/heads.parquet")["task"]) == {"STS-B"}
+    page = (results / "report" / "index.html").read_text()
+    assert "left these fine-tuned models out of every analysis" in page and "tiny-bert MRPC seed 2" in page
+    assert "unfit models are left out" in page  # the pruning section says why it is empty
+
+    fail = tmp_path / "fail.yaml"
+    fail.write_text(yaml.safe_dump({"analysis": {"unfit": "fail"}}))
+    failed = snakemake(workdir, configs=(SMOKE, fail), check=False)
+    assert failed.returncode != 0
+    message = failed.stdout + failed.stderr
+    assert "tiny-bert MRPC seed 1: accuracy 0.500 vs trivial 0.500" in message and "analysis.unfit: skip" in message
+    assert "rule disabling_sweep" not in message and "rule dump_attention" not in message
 
 
 def test_smoke_run_writes_every_attention_analysis(smoke_run):
@@ -187,17 +252,24 @@ def test_changing_one_tasks_learning_rate_reruns_exactly_its_jobs(smoke_run, tmp
     configs = (SMOKE, override)
     # untuned never trains, so its learning rate is not a parameter that matters: only trained runs rerun.
     # ... and the analyses of the STS-B fine-tuned dump; the pattern CNN trains on every dump, so it and
-    # the classification of every dump rerun too
+    # the classification of every dump rerun too. The two STS-B verdicts change the fitness table, which every
+    # summary labels its rows with: the summaries rerun (seconds each), the MRPC-only analyses do not.
     assert jobs_to_run(smoke_run, configs) == {
-        "finetune": 2, "dump_attention": 1, "baselines": 1, "pattern_features": 1, "pattern_classifier": 1,
-        "classify_maps": 4, "pattern_summary": 1, "annotation_page": 1, "attention_change": 1,
+        "finetune": 2, "model_fitness": 2, "fitness_table": 1, "dump_attention": 1, "baselines": 1, "pattern_features": 1,
+        "pattern_classifier": 1, "classify_maps": 4, "pattern_summary": 1, "annotation_page": 1, "attention_change": 1,
         "attention_change_summary": 1, "linguistic_scores": 1, "linguistic_summary": 1,
         "disabling_sweep": 1, "disabling_greedy": 1, "disabling_stats": 1, "disabling_summary": 1,
-        "head_atlas": 1, "report": 1, "all": 1,
+        "pruning_summary": 1, "probing_summary": 1, "claims": 1, "head_atlas": 1, "report": 1, "all": 1,
     }
     dry_run = snakemake(smoke_run, "-n", configs=configs).stdout
-    planned = [line.split("output:")[1] for line in dry_run.splitlines() if line.strip().startswith("output:")]
-    finetune_outputs = [o for o in planned if "/finetune/" in o]
+    # each planned job's rule and outputs: "rule finetune:" (or localrule) is followed by its "output:" line
+    planned, rule = [], None
+    for line in dry_run.splitlines():
+        if line.rstrip().endswith(":") and line.split()[0] in ("rule", "localrule", "checkpoint", "localcheckpoint"):
+            rule = line.split()[1].rstrip(":")
+        elif line.strip().startswith("output:"):
+            planned.append((rule, line.split("output:")[1]))
+    finetune_outputs = [o for r, o in planned if r == "finetune"]
     assert len(finetune_outputs) == 2 and all("/STS-B/" in o for o in finetune_outputs)
 
 
@@ -213,12 +285,14 @@ def test_editing_a_library_module_reruns_exactly_the_jobs_whose_scripts_import_i
                            snakefile=repo / "Snakefile")
 
     assert planned() == {}  # the copy itself changes nothing
-    # figures: imported by every summary script, disabling_greedy's (write_table) and head_atlas's; by no module
+    # figures: imported by every summary script, disabling_greedy's (write_table), head_atlas's, the claims' and
+    # the fitness table's; by no module. The new fitness table then reruns the baselines, which label rows with it
     with (repo / "bertology_core" / "figures.py").open("a") as module:
         module.write("\n# an edit\n")
     assert planned() == {
         "pattern_summary": 1, "attention_change_summary": 1, "linguistic_summary": 1, "disabling_greedy": 2,
         "disabling_summary": 1, "pruning_summary": 1, "probing_summary": 1, "head_atlas": 1, "report": 1, "all": 1,
+        "fitness_table": 1, "baselines": 1, "claims": 1,
     }
     # encoder: imported by attention and finetune, so every job that runs a model reruns, but not the probe
     # features of the pre-trained and random encoders, whose scripts import neither
@@ -273,14 +347,14 @@ def test_sigkill_mid_training_and_mid_dump_then_rerun_gives_the_uninterrupted_re
     [checkpoint_dir] = [d for d, step in states.items() if step == 4]
     killed_run = checkpoint_dir.relative_to(workdir / "results" / "checkpoints")  # finetune/<model>/<task>/<init>/seedN
     run_dir = workdir / "results" / killed_run
-    assert not (run_dir / "metrics.json").exists() and not (run_dir / "model").exists()
+    assert not (run_dir / "evaluation.json").exists() and not (run_dir / "model").exists()
     _outputs_are_whole(workdir)
 
     snakemake(workdir, "--unlock", configs=configs)  # a SIGKILLed snakemake leaves its lock
     snakemake(workdir, "--rerun-incomplete", "--until", "finetune", configs=configs)
     log = workdir / "logs" / f"{killed_run}.log"
     assert "resuming from checkpoint at step 4" in log.read_text()
-    assert json.loads((run_dir / "metrics.json").read_text())["training"]["resumed_at_step"] == 4
+    assert json.loads((run_dir / "evaluation.json").read_text())["training"]["resumed_at_step"] == 4
     assert not (workdir / "results" / "checkpoints" / killed_run).exists()  # removed once the run finished
 
     # --rerun-incomplete: the first kill may also have hit a dump running beside the fine-tuning

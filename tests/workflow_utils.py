@@ -58,7 +58,8 @@ def result_files(workdir: Path) -> dict[str, Path]:
     files = {}
     for path in sorted(results.rglob("*")):
         relative = path.relative_to(results)
-        if path.is_file() and relative.parts[0] not in VOLATILE_DIRS and path.name not in VOLATILE_FILES:
+        if (path.is_file() and relative.parts[0] not in VOLATILE_DIRS and path.name not in VOLATILE_FILES
+                and not path.name.startswith("screenshot")):  # the browser test's screenshots of the page
             files[str(relative)] = path
     return files
 

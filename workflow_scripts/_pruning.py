@@ -30,9 +30,10 @@ def importance_examples(snakemake, tokenizer) -> tuple[finetune.Encoded, np.ndar
     return finetune.encode(frame, tokenizer, snakemake.params.max_length), frame["label"].to_numpy()
 
 
-def dev_scorer(snakemake, task, model, tokenizer, batch_size: int) -> Callable[[attention.InterventionPlan | None], float]:
+def dev_scorer(snakemake, task, model, tokenizer, batch_size: int, record: list | None = None
+               ) -> Callable[[attention.InterventionPlan | None], float]:
     """The task's primary metric on dev (or its seeded subsample) for a plan (None: the model as it is);
-    logs each score."""
+    logs each score. ``record``: each call appends its per-example frame (``idx, label, prediction``)."""
     dev = dev_sample(snakemake)
     encoded, labels = finetune.encode(dev, tokenizer, snakemake.params.max_length), dev["label"].to_numpy()
     metric = primary_metric(task)
@@ -41,6 +42,8 @@ def dev_scorer(snakemake, task, model, tokenizer, batch_size: int) -> Callable[[
         predictions = importance.masked_predictions(model, task, encoded, plan, batch_size)
         value = compute_metrics(task, predictions, labels)[metric]
         logging.info("dev %s %.4f", metric, value)
+        if record is not None:
+            record.append(dev.select("idx", "label").with_columns(pl.Series("prediction", predictions)))
         return value
 
     return score

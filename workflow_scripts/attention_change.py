@@ -9,4 +9,6 @@ from bertology_core.dumps import AttentionDump
 
 before, after = AttentionDump(snakemake.params.before), AttentionDump(snakemake.params.after)
 layers = before.scan().select("layer").unique().collect()["layer"].sort().to_list()
-io.write_parquet(attention_change.attention_change(before, after, layers), snakemake.output[0])
+per_example = attention_change.per_example_change(before, after, layers)
+io.write_parquet(per_example, snakemake.output.examples)
+io.write_parquet(attention_change.attention_change(per_example), snakemake.output.heads)

@@ -6,20 +6,24 @@ log_to(snakemake.log[0])
 
 import polars as pl
 
-from bertology_core import figures
+from bertology_core import figures, fitness
 
 frames = [
     pl.read_parquet(path).with_columns(pl.lit(task).alias("task"), pl.lit(seed).alias("seed"))
-    for (task, seed), path in zip(snakemake.params.task_seeds, snakemake.input)
+    for (task, seed), path in zip(snakemake.params.task_seeds, snakemake.input.changes)
 ]
+runs = {}
+for task, seed in snakemake.params.task_seeds:
+    runs.setdefault(task, []).append(seed)
+verdicts = fitness.Verdicts(pl.read_parquet(snakemake.input.fitness), snakemake.wildcards.model, runs)
 per_seed = pl.concat(frames)
 heads = per_seed.group_by("task", "layer", "head").agg(
     pl.col("cosine_mean").mean().alias("cosine"), pl.col("cosine_mean").std().alias("cosine_std_over_seeds"),
     pl.len().alias("seeds"), pl.col("examples").first(),
 ).sort("task", "layer", "head")
-figures.write_table(heads, snakemake.params.out + "/cosine")
+figures.write_table(verdicts.annotate(heads), snakemake.params.out + "/cosine")
 by_layer = heads.group_by("task", "layer").agg(pl.col("cosine").mean().alias("mean_cosine"), pl.col("cosine").min().alias("min_cosine")).sort("task", "layer")
-figures.write_table(by_layer, snakemake.params.out + "/cosine_by_layer")
+figures.write_table(verdicts.annotate(by_layer), snakemake.params.out + "/cosine_by_layer")
 chart = figures.head_heatmap(
     heads, "cosine", "Attention change after fine-tuning (Kovaleva et al. 2019, fig. 3)",
     "Cosine similarity of each head's map before and after fine-tuning, mean over dev examples (darker = more change); "

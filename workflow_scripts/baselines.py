@@ -2,12 +2,19 @@ from _common import log_to
 
 log_to(snakemake.log[0])
 
+import polars as pl
+
 from bertology_core import baselines, io
 
+model = snakemake.wildcards.model
 records = [io.read_json(path) for path in snakemake.input.metrics]
-long = baselines.collect(snakemake.wildcards.model, records)
+long = baselines.collect(model, records)
 summary = baselines.summarise(long)
-table = baselines.wide(summary)
+seeds = {}
+for record in records:
+    seeds.setdefault((record["task"], record["init"]), []).append(int(record["seed"]))
+verdicts = pl.read_parquet(snakemake.input.fitness).filter(pl.col("model") == model)
+table = baselines.with_fitness(baselines.wide(summary), verdicts, seeds)
 io.write_parquet(long, snakemake.output.long)
 io.write_parquet(summary, snakemake.output.parquet)
 with io.atomic_path(snakemake.output.csv) as tmp:

@@ -8,19 +8,20 @@ log_to(snakemake.log[0])
 
 import polars as pl
 
-from bertology_core import figures
+from bertology_core import figures, fitness
 
 params = snakemake.params
 out = params.out
+verdicts = fitness.Verdicts(pl.read_parquet(snakemake.input.fitness), snakemake.wildcards.model, params.fitness_runs)
 deltas = pl.concat([pl.read_parquet(p) for p in snakemake.input.deltas])
 sort = ["task", "mode", "layer", "head", "seed"]
 pooled = deltas.filter(pl.col("seed").is_null())
 columns = ["task", "mode", "config", "layer", "head", "metric", "delta", "ci_low", "ci_high", "seeds", "seeds_positive",
            "seeds_negative", "delta_std_over_seeds", "verdict", "examples"]
 heads = pooled.filter(pl.col("kind") == "head").select(columns).sort(sort[:-1])
-figures.write_table(heads, f"{out}/heads", float_format="{:+.4f}")
+figures.write_table(verdicts.annotate(heads), f"{out}/heads", float_format="{:+.4f}")
 layers = deltas.filter(pl.col("kind") == "layer").select(["seed", *columns]).sort(sort, nulls_last=True)
-figures.write_table(layers, f"{out}/layers", float_format="{:+.4f}")
+figures.write_table(verdicts.annotate(layers, seed="seed"), f"{out}/layers", float_format="{:+.4f}")
 # best and worst: the across-seed estimates, three of each kind per task and mode
 ranked = pooled.filter(pl.col("kind").is_in(["head", "layer"])).with_columns(
     pl.col("delta").rank("ordinal", descending=True).over("task", "mode", "kind").alias("rank_best"),
@@ -32,14 +33,14 @@ extremes = pl.concat([
 ]).select(["task", "mode", "kind", "end", *columns[2:]]).sort(
     "task", "mode", "kind", "end", "delta", "layer", "head", descending=[False, False, False, False, True, False, False], nulls_last=True
 )
-figures.write_table(extremes, f"{out}/extremes", float_format="{:+.4f}")
+figures.write_table(verdicts.annotate(extremes), f"{out}/extremes", float_format="{:+.4f}")
 selection = pl.concat([pl.read_parquet(p) for p in snakemake.input.selection]).sort("task", "mode", "kind", "seed", nulls_last=True)
-figures.write_table(selection, f"{out}/selection", float_format="{:+.4f}")
+figures.write_table(verdicts.annotate(selection, seed="seed"), f"{out}/selection", float_format="{:+.4f}")
 greedy = pl.concat([
     pl.read_parquet(p).with_columns(pl.lit(task).alias("task"), pl.lit(seed).alias("seed"))
     for (task, seed), p in zip(params.greedy_runs, snakemake.input.greedy)
 ], how="diagonal_relaxed") if snakemake.input.greedy else pl.DataFrame({"task": [], "seed": [], "step": []})
-figures.write_table(greedy.sort("task", "seed", "step"), f"{out}/greedy", float_format="{:+.4f}")
+figures.write_table(verdicts.annotate(greedy.sort("task", "seed", "step"), seed="seed"), f"{out}/greedy", float_format="{:+.4f}")
 
 first_mode = params.modes[0]
 metric_note = "accuracy; Pearson r for STS-B"

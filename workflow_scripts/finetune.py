@@ -55,8 +55,8 @@ if init != "untuned":
         result.model.save_pretrained(tmp)
         result.tokenizer.save_pretrained(tmp)
 io.write_parquet(predictions, snakemake.output.predictions)
-# metrics last: its presence marks a finished run for anyone reading results by hand.
-io.write_json(result.metrics, snakemake.output.metrics)
+# the record last: its presence marks a finished run for anyone reading results by hand.
+io.write_json(result.metrics, snakemake.output.metrics if init == "untuned" else snakemake.output.evaluation)
 if checkpointer is not None:
     checkpointer.remove()
 logging.info("eval: %s", result.metrics["eval"])

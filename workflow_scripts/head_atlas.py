@@ -6,7 +6,7 @@ log_to(snakemake.log[0])
 
 import polars as pl
 
-from bertology_core import figures, report
+from bertology_core import figures, fitness, report
 
 inputs = snakemake.input
 model = snakemake.wildcards.model
@@ -25,6 +25,8 @@ atlas = report.head_atlas(
     importance=table("importance"), survival=table("survival"), relations=table("relations"),
     best_relations=table("best_relations"),
 )
+# a fine-tuned row rests on every seed of its task that a stage analysed
+atlas = fitness.Verdicts(pl.read_parquet(inputs.fitness), model, snakemake.params.fitness_runs).annotate(atlas, state="state")
 stem = f"results/report/{model}/head_atlas"
 figures.write_table(atlas, stem)
 joined = ", ".join(name for name in ("patterns", "features", "cosine", "disabling", "importance", "survival", "relations")

@@ -17,7 +17,8 @@ params = snakemake.params
 settings = snakemake.config["pruning"]
 task, model, tokenizer = load(snakemake)
 examples, labels = importance_examples(snakemake, tokenizer)
-score = dev_scorer(snakemake, task, model, tokenizer, settings["batch_size"])
+scored: list[pl.DataFrame] = []  # every step's per-example predictions: what the claims table resamples
+score = dev_scorer(snakemake, task, model, tokenizer, settings["batch_size"], record=scored)
 normalize = params.importance["normalize_by_layer"]
 
 
@@ -55,5 +56,7 @@ curve = pl.DataFrame(
     }
 )
 io.write_parquet(curve, snakemake.output.curve)
+io.write_parquet(pl.concat([frame.with_columns(pl.lit(step, dtype=pl.Int32).alias("step")) for step, frame in enumerate(scored)]),
+                 snakemake.output.predictions)
 logging.info("importance on %d %s examples; curve %s", len(examples), params.importance["importance_split"],
              [round(s.score, 4) for s in steps])

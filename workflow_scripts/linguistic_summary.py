@@ -8,7 +8,16 @@ log_to(snakemake.log[0])
 import altair as alt
 import polars as pl
 
-from bertology_core import figures
+from bertology_core import figures, fitness
+
+
+# the fine-tuned rows of a task pool the seeds of its dumped fine-tuned models
+runs = {}
+for key in snakemake.params.dump_keys:
+    task, state = key.split("/")
+    if state.startswith("pretrained_seed"):
+        runs.setdefault(task, []).append(int(state.removeprefix("pretrained_seed")))
+verdicts = fitness.Verdicts(pl.read_parquet(snakemake.input.fitness), snakemake.wildcards.model, runs)
 
 
 def load(kind):
@@ -35,7 +44,8 @@ def by_state(frame, keys):
 
 note = f"Model {snakemake.wildcards.model}; up to {snakemake.params.examples} dev examples per task; fine-tuned = mean over seeds."
 features = by_state(load("features"), ["layer", "head", "feature"])
-figures.write_table(features.sort("task", "model_state", "feature", "layer", "head"), snakemake.params.out + "/features")
+figures.write_table(verdicts.annotate(features.sort("task", "model_state", "feature", "layer", "head"), state="model_state"),
+                    snakemake.params.out + "/features")
 panels = [
     figures.head_grid(features.filter(pl.col("model_state") == view), "score", "feature", "task", view,
                       scheme="redblue" if view == "difference" else "viridis",
@@ -51,7 +61,8 @@ figures.save_chart(figures.with_caption(
 
 relations = by_state(load("relations"), ["layer", "head", "relation"])
 shown = "fine-tuned" if "fine-tuned" in set(relations["model_state"]) else "pre-trained"
-figures.write_table(relations.sort("task", "model_state", "relation", "layer", "head"), snakemake.params.out + "/relations")
+figures.write_table(verdicts.annotate(relations.sort("task", "model_state", "relation", "layer", "head"), state="model_state"),
+                    snakemake.params.out + "/relations")
 figures.save_chart(figures.with_caption(
     figures.head_grid(relations.filter(pl.col("model_state") == shown), "score", "relation", "task", shown, cell=10),
     "Token-to-token attention: verb -> subject and noun -> pronoun (Kovaleva et al. 2019, fig. 5)",
@@ -59,7 +70,7 @@ figures.save_chart(figures.with_caption(
     snakemake.params.out + "/relations")
 
 cls = load("cls_shares").group_by("task", "model_state", "type").agg(pl.col("share").mean()).sort("task", "model_state", "type")
-figures.write_table(cls, snakemake.params.out + "/cls")
+figures.write_table(verdicts.annotate(cls, state="model_state"), snakemake.params.out + "/cls")
 chart = alt.Chart(cls.to_pandas()).mark_bar().encode(
     y=alt.Y("task:N", title=None), x=alt.X("share:Q", stack="normalize", axis=alt.Axis(format="%"), title="share of [CLS]'s attention"),
     color=alt.Color("type:N", sort=["[CLS]", "[SEP]", "punctuation", "pronoun", "noun", "verb", "other"]),

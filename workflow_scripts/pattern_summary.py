@@ -6,20 +6,23 @@ log_to(snakemake.log[0])
 
 import polars as pl
 
-from bertology_core import figures, io, pattern_training
+from bertology_core import figures, fitness, io, pattern_training
 
 frames = {key: pl.read_parquet(path) for key, path in zip(snakemake.params.dump_keys, snakemake.input.classes)}
 report = io.read_json(snakemake.input.report)
 source = report["labels_source"]
+verdicts = fitness.Verdicts(pl.read_parquet(snakemake.input.fitness), snakemake.wildcards.model)
 shares = pl.concat([
     pattern_training.class_shares(frames, "rule_label").with_columns(pl.lit("rule-based").alias("labeller")),
     pattern_training.class_shares(frames, "cnn_label").with_columns(pl.lit("CNN").alias("labeller")),
 ]).with_columns(pl.lit(source).alias("cnn_labels_source"))
+shares = verdicts.annotate(shares, state="dump")
 figures.write_table(shares, snakemake.params.out + "/shares")
 heads = pl.concat([
     pattern_training.dominant_class(frame, "cnn_label").with_columns(pl.lit(key).alias("dump"))
     for key, frame in frames.items()
 ]).with_columns(pl.lit(source).alias("cnn_labels_source"))
+heads = verdicts.annotate(heads, state="dump")
 figures.write_table(heads, snakemake.params.out + "/heads")
 config_note = f"model {snakemake.wildcards.model}; up to {snakemake.params.examples} dev examples per task; CNN: {source}"
 figures.save_chart(

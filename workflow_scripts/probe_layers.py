@@ -26,7 +26,7 @@ tokenizer = models.load_tokenizer(io.read_json(snakemake.input.resolved)["path"]
 lowercase = tokenizer.tokenize("The") == tokenizer.tokenize("the")
 settings = probing.ProbeSettings(**params.probe)
 
-rows = []
+rows, word_rows = [], []  # word_rows: every dev word's right/wrong per layer, what the claims table resamples
 for name, spec in params.labels.items():
     labels = {split: probing.word_labels(frame, spec["field"], spec.get("strip_subtypes", False)) for split, frame in frames.items()}
     vocabulary = probing.label_vocabulary(labels["train"], params.min_label_count)
@@ -44,11 +44,17 @@ for name, spec in params.labels.items():
     control = probing.control_labels(list(types["train"]) + list(types["dev"]), targets["train"][usable["train"]],
                                      len(vocabulary), params.control_seed)
     results = {}
+    dev_sentences = probing.word_sentences(frames["dev"])[usable["dev"]]
     for kind in ("task", "control"):
         train_y = targets["train"] if kind == "task" else np.array([control[t] for t in types["train"]])
         dev_y = targets["dev"] if kind == "task" else np.array([control[t] for t in types["dev"]])
         probe = probing.fit_layer_probes(features["train"][:, usable["train"]], train_y[usable["train"]], len(vocabulary), settings)
-        results[kind] = probing.probe_accuracy(probe, features["dev"][:, usable["dev"]], dev_y[usable["dev"]])
+        correct = probing.probe_correct(probe, features["dev"][:, usable["dev"]], dev_y[usable["dev"]])
+        results[kind] = correct.mean(axis=1)
+        word_rows.append(pl.DataFrame({
+            "labels": name, "kind": kind, "layer": np.repeat(np.arange(correct.shape[0]), correct.shape[1]).astype(np.int16),
+            "sentence": np.tile(dev_sentences, correct.shape[0]).astype(np.int32), "correct": correct.reshape(-1),
+        }))
     majority = float(np.mean(targets["dev"][usable["dev"]] == np.bincount(targets["train"][usable["train"]]).argmax()))
     for layer in range(len(results["task"])):
         rows.append({"labels": name, "layer": layer, "accuracy": float(results["task"][layer]),
@@ -59,4 +65,5 @@ for name, spec in params.labels.items():
     logging.info("%s: %d classes; accuracy per layer %s; control %s", name, len(vocabulary),
                  np.round(results["task"], 3).tolist(), np.round(results["control"], 3).tolist())
 table = pl.DataFrame(rows, schema_overrides={"layer": pl.Int16}).with_columns(pl.lit(snakemake.wildcards.probed).alias("state"))
-io.write_parquet(table, snakemake.output[0])
+io.write_parquet(table, snakemake.output.probes)
+io.write_parquet(pl.concat(word_rows).with_columns(pl.lit(snakemake.wildcards.probed).alias("state")), snakemake.output.words)

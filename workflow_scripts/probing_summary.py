@@ -8,17 +8,18 @@ log_to(snakemake.log[0])
 import altair as alt
 import polars as pl
 
-from bertology_core import figures, io
+from bertology_core import figures, fitness, io
 
 params = snakemake.params
 model = snakemake.wildcards.model
 out = f"results/probing/{model}/summary"
 settings = snakemake.config["probing"]
+verdicts = fitness.Verdicts(pl.read_parquet(snakemake.input.fitness), model)
 
 probes = pl.concat([pl.read_parquet(p) for p in snakemake.input.probes]).select(
     "state", "labels", "layer", "accuracy", "control_accuracy", "selectivity", "majority_accuracy", "classes", "train_words", "dev_words"
 ).sort("labels", "state", "layer")
-figures.write_table(probes, f"{out}/probes")
+figures.write_table(verdicts.annotate(probes, state="state"), f"{out}/probes")
 long = probes.unpivot(index=["state", "labels", "layer"], on=["accuracy", "selectivity", "control_accuracy"],
                       variable_name="measure", value_name="value")
 chart = alt.Chart(long.to_pandas()).mark_line(point=True).encode(
@@ -38,7 +39,11 @@ heads = pl.concat([pl.read_parquet(p) for p in snakemake.input.heads]) if snakem
 if heads.height:
     heads = heads.select("state", "relation", "words", "clark_name", "layer", "head", "direction", "accuracy",
                          "baseline_accuracy", "baseline_offset").sort("state", pl.col("relation") != "all", -pl.col("words"))
-figures.write_table(heads, f"{out}/syntactic_heads")
+figures.write_table(verdicts.annotate(heads, state="state") if heads.height else heads, f"{out}/syntactic_heads")
+held_out = pl.concat([pl.read_parquet(p) for p in snakemake.input.held_out]) if snakemake.input.held_out else pl.DataFrame()
+if held_out.height:
+    held_out = verdicts.annotate(held_out.select("state", pl.exclude("state")), state="state")
+figures.write_table(held_out, f"{out}/syntactic_heads_held_out")
 io.write_text(
     "Best head per dependency relation (Clark et al. 2019, table 1): accuracy of the head's most-attended word "
     "being the word's syntactic head, best over both directions; baseline: the best fixed offset. Layers and heads "

@@ -11,7 +11,7 @@ import numpy as np
 import polars as pl
 from safetensors.numpy import load_file
 
-from bertology_core import figures, glue, io, pruning_stats
+from bertology_core import figures, fitness, glue, io, pruning_stats
 from bertology_core.metrics import primary_metric
 
 params = snakemake.params
@@ -19,6 +19,10 @@ inputs = snakemake.input
 model = snakemake.wildcards.model
 out = f"results/pruning/{model}/summary"
 runs = [tuple(r) for r in params.runs]
+seeds_by_task = {}
+for task, seed in runs:
+    seeds_by_task.setdefault(task, []).append(seed)
+verdicts = fitness.Verdicts(pl.read_parquet(inputs.fitness), model, seeds_by_task)
 methods = list(params.methods)
 tasks = sorted({t for t, _ in runs})
 seed_note = ", ".join(f"{t} {sum(1 for tt, _ in runs if tt == t)}" for t in tasks)
@@ -35,7 +39,7 @@ imp_mean = imp.group_by("task", "element", "layer", "head").agg(
     pl.col("importance").mean(), pl.col("normalized").mean().alias("normalized_mean"),
     pl.col("normalized").std().alias("normalized_std"), pl.len().alias("seeds"),
 ).sort("task", "element", "layer", "head", nulls_last=True)
-figures.write_table(imp_mean, f"{out}/importance", float_format="{:.4f}")
+figures.write_table(verdicts.annotate(imp_mean), f"{out}/importance", float_format="{:.4f}")
 chart = figures.head_heatmap(
     imp_mean.filter(pl.col("element") == "head"), "normalized_mean",
     "Head importance (Michel et al. 2019: mean |dL/dgate|, l2-normalised per layer)",
@@ -54,7 +58,7 @@ for (task, seed), frame in michel.sort("task", "seed", "step").group_by(["task",
                    "prunable_share": pruning_stats.prunable_share(frame["share_pruned"].to_list(), frame["score"].to_list(), params.tolerance),
                    "score_at_half": float(frame.filter(pl.col("share_pruned") >= 0.5)["score"][0])})
 prunable = pl.DataFrame(shares).sort("task", "seed")
-figures.write_table(prunable, f"{out}/michel")
+figures.write_table(verdicts.annotate(prunable, seed="seed"), f"{out}/michel")
 line = alt.Chart(michel.to_pandas()).mark_line(point=True).encode(
     x=alt.X("share_pruned:Q", axis=alt.Axis(format="%"), title="heads pruned"),
     y=alt.Y("score:Q", title="dev score", scale=alt.Scale(zero=False)),
@@ -73,7 +77,7 @@ curve_runs = [(t, s, m) for t, s in runs for m in methods]
 curves = pl.concat([tagged(p, t, s) for (t, s, m), p in zip(curve_runs, inputs.curves)], how="diagonal_relaxed")
 curves = curves.select("task", "seed", "method", "iteration", "phase", "kept_share", "score", "share_of_full", "chosen",
                        *[c for c in ("heads_kept", "mlps_kept") if c in curves.columns]).sort("task", "method", "seed", "iteration")
-figures.write_table(curves, f"{out}/lottery_curves", float_format="{:.4f}")
+figures.write_table(verdicts.annotate(curves, seed="seed"), f"{out}/lottery_curves", float_format="{:.4f}")
 base = alt.Chart(curves.to_pandas()).encode(
     x=alt.X("kept_share:Q", axis=alt.Axis(format="%"), title="prunable elements kept", scale=alt.Scale(reverse=True)),
     y=alt.Y("share_of_full:Q", axis=alt.Axis(format="%"), title="share of the full model's dev score"),
@@ -96,7 +100,9 @@ figures.save_chart(figures.with_caption(
 # --- full / good / random / bad ---
 rows = []
 networks = list(params.networks)
-sub_runs = [(t, s, n) for t, s in runs for n in networks]
+sub_runs = [tuple(r) for r in params.subnetwork_runs]
+# the full model is compared on the seeds whose subnetworks were re-fine-tuned (all seeds of a task without any)
+compared = {(t, s) for t, s, _ in sub_runs}
 for (task, seed, network), path in zip(sub_runs, inputs.subnetworks):
     record = io.read_json(path)
     metric = primary_metric(glue.get_task(task))
@@ -106,6 +112,8 @@ for (task, seed, network), path in zip(sub_runs, inputs.subnetworks):
                  "kept_share": record["parameters_kept_share"], "train_seconds": record["train_seconds"]})
 if "full" not in networks:  # the reference is the fine-tuning run itself
     for (task, seed), path in zip(runs, inputs.finetuned):
+        if (task, seed) not in compared and any(t == task for t, _ in compared):
+            continue
         metric = primary_metric(glue.get_task(task))
         value = io.read_json(path)["eval"]["dev"][metric]
         rows.append({"task": task, "seed": seed, "method": "all", "kind": "full", "metric": metric, "score": value,
@@ -118,8 +126,12 @@ no_ticket_note = (
 kind_order = {"full": 0, "good": 1, "random": 2, "bad": 3}
 lottery_table = subnetworks.group_by("task", "method", "kind", "metric").agg(
     pl.col("score").mean().alias("mean"), pl.col("score").std().alias("std"), pl.len().alias("seeds"),
+    pl.col("seed").sort().alias("seed_list"),
     pl.col("kept_share").mean().alias("kept_share"),
 ).with_columns(pl.col("kind").replace_strict(kind_order, return_dtype=pl.Int8).alias("order")).sort("task", "method", "order").drop("order")
+lottery_table = pl.DataFrame([
+    {**row, fitness.COLUMN: verdicts.label(row["task"], row["seed_list"])} for row in lottery_table.iter_rows(named=True)
+]).with_columns(pl.col("seed_list").list.eval(pl.element().cast(pl.String)).list.join(", ").alias("seed_list"))
 figures.write_table(lottery_table, f"{out}/lottery", float_format="{:.4f}")
 io.write_text(
     f"Re-fine-tuned subnetworks: {params.recipe_note}. Dev {metric_note}, mean ± std over seeds (seeds per task: {seed_note}).{no_ticket_note}\n\n"
@@ -127,6 +139,11 @@ io.write_text(
 )
 
 # --- survival and stability ---
+def kappa_interval(stack):
+    low, high = pruning_stats.fleiss_kappa_interval(stack, params.bootstrap["resamples"], params.bootstrap["level"], params.bootstrap["seed"])
+    return {"kappa_ci_low": low, "kappa_ci_high": high}
+
+
 mask_paths = dict(zip([(t, s, m) for t, s in runs for m in methods], inputs.masks))
 survival_rows, stability_rows = [], []
 for task in tasks:
@@ -141,21 +158,23 @@ for task in tasks:
                     survival_rows.append({"task": task, "method": method, "element": element[:-1], "layer": index[0],
                                           "head": index[1] if len(index) > 1 else None, "survival": float(survival[index])})
                 stability_rows.append({"task": task, "method": method, "element": element, "seeds": len(seeds),
-                                       "kept_share": float(stack.mean()), "fleiss_kappa": pruning_stats.fleiss_kappa(stack)})
+                                       "kept_share": float(stack.mean()), "fleiss_kappa": pruning_stats.fleiss_kappa(stack),
+                                       **kappa_interval(stack)})
         else:
             names = sorted(per_seed[0])
             stack = np.stack([np.concatenate([m[n].astype(bool).reshape(-1) for n in names]) for m in per_seed])
             stability_rows.append({"task": task, "method": method, "element": "weights", "seeds": len(seeds),
-                                   "kept_share": float(stack.mean()), "fleiss_kappa": pruning_stats.fleiss_kappa(stack)})
+                                   "kept_share": float(stack.mean()), "fleiss_kappa": pruning_stats.fleiss_kappa(stack),
+                                   **kappa_interval(stack)})
             for name in names:  # share of each matrix kept, mean over seeds
                 layer = int(name.split(".layer.")[1].split(".")[0])
                 matrix = name.split(".layer.")[1].split(".", 1)[1]
                 survival_rows.append({"task": task, "method": method, "element": matrix, "layer": layer, "head": None,
                                       "survival": float(np.mean([m[name].mean() for m in per_seed]))})
 survival = pl.DataFrame(survival_rows, schema_overrides={"head": pl.Int64}).sort("task", "method", "element", "layer", "head", nulls_last=True)
-figures.write_table(survival, f"{out}/survival")
+figures.write_table(verdicts.annotate(survival), f"{out}/survival")
 stability = pl.DataFrame(stability_rows).sort("task", "method", "element")
-figures.write_table(stability, f"{out}/stability")
+figures.write_table(verdicts.annotate(stability), f"{out}/stability")
 head_survival = survival.filter(pl.col("element") == "head")
 if head_survival.height:
     chart = figures.head_heatmap(
@@ -171,4 +190,4 @@ figures.save_chart(chart, f"{out}/survival")
 # --- compacted models ---
 compact_rows = [{"task": t, "seed": s, **io.read_json(p)} for (t, s), p in zip([r for r in runs if "s" in methods], inputs.compact)]
 compact = pl.DataFrame(compact_rows).sort("task", "seed") if compact_rows else pl.DataFrame({"task": [], "seed": []})
-figures.write_table(compact, f"{out}/compact")
+figures.write_table(verdicts.annotate(compact, seed="seed") if compact.height else compact, f"{out}/compact")

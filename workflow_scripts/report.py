@@ -7,11 +7,16 @@ log_to(snakemake.log[0])
 import logging
 import time
 
-from bertology_core import report
+import polars as pl
+
+from bertology_core import claims, report
 
 started = time.perf_counter()
 models = snakemake.params.models
-sections = report.build_sections("results", models, set(snakemake.input))
+verdicts = pl.read_parquet(snakemake.input.fitness)
+notes = {"claims/{model}/claims": claims.verdict_rule(snakemake.params.claims_level)}
+sections = report.build_sections("results", models, set(snakemake.input.shown), verdicts, snakemake.params.section_runs, notes,
+                                 snakemake.params.skipped)
 config = snakemake.config
 subtitle = [
     "Models: " + ", ".join(f"{m['name']} ({m['spec']})" for m in config["models"]) + f". Tasks: {', '.join(config['tasks'])}. "
@@ -19,6 +24,12 @@ subtitle = [
     "Every figure and table below is also a file under results/ (named under each one); layers and heads are 0-based "
     "in tables, 1-based (L<layer>H<head>) in names and figures, as the papers print them.",
 ]
+unfit = verdicts.filter(~pl.col("fit") & (pl.col("init") == "pretrained"))
+if unfit.height and snakemake.params.unfit == "skip":
+    subtitle.append(
+        "analysis.unfit: skip left these fine-tuned models out of every analysis, as they are not fit for it (see the "
+        "baselines): " + ", ".join(f"{r['model']} {r['task']} seed {r['seed']}" for r in unfit.iter_rows(named=True)) + "."
+    )
 size = report.write_page(snakemake.output[0], "bertology report", subtitle, sections)
 shown = sum(len(s.items) for s in sections)
 logging.info("wrote %s: %d figures and tables, %.1f MB, in %.1f s", snakemake.output[0], shown, size / 1e6,

@@ -6,10 +6,12 @@ from _common import log_to
 
 log_to(snakemake.log[0])
 
+import numpy as np
 import polars as pl
 
 from _probing import load_encoder, treebank_sample
 from bertology_core import attention, io, probing, syntactic_heads
+from bertology_core.disabling_stats import split_halves
 
 settings = snakemake.params.settings
 encoder, tokenizer = load_encoder(snakemake)
@@ -22,4 +24,9 @@ state = pl.lit(snakemake.wildcards.probed).alias("state")
 io.write_parquet(counts.per_head().with_columns(state), snakemake.output.per_head)
 best = counts.best(settings["exclude"], settings["min_words"]).with_columns(state)
 io.write_parquet(best, snakemake.output.best)
+# the same table chosen on half the sentences and reported on the other half
+selection = split_halves(np.zeros(frame.height), stratify=False, seed=settings["split_seed"])
+held_out = syntactic_heads.held_out_best(counts, selection, settings["resamples"], settings["level"], settings["split_seed"],
+                                         settings["exclude"], settings["min_words"])
+io.write_parquet(held_out.with_columns(state), snakemake.output.held_out)
 logging.info("%d sentences, %d words\n%s", frame.height, counts.words.get("all", 0), best)

@@ -1,0 +1,342 @@
+"""Claims of the seed papers against this run: the paper's number, ours with an interval, and a verdict.
+
+Each claim is a statement about a statistic ``theta`` and a *region* where ``theta`` must lie for the claim
+to hold (``theta > 0``: disabling the best head raises the score; ``0.32 < theta < 0.61``: the heterogeneous
+share). This run measures ``theta`` with a percentile bootstrap interval at ``level`` (the unit resampled is
+given per claim: dev examples, sentences, heads), and the verdict rule (:func:`verdict`) is:
+
+- **model unfit**: the number rests on a fine-tuned model that is not fit for analysis
+  (:mod:`bertology_core.fitness`): whatever it says, it says nothing about a model that learnt the task;
+- **reproduced**: the whole interval lies inside the region;
+- **not reproduced**: the whole interval lies outside it;
+- **inconclusive**: the interval straddles a boundary of the region, or the number cannot be trusted yet
+  (the ``note`` says why: e.g. a pattern labeller not validated against human labels);
+- **not run**: the config does not run the stage the claim needs.
+
+Nothing is chosen on the data it is reported on: the best head to disable and the syntactic head are chosen
+on one half of the data and reported on the other; Michel et al.'s curve ranks heads by importance on train.
+Where our protocol departs from the paper's (model, data size, labeller, treebank), the ``setup`` column says so.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+
+from bertology_core.bootstrap import metric_on_resamples, resample_indices
+from bertology_core.pruning_stats import prunable_share
+
+REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE, UNFIT, NOT_RUN = (
+    "reproduced", "not reproduced", "inconclusive", "model unfit", "not run")
+
+
+@dataclass(frozen=True)
+class Region:
+    """``low < theta < high``; None is unbounded."""
+
+    low: float | None = None
+    high: float | None = None
+
+    def describe(self, scale: float = 1.0) -> str:
+        if self.low is not None and self.high is not None:
+            return f"between {self.low * scale:g} and {self.high * scale:g}"
+        if self.low is not None:
+            return f"above {self.low * scale:g}"
+        return f"below {self.high * scale:g}"
+
+
+def verdict(ci_low: float, ci_high: float, region: Region, unfit: bool = False, trusted: bool = True) -> str:
+    """The verdict rule (module docstring): the interval ``[ci_low, ci_high]`` against ``region``."""
+    if unfit:
+        return UNFIT
+    if not trusted or not (math.isfinite(ci_low) and math.isfinite(ci_high)):
+        return INCONCLUSIVE
+    low = -math.inf if region.low is None else region.low
+    high = math.inf if region.high is None else region.high
+    if low < ci_low and ci_high < high:
+        return REPRODUCED
+    if ci_high <= low or ci_low >= high:
+        return NOT_REPRODUCED
+    return INCONCLUSIVE
+
+
+@dataclass(frozen=True)
+class Claim:
+    key: str
+    paper: str
+    source: str  # the figure, table or section the number comes from
+    statement: str
+    paper_value: str
+    statistic: str  # what this run measures, and the unit the bootstrap resamples
+    region: Region
+    scale: float  # shown values = theta x scale (100: points or percent)
+    paper_setup: str
+
+
+CLAIMS: tuple[Claim, ...] = (
+    Claim("heterogeneous_share", "Kovaleva et al. 2019", "section 4.1, fig. 2",
+          "Heterogeneous attention maps (the ones that could be informative) make up 32% (MRPC) to 61% (QQP) of all maps.",
+          "32-61%", "share of the fine-tuned model's maps the CNN calls heterogeneous, %; resampling dev examples",
+          Region(0.32, 0.61), 100,
+          "BERT-base fine-tuned on 7 GLUE tasks; a CNN trained on ~400 hand-labelled maps (F1 0.86); up to 1000 dev examples"),
+    Claim("last_layers_change_most", "Kovaleva et al. 2019", "section 4.3, fig. 5",
+          "Fine-tuning changes the last two layers' attention most (all tasks but QQP).",
+          "last two layers lowest cosine",
+          "lowest mean cosine (pre-trained vs fine-tuned maps) of the layers before the last two, minus the highest of "
+          "the last two; > 0 when the last two changed most; resampling dev examples",
+          Region(0.0, None), 1, "BERT-base, 12 layers; cosine of flattened maps padded to a fixed length"),
+    Claim("best_head_disabling_gain", "Kovaleva et al. 2019", "section 4.6, fig. 8",
+          "Disabling a single head can raise the score: from +0.1 (STS-B) to +1.2 points (MRPC).",
+          "+0.1 to +1.2 points",
+          "score change when the best head (chosen on one half of dev) is disabled, on the other half, mean over seeds, "
+          "points; resampling dev examples",
+          Region(0.0, None), 100,
+          "BERT-base, one fine-tuning run, best head chosen and reported on the same full dev set"),
+    Claim("first_layer_disabling_gain_rte", "Kovaleva et al. 2019", "section 4.6, fig. 9",
+          "Disabling the whole first layer raises RTE by 3.2 points.",
+          "+3.2 points (RTE)", "score change with layer 1 disabled on RTE, mean over seeds, points; resampling dev examples",
+          Region(0.0, None), 100, "BERT-base, one fine-tuning run, RTE dev set"),
+    Claim("syntactic_head_obj", "Clark et al. 2019", "section 4.2, table 1",
+          "A single head finds the direct object of a verb far better than the best fixed offset: 86.8 against 40.0 (dobj).",
+          "86.8 vs 40.0",
+          "accuracy of the best head for obj minus the best offset's, both chosen on half the treebank sentences and "
+          "scored on the other half, points; resampling sentences",
+          Region(0.0, None), 100,
+          "BERT-base on the WSJ with Stanford Dependencies (dobj), head and offset chosen on the reported data; here the "
+          "pre-trained encoder on UD English EWT (obj)"),
+    Claim("mask_agreement_kappa", "Prasanna et al. 2020", "section 6 (stability of the good subnetworks)",
+          "The heads that survive structured pruning agree little across fine-tuning seeds: Fleiss' kappa 0.18-0.32.",
+          "0.18-0.32 (as cited by the seed lecture; not checked against the paper text here)",
+          "Fleiss' kappa of the s-pruning head masks across seeds; resampling heads", Region(0.18, 0.32), 1,
+          "BERT-base, 5 seeds, 9 GLUE tasks"),
+    Claim("prunable_share", "Michel et al. 2019", "section 4.2, fig. 3b",
+          "About 40% of BERT's heads can be pruned (least important first) without a noticeable loss.",
+          "40% (MNLI; 50% MRPC, 60% SST-2 in appendix B)",
+          "share of heads pruned, in importance order, before the dev score first falls more than the tolerance below "
+          "the full model's, mean over seeds, %; resampling dev examples",
+          Region(0.4, None), 100, "BERT-base fine-tuned on MNLI; 'noticeable' judged by eye, steps of 10% of heads"),
+    Claim("probing_peak_middle", "Liu et al. 2019; Tenney et al. 2019", "Liu et al. section 4 (layer-wise transferability)",
+          "Linear probes of a transformer do best on its middle layers, not its first or last.",
+          "middle layers", "relative depth (best layer / number of layers; embeddings = 0) of the most accurate "
+          "probe; middle = strictly between 0.25 and 0.75; resampling treebank sentences",
+          Region(0.25, 0.75), 1, "BERT-base/large and ELMo, 17 probing tasks; here the pre-trained encoder on UD English EWT"),
+)
+BY_KEY = {claim.key: claim for claim in CLAIMS}
+
+
+@dataclass(frozen=True)
+class Measured:
+    """One row of the claims table before its verdict: a claim's statistic on one scope (task, label set)."""
+
+    key: str
+    scope: str
+    value: float
+    ci_low: float
+    ci_high: float
+    models: tuple[tuple[str, int], ...] = ()  # (task, seed) of the fine-tuned models the number rests on
+    trusted: bool = True
+    note: str = ""
+
+
+def _interval(draws: np.ndarray, level: float) -> tuple[float, float]:
+    tail = 100 * (1 - level) / 2
+    finite = draws[np.isfinite(draws)]
+    if finite.size == 0:
+        return float("nan"), float("nan")
+    low, high = np.percentile(finite, [tail, 100 - tail])
+    return float(low), float(high)
+
+
+def heterogeneous_share(classes: Mapping[tuple[str, int], pl.DataFrame], resamples: int, level: float, seed: int,
+                        labels_source: str, validated: bool) -> list[Measured]:
+    """Per task: the share of maps the CNN labels heterogeneous in the fine-tuned dumps (``classes``:
+    (task, seed) -> classes table with ``idx`` and ``cnn_label``), seeds pooled; a cluster bootstrap over dev
+    examples (all maps of an example together). Not trusted unless the labeller was trained on hand labels."""
+    rows = []
+    for task in sorted({t for t, _ in classes}):
+        seeds = sorted(s for t, s in classes if t == task)
+        maps = pl.concat([classes[(task, s)].select("idx", "cnn_label") for s in seeds])
+        per_example = maps.group_by("idx").agg(
+            (pl.col("cnn_label") == "heterogeneous").sum().alias("hits"), pl.len().alias("maps")).sort("idx")
+        hits, total = per_example["hits"].to_numpy().astype(float), per_example["maps"].to_numpy().astype(float)
+        draws = resample_indices(len(hits), resamples, seed)
+        low, high = _interval(hits[draws].sum(1) / total[draws].sum(1), level)
+        note = "" if validated else (
+            f"the pattern labeller is not validated against human labels ({labels_source}): its shares cannot be "
+            "compared with the paper's yet")
+        rows.append(Measured("heterogeneous_share", task, float(hits.sum() / total.sum()), low, high,
+                             tuple((task, s) for s in seeds), validated, note))
+    return rows
+
+
+def last_layers_change(changes: Mapping[tuple[str, int], pl.DataFrame], resamples: int, level: float, seed: int) -> list[Measured]:
+    """Per task: min over the layers before the last two of the layer's mean cosine, minus the max over the last
+    two (``changes``: (task, seed) -> ``idx, layer, head, cosine``); seeds averaged; resampling examples."""
+    rows = []
+    for task in sorted({t for t, _ in changes}):
+        seeds = sorted(s for t, s in changes if t == task)
+        frame = pl.concat([changes[(task, s)] for s in seeds])
+        layers = sorted(frame["layer"].unique().to_list())
+        if len(layers) < 3:
+            continue  # no layer before the last two to compare with
+        wide = frame.group_by("idx", "layer").agg(pl.col("cosine").mean()).pivot(on="layer", index="idx", values="cosine").sort("idx")
+        per_example = wide.select([str(layer) for layer in layers]).to_numpy()  # [examples, layers]
+
+        def statistic(values: np.ndarray) -> np.ndarray:  # values [..., examples, layers] -> [...]
+            means = np.nanmean(values, axis=-2)
+            return means[..., :-2].min(-1) - means[..., -2:].max(-1)
+
+        draws = resample_indices(per_example.shape[0], resamples, seed)
+        low, high = _interval(statistic(per_example[draws]), level)
+        means = np.nanmean(per_example, axis=0)
+        note = "layers by mean cosine, most changed first: " + ", ".join(f"{layers[i] + 1}" for i in np.argsort(means))
+        rows.append(Measured("last_layers_change_most", task, float(statistic(per_example)), low, high,
+                             tuple((task, s) for s in seeds), note=note))
+    return rows
+
+
+def best_head_gain(selection: pl.DataFrame, seeds: Mapping[str, Sequence[int]]) -> list[Measured]:
+    """Per task: the across-seed held-out change of the best single head (disabling_stats.selection_table)."""
+    rows = []
+    pooled = selection.filter((pl.col("kind") == "head") & pl.col("seed").is_null())
+    for row in pooled.sort("task").iter_rows(named=True):
+        rows.append(Measured("best_head_disabling_gain", row["task"], row["report_delta"], row["report_ci_low"],
+                             row["report_ci_high"], tuple((row["task"], s) for s in seeds[row["task"]]),
+                             note=f"head {row['config']} chosen on {row['selection_examples']} dev examples, reported on "
+                                  f"{row['report_examples']} others"))
+    return rows
+
+
+def first_layer_gain(deltas: pl.DataFrame, seeds: Mapping[str, Sequence[int]], task: str = "RTE") -> list[Measured]:
+    """The across-seed change when the first layer is disabled on ``task`` (a layer the paper names: nothing to
+    choose, so all swept examples report it)."""
+    row = deltas.filter((pl.col("task") == task) & (pl.col("kind") == "layer") & (pl.col("layer") == 0) & pl.col("seed").is_null())
+    if row.is_empty():
+        return []
+    first = row.row(0, named=True)
+    return [Measured("first_layer_disabling_gain_rte", task, first["delta"], first["ci_low"], first["ci_high"],
+                     tuple((task, s) for s in seeds[task]), note=f"{first['examples']} dev examples, {first['mode']} attention")]
+
+
+def syntactic_head(held_out: pl.DataFrame, relation: str = "obj") -> list[Measured]:
+    """The held-out best head minus the held-out best offset for ``relation`` (syntactic_heads.held_out_best)."""
+    row = held_out.filter(pl.col("relation") == relation)
+    if row.is_empty():
+        return []
+    r = row.row(0, named=True)
+    return [Measured("syntactic_head_obj", f"{r['state']} {relation}", r["difference"], r["ci_low"], r["ci_high"],
+                     note=f"head {r['clark_name']} ({r['direction']}) {100 * r['accuracy']:.1f} vs offset "
+                          f"{r['baseline_offset']:+d} {100 * r['baseline_accuracy']:.1f} on {r['report_words']} words")]
+
+
+def mask_agreement(stability: pl.DataFrame, seeds: Mapping[str, Sequence[int]]) -> list[Measured]:
+    """Per task: Fleiss' kappa of the s-pruning head masks across seeds, with its interval (pruning summary)."""
+    rows = []
+    heads = stability.filter((pl.col("method") == "s") & (pl.col("element") == "heads"))
+    for r in heads.sort("task").iter_rows(named=True):
+        rows.append(Measured("mask_agreement_kappa", r["task"], r["fleiss_kappa"], r["kappa_ci_low"], r["kappa_ci_high"],
+                             tuple((r["task"], s) for s in seeds[r["task"]]),
+                             note=f"{r['seeds']} seeds, {r['kept_share']:.0%} of heads kept on average"))
+    return rows
+
+
+def michel_prunable_share(curves: Mapping[tuple[str, int], pl.DataFrame], predictions: Mapping[tuple[str, int], pl.DataFrame],
+                          metric_of: Mapping[str, str], tolerance: float, resamples: int, level: float, seed: int) -> list[Measured]:
+    """Per task: Michel et al.'s prunable share, mean over seeds; the curve of every seed rescored on the same
+    resamples of the dev examples (``predictions``: step, idx, label, prediction; ``curves``: step, share_pruned)."""
+    rows = []
+    for task in sorted({t for t, _ in curves}):
+        seeds = sorted(s for t, s in curves if t == task)
+        per_seed, resampled = [], []
+        draws = None
+        for s in seeds:
+            shares = curves[(task, s)].sort("step")["share_pruned"].to_list()
+            frame = predictions[(task, s)]
+            wide = frame.pivot(on="idx", index="step", values="prediction").sort("step")
+            idx = sorted(frame["idx"].unique().to_list())
+            matrix = wide.select([str(i) for i in idx]).to_numpy()  # [steps, examples]
+            labels = frame.filter(pl.col("step") == 0).sort("idx")["label"].to_numpy()
+            if draws is None:
+                draws = resample_indices(len(idx), resamples, seed)
+            full = metric_on_resamples(metric_of[task], matrix, labels, np.arange(len(idx))[None, :])[:, 0]
+            per_seed.append(prunable_share(shares, full.tolist(), tolerance))
+            scores = metric_on_resamples(metric_of[task], matrix, labels, draws)  # [steps, resamples]
+            resampled.append([prunable_share(shares, scores[:, r].tolist(), tolerance) for r in range(scores.shape[1])])
+        low, high = _interval(np.mean(resampled, axis=0), level)
+        rows.append(Measured("prunable_share", task, float(np.mean(per_seed)), low, high, tuple((task, s) for s in seeds),
+                             note=f"tolerance {tolerance:.0%} of the full score; seeds: " + ", ".join(f"{v:.0%}" for v in per_seed)))
+    return rows
+
+
+def probing_peak(words: pl.DataFrame, resamples: int, level: float, seed: int) -> list[Measured]:
+    """Per label set of one state's task probes (``labels, kind, layer, sentence, correct``): the relative depth
+    of the most accurate layer; resampling sentences (a word's neighbours share its sentence)."""
+    rows = []
+    task_words = words.filter(pl.col("kind") == "task")
+    for (name,), frame in sorted(task_words.partition_by("labels", as_dict=True).items()):
+        per_sentence = frame.group_by("sentence", "layer").agg(pl.col("correct").sum().alias("right"), pl.len().alias("words"))
+        right = per_sentence.pivot(on="layer", index="sentence", values="right").sort("sentence")
+        count = per_sentence.pivot(on="layer", index="sentence", values="words").sort("sentence")
+        layers = sorted(frame["layer"].unique().to_list())
+        r = right.select([str(l) for l in layers]).fill_null(0).to_numpy().astype(float)
+        n = count.select([str(l) for l in layers]).fill_null(0).to_numpy().astype(float)
+        depth = max(layers)
+        best = int(np.argmax(r.sum(0) / n.sum(0)))
+        draws = resample_indices(r.shape[0], resamples, seed)
+        accuracy = r[draws].sum(1) / n[draws].sum(1)  # [resamples, layers]
+        low, high = _interval(np.argmax(accuracy, axis=1) / depth, level)
+        state = frame["state"][0] if "state" in frame.columns else ""
+        rows.append(Measured("probing_peak_middle", f"{state} {name}".strip(), best / depth, low, high,
+                             note=f"best layer {layers[best]} of {depth} (accuracy {r.sum(0)[best] / n.sum(0)[best]:.3f})"))
+    return rows
+
+
+def claims_table(measured: Sequence[Measured], fit: Mapping[tuple[str, int], bool], ran: Mapping[str, bool]) -> pl.DataFrame:
+    """The claims table: one row per measured statistic (shown in the claim's scale), with its verdict; a
+    ``not run`` row for each claim the config does not reach (``ran``: claim key -> whether its stage ran)."""
+    rows = []
+    done = set()
+    for m in measured:
+        claim = BY_KEY[m.key]
+        unfit_models = [f"{t} seed {s}" for t, s in m.models if not fit.get((t, s), True)]
+        note = "; ".join(filter(None, [m.note, f"unfit: {', '.join(unfit_models)}" if unfit_models else ""]))
+        rows.append(_row(claim, m.scope, m.value, m.ci_low, m.ci_high,
+                         verdict(m.ci_low, m.ci_high, claim.region, bool(unfit_models), m.trusted), note))
+        done.add(m.key)
+    for claim in CLAIMS:
+        if claim.key not in done:
+            why = "the config does not run the stage this claim needs" if not ran.get(claim.key, False) else (
+                "its stage ran, but not on the data this claim needs")
+            rows.append(_row(claim, "", float("nan"), float("nan"), float("nan"), NOT_RUN, why))
+    order = {claim.key: i for i, claim in enumerate(CLAIMS)}
+    return pl.DataFrame(rows).with_columns(pl.col("claim").replace_strict(order, return_dtype=pl.Int32).alias("_order")).sort(
+        "_order", "scope").drop("_order")
+
+
+def _row(claim: Claim, scope: str, value: float, low: float, high: float, decided: str, note: str) -> dict:
+    return {
+        "claim": claim.key, "paper": claim.paper, "source": claim.source, "statement": claim.statement,
+        "scope": scope, "paper_value": claim.paper_value, "this_run": value * claim.scale,
+        "ci_low": low * claim.scale, "ci_high": high * claim.scale,
+        "claim_holds_if": claim.region.describe(claim.scale), "verdict": decided, "statistic": claim.statistic,
+        "note": note, "paper_setup": claim.paper_setup,
+    }
+
+
+def verdict_rule(level: float) -> str:
+    """The verdict rule in words, as the report prints it beside the table."""
+    return VERDICT_RULE.format(level=f"{level:.0%}")
+
+
+VERDICT_RULE = (
+    "Verdict rule: each claim holds when its statistic lies in the region given in claim_holds_if. Reproduced: the whole "
+    "{level} bootstrap interval (ci_low to ci_high) lies inside that region; not reproduced: the whole interval lies outside; "
+    "inconclusive: the interval straddles a boundary, or the number is not trusted yet (note says why); model unfit: "
+    "the number rests on a fine-tuned model that is not fit for analysis (see the baselines); not run: the config does "
+    "not run the stage. Nothing is chosen on the data it is reported on (best heads: one half of the data chooses, the "
+    "other reports). paper_setup says how the paper's protocol differs from this run's."
+)

@@ -1,0 +1,106 @@
+"""The fitness verdict of a fine-tuned model against the trivial predictor, and the labels it puts on summary rows."""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+import pytest
+
+from bertology_core import fitness, glue
+from bertology_core.fitness import FitnessSettings, Verdicts
+
+MRPC, STSB, COLA = glue.get_task("MRPC"), glue.get_task("STS-B"), glue.get_task("CoLA")
+
+
+def _classifier_predictions(correct: int, n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """Dev labels 70% class 1 and predictions right on exactly ``correct`` examples."""
+    labels = (rng.random(n) < 0.7).astype(int)
+    predictions = labels.copy()
+    wrong = rng.choice(n, n - correct, replace=False)
+    predictions[wrong] = 1 - predictions[wrong]
+    return predictions, labels
+
+
+def test_a_model_well_above_the_majority_class_is_fit():
+    rng = np.random.default_rng(0)
+    predictions, labels = _classifier_predictions(360, 400, rng)  # 90% against a majority of ~70%
+    train = np.array([1] * 70 + [0] * 30)
+    verdict = fitness.assess(MRPC, predictions, labels, train, FitnessSettings())
+    majority = float(np.mean(labels == 1))
+    assert verdict["metric"] == "accuracy" and verdict["score"] == pytest.approx(0.9)
+    assert verdict["trivial_score"] == pytest.approx(majority) and verdict["delta"] == pytest.approx(0.9 - majority)
+    assert verdict["ci_low"] > 0 and verdict["ci_low"] < verdict["delta"] < verdict["ci_high"]
+    assert verdict["fit"] and "majority class of train (1: equivalent)" in verdict["trivial_predictor"]
+
+
+def test_the_same_model_is_unfit_when_the_margin_is_above_the_intervals_lower_bound():
+    rng = np.random.default_rng(0)
+    predictions, labels = _classifier_predictions(360, 400, rng)
+    train = np.array([1] * 70 + [0] * 30)
+    low = fitness.assess(MRPC, predictions, labels, train, FitnessSettings())["ci_low"]
+    assert fitness.assess(MRPC, predictions, labels, train, FitnessSettings(margin=low - 1e-6))["fit"]
+    unfit = fitness.assess(MRPC, predictions, labels, train, FitnessSettings(margin=low + 1e-6))
+    assert not unfit["fit"] and "not above the margin" in unfit["reason"]
+
+
+def test_a_model_that_predicts_the_majority_class_is_unfit_and_the_trivial_class_comes_from_train():
+    labels = np.array([1] * 60 + [0] * 40)
+    # train's majority is class 0 here: the trivial predictor scores 0.4 on dev, and the model (all 1) beats it
+    verdict = fitness.assess(MRPC, np.ones(100, int), labels, np.array([0] * 6 + [1] * 4), FitnessSettings())
+    assert verdict["trivial_score"] == pytest.approx(0.4) and verdict["delta"] == pytest.approx(0.2)
+    # with train's majority 1, predicting 1 everywhere *is* the trivial predictor: difference 0 on every resample
+    same = fitness.assess(MRPC, np.ones(100, int), labels, np.array([1] * 6 + [0] * 4), FitnessSettings())
+    assert same["delta"] == 0 and same["ci_low"] == 0 == same["ci_high"] and not same["fit"]
+
+
+def test_regression_is_judged_by_pearson_against_zero():
+    rng = np.random.default_rng(1)
+    labels = rng.uniform(0, 5, 300)
+    good = labels + rng.normal(0, 1.0, 300)  # r about 0.8
+    verdict = fitness.assess(STSB, good, labels, np.array([2.5, 3.0]), FitnessSettings())
+    assert verdict["metric"] == "pearson" and verdict["trivial_score"] == 0.0
+    assert verdict["delta"] == pytest.approx(np.corrcoef(good, labels)[0, 1])
+    assert verdict["fit"] and "constant prediction" in verdict["trivial_predictor"]
+    noise = fitness.assess(STSB, rng.normal(size=300), labels, np.array([2.5]), FitnessSettings())
+    assert noise["ci_low"] < 0 < noise["ci_high"] and not noise["fit"]
+    # a margin in Pearson units: r ~ 0.8 with a lower bound below 0.9 is not fit at margin 0.9
+    assert not fitness.assess(STSB, good, labels, np.array([2.5]), FitnessSettings(margin=0.9))["fit"]
+
+
+def test_matthews_correlation_of_the_majority_class_is_zero():
+    labels = np.array([1] * 70 + [0] * 30)
+    verdict = fitness.assess(COLA, labels.copy(), labels, np.array([1, 1, 0]), FitnessSettings())
+    assert verdict["metric"] == "matthews_correlation" and verdict["trivial_score"] == 0.0 and verdict["score"] == 1.0
+
+
+def _table(*rows):
+    return fitness.verdict_table([
+        {"model": "m", "task": t, "init": i, "seed": s, "metric": "accuracy", "score": 0.8, "trivial_score": 0.7,
+         "delta": 0.1, "ci_low": 0.05 if f else -0.01, "ci_high": 0.15, "margin": 0.0, "fit": f, "trivial_predictor": "x"}
+        for t, i, s, f in rows
+    ])
+
+
+def test_summary_rows_are_labelled_by_seed_by_state_and_by_pooled_seeds():
+    table = _table(("MRPC", "pretrained", 1, True), ("MRPC", "pretrained", 2, False), ("MRPC", "pretrained", 3, True),
+                   ("STS-B", "pretrained", 1, True), ("STS-B", "random", 1, False))
+    verdicts = Verdicts(table, "m", {"MRPC": [1, 2, 3], "STS-B": [1]})
+    by_seed = verdicts.annotate(pl.DataFrame({"task": ["MRPC", "MRPC", "MRPC"], "seed": [1, 2, None]}), seed="seed")
+    assert by_seed[fitness.COLUMN].to_list() == ["fit", "UNFIT", "UNFIT: seed 2 (1 of 3)"]
+    dumps = verdicts.annotate(pl.DataFrame({"dump": ["MRPC/untuned", "MRPC/pretrained_seed2", "STS-B/pretrained_seed1",
+                                                     "STS-B/random_seed1"]}), state="dump")
+    assert dumps[fitness.COLUMN].to_list() == [None, "UNFIT", "fit", None]  # random init: a baseline, not judged here
+    probed = verdicts.annotate(pl.DataFrame({"state": ["untuned", "random", "MRPC_seed3", "STS-B_seed1"]}), state="state")
+    assert probed[fitness.COLUMN].to_list() == [None, None, "fit", "fit"]
+    atlas = verdicts.annotate(pl.DataFrame({"task": ["MRPC", "MRPC", "STS-B"], "state": ["pre-trained", "fine-tuned", "difference"]}),
+                              state="state")
+    assert atlas[fitness.COLUMN].to_list() == [None, "UNFIT: seed 2 (1 of 3)", "fit"]
+    assert Verdicts(table, "m").label("MRPC", [2]) == "UNFIT"
+    assert Verdicts(_table(("MRPC", "pretrained", 1, False), ("MRPC", "pretrained", 2, False)), "m").label("MRPC", [1, 2]) == "UNFIT: all 2 seeds"
+    assert Verdicts(table, "m", init="random").label("STS-B", [1]) == "UNFIT"
+
+
+def test_the_fail_message_names_every_unfit_model_and_the_fixes():
+    table = _table(("MRPC", "pretrained", 2, False), ("RTE", "pretrained", 1, False))
+    message = fitness.unfit_message(table)
+    assert "m MRPC seed 2" in message and "m RTE seed 1" in message and "analysis.unfit: skip" in message

@@ -1,0 +1,54 @@
+"""The claims table of one model (rule claims): each seed paper's claim, the paper's number, this run's with its
+bootstrap interval, and the verdict."""
+
+from _common import log_to
+
+log_to(snakemake.log[0])
+
+import polars as pl
+
+from bertology_core import claims, figures, glue, io
+from bertology_core.metrics import primary_metric
+
+inputs, params = snakemake.input, snakemake.params
+runs, settings = params.runs, params.settings
+bootstrap = (settings["resamples"], settings["level"], settings["seed"])
+model = snakemake.wildcards.model
+
+
+def keyed(name, keys):
+    return {tuple(key): pl.read_parquet(path) for key, path in zip(keys, getattr(inputs, name))}
+
+
+verdicts = pl.read_parquet(inputs.fitness).filter((pl.col("model") == model) & (pl.col("init") == "pretrained"))
+fit = {(t, int(s)): bool(f) for t, s, f in verdicts.select("task", "seed", "fit").iter_rows()}
+measured = []
+labeller = io.read_json(inputs.report)
+if inputs.classes:
+    measured += claims.heterogeneous_share(
+        keyed("classes", runs["classes"]), *bootstrap,
+        f"{labeller['labels_source']}; cross-validated macro F1 {labeller['macro_f1_mean']:.2f}",
+        validated=labeller["labels_source"].startswith("hand labels"),
+    )
+if inputs.changes:
+    measured += claims.last_layers_change(keyed("changes", runs["changes"]), *bootstrap)
+if inputs.selection:
+    measured += claims.best_head_gain(pl.concat([pl.read_parquet(p) for p in inputs.selection]), runs["swept_seeds"])
+    measured += claims.first_layer_gain(pl.concat([pl.read_parquet(p) for p in inputs.deltas]), runs["swept_seeds"])
+if "syntactic" in inputs.keys():
+    measured += claims.syntactic_head(pl.read_parquet(inputs.syntactic))
+if "stability" in inputs.keys():
+    measured += claims.mask_agreement(pl.read_parquet(inputs.stability), runs["pruned_seeds"])
+if inputs.michel_curves:
+    metric_of = {task: primary_metric(glue.get_task(task)) for task, _ in runs["pruned"]}
+    measured += claims.michel_prunable_share(keyed("michel_curves", runs["pruned"]), keyed("michel_predictions", runs["pruned"]),
+                                             metric_of, params.tolerance, *bootstrap)
+if "probe_words" in inputs.keys():
+    measured += claims.probing_peak(pl.read_parquet(inputs.probe_words), *bootstrap)
+stages = runs["stages"]
+ran = {"heterogeneous_share": True, "last_layers_change_most": stages["change"], "best_head_disabling_gain": stages["disabling"],
+       "first_layer_disabling_gain_rte": stages["disabling"], "syntactic_head_obj": stages["probing"],
+       "mask_agreement_kappa": stages["pruning"], "prunable_share": stages["pruning"], "probing_peak_middle": stages["probing"]}
+table = claims.claims_table(measured, fit, ran)
+figures.write_table(table, params.out, float_format="{:.3g}")
+io.write_text(claims.verdict_rule(settings["level"]) + "\n\n" + open(f"{params.out}.md").read(), f"{params.out}.md")

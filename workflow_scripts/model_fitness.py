@@ -1,0 +1,20 @@
+"""The fitness verdict of one fine-tuned model (rule model_fitness): its run record plus the verdict, as metrics.json."""
+
+from _common import log_to
+
+log_to(snakemake.log[0])
+
+import logging
+
+import polars as pl
+
+from bertology_core import fitness, glue, io
+
+record = io.read_json(snakemake.input.evaluation)
+task = glue.get_task(snakemake.wildcards.task)
+dev = pl.read_parquet(snakemake.input.predictions).filter(pl.col("split") == "dev")
+train_labels = pl.read_parquet(snakemake.input.train)["label"].to_numpy()
+settings = fitness.FitnessSettings.from_dict(snakemake.params.settings)
+record["fitness"] = fitness.assess(task, dev["prediction"].to_numpy(), dev["label"].to_numpy(), train_labels, settings)
+logging.info("%s", record["fitness"]["reason"])
+io.write_json(record, snakemake.output.metrics)
