@@ -27,7 +27,18 @@ def machine() -> str:
         found = re.search(r"model name\s*:\s*(.+)", cpuinfo.read_text())
         model = found.group(1).strip() if found else model
     mem_gb = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
-    return f"{model}, {os.cpu_count()} cores, {mem_gb:.0f} GiB RAM, {platform.system()} {platform.release()}, Python {platform.python_version()}"
+    return (f"{model} ({vector_extensions()}), {os.cpu_count()} cores, {mem_gb:.0f} GiB RAM, {platform.system()} "
+            f"{platform.release()}, Python {platform.python_version()}")
+
+
+def vector_extensions() -> str:
+    """The CPU's vector extensions that decide torch's speed here (one machine of a kind may have AVX-512, another
+    AVX only): a time measured on one is not a time on the other."""
+    cpuinfo = Path("/proc/cpuinfo")
+    flags = set(re.search(r"flags\s*:\s*(.+)", cpuinfo.read_text()).group(1).split()) if cpuinfo.exists() else set()
+    wanted = ("avx", "avx2", "fma", "avx512f", "avx512_bf16", "amx_bf16")
+    present = [flag for flag in wanted if flag in flags]
+    return "vector extensions: " + (", ".join(present) if present else "none of " + ", ".join(wanted))
 
 
 def read_benchmarks(results: Path) -> pl.DataFrame:
