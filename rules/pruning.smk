@@ -118,6 +118,8 @@ rule subnetwork_finetune:
         max_train_examples=config["pruning"]["subnetwork_max_train_examples"],
         subsample_seed=config["data"]["subsample_seed"],
         sample_seed=config["pruning"]["sample_seed"],
+    # fine-tuning runs, the longest jobs of the stage: start them as soon as their mask exists, not at the end
+    priority: 15
     threads: config["finetune"]["threads"]
     resources:
         mem_mb=scaled(config["finetune"]["mem_mb"]),
