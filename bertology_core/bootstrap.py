@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import warnings
+
 import numpy as np
 from scipy import stats
 
@@ -77,6 +79,20 @@ def _rowwise_pearson(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         return (a * b).sum(-1) / np.sqrt((a * a).sum(-1) * (b * b).sum(-1))
 
 
+def percentile_interval(draws: np.ndarray, level: float) -> tuple[np.ndarray, np.ndarray]:
+    """The ``level`` (e.g. 0.95) percentile interval of bootstrap ``draws`` along the last axis, ignoring NaN
+    draws (an undefined statistic on a resample); NaN where every draw is NaN or there are none."""
+    draws = np.asarray(draws, dtype=np.float64)
+    tail = 100 * (1 - level) / 2
+    if draws.size == 0:  # no statistics (shape [0, R]) or no draws (shape [C, 0])
+        empty = np.full(draws.shape[:-1], np.nan)
+        return empty, empty.copy()
+    with np.errstate(invalid="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN slices give NaN, as documented
+        low, high = np.nanpercentile(draws, [tail, 100 - tail], axis=-1)
+    return low, high
+
+
 @dataclass(frozen=True)
 class PairedDeltas:
     """Point estimates and resampled differences of ``C`` configurations against one reference."""
@@ -86,12 +102,7 @@ class PairedDeltas:
 
     def interval(self, level: float) -> tuple[np.ndarray, np.ndarray]:
         """Percentile interval at ``level`` (e.g. 0.95), NaN-aware."""
-        tail = 100 * (1 - level) / 2
-        if self.resampled.size == 0:
-            return np.empty(self.resampled.shape[:-1]), np.empty(self.resampled.shape[:-1])
-        with np.errstate(invalid="ignore"):
-            low, high = np.nanpercentile(self.resampled, [tail, 100 - tail], axis=-1)
-        return low, high
+        return percentile_interval(self.resampled, level)
 
 
 def paired_deltas(

@@ -5,15 +5,19 @@ Prasanna et al. 2020 all study models 15-30 points above the majority class) say
 fine-tuning put into the model: disabling a head cannot hurt a constant predictor, and every pruned
 subnetwork is as good as the full one. So every fine-tuned model gets a verdict before it is analysed.
 
-- **Trivial predictor**: for a classification task the majority class of the *training* labels, predicted
-  for every dev example (chosen on train, so nothing is chosen on the data it is scored on); for a
+- **Trivial predictor**: for a classification task the best constant prediction, i.e. the class that scores
+  best when predicted for every dev example (for accuracy: the majority class of dev, 0.684 on MRPC); for a
   regression task (STS-B) a constant prediction, whose Pearson correlation is undefined and counted as 0.
+  The class is picked on each bootstrap resample anew, so a model that predicts one class everywhere is never
+  fit, whatever the training labels' majority. Choosing the baseline on dev only makes the test harder to
+  pass: the verdict is conservative.
 - **Difference**: the task's primary GLUE metric (accuracy; Matthews correlation for CoLA; Pearson for
   STS-B) of the model minus that of the trivial predictor, on the full dev set, with a paired bootstrap
   percentile interval over dev examples (:mod:`bertology_core.bootstrap`: both scored on the same resamples).
 - **Verdict**: the model is *fit for analysis* when the interval's lower bound is above ``margin`` (default
-  0: the model beats the trivial predictor beyond what the choice of dev examples explains). A margin is in
-  the metric's own units (0.02 = 2 accuracy points).
+  0: the model beats the trivial predictor beyond what the choice of dev examples explains) and dev holds at
+  least ``min_examples`` examples (a bootstrap of a handful says nothing). A margin is in the metric's own
+  units (0.02 = 2 accuracy points).
 
 Models fine-tuned from random weights are baselines: their verdict is reported (they are expected to be
 unfit), never acted on.
@@ -22,14 +26,14 @@ unfit), never acted on.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
 import polars as pl
 
-from bertology_core.bootstrap import metric_on_resamples, paired_deltas, resample_indices
+from bertology_core.bootstrap import metric_on_resamples, percentile_interval, resample_indices
 from bertology_core.glue import GlueTask
 from bertology_core.metrics import primary_metric
 
@@ -42,10 +46,11 @@ VERDICT_COLUMNS = ("model", "task", "init", "seed", "metric", "score", "trivial_
 
 @dataclass(frozen=True)
 class FitnessSettings:
-    """``margin``: the lower bound of the interval must be above it; ``resamples``, ``level`` and ``seed``:
-    the paired bootstrap's."""
+    """``margin``: the lower bound of the interval must be above it; ``min_examples``: fewer dev examples
+    cannot make a model fit; ``resamples``, ``level`` and ``seed``: the paired bootstrap's."""
 
     margin: float = 0.0
+    min_examples: int = 20
     resamples: int = 1000
     level: float = 0.95
     seed: int = 0
@@ -55,52 +60,50 @@ class FitnessSettings:
         return cls(**{k: v for k, v in values.items() if k in cls.__dataclass_fields__})
 
 
-def trivial_prediction(task: GlueTask, train_labels: np.ndarray) -> int | None:
-    """The trivial predictor's constant output: the majority class of the training labels (the lowest
-    class id on a tie), or None for a regression task (a constant whose correlation counts as 0)."""
+def constant_scores(task: GlueTask, labels: np.ndarray, indices: np.ndarray) -> np.ndarray:
+    """``[classes, resamples]``: the primary metric of predicting each class for every example, on each
+    resample ``indices`` ``[R, n]`` (a regression task has no class: ``[0, R]``)."""
     if task.is_regression:
-        return None
-    labels = np.asarray(train_labels).astype(np.int64)
-    if labels.size == 0:
-        raise ValueError(f"{task.name}: no training labels to find the majority class in")
-    return int(np.bincount(labels, minlength=task.num_labels).argmax())
+        return np.zeros((0, indices.shape[0]))
+    constants = np.repeat(np.arange(task.num_labels)[:, None], labels.shape[0], axis=1)
+    return metric_on_resamples(primary_metric(task), constants, labels, indices)
 
 
-def assess(task: GlueTask, predictions: np.ndarray, labels: np.ndarray, train_labels: np.ndarray,
-           settings: FitnessSettings) -> dict[str, Any]:
-    """The verdict of one model from its dev ``predictions`` (class ids, or scores for regression), the dev
-    ``labels`` and the ``train_labels``: score, trivial score, difference with its interval, ``fit``."""
+def assess(task: GlueTask, predictions: np.ndarray, labels: np.ndarray, settings: FitnessSettings) -> dict[str, Any]:
+    """The verdict of one model from its dev ``predictions`` (class ids, or scores for regression) and the dev
+    ``labels``: score, trivial score, difference with its interval, ``fit``."""
     metric = primary_metric(task)
     predictions, labels = np.asarray(predictions), np.asarray(labels)
-    indices = resample_indices(labels.shape[0], settings.resamples, settings.seed)
-    constant = trivial_prediction(task, train_labels)
-    if constant is None:
-        full = np.arange(labels.shape[0])[None, :]
-        score = float(metric_on_resamples(metric, predictions[None, :], labels, full)[0, 0])
-        resampled = metric_on_resamples(metric, predictions[None, :], labels, indices)[0]
-        trivial_score, delta = 0.0, score
+    n = labels.shape[0]
+    indices = resample_indices(n, settings.resamples, settings.seed)
+    full = np.arange(n)[None, :]
+    score = float(metric_on_resamples(metric, predictions[None, :], labels, full)[0, 0])
+    resampled_score = metric_on_resamples(metric, predictions[None, :], labels, indices)[0]
+    if task.is_regression:
+        trivial_score, resampled_trivial = 0.0, np.zeros_like(resampled_score)
         described = "a constant prediction (its correlation is undefined: counted as 0)"
     else:
-        deltas = paired_deltas(metric, predictions[None, :], np.full(labels.shape, constant), labels, indices)
-        delta = float(deltas.delta[0])
-        resampled = deltas.resampled[0]
-        score = float(metric_on_resamples(metric, predictions[None, :], labels, np.arange(labels.shape[0])[None, :])[0, 0])
-        trivial_score = score - delta
-        name = task.label_names[constant] if task.label_names else str(constant)
-        described = f"the majority class of train ({constant}: {name})"
-    tail = 100 * (1 - settings.level) / 2
-    finite = resampled[np.isfinite(resampled)]
-    low, high = (np.percentile(finite, [tail, 100 - tail]) if finite.size else (np.nan, np.nan))
-    fit = bool(np.isfinite(low) and low > settings.margin)
+        on_dev = constant_scores(task, labels, full)[:, 0]
+        trivial_score, best = float(on_dev.max()), int(on_dev.argmax())
+        resampled_trivial = constant_scores(task, labels, indices).max(axis=0)
+        name = task.label_names[best] if task.label_names else str(best)
+        described = f"the best constant prediction on dev (class {best}: {name}), re-chosen on every resample"
+    low, high = (float(x) for x in percentile_interval(resampled_score - resampled_trivial, settings.level))
+    enough = n >= settings.min_examples
+    fit = bool(enough and np.isfinite(low) and low > settings.margin)
     return {
-        "metric": metric, "score": score, "trivial_score": float(trivial_score), "trivial_predictor": described,
-        "delta": float(delta), "ci_low": float(low), "ci_high": float(high), "fit": fit,
-        "reason": _reason(metric, score, trivial_score, low, high, settings, fit),
+        "metric": metric, "score": score, "trivial_score": trivial_score, "trivial_predictor": described,
+        "delta": score - trivial_score, "ci_low": low, "ci_high": high, "examples": int(n), "fit": fit,
+        "reason": _reason(metric, score, trivial_score, low, high, settings, fit, n),
         **{f"settings_{k}": v for k, v in asdict(settings).items()},
     }
 
 
-def _reason(metric: str, score: float, trivial: float, low: float, high: float, settings: FitnessSettings, fit: bool) -> str:
+def _reason(metric: str, score: float, trivial: float, low: float, high: float, settings: FitnessSettings, fit: bool,
+            examples: int) -> str:
+    if examples < settings.min_examples:
+        return (f"only {examples} dev examples, fewer than analysis.fitness.min_examples ({settings.min_examples}): "
+                "too few to judge the model, so it is not fit")
     interval = f"{settings.level:.0%} interval of the difference [{low:+.3f}, {high:+.3f}]"
     relation = "above" if fit else "not above"
     return (f"{metric} {score:.3f} vs trivial {trivial:.3f}: {interval}; its lower bound is {relation} the margin "
@@ -139,6 +142,14 @@ def unfit_message(unfit: pl.DataFrame) -> str:
         "learning rate), or set analysis.unfit: skip (leave them out of the analyses) or warn (analyse them with a "
         "warning); analysis.fitness.margin sets how far above the trivial predictor a model must be."
     )
+
+
+def seeds_by_task(runs: Iterable[Sequence[Any]]) -> dict[str, list[int]]:
+    """``(task, seed)`` pairs -> task -> its seeds, in order (the ``runs`` a :class:`Verdicts` pools)."""
+    grouped: dict[str, list[int]] = {}
+    for task, seed in runs:
+        grouped.setdefault(str(task), []).append(int(seed))
+    return grouped
 
 
 class Verdicts:

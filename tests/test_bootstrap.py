@@ -104,3 +104,12 @@ def test_selection_is_made_on_one_half_and_reported_on_the_other():
     row = table.filter(pl.col("seed") == 1).row(0, named=True)
     assert row["config"] == "L1H1" and row["selection_delta"] == pytest.approx(6 / 20)
     assert row["report_delta"] == pytest.approx(-6 / 20) and row["report_ci_high"] < 0
+
+
+def test_percentile_interval_of_nothing_is_empty_or_nan_not_an_error():
+    low, high = bootstrap.percentile_interval(np.empty((0, 50)), 0.95)  # no configurations (greedy took no step)
+    assert low.shape == high.shape == (0,)
+    low, high = bootstrap.percentile_interval(np.empty((3, 0)), 0.95)  # no resamples
+    assert np.isnan(low).all() and np.isnan(high).all() and low.shape == (3,)
+    low, high = bootstrap.percentile_interval(np.array([[np.nan, np.nan], [1.0, 3.0]]), 0.5)
+    assert np.isnan(low[0]) and low[1] == 1.5 and high[1] == 2.5

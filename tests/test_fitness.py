@@ -24,52 +24,57 @@ def _classifier_predictions(correct: int, n: int, rng: np.random.Generator) -> t
 def test_a_model_well_above_the_majority_class_is_fit():
     rng = np.random.default_rng(0)
     predictions, labels = _classifier_predictions(360, 400, rng)  # 90% against a majority of ~70%
-    train = np.array([1] * 70 + [0] * 30)
-    verdict = fitness.assess(MRPC, predictions, labels, train, FitnessSettings())
+    verdict = fitness.assess(MRPC, predictions, labels, FitnessSettings())
     majority = float(np.mean(labels == 1))
     assert verdict["metric"] == "accuracy" and verdict["score"] == pytest.approx(0.9)
     assert verdict["trivial_score"] == pytest.approx(majority) and verdict["delta"] == pytest.approx(0.9 - majority)
     assert verdict["ci_low"] > 0 and verdict["ci_low"] < verdict["delta"] < verdict["ci_high"]
-    assert verdict["fit"] and "majority class of train (1: equivalent)" in verdict["trivial_predictor"]
+    assert verdict["fit"] and "best constant prediction on dev (class 1: equivalent)" in verdict["trivial_predictor"]
 
 
 def test_the_same_model_is_unfit_when_the_margin_is_above_the_intervals_lower_bound():
     rng = np.random.default_rng(0)
     predictions, labels = _classifier_predictions(360, 400, rng)
-    train = np.array([1] * 70 + [0] * 30)
-    low = fitness.assess(MRPC, predictions, labels, train, FitnessSettings())["ci_low"]
-    assert fitness.assess(MRPC, predictions, labels, train, FitnessSettings(margin=low - 1e-6))["fit"]
-    unfit = fitness.assess(MRPC, predictions, labels, train, FitnessSettings(margin=low + 1e-6))
+    low = fitness.assess(MRPC, predictions, labels, FitnessSettings())["ci_low"]
+    assert fitness.assess(MRPC, predictions, labels, FitnessSettings(margin=low - 1e-6))["fit"]
+    unfit = fitness.assess(MRPC, predictions, labels, FitnessSettings(margin=low + 1e-6))
     assert not unfit["fit"] and "not above the margin" in unfit["reason"]
 
 
-def test_a_model_that_predicts_the_majority_class_is_unfit_and_the_trivial_class_comes_from_train():
+def test_a_model_that_predicts_one_class_everywhere_is_never_fit():
     labels = np.array([1] * 60 + [0] * 40)
-    # train's majority is class 0 here: the trivial predictor scores 0.4 on dev, and the model (all 1) beats it
-    verdict = fitness.assess(MRPC, np.ones(100, int), labels, np.array([0] * 6 + [1] * 4), FitnessSettings())
-    assert verdict["trivial_score"] == pytest.approx(0.4) and verdict["delta"] == pytest.approx(0.2)
-    # with train's majority 1, predicting 1 everywhere *is* the trivial predictor: difference 0 on every resample
-    same = fitness.assess(MRPC, np.ones(100, int), labels, np.array([1] * 6 + [0] * 4), FitnessSettings())
-    assert same["delta"] == 0 and same["ci_low"] == 0 == same["ci_high"] and not same["fit"]
+    for constant in (0, 1):
+        verdict = fitness.assess(MRPC, np.full(100, constant), labels, FitnessSettings())
+        # the trivial predictor is the best constant on each resample: a constant model never beats it
+        assert verdict["trivial_score"] == pytest.approx(0.6) and verdict["ci_high"] <= 0 and not verdict["fit"]
+    # against a fixed majority class a minority-class model would lose; against the best constant it loses as much
+    assert fitness.assess(MRPC, np.zeros(100, int), labels, FitnessSettings())["delta"] == pytest.approx(-0.2)
+
+
+def test_too_few_dev_examples_cannot_make_a_model_fit():
+    labels = np.array([0.0, 2.5, 5.0])
+    verdict = fitness.assess(STSB, labels.copy(), labels, FitnessSettings())  # a perfect Pearson on 3 pairs
+    assert verdict["score"] == pytest.approx(1.0) and not verdict["fit"] and "only 3 dev examples" in verdict["reason"]
+    assert fitness.assess(STSB, labels.copy(), labels, FitnessSettings(min_examples=3))["fit"]
 
 
 def test_regression_is_judged_by_pearson_against_zero():
     rng = np.random.default_rng(1)
     labels = rng.uniform(0, 5, 300)
     good = labels + rng.normal(0, 1.0, 300)  # r about 0.8
-    verdict = fitness.assess(STSB, good, labels, np.array([2.5, 3.0]), FitnessSettings())
+    verdict = fitness.assess(STSB, good, labels, FitnessSettings())
     assert verdict["metric"] == "pearson" and verdict["trivial_score"] == 0.0
     assert verdict["delta"] == pytest.approx(np.corrcoef(good, labels)[0, 1])
     assert verdict["fit"] and "constant prediction" in verdict["trivial_predictor"]
-    noise = fitness.assess(STSB, rng.normal(size=300), labels, np.array([2.5]), FitnessSettings())
+    noise = fitness.assess(STSB, rng.normal(size=300), labels, FitnessSettings())
     assert noise["ci_low"] < 0 < noise["ci_high"] and not noise["fit"]
     # a margin in Pearson units: r ~ 0.8 with a lower bound below 0.9 is not fit at margin 0.9
-    assert not fitness.assess(STSB, good, labels, np.array([2.5]), FitnessSettings(margin=0.9))["fit"]
+    assert not fitness.assess(STSB, good, labels, FitnessSettings(margin=0.9))["fit"]
 
 
 def test_matthews_correlation_of_the_majority_class_is_zero():
     labels = np.array([1] * 70 + [0] * 30)
-    verdict = fitness.assess(COLA, labels.copy(), labels, np.array([1, 1, 0]), FitnessSettings())
+    verdict = fitness.assess(COLA, labels.copy(), labels, FitnessSettings())
     assert verdict["metric"] == "matthews_correlation" and verdict["trivial_score"] == 0.0 and verdict["score"] == 1.0
 
 
