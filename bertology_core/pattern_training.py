@@ -96,7 +96,7 @@ def train_classifier(
 ) -> TrainedClassifier:
     if labels_csv:
         labelled = read_labels_csv(labels_csv, set(features))
-        source = f"hand labels from {labels_csv}"
+        source = f"{patterns.HAND_LABELS} from {labels_csv}"
     else:
         labelled = sample_rule_labels(features, train_maps, seed)
         source = "rule-based labels (no patterns.labels_csv): the CNN learns the rules, not human judgement"

@@ -34,6 +34,15 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+# how a classifier's labels_source begins when it learnt people's labels (pattern_training), not the rules'
+HAND_LABELS = "hand labels"
+
+
+def trained_on_hand_labels(labels_source: str) -> bool:
+    """Whether a pattern classifier's ``labels_source`` says it learnt hand labels (not the rule labeller's)."""
+    return labels_source.startswith(HAND_LABELS)
+
+
 CLASSES = ("vertical", "diagonal", "vertical_diagonal", "block", "heterogeneous")
 FEATURES = (
     "cls_mass", "sep_mass", "special_mass", "diagonal_mass", "self_mass", "within_segment", "entropy",

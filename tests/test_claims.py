@@ -9,7 +9,7 @@ import polars as pl
 import pytest
 
 from bertology_core import claims
-from bertology_core.claims import INCONCLUSIVE, NOT_REPRODUCED, NOT_RUN, REPRODUCED, UNFIT, Region
+from bertology_core.claims import INCONCLUSIVE, MODEL_UNFIT, NOT_REPRODUCED, NOT_RUN, REPRODUCED, Region
 
 
 @pytest.mark.parametrize(("low", "high", "region", "expected"), [
@@ -21,13 +21,19 @@ from bertology_core.claims import INCONCLUSIVE, NOT_REPRODUCED, NOT_RUN, REPRODU
     (0.20, 0.40, Region(0.32, 0.61), INCONCLUSIVE),
     (0.62, 0.70, Region(0.32, 0.61), NOT_REPRODUCED),
     (0.10, 0.20, Region(None, 0.25), REPRODUCED),
+    # a statistic that moves in steps may sit on a closed bound: four pruning steps of 10% of 72 heads, 38.9%
+    (0.389, 0.389, Region(0.38, None, closed=True), REPRODUCED),
+    (0.25, 0.5, Region(0.25, 0.75, closed=True), REPRODUCED),
+    (0.0, 0.25, Region(0.25, 0.75, closed=True), INCONCLUSIVE),
+    (0.0, 0.2, Region(0.25, 0.75, closed=True), NOT_REPRODUCED),
+    (0.45, 0.6, Region(None, 0.40, closed=True), NOT_REPRODUCED),
 ])
 def test_the_verdict_is_where_the_whole_interval_lies(low, high, region, expected):
     assert claims.verdict(low, high, region) == expected
 
 
 def test_an_unfit_model_or_an_untrusted_number_overrides_the_interval():
-    assert claims.verdict(0.01, 0.03, Region(0.0, None), unfit=True) == UNFIT
+    assert claims.verdict(0.01, 0.03, Region(0.0, None), unfit=True) == MODEL_UNFIT
     assert claims.verdict(0.01, 0.03, Region(0.0, None), trusted=False) == INCONCLUSIVE
     assert claims.verdict(float("nan"), 0.03, Region(0.0, None)) == INCONCLUSIVE
 
@@ -38,13 +44,17 @@ def test_table_marks_unfit_models_and_lists_claims_that_did_not_run():
         claims.Measured("best_head_disabling_gain", "SST-2", 0.01, 0.002, 0.02, (("SST-2", 1),)),
     ]
     table = claims.claims_table(measured, {("MRPC", 1): True, ("MRPC", 2): False, ("SST-2", 1): True},
-                                {"best_head_disabling_gain": True})
+                                {"disabling": "ran", "pruning": "skipped"})
     rows = {r["scope"]: r for r in table.filter(pl.col("claim") == "best_head_disabling_gain").iter_rows(named=True)}
-    assert rows["MRPC"]["verdict"] == UNFIT and "MRPC seed 2" in rows["MRPC"]["note"]
+    assert rows["MRPC"]["verdict"] == MODEL_UNFIT and "MRPC seed 2" in rows["MRPC"]["note"]
     assert rows["SST-2"]["verdict"] == REPRODUCED
     assert rows["SST-2"]["this_run"] == pytest.approx(1.0) and rows["SST-2"]["ci_low"] == pytest.approx(0.2)  # points
     others = table.filter(pl.col("claim") != "best_head_disabling_gain")
-    assert set(others["verdict"]) == {NOT_RUN} and others.height == len(claims.CLAIMS) - 1
+    assert others.height == len(claims.CLAIMS) - 1
+    # analysis.unfit: skip left out every model pruning would analyse: its claims rest on unfit models
+    pruning = others.filter(pl.col("claim").is_in(["mask_agreement_kappa", "prunable_share"]))
+    assert set(pruning["verdict"]) == {MODEL_UNFIT} and pruning["note"].str.contains("skip").all()
+    assert set(others.filter(~pl.col("claim").is_in(["mask_agreement_kappa", "prunable_share"]))["verdict"]) == {NOT_RUN}
     assert table["claim"].to_list()[:2] == ["heterogeneous_share", "last_layers_change_most"]  # the papers' order
 
 

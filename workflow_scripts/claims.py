@@ -7,7 +7,7 @@ log_to(snakemake.log[0])
 
 import polars as pl
 
-from bertology_core import claims, figures, glue, io
+from bertology_core import claims, figures, glue, io, patterns
 from bertology_core.metrics import primary_metric
 
 inputs, params = snakemake.input, snakemake.params
@@ -28,7 +28,7 @@ if inputs.classes:
     measured += claims.heterogeneous_share(
         keyed("classes", runs["classes"]), *bootstrap,
         f"{labeller['labels_source']}; cross-validated macro F1 {labeller['macro_f1_mean']:.2f}",
-        validated=labeller["labels_source"].startswith("hand labels"),
+        validated=patterns.trained_on_hand_labels(labeller["labels_source"]),
     )
 if inputs.changes:
     measured += claims.last_layers_change(keyed("changes", runs["changes"]), *bootstrap)
@@ -45,10 +45,6 @@ if inputs.michel_curves:
                                              metric_of, params.tolerance, *bootstrap)
 if "probe_words" in inputs.keys():
     measured += claims.probing_peak(pl.read_parquet(inputs.probe_words), *bootstrap)
-stages = runs["stages"]
-ran = {"heterogeneous_share": True, "last_layers_change_most": stages["change"], "best_head_disabling_gain": stages["disabling"],
-       "first_layer_disabling_gain_rte": stages["disabling"], "syntactic_head_obj": stages["probing"],
-       "mask_agreement_kappa": stages["pruning"], "prunable_share": stages["pruning"], "probing_peak_middle": stages["probing"]}
-table = claims.claims_table(measured, fit, ran)
+table = claims.claims_table(measured, fit, runs["stages"])
 figures.write_table(table, params.out, float_format="{:.3g}")
 io.write_text(claims.verdict_rule(settings["level"]) + "\n\n" + open(f"{params.out}.md").read(), f"{params.out}.md")
