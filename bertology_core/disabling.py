@@ -62,7 +62,7 @@ def head_name(layer: int, head: int) -> str:
 
 
 def single_heads(num_layers: int, num_heads: int) -> list[Configuration]:
-    """Every head alone: ``num_layers x num_heads`` configurations (the paper's fig. 6)."""
+    """Every head alone: ``num_layers x num_heads`` configurations (the paper's fig. 8)."""
     return [
         Configuration(head_name(layer, head), "head", frozenset({(layer, head)}), layer, head)
         for layer in range(num_layers)
@@ -71,7 +71,7 @@ def single_heads(num_layers: int, num_heads: int) -> list[Configuration]:
 
 
 def whole_layers(num_layers: int, num_heads: int) -> list[Configuration]:
-    """Every layer with all its heads disabled (the paper's fig. 7)."""
+    """Every layer with all its heads disabled (the paper's fig. 9)."""
     return [
         Configuration(f"L{layer + 1}", "layer", frozenset((layer, head) for head in range(num_heads)), layer, None)
         for layer in range(num_layers)

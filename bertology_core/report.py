@@ -461,18 +461,18 @@ LAYOUT: tuple[tuple[str, str, str, tuple[tuple[str, str, str], ...]], ...] = (
      (("figure", "patterns/{model}/summary/shares", ""), ("figure", "patterns/{model}/summary/heads", ""))),
     ("change", "Change of attention after fine-tuning",
      "Cosine similarity between each head's flattened attention maps before and after fine-tuning: low values mark the "
-     "heads fine-tuning changed most (section 4.2).",
+     "heads fine-tuning changed most (section 4.3, fig. 5).",
      (("figure", "attention_change/{model}/summary/cosine", ""),)),
     ("linguistic", "Attention to linguistic features",
      "How much attention each head puts on [CLS], [SEP], nouns, pronouns, negation, subjects and objects, and token-to-token "
-     "attention from verbs to their subjects and from nouns to pronouns (sections 4.3-4.4).",
+     "attention from verbs to their subjects and from nouns to pronouns (sections 4.4-4.5, fig. 6).",
      (("figure", "linguistic/{model}/summary/features", ""), ("figure", "linguistic/{model}/summary/relations", ""))),
     ("cls", "Attention to [CLS], [SEP] and token types",
-     "Where the [CLS] token's attention goes (special tokens, parts of speech), before and after fine-tuning (section 4.5).",
+     "Where the [CLS] token's attention goes (special tokens, parts of speech), before and after fine-tuning (section 4.5, fig. 7).",
      (("figure", "linguistic/{model}/summary/cls", ""),)),
     ("disabling", "Disabling heads and layers",
      "Change of the dev score when one head or one whole layer is disabled, with bootstrap intervals over examples and "
-     "seeds, and the greedy search for the best set of heads to disable (section 4.6).",
+     "seeds, and the greedy search for the best set of heads to disable (section 4.6, figs. 8-9).",
      (("figure", "disabling/{model}/summary/heads", ""), ("figure", "disabling/{model}/summary/layers", ""),
       ("table", "disabling/{model}/summary/extremes", "Heads and layers whose disabling helps or hurts most"),
       ("table", "disabling/{model}/summary/greedy", "Greedy disabling"))),

@@ -242,21 +242,34 @@ def attention_states(model, task):
 
 
 def attention_change_runs(model):
-    """(task, seed) pairs whose fine-tuned model is compared with the pre-trained encoder (section 4.2)."""
+    """(task, seed) pairs whose fine-tuned model is compared with the pre-trained encoder (Kovaleva et al. section 4.3)."""
     if not {"untuned", "pretrained"} <= set(config["attention"]["states"]) or "pretrained" not in TRAINED_INITS:
         return []
     return [(task, seed) for task in TASKS for seed in SEEDS if analysed(model, task, "pretrained", seed)]
 
 
+def split_state(state):
+    """``<prefix>_seed<N>`` -> (prefix, N): a dump state (``pretrained_seed1``: init 1) or a probed state
+    (``MRPC_seed1``: task 1)."""
+    prefix, seed = state.rsplit("_seed", 1)
+    return prefix, int(seed)
+
+
 def state_init(state):
-    return "untuned" if state == "untuned" else state.split("_seed")[0]
+    return "untuned" if state == "untuned" else split_state(state)[0]
+
+
+def dumped_fine_tuned(model):
+    """(task, seed) of every dumped model fine-tuned from the pre-trained encoder."""
+    return [(task, split_state(state)[1]) for task in TASKS for state in attention_states(model, task)
+            if state.startswith("pretrained_seed")]
 
 
 def dump_attention_inputs(wildcards):
     """The encoder to dump: the resolved pre-trained folder, or a fine-tuned model folder."""
     inputs = {"resolved": f"results/models/{wildcards.model}/resolved.json", "data": f"results/data/{wildcards.task}/dev.parquet"}
     if wildcards.state != "untuned":
-        init, seed = wildcards.state.split("_seed")
+        init, seed = split_state(wildcards.state)
         inputs["model"] = f"{run_dir(wildcards.model, wildcards.task, init, seed)}/model"
     return inputs
 
@@ -274,8 +287,7 @@ def early_targets():
             targets += [f"results/attention/{model}/{task}/untuned.json" for task in TASKS]
         if TREEBANK_SPLITS:
             targets += [f"results/probing/{model}/{s}/probes.parquet" for s in ("untuned", "random") if s in config["probing"]["states"]]
-            chosen = config["probing"]["syntactic_heads"]["states"]
-            if chosen is None or "untuned" in chosen:
+            if "untuned" in syntactic_head_states(model):  # no gate reached: untuned is never a fine-tuned model
                 targets.append(f"results/probing/{model}/untuned/syntactic_heads.parquet")
     return targets
 
@@ -500,7 +512,7 @@ def probed_runs():
 def _state_is_analysed(model, state):
     if state in ("untuned", "random"):
         return True
-    task, seed = state.rsplit("_seed", 1)
+    task, seed = split_state(state)
     return analysed(model, task, "pretrained", seed)
 
 
@@ -512,6 +524,11 @@ def probing_states(model):
     states = [s for s in ("untuned", "random") if s in config["probing"]["states"]]
     states += [f"{task}_seed{seed}" for task, seed in probed_runs()]
     return [state for state in states if _state_is_analysed(model, state)]
+
+
+def probed_states(model):
+    """(task, seed) of every probed model fine-tuned from the pre-trained encoder."""
+    return [split_state(state) for state in probing_states(model) if state not in ("untuned", "random")]
 
 
 def finetuned_seeds(task, init="pretrained", probing=True):
@@ -526,7 +543,7 @@ def finetuned_seeds(task, init="pretrained", probing=True):
         if probing:
             seeds |= {seed for probed, seed in probed_runs() if probed == task}
             chosen = config["probing"]["syntactic_heads"]["states"] if TREEBANK_SPLITS else None
-            seeds |= {int(s.rsplit("_seed", 1)[1]) for s in chosen or [] if s.rsplit("_seed", 1)[0] == task}
+            seeds |= {split_state(s)[1] for s in chosen or [] if s not in ("untuned", "random") and split_state(s)[0] == task}
     return sorted(seeds)
 
 
@@ -545,7 +562,7 @@ def probing_model_inputs(wildcards):
     drawn from its config) or a fine-tuned model folder."""
     inputs = {"resolved": f"results/models/{wildcards.model}/resolved.json"}
     if wildcards.probed not in ("untuned", "random"):
-        task, seed = wildcards.probed.rsplit("_seed", 1)
+        task, seed = split_state(wildcards.probed)
         inputs["model"] = f"{run_dir(wildcards.model, task, 'pretrained', seed)}/model"
     return inputs
 
@@ -602,25 +619,20 @@ def report_inputs(wildcards):
 
 def analysed_seeds(model, task):
     """Every seed of a task whose model fine-tuned from the pre-trained encoder some stage analyses."""
-    seeds = set()
-    for state in attention_states(model, task):
-        if state.startswith("pretrained_seed"):
-            seeds.add(int(state.removeprefix("pretrained_seed")))
+    seeds = {seed for t, seed in dumped_fine_tuned(model) if t == task}
     if "pretrained" in disabling_inits():
         seeds |= set(swept_seeds(model, task, "pretrained"))
     seeds |= {seed for t, seed in pruning_runs(model) if t == task}
-    seeds |= {int(s.rsplit("_seed", 1)[1]) for s in probing_states(model) if s.startswith(f"{task}_seed")}
+    seeds |= {seed for t, seed in probed_states(model) if t == task}
     return sorted(seeds)
 
 
 def section_runs(model):
     """Report section anchor -> the fine-tuned models (task, init, seed) whose results it shows: the report
     warns in each section that shows an unfit one."""
-    dumped = [(task, state.split("_seed")[0], int(state.split("_seed")[1]))
-              for task in TASKS for state in attention_states(model, task) if state != "untuned"]
+    dumped = [(task, *split_state(state)) for task in TASKS for state in attention_states(model, task) if state != "untuned"]
     pruned = [(task, "pretrained", seed) for task, seed in pruning_runs(model)]
-    probed = [(state.rsplit("_seed", 1)[0], "pretrained", int(state.rsplit("_seed", 1)[1]))
-              for state in probing_states(model) if state not in ("untuned", "random")]
+    probed = [(task, "pretrained", seed) for task, seed in probed_states(model)]
     swept = disabling_runs(model)
     return {
         "baselines": fine_tuned_runs(),
@@ -650,3 +662,129 @@ def head_atlas_inputs(wildcards):
         inputs["relations"] = [f"results/probing/{model}/{state}/head_relations.parquet" for state in syntactic_head_states(model)]
     inputs["fitness"] = fitness_inputs()
     return inputs
+
+
+def _stage_choice_problems():
+    """Choices of runs that name a task or seed the config does not run: caught when the workflow is parsed,
+    not after fine-tuning (and not silently ignored)."""
+    problems = []
+    for task in config["probing"]["tasks"] or []:
+        if task not in TASKS:
+            problems.append(f"probing.tasks names {task}, which is not in tasks {TASKS}. Fix: add it to tasks or drop it.")
+    for state in config["probing"]["syntactic_heads"]["states"] or []:
+        if state not in ("untuned", "random") and split_state(state)[0] not in TASKS:
+            problems.append(f"probing.syntactic_heads.states names {state}, whose task is not in tasks {TASKS}. "
+                            "Fix: use untuned or <TASK>_seed<N> with a configured task.")
+    for task, settings in config["pruning"]["per_task"].items():
+        wanted = settings.get("subnetwork_seeds") or []
+        if wanted and task not in configured_pruning_tasks():
+            problems.append(f"pruning.per_task.{task}.subnetwork_seeds: {task} is not pruned (pruning.tasks, tasks). "
+                            "Fix: prune the task or drop its subnetwork_seeds.")
+        elif set(wanted) - set(pruning_seeds(task)):
+            problems.append(f"pruning.per_task.{task}.subnetwork_seeds {sorted(wanted)} names seeds that are not pruned "
+                            f"({pruning_seeds(task)}). Fix: add them to pruning.per_task.{task}.seeds or drop them.")
+    return problems
+
+
+if _stage_choice_problems():
+    raise WorkflowError("config: runs chosen that the config does not make:\n  " + "\n  ".join(_stage_choice_problems()))
+
+
+# Fitness verdicts (rules/fitness.smk): what analysis.unfit lets the analyses use.
+
+FITNESS_TABLE = "results/tables/fitness"
+
+
+def fitness_settings(task):
+    """The verdict's settings for one task: the defaults, with the task's margin."""
+    settings = {k: v for k, v in config["analysis"]["fitness"].items() if k != "per_task"}
+    settings.update(config["analysis"]["fitness"]["per_task"].get(task, {}))
+    return settings
+
+
+_VERDICTS = {}
+_GATED = [True]  # False inside ungated(): what the config would analyse were every model fit
+
+
+def analysed(model, task, init, seed):
+    """Whether the analyses use the model fine-tuned with ``init`` and ``seed``: always under warn, and for
+    random-init baselines; under skip only if it is fit (the DAG waits for the fitness checkpoint); under
+    fail the checkpoint itself stops the run if a model is unfit, so what remains is fit."""
+    if config["analysis"]["unfit"] == "warn" or init != "pretrained" or not _GATED[0]:
+        return True
+    path = Path(checkpoints.fitness_table.get().output[0])
+    key = (str(path), path.stat().st_mtime_ns)
+    if key not in _VERDICTS:
+        import polars as pl
+
+        table = pl.read_parquet(path)
+        _VERDICTS.clear()
+        _VERDICTS[key] = {(m, t, i, int(s)): bool(f) for m, t, i, s, f in table.select("model", "task", "init", "seed", "fit").iter_rows()}
+    return _VERDICTS[key][(model, task, init, int(seed))]
+
+
+def _analyses_fine_tuned(model, section):
+    """Whether the stage behind a report section analyses some model fine-tuned from the pre-trained encoder."""
+    if section == "patterns":
+        return bool(dumped_fine_tuned(model))
+    return stage_runs(model, section)
+
+
+def skipped_sections(model):
+    """Report sections whose stage would analyse fine-tuned models of ``model`` were every model fit, but has no
+    fit model to run on (analysis.unfit: skip)."""
+    sections = ("patterns", "change", "disabling", "pruning", "probing")
+    _GATED[0] = False
+    try:
+        would = {section for section in sections if _analyses_fine_tuned(model, section)}
+    finally:
+        _GATED[0] = True
+    return sorted(section for section in would if not _analyses_fine_tuned(model, section))
+
+
+def fitness_inputs():
+    """Every summary's input: the verdicts it labels its rows with."""
+    return f"{FITNESS_TABLE}.parquet"
+
+
+# The claims table's inputs (rules/claims.smk).
+
+
+def claims_inputs(wildcards):
+    """Every per-example or per-element table the claims resample, from the stages this config runs."""
+    model = wildcards.model
+    dumped = dumped_fine_tuned(model)
+    swept = [(task, init) for task, init in disabling_task_inits(model) if init == "pretrained"]
+    inputs = {
+        "fitness": fitness_inputs(),
+        "report": f"results/patterns/{model}/classifier/report.json",
+        "classes": [f"results/patterns/{model}/{task}/pretrained_seed{seed}.classes.parquet" for task, seed in dumped],
+        "changes": [f"results/attention_change/{model}/{task}/seed{seed}.examples.parquet" for task, seed in attention_change_runs(model)],
+        "selection": [f"results/disabling/{model}/{task}/pretrained/selection.parquet" for task, _ in swept],
+        "deltas": [f"results/disabling/{model}/{task}/pretrained/deltas.parquet" for task, _ in swept],
+        "michel_curves": [f"{pruning_dir(model, t, s)}/michel_curve.parquet" for t, s in pruning_runs(model)],
+        "michel_predictions": [f"{pruning_dir(model, t, s)}/michel_predictions.parquet" for t, s in pruning_runs(model)],
+    }
+    if pruning_runs(model):
+        inputs["stability"] = f"results/pruning/{model}/summary/stability.parquet"
+    if "untuned" in syntactic_head_states(model):
+        inputs["syntactic"] = f"results/probing/{model}/untuned/syntactic_heads_held_out.parquet"
+    if "untuned" in probing_states(model):
+        inputs["probe_words"] = f"results/probing/{model}/untuned/probe_words.parquet"
+    return inputs
+
+
+def claims_runs(model):
+    """What the claims script needs to read its inputs: the (task, seed) of each per-model file, the seeds each
+    per-task table pools, and what each stage did (ran, skipped by analysis.unfit, not run)."""
+    return {
+        "classes": dumped_fine_tuned(model),
+        "changes": attention_change_runs(model),
+        "pruned": pruning_runs(model),
+        "swept_seeds": {task: swept_seeds(model, task, "pretrained") for task in TASKS if "pretrained" in disabling_inits()},
+        "pruned_seeds": {task: [s for t, s in pruning_runs(model) if t == task] for task in TASKS},
+        "stages": {
+            section: "skipped" if section in skipped_sections(model) else "ran" if stage_runs(model, section) else "not run"
+            for section in ("patterns", "change", "disabling", "pruning", "probing")
+        },
+    }

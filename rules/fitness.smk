@@ -2,26 +2,12 @@
 # trivial predictor, with a paired bootstrap interval; analysis.unfit decides what the analyses do with an
 # unfit model fine-tuned from the pre-trained encoder.
 
-import json
-
-FITNESS_TABLE = "results/tables/fitness"
-
-
-def fitness_settings(task):
-    """The verdict's settings for one task: the defaults, with the task's margin."""
-    settings = {k: v for k, v in config["analysis"]["fitness"].items() if k != "per_task"}
-    settings.update(config["analysis"]["fitness"]["per_task"].get(task, {}))
-    return settings
-
-
 rule model_fitness:
     conda:
         "../envs/tables.yaml"
     input:
         evaluation="results/finetune/{model}/{task}/{init}/seed{seed}/evaluation.json",
         predictions="results/finetune/{model}/{task}/{init}/seed{seed}/predictions.parquet",
-        # the trivial predictor is the majority class of the training labels
-        train="results/data/{task}/train.parquet",
     output:
         metrics="results/finetune/{model}/{task}/{init}/seed{seed}/metrics.json",
     wildcard_constraints:
@@ -52,7 +38,7 @@ checkpoint fitness_table:
     params:
         code=script_code("fitness_table"),
         unfit=config["analysis"]["unfit"],
-        stem=FITNESS_TABLE,
+        stem=lambda wc, output: output[0].removesuffix(TABLE_FILES[0]),
     log:
         "logs/fitness_table.log",
     benchmark:
@@ -62,39 +48,3 @@ checkpoint fitness_table:
         runtime=scaled(10),
     script:
         "../workflow_scripts/fitness_table.py"
-
-
-_VERDICTS = {}
-_GATED = [True]  # False inside ungated(): what the config would analyse were every model fit
-
-
-def analysed(model, task, init, seed):
-    """Whether the analyses use the model fine-tuned with ``init`` and ``seed``: always under warn, and for
-    random-init baselines; under skip only if it is fit (the DAG waits for the fitness checkpoint); under
-    fail the checkpoint itself stops the run if a model is unfit, so what remains is fit."""
-    if config["analysis"]["unfit"] == "warn" or init != "pretrained" or not _GATED[0]:
-        return True
-    path = Path(checkpoints.fitness_table.get().output[0])
-    key = (str(path), path.stat().st_mtime_ns)
-    if key not in _VERDICTS:
-        import polars as pl
-
-        table = pl.read_parquet(path)
-        _VERDICTS.clear()
-        _VERDICTS[key] = {(m, t, i, int(s)): bool(f) for m, t, i, s, f in table.select("model", "task", "init", "seed", "fit").iter_rows()}
-    return _VERDICTS[key][(model, task, init, int(seed))]
-
-
-def skipped_sections(model):
-    """Report sections whose stage would run for ``model`` were every model fit, but has no fit model to run on."""
-    _GATED[0] = False
-    try:
-        would = {section for section in ("change", "disabling", "pruning", "probing") if stage_runs(model, section)}
-    finally:
-        _GATED[0] = True
-    return sorted(section for section in would if not stage_runs(model, section))
-
-
-def fitness_inputs():
-    """Every summary's input: the verdicts it labels its rows with."""
-    return f"{FITNESS_TABLE}.parquet"

@@ -61,6 +61,7 @@ rule linguistic_summary:
     params:
         code=script_code("linguistic_summary"),
         dump_keys=lambda wc: dump_keys(wc.model),
+        fine_tuned=lambda wc: dumped_fine_tuned(wc.model),
         out="results/linguistic/{model}/summary",
         examples=config["attention"]["max_examples"],
     log:

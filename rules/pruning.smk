@@ -157,8 +157,8 @@ rule pruning_summary:
         tolerance=config["pruning"]["michel_tolerance"],
         bootstrap={k: config["pruning"][f"kappa_{k}"] for k in ("resamples", "level", "seed")},
         recipe_note=lambda wc: (
-            "none re-fine-tuned (pruning.subnetworks is empty): the table holds the fine-tuned models only"
-            if not config["pruning"]["subnetworks"] else
+            "none re-fine-tuned (pruning.subnetworks or every subnetwork_seeds is empty): the table holds the fine-tuned models only"
+            if not subnetwork_runs(wc.model) else
             f"re-fine-tuned on {config['pruning']['subnetwork_max_train_examples'] or 'all'} train examples, "
             f"{config['pruning']['subnetwork_epochs'] or 'the fine-tuning'} epochs; full = the same recipe"
             if subnetwork_reference_retrained() else "re-fine-tuned with the fine-tuning recipe; full = the fine-tuned model"

@@ -429,6 +429,11 @@ BAD_INPUTS = [
      "smoke-ud-train.conllu:3: field 'HEAD': head 12 is beyond the sentence's 7 words"),
     ("CoNLL-U file missing", {}, lambda g, u: (u / "smoke-ud-dev.conllu").unlink(),
      "CoNLL-U file(s) not found"),
+    ("syntactic heads of a task not run", {"probing": {"syntactic_heads": {"states": ["untuned", "RTE_seed1"]}}}, None,
+     "probing.syntactic_heads.states names RTE_seed1, whose task is not in tasks"),
+    ("subnetworks of a seed not pruned", {"pruning": {"per_task": {"MRPC": {"seeds": [1, 2], "subnetwork_seeds": [5]}}}}, None,
+     "pruning.per_task.MRPC.subnetwork_seeds [5] names seeds that are not pruned ([1, 2])"),
+    ("unfit policy misspelt", {"analysis": {"unfit": "Skip"}}, None, "'Skip' is not one of ['warn', 'skip', 'fail']"),
 ]
 
 

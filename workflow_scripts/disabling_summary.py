@@ -1,5 +1,5 @@
-"""Tables and figures of the disabling sweeps of one model (rule disabling_summary): the paper's fig. 6
-(single heads) and fig. 7 (layers) with intervals, the best and worst configurations, the split-half
+"""Tables and figures of the disabling sweeps of one model (rule disabling_summary): the paper's fig. 8
+(single heads) and fig. 9 (layers) with intervals, the best and worst configurations, the split-half
 selection and the greedy search."""
 
 from _common import log_to
@@ -47,7 +47,7 @@ metric_note = "accuracy; Pearson r for STS-B"
 heatmap_data = heads.filter(pl.col("mode") == first_mode)
 bound = max(abs(heatmap_data["delta"].min()), abs(heatmap_data["delta"].max()), 1e-6)
 chart = figures.head_heatmap(
-    heatmap_data, "delta", f"Disabling one head ({first_mode} attention; Kovaleva et al. 2019, fig. 6)",
+    heatmap_data, "delta", f"Disabling one head ({first_mode} attention; Kovaleva et al. 2019, fig. 8)",
     f"Change of the dev score ({metric_note}) when one head is disabled, mean over seeds; blue helps, red hurts.\n"
     f"Model {snakemake.wildcards.model}; seeds per task: {params.seed_note}; dev examples: {params.example_note}.",
     facet="task", scheme="redblue", domain=(-bound, bound),
@@ -56,7 +56,7 @@ chart = figures.head_heatmap(
 figures.save_chart(chart, f"{out}/heads")
 layer_data = layers.filter(pl.col("mode") == first_mode).with_columns((pl.col("layer") + 1).alias("Layer"))
 chart = figures.interval_chart(
-    layer_data, "Layer", f"Disabling a whole layer ({first_mode} attention; Kovaleva et al. 2019, fig. 7)",
+    layer_data, "Layer", f"Disabling a whole layer ({first_mode} attention; Kovaleva et al. 2019, fig. 9)",
     f"Change of the dev score ({metric_note}) with every head of one layer disabled. Black: mean over seeds "
     f"with its {params.level:.0%} paired-bootstrap interval; colours: single seeds.\nModel {snakemake.wildcards.model}; seeds: {params.seed_note}.",
 )

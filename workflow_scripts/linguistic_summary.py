@@ -1,5 +1,5 @@
-"""Attention to linguistic features (fig. 4), [CLS] in the last layer and verb->subject / noun->pronoun
-(fig. 5): tables and figures per model (rule linguistic_summary)."""
+"""Attention to linguistic features (section 4.4; fig. 6 for [CLS] and [SEP]), [CLS] in the last layer (fig. 7)
+and verb->subject / noun->pronoun (section 4.5): tables and figures per model (rule linguistic_summary)."""
 
 from _common import log_to
 
@@ -12,12 +12,8 @@ from bertology_core import figures, fitness
 
 
 # the fine-tuned rows of a task pool the seeds of its dumped fine-tuned models
-runs = {}
-for key in snakemake.params.dump_keys:
-    task, state = key.split("/")
-    if state.startswith("pretrained_seed"):
-        runs.setdefault(task, []).append(int(state.removeprefix("pretrained_seed")))
-verdicts = fitness.Verdicts(pl.read_parquet(snakemake.input.fitness), snakemake.wildcards.model, runs)
+verdicts = fitness.Verdicts(pl.read_parquet(snakemake.input.fitness), snakemake.wildcards.model,
+                            fitness.seeds_by_task(snakemake.params.fine_tuned))
 
 
 def load(kind):
@@ -55,7 +51,7 @@ panels = [
 ]
 figures.save_chart(figures.with_caption(
     alt.hconcat(*panels).resolve_scale(color="independent"),
-    "Attention to linguistic features per head (Kovaleva et al. 2019, fig. 4)",
+    "Attention to linguistic features per head (Kovaleva et al. 2019, section 4.4; fig. 6 for [CLS] and [SEP])",
     "Score: attention a token receives from all tokens / sequence length, max over tokens of the type, mean over examples with it.\n"
     + note), snakemake.params.out + "/features")
 
@@ -65,7 +61,7 @@ figures.write_table(verdicts.annotate(relations.sort("task", "model_state", "rel
                     snakemake.params.out + "/relations")
 figures.save_chart(figures.with_caption(
     figures.head_grid(relations.filter(pl.col("model_state") == shown), "score", "relation", "task", shown, cell=10),
-    "Token-to-token attention: verb -> subject and noun -> pronoun (Kovaleva et al. 2019, fig. 5)",
+    "Token-to-token attention: verb -> subject and noun -> pronoun (Kovaleva et al. 2019, section 4.5)",
     "Word-level attention from the first word to the second (sum over its pieces), max over pairs, mean over examples.\n" + note),
     snakemake.params.out + "/relations")
 
@@ -78,6 +74,6 @@ chart = alt.Chart(cls.to_pandas()).mark_bar().encode(
     tooltip=["task", "model_state", "type", alt.Tooltip("share:Q", format=".1%")],
 ).properties(width=420)
 figures.save_chart(figures.with_caption(
-    chart, "Where [CLS] attends in the last layer (Kovaleva et al. 2019, fig. 5)",
+    chart, "Where [CLS] attends in the last layer (Kovaleva et al. 2019, fig. 7)",
     "Share of the [CLS] row of the last layer on each token type, mean over heads and examples.\n" + note),
     snakemake.params.out + "/cls")

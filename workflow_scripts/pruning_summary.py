@@ -19,10 +19,7 @@ inputs = snakemake.input
 model = snakemake.wildcards.model
 out = f"results/pruning/{model}/summary"
 runs = [tuple(r) for r in params.runs]
-seeds_by_task = {}
-for task, seed in runs:
-    seeds_by_task.setdefault(task, []).append(seed)
-verdicts = fitness.Verdicts(pl.read_parquet(inputs.fitness), model, seeds_by_task)
+verdicts = fitness.Verdicts(pl.read_parquet(inputs.fitness), model, fitness.seeds_by_task(runs))
 methods = list(params.methods)
 tasks = sorted({t for t, _ in runs})
 seed_note = ", ".join(f"{t} {sum(1 for tt, _ in runs if tt == t)}" for t in tasks)
@@ -110,7 +107,7 @@ for (task, seed, network), path in zip(sub_runs, inputs.subnetworks):
     method, kind = ("all", "full") if network == "full" else network.split("-")
     rows.append({"task": task, "seed": seed, "method": method, "kind": kind, "metric": metric, "score": value,
                  "kept_share": record["parameters_kept_share"], "train_seconds": record["train_seconds"]})
-if "full" not in networks:  # the reference is the fine-tuning run itself
+if "full" not in networks or not sub_runs:  # the reference is the fine-tuning run itself
     for (task, seed), path in zip(runs, inputs.finetuned):
         if (task, seed) not in compared and any(t == task for t, _ in compared):
             continue
@@ -118,7 +115,9 @@ if "full" not in networks:  # the reference is the fine-tuning run itself
         value = io.read_json(path)["eval"]["dev"][metric]
         rows.append({"task": task, "seed": seed, "method": "all", "kind": "full", "metric": metric, "score": value,
                      "kept_share": 1.0, "train_seconds": None})
-subnetworks, no_ticket = pruning_stats.drop_seeds_without_ticket(pl.DataFrame(rows, schema_overrides={"train_seconds": pl.Float64}))
+schema = {"task": pl.String, "seed": pl.Int64, "method": pl.String, "kind": pl.String, "metric": pl.String, "score": pl.Float64,
+          "kept_share": pl.Float64, "train_seconds": pl.Float64}
+subnetworks, no_ticket = pruning_stats.drop_seeds_without_ticket(pl.DataFrame(rows, schema=schema))
 no_ticket_note = (
     " Left out of good/random/bad, as their pruning removed nothing (no ticket): "
     + ", ".join(f"{t} {m}-pruning seed {s}" for t, m, s in no_ticket) + "."
@@ -129,9 +128,10 @@ lottery_table = subnetworks.group_by("task", "method", "kind", "metric").agg(
     pl.col("seed").sort().alias("seed_list"),
     pl.col("kept_share").mean().alias("kept_share"),
 ).with_columns(pl.col("kind").replace_strict(kind_order, return_dtype=pl.Int8).alias("order")).sort("task", "method", "order").drop("order")
-lottery_table = pl.DataFrame([
-    {**row, fitness.COLUMN: verdicts.label(row["task"], row["seed_list"])} for row in lottery_table.iter_rows(named=True)
-]).with_columns(pl.col("seed_list").list.eval(pl.element().cast(pl.String)).list.join(", ").alias("seed_list"))
+lottery_table = lottery_table.with_columns(
+    pl.Series(fitness.COLUMN, [verdicts.label(t, s) for t, s in lottery_table.select("task", "seed_list").iter_rows()], dtype=pl.String),
+    pl.col("seed_list").list.eval(pl.element().cast(pl.String)).list.join(", "),
+)
 figures.write_table(lottery_table, f"{out}/lottery", float_format="{:.4f}")
 io.write_text(
     f"Re-fine-tuned subnetworks: {params.recipe_note}. Dev {metric_note}, mean ± std over seeds (seeds per task: {seed_note}).{no_ticket_note}\n\n"
