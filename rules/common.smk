@@ -1,5 +1,6 @@
 # Config validation, wildcard constraints and the input functions every stage shares.
 import ast
+import contextlib
 import hashlib
 import importlib.util
 import re
@@ -287,7 +288,9 @@ def early_targets():
             targets += [f"results/attention/{model}/{task}/untuned.json" for task in TASKS]
         if TREEBANK_SPLITS:
             targets += [f"results/probing/{model}/{s}/probes.parquet" for s in ("untuned", "random") if s in config["probing"]["states"]]
-            if "untuned" in syntactic_head_states(model):  # no gate reached: untuned is never a fine-tuned model
+            with ungated():  # parsed before the fitness checkpoint exists; untuned is never a fine-tuned model
+                untuned_heads = "untuned" in syntactic_head_states(model)
+            if untuned_heads:
                 targets.append(f"results/probing/{model}/untuned/syntactic_heads.parquet")
     return targets
 
@@ -706,6 +709,17 @@ _VERDICTS = {}
 _GATED = [True]  # False inside ungated(): what the config would analyse were every model fit
 
 
+@contextlib.contextmanager
+def ungated():
+    """Inside: every fine-tuned model counts as analysed, so nothing reads the fitness checkpoint (what the
+    config would run were every model fit; also the only safe way to ask while the workflow is parsed)."""
+    _GATED[0] = False
+    try:
+        yield
+    finally:
+        _GATED[0] = True
+
+
 def analysed(model, task, init, seed):
     """Whether the analyses use the model fine-tuned with ``init`` and ``seed``: always under warn, and for
     random-init baselines; under skip only if it is fit (the DAG waits for the fitness checkpoint); under
@@ -734,11 +748,8 @@ def skipped_sections(model):
     """Report sections whose stage would analyse fine-tuned models of ``model`` were every model fit, but has no
     fit model to run on (analysis.unfit: skip)."""
     sections = ("patterns", "change", "disabling", "pruning", "probing")
-    _GATED[0] = False
-    try:
+    with ungated():
         would = {section for section in sections if _analyses_fine_tuned(model, section)}
-    finally:
-        _GATED[0] = True
     return sorted(section for section in would if not _analyses_fine_tuned(model, section))
 
 
