@@ -341,12 +341,12 @@ def claims_table(measured: Sequence[Measured], fit: Mapping[tuple[str, int], boo
 
 
 def _row(claim: Claim, scope: str, value: float, low: float, high: float, decided: str, note: str) -> dict[str, object]:
+    # what a reader compares comes first (the page's table is wider than a screen); the long prose last
     return {
-        "claim": claim.key, "paper": claim.paper, "source": claim.source, "statement": claim.statement,
-        "scope": scope, "paper_value": claim.paper_value, "this_run": value * claim.scale,
-        "ci_low": low * claim.scale, "ci_high": high * claim.scale,
-        "claim_holds_if": claim.region.describe(claim.scale), "verdict": decided, "statistic": claim.statistic,
-        "note": note, "paper_setup": claim.paper_setup,
+        "claim": claim.key, "scope": scope, "verdict": decided, "paper_value": claim.paper_value,
+        "this_run": value * claim.scale, "ci_low": low * claim.scale, "ci_high": high * claim.scale,
+        "claim_holds_if": claim.region.describe(claim.scale), "paper": claim.paper, "source": claim.source,
+        "statement": claim.statement, "statistic": claim.statistic, "note": note, "paper_setup": claim.paper_setup,
     }
 
 
