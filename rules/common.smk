@@ -444,7 +444,8 @@ def subnetwork_reference_retrained():
 
 def subnetwork_names():
     kinds = config["pruning"]["subnetworks"]
-    names = [f"{method}-{kind}" for method in config["pruning"]["methods"] for kind in kinds]
+    methods = config["pruning"]["subnetwork_methods"] or config["pruning"]["methods"]
+    names = [f"{method}-{kind}" for method in methods for kind in kinds]
     return (["full"] if names and subnetwork_reference_retrained() else []) + names
 
 
@@ -686,6 +687,10 @@ def _stage_choice_problems():
         elif set(wanted) - set(pruning_seeds(task)):
             problems.append(f"pruning.per_task.{task}.subnetwork_seeds {sorted(wanted)} names seeds that are not pruned "
                             f"({pruning_seeds(task)}). Fix: add them to pruning.per_task.{task}.seeds or drop them.")
+    unpruned = sorted(set(config["pruning"]["subnetwork_methods"] or []) - set(config["pruning"]["methods"]))
+    if unpruned:
+        problems.append(f"pruning.subnetwork_methods names {unpruned}, not in pruning.methods {config['pruning']['methods']}. "
+                        "Fix: add them to pruning.methods or drop them.")
     return problems
 
 

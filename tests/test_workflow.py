@@ -433,6 +433,8 @@ BAD_INPUTS = [
      "probing.syntactic_heads.states names RTE_seed1, whose task is not in tasks"),
     ("subnetworks of a seed not pruned", {"pruning": {"per_task": {"MRPC": {"seeds": [1, 2], "subnetwork_seeds": [5]}}}}, None,
      "pruning.per_task.MRPC.subnetwork_seeds [5] names seeds that are not pruned ([1, 2])"),
+    ("subnetworks of a method not run", {"pruning": {"methods": ["s"], "subnetwork_methods": ["m"]}}, None,
+     "pruning.subnetwork_methods names ['m'], not in pruning.methods ['s']"),
     ("unfit policy misspelt", {"analysis": {"unfit": "Skip"}}, None, "'Skip' is not one of ['warn', 'skip', 'fail']"),
 ]
 
