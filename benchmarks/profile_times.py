@@ -105,7 +105,7 @@ def replace_section(document: str, section: str) -> str:
     if start < 0:
         return document.rstrip("\n") + "\n\n" + section
     end = document.find("\n## ", start + len(heading))
-    return document[:start] + section + (document[end + 1:] if end >= 0 else "")
+    return document[:start] + section.rstrip("\n") + "\n\n" + (document[end + 1:] if end >= 0 else "")
 
 
 def write_section(path: Path, section: str) -> None:
