@@ -3,8 +3,10 @@
 The page holds a seeded sample of maps (8-bit, downsampled to at most ``max_side`` pixels a side,
 base64 in the page) and needs nothing but a browser opened on the file: keys 1-5 label the
 current map and move on, arrow keys move, Export downloads ``labels.csv`` with the columns
-``dump, example, layer, head, label`` that the CNN trains on, and Import reads such a file back
+``task, state, idx, layer, head, label`` that the CNN trains on, and Import reads such a file back
 (to continue or review). Labels are also kept in the browser's localStorage per page.
+The CSV names each map by ``task, state, idx, layer, head`` (GLUE idx, not the dump's example number),
+the keys :mod:`bertology_core.pattern_labels` reads.
 """
 
 from __future__ import annotations
@@ -21,7 +23,9 @@ KEYS = {str(i + 1): name for i, name in enumerate(CLASSES)}
 
 
 def encode_map(attention: np.ndarray, max_side: int = 64) -> dict[str, object]:
-    """8-bit, square-root-scaled (faint structure stays visible), block-averaged to ``max_side``."""
+    """8-bit, linear, scaled to the map's largest weight (as the label sheets of
+    :func:`bertology_core.pattern_labels.label_sheet`, so labels made with either are made alike),
+    block-averaged to ``max_side``."""
     length = attention.shape[0]
     factor = int(np.ceil(length / max_side))
     if factor > 1:
@@ -29,13 +33,13 @@ def encode_map(attention: np.ndarray, max_side: int = 64) -> dict[str, object]:
         padded[:length, :length] = attention
         side = padded.shape[0] // factor
         attention = padded.reshape(side, factor, side, factor).mean(axis=(1, 3))
-    scaled = np.sqrt(np.clip(attention / max(float(attention.max()), 1e-9), 0, 1))
+    scaled = np.clip(attention / max(float(attention.max()), 1e-9), 0, 1)
     pixels = np.round(scaled * 255).astype(np.uint8)
     return {"side": int(pixels.shape[0]), "pixels": base64.b64encode(pixels.tobytes()).decode()}
 
 
 def annotation_page(items: list[dict[str, object]], title: str = "Attention pattern annotation") -> str:
-    """The page for ``items``: dicts with ``dump, example, layer, head``, ``tokens`` (list of str) and the
+    """The page for ``items``: dicts with ``task, state, idx, layer, head``, ``tokens`` (list of str) and the
     output of :func:`encode_map` (``side``, ``pixels``)."""
     data = json.dumps(items, separators=(",", ":"))
     legend = " ".join(f"<kbd>{key}</kbd> {name.replace('_', '+')}" for key, name in KEYS.items())
@@ -59,7 +63,7 @@ kbd{border:1px solid #aaa;border-radius:3px;padding:0 4px;background:#f6f6f6}
 </style></head><body>
 <h1>{{TITLE}}</h1>
 <p>Label the current map with a key: {{LEGEND}}. <kbd>&larr;</kbd>/<kbd>&rarr;</kbd> move.
-Rows are queries, columns keys; darker = more attention (square-root scale).</p>
+Rows are queries, columns keys; darker = more attention (linear, scaled to the map's largest weight).</p>
 <p><span id="progress"></span> &middot; <button id="export">Export labels.csv</button>
 <label>Import CSV <input type="file" id="import" accept=".csv,text/csv"></label></p>
 <div id="main"><canvas id="big"></canvas>
@@ -68,7 +72,7 @@ Rows are queries, columns keys; darker = more attention (square-root scale).</p>
 <script>
 const ITEMS = {{DATA}};
 const CLASSES = {{CLASSES}};
-const key = it => [it.dump, it.example, it.layer, it.head].join("|");
+const key = it => [it.task, it.state, it.idx, it.layer, it.head].join("|");
 const storage = "bertology-labels:" + location.pathname;
 let labels = {};
 try { labels = JSON.parse(localStorage.getItem(storage) || "{}"); } catch (e) { labels = {}; }
@@ -89,7 +93,7 @@ function show(i) {
   const it = ITEMS[current];
   draw(document.getElementById("big"), it);
   document.getElementById("where").textContent =
-    `map ${current + 1} of ${ITEMS.length}: ${it.dump}, example ${it.example}, layer ${it.layer}, head ${it.head}`;
+    `map ${current + 1} of ${ITEMS.length}: ${it.task} ${it.state}, example idx ${it.idx}, layer ${it.layer}, head ${it.head}`;
   document.getElementById("label").textContent = labels[key(it)] ? "label: " + labels[key(it)] : "unlabelled";
   document.getElementById("tokens").textContent = it.tokens.join(" ");
   thumbs.forEach((t, j) => { t.className = (j === current ? "current " : "") + (labels[key(ITEMS[j])] ? "done" : ""); });
@@ -104,8 +108,8 @@ document.addEventListener("keydown", e => {
   else if (e.key === "ArrowLeft") show(current - 1);
 });
 function csv() {
-  const rows = ["dump,example,layer,head,label"];
-  for (const it of ITEMS) if (labels[key(it)]) rows.push([it.dump, it.example, it.layer, it.head, labels[key(it)]].join(","));
+  const rows = ["task,state,idx,layer,head,label"];
+  for (const it of ITEMS) if (labels[key(it)]) rows.push([it.task, it.state, it.idx, it.layer, it.head, labels[key(it)]].join(","));
   return rows.join("\n") + "\n";
 }
 document.getElementById("export").onclick = () => {
@@ -119,7 +123,7 @@ document.getElementById("import").onchange = async e => {
   const col = name => head.indexOf(name);
   for (const line of lines) { const f = line.split(",");
     const label = f[col("label")];
-    if (CLASSES.includes(label)) labels[[f[col("dump")], f[col("example")], f[col("layer")], f[col("head")]].join("|")] = label; }
+    if (CLASSES.includes(label)) labels[[f[col("task")], f[col("state")], f[col("idx")], f[col("layer")], f[col("head")]].join("|")] = label; }
   save(); show(current);
 };
 show(0);

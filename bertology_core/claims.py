@@ -169,7 +169,8 @@ def heterogeneous_share(classes: Mapping[tuple[str, int], pl.DataFrame], resampl
                         labels_source: str, validated: bool) -> list[Measured]:
     """Per task: the share of maps the CNN labels heterogeneous in the fine-tuned dumps (``classes``:
     (task, seed) -> classes table with ``idx`` and ``cnn_label``), seeds pooled; a cluster bootstrap over dev
-    examples (all maps of an example together). Not trusted unless the labeller was trained on hand labels."""
+    examples (all maps of an example together). Not trusted unless the labeller was validated on hand labels
+    (:func:`bertology_core.patterns.labeller_validated`)."""
     rows = []
     for task in sorted({t for t, _ in classes}):
         seeds = sorted(s for t, s in classes if t == task)
@@ -179,8 +180,8 @@ def heterogeneous_share(classes: Mapping[tuple[str, int], pl.DataFrame], resampl
         hits, total = per_example["hits"].to_numpy().astype(float), per_example["maps"].to_numpy().astype(float)
         draws = resample_indices(len(hits), resamples, seed)
         low, high = _interval(hits[draws].sum(1) / total[draws].sum(1), level)
-        note = "" if validated else (
-            f"the pattern labeller is not validated against human labels ({labels_source}): its shares cannot be "
+        note = f"labeller: {labels_source}" if validated else (
+            f"the pattern labeller is not validated against hand labels ({labels_source}): its shares cannot be "
             "compared with the paper's yet")
         rows.append(Measured("heterogeneous_share", task, float(hits.sum() / total.sum()), low, high,
                              tuple((task, s) for s in seeds), validated, note))

@@ -1,16 +1,18 @@
 """Training data, training, storage and prediction for the pattern CNN (see :mod:`pattern_cnn`).
 
-Labels come from a user's CSV (``dump, example, layer, head, label``; made with the annotation
-page) or, when there is none, from the rule-based labeller, sampled stratified by class. With rule
-labels the cross-validated F1 measures how well the CNN reproduces the rules, not agreement with
-human judgement; the report says which labels were used, and so does every output built on it.
+Labels come from hand labels (:mod:`pattern_labels`: keyed by task, state, GLUE idx, layer and head; their
+maps come from the labelled dumps, computed for exactly those examples) or, for a model without any, from
+the rule labeller, sampled stratified by class. With hand labels the rule labeller's thresholds are fitted
+on a training split of them and scored on the held-out rest, and the CNN is scored by stratified
+cross-validation on all of them. With rule labels the cross-validated F1 measures how well the CNN
+reproduces the rules, not agreement with human judgement; every output says which labels were used.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
@@ -18,16 +20,13 @@ import polars as pl
 import torch
 from safetensors.torch import load_file, save_file
 
-from bertology_core import patterns
+from bertology_core import pattern_labels, patterns
 from bertology_core.dumps import AttentionDump
 from bertology_core.io import atomic_path
-from bertology_core.pattern_cnn import PatternCNN, PatternNet, cross_validated_f1
+from bertology_core.pattern_cnn import PatternCNN, PatternNet, confusion, cross_validated_f1
 
 PAPER_F1 = 0.86  # Kovaleva et al. 2019, on ~400 hand-labelled maps
-
-
-class LabelsError(ValueError):
-    pass
+LabelsError = pattern_labels.LabelsError
 
 
 @dataclass
@@ -35,34 +34,15 @@ class TrainedClassifier:
     model: PatternCNN
     image_size: int
     labels_source: str
-    training_maps: pl.DataFrame  # dump, example, layer, head, label
+    training_maps: pl.DataFrame  # task, state, idx, layer, head, label (and the rule labeller's split)
     report: dict[str, Any]
-
-
-def read_labels_csv(path: str | os.PathLike[str], known_dumps: set[str]) -> pl.DataFrame:
-    """The user's labels, checked: columns, classes, dumps that exist."""
-    frame = pl.read_csv(path, schema_overrides={"dump": pl.String, "label": pl.String})
-    missing = {"dump", "example", "layer", "head", "label"} - set(frame.columns)
-    if missing:
-        raise LabelsError(f"{path}: missing column(s) {sorted(missing)}. Fix: export the CSV from the annotation page "
-                          "(columns dump, example, layer, head, label).")
-    bad = frame.filter(~pl.col("label").is_in(list(patterns.CLASSES)))
-    if bad.height:
-        raise LabelsError(f"{path}: field 'label' = {bad['label'][0]!r} is not a class. Allowed: {list(patterns.CLASSES)}.")
-    unknown = set(frame["dump"].unique()) - known_dumps
-    if unknown:
-        raise LabelsError(f"{path}: field 'dump' names dumps this run does not have: {sorted(unknown)}. "
-                          f"Known: {sorted(known_dumps)}. Fix: label maps of configured tasks and states.")
-    if frame["label"].n_unique() < 2:
-        raise LabelsError(f"{path}: needs at least two classes to train a classifier.")
-    return frame.select("dump", pl.col("example").cast(pl.Int32), pl.col("layer").cast(pl.Int32),
-                        pl.col("head").cast(pl.Int32), "label")
+    thresholds: patterns.RuleThresholds
 
 
 def sample_rule_labels(features: dict[str, pl.DataFrame], total: int, seed: int) -> pl.DataFrame:
     """A seeded sample of ``total`` maps, as balanced over the rule classes as their counts allow."""
     pool = pl.concat(
-        [frame.select(pl.lit(key).alias("dump"), "example", "layer", "head", pl.col("rule_label").alias("label"))
+        [frame.select(pl.lit(key).alias("dump"), "example", "idx", "layer", "head", pl.col("rule_label").alias("label"))
          for key, frame in features.items()]
     )
     rng = np.random.default_rng(seed)
@@ -90,41 +70,133 @@ def maps_for(rows: pl.DataFrame, dump_prefixes: dict[str, str], image_size: int)
     return out
 
 
+def labelled_maps(labels: pl.DataFrame, labelled_prefixes: dict[str, str], image_size: int,
+                  thresholds: patterns.RuleThresholds) -> tuple[np.ndarray, pl.DataFrame]:
+    """Resized maps and features of every hand-labelled map, in the order of ``labels``, from the labelled
+    dumps (``task/state`` -> prefix): the maps are found by GLUE ``idx``, never by a dump's example number."""
+    indexed = labels.with_row_index("row")
+    out = np.empty((labels.height, image_size, image_size), dtype=np.float32)
+    parts = []
+    for (task, state), group in indexed.group_by("task", "state", maintain_order=True):
+        key = f"{task}/{state}"
+        if key not in labelled_prefixes:
+            raise LabelsError(f"no labelled dump for {key} among {sorted(labelled_prefixes)}: the workflow computes one per "
+                              "task/state the hand labels name (rule labelled_maps)")
+        dump = AttentionDump(labelled_prefixes[key])
+        keyed = group.join(dump.tokens().select("example", pl.col("idx").cast(pl.Int64)), on="idx", how="left")
+        missing = keyed.filter(pl.col("example").is_null())
+        if missing.height:
+            raise LabelsError(f"{key}: labelled idx {missing['idx'].unique().sort().to_list()[:5]} are not in {dump.attention_path}")
+        keyed = keyed.with_columns(pl.col("example").cast(pl.Int32), pl.col("layer").cast(pl.Int16), pl.col("head").cast(pl.Int16))
+        out[keyed["row"].to_numpy()] = patterns.resized_maps(dump, keyed, image_size)
+        found = patterns.dump_features(dump, thresholds, keys=keyed.select("example", "layer", "head"))
+        parts.append(keyed.select("row", "example", "layer", "head").join(
+            found.drop("idx", "length"), on=["example", "layer", "head"], how="left").drop("example", "layer", "head"))
+    features = pl.concat(parts).sort("row").drop("row")
+    return out, pl.concat([labels, features], how="horizontal")
+
+
+def _macro_f1(truth: np.ndarray, predicted: np.ndarray, classes: list[str]) -> float | None:
+    from sklearn.metrics import f1_score
+
+    # None (JSON null, not NaN) when no class qualifies
+    return float(f1_score(truth, predicted, labels=classes, average="macro", zero_division=0)) if classes else None
+
+
+def _scores(truth: np.ndarray, predicted: np.ndarray, frequent: list[str]) -> dict[str, Any]:
+    """Macro F1 over every class the hand labels hold and over the frequent ones, per-class F1, confusion."""
+    from sklearn.metrics import f1_score
+
+    classes = [c for c in patterns.CLASSES if c in set(truth)]
+    per_class = f1_score(truth, predicted, labels=classes, average=None, zero_division=0)
+    return {
+        "maps": int(len(truth)),
+        "macro_f1": _macro_f1(truth, predicted, classes),
+        "macro_f1_frequent_classes": _macro_f1(truth, predicted, frequent),
+        "f1_per_class": {c: float(f) for c, f in zip(classes, per_class)},
+        "confusion": confusion(truth, predicted, list(patterns.CLASSES)),
+    }
+
+
+def random_sample_shares(labels: pl.DataFrame) -> list[dict[str, Any]]:
+    """Class shares of the hand labels drawn as a simple random sample (``sample == "random"``), per dump."""
+    if "sample" not in labels.columns:
+        return []
+    rows = labels.filter(pl.col("sample") == "random")
+    if not rows.height:
+        return []
+    counts = rows.group_by("task", "state", "label").agg(pl.len().alias("maps"))
+    counts = counts.with_columns((pl.col("maps") / pl.col("maps").sum().over("task", "state")).alias("share"))
+    return counts.sort("task", "state", "label").to_dicts()
+
+
 def train_classifier(
-    features: dict[str, pl.DataFrame], dump_prefixes: dict[str, str], labels_csv: str | None, train_maps: int,
-    image_size: int, folds: int, epochs: int, seed: int,
+    features: dict[str, pl.DataFrame], dump_prefixes: dict[str, str], label_set: pattern_labels.LabelSet | None,
+    labelled_prefixes: dict[str, str], train_maps: int, image_size: int, folds: int, epochs: int, seed: int,
+    thresholds: patterns.RuleThresholds = patterns.RuleThresholds(), validation_share: float = 0.3,
+    min_class_labels: int = 20,
 ) -> TrainedClassifier:
-    if labels_csv:
-        labelled = read_labels_csv(labels_csv, set(features))
-        source = f"{patterns.HAND_LABELS} from {labels_csv}"
+    """Train the CNN on the hand labels of ``label_set`` (:func:`pattern_labels.load_label_set`) when it holds
+    any for the run's dumps, else on a stratified sample of the rule labels; fit and validate the rule
+    labeller on hand labels."""
+    report: dict[str, Any] = {"image_size": image_size, "epochs": epochs, "paper_f1": PAPER_F1}
+    fitted = thresholds
+    hand_labels = label_set.labels if label_set else None
+    if label_set:
+        report["hand_labels"] = {"file": label_set.description, "in_file": label_set.in_file, "used": label_set.labels.height,
+                                 "left_out": label_set.left_out}
+    if hand_labels is not None and hand_labels.height:
+        if hand_labels["label"].n_unique() < 2:
+            raise LabelsError(f"{label_set.description}: the labels of this run's dumps hold one class only "
+                              f"({hand_labels['label'][0]}): a classifier needs two. Fix: label more maps.")
+        source = f"{patterns.HAND_LABELS} from {label_set.description}"
+        X, labelled = labelled_maps(hand_labels, labelled_prefixes, image_size, thresholds)
+        y = labelled["label"].to_numpy()
+        counts = dict(sorted(labelled["label"].value_counts().iter_rows()))
+        frequent = [c for c in patterns.CLASSES if counts.get(c, 0) >= min_class_labels]
+        split = pattern_labels.validation_split(y, validation_share, seed)
+        fitted = pattern_labels.fit_rule_thresholds(labelled.filter(pl.Series(split == "fit")), y[split == "fit"], thresholds)
+        held = labelled.filter(pl.Series(split == "held_out"))
+        report["rule_labeller"] = {
+            "thresholds": asdict(fitted),
+            "fitted_on_maps": int((split == "fit").sum()),
+            "held_out": _scores(y[split == "held_out"], pattern_labels.rule_labels(held, fitted), frequent),
+            "held_out_with_config_thresholds": _scores(y[split == "held_out"], pattern_labels.rule_labels(held, thresholds), frequent),
+        }
+        labelled = labelled.with_columns(pl.Series("rule_split", split))
+        if label_set.second_pass is not None and label_set.second_pass.height:
+            report["second_pass"] = pattern_labels.pass_agreement(hand_labels, label_set.second_pass, frequent)
+        report["hand_label_shares_random_sample"] = random_sample_shares(hand_labels)
     else:
+        source = "rule-based labels (no hand labels for this model): the CNN learns the rules, not human judgement"
+        if label_set:
+            source += f"; the hand labels {label_set.description} hold none of this run's dumps ({label_set.left_out})"
         labelled = sample_rule_labels(features, train_maps, seed)
-        source = "rule-based labels (no patterns.labels_csv): the CNN learns the rules, not human judgement"
-    X = maps_for(labelled, dump_prefixes, image_size)
-    y = labelled["label"].to_numpy()
+        X = maps_for(labelled, dump_prefixes, image_size)
+        y = labelled["label"].to_numpy()
+        counts = dict(sorted(labelled["label"].value_counts().iter_rows()))
+        frequent = [c for c in patterns.CLASSES if counts.get(c, 0) >= min_class_labels]
+    population = (labelled["sample"] == "random").fill_null(False).to_numpy() if "sample" in labelled.columns else None
     model = PatternCNN(epochs=epochs, seed=seed)
-    cv = cross_validated_f1(model, X, y, folds=folds, seed=seed)
-    model.fit(X, y)
-    rule_agreement = None
-    if labels_csv:  # how often the transparent rules agree with the humans, on the same maps
-        keyed = pl.concat([f.select(pl.lit(k).alias("dump"), "example", "layer", "head", "rule_label") for k, f in features.items()])
-        joined = labelled.join(keyed, on=["dump", "example", "layer", "head"], how="left")
-        rule_agreement = float((joined["rule_label"] == joined["label"]).mean())
-    report = {
+    cv = cross_validated_f1(model, X, y, folds=folds, seed=seed, population=population)
+    model.fit(X, y, population)
+    report.update({
         "labels_source": source,
         "training_maps": int(labelled.height),
-        "class_counts": dict(sorted(labelled["label"].value_counts().iter_rows())),
-        "image_size": image_size,
-        "epochs": epochs,
+        "class_counts": counts,
+        "min_class_labels": min_class_labels,
+        "frequent_classes": frequent,
         "folds": cv["folds"],
         "macro_f1_mean": cv["macro_f1_mean"],
         "macro_f1_std": cv["macro_f1_std"],
         "macro_f1_per_fold": cv["macro_f1_per_fold"],
-        "f1_per_class": cv["f1_per_class"],
-        "rule_agreement_with_labels": rule_agreement,
-        "paper_f1": PAPER_F1,
-    }
-    return TrainedClassifier(model, image_size, source, labelled, report)
+        "cnn_cross_validated": _scores(y, cv["out_of_fold_predictions"], frequent),
+        "prior_shift": dict(zip(map(str, model.classes_), map(float, model.log_prior_shift_))),
+    })
+    if population is not None and population.any():  # the maps as they come, not as enriched for rare classes
+        report["cnn_cross_validated_random_sample"] = _scores(y[population], cv["out_of_fold_predictions"][population], frequent)
+    keep = [c for c in ("task", "state", "dump", "idx", "layer", "head", "label", "sample", "rule_split") if c in labelled.columns]
+    return TrainedClassifier(model, image_size, source, labelled.select(keep), report, fitted)
 
 
 def save_classifier(trained: TrainedClassifier, path: str | os.PathLike[str]) -> None:
@@ -134,6 +206,8 @@ def save_classifier(trained: TrainedClassifier, path: str | os.PathLike[str]) ->
         "image_size": str(trained.image_size),
         "width": str(trained.model.width),
         "labels_source": trained.labels_source,
+        "rule_thresholds": json.dumps(asdict(trained.thresholds)),
+        "log_prior_shift": json.dumps([float(v) for v in trained.model.log_prior_shift_]),
     }
     with atomic_path(path) as tmp:
         save_file({k: v.contiguous() for k, v in trained.model.net_.state_dict().items()}, str(tmp), metadata=metadata)
@@ -145,6 +219,8 @@ class LoadedClassifier:
     classes: np.ndarray
     image_size: int
     labels_source: str
+    thresholds: patterns.RuleThresholds
+    log_prior_shift: torch.Tensor
 
 
 def load_classifier(path: str | os.PathLike[str]) -> LoadedClassifier:
@@ -156,16 +232,20 @@ def load_classifier(path: str | os.PathLike[str]) -> LoadedClassifier:
     net = PatternNet(len(classes), int(metadata["width"]))
     net.load_state_dict(load_file(str(path)))
     net.eval()
-    return LoadedClassifier(net, classes, int(metadata["image_size"]), metadata["labels_source"])
+    thresholds = patterns.RuleThresholds.from_dict(json.loads(metadata["rule_thresholds"]))
+    shift = torch.tensor(json.loads(metadata["log_prior_shift"]), dtype=torch.float32)
+    return LoadedClassifier(net, classes, int(metadata["image_size"]), metadata["labels_source"], thresholds, shift)
 
 
 @torch.inference_mode()
 def classify_dump(classifier: LoadedClassifier, dump: AttentionDump, features: pl.DataFrame) -> pl.DataFrame:
-    """``features`` plus ``cnn_label`` and ``labels_source`` for every map, one layer at a time (bounded memory)."""
+    """``features`` plus ``cnn_label`` and ``labels_source`` for every map, one layer at a time (bounded memory);
+    ``rule_label`` is re-derived with the classifier's rule thresholds (fitted to hand labels when it had any)."""
+    features = features.with_columns(pl.Series("rule_label", pattern_labels.rule_labels(features, classifier.thresholds)))
     parts = []
     for (layer,), group in features.sort("example", "layer", "head").group_by("layer", maintain_order=True):
         maps = torch.from_numpy(patterns.resized_maps(dump, group, classifier.image_size))[:, None]
-        logits = torch.cat([classifier.net(maps[s : s + 1024]) for s in range(0, len(maps), 1024)])
+        logits = torch.cat([classifier.net(maps[s : s + 1024]) for s in range(0, len(maps), 1024)]) + classifier.log_prior_shift
         parts.append(group.with_columns(pl.Series("cnn_label", classifier.classes[logits.argmax(1).numpy()])))
     return pl.concat(parts).sort("example", "layer", "head").with_columns(pl.lit(classifier.labels_source).alias("labels_source"))
 
@@ -188,3 +268,62 @@ def dominant_class(frame: pl.DataFrame, label: str) -> pl.DataFrame:
         .rename({label: "dominant_class"})
         .sort("layer", "head")
     )
+
+
+def classifier_table(report: dict[str, Any]) -> pl.DataFrame:
+    """One row per labeller scored against labels: the CNN cross-validated (on all its training labels and on
+    the randomly drawn ones), the rule labeller on the hand labels held out from fitting its thresholds (fitted
+    and configured thresholds), and the blind second pass against the first (how far one labeller agrees
+    with itself): maps, macro F1 (every class; classes with enough labels), F1 per class, Cohen's kappa."""
+    hand = trained_on_hand_labels_report(report)
+    evaluations = [("CNN", "cross-validated on " + ("all hand labels" if hand else "the rule labels it learnt"),
+                    report.get("cnn_cross_validated"))]
+    if "cnn_cross_validated_random_sample" in report:
+        evaluations.append(("CNN", "cross-validated, the randomly drawn hand labels", report["cnn_cross_validated_random_sample"]))
+    if "rule_labeller" in report:
+        rule = report["rule_labeller"]
+        evaluations += [("rules, fitted thresholds", f"held out ({rule['held_out']['maps']} maps; fitted on {rule['fitted_on_maps']})", rule["held_out"]),
+                        ("rules, configured thresholds", "held out", rule["held_out_with_config_thresholds"])]
+    rows = [{"labeller": labeller, "evaluation": evaluation, "maps": scores["maps"], "macro_f1": scores["macro_f1"],
+             "macro_f1_frequent_classes": scores["macro_f1_frequent_classes"],
+             **{f"f1_{c}": scores["f1_per_class"].get(c) for c in patterns.CLASSES}, "cohen_kappa": None}
+            for labeller, evaluation, scores in evaluations if scores is not None]
+    second = report.get("second_pass")
+    if second:
+        rows.append({"labeller": "second labelling pass", "evaluation": "blind, against the first pass", "maps": second["maps"],
+                     "macro_f1": second["macro_f1_against_first"],
+                     "macro_f1_frequent_classes": second.get("macro_f1_against_first_frequent_classes"),
+                     **{f"f1_{c}": None for c in patterns.CLASSES}, "cohen_kappa": second["cohen_kappa"]})
+    schema = {f"f1_{c}": pl.Float64 for c in patterns.CLASSES} | {"cohen_kappa": pl.Float64, "macro_f1_frequent_classes": pl.Float64}
+    return pl.DataFrame(rows, schema_overrides=schema).with_columns(
+        pl.lit(report["labels_source"]).alias("labels_source"),
+        pl.lit(", ".join(report.get("frequent_classes", []))).alias("frequent_classes"),
+        pl.lit(PAPER_F1).alias("paper_f1"),
+    )
+
+
+def trained_on_hand_labels_report(report: dict[str, Any]) -> bool:
+    return patterns.trained_on_hand_labels(report["labels_source"])
+
+
+def confusion_table(report: dict[str, Any]) -> pl.DataFrame:
+    """The confusion matrices of :func:`classifier_table`'s rows, long: labeller, hand label, predicted, maps."""
+    rows = []
+    for labeller, scores in (("CNN (cross-validated)", report.get("cnn_cross_validated")),
+                             ("rules, fitted (held out)", report.get("rule_labeller", {}).get("held_out"))):
+        if scores is None:
+            continue
+        labels = scores["confusion"]["labels"]
+        for truth, counts in zip(labels, scores["confusion"]["matrix"]):
+            rows += [{"labeller": labeller, "hand_label": truth, "predicted": p, "maps": int(n)} for p, n in zip(labels, counts)]
+    return pl.DataFrame(rows, schema={"labeller": pl.String, "hand_label": pl.String, "predicted": pl.String, "maps": pl.Int64})
+
+
+def hand_label_shares(report: dict[str, Any]) -> pl.DataFrame:
+    """Class shares of the hand labels' simple random sample per dump, shaped like :func:`class_shares`."""
+    rows = report.get("hand_label_shares_random_sample") or []
+    schema = {"dump": pl.String, "class": pl.String, "maps": pl.UInt32, "share": pl.Float64}
+    if not rows:
+        return pl.DataFrame(schema=schema)
+    return pl.DataFrame(rows).select(pl.concat_str("task", pl.lit("/"), "state").alias("dump"), pl.col("label").alias("class"),
+                                     pl.col("maps").cast(pl.UInt32), "share")

@@ -2,28 +2,36 @@
 
 The paper's five classes, as it defines them:
 
-- ``vertical``: attention to the special tokens [CLS] and [SEP] (columns of the map);
-- ``diagonal``: attention to the previous or the following token;
+- ``vertical``: "mainly corresponds to attention to special BERT tokens [CLS] and [SEP]": columns
+  (stripes) of the map; people who label maps also call a stripe on a full stop or a frequent word vertical;
+- ``diagonal``: attention to the previous or the following token: a line along the main diagonal (at
+  the resolution of a map a token attending to itself draws the same line);
 - ``vertical_diagonal``: a mix of the two;
 - ``block``: intra-sentence attention, for inputs of two distinct sentences;
 - ``heterogeneous``: no distinct structure (highly variable with the input).
 
-This module gives interpretable per-map features and a transparent rule-based labeller on
-them (thresholds are parameters, set in the config). The paper instead trained a CNN on ~400
-hand-labelled maps (:mod:`bertology_core.pattern_cnn`); the rule labels stand in for hand labels
-when a user has none, and every output says which labels were used.
+The paper trained a CNN on ~400 hand-labelled maps (:mod:`bertology_core.pattern_cnn`); this module
+gives interpretable per-map features and a transparent rule labeller on them, whose thresholds are
+fitted to hand labels (:mod:`bertology_core.pattern_labels`) and stand in for them when a model has none.
 
-Feature definitions (``A`` is an L x L map, rows are queries and sum to 1):
+Feature definitions (``A`` is an L x L map, rows are queries and sum to 1; means are over rows):
 
-- ``cls_mass``, ``sep_mass``: mean over rows of the attention on the [CLS] / [SEP] columns, as
-  Clark et al. 2019 measure attention to special tokens; ``special_mass`` is their sum;
-- ``diagonal_mass``: mean over rows ``i`` of ``A[i, i-1] + A[i, i+1]`` (previous and next token);
-- ``self_mass``: mean of ``A[i, i]``;
+- ``cls_mass``, ``sep_mass``: mean attention on the [CLS] / [SEP] columns, as Clark et al. 2019 measure
+  attention to special tokens; ``special_mass`` is their sum;
+- ``stripe_mass``: mean attention on the k most attended columns, k = the number of special tokens (so
+  a map of stripes on [CLS] and [SEP] scores its ``special_mass``, and stripes on other tokens count too);
+- ``content_stripe_mass``: the largest mean attention a single non-special column receives;
+- ``diagonal_mass``: ``A[i, i-1] + A[i, i+1]`` (previous and next token); ``self_mass``: ``A[i, i]``;
+  ``band_mass``: their sum, the line a person sees along the diagonal;
+- ``stripe_excess``, ``band_excess``: the two masses above what a uniform map of the same length has
+  (``k / L`` and ``(3L - 2) / L^2``), rescaled so 0 is uniform and 1 is all attention there: raw masses
+  have a floor that grows as inputs get shorter (a 10-token map puts 30% on any 3 columns), so the rule
+  labeller judges the excess;
 - ``within_segment``: for two-segment inputs, over rows of non-special tokens, the share of their
-  attention on non-special tokens that stays in their own segment (NaN for one segment);
+  attention on non-special tokens outside the diagonal band (|i - j| > 1) that stays in their own
+  segment (NaN for one segment or no such attention): a diagonal map is not a block;
 - ``entropy``: mean row entropy divided by ``log L`` (1 = uniform rows);
-- ``max_column_mass``: the largest mean attention any single column receives (a vertical
-  stripe on some other token).
+- ``max_column_mass``: the largest mean attention any single column receives.
 """
 
 from __future__ import annotations
@@ -43,10 +51,27 @@ def trained_on_hand_labels(labels_source: str) -> bool:
     return labels_source.startswith(HAND_LABELS)
 
 
+def labeller_validated(report: dict[str, Any], min_f1: float) -> tuple[bool, str]:
+    """Whether a pattern classifier's shares may be compared with a paper's: it learnt hand labels and its
+    cross-validated macro F1 over the classes with enough hand labels reaches ``min_f1``, scored on the
+    labels drawn at random when there are any (the maps as the analysis meets them); and a description."""
+    if not trained_on_hand_labels(report["labels_source"]):
+        return False, report["labels_source"]
+    on_random = "cnn_cross_validated_random_sample" in report
+    scores = report["cnn_cross_validated_random_sample" if on_random else "cnn_cross_validated"]
+    f1 = scores["macro_f1_frequent_classes"]
+    if f1 is None:
+        return False, f"{report['labels_source']}: no class has patterns.min_class_labels hand labels"
+    text = (f"CNN trained on {report['labels_source']}; cross-validated macro F1 {f1:.2f} over "
+            f"{', '.join(report['frequent_classes'])} on {'the randomly drawn' if on_random else 'all'} "
+            f"{scores['maps']} labels ({scores['macro_f1']:.2f} over every labelled class)")
+    return bool(f1 >= min_f1), text if f1 >= min_f1 else f"{text}, below {min_f1:.2f}"
+
+
 CLASSES = ("vertical", "diagonal", "vertical_diagonal", "block", "heterogeneous")
 FEATURES = (
-    "cls_mass", "sep_mass", "special_mass", "diagonal_mass", "self_mass", "within_segment", "entropy",
-    "max_column_mass",
+    "cls_mass", "sep_mass", "special_mass", "stripe_mass", "content_stripe_mass", "diagonal_mass", "self_mass",
+    "band_mass", "stripe_excess", "band_excess", "within_segment", "entropy", "max_column_mass",
 )
 
 
@@ -58,42 +83,59 @@ def map_features(attention: np.ndarray, special: np.ndarray, cls: np.ndarray, se
     diagonal = np.zeros(length)
     diagonal[1:] += attention[rows[1:], rows[1:] - 1]
     diagonal[:-1] += attention[rows[:-1], rows[:-1] + 1]
+    self_attention = np.diagonal(attention)
     column_mass = attention.mean(axis=0)
     sep = special & ~cls
+    stripes = max(1, int(special.sum()))
     probs = np.clip(attention, 1e-12, 1.0)
     entropy = float(-(probs * np.log(probs)).sum(axis=1).mean() / np.log(length)) if length > 1 else 0.0
     within = float("nan")
     if (segments == 1).any() and (segments == 0).any():
         content = ~special
-        content_rows = attention[content][:, content]
+        positions = rows[content]
+        off_band = np.abs(positions[:, None] - positions[None, :]) > 1
+        content_rows = attention[np.ix_(content, content)] * off_band
         row_segments = segments[content]
         same = row_segments[:, None] == row_segments[None, :]
         total = content_rows.sum(axis=1)
         keep = total > 0
         if keep.any():
             within = float(((content_rows * same).sum(axis=1)[keep] / total[keep]).mean())
+    stripe_mass = float(np.sort(column_mass)[-stripes:].sum())
+    band_mass = float((diagonal + self_attention).mean())
     return {
         "cls_mass": float(column_mass[cls].sum()),
         "sep_mass": float(column_mass[sep].sum()),
         "special_mass": float(column_mass[special].sum()),
+        "stripe_mass": stripe_mass,
+        "content_stripe_mass": float(column_mass[~special].max()) if (~special).any() else 0.0,
         "diagonal_mass": float(diagonal.mean()),
-        "self_mass": float(np.diagonal(attention).mean()),
+        "self_mass": float(self_attention.mean()),
+        "band_mass": band_mass,
+        "stripe_excess": _excess(stripe_mass, min(stripes, length) / length),
+        "band_excess": _excess(band_mass, (3 * length - 2) / length**2 if length > 1 else 1.0),
         "within_segment": within,
         "entropy": entropy,
         "max_column_mass": float(column_mass.max()),
     }
 
 
+def _excess(mass: float, uniform: float) -> float:
+    """``mass`` above a uniform map's ``uniform``, rescaled to [0, 1] (0 when the uniform map fills it all)."""
+    return max(0.0, (mass - uniform) / (1.0 - uniform)) if uniform < 1.0 else 0.0
+
+
 @dataclass(frozen=True)
 class RuleThresholds:
-    """Thresholds of the rule-based labeller (config ``patterns.rules``)."""
+    """Thresholds of the rule labeller (config ``patterns.rules``); fitted to hand labels by
+    :func:`bertology_core.pattern_labels.fit_rule_thresholds`."""
 
-    vertical: float = 0.5  # special_mass at least this -> vertical
-    diagonal: float = 0.5  # diagonal_mass at least this -> diagonal
-    mixed_each: float = 0.25  # vertical+diagonal: both masses at least this ...
+    vertical: float = 0.5  # stripe_excess at least this -> vertical
+    diagonal: float = 0.5  # band_excess at least this -> diagonal
+    mixed_each: float = 0.25  # vertical+diagonal: stripe_excess and band_excess both at least this ...
     mixed_total: float = 0.6  # ... and together at least this
     block: float = 0.85  # within_segment at least this (two-segment inputs) -> block
-    block_max_diagonal: float = 0.3  # ... unless the attention is mostly on neighbours
+    block_max_band: float = 0.4  # ... unless band_excess reaches this (a diagonal line, not a block)
 
     @classmethod
     def from_dict(cls, values: dict[str, float]) -> "RuleThresholds":
@@ -106,15 +148,15 @@ class RuleThresholds:
 
 def rule_label(features: dict[str, float], thresholds: RuleThresholds = RuleThresholds()) -> str:
     """The class of one map from its features: mixed first, then vertical, diagonal, block, else heterogeneous."""
-    special, diagonal = features["special_mass"], features["diagonal_mass"]
-    if special >= thresholds.mixed_each and diagonal >= thresholds.mixed_each and special + diagonal >= thresholds.mixed_total:
+    stripe, band = features["stripe_excess"], features["band_excess"]
+    if stripe >= thresholds.mixed_each and band >= thresholds.mixed_each and stripe + band >= thresholds.mixed_total:
         return "vertical_diagonal"
-    if special >= thresholds.vertical:
+    if stripe >= thresholds.vertical:
         return "vertical"
-    if diagonal >= thresholds.diagonal:
+    if band >= thresholds.diagonal:
         return "diagonal"
     within = features["within_segment"]
-    if not np.isnan(within) and within >= thresholds.block and diagonal < thresholds.block_max_diagonal:
+    if not np.isnan(within) and within >= thresholds.block and band < thresholds.block_max_band:
         return "block"
     return "heterogeneous"
 
@@ -130,9 +172,11 @@ def special_masks(segment_ids: list[int | None]) -> tuple[np.ndarray, np.ndarray
     return special, cls, segments
 
 
-def dump_features(dump: Any, thresholds: RuleThresholds = RuleThresholds(), layers: list[int] | None = None) -> pl.DataFrame:
+def dump_features(dump: Any, thresholds: RuleThresholds = RuleThresholds(), layers: list[int] | None = None,
+                  keys: pl.DataFrame | None = None) -> pl.DataFrame:
     """One row per map of an :class:`~bertology_core.dumps.AttentionDump`: ``example, idx, layer, head,
-    length``, the features and ``rule_label``."""
+    length``, the features and ``rule_label``; only ``layers`` or only the ``(example, layer, head)`` rows of
+    ``keys`` when given."""
     from bertology_core.dumps import dequantise
 
     tokens = dump.tokens()
@@ -140,6 +184,8 @@ def dump_features(dump: Any, thresholds: RuleThresholds = RuleThresholds(), laye
     frame = dump.scan()
     if layers is not None:
         frame = frame.filter(pl.col("layer").is_in(layers))
+    if keys is not None:
+        frame = frame.join(keys.select("example", "layer", "head").lazy(), on=["example", "layer", "head"], how="semi")
     rows = []
     for example, idx, layer, head, length, weights in (
         frame.select("example", "idx", "layer", "head", "length", "weights").collect().iter_rows()

@@ -457,8 +457,12 @@ LAYOUT: tuple[tuple[str, str, str, tuple[tuple[str, str, str], ...]], ...] = (
      (("table", "claims/{model}/claims", "Claims"),)),
     ("patterns", "Self-attention patterns",
      "Share of attention maps of each pattern class (vertical, diagonal, vertical+diagonal, block, heterogeneous) "
-     "per task and model state, and each head's dominant class (Kovaleva et al. 2019, section 4.1).",
-     (("figure", "patterns/{model}/summary/shares", ""), ("figure", "patterns/{model}/summary/heads", ""))),
+     "per task and model state, and each head's dominant class (Kovaleva et al. 2019, section 4.1). The table scores "
+     "the labellers against hand labels (the CNN cross-validated, the rule labeller on labels held out from fitting "
+     "its thresholds) beside the blind second pass's Cohen's kappa; 'hand labels (random sample)' in the figure are "
+     "the shares people gave a simple random sample of maps.",
+     (("table", "patterns/{model}/summary/classifier", "Pattern labellers against hand labels"),
+      ("figure", "patterns/{model}/summary/shares", ""), ("figure", "patterns/{model}/summary/heads", ""))),
     ("change", "Change of attention after fine-tuning",
      "Cosine similarity between each head's flattened attention maps before and after fine-tuning: low values mark the "
      "heads fine-tuning changed most (section 4.3, fig. 5).",

@@ -9,7 +9,9 @@ from pathlib import Path
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
-from bertology_core import glue, treebank
+import functools
+
+from bertology_core import glue, pattern_labels, treebank
 
 validate(config, schema="../schemas/config.schema.yaml")
 
@@ -327,6 +329,59 @@ def eval_inputs(wildcards):
 def dump_keys(model):
     """``<task>/<state>`` of every attention dump of ``model`` (the analyses' unit)."""
     return [f"{task}/{state}" for task in TASKS for state in attention_states(model, task)]
+
+
+@functools.cache
+def _hand_label_file(model):
+    """(labels frame, labels path, card path, second-pass path) of ``model``'s hand labels, or None: read once."""
+    settings = config["patterns"]
+    try:
+        if settings["labels_csv"]:
+            labels_path, card, second = repo_path(settings["labels_csv"]), None, None
+        else:
+            card = pattern_labels.find_label_card(repo_path(settings["labels_dir"]) if settings["labels_dir"] else None, MODELS[model])
+            if card is None:
+                return None
+            read = pattern_labels.LabelCard.read(card)
+            labels_path, second = read.labels_path(card), read.second_pass_path(card)
+        return pattern_labels.read_labels(labels_path), labels_path, card, second
+    except pattern_labels.LabelsError as error:
+        raise WorkflowError(f"patterns: {error}") from None
+
+
+def hand_label_set(model):
+    """The hand labels that train ``model``'s pattern CNN, or None: ``patterns.labels_csv`` or the set in
+    ``patterns.labels_dir`` whose card names the model's spec. ``idx``: per labelled dump of this run
+    (``task/state``), the GLUE idx whose maps are computed for the classifier."""
+    found = _hand_label_file(model)
+    if found is None:
+        return None
+    labels, labels_path, card, second = found
+    keys = set(dump_keys(model))
+    idx = {}
+    for task, state, number in labels.select("task", "state", "idx").unique().sort("task", "state", "idx").iter_rows():
+        if f"{task}/{state}" in keys:
+            idx.setdefault(f"{task}/{state}", []).append(number)
+    if not idx:
+        return None
+    return {"labels": str(labels_path), "card": str(card) if card else None, "second": str(second) if second else None, "idx": idx}
+
+
+def labelled_dump_inputs(model):
+    """The labelled dumps (maps of the hand-labelled examples) of ``model``, by ``task/state``."""
+    labelled = hand_label_set(model)
+    return {key: f"results/patterns/{model}/labelled/{key}" for key in (labelled["idx"] if labelled else {})}
+
+
+def labelled_recipe_keys(model):
+    """The labelled dumps of fine-tuned models (their recipes are checked against the label card)."""
+    return [key for key in labelled_dump_inputs(model) if not key.endswith("untuned")]
+
+
+def labelled_recipe(model, key):
+    task, state = key.split("/")
+    init, seed = split_state(state)
+    return f"{run_dir(model, task, init, seed)}/evaluation.json"
 
 
 def dump_inputs(model, key):

@@ -1,6 +1,7 @@
 # Self-attention pattern classification (Kovaleva et al. 2019, section 4.1, fig. 1-2):
-# per-map features and rule labels -> CNN trained on hand or rule labels -> classes of every map
-# -> shares per task and per-head dominant class. Plus the annotation page to make hand labels.
+# per-map features and rule labels -> CNN trained on hand labels (maps of the labelled examples computed for
+# them) or rule labels, rule labeller fitted to hand labels -> classes of every map -> shares per task and
+# per-head dominant class. Plus the annotation page to make hand labels.
 
 
 rule pattern_features:
@@ -25,6 +26,35 @@ rule pattern_features:
         "../workflow_scripts/pattern_features.py"
 
 
+rule labelled_maps:
+    conda:
+        "../envs/torch.yaml"
+    input:
+        unpack(dump_attention_inputs),
+    output:
+        attention="results/patterns/{model}/labelled/{task}/{state}.attention.parquet",
+        tokens="results/patterns/{model}/labelled/{task}/{state}.tokens.parquet",
+        summary="results/patterns/{model}/labelled/{task}/{state}.json",
+    params:
+        code=script_code("labelled_maps"),
+        only_idx=lambda wc: hand_label_set(wc.model)["idx"][f"{wc.task}/{wc.state}"],
+        batch_size=config["attention"]["batch_size"],
+        bits=config["attention"]["bits"],
+        max_length=lambda wc: hyperparameters(wc.task, state_init(wc.state))["max_length"],
+    threads: config["attention"]["threads"]
+    resources:
+        mem_mb=scaled(4000),
+        runtime=scaled(60),
+        cpus_per_task=config["attention"]["threads"],
+        gpu=MODEL_JOB_GPUS,
+    log:
+        "logs/labelled_maps/{model}/{task}/{state}.log",
+    benchmark:
+        "results/benchmarks/labelled_maps/{model}/{task}/{state}.tsv"
+    script:
+        "../workflow_scripts/labelled_maps.py"
+
+
 rule pattern_classifier:
     conda:
         "../envs/torch.yaml"
@@ -33,7 +63,10 @@ rule pattern_classifier:
             lambda wc: {
                 "features": [f"results/patterns/{wc.model}/{key}.features.parquet" for key in dump_keys(wc.model)],
                 "dumps": [f for key in dump_keys(wc.model) for f in dump_inputs(wc.model, key)],
-                **({"labels": str(repo_path(config["patterns"]["labels_csv"]))} if config["patterns"]["labels_csv"] else {}),
+                "resolved": f"results/models/{wc.model}/resolved.json",
+                "labelled": [f"{prefix}.{kind}.parquet" for prefix in labelled_dump_inputs(wc.model).values() for kind in ("attention", "tokens")],
+                "recipes": [labelled_recipe(wc.model, key) for key in labelled_recipe_keys(wc.model)],
+                **{name: path for name, path in (hand_label_set(wc.model) or {}).items() if name in ("labels", "card", "second") and path},
             }
         ),
     output:
@@ -44,6 +77,12 @@ rule pattern_classifier:
         code=script_code("pattern_classifier"),
         dump_keys=lambda wc: dump_keys(wc.model),
         dump_prefixes=lambda wc: [f"results/attention/{wc.model}/{key}" for key in dump_keys(wc.model)],
+        labelled_keys=lambda wc: list(labelled_dump_inputs(wc.model)),
+        recipe_keys=lambda wc: labelled_recipe_keys(wc.model),
+        labelled_prefixes=lambda wc: list(labelled_dump_inputs(wc.model).values()),
+        rules=config["patterns"]["rules"],
+        validation_share=config["patterns"]["validation_share"],
+        min_class_labels=config["patterns"]["min_class_labels"],
         train_maps=config["patterns"]["train_maps"],
         image_size=config["patterns"]["image_size"],
         cv_folds=config["patterns"]["cv_folds"],
@@ -95,6 +134,8 @@ rule pattern_summary:
     output:
         tables=multiext("results/patterns/{model}/summary/shares", ".parquet", ".csv", ".md"),
         heads=multiext("results/patterns/{model}/summary/heads", ".parquet", ".csv", ".md"),
+        classifier=multiext("results/patterns/{model}/summary/classifier", ".parquet", ".csv", ".md"),
+        confusion=multiext("results/patterns/{model}/summary/confusion", ".parquet", ".csv", ".md"),
         figures=multiext("results/patterns/{model}/summary/shares", *FIGURE_FILES),
         head_figures=multiext("results/patterns/{model}/summary/heads", *FIGURE_FILES),
     params:

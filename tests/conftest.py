@@ -46,8 +46,8 @@ def smoke_run(tmp_path_factory) -> Path:
     return workdir
 
 
-def tiny_mrpc_dump(prefix: Path, examples: int):
-    """Dump the tiny random BERT's attention on the first ``examples`` smoke MRPC dev pairs.
+def tiny_mrpc_dump(prefix: Path, examples: int, skip: int = 0):
+    """Dump the tiny random BERT's attention on ``examples`` smoke MRPC dev pairs after the first ``skip``.
     Returns ``(summary, frame, tokenizer)``."""
     from transformers import AutoModel, AutoTokenizer
 
@@ -55,7 +55,7 @@ def tiny_mrpc_dump(prefix: Path, examples: int):
 
     model = attention.use_engine(AutoModel.from_pretrained(TINY_BERT).eval())
     tokenizer = AutoTokenizer.from_pretrained(TINY_BERT)
-    frame = glue.read_local(glue.get_task("MRPC"), "dev", GLUE_SMOKE).head(examples)
+    frame = glue.read_local(glue.get_task("MRPC"), "dev", GLUE_SMOKE).slice(skip, examples)
     summary = dumps.write_dump(model, tokenizer, frame, prefix, max_length=32, batch_size=4)
     return summary, frame, tokenizer
 

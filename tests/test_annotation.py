@@ -24,7 +24,7 @@ def items(n=4):
     for i in range(n):
         attention = rng.random((10, 10))
         attention /= attention.sum(axis=1, keepdims=True)
-        out.append({"dump": "MRPC/untuned", "example": i, "layer": i % 2, "head": 3, "tokens": ["[CLS]", "a", "</script>"],
+        out.append({"task": "MRPC", "state": "untuned", "idx": 100 + i, "layer": i % 2, "head": 3, "tokens": ["[CLS]", "a", "</script>"],
                     **encode_map(attention)})
     return out
 
@@ -48,11 +48,14 @@ def test_label_with_keys_export_and_import_in_headless_chromium(browser, tmp_pat
     exported = (tmp_path / "labels.csv")
     download.value.save_as(exported)
     assert exported.read_text() == (
-        "dump,example,layer,head,label\n"
-        "MRPC/untuned,0,0,3,diagonal\n"
-        "MRPC/untuned,1,1,3,vertical\n"
-        "MRPC/untuned,3,1,3,heterogeneous\n"
+        "task,state,idx,layer,head,label\n"
+        "MRPC,untuned,100,0,3,diagonal\n"
+        "MRPC,untuned,101,1,3,vertical\n"
+        "MRPC,untuned,103,1,3,heterogeneous\n"
     )
+    from bertology_core import pattern_labels  # the export is what the labels reader takes
+
+    assert pattern_labels.read_labels(exported)["label"].to_list() == ["diagonal", "vertical", "heterogeneous"]
     # a fresh browser context (no localStorage) imports the CSV and shows the same labels
     other = browser.new_context().new_page()
     other.goto(page_file.as_uri())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 
 import numpy as np
@@ -85,7 +86,40 @@ def test_uniform_attention_over_everything_is_heterogeneous():
     kind, features = label(np.full((L, L), 1.0 / L))
     assert kind == "heterogeneous"
     assert features["entropy"] == pytest.approx(1.0)
-    assert features["within_segment"] == pytest.approx(0.5)  # 5 of the 10 words are in the own sentence
+    # off the diagonal band a word at a sentence's edge sees 3 own words of 8, the others 2 of 7
+    per_word = [3 / 8, 2 / 7, 2 / 7, 2 / 7, 3 / 8]
+    assert features["within_segment"] == pytest.approx(np.mean(per_word))
+
+
+def test_self_attention_map_is_diagonal_not_block():
+    """Every token on itself: the line a person sees along the diagonal, though it stays in its own sentence."""
+    kind, features = label(np.eye(L))
+    assert kind == "diagonal"
+    assert features["band_mass"] == pytest.approx(1.0) and features["self_mass"] == pytest.approx(1.0)
+    assert np.isnan(features["within_segment"])  # no attention off the band to judge a block by
+
+
+def test_stripe_on_a_content_token_is_vertical():
+    """A stripe on a full stop (a non-special token) is vertical too, as people label it."""
+    attention = np.zeros((L, L))
+    attention[:, 5] = 0.8
+    attention[np.arange(L), np.arange(L)] += 0.2
+    kind, features = label(attention)
+    assert kind == "vertical"
+    assert features["special_mass"] == pytest.approx(0.2 * 3 / L)
+    assert features["content_stripe_mass"] == pytest.approx(0.8 + 0.2 / L)
+    assert features["stripe_mass"] == pytest.approx(0.8 + 3 * 0.2 / L)  # k = 3 special tokens: the 3 largest columns
+
+
+def test_block_with_a_diagonal_line_inside_is_diagonal_but_a_faint_one_stays_block():
+    _, _, segments = masks()
+    uniform = np.zeros((L, L))
+    for i in range(L):
+        same = np.flatnonzero(segments == segments[i]) if segments[i] >= 0 else np.arange(L)
+        uniform[i, same] = 1.0 / len(same)
+    assert label(0.6 * np.eye(L) + 0.4 * uniform)[0] == "diagonal"
+    kind, features = label(0.1 * np.eye(L) + 0.9 * uniform)
+    assert kind == "block" and features["within_segment"] == pytest.approx(1.0)
 
 
 def test_single_sentence_input_has_no_block_feature():
@@ -156,46 +190,203 @@ def small_dump(tmp_path_factory):
     return dumps.AttentionDump(prefix), str(prefix)
 
 
-def test_classifier_trains_on_a_labels_csv_and_says_so(small_dump, tmp_path):
-    from bertology_core import pattern_training
+RESOLVED = {"weights_sha256": "any", "num_hidden_layers": 2, "num_attention_heads": 4}
+
+
+def hand_label_csv(features, path, task="MRPC", state="untuned"):
+    """Hand labels keyed by idx: layer-0 maps "vertical", layer-1 maps "diagonal" (a split the CNN can learn)."""
+    labels = features.select(pl.lit(task).alias("task"), pl.lit(state).alias("state"), "idx", "layer", "head").with_columns(
+        pl.when(pl.col("layer") == 0).then(pl.lit("vertical")).otherwise(pl.lit("diagonal")).alias("label"))
+    labels.write_csv(path)
+    return labels
+
+
+def test_classifier_trains_on_hand_labels_and_says_so(small_dump, tmp_path):
+    from bertology_core import pattern_labels, pattern_training
 
     dump, prefix = small_dump
     features = patterns.dump_features(dump)
     assert features.height == 10 * 2 * 4
-    # hand labels: call layer-0 maps "vertical", layer-1 maps "diagonal" (a learnable split by layer)
-    labels = features.select(pl.lit("MRPC/untuned").alias("dump"), "example", "layer", "head").with_columns(
-        pl.when(pl.col("layer") == 0).then(pl.lit("vertical")).otherwise(pl.lit("diagonal")).alias("label"))
     csv = tmp_path / "labels.csv"
-    labels.write_csv(csv)
+    hand_label_csv(features, csv)
+    label_set = pattern_labels.load_label_set(csv, None, None, RESOLVED, ["MRPC/untuned", "RTE/untuned"])
+    assert label_set.in_file == 80 and label_set.left_out == {}
     trained = pattern_training.train_classifier(
-        {"MRPC/untuned": features}, {"MRPC/untuned": prefix}, str(csv), train_maps=50, image_size=16, folds=3,
-        epochs=3, seed=0)
-    assert trained.report["labels_source"] == f"hand labels from {csv}"
-    assert trained.report["training_maps"] == 80 and trained.report["class_counts"] == {"diagonal": 40, "vertical": 40}
-    assert trained.report["rule_agreement_with_labels"] == 0.0  # the rules call these random maps heterogeneous
+        {"MRPC/untuned": features}, {"MRPC/untuned": prefix}, label_set, {"MRPC/untuned": prefix},
+        train_maps=50, image_size=16, folds=3, epochs=3, seed=0, min_class_labels=20)
+    report = trained.report
+    assert report["labels_source"] == "hand labels from labels.csv"
+    assert report["hand_labels"] == {"file": "labels.csv", "in_file": 80, "used": 80, "left_out": {}}
+    assert report["training_maps"] == 80 and report["class_counts"] == {"diagonal": 40, "vertical": 40}
+    assert report["frequent_classes"] == ["vertical", "diagonal"]
+    rule = report["rule_labeller"]
+    assert rule["fitted_on_maps"] + rule["held_out"]["maps"] == 80 and rule["held_out"]["maps"] == 24
+    cnn = report["cnn_cross_validated"]
+    assert cnn["maps"] == 80 and np.array(cnn["confusion"]["matrix"]).sum() == 80
+    assert cnn["confusion"]["labels"] == list(patterns.CLASSES)
+    table = pattern_training.classifier_table(report)
+    assert table["labeller"].to_list() == ["CNN", "rules, fitted thresholds", "rules, configured thresholds"]
+    assert patterns.labeller_validated(report, 0.0)[0] and not patterns.labeller_validated(report, 1.01)[0]
     weights = tmp_path / "model.safetensors"
     pattern_training.save_classifier(trained, weights)
     loaded = pattern_training.load_classifier(weights)
+    assert loaded.thresholds == trained.thresholds
     classes = pattern_training.classify_dump(loaded, dump, features)
     assert classes.height == 80 and set(classes["cnn_label"]) <= {"vertical", "diagonal"}
-    assert (classes["labels_source"] == f"hand labels from {csv}").all()
+    assert (classes["labels_source"] == "hand labels from labels.csv").all()
     # the loaded model predicts exactly what the trained one does
-    X = pattern_training.maps_for(labels, {"MRPC/untuned": prefix}, 16)
-    assert (trained.model.predict(X) == loaded.classes[loaded.net(torch.from_numpy(X)[:, None]).argmax(1).numpy()]).all()
+    X, _ = pattern_training.labelled_maps(pattern_labels.read_labels(csv), {"MRPC/untuned": prefix}, 16, patterns.RuleThresholds())
+    logits = loaded.net(torch.from_numpy(X)[:, None]) + loaded.log_prior_shift
+    assert (trained.model.predict(X) == loaded.classes[logits.argmax(1).numpy()]).all()
+
+
+def test_without_hand_labels_the_cnn_learns_the_rule_labels_and_says_so(small_dump):
+    from bertology_core import pattern_training
+
+    dump, prefix = small_dump
+    features = patterns.dump_features(dump)
+    trained = pattern_training.train_classifier(
+        {"MRPC/untuned": features}, {"MRPC/untuned": prefix}, None, {}, train_maps=40, image_size=16, folds=2, epochs=2, seed=0)
+    report = trained.report
+    assert report["labels_source"].startswith("rule-based labels") and "rule_labeller" not in report
+    assert report["training_maps"] == 40 and trained.thresholds == patterns.RuleThresholds()
+    assert pattern_training.classifier_table(report)["evaluation"].to_list() == ["cross-validated on the rule labels it learnt"]
+    assert patterns.labeller_validated(report, 0.0) == (False, report["labels_source"])
+
+
+def test_labels_keyed_by_idx_find_the_same_maps_in_another_sample(small_dump, tmp_path):
+    """A label names task, state, GLUE idx, layer and head: a dump of another sample (other examples, other
+    example numbers) that holds the labelled examples gives the same maps and features."""
+    from bertology_core import pattern_labels, pattern_training
+    from conftest import tiny_mrpc_dump
+
+    dump, prefix = small_dump
+    shifted = tmp_path / "shifted"
+    tiny_mrpc_dump(shifted, 10, skip=5)  # examples 5..14: idx 5..9 are in both, under other example numbers
+    first = patterns.dump_features(dump)
+    overlap = first.filter(pl.col("idx").is_in(list(range(5, 10))))
+    hand_label_csv(overlap, tmp_path / "labels.csv")
+    labels = pattern_labels.read_labels(tmp_path / "labels.csv")
+    X_a, features_a = pattern_training.labelled_maps(labels, {"MRPC/untuned": prefix}, 16, patterns.RuleThresholds())
+    X_b, features_b = pattern_training.labelled_maps(labels, {"MRPC/untuned": str(shifted)}, 16, patterns.RuleThresholds())
+    assert np.allclose(X_a, X_b, atol=1e-4)
+    assert np.allclose(features_a["stripe_mass"].to_numpy(), features_b["stripe_mass"].to_numpy(), atol=1e-4)
+    from bertology_core.dumps import AttentionDump
+
+    examples_a = dict(dump.tokens().select("idx", "example").iter_rows())
+    examples_b = dict(AttentionDump(shifted).tokens().select("idx", "example").iter_rows())
+    assert any(examples_a[i] != examples_b[i] for i in range(5, 10))  # the dumps number the examples differently
 
 
 @pytest.mark.parametrize(
     ("rows", "message"),
     [
-        ("dump,example,layer,head\nMRPC/untuned,0,0,0\n", "missing column(s) ['label']"),
-        ("dump,example,layer,head,label\nMRPC/untuned,0,0,0,stripes\n", "'stripes' is not a class"),
-        ("dump,example,layer,head,label\nQQP/untuned,0,0,0,vertical\n", "names dumps this run does not have"),
+        ("task,state,idx,layer,head\nMRPC,untuned,0,0,0\n", "labels.csv:1: missing column(s) ['label']"),
+        ("task,state,idx,layer,head,label\nMRPC,untuned,0,0,0,stripes\n", "labels.csv:2: field 'label' = 'stripes' is not a class"),
+        ("task,state,idx,layer,head,label\nMRPC,untuned,0,9,0,vertical\n", "labels.csv:2: field 'layer' = 9 is outside 0..1"),
+        ("task,state,idx,layer,head,label\nMRPC,untuned,x,0,0,vertical\n", "labels.csv:2: field 'idx' = 'x' is not an integer"),
+        ("task,state,idx,layer,head,label\nMRCP,untuned,1,0,0,vertical\n", "labels.csv:2: field 'task' = 'MRCP' is not a GLUE task"),
+        ("task,state,idx,layer,head,label\nMRPC,finetuned,1,0,0,vertical\n", "labels.csv:2: field 'state' = 'finetuned' is not a model state"),
+        ("task,state,idx,layer,head,label\nMRPC,untuned,3,0,1,vertical\nMRPC,untuned,4,0,1,block\nMRPC,untuned,3,0,1,diagonal\n",
+         "labels.csv:4: field 'label' = 'diagonal' conflicts with"),
     ],
 )
-def test_bad_labels_csv_is_rejected_with_the_fix(tmp_path, rows, message):
-    from bertology_core import pattern_training
+def test_bad_labels_are_rejected_with_file_line_and_fix(tmp_path, rows, message):
+    from bertology_core import pattern_labels
 
     csv = tmp_path / "labels.csv"
     csv.write_text(rows)
-    with pytest.raises(pattern_training.LabelsError, match=re.escape(message)):
-        pattern_training.read_labels_csv(csv, {"MRPC/untuned"})
+    with pytest.raises(pattern_labels.LabelsError, match=re.escape(message)):
+        pattern_labels.read_labels(csv, layers=2, heads=4)
+
+
+def test_a_conflicting_label_names_both_lines(tmp_path):
+    from bertology_core import pattern_labels
+
+    csv = tmp_path / "labels.csv"
+    csv.write_text("task,state,idx,layer,head,label\nMRPC,untuned,3,0,1,vertical\nMRPC,untuned,3,0,1,vertical\nMRPC,untuned,3,0,1,block\n")
+    with pytest.raises(pattern_labels.LabelsError, match=re.escape(f"{csv}:4: field 'label' = 'block' conflicts with {csv}:2")):
+        pattern_labels.read_labels(csv)
+    csv.write_text("task,state,idx,layer,head,label\nMRPC,untuned,3,0,1,vertical\nMRPC,untuned,3,0,1,vertical\n")
+    assert pattern_labels.read_labels(csv).height == 1  # the same label twice is one label
+
+
+def test_a_label_card_made_on_other_weights_is_refused(tmp_path):
+    from bertology_core import pattern_labels
+
+    (tmp_path / "labels.csv").write_text("task,state,idx,layer,head,label\nMRPC,untuned,3,0,1,vertical\n")
+    card = tmp_path / "m.json"
+    card.write_text('{"model_spec": "package:x", "weights_sha256": "aaaa", "labels": "labels.csv"}')
+    assert pattern_labels.find_label_card(tmp_path, "package:x") == card and pattern_labels.find_label_card(tmp_path, "other") is None
+    resolved = {"weights_sha256": "bbbb", "num_hidden_layers": 2, "num_attention_heads": 4}
+    with pytest.raises(pattern_labels.LabelsError, match="field 'weights_sha256'.*made on other weights"):
+        pattern_labels.load_label_set(tmp_path / "labels.csv", card, None, resolved, ["MRPC/untuned"])
+    resolved["weights_sha256"] = "aaaa"
+    label_set = pattern_labels.load_label_set(tmp_path / "labels.csv", card, None, resolved, ["RTE/untuned"])
+    assert label_set.labels.height == 0 and label_set.second_pass is None  # labels of dumps the run does not make are not used
+    assert label_set.left_out == {"MRPC/untuned": "not a dump of this run"}
+
+
+def test_labels_of_a_model_fine_tuned_with_another_recipe_are_left_out(tmp_path):
+    from bertology_core import pattern_labels
+
+    evaluation = {"model": {"weights_sha256": "aaaa"}, "task": "MRPC", "init": "pretrained", "seed": 1, "train_examples": 3668,
+                  "hyperparameters": {"learning_rate": 2e-5, "epochs": 3}}
+    (tmp_path / "labels.csv").write_text("task,state,idx,layer,head,label\nMRPC,untuned,3,0,1,vertical\n"
+                                         "MRPC,pretrained_seed1,3,0,1,diagonal\n")
+    card = tmp_path / "m.json"
+    card.write_text(json.dumps({"model_spec": "x", "weights_sha256": "aaaa", "labels": "labels.csv",
+                                "states": {"MRPC/pretrained_seed1": pattern_labels.recipe_fingerprint(evaluation)}}))
+    resolved = {"weights_sha256": "aaaa", "num_hidden_layers": 2, "num_attention_heads": 4}
+    keys = ["MRPC/untuned", "MRPC/pretrained_seed1"]
+    same = pattern_labels.load_label_set(tmp_path / "labels.csv", card, None, resolved, keys, {"MRPC/pretrained_seed1": evaluation})
+    assert same.labels.height == 2 and same.left_out == {}
+    other = {**evaluation, "hyperparameters": {"learning_rate": 1e-4, "epochs": 3}}
+    changed = pattern_labels.load_label_set(tmp_path / "labels.csv", card, None, resolved, keys, {"MRPC/pretrained_seed1": other})
+    assert changed.labels["state"].to_list() == ["untuned"] and "another recipe" in changed.left_out["MRPC/pretrained_seed1"]
+
+
+def test_rule_thresholds_fitted_to_labels_recover_the_labelling_rule():
+    """Labels made by a stricter vertical threshold (0.7) than the start (0.5): coordinate ascent finds it."""
+    from bertology_core import pattern_labels
+
+    rng = np.random.default_rng(0)
+    stripe = rng.uniform(0, 1, 400)
+    features = pl.DataFrame({"stripe_excess": stripe, "band_excess": rng.uniform(0, 0.2, 400), "within_segment": np.full(400, np.nan)})
+    truth = np.where(stripe >= 0.7, "vertical", "heterogeneous")
+    start = patterns.RuleThresholds()
+    assert (pattern_labels.rule_labels(features, start) != truth).sum() > 50
+    fitted = pattern_labels.fit_rule_thresholds(features, truth, start)
+    assert abs(fitted.vertical - 0.7) <= 0.025
+    assert (pattern_labels.rule_labels(features, fitted) == truth).mean() > 0.98
+
+
+def test_validation_split_is_stratified_and_seeded():
+    from bertology_core import pattern_labels
+
+    labels = np.array(["vertical"] * 60 + ["diagonal"] * 30 + ["block"] * 10)
+    split = pattern_labels.validation_split(labels, 0.3, seed=0)
+    assert (split == "held_out").sum() == 30
+    assert [(split[labels == c] == "held_out").sum() for c in ("vertical", "diagonal", "block")] == [18, 9, 3]
+    assert (split == pattern_labels.validation_split(labels, 0.3, seed=0)).all()
+
+
+def test_blind_second_pass_kappa():
+    from bertology_core import pattern_labels
+
+    keys = {"task": ["MRPC"] * 4, "state": ["untuned"] * 4, "idx": [1, 2, 3, 4], "layer": [0] * 4, "head": [0] * 4}
+    first = pl.DataFrame({**keys, "label": ["vertical", "vertical", "diagonal", "diagonal"]})
+    second = pl.DataFrame({**keys, "label": ["vertical", "diagonal", "diagonal", "diagonal"]})
+    result = pattern_labels.pass_agreement(first, second)
+    assert result["maps"] == 4 and result["agreement"] == 0.75
+    assert result["macro_f1_against_first"] == pytest.approx((2 / 3 + 0.8) / 2)  # F1 vertical 2/3, diagonal 0.8
+    assert result["cohen_kappa"] == pytest.approx(0.5)  # p_o 0.75, p_e 0.5
+
+
+def test_label_sheet_is_a_png_of_the_grid():
+    from bertology_core import pattern_labels
+
+    maps = [np.eye(5), np.full((7, 7), 1 / 7)]
+    specials = [np.array([True, False, False, False, True]), np.zeros(7, dtype=bool)]
+    data = pattern_labels.label_sheet(maps, specials, columns=2, cell=20)
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and b"IHDR" in data[:20]

@@ -121,14 +121,45 @@ def test_smoke_run_writes_every_attention_analysis(smoke_run):
     classes = pl.read_parquet(results / "patterns/tiny-bert/MRPC/untuned.classes.parquet")
     assert classes.height == 8 * 2 * 4  # examples x layers x heads
     assert {"rule_label", "cnn_label", "special_mass", "diagonal_mass"} <= set(classes.columns)
-    # without a labels CSV the CNN learns the rule labels, and its outputs say so
-    assert classes["labels_source"].str.contains("rule-based labels").all()
+    # the smoke model has a label set (tests/fixtures/pattern_labels, found by its card's model spec and checked
+    # against its weights): the CNN learns those labels, the rule labeller is fitted on them, every output says so
+    assert classes["labels_source"].str.contains("hand labels from").all()
     report = json.loads((results / "patterns/tiny-bert/classifier/report.json").read_text())
-    assert "rule-based" in report["labels_source"] and 0 <= report["macro_f1_mean"] <= 1
-    assert "rule-based labels" in (results / "patterns/tiny-bert/summary/shares.md").read_text()
+    assert report["labels_source"].startswith("hand labels from") and 0 <= report["macro_f1_mean"] <= 1
+    assert report["training_maps"] == 96 and report["second_pass"]["maps"] == 12
+    assert report["rule_labeller"]["fitted_on_maps"] + report["rule_labeller"]["held_out"]["maps"] == 96
+    training = pl.read_parquet(results / "patterns/tiny-bert/classifier/training_maps.parquet")
+    assert set(training["idx"]) == {0, 1, 2, 3, 4, 5}  # by GLUE idx, not by the dump's example numbers
+    classifier = pl.read_parquet(results / "patterns/tiny-bert/summary/classifier.parquet")
+    assert classifier["labeller"].to_list()[0] == "CNN"
+    assert classifier.filter(pl.col("labeller") == "second labelling pass")["cohen_kappa"][0] < 1  # one label differs
+    assert "hand labels from" in (results / "patterns/tiny-bert/summary/shares.md").read_text()
     cosine = pl.read_parquet(results / "attention_change/tiny-bert/summary/cosine.parquet")
     assert cosine.height == 2 * 2 * 4 and cosine["cosine"].is_between(-1, 1.0000001).all()
     assert "ITEMS" in (results / "patterns/tiny-bert/annotate.html").read_text()
+
+
+def test_hand_labels_keyed_by_idx_survive_another_attention_sample(smoke_run, tmp_path):
+    """Another attention.seed draws other dev examples for every analysis dump; the labelled maps are computed
+    for the labelled examples themselves: they are not recomputed, and the classifier learns the same maps."""
+    workdir = tmp_path / "run"
+    shutil.copytree(smoke_run, workdir, symlinks=True)
+    other = tmp_path / "seed.yaml"
+    other.write_text(yaml.safe_dump({"attention": {"seed": 7}}))
+    configs = (SMOKE, other)
+    planned = jobs_to_run(workdir, configs)
+    assert planned["dump_attention"] == 4 and planned["pattern_classifier"] == 1 and "labelled_maps" not in planned
+    before = pl.read_parquet(workdir / "results/patterns/tiny-bert/classifier/training_maps.parquet")
+    old_sample = pl.read_parquet(workdir / "results/attention/tiny-bert/MRPC/untuned.tokens.parquet")["idx"].to_list()
+    snakemake(workdir, "results/patterns/tiny-bert/classifier/report.json", configs=configs)
+    new_sample = pl.read_parquet(workdir / "results/attention/tiny-bert/MRPC/untuned.tokens.parquet")["idx"].to_list()
+    assert sorted(old_sample) != sorted(new_sample)  # the analysis sample did change
+    after = pl.read_parquet(workdir / "results/patterns/tiny-bert/classifier/training_maps.parquet")
+    assert before.equals(after)
+    old_report = json.loads((smoke_run / "results/patterns/tiny-bert/classifier/report.json").read_text())
+    new_report = json.loads((workdir / "results/patterns/tiny-bert/classifier/report.json").read_text())
+    assert new_report["cnn_cross_validated"] == old_report["cnn_cross_validated"]  # same maps, same seed: same CNN
+    assert new_report["rule_labeller"] == old_report["rule_labeller"]
 
 
 def test_smoke_run_writes_the_disabling_sweeps_and_their_statistics(smoke_run):

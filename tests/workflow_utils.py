@@ -29,7 +29,8 @@ def snakemake(
 ) -> subprocess.CompletedProcess:
     command = [
         sys.executable, "-m", "snakemake", "--snakefile", str(snakefile), "--directory", str(workdir),
-        "--cores", str(cores), "--configfile", *map(str, configs), *args,
+        # targets and options before --configfile, which would take a target for one more config file
+        "--cores", str(cores), *args, "--configfile", *map(str, configs),
     ]
     environment = {**os.environ, "HF_HUB_OFFLINE": "1", **(env or {})}
     # own session: a failpoint's SIGKILL of its process group takes snakemake down, never pytest

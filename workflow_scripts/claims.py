@@ -25,11 +25,8 @@ fit = {(t, int(s)): bool(f) for t, s, f in verdicts.select("task", "seed", "fit"
 measured = []
 labeller = io.read_json(inputs.report)
 if inputs.classes:
-    measured += claims.heterogeneous_share(
-        keyed("classes", runs["classes"]), *bootstrap,
-        f"{labeller['labels_source']}; cross-validated macro F1 {labeller['macro_f1_mean']:.2f}",
-        validated=patterns.trained_on_hand_labels(labeller["labels_source"]),
-    )
+    validated, description = patterns.labeller_validated(labeller, settings["labeller_min_f1"])
+    measured += claims.heterogeneous_share(keyed("classes", runs["classes"]), *bootstrap, description, validated=validated)
 if inputs.changes:
     measured += claims.last_layers_change(keyed("changes", runs["changes"]), *bootstrap)
 if inputs.selection:

@@ -1,5 +1,5 @@
-"""Train the 8-layer pattern CNN on hand labels (patterns.labels_csv) or the rule labels, with
-stratified cross-validation (rule pattern_classifier)."""
+"""Train the 8-layer pattern CNN on the model's hand labels (fitting and validating the rule labeller on them)
+or, without any, on the rule labels, with stratified cross-validation (rule pattern_classifier)."""
 
 import logging
 
@@ -9,17 +9,27 @@ log_to(snakemake.log[0])
 
 import polars as pl
 
-from bertology_core import io, pattern_training
+from bertology_core import io, pattern_labels, pattern_training, patterns
 
+label_set = None
+if snakemake.input.get("labels"):
+    label_set = pattern_labels.load_label_set(
+        snakemake.input.labels, snakemake.input.get("card"), snakemake.input.get("second"),
+        io.read_json(snakemake.input.resolved), snakemake.params.dump_keys,
+        recipes={key: io.read_json(path) for key, path in zip(snakemake.params.recipe_keys, snakemake.input.recipes)})
 result = pattern_training.train_classifier(
     features={key: pl.read_parquet(path) for key, path in zip(snakemake.params.dump_keys, snakemake.input.features)},
     dump_prefixes=dict(zip(snakemake.params.dump_keys, snakemake.params.dump_prefixes)),
-    labels_csv=snakemake.input.get("labels"),
+    label_set=label_set,
+    labelled_prefixes=dict(zip(snakemake.params.labelled_keys, snakemake.params.labelled_prefixes)),
     train_maps=snakemake.params.train_maps,
     image_size=snakemake.params.image_size,
     folds=snakemake.params.cv_folds,
     epochs=snakemake.params.epochs,
     seed=snakemake.params.seed,
+    thresholds=patterns.RuleThresholds.from_dict(snakemake.params.rules),
+    validation_share=snakemake.params.validation_share,
+    min_class_labels=snakemake.params.min_class_labels,
 )
 pattern_training.save_classifier(result, snakemake.output.weights)
 io.write_parquet(result.training_maps, snakemake.output.training_maps)

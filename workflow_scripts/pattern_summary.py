@@ -15,9 +15,12 @@ verdicts = fitness.Verdicts(pl.read_parquet(snakemake.input.fitness), snakemake.
 shares = pl.concat([
     pattern_training.class_shares(frames, "rule_label").with_columns(pl.lit("rule-based").alias("labeller")),
     pattern_training.class_shares(frames, "cnn_label").with_columns(pl.lit("CNN").alias("labeller")),
+    pattern_training.hand_label_shares(report).with_columns(pl.lit("hand labels (random sample)").alias("labeller")),
 ]).with_columns(pl.lit(source).alias("cnn_labels_source"))
 shares = verdicts.annotate(shares, state="dump")
 figures.write_table(shares, snakemake.params.out + "/shares")
+figures.write_table(pattern_training.classifier_table(report), snakemake.params.out + "/classifier")
+figures.write_table(pattern_training.confusion_table(report), snakemake.params.out + "/confusion")
 heads = pl.concat([
     pattern_training.dominant_class(frame, "cnn_label").with_columns(pl.lit(key).alias("dump"))
     for key, frame in frames.items()

@@ -1,0 +1,144 @@
+"""Make hand labels of attention patterns: draw the sample, render blind sheets, draw the second pass, score it.
+
+    python tools/label_patterns.py sample --attention results/attention/<model> --out labels/sample.csv
+    python tools/label_patterns.py sheets --keys labels/sample.csv --attention results/attention/<model> --out labels/sheets
+    python tools/label_patterns.py second-pass --labels labels/<model>.csv --share 0.2 --out labels/second.keys.csv
+    python tools/label_patterns.py agreement --labels labels/<model>.csv --second labels/<model>.second_pass.csv
+
+The keys file lists the maps in a seeded blind order with their ``sheet`` and ``cell``; a labeller views
+the sheets (PNG, 20 maps each, numbered) and writes one class per cell. The sheets show neither the task,
+the model state nor which part of the sample a map comes from. See data/pattern_labels/README.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bertology_core import io, pattern_labels, patterns  # noqa: E402
+from bertology_core.dumps import AttentionDump  # noqa: E402
+
+PER_SHEET = 20
+
+
+def dump_keys(attention_dir: Path) -> list[str]:
+    return sorted(f"{p.parent.name}/{p.name.removesuffix('.attention.parquet')}" for p in attention_dir.glob("*/*.attention.parquet"))
+
+
+def with_sheets(keys: pl.DataFrame) -> pl.DataFrame:
+    position = np.arange(keys.height)
+    return keys.with_columns(pl.Series("sheet", position // PER_SHEET + 1), pl.Series("cell", position % PER_SHEET + 1))
+
+
+def sample(args: argparse.Namespace) -> None:
+    features = {key: patterns.dump_features(AttentionDump(args.attention / key)) for key in dump_keys(args.attention)}
+    keys = pattern_labels.draw_sample(features, args.random_per_dump, args.enriched_per_class, args.seed)
+    with_sheets(pattern_labels.blind_order(keys, args.seed)).write_csv(args.out)
+    print(f"{keys.height} maps from {len(features)} dumps -> {args.out}")
+
+
+def sheets(args: argparse.Namespace) -> None:
+    keys = pl.read_csv(args.keys)
+    args.out.mkdir(parents=True, exist_ok=True)
+    dumps = {key: AttentionDump(args.attention / key) for key in {f"{t}/{s}" for t, s in keys.select("task", "state").iter_rows()}}
+    tokens = {key: dump.tokens().select("example", "idx", "segment_ids") for key, dump in dumps.items()}
+    for (sheet,), group in keys.group_by("sheet", maintain_order=True):
+        maps, specials = [], []
+        for row in group.sort("cell").iter_rows(named=True):
+            key = f"{row['task']}/{row['state']}"
+            example = tokens[key].filter(pl.col("idx") == row["idx"])
+            if example.height != 1:
+                raise SystemExit(f"{key}: idx {row['idx']} is not in the dump {dumps[key].attention_path}")
+            maps.append(dumps[key].map(example["example"][0], row["layer"], row["head"]))
+            specials.append(patterns.special_masks(example["segment_ids"][0].to_list())[0])
+        (args.out / f"sheet{sheet:03d}.png").write_bytes(pattern_labels.label_sheet(maps, specials))
+    print(f"{keys['sheet'].n_unique()} sheets -> {args.out}")
+
+
+def focus(args: argparse.Namespace) -> None:
+    """More maps of a rare class for the labeller: ``--count`` maps drawn at random from the maps that satisfy
+    ``--where`` (a SQL condition on the features, e.g. the rule labeller's class), mixed with ``--filler`` maps
+    drawn at random from the same dumps, so the sheets do not tell the labeller which maps are candidates."""
+    done = pl.concat([pl.read_csv(path).select(*pattern_labels.KEY) for path in args.exclude]) if args.exclude else \
+        pl.DataFrame(schema={"task": pl.String, "state": pl.String, "idx": pl.Int64, "layer": pl.Int32, "head": pl.Int32})
+    rng = np.random.default_rng(args.seed)
+    pool = pl.concat([
+        patterns.dump_features(AttentionDump(args.attention / key)).select(
+            pl.lit(key.split("/")[0]).alias("task"), pl.lit(key.split("/")[1]).alias("state"),
+            pl.col("idx").cast(pl.Int64), pl.col("layer").cast(pl.Int32), pl.col("head").cast(pl.Int32), *patterns.FEATURES)
+        for key in dump_keys(args.attention) if key.split("/")[0] in args.tasks
+    ]).join(done.with_columns(pl.col("idx").cast(pl.Int64), pl.col("layer").cast(pl.Int32), pl.col("head").cast(pl.Int32)),
+            on=list(pattern_labels.KEY), how="anti")
+    candidates = pool.filter(pl.sql_expr(args.where))
+    take = rng.choice(candidates.height, size=min(args.count, candidates.height), replace=False)
+    chosen = candidates[np.sort(take)].select(*pattern_labels.KEY).with_columns(pl.lit(args.name).alias("sample"))
+    rest = pool.join(chosen, on=list(pattern_labels.KEY), how="anti")
+    take = rng.choice(rest.height, size=min(args.filler, rest.height), replace=False)
+    filler = rest[np.sort(take)].select(*pattern_labels.KEY).with_columns(pl.lit("random-filler").alias("sample"))
+    keys = with_sheets(pattern_labels.blind_order(pl.concat([chosen, filler]), args.seed))
+    keys.with_columns(pl.col("sheet") + args.first_sheet - 1).write_csv(args.out)
+    print(f"{chosen.height} of {candidates.height} candidates + {filler.height} filler maps -> {args.out}")
+
+
+def second_pass(args: argparse.Namespace) -> None:
+    first = pattern_labels.read_labels(args.labels)
+    rng = np.random.default_rng(args.seed)
+    take = np.sort(rng.choice(first.height, size=int(round(args.share * first.height)), replace=False))
+    keys = pattern_labels.blind_order(first[take].select(*pattern_labels.KEY), args.seed)
+    with_sheets(keys).write_csv(args.out)
+    print(f"{keys.height} maps for the blind second pass -> {args.out}")
+
+
+def agreement(args: argparse.Namespace) -> None:
+    print(pattern_labels.pass_agreement(pattern_labels.read_labels(args.labels), pattern_labels.read_labels(args.second)))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    commands = parser.add_subparsers(required=True)
+    command = commands.add_parser("sample", help="draw the maps to label")
+    command.add_argument("--attention", type=Path, required=True, help="results/attention/<model>")
+    command.add_argument("--random-per-dump", type=int, default=30)
+    command.add_argument("--enriched-per-class", type=int, default=40)
+    command.add_argument("--seed", type=int, default=0)
+    command.add_argument("--out", type=Path, required=True)
+    command.set_defaults(run=sample)
+    command = commands.add_parser("sheets", help="render the keys' maps as numbered PNG sheets")
+    command.add_argument("--keys", type=Path, required=True)
+    command.add_argument("--attention", type=Path, required=True)
+    command.add_argument("--out", type=Path, required=True)
+    command.set_defaults(run=sheets)
+    command = commands.add_parser("focus", help="more maps of a rare class, mixed with random ones")
+    command.add_argument("--attention", type=Path, required=True)
+    command.add_argument("--tasks", nargs="+", required=True)
+    command.add_argument("--where", required=True, help="SQL condition on the features")
+    command.add_argument("--count", type=int, default=40)
+    command.add_argument("--name", default="focus", help="the candidates' sample name (e.g. block-focus)")
+    command.add_argument("--filler", type=int, default=20)
+    command.add_argument("--exclude", type=Path, nargs="*", default=[], help="keys files already drawn")
+    command.add_argument("--first-sheet", type=int, default=1)
+    command.add_argument("--seed", type=int, default=2)
+    command.add_argument("--out", type=Path, required=True)
+    command.set_defaults(run=focus)
+    command = commands.add_parser("second-pass", help="draw a random share of the labels for a blind second pass")
+    command.add_argument("--labels", type=Path, required=True)
+    command.add_argument("--share", type=float, default=0.2)
+    command.add_argument("--seed", type=int, default=1)
+    command.add_argument("--out", type=Path, required=True)
+    command.set_defaults(run=second_pass)
+    command = commands.add_parser("agreement", help="Cohen's kappa of the second pass with the first")
+    command.add_argument("--labels", type=Path, required=True)
+    command.add_argument("--second", type=Path, required=True)
+    command.set_defaults(run=agreement)
+    args = parser.parse_args()
+    args.run(args)
+
+
+if __name__ == "__main__":
+    main()
