@@ -72,12 +72,18 @@ def test_cls_plus_diagonal_map_is_vertical_diagonal():
     assert features["special_mass"] == pytest.approx(0.5 + 0.5 * 2 / L)  # [CLS] column + diagonal hits on specials
 
 
-def test_uniform_attention_within_each_sentence_is_block():
+def within_sentence_map():
+    """Every word attends uniformly to its own sentence; special tokens to everything."""
     _, _, segments = masks()
     attention = np.zeros((L, L))
     for i in range(L):
         same = np.flatnonzero(segments == segments[i]) if segments[i] >= 0 else np.arange(L)
         attention[i, same] = 1.0 / len(same)
+    return attention
+
+
+def test_uniform_attention_within_each_sentence_is_block():
+    attention = within_sentence_map()
     kind, features = label(attention)
     assert kind == "block" and features["within_segment"] == pytest.approx(1.0)
 
@@ -112,11 +118,7 @@ def test_stripe_on_a_content_token_is_vertical():
 
 
 def test_block_with_a_diagonal_line_inside_is_diagonal_but_a_faint_one_stays_block():
-    _, _, segments = masks()
-    uniform = np.zeros((L, L))
-    for i in range(L):
-        same = np.flatnonzero(segments == segments[i]) if segments[i] >= 0 else np.arange(L)
-        uniform[i, same] = 1.0 / len(same)
+    uniform = within_sentence_map()
     assert label(0.6 * np.eye(L) + 0.4 * uniform)[0] == "diagonal"
     kind, features = label(0.1 * np.eye(L) + 0.9 * uniform)
     assert kind == "block" and features["within_segment"] == pytest.approx(1.0)
