@@ -23,7 +23,7 @@ from safetensors.torch import load_file, save_file
 from bertology_core import pattern_labels, patterns
 from bertology_core.dumps import AttentionDump
 from bertology_core.io import atomic_path
-from bertology_core.pattern_cnn import PatternCNN, PatternNet, confusion, cross_validated_f1
+from bertology_core.pattern_cnn import PatternCNN, PatternNet, confusion, cross_validated_f1, pack
 
 PAPER_F1 = 0.86  # Kovaleva et al. 2019, on ~400 hand-labelled maps
 LabelsError = pattern_labels.LabelsError
@@ -42,7 +42,8 @@ class TrainedClassifier:
 def sample_rule_labels(features: dict[str, pl.DataFrame], total: int, seed: int) -> pl.DataFrame:
     """A seeded sample of ``total`` maps, as balanced over the rule classes as their counts allow."""
     pool = pl.concat(
-        [frame.select(pl.lit(key).alias("dump"), "example", "idx", "layer", "head", pl.col("rule_label").alias("label"))
+        [frame.select(pl.lit(key).alias("dump"), "example", "idx", "layer", "head", pl.col("rule_label").alias("label"),
+                      *patterns.FEATURES)
          for key, frame in features.items()]
     )
     rng = np.random.default_rng(seed)
@@ -150,7 +151,8 @@ def train_classifier(
             raise LabelsError(f"{label_set.description}: the labels of this run's dumps hold one class only "
                               f"({hand_labels['label'][0]}): a classifier needs two. Fix: label more maps.")
         source = f"{patterns.HAND_LABELS} from {label_set.description}"
-        X, labelled = labelled_maps(hand_labels, labelled_prefixes, image_size, thresholds)
+        maps, labelled = labelled_maps(hand_labels, labelled_prefixes, image_size, thresholds)
+        X = pack(maps, patterns.feature_matrix(labelled))
         y = labelled["label"].to_numpy()
         counts = dict(sorted(labelled["label"].value_counts().iter_rows()))
         frequent = [c for c in patterns.CLASSES if counts.get(c, 0) >= min_class_labels]
@@ -172,12 +174,12 @@ def train_classifier(
         if label_set:
             source += f"; the hand labels {label_set.description} hold none of this run's dumps ({label_set.left_out})"
         labelled = sample_rule_labels(features, train_maps, seed)
-        X = maps_for(labelled, dump_prefixes, image_size)
+        X = pack(maps_for(labelled, dump_prefixes, image_size), patterns.feature_matrix(labelled))
         y = labelled["label"].to_numpy()
         counts = dict(sorted(labelled["label"].value_counts().iter_rows()))
         frequent = [c for c in patterns.CLASSES if counts.get(c, 0) >= min_class_labels]
     population = (labelled["sample"] == "random").fill_null(False).to_numpy() if "sample" in labelled.columns else None
-    model = PatternCNN(epochs=epochs, seed=seed)
+    model = PatternCNN(image_size=image_size, epochs=epochs, seed=seed)
     cv = cross_validated_f1(model, X, y, folds=folds, seed=seed, population=population)
     model.fit(X, y, population)
     report.update({
@@ -205,6 +207,7 @@ def save_classifier(trained: TrainedClassifier, path: str | os.PathLike[str]) ->
         "classes": json.dumps([str(c) for c in trained.model.classes_]),
         "image_size": str(trained.image_size),
         "width": str(trained.model.width),
+        "features": json.dumps(list(patterns.FEATURES)),
         "labels_source": trained.labels_source,
         "rule_thresholds": json.dumps(asdict(trained.thresholds)),
         "log_prior_shift": json.dumps([float(v) for v in trained.model.log_prior_shift_]),
@@ -229,7 +232,11 @@ def load_classifier(path: str | os.PathLike[str]) -> LoadedClassifier:
     with safe_open(str(path), framework="pt") as handle:
         metadata = handle.metadata()
     classes = np.array(json.loads(metadata["classes"]))
-    net = PatternNet(len(classes), int(metadata["width"]))
+    names = json.loads(metadata.get("features", "[]"))
+    if names != list(patterns.FEATURES):
+        raise ValueError(f"{path}: a pattern classifier trained on features {names}, not this version's "
+                         f"{list(patterns.FEATURES)}. Fix: retrain it (rule pattern_classifier).")
+    net = PatternNet(len(classes), int(metadata["width"]), features=len(names))
     net.load_state_dict(load_file(str(path)))
     net.eval()
     thresholds = patterns.RuleThresholds.from_dict(json.loads(metadata["rule_thresholds"]))
@@ -245,7 +252,9 @@ def classify_dump(classifier: LoadedClassifier, dump: AttentionDump, features: p
     parts = []
     for (layer,), group in features.sort("example", "layer", "head").group_by("layer", maintain_order=True):
         maps = torch.from_numpy(patterns.resized_maps(dump, group, classifier.image_size))[:, None]
-        logits = torch.cat([classifier.net(maps[s : s + 1024]) for s in range(0, len(maps), 1024)]) + classifier.log_prior_shift
+        values = torch.from_numpy(patterns.feature_matrix(group))
+        logits = torch.cat([classifier.net(maps[s : s + 1024], values[s : s + 1024])
+                            for s in range(0, len(maps), 1024)]) + classifier.log_prior_shift
         parts.append(group.with_columns(pl.Series("cnn_label", classifier.classes[logits.argmax(1).numpy()])))
     return pl.concat(parts).sort("example", "layer", "head").with_columns(pl.lit(classifier.labels_source).alias("labels_source"))
 

@@ -32,6 +32,23 @@ Feature definitions (``A`` is an L x L map, rows are queries and sum to 1; means
   segment (NaN for one segment or no such attention): a diagonal map is not a block;
 - ``entropy``: mean row entropy divided by ``log L`` (1 = uniform rows);
 - ``max_column_mass``: the largest mean attention any single column receives.
+
+Further features, for the pattern CNN's second input (what a person sees at a glance and an 8-layer
+CNN on a 32 x 32 thumbnail of a long map may lose):
+
+- ``log_length``: log L; ``previous_mass``, ``next_mass``: ``A[i, i-1]`` and ``A[i, i+1]`` apart;
+- ``second_column_mass``, ``third_column_mass``: the 2nd and 3rd largest column masses;
+  ``column_entropy``: entropy of the column masses / log L (low: a few stripes);
+  ``log_column_contrast``: log of the largest column mass over the median one;
+- ``argmax_modal_share``: share of rows whose largest weight is on the same column (a stripe);
+  ``argmax_band_share``, ``argmax_self_share``: share of rows whose largest weight is within one token of
+  the query, on the query itself; ``row_max``: mean of each row's largest weight (peaked rows);
+- ``stripe_consistency``: share of rows putting at least 2/L on the most attended column (a stripe the
+  whole height of the map, not one row's spike);
+- ``off_band_stripe_mass``: ``stripe_mass`` after removing the diagonal band (|i - j| <= 1), and
+  ``off_band_stripe_share``: that over all off-band attention (a diagonal map's column masses are
+  spread, a vertical+diagonal one keeps a stripe off the band);
+- ``content_band_mass``: ``band_mass`` over the non-special tokens only.
 """
 
 from __future__ import annotations
@@ -72,7 +89,19 @@ CLASSES = ("vertical", "diagonal", "vertical_diagonal", "block", "heterogeneous"
 FEATURES = (
     "cls_mass", "sep_mass", "special_mass", "stripe_mass", "content_stripe_mass", "diagonal_mass", "self_mass",
     "band_mass", "stripe_excess", "band_excess", "within_segment", "entropy", "max_column_mass",
+    "log_length", "previous_mass", "next_mass", "second_column_mass", "third_column_mass", "column_entropy",
+    "log_column_contrast", "argmax_modal_share", "argmax_band_share", "argmax_self_share", "row_max",
+    "stripe_consistency", "off_band_stripe_mass", "off_band_stripe_share", "content_band_mass",
 )
+
+
+def feature_matrix(frame: pl.DataFrame) -> np.ndarray:
+    """``[n, len(FEATURES)]`` float32 of a frame of :func:`dump_features` rows; ``within_segment`` is -1 for a
+    single-segment input (NaN in the frame)."""
+    missing = [f for f in FEATURES if f not in frame.columns]
+    if missing:
+        raise KeyError(f"features {missing} missing: the features were computed by an older version; recompute them")
+    return frame.select(pl.col(f).cast(pl.Float64).fill_nan(None).fill_null(-1.0) for f in FEATURES).to_numpy().astype(np.float32)
 
 
 def map_features(attention: np.ndarray, special: np.ndarray, cls: np.ndarray, segments: np.ndarray) -> dict[str, float]:
@@ -103,6 +132,16 @@ def map_features(attention: np.ndarray, special: np.ndarray, cls: np.ndarray, se
             within = float(((content_rows * same).sum(axis=1)[keep] / total[keep]).mean())
     stripe_mass = float(np.sort(column_mass)[-stripes:].sum())
     band_mass = float((diagonal + self_attention).mean())
+    previous = attention[rows[1:], rows[1:] - 1].sum() / length
+    ranked = np.sort(column_mass)[::-1]
+    top_columns = np.argmax(attention, axis=1)
+    in_band = np.abs(rows[:, None] - rows[None, :]) <= 1
+    off_band_attention = attention * ~in_band
+    off_band_stripe = float(np.sort(off_band_attention.mean(axis=0))[-stripes:].sum())
+    content_map = attention[np.ix_(~special, ~special)]
+    content_positions = np.arange(content_map.shape[0])
+    content_band = (content_map * (np.abs(content_positions[:, None] - content_positions[None, :]) <= 1)).sum(axis=1)
+    column_probs = np.clip(column_mass / column_mass.sum(), 1e-12, 1.0)
     return {
         "cls_mass": float(column_mass[cls].sum()),
         "sep_mass": float(column_mass[sep].sum()),
@@ -117,6 +156,21 @@ def map_features(attention: np.ndarray, special: np.ndarray, cls: np.ndarray, se
         "within_segment": within,
         "entropy": entropy,
         "max_column_mass": float(column_mass.max()),
+        "log_length": float(np.log(length)),
+        "previous_mass": float(previous),
+        "next_mass": float(diagonal.mean() - previous),
+        "second_column_mass": float(ranked[1]) if length > 1 else 0.0,
+        "third_column_mass": float(ranked[2]) if length > 2 else 0.0,
+        "column_entropy": float(-(column_probs * np.log(column_probs)).sum() / np.log(length)) if length > 1 else 0.0,
+        "log_column_contrast": float(np.log(ranked[0] / max(float(np.median(column_mass)), 1e-6))),
+        "argmax_modal_share": float(np.bincount(top_columns, minlength=length).max() / length),
+        "argmax_band_share": float((np.abs(top_columns - rows) <= 1).mean()),
+        "argmax_self_share": float((top_columns == rows).mean()),
+        "row_max": float(attention.max(axis=1).mean()),
+        "stripe_consistency": float((attention[:, int(np.argmax(column_mass))] >= 2.0 / length).mean()),
+        "off_band_stripe_mass": off_band_stripe,
+        "off_band_stripe_share": off_band_stripe / max(float(off_band_attention.sum(axis=1).mean()), 1e-6),
+        "content_band_mass": float(content_band.mean()) if content_band.size else 0.0,
     }
 
 

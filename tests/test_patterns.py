@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from bertology_core import patterns
-from bertology_core.pattern_cnn import PatternCNN, PatternNet, cross_validated_f1, resize_map
+from bertology_core.pattern_cnn import PatternCNN, PatternNet, cross_validated_f1, pack, resize_map
 
 # [CLS] a a a a a [SEP] b b b b b [SEP]: two segments of 5 words
 SEGMENT_IDS = [None, 0, 0, 0, 0, 0, None, 1, 1, 1, 1, 1, None]
@@ -51,6 +51,25 @@ def test_next_token_map_is_diagonal_and_features_match_hand_values():
     # column means: nobody attends to [CLS]; the [SEP]s (6, 12) are attended by rows 5 and 11 only
     assert features["cls_mass"] == 0.0 and features["sep_mass"] == pytest.approx(2 / L)
     assert features["entropy"] == pytest.approx(0.0, abs=1e-9)
+
+
+def test_the_cnn_features_of_a_next_token_map_and_a_stripe_match_hand_values():
+    _, diagonal = label(diagonal_map(+1))
+    assert diagonal["next_mass"] == pytest.approx((L - 1) / L) and diagonal["previous_mass"] == pytest.approx(1 / L)
+    assert diagonal["argmax_band_share"] == 1.0 and diagonal["argmax_self_share"] == 0.0
+    assert diagonal["off_band_stripe_mass"] == 0.0  # every weight is on the band (the last row on its previous token)
+    assert diagonal["row_max"] == 1.0 and diagonal["log_length"] == pytest.approx(np.log(L))
+    stripe = np.zeros((L, L))
+    stripe[:, 3] = 1.0
+    _, vertical = label(stripe)
+    assert vertical["argmax_modal_share"] == 1.0 and vertical["stripe_consistency"] == 1.0
+    assert vertical["column_entropy"] == pytest.approx(0.0, abs=1e-9) and vertical["second_column_mass"] == 0.0
+    # rows 2, 3, 4 attend to column 3 within one token: the band holds them; the rest is the off-band stripe
+    assert vertical["off_band_stripe_mass"] == pytest.approx((L - 3) / L) and vertical["off_band_stripe_share"] == pytest.approx(1.0)
+    features = pl.DataFrame([diagonal, vertical])
+    assert patterns.feature_matrix(features).shape == (2, len(patterns.FEATURES))
+    # no attention off the band: within_segment is undefined (NaN), -1 for the CNN
+    assert np.isnan(diagonal["within_segment"]) and patterns.feature_matrix(features)[0, patterns.FEATURES.index("within_segment")] == -1.0
 
 
 def test_previous_token_map_is_diagonal_too():
@@ -174,12 +193,27 @@ def synthetic_maps(per_class=16, size=16, seed=0):
 
 
 def test_the_cnn_learns_separable_patterns_under_cross_validation():
-    X, y = synthetic_maps()
-    result = cross_validated_f1(PatternCNN(epochs=25, seed=0), X, y, folds=4, seed=0)
+    maps, y = synthetic_maps()
+    X = pack(maps)
+    result = cross_validated_f1(PatternCNN(image_size=16, epochs=40, seed=0), X, y, folds=4, seed=0)
     assert result["folds"] == 4 and len(result["macro_f1_per_fold"]) == 4
     assert result["macro_f1_mean"] > 0.9, result
-    shuffled = cross_validated_f1(PatternCNN(epochs=25, seed=0), X, np.random.default_rng(1).permutation(y), folds=4)
+    shuffled = cross_validated_f1(PatternCNN(image_size=16, epochs=40, seed=0), X, np.random.default_rng(1).permutation(y), folds=4)
     assert shuffled["macro_f1_mean"] < 0.6  # labels unrelated to the maps cannot be learned
+
+
+def test_the_cnn_reads_the_features_beside_the_map():
+    """Maps of pure noise, classes told apart only by a feature on a large scale: the linear layer reads the
+    standardised features (without them the CNN is at chance)."""
+    rng = np.random.default_rng(0)
+    y = np.repeat(np.array(["diagonal", "vertical"]), 32)
+    maps = rng.random((64, 16, 16)).astype(np.float32)
+    feature = np.where(y == "vertical", 1000.0, 900.0) + rng.normal(0, 10, 64)
+    with_features = cross_validated_f1(PatternCNN(image_size=16, epochs=15, seed=0), pack(maps, feature[:, None]), y, folds=4)
+    without = cross_validated_f1(PatternCNN(image_size=16, epochs=15, seed=0), pack(maps), y, folds=4)
+    assert with_features["macro_f1_mean"] > 0.95 and without["macro_f1_mean"] < 0.75, (with_features, without)
+    with pytest.raises(ValueError, match="use pack"):
+        PatternCNN(image_size=32).fit(pack(maps), y)
 
 
 @pytest.fixture(scope="module")
@@ -237,9 +271,10 @@ def test_classifier_trains_on_hand_labels_and_says_so(small_dump, tmp_path):
     assert classes.height == 80 and set(classes["cnn_label"]) <= {"vertical", "diagonal"}
     assert (classes["labels_source"] == "hand labels from labels.csv").all()
     # the loaded model predicts exactly what the trained one does
-    X, _ = pattern_training.labelled_maps(pattern_labels.read_labels(csv), {"MRPC/untuned": prefix}, 16, patterns.RuleThresholds())
-    logits = loaded.net(torch.from_numpy(X)[:, None]) + loaded.log_prior_shift
-    assert (trained.model.predict(X) == loaded.classes[logits.argmax(1).numpy()]).all()
+    maps, labelled = pattern_training.labelled_maps(pattern_labels.read_labels(csv), {"MRPC/untuned": prefix}, 16, patterns.RuleThresholds())
+    values = patterns.feature_matrix(labelled)
+    logits = loaded.net(torch.from_numpy(maps)[:, None], torch.from_numpy(values)) + loaded.log_prior_shift
+    assert (trained.model.predict(pack(maps, values)) == loaded.classes[logits.argmax(1).numpy()]).all()
 
 
 def test_without_hand_labels_the_cnn_learns_the_rule_labels_and_says_so(small_dump):
