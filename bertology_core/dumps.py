@@ -192,6 +192,19 @@ def write_dump(
     }
 
 
+def dump_model_folder(folder: str | Path, frame: pl.DataFrame, prefix: str | Path, **options: Any) -> dict[str, Any]:
+    """Load the encoder and tokenizer of a Hugging Face folder (safetensors, no remote code), put it on the
+    bertology engine and :func:`write_dump` ``frame`` with it; the summary names the folder."""
+    from transformers import AutoModel
+
+    from bertology_core import attention, models
+
+    encoder = attention.use_engine(AutoModel.from_pretrained(folder, use_safetensors=True, trust_remote_code=False).eval())
+    summary = write_dump(encoder, models.load_tokenizer(folder), frame, prefix, **options)
+    summary["model_folder"] = str(folder)
+    return summary
+
+
 def _forward_batch(
     model: Any, encoded: EncodedExamples, examples: np.ndarray, layers: list[int]
 ) -> tuple[dict[int, torch.Tensor], list[int]]:

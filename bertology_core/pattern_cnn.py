@@ -94,12 +94,10 @@ class PatternCNN(ClassifierMixin, BaseEstimator):
         self.width = width
         self.seed = seed
 
-    def fit(self, X: np.ndarray, y: np.ndarray, population: np.ndarray | None = None) -> "PatternCNN":
-        """``population``: optional mask of the rows drawn as a simple random sample of all maps. When the
-        training labels over-represent some classes (a sample enriched in rare classes), the predictions are
-        corrected to the population's class priors estimated from those rows (prior shift, Saerens et al.
-        2002: logits + log(prior_population / prior_training)), so shares of predicted classes are not
-        inflated towards the enriched classes."""
+    def fit(self, X: np.ndarray, y: np.ndarray) -> "PatternCNN":
+        # no prior-shift correction for training labels enriched in rare classes (Saerens et al. 2002): on the
+        # hand labels of all-MiniLM-L6-v2 it lowered cross-validated macro F1 on the randomly drawn maps
+        # (0.75 -> 0.72) and moved predicted class shares further from the hand labels' (L1 0.075 -> 0.133)
         if self.class_weight not in (None, "balanced"):
             raise ValueError(f"class_weight must be None or 'balanced', not {self.class_weight!r}")
         generator = torch.Generator().manual_seed(self.seed)
@@ -130,28 +128,20 @@ class PatternCNN(ClassifierMixin, BaseEstimator):
                 loss.backward()
                 optimizer.step()
         self.net_.eval()
-        self.log_prior_shift_ = np.zeros(len(self.classes_), dtype=np.float32)
-        if population is not None and np.asarray(population).any():
-            drawn = np.bincount(encoded[np.asarray(population, dtype=bool)], minlength=len(self.classes_))
-            prior = (drawn + 0.5) / (drawn.sum() + 0.5 * len(self.classes_))  # smoothed: a class may be missing
-            self.log_prior_shift_ = np.log(prior / (counts / counts.sum())).astype(np.float32)
         return self
 
     @torch.inference_mode()
     def predict_proba(self, X: np.ndarray) -> np.ndarray:
         inputs = torch.from_numpy(np.asarray(X, dtype=np.float32))
-        shift = torch.from_numpy(self.log_prior_shift_)
-        out = [F.softmax(self.net_.logits(inputs[s : s + 512], self.image_size) + shift, dim=1) for s in range(0, len(inputs), 512)]
+        out = [F.softmax(self.net_.logits(inputs[s : s + 512], self.image_size), dim=1) for s in range(0, len(inputs), 512)]
         return torch.cat(out).numpy()
 
     def predict(self, X: np.ndarray) -> np.ndarray:
         return self.classes_[self.predict_proba(X).argmax(axis=1)]
 
 
-def cross_validated_f1(model: PatternCNN, X: np.ndarray, y: np.ndarray, folds: int = 5, seed: int = 0,
-                       population: np.ndarray | None = None) -> dict:
+def cross_validated_f1(model: PatternCNN, X: np.ndarray, y: np.ndarray, folds: int = 5, seed: int = 0) -> dict:
     """Stratified k-fold CV: macro F1 per fold and pooled out-of-fold predictions (per-class F1).
-    ``population`` (mask of randomly drawn rows) goes to each fold's ``fit``, restricted to its training rows.
 
     Folds shrink to the smallest class's count so every fold sees every class."""
     y = np.asarray(y)
@@ -160,7 +150,7 @@ def cross_validated_f1(model: PatternCNN, X: np.ndarray, y: np.ndarray, folds: i
     predicted = np.empty_like(y)
     scores = []
     for train, test in StratifiedKFold(folds, shuffle=True, random_state=seed).split(X, y):
-        fitted = model.__class__(**model.get_params()).fit(X[train], y[train], None if population is None else population[train])
+        fitted = model.__class__(**model.get_params()).fit(X[train], y[train])
         predicted[test] = fitted.predict(X[test])
         scores.append(f1_score(y[test], predicted[test], average="macro"))
     labels = sorted(set(y))

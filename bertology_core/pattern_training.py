@@ -180,8 +180,8 @@ def train_classifier(
         frequent = [c for c in patterns.CLASSES if counts.get(c, 0) >= min_class_labels]
     population = (labelled["sample"] == "random").fill_null(False).to_numpy() if "sample" in labelled.columns else None
     model = PatternCNN(image_size=image_size, epochs=epochs, seed=seed)
-    cv = cross_validated_f1(model, X, y, folds=folds, seed=seed, population=population)
-    model.fit(X, y, population)
+    cv = cross_validated_f1(model, X, y, folds=folds, seed=seed)
+    model.fit(X, y)
     report.update({
         "labels_source": source,
         "training_maps": int(labelled.height),
@@ -193,7 +193,6 @@ def train_classifier(
         "macro_f1_std": cv["macro_f1_std"],
         "macro_f1_per_fold": cv["macro_f1_per_fold"],
         "cnn_cross_validated": _scores(y, cv["out_of_fold_predictions"], frequent),
-        "prior_shift": dict(zip(map(str, model.classes_), map(float, model.log_prior_shift_))),
     })
     if population is not None and population.any():  # the maps as they come, not as enriched for rare classes
         report["cnn_cross_validated_random_sample"] = _scores(y[population], cv["out_of_fold_predictions"][population], frequent)
@@ -210,7 +209,6 @@ def save_classifier(trained: TrainedClassifier, path: str | os.PathLike[str]) ->
         "features": json.dumps(list(patterns.FEATURES)),
         "labels_source": trained.labels_source,
         "rule_thresholds": json.dumps(asdict(trained.thresholds)),
-        "log_prior_shift": json.dumps([float(v) for v in trained.model.log_prior_shift_]),
     }
     with atomic_path(path) as tmp:
         save_file({k: v.contiguous() for k, v in trained.model.net_.state_dict().items()}, str(tmp), metadata=metadata)
@@ -223,7 +221,6 @@ class LoadedClassifier:
     image_size: int
     labels_source: str
     thresholds: patterns.RuleThresholds
-    log_prior_shift: torch.Tensor
 
 
 def load_classifier(path: str | os.PathLike[str]) -> LoadedClassifier:
@@ -240,8 +237,7 @@ def load_classifier(path: str | os.PathLike[str]) -> LoadedClassifier:
     net.load_state_dict(load_file(str(path)))
     net.eval()
     thresholds = patterns.RuleThresholds.from_dict(json.loads(metadata["rule_thresholds"]))
-    shift = torch.tensor(json.loads(metadata["log_prior_shift"]), dtype=torch.float32)
-    return LoadedClassifier(net, classes, int(metadata["image_size"]), metadata["labels_source"], thresholds, shift)
+    return LoadedClassifier(net, classes, int(metadata["image_size"]), metadata["labels_source"], thresholds)
 
 
 @torch.inference_mode()
@@ -254,7 +250,7 @@ def classify_dump(classifier: LoadedClassifier, dump: AttentionDump, features: p
         maps = torch.from_numpy(patterns.resized_maps(dump, group, classifier.image_size))[:, None]
         values = torch.from_numpy(patterns.feature_matrix(group))
         logits = torch.cat([classifier.net(maps[s : s + 1024], values[s : s + 1024])
-                            for s in range(0, len(maps), 1024)]) + classifier.log_prior_shift
+                            for s in range(0, len(maps), 1024)])
         parts.append(group.with_columns(pl.Series("cnn_label", classifier.classes[logits.argmax(1).numpy()])))
     return pl.concat(parts).sort("example", "layer", "head").with_columns(pl.lit(classifier.labels_source).alias("labels_source"))
 

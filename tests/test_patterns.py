@@ -273,7 +273,7 @@ def test_classifier_trains_on_hand_labels_and_says_so(small_dump, tmp_path):
     # the loaded model predicts exactly what the trained one does
     maps, labelled = pattern_training.labelled_maps(pattern_labels.read_labels(csv), {"MRPC/untuned": prefix}, 16, patterns.RuleThresholds())
     values = patterns.feature_matrix(labelled)
-    logits = loaded.net(torch.from_numpy(maps)[:, None], torch.from_numpy(values)) + loaded.log_prior_shift
+    logits = loaded.net(torch.from_numpy(maps)[:, None], torch.from_numpy(values))
     assert (trained.model.predict(pack(maps, values)) == loaded.classes[logits.argmax(1).numpy()]).all()
 
 

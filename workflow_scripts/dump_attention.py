@@ -8,24 +8,19 @@ log_to(snakemake.log[0])
 
 import polars as pl
 import torch
-from transformers import AutoModel
 
-from bertology_core import attention, dumps, glue, io, models
+from bertology_core import dumps, glue, io
 
 torch.set_num_threads(snakemake.threads)
 resolved = io.read_json(snakemake.input.resolved)
-folder = snakemake.input.get("model", resolved["path"])
-encoder = attention.use_engine(AutoModel.from_pretrained(folder, use_safetensors=True, trust_remote_code=False).eval())
-frame = glue.subsample(pl.read_parquet(snakemake.input.data), snakemake.params.max_examples, snakemake.params.seed)
-summary = dumps.write_dump(
-    encoder,
-    models.load_tokenizer(folder),
-    frame,
+summary = dumps.dump_model_folder(
+    snakemake.input.get("model", resolved["path"]),
+    glue.subsample(pl.read_parquet(snakemake.input.data), snakemake.params.max_examples, snakemake.params.seed),
     snakemake.output.attention.removesuffix(".attention.parquet"),
     max_length=snakemake.params.max_length,
     batch_size=snakemake.params.batch_size,
     bits=snakemake.params.bits,
 )
-summary.update(model_folder=str(folder), state=snakemake.wildcards.state, task=snakemake.wildcards.task)
+summary.update(state=snakemake.wildcards.state, task=snakemake.wildcards.task)
 io.write_json(summary, snakemake.output.summary)
 logging.info("dumped %s", summary)
