@@ -37,7 +37,10 @@ for field, pair in (("upos", False), ("deprels", True)):
     for kind in ("task", "control"):
         ty = y["train"] if kind == "task" else np.array([ctrl[w] for w in types["train"]])
         dy = y["dev"] if kind == "task" else np.array([ctrl[w] for w in types["dev"]])
-        p = probing.fit_layer_probes(X["train"][:, use["train"]], ty[use["train"]], len(vocab), probing.ProbeSettings())
+        settings = probing.ProbeSettings(max_epochs=50, patience=3, validation_share=0.1, batch_size=512, learning_rate=0.01,
+                                         weight_decay=1e-4, seed=0)  # config.yaml's probing.probe
+        sentences = probing.word_sentences(train)[use["train"]]
+        p = probing.fit_layer_probes(X["train"][:, use["train"]], ty[use["train"]], len(vocab), settings, sentences)
         print(field, kind, np.round(probing.probe_accuracy(p, X["dev"][:, use["dev"]], dy[use["dev"]]), 3), f"{time.time()-t:.1f}s", len(vocab))
 t=time.time()
 enc2 = attention.use_engine(AutoModel.from_pretrained(folder).eval())

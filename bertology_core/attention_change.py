@@ -1,10 +1,23 @@
 """Change of self-attention after fine-tuning (Kovaleva et al. 2019, section 4.3).
 
-Per head, the cosine similarity between the pre-trained and the fine-tuned model's attention
-maps for the same input, flattened, averaged over the dumped dev examples. The paper (and its
-code) compared maps padded to a fixed length; we compare the unpadded L x L maps, so padding
-rows (identical in both models) do not inflate the similarity. The paper found the last two
-layers change most.
+What we compute: per layer and head, for every dev example both dumps hold (joined on the dataset's
+``idx``), the cosine similarity between the pre-trained and the fine-tuned model's attention maps of
+that input, each flattened from the example's L x L map over its real tokens only ([CLS], the
+word pieces and [SEP]; L = its true length after truncation, the same in both dumps or an error),
+dequantised from the dump's fixed point; then the mean, standard deviation and count over the
+examples (:func:`attention_change`), each example weighing the same whatever its length. The summary
+averages the per-head means over fine-tuning seeds.
+
+Why the values differ from the paper's (its per-head cosine figure, fig. 5 here): the authors' code
+ran every input padded to a fixed ``max_len`` (200 in its notebook) and compared the whole padded ``max_len x max_len``
+maps. Padded key columns get next to no weight in either model (the attention mask), but the padded
+query rows are not masked: each [PAD] position still spreads its attention over the real tokens, and
+does so differently in the two models. Those rows, usually more numerous than the real ones, enter
+the dot product and both norms, so their cosine mixes the change of the real tokens' attention with
+the change of the [PAD] rows', in a proportion set by each input's length. Ours measures the real
+tokens alone. The two agree on which heads change when the [PAD] rows change like the real ones, not
+in general: compare our heatmaps with the paper's figure qualitatively (which layers and heads change
+most; the paper found the last two layers), not value by value.
 """
 
 from __future__ import annotations

@@ -20,10 +20,31 @@ skipped, as the paper's text says; its code counted them as 0).
 
 Token-to-token (section 4.5): the share of [CLS]'s attention row (last layer) on each token type of
 a partition ([CLS], [SEP], punctuation, pronoun, noun, verb, other), and the paper's max score of
-[CLS] -> type; verb -> subject (the subject of a verb, ``nsubj`` with a VERB head) and noun -> pronoun
-attention per head: word-level attention from the first word to the second (sum over the second
-word's pieces, mean over the first word's pieces, as Clark et al. 2019), max over the pairs of an
-example, averaged over examples with at least one pair.
+[CLS] -> type.
+
+Token-to-token between words, in both directions. A relation (:data:`LINKS`) pairs two words with two
+roles; a direction ``(from, to)`` (:data:`DIRECTIONS`, config ``linguistic.directions``) scores the
+attention the ``from`` word pays to the ``to`` word, so ``verb->subject`` and ``subject->verb`` are the
+two directions of one relation and the same pairs of words, read from the two sides of the map:
+
+- ``subject-verb``: a subject and its verb. Reproduced from the paper's code (``extract_subj_verb``):
+  a token with the ``nsubj`` dependency whose head has the universal tag VERB, within one sentence;
+  its directions are the code's ``SUBJ-VERB`` (here ``subject->verb``) and ``VERB-SUBJ``
+  (``verb->subject``). The ``subject`` role is this narrower nsubj-of-a-verb, not the broader
+  subject feature above.
+- ``noun-pronoun``: a pronoun and its antecedent noun. Not reproduced: the code's
+  ``analyze_cross_attention`` implements only the subject-verb pair, and we run no coreference
+  resolution, so every noun is paired with every pronoun of the input (both sentences: a pronoun may
+  refer to a noun of the other sentence) and the maximum over pairs stands in for the antecedent.
+  ``pronoun->noun`` is the pronoun looking back at its antecedent, ``noun->pronoun`` the other way.
+
+Per-head score of a direction, as in the paper's code: the maximum over the example's word pairs,
+averaged over the examples with at least one pair. What differs from its code: the attention between
+two words is word-level (sum over the ``to`` word's pieces, mean over the ``from`` word's pieces, as
+Clark et al. 2019) where the code read single piece-to-piece weights; pairs come from the parse, where
+the code matched word-piece strings anywhere in the input and zipped the two lists of positions (which
+pairs the wrong pieces as soon as a sentence has two subjects, or a subject of two pieces); examples
+without a pair are skipped, where the code counted them as 0.
 """
 
 from __future__ import annotations
@@ -46,7 +67,9 @@ NEGATION_WORDS = frozenset({
 })
 FEATURES = ("noun", "verb", "pronoun", "subject", "object", "negation", "[CLS]", "[SEP]")
 CLS_PARTITION = ("[CLS]", "[SEP]", "punctuation", "pronoun", "noun", "verb", "other")
-RELATIONS = ("verb->subject", "noun->pronoun")
+# relation -> its two roles; every direction (from, to) is one relation read from one side
+LINKS = {"subject-verb": ("subject", "verb"), "noun-pronoun": ("noun", "pronoun")}
+DIRECTIONS = (("verb", "subject"), ("subject", "verb"), ("noun", "pronoun"), ("pronoun", "noun"))
 
 
 TOKEN_SCHEMA = {
@@ -92,12 +115,13 @@ def token_features(token: dict[str, Any]) -> set[str]:
 
 @dataclass
 class ExampleAnnotation:
-    """Word-piece positions per token type and word-piece groups per relation pair, for one input."""
+    """Word-piece positions per token type and, per relation of :data:`LINKS`, its word pairs (the
+    pieces of each role's word), for one input."""
 
     length: int
     positions: dict[str, list[int]] = field(default_factory=dict)  # feature -> piece positions
     partition: list[str] = field(default_factory=list)  # CLS_PARTITION type of every piece
-    pairs: dict[str, list[tuple[list[int], list[int]]]] = field(default_factory=dict)  # relation -> (from, to)
+    links: dict[str, list[dict[str, list[int]]]] = field(default_factory=dict)  # relation -> [role -> pieces]
 
 
 def pieces_of(span: tuple[int, int], offsets: list[tuple[int, int]], sequence_ids: list[int | None], segment: int) -> list[int]:
@@ -120,7 +144,7 @@ def annotate_example(
     positions: dict[str, set[int]] = {name: set() for name in FEATURES}
     positions["[CLS]"].add(cls_position)
     positions["[SEP]"].update(i for i, s in enumerate(special) if s and i != cls_position)
-    pairs: dict[str, list[tuple[list[int], list[int]]]] = {name: [] for name in RELATIONS}
+    links: dict[str, list[dict[str, list[int]]]] = {name: [] for name in LINKS}
     nouns: list[list[int]] = []
     pronouns: list[list[int]] = []
     for segment in (0, 1):
@@ -139,16 +163,16 @@ def annotate_example(
                     annotation.partition[position] = kind
             head = by_index.get(token["head"])
             if token["dep"] == "nsubj" and head is not None and head["pos"] == "VERB" and pieces[token["i"]] and pieces[head["i"]]:
-                pairs["verb->subject"].append((pieces[head["i"]], pieces[token["i"]]))
+                links["subject-verb"].append({"subject": pieces[token["i"]], "verb": pieces[head["i"]]})
         nouns += [pieces[i] for i, t in types.items() if "noun" in t and pieces[i]]
         pronouns += [pieces[i] for i, t in types.items() if "pronoun" in t and pieces[i]]
     # a pronoun may refer to a noun of the other sentence: pairs span the whole input
-    pairs["noun->pronoun"] = [(n, p) for n in nouns for p in pronouns]
+    links["noun-pronoun"] = [{"noun": n, "pronoun": p} for n in nouns for p in pronouns]
     for i, s in enumerate(special):
         if s:
             annotation.partition[i] = "[CLS]" if i == cls_position else "[SEP]"
     annotation.positions = {name: sorted(p) for name, p in positions.items() if p}
-    annotation.pairs = {name: p for name, p in pairs.items() if p}
+    annotation.links = {name: p for name, p in links.items() if p}
     return annotation
 
 
@@ -163,11 +187,41 @@ def word_attention(attention: np.ndarray, source: list[int], target: list[int]) 
     return float(attention[np.ix_(source, target)].sum(axis=1).mean())
 
 
-def relation_scores(attention: np.ndarray, annotation: ExampleAnnotation) -> dict[str, float]:
-    return {
-        name: max(word_attention(attention, source, target) for source, target in pairs)
-        for name, pairs in annotation.pairs.items()
-    }
+def direction_name(source: str, target: str) -> str:
+    """``from->to``: the ``from`` word attends to the ``to`` word (its row, their column)."""
+    return f"{source}->{target}"
+
+
+def relation_of(source: str, target: str) -> str:
+    """The relation of :data:`LINKS` whose two roles are ``source`` and ``target``."""
+    for name, roles in LINKS.items():
+        if source != target and {source, target} == set(roles):
+            return name
+    known = ", ".join(f"{a}/{b}" for a, b in LINKS.values())
+    raise ValueError(f"no relation pairs {source!r} with {target!r}; a direction is two roles of one relation: {known}")
+
+
+def check_directions(directions: Iterable[Iterable[str]]) -> tuple[tuple[str, str], ...]:
+    """``directions`` as (from, to) tuples, each two roles of one relation, none repeated."""
+    out = tuple((str(a), str(b)) for a, b in directions)
+    for source, target in out:
+        relation_of(source, target)
+    if len(set(out)) != len(out):
+        raise ValueError(f"a direction is listed twice: {out}")
+    return out
+
+
+def relation_scores(
+    attention: np.ndarray, annotation: ExampleAnnotation, directions: Iterable[tuple[str, str]] = DIRECTIONS
+) -> dict[str, float]:
+    """Per direction ``from->to`` with a pair in the example: the maximum over its relation's word pairs
+    of the attention from the ``from`` word to the ``to`` word (:func:`word_attention`)."""
+    scores = {}
+    for source, target in directions:
+        pairs = annotation.links.get(relation_of(source, target))
+        if pairs:
+            scores[direction_name(source, target)] = max(word_attention(attention, p[source], p[target]) for p in pairs)
+    return scores
 
 
 def cls_distribution(attention: np.ndarray, annotation: ExampleAnnotation, cls_position: int) -> dict[str, float]:
@@ -210,9 +264,33 @@ def example_encodings(tokenizer: Any, data: pl.DataFrame, dump_tokens: pl.DataFr
     return out
 
 
-def score_dump(dump: Any, tokenizer: Any, data: pl.DataFrame, spacy_rows: pl.DataFrame) -> dict[str, pl.DataFrame]:
-    """Per-head feature scores, relation scores (every layer) and [CLS]'s distribution (last layer) of a dump."""
+RELATION_SCHEMA = {
+    "layer": pl.Int64, "head": pl.Int64, "relation": pl.String, "direction": pl.String, "from": pl.String,
+    "to": pl.String, "score": pl.Float64, "examples": pl.Int64,
+}
+
+
+def relation_table(sums: dict[tuple[int, int, str], list[float]], directions: Iterable[tuple[str, str]]) -> pl.DataFrame:
+    """``layer, head, relation, direction, from, to, score, examples`` from per-example direction scores
+    keyed by (layer, head, ``from->to``): the mean over the examples with a pair of the relation."""
+    roles = {direction_name(a, b): (a, b) for a, b in directions}
+    rows = [
+        {"layer": layer, "head": head, "relation": relation_of(*roles[name]), "direction": name, "from": roles[name][0],
+         "to": roles[name][1], "score": float(np.mean(values)), "examples": len(values)}
+        for (layer, head, name), values in sums.items()
+    ]
+    return pl.DataFrame(rows, schema=RELATION_SCHEMA).sort("layer", "head", "relation", "direction")
+
+
+def score_dump(
+    dump: Any, tokenizer: Any, data: pl.DataFrame, spacy_rows: pl.DataFrame,
+    directions: Iterable[Iterable[str]] = DIRECTIONS,
+) -> dict[str, pl.DataFrame]:
+    """Per-head feature scores, scores of every direction in ``directions`` (every layer) and [CLS]'s
+    distribution (last layer) of a dump."""
     from bertology_core.dumps import dequantise
+
+    directions = check_directions(directions)
 
     dump_tokens = dump.tokens()
     encodings = example_encodings(tokenizer, data, dump_tokens)
@@ -233,7 +311,7 @@ def score_dump(dump: Any, tokenizer: Any, data: pl.DataFrame, spacy_rows: pl.Dat
             annotation = annotations[example]
             for name, value in feature_scores(attention, annotation).items():
                 feature_sums.setdefault((layer, head, name), []).append(value)
-            for name, value in relation_scores(attention, annotation).items():
+            for name, value in relation_scores(attention, annotation, directions).items():
                 relation_sums.setdefault((layer, head, name), []).append(value)
             if layer == last:
                 cls = encodings[example][2]
@@ -257,7 +335,7 @@ def score_dump(dump: Any, tokenizer: Any, data: pl.DataFrame, spacy_rows: pl.Dat
         pl.col("type").str.replace("max->", ""), pl.lit(last).alias("layer"))
     return {
         "features": tidy(feature_sums, "feature"),
-        "relations": tidy(relation_sums, "relation"),
+        "relations": relation_table(relation_sums, directions),
         "cls_shares": cls_shares.sort("head", "type"),
         "cls_max": cls_max.sort("head", "type"),
     }

@@ -1,8 +1,8 @@
 """Lottery tickets in fine-tuned BERT (Prasanna, Rogers and Rumshisky 2020, "When BERT Plays the Lottery").
 
-Two ways to find a "good" subnetwork of a fine-tuned model, both iterative, both evaluated on dev after every
+Two ways to find a "good" subnetwork of a fine-tuned model, both iterative, both evaluated after every
 iteration and both stopped by the same rule (:func:`prune_while_above`): keep pruning while the pruned model
-keeps at least ``keep`` (90%) of the full fine-tuned model's dev score; the subnetwork is the last one that did.
+keeps at least ``keep`` (90%) of the full fine-tuned model's score; the subnetwork is the last one that did.
 
 - *m-pruning* (magnitude, unstructured; after Chen et al. 2020): each iteration removes the 10% of the
   remaining encoder weights with the smallest magnitude, globally across the encoder's weight matrices
@@ -15,11 +15,21 @@ Then "good" (the survivors), "bad" (as many elements, taken from the pruned ones
 of smallest magnitude) and "random" (as many elements drawn uniformly) subnetworks are each re-fine-tuned from the *pre-trained* weights with their mask
 fixed, and compared. Stability across fine-tuning seeds (survival maps, Fleiss' kappa of the masks with
 seeds as raters; the paper: 0.18-0.32 for heads) is in :mod:`bertology_core.pruning_stats`.
+
+Where this differs from Prasanna et al.: they (and their code) score the 90% rule on dev and then report the
+re-fine-tuned subnetworks on the same dev, so the stopping point, i.e. the ticket, is chosen on the data that
+scores it. Here a ticket is found under a *protocol* (:func:`protocol_examples`, :data:`PROTOCOLS`):
+``held_out`` splits dev in two seeded halves (stratified by label, as the disabling stage's
+:func:`bertology_core.disabling_stats.split_halves`), scores the rule on half A only and reports on half B;
+``paper`` keeps their protocol (chosen and reported on all of dev) beside it, so that the size of the
+difference shows. The pruning order itself does not look at dev: m-pruning ranks by magnitude, s-pruning by
+importance on ``pruning.importance_split`` (train by default); only where to stop does.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import logging
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -31,10 +41,12 @@ from torch.nn.utils import prune
 from transformers import PreTrainedModel
 
 from bertology_core import attention
-from bertology_core.finetune import FinetuneConfig
-from bertology_core.glue import GlueTask
+from bertology_core.disabling_stats import split_halves
+from bertology_core.finetune import Encoded, FinetuneConfig
+from bertology_core.glue import GlueTask, subsample
 from bertology_core.metrics import compute_metrics, primary_metric
-from bertology_core.importance import StructureMask, least_important, normalize_by_layer
+from bertology_core.importance import StructureMask, gate_importance, least_important, masked_predictions, normalize_by_layer
+from bertology_core.pruning_stats import PROTOCOLS
 
 State = TypeVar("State")
 
@@ -281,6 +293,151 @@ def weight_subnetwork(good: WeightMasks, kind: str, seed: int | list[int], magni
     return out
 
 
+# --- which examples choose a ticket and which report it ------------------------------------------------
+
+
+def protocol_examples(
+    dev: pl.DataFrame,
+    protocol: str,
+    stratify: bool,
+    split_seed: int | None = None,
+    examples: int | None = None,
+    sample_seed: int = 0,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Boolean masks over ``dev``'s rows: the examples that choose the ticket (score the 90% rule) and those
+    its re-fine-tuned subnetworks are reported on.
+
+    - ``held_out`` (not Prasanna et al.'s): :func:`~bertology_core.disabling_stats.split_halves` of dev's
+      labels (``split_seed``; each class halved separately with ``stratify``) gives half A, which chooses,
+      and half B, all of which reports; no example does both.
+    - ``paper`` (Prasanna et al.'s): dev chooses and all of dev reports, the same examples.
+
+    ``examples`` (with ``sample_seed``): a seeded sample of the choosing examples to save time (None: all of
+    them); the report examples are never sampled.
+    """
+    if protocol not in PROTOCOLS:
+        raise ValueError(f"unknown protocol {protocol!r}: one of {sorted(PROTOCOLS)}")
+    if protocol == "held_out":
+        if split_seed is None:
+            raise ValueError("the held_out protocol needs a split_seed")
+        pool = split_halves(dev["label"].to_numpy(), stratify, split_seed)
+        report = ~pool
+    else:
+        pool = report = np.ones(dev.height, dtype=bool)
+    chosen = subsample(dev.filter(pl.Series(pool)), examples, sample_seed)["idx"]
+    return dev["idx"].is_in(chosen.implode()).to_numpy(), report
+
+
+@dataclass(frozen=True)
+class Ticket(Generic[State]):
+    """A lottery ticket under one protocol: every pruning iteration as scored on the choosing examples, the
+    chosen one, and the full fine-tuned model's metrics on the report examples (the tables' reference)."""
+
+    method: str
+    protocol: str
+    chosen: int
+    history: list[Iteration[State]]
+    floor: float | None
+    selection_examples: int
+    report_examples: int
+    full_report_metrics: dict[str, float]
+
+    @property
+    def best(self) -> Iteration[State]:
+        return self.history[self.chosen]
+
+    def curve(self) -> pl.DataFrame:
+        """One row per iteration: ``score`` on the choosing examples, ``chosen`` marks the ticket."""
+        rows = []
+        for it in self.history:
+            extra = {"heads_kept": it.state.heads_kept, "mlps_kept": it.state.mlps_kept} if isinstance(it.state, StructureMask) else {}
+            rows.append({"iteration": it.iteration, "phase": it.phase or self.method, "kept_share": it.kept_share, "score": it.score,
+                         "chosen": it.iteration == self.best.iteration, **extra})
+        return pl.DataFrame(rows).with_columns(
+            pl.lit(self.method).alias("method"), pl.lit(self.protocol).alias("protocol"),
+            (pl.col("score") / self.history[0].score).alias("share_of_full"), pl.lit(self.floor, dtype=pl.Float64).alias("floor"),
+        )
+
+    def tensors(self) -> dict[str, torch.Tensor]:
+        """The ticket's mask as uint8 tensors: ``heads`` and ``mlps`` (s), or one per weight matrix (m)."""
+        state = self.best.state
+        if isinstance(state, StructureMask):
+            return {"heads": torch.from_numpy(state.heads.astype(np.uint8)), "mlps": torch.from_numpy(state.mlps.astype(np.uint8))}
+        return {name: mask.to(torch.uint8).contiguous() for name, mask in state.items()}
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "method": self.method, "protocol": self.protocol, "protocol_label": PROTOCOLS[self.protocol],
+            "iteration": self.best.iteration, "kept_share": self.best.kept_share, "score": self.best.score,
+            "full_score": self.history[0].score, "floor": self.floor,
+            "selection_examples": self.selection_examples, "report_examples": self.report_examples,
+            "full_report_metrics": self.full_report_metrics,
+        }
+
+
+def find_ticket(
+    model: PreTrainedModel,
+    task: GlueTask,
+    method: str,
+    protocol: str,
+    selection: Encoded,
+    selection_labels: np.ndarray,
+    report: Encoded,
+    report_labels: np.ndarray,
+    *,
+    keep: float = 0.9,
+    keep_above_constant: bool = False,
+    method_settings: Mapping[str, Any],
+    importance_data: tuple[Encoded, np.ndarray] | None = None,
+    normalize: bool = True,
+    batch_size: int = 32,
+) -> Ticket:
+    """m- or s-pruning of ``model`` (``method``), every iteration scored on ``selection`` only (half A under
+    ``held_out``): the 90% rule, and the floor with ``keep_above_constant``, never see ``report``, which
+    only scores the full model once, before pruning, as the reference the subnetworks are reported against.
+
+    ``method_settings``: m: ``rate``, ``max_iterations``; s: ``head_share``, ``mlps_per_step``, ``refine``
+    (with ``importance_data``, the train examples and labels of the gate-gradient importance, and
+    ``normalize``). m-pruning leaves its masks on ``model``.
+    """
+    metric = primary_metric(task)
+    full_report = compute_metrics(task, masked_predictions(model, task, report, None, batch_size), report_labels)
+    floor = best_constant_score(task, selection_labels) if keep_above_constant else None
+
+    def score(plan: attention.InterventionPlan | None) -> float:
+        value = compute_metrics(task, masked_predictions(model, task, selection, plan, batch_size), selection_labels)[metric]
+        logging.getLogger(__name__).info("%s %s-pruning: %s %.4f on %d choosing examples", protocol, method, metric, value, len(selection_labels))
+        return value
+
+    if method == "m":
+        chosen, history = prune_while_above(
+            current_weight_masks(model),
+            lambda masks: magnitude_prune_step(model, method_settings["rate"]),
+            lambda masks: score(None),  # the model carries the masks (torch.nn.utils.prune)
+            kept_weight_share,
+            keep,
+            method_settings["max_iterations"],
+            floor=floor,
+        )
+    elif method == "s":
+        if importance_data is None:
+            raise ValueError("s-pruning needs the importance examples and labels")
+        chosen, history = structured_pruning(
+            StructureMask.for_model(model),
+            lambda mask: score(mask.plan()),
+            lambda mask: gate_importance(model, task, *importance_data, mask, batch_size),
+            head_share=method_settings["head_share"],
+            mlps_per_step=method_settings["mlps_per_step"],
+            keep=keep,
+            refine=method_settings["refine"],
+            normalize=normalize,
+            floor=floor,
+        )
+    else:
+        raise ValueError(f"unknown pruning method {method!r}: m or s")
+    return Ticket(method, protocol, chosen, history, floor, len(selection_labels), len(report_labels), full_report)
+
+
 # --- re-fine-tuning a subnetwork ----------------------------------------------------------------------
 
 
@@ -294,12 +451,15 @@ def finetune_subnetwork(
     mask: StructureMask | WeightMasks | None,
     eval_batch_size: int = 64,
     progress: bool = False,
+    report: Mapping[str, np.ndarray] | None = None,
 ) -> dict[str, Any]:
     """Fine-tune the *pre-trained* encoder (fresh classifier head, ``seed``) with ``mask`` fixed; evaluate.
 
     A structure mask is applied by compaction (the removed heads and MLPs are cut out, which is exact and
     faster to train than gating); weight masks are fixed with ``torch.nn.utils.prune`` (masked weights stay
     zero and get no gradient). ``None`` fine-tunes the full model with the same recipe.
+    ``metrics`` are on all of ``eval_frame``; ``reported`` on each protocol's report examples (``report``:
+    protocol -> boolean mask over ``eval_frame``'s rows, from :func:`protocol_examples`).
     """
     from bertology_core import compaction, finetune
     from bertology_core.metrics import compute_metrics
@@ -320,8 +480,13 @@ def finetune_subnetwork(
         kept = kept_weight_share(current_weight_masks(model))
     else:  # s-pruning: share of the encoder layers' parameters left after compaction
         kept = compaction.parameter_count(attention.encoder_layers(model)) / total
+    labels = eval_frame["label"].to_numpy()
     return {
-        "metrics": compute_metrics(task, predictions, eval_frame["label"].to_numpy()),
+        "metrics": compute_metrics(task, predictions, labels),
+        "reported": {
+            name: {"examples": int(rows.sum()), "metrics": compute_metrics(task, predictions[rows], labels[rows])}
+            for name, rows in (report or {}).items()
+        },
         "train_examples": len(encoded),
         "train_seconds": record["train_seconds"],
         "steps": record["steps"],

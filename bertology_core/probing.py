@@ -107,7 +107,13 @@ def word_representations(
 def control_labels(types: Sequence[str], train_labels: np.ndarray, num_classes: int, seed: int) -> dict[str, int]:
     """Hewitt and Liang's control task: one label per word type, drawn from the empirical distribution of
     ``train_labels`` (class ids), fixed by ``seed`` (types drawn in sorted order, so the draw does not
-    depend on the order they are met in)."""
+    depend on the order they are met in).
+
+    Word types unseen in training are handled as their code does (``CorruptedPartOfSpeechLabelTask.prepare``
+    registers every type of the train, dev and test observations before training): pass the types of every
+    split, so a dev type the probe never saw still has a fixed label, which the probe can only guess, as the
+    task probe guesses the tag of an unseen word. Differs from their code: for an uncased model the types are
+    lower-cased (:func:`word_types`), and their labels follow the task's train distribution of this run."""
     counts = np.bincount(train_labels, minlength=num_classes).astype(float)
     rng = np.random.default_rng(seed)
     unique = sorted(set(types))
@@ -117,32 +123,80 @@ def control_labels(types: Sequence[str], train_labels: np.ndarray, num_classes: 
 
 @dataclass(frozen=True)
 class ProbeSettings:
-    """Softmax regression per layer: Adam on standardised features, ``epochs`` passes in minibatches, L2
-    penalty ``weight_decay`` (decoupled), seeded init and order."""
+    """Softmax regression per layer: AdamW on standardised features in minibatches, decoupled L2 penalty
+    ``weight_decay``, seeded init and order, early stopping on held-out training sentences.
 
-    epochs: int = 20
-    batch_size: int = 512
-    learning_rate: float = 1e-2
-    weight_decay: float = 1e-4
-    seed: int = 0
+    No defaults here: they live in the config schema (``probing.probe``), the one source."""
+
+    max_epochs: int
+    patience: int  # stop when no layer's held-out loss improved for this many epochs
+    validation_share: float  # share of the training sentences held out to stop on (never dev)
+    batch_size: int
+    learning_rate: float
+    weight_decay: float
+    seed: int
+
+
+@dataclass
+class LayerProbes:
+    """Probes of :func:`fit_layer_probes`: weights ``[layers, features, classes]``, biases ``[layers, classes]``,
+    the per-layer standardisation, and for each layer the epoch whose weights were kept (best held-out loss),
+    the epochs run and the held-out loss."""
+
+    weight: torch.Tensor
+    bias: torch.Tensor
+    mean: torch.Tensor
+    std: torch.Tensor
+    best_epoch: np.ndarray
+    epochs_run: int
+    held_out_loss: np.ndarray
+
+
+def held_out_sentences(sentences: np.ndarray, share: float, seed: int) -> np.ndarray:
+    """Mask of the words whose sentence is in a seeded ``share`` of the distinct ``sentences`` (at least one
+    sentence, and never all of them): words of one sentence stay on one side."""
+    unique = np.unique(sentences)
+    if len(unique) < 2:
+        raise ValueError(f"early stopping needs at least 2 training sentences, got {len(unique)}")
+    count = min(len(unique) - 1, max(1, round(share * len(unique))))
+    chosen = np.random.default_rng(seed).choice(unique, size=count, replace=False)
+    return np.isin(sentences, chosen)
+
+
+def _layer_losses(x: torch.Tensor, y: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+    logits = torch.einsum("lwf,lfc->lwc", x, weight) + bias[:, None]
+    return torch.nn.functional.cross_entropy(logits.transpose(1, 2), y.expand(len(x), -1), reduction="none").mean(dim=1)
 
 
 def fit_layer_probes(
-    train: np.ndarray, train_labels: np.ndarray, num_classes: int, settings: ProbeSettings = ProbeSettings()
-) -> tuple[torch.Tensor, torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+    train: np.ndarray, train_labels: np.ndarray, num_classes: int, settings: ProbeSettings, sentences: np.ndarray
+) -> LayerProbes:
     """One linear probe per layer of ``train`` ``[layers, words, features]``, all trained together (the
-    layers do not interact: the loss is a sum of per-layer losses). Returns weights ``[layers, features,
-    classes]``, biases ``[layers, classes]`` and the (mean, std) standardisation of each layer."""
+    layers do not interact: the loss is a sum of per-layer losses).
+
+    Stopping is chosen, not an accident of an epoch count: the words of ``settings.validation_share`` of the
+    training ``sentences`` (sentence id per word) are held out; after every epoch each layer keeps its
+    weights if its held-out cross-entropy is the best so far, and training stops when no layer improved for
+    ``patience`` epochs or at ``max_epochs``. The same rule serves task and control probes. The
+    standardisation is computed on the words the probe trains on."""
     generator = torch.Generator().manual_seed(settings.seed)
-    x = torch.from_numpy(np.ascontiguousarray(train, dtype=np.float32))
-    y = torch.from_numpy(np.asarray(train_labels, dtype=np.int64))
+    held = held_out_sentences(np.asarray(sentences), settings.validation_share, settings.seed)
+    x_all = torch.from_numpy(np.ascontiguousarray(train, dtype=np.float32))
+    y_all = torch.from_numpy(np.asarray(train_labels, dtype=np.int64))
+    x, y = x_all[:, torch.from_numpy(~held)], y_all[torch.from_numpy(~held)]
     mean, std = x.mean(dim=1, keepdim=True), x.std(dim=1, keepdim=True).clamp_min(1e-6)
     x = (x - mean) / std
+    x_held, y_held = (x_all[:, torch.from_numpy(held)] - mean) / std, y_all[torch.from_numpy(held)]
     layers, words, features = x.shape
     weight = torch.zeros(layers, features, num_classes, requires_grad=True)
     bias = torch.zeros(layers, num_classes, requires_grad=True)
     optimizer = torch.optim.AdamW([weight, bias], lr=settings.learning_rate, weight_decay=settings.weight_decay)
-    for _ in range(settings.epochs):
+    best_weight, best_bias = weight.detach().clone(), bias.detach().clone()
+    with torch.no_grad():
+        best_loss = _layer_losses(x_held, y_held, best_weight, best_bias)
+    best_epoch = np.zeros(layers, dtype=np.int64)
+    epoch = 0
+    for epoch in range(1, settings.max_epochs + 1):
         order = torch.randperm(words, generator=generator)
         for start in range(0, words, settings.batch_size):
             rows = order[start : start + settings.batch_size]
@@ -151,16 +205,51 @@ def fit_layer_probes(
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
-    return weight.detach(), bias.detach(), (mean, std)
+        with torch.no_grad():
+            losses = _layer_losses(x_held, y_held, weight, bias)
+            better = losses < best_loss
+            best_loss = torch.where(better, losses, best_loss)
+            best_weight[better], best_bias[better] = weight[better], bias[better]
+        best_epoch[better.numpy()] = epoch
+        if epoch - best_epoch.max() >= settings.patience:
+            break
+    return LayerProbes(best_weight, best_bias, mean, std, best_epoch, epoch, best_loss.numpy())
+
+
+def reference_accuracy(train: np.ndarray, train_labels: np.ndarray, dev: np.ndarray, dev_labels: np.ndarray,
+                       regularisation: float = 1.0) -> np.ndarray:
+    """Dev accuracy per layer of scikit-learn's ``LogisticRegression`` (lbfgs run to convergence, ``C =
+    regularisation``, features standardised on train): a converged reference for :func:`fit_layer_probes`,
+    so a reader sees how much the probe's own stopping and regularisation move its accuracy. It trains on
+    all of ``train`` (the probe on all but its held-out sentences). Raises if lbfgs stops at its iteration
+    cap: an unconverged reference would be no reference."""
+    import warnings
+
+    from sklearn.exceptions import ConvergenceWarning
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    out = np.empty(len(train))
+    for layer in range(len(train)):
+        model = make_pipeline(StandardScaler(), LogisticRegression(C=regularisation, max_iter=5000))
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", ConvergenceWarning)
+            try:
+                model.fit(np.asarray(train[layer], np.float64), train_labels)
+            except ConvergenceWarning:
+                raise RuntimeError(f"layer {layer}: the reference LogisticRegression did not converge in 5000 lbfgs "
+                                   "iterations. Fix: a smaller probing.reference.regularisation (stronger L2).") from None
+        out[layer] = model.score(np.asarray(dev[layer], np.float64), dev_labels)
+    return out
 
 
 @torch.no_grad()
 def probe_correct(probe, features: np.ndarray, labels: np.ndarray) -> np.ndarray:
     """Whether a :func:`fit_layer_probes` probe labels each word right, ``[layers, words]``, on ``features``
     ``[layers, words, features]``."""
-    weight, bias, (mean, std) = probe
-    x = (torch.from_numpy(np.ascontiguousarray(features, dtype=np.float32)) - mean) / std
-    predictions = (torch.einsum("lwf,lfc->lwc", x, weight) + bias[:, None]).argmax(-1).numpy()
+    x = (torch.from_numpy(np.ascontiguousarray(features, dtype=np.float32)) - probe.mean) / probe.std
+    predictions = (torch.einsum("lwf,lfc->lwc", x, probe.weight) + probe.bias[:, None]).argmax(-1).numpy()
     return predictions == np.asarray(labels)[None, :]
 
 
@@ -231,3 +320,66 @@ def word_types(frame: pl.DataFrame, lowercase: bool) -> list[str]:
     lower-cased for an uncased model, which cannot tell "The" from "the"."""
     forms = [form for sentence in frame["forms"].to_list() for form in sentence]
     return [form.lower() for form in forms] if lowercase else forms
+
+
+def probe_label_sets(
+    frames: dict[str, pl.DataFrame], tensors: dict[str, np.ndarray], label_specs: dict[str, dict], settings: ProbeSettings,
+    min_label_count: int, control_seed: int, lowercase: bool, reference_regularisation: float | None = None,
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Task and control probes per layer for every label set of ``label_specs`` (name -> ``field``,
+    ``strip_subtypes``, ``pair``) on word features ``tensors`` (``train``/``dev`` ``[layers, words, hidden]``
+    and ``<split>_complete`` masks) of the treebank ``frames`` (``train``/``dev``).
+
+    Returns the table (per label set and layer: accuracy, control accuracy, selectivity, the epoch each probe
+    kept, the majority baseline; with ``reference_regularisation`` also the converged logistic regression's
+    accuracy, control accuracy and selectivity) and every dev word's right/wrong per layer (what resampling
+    intervals use)."""
+    rows, word_rows = [], []
+    train_sentences = word_sentences(frames["train"])
+    dev_sentences_all = word_sentences(frames["dev"])
+    for name, spec in label_specs.items():
+        labels = {split: word_labels(frame, spec["field"], spec.get("strip_subtypes", False)) for split, frame in frames.items()}
+        vocabulary = label_vocabulary(labels["train"], min_label_count)
+        targets = {split: encode_labels(labels[split], vocabulary) for split in frames}
+        features, usable = {}, {}
+        for split, frame in frames.items():
+            complete = tensors[f"{split}_complete"].astype(bool)
+            if spec.get("pair", False):  # the word and its head: a relation is a property of the pair
+                features[split] = with_head_words(tensors[split], frame)
+                complete = complete & head_has_representation(complete, frame)
+            else:
+                features[split] = tensors[split]
+            usable[split] = complete & (targets[split] >= 0)
+        types = {split: np.array(word_types(frame, lowercase)) for split, frame in frames.items()}
+        control = control_labels(list(types["train"]) + list(types["dev"]), targets["train"][usable["train"]], len(vocabulary), control_seed)
+        results: dict[str, dict[str, np.ndarray]] = {}
+        for kind in ("task", "control"):
+            train_y = targets["train"] if kind == "task" else np.array([control[t] for t in types["train"]])
+            dev_y = targets["dev"] if kind == "task" else np.array([control[t] for t in types["dev"]])
+            x_train, y_train = features["train"][:, usable["train"]], train_y[usable["train"]]
+            x_dev, y_dev = features["dev"][:, usable["dev"]], dev_y[usable["dev"]]
+            probe = fit_layer_probes(x_train, y_train, len(vocabulary), settings, train_sentences[usable["train"]])
+            correct = probe_correct(probe, x_dev, y_dev)
+            results[kind] = {"accuracy": correct.mean(axis=1), "epoch": probe.best_epoch, "epochs_run": np.full(len(correct), probe.epochs_run)}
+            if reference_regularisation is not None:
+                results[kind]["reference"] = reference_accuracy(x_train, y_train, x_dev, y_dev, reference_regularisation)
+            word_rows.append(pl.DataFrame({
+                "labels": name, "kind": kind, "layer": np.repeat(np.arange(correct.shape[0]), correct.shape[1]).astype(np.int16),
+                "sentence": np.tile(dev_sentences_all[usable["dev"]], correct.shape[0]).astype(np.int32), "correct": correct.reshape(-1),
+            }))
+        majority = float(np.mean(targets["dev"][usable["dev"]] == np.bincount(targets["train"][usable["train"]]).argmax()))
+        task, ctrl = results["task"], results["control"]
+        for layer in range(len(task["accuracy"])):
+            reference = {"reference_accuracy": None, "reference_control_accuracy": None, "reference_selectivity": None}
+            if reference_regularisation is not None:
+                reference = {"reference_accuracy": float(task["reference"][layer]), "reference_control_accuracy": float(ctrl["reference"][layer]),
+                             "reference_selectivity": float(task["reference"][layer] - ctrl["reference"][layer])}
+            rows.append({"labels": name, "layer": layer, "accuracy": float(task["accuracy"][layer]),
+                         "control_accuracy": float(ctrl["accuracy"][layer]),
+                         "selectivity": float(task["accuracy"][layer] - ctrl["accuracy"][layer]),
+                         "epoch": int(task["epoch"][layer]), "control_epoch": int(ctrl["epoch"][layer]),
+                         "epochs_run": int(task["epochs_run"][layer]), "control_epochs_run": int(ctrl["epochs_run"][layer]),
+                         **reference, "majority_accuracy": majority, "classes": len(vocabulary),
+                         "train_words": int(usable["train"].sum()), "dev_words": int(usable["dev"].sum())})
+    schema = {"layer": pl.Int16, "reference_accuracy": pl.Float64, "reference_control_accuracy": pl.Float64, "reference_selectivity": pl.Float64}
+    return pl.DataFrame(rows, schema_overrides=schema), pl.concat(word_rows)

@@ -1,6 +1,6 @@
 """Statistics of pruning runs that need only numpy: the prunable share of a pruning curve, survival of
-elements across seeds, Fleiss' kappa of masks across seeds and the seeds without a lottery ticket (tables
-jobs import this, not torch)."""
+elements across seeds, Fleiss' kappa of masks across seeds, the seeds without a lottery ticket and the
+lottery table of both protocols (tables jobs import this, not torch)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,14 @@ from collections.abc import Sequence
 
 import numpy as np
 import polars as pl
+
+# How a lottery ticket is chosen and reported (bertology_core.lottery.protocol_examples); the labels are
+# the tables' ``protocol`` column. held_out is the reference the other protocol is compared with.
+PROTOCOLS: dict[str, str] = {
+    "held_out": "selected on half A, reported on half B",
+    "paper": "paper: selected and reported on dev",
+}
+KIND_ORDER = {"full": 0, "good": 1, "random": 2, "bad": 3}
 
 
 def prunable_share(shares: Sequence[float], scores: Sequence[float], tolerance: float = 0.01) -> float:
@@ -77,11 +85,50 @@ def fleiss_kappa_interval(masks: np.ndarray, resamples: int = 1000, level: float
     return float(low), float(high)
 
 
-def drop_seeds_without_ticket(subnetworks: pl.DataFrame) -> tuple[pl.DataFrame, list[tuple[str, str, int]]]:
-    """Leave out the good, random and bad networks of each (task, method, seed) whose pruning removed
+def drop_seeds_without_ticket(subnetworks: pl.DataFrame) -> tuple[pl.DataFrame, list[tuple[str, str, int, str]]]:
+    """Leave out the good, random and bad networks of each (task, method, seed, protocol) whose pruning removed
     nothing (``kept_share`` 1): with no ticket all three are the full model, which would pull the rows of
     Prasanna et al.'s table 2 together. ``subnetworks`` has one row per network (``task, method, kind, seed,
-    kept_share``; kind ``full`` rows are kept). Returns the kept rows and the (task, method, seed) left out."""
-    untouched = subnetworks.filter((pl.col("kind") != "full") & (pl.col("kept_share") >= 1.0)).select("task", "method", "seed").unique()
+    protocol, kept_share``; kind ``full`` rows are kept). Returns the kept rows and the (task, method, seed,
+    protocol) left out."""
+    keys = ["task", "method", "seed", "protocol"]
+    untouched = subnetworks.filter((pl.col("kind") != "full") & (pl.col("kept_share") >= 1.0)).select(keys).unique()
     left_out = sorted(untouched.iter_rows())
-    return subnetworks.join(untouched, on=["task", "method", "seed"], how="anti"), left_out
+    return subnetworks.join(untouched, on=keys, how="anti"), left_out
+
+
+def lottery_tables(subnetworks: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Prasanna et al.'s full / good / random / bad comparison under every protocol, per seed and over seeds.
+
+    ``subnetworks``: one row per (task, seed, method, kind, protocol) with ``metric, score, kept_share,
+    examples`` (the report examples) and ``protocol`` a key of :data:`PROTOCOLS`. ``minus_held_out`` is the
+    row's score minus the held-out protocol's for the same task, seed, method and kind (0 on held-out rows;
+    null where the held-out row is missing): on the full rows it is dev against half B for the same model,
+    i.e. the noise of the smaller report set, on the others that plus the effect of choosing the ticket on
+    the examples that report it. Returns (per seed, over seeds: mean, std, seeds, seed list, kept share,
+    report examples and the mean and std of ``minus_held_out``); ``protocol`` holds the protocols' labels.
+    """
+    keys = ["task", "method", "kind", "seed"]
+    reference = subnetworks.filter(pl.col("protocol") == "held_out").select(*keys, pl.col("score").alias("_held_out"))
+    per_seed = (
+        subnetworks.join(reference, on=keys, how="left")
+        .with_columns((pl.col("score") - pl.col("_held_out")).alias("minus_held_out"))
+        .drop("_held_out")
+        .with_columns(
+            pl.col("kind").replace_strict(KIND_ORDER, return_dtype=pl.Int8).alias("_kind"),
+            pl.col("protocol").replace_strict({p: i for i, p in enumerate(PROTOCOLS)}, return_dtype=pl.Int8).alias("_protocol"),
+        )
+    )
+    over_seeds = (
+        per_seed.group_by("task", "method", "kind", "protocol", "metric", "_kind", "_protocol").agg(
+            pl.col("score").mean().alias("mean"), pl.col("score").std().alias("std"), pl.len().alias("seeds"),
+            pl.col("seed").sort().alias("seed_list"), pl.col("kept_share").mean().alias("kept_share"),
+            pl.col("examples").max().alias("report_examples"),  # the seeds share dev and its halves
+            pl.col("minus_held_out").mean().alias("minus_held_out_mean"), pl.col("minus_held_out").std().alias("minus_held_out_std"),
+        )
+        .sort("task", "method", "_kind", "_protocol")
+        .drop("_kind", "_protocol")
+    )
+    per_seed = per_seed.sort("task", "method", "_kind", "seed", "_protocol").drop("_kind", "_protocol")
+    label = pl.col("protocol").replace_strict(PROTOCOLS, return_dtype=pl.String)
+    return per_seed.with_columns(label), over_seeds.with_columns(label)

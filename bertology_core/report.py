@@ -465,11 +465,15 @@ LAYOUT: tuple[tuple[str, str, str, tuple[tuple[str, str, str], ...]], ...] = (
       ("figure", "patterns/{model}/summary/shares", ""), ("figure", "patterns/{model}/summary/heads", ""))),
     ("change", "Change of attention after fine-tuning",
      "Cosine similarity between each head's flattened attention maps before and after fine-tuning: low values mark the "
-     "heads fine-tuning changed most (section 4.3, fig. 5).",
+     "heads fine-tuning changed most (section 4.3, fig. 5). We compare only the real tokens' L x L maps, while the "
+     "authors' code compared inputs padded to a fixed length, padded query rows and positions included, so the values "
+     "differ from theirs and the comparison with the paper's figure is qualitative.",
      (("figure", "attention_change/{model}/summary/cosine", ""),)),
     ("linguistic", "Attention to linguistic features",
      "How much attention each head puts on [CLS], [SEP], nouns, pronouns, negation, subjects and objects, and token-to-token "
-     "attention from verbs to their subjects and from nouns to pronouns (sections 4.4-4.5, fig. 6).",
+     "attention in both directions of each relation: verb->subject and subject->verb (a verb and its nsubj, as the paper's "
+     "code), noun->pronoun and pronoun->noun (every noun with every pronoun: no coreference resolution, so an upper bound on "
+     "attention to the antecedent); from->to = the from word attends to the to word (sections 4.4-4.5, fig. 6).",
      (("figure", "linguistic/{model}/summary/features", ""), ("figure", "linguistic/{model}/summary/relations", ""))),
     ("cls", "Attention to [CLS], [SEP] and token types",
      "Where the [CLS] token's attention goes (special tokens, parts of speech), before and after fine-tuning (section 4.5, fig. 7).",
@@ -481,18 +485,22 @@ LAYOUT: tuple[tuple[str, str, str, tuple[tuple[str, str, str], ...]], ...] = (
       ("table", "disabling/{model}/summary/extremes", "Heads and layers whose disabling helps or hurts most"),
       ("table", "disabling/{model}/summary/greedy", "Greedy disabling"))),
     ("pruning", "Head importance and pruning",
-     "Michel et al.'s (2019) gradient importance of heads and MLPs and their iterative pruning curves; Prasanna et al.'s "
-     "(2020) magnitude (m) and structured (s) lottery tickets: their curves, the good/random/bad subnetworks re-fine-tuned, "
-     "survival of each head across seeds and the Fleiss' kappa of the masks; the pruned models compacted.",
+     "Michel et al.'s (2019) gradient importance of heads and MLPs (on train examples by default) and their iterative pruning "
+     "curves (on dev); Prasanna et al.'s (2020) magnitude (m) and structured (s) lottery tickets: their curves, the "
+     "good/random/bad subnetworks re-fine-tuned, each ticket chosen on one half of dev and reported on the other, beside the "
+     "paper's choice and report on the same dev; survival of each head across seeds and the Fleiss' kappa of the masks; "
+     "the pruned models compacted.",
      (("figure", "pruning/{model}/summary/importance", ""), ("figure", "pruning/{model}/summary/michel", ""),
       ("figure", "pruning/{model}/summary/lottery_curves", ""), ("figure", "pruning/{model}/summary/survival", ""),
       ("table", "pruning/{model}/summary/lottery", "Lottery tickets: full, good, random and bad subnetworks"),
+      ("table", "pruning/{model}/summary/lottery_seeds", "Lottery tickets per seed, under each protocol"),
       ("table", "pruning/{model}/summary/stability", "Stability of the masks across seeds (Fleiss' kappa)"),
       ("table", "pruning/{model}/summary/compact", "Compacted models"))),
     ("probing", "Probing and syntactic heads",
      "Linear probes per layer for parts of speech and dependency relations with Hewitt and Liang's control tasks "
      "(Tenney et al. 2019), and Clark et al.'s (2019) heads that track single dependency relations.",
      (("figure", "probing/{model}/summary/probes", ""),
+      ("table", "probing/{model}/summary/probes", "Probes per layer: accuracy, control accuracy, selectivity, stopping epoch, converged reference"),
       ("table", "probing/{model}/summary/syntactic_heads", "Syntactic heads (Clark et al. 2019, table 1)"),
       ("table", "probing/{model}/summary/syntactic_heads_held_out", "Syntactic heads chosen on half the sentences, scored on the other half"))),
     ("atlas", "Head atlas",
@@ -505,6 +513,12 @@ LAYOUT: tuple[tuple[str, str, str, tuple[tuple[str, str, str], ...]], ...] = (
 
 # what a reader needs to read a table right, under its title (figures carry their own captions)
 TABLE_NOTES: dict[str, str] = {
+    "probing/{model}/summary/probes": (
+        "Each probe stops on a held-out share of the training sentences (never dev): epoch = the epoch whose weights it "
+        "kept, epochs_run = when it stopped (no layer improved for probing.probe.patience epochs). reference_* = "
+        "scikit-learn's LogisticRegression run to convergence on the same features (probing.reference.states): the "
+        "difference is how much the probe's stopping and regularisation move accuracy and selectivity."
+    ),
     "probing/{model}/summary/syntactic_heads": (
         "As Clark et al. did, each relation's best head and best offset are chosen on the sentences they are scored on, "
         "which flatters the head (144 candidates per direction against 6 offsets); the next table does not."
@@ -520,7 +534,18 @@ TABLE_NOTES: dict[str, str] = {
     "pruning/{model}/summary/lottery": (
         "The good, random and bad rows are there when pruning.subnetworks lists them (on the CPU profile: add "
         "configs/cpu_subnetworks.yaml); 'full' is the fine-tuned model. A seed whose pruning removed nothing has no ticket and "
-        "is left out of its method's rows (the seeds column counts the rest; lottery.md names them)."
+        "is left out of its method's rows (the seeds column counts the rest; lottery.md names them). protocol: 'selected on "
+        "half A, reported on half B' chooses each ticket (where the 90% rule stops) on a seeded half of dev and scores every "
+        "row on the other half; 'paper: selected and reported on dev' is Prasanna et al.'s protocol (pruning.paper_protocol). "
+        "minus_held_out is the paired difference from the held-out row; on the full rows it is only the change of report set."
+    ),
+    "pruning/{model}/summary/lottery_seeds": (
+        "One row per seed, method, subnetwork and protocol: score on the protocol's report examples (examples), share of "
+        "parameters kept, and minus_held_out, the score minus the held-out protocol's for the same seed."
+    ),
+    "pruning/{model}/summary/stability": (
+        "Masks of the held-out tickets (chosen on half A of dev); Fleiss' kappa with seeds as raters and a bootstrap "
+        "interval over the masked elements."
     ),
 }
 

@@ -498,10 +498,28 @@ def subnetwork_reference_retrained():
 
 
 def subnetwork_names():
+    """``full`` (when re-fine-tuned) and ``<method>-<kind>-<protocol>``: a ticket's subnetworks per protocol."""
     kinds = config["pruning"]["subnetworks"]
     methods = config["pruning"]["subnetwork_methods"] or config["pruning"]["methods"]
-    names = [f"{method}-{kind}" for method in methods for kind in kinds]
+    names = [f"{method}-{kind}-{protocol}" for method in methods for protocol in lottery_protocols() for kind in kinds]
     return (["full"] if names and subnetwork_reference_retrained() else []) + names
+
+
+def lottery_protocols():
+    """How lottery tickets are chosen and reported: held_out (chosen on half A of dev, reported on half B)
+    always; paper (Prasanna et al.'s: chosen and reported on dev) beside it with pruning.paper_protocol."""
+    return ["held_out"] + (["paper"] if config["pruning"]["paper_protocol"] else [])
+
+
+def lottery_split(protocol):
+    """What a protocol's halves of dev depend on (so that only its jobs rerun): the split seed for held_out."""
+    return {"split_seed": config["pruning"]["split_seed"]} if protocol == "held_out" else {}
+
+
+def subnetwork_report(network):
+    """The protocols a re-fine-tuned network is reported under, with their splits: its ticket's (full: all)."""
+    protocols = lottery_protocols() if network == "full" else [network.split("-")[2]]
+    return {protocol: lottery_split(protocol) for protocol in protocols}
 
 
 def subnetwork_runs(model):
@@ -516,11 +534,12 @@ def pruning_summary_inputs(wildcards):
         "fitness": fitness_inputs(),
         "importance": [f"{pruning_dir(model, t, s)}/importance.parquet" for t, s in runs],
         "michel": [f"{pruning_dir(model, t, s)}/michel_curve.parquet" for t, s in runs],
-        "curves": [f"{pruning_dir(model, t, s)}/{m}_curve.parquet" for t, s in runs for m in methods],
-        "masks": [f"{pruning_dir(model, t, s)}/{m}_mask.safetensors" for t, s in runs for m in methods],
+        "curves": [f"{pruning_dir(model, t, s)}/{m}_{p}_curve.parquet" for t, s in runs for m in methods for p in lottery_protocols()],
+        "tickets": [f"{pruning_dir(model, t, s)}/{m}_{p}_ticket.json" for t, s in runs for m in methods for p in lottery_protocols()],
+        # survival and stability: the held-out tickets
+        "masks": [f"{pruning_dir(model, t, s)}/{m}_held_out_mask.safetensors" for t, s in runs for m in methods],
         "compact": [f"{pruning_dir(model, t, s)}/s_compact.json" for t, s in runs if "s" in methods],
         "subnetworks": [f"{pruning_dir(model, t, s)}/subnetworks/{n}.json" for t, s, n in subnetwork_runs(model)],
-        "finetuned": [f"{run_dir(model, t, 'pretrained', s)}/metrics.json" for t, s in runs],
     }
 
 
@@ -549,9 +568,9 @@ def subnetwork_inputs(wildcards):
         "dev": f"results/data/{wildcards.task}/dev.parquet",
     }
     if wildcards.network != "full":
-        method = wildcards.network.split("-")[0]
-        inputs["mask"] = f"{pruning_dir(wildcards.model, wildcards.task, wildcards.seed)}/{method}_mask.safetensors"
-        if wildcards.network == "m-bad":  # the smallest weights of the fine-tuned model
+        method, kind, protocol = wildcards.network.split("-")
+        inputs["mask"] = f"{pruning_dir(wildcards.model, wildcards.task, wildcards.seed)}/{method}_{protocol}_mask.safetensors"
+        if (method, kind) == ("m", "bad"):  # the smallest weights of the fine-tuned model
             inputs["finetuned"] = f"{run_dir(wildcards.model, wildcards.task, 'pretrained', wildcards.seed)}/model"
     return inputs
 
@@ -746,6 +765,10 @@ def _stage_choice_problems():
     if unpruned:
         problems.append(f"pruning.subnetwork_methods names {unpruned}, not in pruning.methods {config['pruning']['methods']}. "
                         "Fix: add them to pruning.methods or drop them.")
+    if config["pruning"]["importance_split"] == "dev" and "s" in config["pruning"]["methods"]:
+        # s-pruning's order comes from importance: on all of dev, half B would help choose the held-out ticket
+        problems.append("pruning.importance_split: dev lets the dev half that reports s-pruning's ticket choose which heads "
+                        "it prunes. Fix: importance_split: train (the default), or drop s from pruning.methods.")
     return problems
 
 

@@ -35,6 +35,7 @@ rule linguistic_scores:
     params:
         code=script_code("linguistic_scores"),
         dump_prefix="results/attention/{model}/{task}/{state}",
+        directions=[list(d) for d in config["linguistic"]["directions"]],
     log:
         "logs/linguistic_scores/{model}/{task}/{state}.log",
     benchmark:

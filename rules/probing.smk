@@ -51,6 +51,8 @@ rule probe_layers:
         min_label_count=config["probing"]["min_label_count"],
         probe=config["probing"]["probe"],
         control_seed=config["probing"]["control_seed"],
+        reference_regularisation=lambda wc: config["probing"]["reference"]["regularisation"]
+        if wc.probed in config["probing"]["reference"]["states"] else None,
     threads: config["probing"]["threads"]
     resources:
         mem_mb=scaled(6000),

@@ -1,6 +1,8 @@
 # Head importance and iterative head pruning (Michel et al. 2019) and lottery tickets (Prasanna et al.
 # 2020): magnitude (m) and structured (s) pruning of each fine-tuned model, good/random/bad subnetworks
-# re-fine-tuned from the pre-trained weights, survival across seeds and Fleiss' kappa.
+# re-fine-tuned from the pre-trained weights, survival across seeds and Fleiss' kappa. Each ticket is found
+# under a protocol: held_out chooses it on half A of dev and reports on half B; paper (Prasanna et al.'s)
+# chooses and reports on dev.
 
 rule head_importance:
     conda:
@@ -45,12 +47,16 @@ rule lottery_pruning:
         importance=importance_data,
         dev="results/data/{task}/dev.parquet",
     output:
-        mask=f"{PRUNE_DIR}/{{method}}_mask.safetensors",
-        curve=f"{PRUNE_DIR}/{{method}}_curve.parquet",
+        mask=f"{PRUNE_DIR}/{{method}}_{{protocol}}_mask.safetensors",
+        curve=f"{PRUNE_DIR}/{{method}}_{{protocol}}_curve.parquet",
+        # the chosen iteration and the full model on the report examples (the tables' reference)
+        ticket=f"{PRUNE_DIR}/{{method}}_{{protocol}}_ticket.json",
     wildcard_constraints:
         method="m|s",
+        protocol="held_out|paper",
     params:
         code=script_code("lottery_pruning"),
+        selection=lambda wc: lottery_split(wc.protocol),
         importance=lambda wc: pruning_params() if wc.method == "s" else None,
         keep=config["pruning"]["keep"],
         keep_above_constant=config["pruning"]["keep_above_constant"],
@@ -68,9 +74,9 @@ rule lottery_pruning:
         cpus_per_task=config["pruning"]["threads"],
         gpu=MODEL_JOB_GPUS,
     log:
-        "logs/lottery_pruning/{model}/{task}/seed{seed}/{method}.log",
+        "logs/lottery_pruning/{model}/{task}/seed{seed}/{method}_{protocol}.log",
     benchmark:
-        "results/benchmarks/lottery_pruning/{model}/{task}/seed{seed}/{method}.tsv"
+        "results/benchmarks/lottery_pruning/{model}/{task}/seed{seed}/{method}_{protocol}.tsv"
     script:
         "../workflow_scripts/lottery_pruning.py"
 
@@ -80,7 +86,7 @@ rule compact_model:
         "../envs/torch.yaml"
     input:
         model=lambda wc: f"{run_dir(wc.model, wc.task, 'pretrained', wc.seed)}/model",
-        mask=f"{PRUNE_DIR}/s_mask.safetensors",
+        mask=f"{PRUNE_DIR}/s_held_out_mask.safetensors",
         dev="results/data/{task}/dev.parquet",
     output:
         model=directory(f"{PRUNE_DIR}/s_compact"),
@@ -111,9 +117,10 @@ rule subnetwork_finetune:
     output:
         metrics=f"{PRUNE_DIR}/subnetworks/{{network}}.json",
     wildcard_constraints:
-        network="full|[ms]-(good|random|bad)",
+        network="full|[ms]-(good|random|bad)-(held_out|paper)",
     params:
         code=script_code("subnetwork_finetune"),
+        report=lambda wc: subnetwork_report(wc.network),
         hyperparameters=lambda wc: subnetwork_recipe(wc.task),
         max_train_examples=config["pruning"]["subnetwork_max_train_examples"],
         subsample_seed=config["data"]["subsample_seed"],
@@ -144,6 +151,7 @@ rule pruning_summary:
         michel=multiext("results/pruning/{model}/summary/michel", *TABLE_FILES, *FIGURE_FILES),
         curves=multiext("results/pruning/{model}/summary/lottery_curves", *TABLE_FILES, *FIGURE_FILES),
         lottery=multiext("results/pruning/{model}/summary/lottery", ".parquet", ".csv", ".md"),
+        lottery_seeds=multiext("results/pruning/{model}/summary/lottery_seeds", ".parquet", ".csv", ".md"),
         stability=multiext("results/pruning/{model}/summary/stability", ".parquet", ".csv", ".md"),
         survival=multiext("results/pruning/{model}/summary/survival", *TABLE_FILES, *FIGURE_FILES),
         compact=multiext("results/pruning/{model}/summary/compact", ".parquet", ".csv", ".md"),
@@ -152,9 +160,12 @@ rule pruning_summary:
         runs=lambda wc: pruning_runs(wc.model),
         subnetwork_runs=lambda wc: subnetwork_runs(wc.model),
         methods=config["pruning"]["methods"],
+        protocols=lottery_protocols(),
         networks=subnetwork_names(),
         keep=config["pruning"]["keep"],
         tolerance=config["pruning"]["michel_tolerance"],
+        # what the captions say each result was chosen and scored on
+        data={key: config["pruning"][key] for key in ("importance_split", "importance_examples", "dev_examples", "split_seed")},
         bootstrap={k: config["pruning"][f"kappa_{k}"] for k in ("resamples", "level", "seed")},
         recipe_note=lambda wc: (
             "none re-fine-tuned (pruning.subnetworks or every subnetwork_seeds is empty): the table holds the fine-tuned models only"

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from bertology_core import attention, compaction, importance, lottery, pruning_stats
+from bertology_core import attention, compaction, disabling_stats, importance, lottery, pruning_stats
 from bertology_core.glue import get_task
 from bertology_core.importance import StructureMask
 from test_disabling import encoded, sharp_tiny
@@ -237,7 +237,106 @@ def test_seeds_whose_pruning_removed_nothing_have_no_ticket_and_leave_the_table(
         ("MRPC", "s", "good", 3, 0.5),
     ]
     frame = pl.DataFrame(rows, schema=["task", "method", "kind", "seed", "kept_share"], orient="row")
+    # the same seed pruned under the paper protocol found a ticket: only the held-out rows leave
+    frame = pl.concat([frame.with_columns(pl.lit("held_out").alias("protocol")),
+                       frame.filter(pl.col("seed") == 3).with_columns(pl.lit(0.6).alias("kept_share"), pl.lit("paper").alias("protocol"))])
     kept, left_out = pruning_stats.drop_seeds_without_ticket(frame)
-    assert left_out == [("MRPC", "m", 3)]
-    assert sorted(kept.select("method", "kind", "seed").iter_rows()) == [
+    assert left_out == [("MRPC", "m", 3, "held_out")]
+    assert sorted(kept.filter(pl.col("protocol") == "held_out").select("method", "kind", "seed").iter_rows()) == [
         ("all", "full", 1), ("all", "full", 3), ("m", "bad", 1), ("m", "good", 1), ("s", "good", 3)]
+    assert kept.filter(pl.col("protocol") == "paper").height == 5
+
+
+def test_held_out_halves_are_disjoint_cover_dev_and_only_half_a_is_sampled():
+    import polars as pl
+
+    dev = pl.DataFrame({"idx": np.arange(101), "label": np.r_[np.zeros(60, int), np.ones(41, int)]}).sample(fraction=1.0, shuffle=True, seed=1)
+    labels = dev["label"].to_numpy()
+    chooses, reports = lottery.protocol_examples(dev, "held_out", stratify=True, split_seed=3)
+    assert not (chooses & reports).any() and (chooses | reports).all()  # disjoint, and together all of dev
+    assert chooses.sum() == 50 and labels[chooses].sum() == 20  # each class halved (60 -> 30, 41 -> 20 + 21)
+    again, _ = lottery.protocol_examples(dev, "held_out", stratify=True, split_seed=3)
+    other, _ = lottery.protocol_examples(dev, "held_out", stratify=True, split_seed=4)
+    assert np.array_equal(again, chooses) and not np.array_equal(other, chooses)
+    # the same halves as the disabling stage's split of the same labels
+    assert np.array_equal(chooses, disabling_stats.split_halves(labels, True, 3))
+    # a sample of the choosing examples is drawn from half A alone; half B is reported whole
+    sample, sample_reports = lottery.protocol_examples(dev, "held_out", stratify=True, split_seed=3, examples=10, sample_seed=0)
+    assert sample.sum() == 10 and not (sample & ~chooses).any() and np.array_equal(sample_reports, reports)
+    # the paper's protocol: dev (or its sample) chooses, all of dev reports
+    paper, paper_reports = lottery.protocol_examples(dev, "paper", stratify=True)
+    assert paper.all() and paper_reports.all()
+    paper, paper_reports = lottery.protocol_examples(dev, "paper", stratify=True, examples=10)
+    assert paper.sum() == 10 and paper_reports.all()
+    scores = dev.with_columns(pl.col("label").cast(pl.Float64) / 7)  # regression: not stratified
+    chooses, reports = lottery.protocol_examples(scores, "held_out", stratify=False, split_seed=0)
+    assert chooses.sum() == 50 and reports.sum() == 51
+    with pytest.raises(ValueError, match="split_seed"):
+        lottery.protocol_examples(dev, "held_out", stratify=True)
+    with pytest.raises(ValueError, match="unknown protocol"):
+        lottery.protocol_examples(dev, "dev", stratify=True)
+
+
+@pytest.mark.parametrize("method", ["m", "s"])
+def test_the_ticket_is_chosen_on_the_selection_half_alone(method):
+    import polars as pl
+
+    from bertology_core import finetune
+
+    task = get_task("MNLI")  # three labels, as the tiny model has
+    data = encoded(12, seed=7)
+    labels = importance.masked_predictions(attention.use_engine(sharp_tiny(layers=2)), task, data)  # the full model scores 1
+    dev = pl.DataFrame({"idx": np.arange(12), "label": labels})
+    chooses, reports = lottery.protocol_examples(dev, "held_out", stratify=False, split_seed=0)
+
+    def subset(rows):
+        return finetune.Encoded(input_ids=[data.input_ids[i] for i in np.flatnonzero(rows)], token_type_ids=None, pad_token_id=0)
+
+    settings = {"rate": 0.5, "max_iterations": 4} if method == "m" else {"head_share": 0.25, "mlps_per_step": 1, "refine": True}
+
+    def run(report_labels, choosing_labels=labels[chooses]):
+        return lottery.find_ticket(
+            attention.use_engine(sharp_tiny(layers=2)), task, method, "held_out", subset(chooses), choosing_labels, subset(reports),
+            report_labels, keep=0.5, method_settings=settings, importance_data=(data, labels), batch_size=4,
+        )
+
+    ticket = run(labels[reports])
+    relabelled = run((labels[reports] + 1) % 3)  # every report-half label changed
+    assert ticket.selection_examples == relabelled.selection_examples == 6 and ticket.report_examples == 6
+    assert [it.score for it in ticket.history] == [it.score for it in relabelled.history]
+    assert ticket.chosen == relabelled.chosen
+    assert all(torch.equal(a, relabelled.tensors()[name]) for name, a in ticket.tensors().items())
+    # the report half only scores the full model, the tables' reference
+    assert ticket.full_report_metrics["accuracy"] == 1.0 and relabelled.full_report_metrics["accuracy"] == 0.0
+    assert len(ticket.history) > 1 and ticket.history[0].score == 1.0
+    # the choosing half's labels are what the rule sees
+    other = run(labels[reports], (labels[chooses] + 1) % 3)
+    assert [it.score for it in other.history] != [it.score for it in ticket.history]
+    curve = ticket.curve()
+    assert curve["chosen"].sum() == 1 and set(curve["protocol"]) == {"held_out"} and set(curve["method"]) == {method}
+    summary = ticket.summary()
+    assert summary["protocol_label"] == pruning_stats.PROTOCOLS["held_out"] and summary["iteration"] == ticket.best.iteration
+
+
+def test_lottery_tables_show_both_protocols_and_their_paired_difference():
+    import polars as pl
+
+    rows = []
+    for seed, shift in ((1, 0.02), (2, 0.04)):
+        for method, kind, score in (("all", "full", 0.80), ("s", "good", 0.70), ("s", "bad", 0.60)):
+            rows.append(("MRPC", seed, method, kind, "held_out", score, 204, 0.5))
+            rows.append(("MRPC", seed, method, kind, "paper", score + shift + (0.01 if kind == "good" else 0.0), 408, 0.5))
+    frame = pl.DataFrame(rows, schema=["task", "seed", "method", "kind", "protocol", "score", "examples", "kept_share"], orient="row")
+    frame = frame.with_columns(pl.lit("accuracy").alias("metric"))
+    per_seed, table = pruning_stats.lottery_tables(frame)
+    labels = list(pruning_stats.PROTOCOLS.values())
+    assert table.select("method", "kind", "protocol").rows() == [
+        ("all", "full", labels[0]), ("all", "full", labels[1]), ("s", "good", labels[0]), ("s", "good", labels[1]),
+        ("s", "bad", labels[0]), ("s", "bad", labels[1])]
+    assert table["seeds"].to_list() == [2] * 6 and table["report_examples"].to_list() == [204, 408] * 3
+    paper = table.filter(pl.col("protocol") == labels[1])
+    assert paper["minus_held_out_mean"].to_list() == pytest.approx([0.03, 0.04, 0.03])
+    assert table.filter(pl.col("protocol") == labels[0])["minus_held_out_mean"].to_list() == [0.0] * 3
+    good = per_seed.filter((pl.col("kind") == "good") & (pl.col("protocol") == labels[1])).sort("seed")
+    assert good["minus_held_out"].to_list() == pytest.approx([0.03, 0.05])
+    assert per_seed.height == 12 and per_seed.select("seed", "kind", "protocol").rows()[:2] == [(1, "full", labels[0]), (1, "full", labels[1])]

@@ -199,7 +199,7 @@ def test_smoke_run_writes_importance_pruning_and_lottery_tickets(smoke_run):
 
     results = smoke_run / "results"
     summary = results / "pruning/tiny-bert/summary"
-    for stem in ("importance", "michel", "lottery_curves", "lottery", "stability", "survival", "compact"):
+    for stem in ("importance", "michel", "lottery_curves", "lottery", "lottery_seeds", "stability", "survival", "compact"):
         assert (summary / f"{stem}.parquet").stat().st_size > 0, stem
     for stem in ("importance", "michel", "lottery_curves", "survival"):
         assert (summary / f"{stem}.png").stat().st_size > 1000, stem
@@ -210,21 +210,28 @@ def test_smoke_run_writes_importance_pruning_and_lottery_tickets(smoke_run):
     lottery = pl.read_parquet(summary / "lottery.parquet")
     # the reference is the fine-tuning run itself (smoke re-fine-tunes with the fine-tuning recipe)
     full = lottery.filter(pl.col("kind") == "full")
-    assert full["seeds"].to_list() == [2] and full["metric"].to_list() == ["accuracy"]
+    assert full["seeds"].to_list() == [2, 2] and full["metric"].to_list() == ["accuracy"] * 2
     assert set(zip(lottery["method"], lottery["kind"])) == {("all", "full"), ("m", "good"), ("m", "bad"), ("s", "good"), ("s", "bad")}
+    # each ticket chosen on half A of dev and reported on half B, beside the paper's protocol (chosen and reported on dev)
+    assert set(lottery["protocol"]) == {"selected on half A, reported on half B", "paper: selected and reported on dev"}
+    held_out, paper = (full.filter(pl.col("protocol").str.starts_with(p))["report_examples"][0] for p in ("selected", "paper"))
+    assert 0 < held_out < paper
     stability = pl.read_parquet(summary / "stability.parquet")
     assert set(stability.filter(pl.col("task") == "MRPC")["element"]) == {"heads", "mlps", "weights"}
     for seed in (1, 2):
         run = results / f"pruning/tiny-bert/MRPC/pretrained/seed{seed}"
-        curve = pl.read_parquet(run / "s_curve.parquet")
+        curve = pl.read_parquet(run / "s_held_out_curve.parquet")
         chosen = curve.filter(pl.col("chosen"))
         assert chosen.height == 1 and chosen["share_of_full"][0] >= 0.9 - 1e-9
-        mask = load_file(str(run / "s_mask.safetensors"))
+        ticket = json.loads((run / "s_held_out_ticket.json").read_text())
+        assert ticket["split_seed"] == 0 and ticket["selection_examples"] + ticket["report_examples"] == json.loads(
+            (run / "s_paper_ticket.json").read_text())["report_examples"]
+        mask = load_file(str(run / "s_held_out_mask.safetensors"))
         assert mask["heads"].shape == (2, 4) and mask["mlps"].shape == (2,)
         compact = json.loads((run / "s_compact.json").read_text())
         assert compact["predictions_equal_gated"] and compact["heads_kept"] == int(mask["heads"].sum())
-        good = json.loads((run / "subnetworks/s-good.json").read_text())
-        assert good["heads_kept"] == compact["heads_kept"]
+        good = json.loads((run / "subnetworks/s-good-held_out.json").read_text())
+        assert good["heads_kept"] == compact["heads_kept"] and set(good["reported"]) == {"held_out"}
 
 
 def test_smoke_run_writes_probes_and_syntactic_heads(smoke_run):
@@ -302,6 +309,17 @@ def test_changing_one_tasks_learning_rate_reruns_exactly_its_jobs(smoke_run, tmp
             planned.append((rule, line.split("output:")[1]))
     finetune_outputs = [o for r, o in planned if r == "finetune"]
     assert len(finetune_outputs) == 2 and all("/STS-B/" in o for o in finetune_outputs)
+
+
+def test_changing_the_split_seed_reruns_exactly_the_held_out_lottery_tickets(smoke_run, tmp_path):
+    override = tmp_path / "split.yaml"
+    override.write_text(yaml.safe_dump({"pruning": {"split_seed": 1}}))
+    jobs = jobs_to_run(smoke_run, (SMOKE, override))
+    # MRPC seeds 1 and 2: the held-out m and s tickets, their good and bad subnetworks and the compacted s ticket;
+    # the paper protocol's tickets and subnetworks, chosen and reported on all of dev, do not depend on the split
+    pruning = ("head_importance", "lottery_pruning", "compact_model", "subnetwork_finetune", "pruning_summary")
+    assert {rule: jobs.get(rule, 0) for rule in pruning} == {
+        "head_importance": 0, "lottery_pruning": 4, "compact_model": 2, "subnetwork_finetune": 8, "pruning_summary": 1}
 
 
 def test_editing_a_library_module_reruns_exactly_the_jobs_whose_scripts_import_it(smoke_run, tmp_path):
@@ -467,6 +485,8 @@ BAD_INPUTS = [
     ("subnetworks of a method not run", {"pruning": {"methods": ["s"], "subnetwork_methods": ["m"]}}, None,
      "pruning.subnetwork_methods names ['m'], not in pruning.methods ['s']"),
     ("unfit policy misspelt", {"analysis": {"unfit": "Skip"}}, None, "'Skip' is not one of ['warn', 'skip', 'fail']"),
+    ("s-pruning importance on dev", {"pruning": {"importance_split": "dev"}}, None,
+     "pruning.importance_split: dev lets the dev half that reports s-pruning's ticket choose"),
 ]
 
 

@@ -10,7 +10,7 @@ import numpy as np
 import polars as pl
 import torch
 
-from bertology_core import attention, finetune, glue, importance, lottery, models
+from bertology_core import attention, finetune, glue, importance, models
 from bertology_core.metrics import compute_metrics, primary_metric
 
 
@@ -49,12 +49,8 @@ def dev_scorer(snakemake, task, model, tokenizer, batch_size: int, record: list 
     return score
 
 
-def dev_constant_score(snakemake, task) -> float | None:
-    """The best constant prediction's dev score (see lottery.best_constant_score)."""
-    return lottery.best_constant_score(task, dev_sample(snakemake)["label"].to_numpy())
-
-
 def dev_sample(snakemake) -> pl.DataFrame:
-    """The dev examples pruning is scored on (``params.dev_sample``: seeded sample or all of dev)."""
+    """The dev examples Michel et al.'s curve and the compaction check are scored on (``params.dev_sample``:
+    seeded sample or all of dev); lottery tickets choose theirs with lottery.protocol_examples."""
     sample = snakemake.params.dev_sample
     return glue.subsample(pl.read_parquet(snakemake.input.dev), sample["examples"], sample["seed"])

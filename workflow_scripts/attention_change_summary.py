@@ -25,7 +25,9 @@ figures.write_table(verdicts.annotate(by_layer), snakemake.params.out + "/cosine
 chart = figures.head_heatmap(
     heads, "cosine", "Attention change after fine-tuning (Kovaleva et al. 2019, fig. 5)",
     "Cosine similarity of each head's map before and after fine-tuning, mean over dev examples (darker = more change); "
-    f"the paper found the last two layers change most.\nModel {snakemake.wildcards.model}, up to {snakemake.params.examples} dev examples per task.",
+    "the paper found the last two layers change most.\nOnly real tokens are compared (the authors' code also compared padded "
+    "query rows and positions), so the comparison with the paper's figure is qualitative.\n"
+    f"Model {snakemake.wildcards.model}, up to {snakemake.params.examples} dev examples per task.",
     facet="task", scheme="viridis",
     tooltip=["task", "Layer", "Head", "cosine", "examples"],
 )

@@ -1,4 +1,5 @@
-"""Per-head attention to linguistic features, relations and [CLS]'s distribution of one dump (rule linguistic_scores)."""
+"""Per-head attention to linguistic features, token-to-token attention in each configured direction and
+[CLS]'s distribution of one dump (rule linguistic_scores)."""
 
 from _common import log_to
 
@@ -13,7 +14,7 @@ from bertology_core.models import load_tokenizer
 tokenizer = load_tokenizer(io.read_json(snakemake.input.resolved)["path"])
 frames = linguistic.score_dump(
     AttentionDump(snakemake.params.dump_prefix), tokenizer, pl.read_parquet(snakemake.input.data),
-    pl.read_parquet(snakemake.input.spacy),
+    pl.read_parquet(snakemake.input.spacy), directions=snakemake.params.directions,
 )
 for name, path in zip(("features", "relations", "cls_shares", "cls_max"), snakemake.output):
     io.write_parquet(frames[name], path)

@@ -1,5 +1,6 @@
 """Attention to linguistic features (section 4.4; fig. 6 for [CLS] and [SEP]), [CLS] in the last layer (fig. 7)
-and verb->subject / noun->pronoun (section 4.5): tables and figures per model (rule linguistic_summary)."""
+and token-to-token attention in both directions of each relation, e.g. verb->subject and subject->verb
+(section 4.5): tables and figures per model (rule linguistic_summary)."""
 
 from _common import log_to
 
@@ -55,14 +56,20 @@ figures.save_chart(figures.with_caption(
     "Score: attention a token receives from all tokens / sequence length, max over tokens of the type, mean over examples with it.\n"
     + note), snakemake.params.out + "/features")
 
-relations = by_state(load("relations"), ["layer", "head", "relation"])
+# direction "from->to": the from word attends to the to word; both directions of a relation share its word pairs
+relations = by_state(load("relations"), ["layer", "head", "relation", "direction", "from", "to"])
 shown = "fine-tuned" if "fine-tuned" in set(relations["model_state"]) else "pre-trained"
-figures.write_table(verdicts.annotate(relations.sort("task", "model_state", "relation", "layer", "head"), state="model_state"),
-                    snakemake.params.out + "/relations")
+figures.write_table(
+    verdicts.annotate(relations.sort("task", "model_state", "relation", "direction", "layer", "head"), state="model_state"),
+    snakemake.params.out + "/relations")
 figures.save_chart(figures.with_caption(
-    figures.head_grid(relations.filter(pl.col("model_state") == shown), "score", "relation", "task", shown, cell=10),
-    "Token-to-token attention: verb -> subject and noun -> pronoun (Kovaleva et al. 2019, section 4.5)",
-    "Word-level attention from the first word to the second (sum over its pieces), max over pairs, mean over examples.\n" + note),
+    figures.head_grid(relations.filter(pl.col("model_state") == shown), "score", "direction", "task", shown, cell=10),
+    "Token-to-token attention in both directions: " + ", ".join(sorted(set(relations["direction"])))
+    + " (Kovaleva et al. 2019, section 4.5)",
+    "Row from->to: attention of the from word to the to word (sum over the to word's pieces, mean over the from word's), "
+    "max over the example's pairs, mean over examples with a pair.\n"
+    "subject-verb: nsubj and its verb (the paper's code); noun-pronoun: every noun with every pronoun, standing in for the antecedent.\n"
+    + note),
     snakemake.params.out + "/relations")
 
 cls = load("cls_shares").group_by("task", "model_state", "type").agg(pl.col("share").mean()).sort("task", "model_state", "type")

@@ -1,5 +1,6 @@
-"""Find one lottery ticket of a fine-tuned model: m-pruning (global magnitude) or s-pruning (heads and MLPs
-by importance), pruning while dev stays at >= keep x the full model (rule lottery_pruning)."""
+"""Find one lottery ticket of a fine-tuned model under one protocol: m-pruning (global magnitude) or s-pruning
+(heads and MLPs by importance), pruning while the choosing examples' score stays at >= keep x the full
+model's; held_out chooses on half A of dev, paper on dev (rule lottery_pruning)."""
 
 import logging
 
@@ -7,68 +8,35 @@ from _common import log_to
 
 log_to(snakemake.log[0])
 
-import numpy as np
 import polars as pl
-import torch
 from safetensors.torch import save_file
 
-from _pruning import dev_constant_score, dev_scorer, importance_examples, load
-from bertology_core import importance, io, lottery
+from _pruning import importance_examples, load
+from bertology_core import finetune, io, lottery
 
 params = snakemake.params
-settings = snakemake.config["pruning"]
-method = snakemake.wildcards.method
+wc = snakemake.wildcards
 task, model, tokenizer = load(snakemake)
-score = dev_scorer(snakemake, task, model, tokenizer, settings["batch_size"])
-floor = dev_constant_score(snakemake, task) if params.keep_above_constant else None
-
-if method == "m":
-    # the model itself carries the masks (torch.nn.utils.prune), so a state is just the masks it has now
-    chosen, history = lottery.prune_while_above(
-        lottery.current_weight_masks(model),
-        lambda masks: lottery.magnitude_prune_step(model, params.method["rate"]),
-        lambda masks: score(None),
-        lottery.kept_weight_share,
-        params.keep,
-        params.method["max_iterations"],
-        floor=floor,
-    )
-    best = history[chosen].state
-    tensors = {name: mask.to(torch.uint8).contiguous() for name, mask in best.items()}
-    extra = [{} for _ in history]
-else:
-    examples, labels = importance_examples(snakemake, tokenizer)
-
-    def scores(mask: importance.StructureMask):
-        return importance.gate_importance(model, task, examples, labels, mask, settings["batch_size"])
-
-    chosen, history = lottery.structured_pruning(
-        importance.StructureMask.for_model(model),
-        lambda mask: score(mask.plan()),
-        scores,
-        head_share=params.method["head_share"],
-        mlps_per_step=params.method["mlps_per_step"],
-        keep=params.keep,
-        refine=params.method["refine"],
-        normalize=params.importance["normalize_by_layer"],
-        floor=floor,
-    )
-    best = history[chosen].state
-    tensors = {"heads": torch.from_numpy(best.heads.astype(np.uint8)), "mlps": torch.from_numpy(best.mlps.astype(np.uint8))}
-    extra = [{"heads_kept": it.state.heads_kept, "mlps_kept": it.state.mlps_kept} for it in history]
-
-curve = pl.DataFrame(
-    [
-        {"iteration": it.iteration, "phase": it.phase or method, "kept_share": it.kept_share, "score": it.score,
-         "chosen": it.iteration == history[chosen].iteration, **more}
-        for it, more in zip(history, extra)
-    ]
-).with_columns(pl.lit(method).alias("method"), (pl.col("score") / history[0].score).alias("share_of_full"),
-               pl.lit(floor, dtype=pl.Float64).alias("floor"))
-io.write_parquet(curve, snakemake.output.curve)
+dev = pl.read_parquet(snakemake.input.dev)
+selection, report = lottery.protocol_examples(
+    dev, wc.protocol, stratify=not task.is_regression, examples=params.dev_sample["examples"],
+    sample_seed=params.dev_sample["seed"], **params.selection,
+)
+chosen, reported = dev.filter(pl.Series(selection)), dev.filter(pl.Series(report))
+ticket = lottery.find_ticket(
+    model, task, wc.method, wc.protocol,
+    finetune.encode(chosen, tokenizer, params.max_length), chosen["label"].to_numpy(),
+    finetune.encode(reported, tokenizer, params.max_length), reported["label"].to_numpy(),
+    keep=params.keep, keep_above_constant=params.keep_above_constant, method_settings=params.method,
+    importance_data=importance_examples(snakemake, tokenizer) if wc.method == "s" else None,
+    normalize=bool(params.importance and params.importance["normalize_by_layer"]),
+    batch_size=snakemake.config["pruning"]["batch_size"],
+)
+summary = ticket.summary() | params.selection
+io.write_parquet(ticket.curve(), snakemake.output.curve)
+io.write_json(summary, snakemake.output.ticket)
 with io.atomic_path(snakemake.output.mask) as tmp:
-    save_file(tensors, tmp, metadata={"method": method, "iteration": str(history[chosen].iteration),
-                                      "score": repr(history[chosen].score), "full_score": repr(history[0].score),
-                                      "floor": repr(floor)})
-logging.info("%s-pruning: chose iteration %d (kept %.3f, score %.4f of full %.4f)", method, history[chosen].iteration,
-             history[chosen].kept_share, history[chosen].score, history[0].score)
+    save_file(ticket.tensors(), tmp, metadata={key: value if isinstance(value, str) else repr(value)
+                                                   for key, value in summary.items() if key != "full_report_metrics"})
+logging.info("%s-pruning (%s): chose iteration %d (kept %.3f, score %.4f of full %.4f on %d examples)", wc.method, wc.protocol,
+             ticket.best.iteration, ticket.best.kept_share, ticket.best.score, ticket.history[0].score, ticket.selection_examples)

@@ -1,6 +1,8 @@
 """Tables and figures of head importance and pruning for one model (rule pruning_summary): importance maps,
 Michel et al.'s pruning curves and prunable shares, the lottery-ticket curves, the full / good / random / bad
-table (Prasanna et al. 2020, mean and std over seeds), survival maps, Fleiss' kappa and the compacted models."""
+table (Prasanna et al. 2020) under each protocol (held_out: ticket chosen on half A of dev, reported on half B;
+paper: chosen and reported on dev), over seeds and per seed, survival maps, Fleiss' kappa and the compacted
+models."""
 
 from _common import log_to
 
@@ -24,6 +26,10 @@ methods = list(params.methods)
 tasks = sorted({t for t, _ in runs})
 seed_note = ", ".join(f"{t} {sum(1 for tt, _ in runs if tt == t)}" for t in tasks)
 metric_note = "accuracy; Pearson r for STS-B"
+protocols = list(params.protocols)
+data = params.data
+importance_note = (f"{data['importance_examples'] or 'all'} {data['importance_split']} examples")
+dev_note = "dev" if data["dev_examples"] is None else f"a seeded sample of {data['dev_examples']} dev examples"
 
 
 def tagged(path, task, seed):
@@ -40,7 +46,7 @@ figures.write_table(verdicts.annotate(imp_mean), f"{out}/importance", float_form
 chart = figures.head_heatmap(
     imp_mean.filter(pl.col("element") == "head"), "normalized_mean",
     "Head importance (Michel et al. 2019: mean |dL/dgate|, l2-normalised per layer)",
-    f"Expected absolute gradient of the loss with respect to each head's gate on {snakemake.config['pruning']['importance_split']} examples, "
+    f"Expected absolute gradient of the loss with respect to each head's gate on {importance_note}, "
     f"normalised per layer, mean over seeds.\nModel {model}; seeds per task: {seed_note}.",
     facet="task", tooltip=["task", "Layer", "Head", "normalized_mean", "normalized_std", "importance", "seeds"],
 )
@@ -56,6 +62,13 @@ for (task, seed), frame in michel.sort("task", "seed", "step").group_by(["task",
                    "score_at_half": float(frame.filter(pl.col("share_pruned") >= 0.5)["score"][0])})
 prunable = pl.DataFrame(shares).sort("task", "seed")
 figures.write_table(verdicts.annotate(prunable, seed="seed"), f"{out}/michel")
+michel_data_note = (
+    f"Heads ranked by importance on {importance_note}, the curve scored on {dev_note}"
+    + (" (the same split: the ranking sees the examples that score it)" if data["importance_split"] == "dev" else
+       " (the ranking never sees the examples that score it)")
+    + f"; the prunable share is read off that dev curve (within {params.tolerance:.0%} of full)."
+)
+io.write_text(f"{michel_data_note}\n\n" + open(f"{out}/michel.md").read(), f"{out}/michel.md")
 line = alt.Chart(michel.to_pandas()).mark_line(point=True).encode(
     x=alt.X("share_pruned:Q", axis=alt.Axis(format="%"), title="heads pruned"),
     y=alt.Y("score:Q", title="dev score", scale=alt.Scale(zero=False)),
@@ -66,20 +79,23 @@ figures.save_chart(figures.with_caption(
     line, "Iterative head pruning (Michel et al. 2019, fig. 3)",
     f"Dev score ({metric_note}) as the least important heads are masked, {snakemake.config['pruning']['michel_step_share']:.0%} of heads per step "
     f"(importance {'recomputed each step' if snakemake.config['pruning']['michel_recompute'] else 'computed once'}).\n"
-    f"Model {model}; seeds per task: {seed_note}. Prunable share (within {params.tolerance:.0%} of full) in michel.md.",
+    f"{michel_data_note}\nModel {model}; seeds per task: {seed_note}. Prunable shares in michel.md.",
 ), f"{out}/michel")
 
 # --- lottery-ticket curves ---
-curve_runs = [(t, s, m) for t, s in runs for m in methods]
-curves = pl.concat([tagged(p, t, s) for (t, s, m), p in zip(curve_runs, inputs.curves)], how="diagonal_relaxed")
-curves = curves.select("task", "seed", "method", "iteration", "phase", "kept_share", "score", "share_of_full", "chosen",
-                       *[c for c in ("heads_kept", "mlps_kept") if c in curves.columns]).sort("task", "method", "seed", "iteration")
+ticket_runs = [(t, s, m, p) for t, s in runs for m in methods for p in protocols]
+curves = pl.concat([tagged(path, t, s) for (t, s, m, p), path in zip(ticket_runs, inputs.curves)], how="diagonal_relaxed")
+protocol_order = pl.col("protocol").replace_strict({p: i for i, p in enumerate(pruning_stats.PROTOCOLS)}, return_dtype=pl.Int8)
+curves = curves.select("task", "seed", "method", "protocol", "iteration", "phase", "kept_share", "score", "share_of_full", "chosen",
+                       *[c for c in ("heads_kept", "mlps_kept") if c in curves.columns]
+                       ).sort("task", "method", "seed", protocol_order, "iteration").with_columns(
+    pl.col("protocol").replace_strict(pruning_stats.PROTOCOLS, return_dtype=pl.String))
 figures.write_table(verdicts.annotate(curves, seed="seed"), f"{out}/lottery_curves", float_format="{:.4f}")
 base = alt.Chart(curves.to_pandas()).encode(
     x=alt.X("kept_share:Q", axis=alt.Axis(format="%"), title="prunable elements kept", scale=alt.Scale(reverse=True)),
-    y=alt.Y("share_of_full:Q", axis=alt.Axis(format="%"), title="share of the full model's dev score"),
-    color=alt.Color("method:N"), detail="seed:N",
-    tooltip=["task", "method", "seed", "iteration", "phase", alt.Tooltip("kept_share:Q", format=".1%"),
+    y=alt.Y("share_of_full:Q", axis=alt.Axis(format="%"), title="share of the full model's score on the choosing examples"),
+    color=alt.Color("method:N"), strokeDash=alt.StrokeDash("protocol:N"), detail="seed:N",
+    tooltip=["task", "method", "protocol", "seed", "iteration", "phase", alt.Tooltip("kept_share:Q", format=".1%"),
              alt.Tooltip("score:Q", format=".4f"), "chosen"],
 )
 chart = alt.layer(
@@ -88,54 +104,75 @@ chart = alt.layer(
     base.transform_filter(alt.datum.chosen).mark_point(size=120, shape="diamond", filled=True),
     data=curves.to_pandas(),
 ).properties(width=220, height=160).facet(facet=alt.Facet("task:N", title=None), columns=4)
+choosing_note = (
+    f"{pruning_stats.PROTOCOLS['held_out']}: the score is on half A of dev (split seed {data['split_seed']}"
+    + ("" if data["dev_examples"] is None else f", a seeded sample of {data['dev_examples']}") + ")"
+    + (f"; {pruning_stats.PROTOCOLS['paper']}: on {dev_note}" if "paper" in protocols else "")
+)
 figures.save_chart(figures.with_caption(
     chart, "Lottery tickets: m-pruning (weights) and s-pruning (heads and MLPs) (Prasanna et al. 2020)",
-    f"Each line is one fine-tuning seed; pruning goes on while the dev score stays above {params.keep:.0%} of the full model (dashed); "
-    f"diamonds: the chosen subnetworks.\nModel {model}; seeds per task: {seed_note}.",
+    f"Each line is one fine-tuning seed and protocol; pruning goes on while the score stays above {params.keep:.0%} of the full model's "
+    f"(dashed); diamonds: the chosen subnetworks.\n{choosing_note}.\nModel {model}; seeds per task: {seed_note}.",
 ), f"{out}/lottery_curves")
 
-# --- full / good / random / bad ---
+# --- full / good / random / bad, under each protocol ---
 rows = []
 networks = list(params.networks)
 sub_runs = [tuple(r) for r in params.subnetwork_runs]
 # the full model is compared on the seeds whose subnetworks were re-fine-tuned (all seeds of a task without any)
 compared = {(t, s) for t, s, _ in sub_runs}
+
+
+def row(task, seed, method, kind, protocol, reported, kept_share, train_seconds):
+    metric = primary_metric(glue.get_task(task))
+    return {"task": task, "seed": seed, "method": method, "kind": kind, "protocol": protocol, "metric": metric,
+            "score": reported["metrics"][metric], "examples": reported["examples"], "kept_share": kept_share, "train_seconds": train_seconds}
+
+
 for (task, seed, network), path in zip(sub_runs, inputs.subnetworks):
     record = io.read_json(path)
-    metric = primary_metric(glue.get_task(task))
-    value = record["metrics"][metric]
-    method, kind = ("all", "full") if network == "full" else network.split("-")
-    rows.append({"task": task, "seed": seed, "method": method, "kind": kind, "metric": metric, "score": value,
-                 "kept_share": record["parameters_kept_share"], "train_seconds": record["train_seconds"]})
-if "full" not in networks or not sub_runs:  # the reference is the fine-tuning run itself
-    for (task, seed), path in zip(runs, inputs.finetuned):
+    method, kind, *protocol = ("all", "full") if network == "full" else network.split("-")
+    for name in protocol or protocols:  # a ticket's subnetworks under its protocol; the full model under each
+        rows.append(row(task, seed, method, kind, name, record["reported"][name], record["parameters_kept_share"], record["train_seconds"]))
+if "full" not in networks or not sub_runs:  # the reference is the fine-tuned model, scored by the pruning jobs
+    tickets = dict(zip(ticket_runs, inputs.tickets))
+    for task, seed in runs:
         if (task, seed) not in compared and any(t == task for t, _ in compared):
             continue
-        metric = primary_metric(glue.get_task(task))
-        value = io.read_json(path)["eval"]["dev"][metric]
-        rows.append({"task": task, "seed": seed, "method": "all", "kind": "full", "metric": metric, "score": value,
-                     "kept_share": 1.0, "train_seconds": None})
-schema = {"task": pl.String, "seed": pl.Int64, "method": pl.String, "kind": pl.String, "metric": pl.String, "score": pl.Float64,
-          "kept_share": pl.Float64, "train_seconds": pl.Float64}
+        for name in protocols:
+            ticket = io.read_json(tickets[(task, seed, methods[0], name)])
+            reported = {"metrics": ticket["full_report_metrics"], "examples": ticket["report_examples"]}
+            rows.append(row(task, seed, "all", "full", name, reported, 1.0, None))
+schema = {"task": pl.String, "seed": pl.Int64, "method": pl.String, "kind": pl.String, "protocol": pl.String, "metric": pl.String,
+          "score": pl.Float64, "examples": pl.Int64, "kept_share": pl.Float64, "train_seconds": pl.Float64}
 subnetworks, no_ticket = pruning_stats.drop_seeds_without_ticket(pl.DataFrame(rows, schema=schema))
 no_ticket_note = (
     " Left out of good/random/bad, as their pruning removed nothing (no ticket): "
-    + ", ".join(f"{t} {m}-pruning seed {s}" for t, m, s in no_ticket) + "."
+    + ", ".join(f"{t} {m}-pruning seed {s} ({pruning_stats.PROTOCOLS[p]})" for t, m, s, p in no_ticket) + "."
 ) if no_ticket else ""
-kind_order = {"full": 0, "good": 1, "random": 2, "bad": 3}
-lottery_table = subnetworks.group_by("task", "method", "kind", "metric").agg(
-    pl.col("score").mean().alias("mean"), pl.col("score").std().alias("std"), pl.len().alias("seeds"),
-    pl.col("seed").sort().alias("seed_list"),
-    pl.col("kept_share").mean().alias("kept_share"),
-).with_columns(pl.col("kind").replace_strict(kind_order, return_dtype=pl.Int8).alias("order")).sort("task", "method", "order").drop("order")
+seed_table, lottery_table = pruning_stats.lottery_tables(subnetworks)
 lottery_table = lottery_table.with_columns(
     pl.Series(fitness.COLUMN, [verdicts.label(t, s) for t, s in lottery_table.select("task", "seed_list").iter_rows()], dtype=pl.String),
     pl.col("seed_list").list.eval(pl.element().cast(pl.String)).list.join(", "),
 )
+protocol_note = (
+    f"protocol '{pruning_stats.PROTOCOLS['held_out']}': the ticket (where the {params.keep:.0%} rule stops) is chosen on half A of dev "
+    f"(split seed {data['split_seed']}, stratified by label for classification) and every row, full included, is scored on half B"
+    + (f"; '{pruning_stats.PROTOCOLS['paper']}' (Prasanna et al.'s protocol): chosen on {dev_note} and scored on all of dev. "
+       "minus_held_out: score minus the held-out row's of the same seed; on the full rows it is only dev against half B "
+       "for the same model, so the rest of a subnetwork's difference is what choosing on the reporting examples adds"
+       if "paper" in protocols else "")
+)
 figures.write_table(lottery_table, f"{out}/lottery", float_format="{:.4f}")
 io.write_text(
-    f"Re-fine-tuned subnetworks: {params.recipe_note}. Dev {metric_note}, mean ± std over seeds (seeds per task: {seed_note}).{no_ticket_note}\n\n"
+    f"Re-fine-tuned subnetworks: {params.recipe_note}. {protocol_note}. Dev {metric_note}, mean ± std over seeds "
+    f"(seeds per task: {seed_note}; per seed in lottery_seeds.md).{no_ticket_note}\n\n"
     + open(f"{out}/lottery.md").read(), f"{out}/lottery.md",
+)
+figures.write_table(verdicts.annotate(seed_table, seed="seed"), f"{out}/lottery_seeds", float_format="{:.4f}")
+io.write_text(
+    f"Re-fine-tuned subnetworks per seed: {params.recipe_note}. {protocol_note}.{no_ticket_note}\n\n"
+    + open(f"{out}/lottery_seeds.md").read(), f"{out}/lottery_seeds.md",
 )
 
 # --- survival and stability ---
@@ -179,8 +216,8 @@ head_survival = survival.filter(pl.col("element") == "head")
 if head_survival.height:
     chart = figures.head_heatmap(
         head_survival, "survival", "Which heads survive s-pruning, across seeds (Prasanna et al. 2020)",
-        "Share of fine-tuning seeds whose s-pruning ticket keeps the head (1 = every seed); Fleiss' kappa of the masks "
-        f"across seeds in stability.md.\nModel {model}; seeds per task: {seed_note}.",
+        "Share of fine-tuning seeds whose s-pruning ticket keeps the head (1 = every seed; the held-out tickets, chosen on half A "
+        f"of dev); Fleiss' kappa of the masks across seeds in stability.md.\nModel {model}; seeds per task: {seed_note}.",
         facet="task", domain=(0.0, 1.0), tooltip=["task", "Layer", "Head", "survival"],
     )
 else:

@@ -1,5 +1,6 @@
-"""Re-fine-tune one subnetwork (good / random / bad of m- or s-pruning, or the full model) from the
-pre-trained weights with its mask fixed; evaluate on dev (rule subnetwork_finetune)."""
+"""Re-fine-tune one subnetwork (good / random / bad of an m- or s-pruning ticket chosen under one protocol,
+or the full model) from the pre-trained weights with its mask fixed; evaluate on dev and on each protocol's
+report examples (held_out: half B of dev; paper: dev) (rule subnetwork_finetune)."""
 
 import logging
 import os
@@ -26,7 +27,7 @@ seed = int(wc.seed)
 draw_seed = [params.sample_seed, seed]  # the random and bad draws: one stream per fine-tuning seed
 mask = None
 if wc.network != "full":
-    method, kind = wc.network.split("-")
+    method, kind, _ = wc.network.split("-")
     if method == "s":
         saved = load_numpy(snakemake.input.mask)
         good = StructureMask(saved["heads"].astype(bool), saved["mlps"].astype(bool))
@@ -41,10 +42,13 @@ if wc.network != "full":
             magnitudes = {name: module.weight.detach() for name, module in lottery.encoder_weights(finetuned)}
         mask = lottery.weight_subnetwork(good, kind, draw_seed, magnitudes)
 train = glue.subsample(pl.read_parquet(snakemake.input.train), params.max_train_examples, params.subsample_seed)
+dev = pl.read_parquet(snakemake.input.dev)
+report = {protocol: lottery.protocol_examples(dev, protocol, stratify=not task.is_regression, **split)[1]
+          for protocol, split in params.report.items()}
 result = lottery.finetune_subnetwork(
-    io.read_json(snakemake.input.resolved)["path"], task, seed, train, pl.read_parquet(snakemake.input.dev),
+    io.read_json(snakemake.input.resolved)["path"], task, seed, train, dev,
     finetune.FinetuneConfig.from_dict(params.hyperparameters), mask,
-    eval_batch_size=snakemake.config["finetune"]["eval_batch_size"],
+    eval_batch_size=snakemake.config["finetune"]["eval_batch_size"], report=report,
 )
 result |= {"task": task.name, "seed": seed, "network": wc.network, "hyperparameters": params.hyperparameters}
 if isinstance(mask, StructureMask):
