@@ -123,17 +123,18 @@ sub_runs = [tuple(r) for r in params.subnetwork_runs]
 compared = {(t, s) for t, s, _ in sub_runs}
 
 
-def row(task, seed, method, kind, protocol, reported, kept_share, train_seconds):
+def row(task, seed, method, kind, protocol, reported, kept_share):
+    # no training time here: results must not differ between two runs of one config (timings: results/benchmarks)
     metric = primary_metric(glue.get_task(task))
     return {"task": task, "seed": seed, "method": method, "kind": kind, "protocol": protocol, "metric": metric,
-            "score": reported["metrics"][metric], "examples": reported["examples"], "kept_share": kept_share, "train_seconds": train_seconds}
+            "score": reported["metrics"][metric], "examples": reported["examples"], "kept_share": kept_share}
 
 
 for (task, seed, network), path in zip(sub_runs, inputs.subnetworks):
     record = io.read_json(path)
     method, kind, *protocol = ("all", "full") if network == "full" else network.split("-")
     for name in protocol or protocols:  # a ticket's subnetworks under its protocol; the full model under each
-        rows.append(row(task, seed, method, kind, name, record["reported"][name], record["parameters_kept_share"], record["train_seconds"]))
+        rows.append(row(task, seed, method, kind, name, record["reported"][name], record["parameters_kept_share"]))
 if "full" not in networks or not sub_runs:  # the reference is the fine-tuned model, scored by the pruning jobs
     tickets = dict(zip(ticket_runs, inputs.tickets))
     for task, seed in runs:
@@ -142,9 +143,9 @@ if "full" not in networks or not sub_runs:  # the reference is the fine-tuned mo
         for name in protocols:
             ticket = io.read_json(tickets[(task, seed, methods[0], name)])
             reported = {"metrics": ticket["full_report_metrics"], "examples": ticket["report_examples"]}
-            rows.append(row(task, seed, "all", "full", name, reported, 1.0, None))
+            rows.append(row(task, seed, "all", "full", name, reported, 1.0))
 schema = {"task": pl.String, "seed": pl.Int64, "method": pl.String, "kind": pl.String, "protocol": pl.String, "metric": pl.String,
-          "score": pl.Float64, "examples": pl.Int64, "kept_share": pl.Float64, "train_seconds": pl.Float64}
+          "score": pl.Float64, "examples": pl.Int64, "kept_share": pl.Float64}
 subnetworks, no_ticket = pruning_stats.drop_seeds_without_ticket(pl.DataFrame(rows, schema=schema))
 no_ticket_note = (
     " Left out of good/random/bad, as their pruning removed nothing (no ticket): "
