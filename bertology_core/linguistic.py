@@ -23,7 +23,7 @@ a partition ([CLS], [SEP], punctuation, pronoun, noun, verb, other), and the pap
 [CLS] -> type.
 
 Token-to-token between words, in both directions. A relation (:data:`LINKS`) pairs two words with two
-roles; a direction ``(from, to)`` (:data:`DIRECTIONS`, config ``linguistic.directions``) scores the
+roles; a direction ``(from, to)`` (config ``linguistic.directions``: both of each relation) scores the
 attention the ``from`` word pays to the ``to`` word, so ``verb->subject`` and ``subject->verb`` are the
 two directions of one relation and the same pairs of words, read from the two sides of the map:
 
@@ -69,7 +69,6 @@ FEATURES = ("noun", "verb", "pronoun", "subject", "object", "negation", "[CLS]",
 CLS_PARTITION = ("[CLS]", "[SEP]", "punctuation", "pronoun", "noun", "verb", "other")
 # relation -> its two roles; every direction (from, to) is one relation read from one side
 LINKS = {"subject-verb": ("subject", "verb"), "noun-pronoun": ("noun", "pronoun")}
-DIRECTIONS = (("verb", "subject"), ("subject", "verb"), ("noun", "pronoun"), ("pronoun", "noun"))
 
 
 TOKEN_SCHEMA = {
@@ -212,7 +211,7 @@ def check_directions(directions: Iterable[Iterable[str]]) -> tuple[tuple[str, st
 
 
 def relation_scores(
-    attention: np.ndarray, annotation: ExampleAnnotation, directions: Iterable[tuple[str, str]] = DIRECTIONS
+    attention: np.ndarray, annotation: ExampleAnnotation, directions: Iterable[tuple[str, str]]
 ) -> dict[str, float]:
     """Per direction ``from->to`` with a pair in the example: the maximum over its relation's word pairs
     of the attention from the ``from`` word to the ``to`` word (:func:`word_attention`)."""
@@ -284,7 +283,7 @@ def relation_table(sums: dict[tuple[int, int, str], list[float]], directions: It
 
 def score_dump(
     dump: Any, tokenizer: Any, data: pl.DataFrame, spacy_rows: pl.DataFrame,
-    directions: Iterable[Iterable[str]] = DIRECTIONS,
+    directions: Iterable[Iterable[str]],
 ) -> dict[str, pl.DataFrame]:
     """Per-head feature scores, scores of every direction in ``directions`` (every layer) and [CLS]'s
     distribution (last layer) of a dump."""

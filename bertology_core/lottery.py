@@ -23,7 +23,10 @@ scores it. Here a ticket is found under a *protocol* (:func:`protocol_examples`,
 :func:`bertology_core.disabling_stats.split_halves`), scores the rule on half A only and reports on half B;
 ``paper`` keeps their protocol (chosen and reported on all of dev) beside it, so that the size of the
 difference shows. The pruning order itself does not look at dev: m-pruning ranks by magnitude, s-pruning by
-importance on ``pruning.importance_split`` (train by default); only where to stop does.
+importance on ``pruning.importance_split`` (train by default); only where to stop does. Both protocols share
+these settings: importance on the same split (the authors' code computes it on the examples that score the
+90% rule, dev by default), and the floor of ``keep_above_constant`` (not in the paper) when it is on; so
+the two protocols differ only in which examples choose and which report.
 """
 
 from __future__ import annotations
@@ -310,10 +313,11 @@ def protocol_examples(
     - ``held_out`` (not Prasanna et al.'s): :func:`~bertology_core.disabling_stats.split_halves` of dev's
       labels (``split_seed``; each class halved separately with ``stratify``) gives half A, which chooses,
       and half B, all of which reports; no example does both.
-    - ``paper`` (Prasanna et al.'s): dev chooses and all of dev reports, the same examples.
+    - ``paper`` (Prasanna et al.'s): all of dev chooses and all of dev reports, the same examples.
 
-    ``examples`` (with ``sample_seed``): a seeded sample of the choosing examples to save time (None: all of
-    them); the report examples are never sampled.
+    ``examples`` (with ``sample_seed``): under ``held_out``, a seeded sample of half A chooses, to save time
+    (None: all of it); the report examples are never sampled. It does not apply to ``paper``, whose point is
+    that the choosing and the report examples are the same.
     """
     if protocol not in PROTOCOLS:
         raise ValueError(f"unknown protocol {protocol!r}: one of {sorted(PROTOCOLS)}")
@@ -323,7 +327,7 @@ def protocol_examples(
         pool = split_halves(dev["label"].to_numpy(), stratify, split_seed)
         report = ~pool
     else:
-        pool = report = np.ones(dev.height, dtype=bool)
+        return np.ones(dev.height, dtype=bool), np.ones(dev.height, dtype=bool)
     chosen = subsample(dev.filter(pl.Series(pool)), examples, sample_seed)["idx"]
     return dev["idx"].is_in(chosen.implode()).to_numpy(), report
 
@@ -451,15 +455,15 @@ def finetune_subnetwork(
     mask: StructureMask | WeightMasks | None,
     eval_batch_size: int = 64,
     progress: bool = False,
-    report: Mapping[str, np.ndarray] | None = None,
-) -> dict[str, Any]:
+) -> tuple[dict[str, Any], pl.DataFrame]:
     """Fine-tune the *pre-trained* encoder (fresh classifier head, ``seed``) with ``mask`` fixed; evaluate.
 
     A structure mask is applied by compaction (the removed heads and MLPs are cut out, which is exact and
     faster to train than gating); weight masks are fixed with ``torch.nn.utils.prune`` (masked weights stay
     zero and get no gradient). ``None`` fine-tunes the full model with the same recipe.
-    ``metrics`` are on all of ``eval_frame``; ``reported`` on each protocol's report examples (``report``:
-    protocol -> boolean mask over ``eval_frame``'s rows, from :func:`protocol_examples`).
+    Returns the run's record (``metrics`` on all of ``eval_frame``) and the per-example predictions
+    (``idx, label, prediction``), from which a summary scores any protocol's report examples, so that how
+    dev is split never reruns the fine-tuning.
     """
     from bertology_core import compaction, finetune
     from bertology_core.metrics import compute_metrics
@@ -481,15 +485,12 @@ def finetune_subnetwork(
     else:  # s-pruning: share of the encoder layers' parameters left after compaction
         kept = compaction.parameter_count(attention.encoder_layers(model)) / total
     labels = eval_frame["label"].to_numpy()
+    per_example = eval_frame.select("idx", "label").with_columns(pl.Series("prediction", predictions))
     return {
         "metrics": compute_metrics(task, predictions, labels),
-        "reported": {
-            name: {"examples": int(rows.sum()), "metrics": compute_metrics(task, predictions[rows], labels[rows])}
-            for name, rows in (report or {}).items()
-        },
         "train_examples": len(encoded),
         "train_seconds": record["train_seconds"],
         "steps": record["steps"],
         "parameters_kept_share": kept,
         "final_loss_mean_last_20": record["final_loss_mean_last_20"],
-    }
+    }, per_example

@@ -216,13 +216,16 @@ def fit_layer_probes(
     return LayerProbes(best_weight, best_bias, mean, std, best_epoch, epoch, best_loss.numpy())
 
 
+REFERENCE_MAX_ITERATIONS = 5000  # lbfgs iterations before the reference counts as not converged
+
+
 def reference_accuracy(train: np.ndarray, train_labels: np.ndarray, dev: np.ndarray, dev_labels: np.ndarray,
-                       regularisation: float = 1.0) -> np.ndarray:
+                       regularisation: float) -> np.ndarray:
     """Dev accuracy per layer of scikit-learn's ``LogisticRegression`` (lbfgs run to convergence, ``C =
     regularisation``, features standardised on train): a converged reference for :func:`fit_layer_probes`,
-    so a reader sees how much the probe's own stopping and regularisation move its accuracy. It trains on
-    all of ``train`` (the probe on all but its held-out sentences). Raises if lbfgs stops at its iteration
-    cap: an unconverged reference would be no reference."""
+    so a reader sees how much the probe's own stopping and regularisation move its accuracy. Give it the
+    words the probe trained on (not its held-out sentences), so that only the fitting differs. Raises if
+    lbfgs stops at its iteration cap: an unconverged reference would be no reference."""
     import warnings
 
     from sklearn.exceptions import ConvergenceWarning
@@ -232,14 +235,14 @@ def reference_accuracy(train: np.ndarray, train_labels: np.ndarray, dev: np.ndar
 
     out = np.empty(len(train))
     for layer in range(len(train)):
-        model = make_pipeline(StandardScaler(), LogisticRegression(C=regularisation, max_iter=5000))
+        model = make_pipeline(StandardScaler(), LogisticRegression(C=regularisation, max_iter=REFERENCE_MAX_ITERATIONS))
         with warnings.catch_warnings():
             warnings.simplefilter("error", ConvergenceWarning)
             try:
                 model.fit(np.asarray(train[layer], np.float64), train_labels)
             except ConvergenceWarning:
-                raise RuntimeError(f"layer {layer}: the reference LogisticRegression did not converge in 5000 lbfgs "
-                                   "iterations. Fix: a smaller probing.reference.regularisation (stronger L2).") from None
+                raise RuntimeError(f"layer {layer}: the reference LogisticRegression did not converge in {REFERENCE_MAX_ITERATIONS} "
+                                   "lbfgs iterations. Fix: a smaller probing.reference.regularisation (stronger L2).") from None
         out[layer] = model.score(np.asarray(dev[layer], np.float64), dev_labels)
     return out
 
@@ -361,8 +364,9 @@ def probe_label_sets(
             probe = fit_layer_probes(x_train, y_train, len(vocabulary), settings, train_sentences[usable["train"]])
             correct = probe_correct(probe, x_dev, y_dev)
             results[kind] = {"accuracy": correct.mean(axis=1), "epoch": probe.best_epoch, "epochs_run": np.full(len(correct), probe.epochs_run)}
-            if reference_regularisation is not None:
-                results[kind]["reference"] = reference_accuracy(x_train, y_train, x_dev, y_dev, reference_regularisation)
+            if reference_regularisation is not None:  # on the words the probe trained on: only the fitting differs
+                fitted = ~held_out_sentences(train_sentences[usable["train"]], settings.validation_share, settings.seed)
+                results[kind]["reference"] = reference_accuracy(x_train[:, fitted], y_train[fitted], x_dev, y_dev, reference_regularisation)
             word_rows.append(pl.DataFrame({
                 "labels": name, "kind": kind, "layer": np.repeat(np.arange(correct.shape[0]), correct.shape[1]).astype(np.int16),
                 "sentence": np.tile(dev_sentences_all[usable["dev"]], correct.shape[0]).astype(np.int32), "correct": correct.reshape(-1),

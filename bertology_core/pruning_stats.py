@@ -13,9 +13,35 @@ import polars as pl
 # the tables' ``protocol`` column. held_out is the reference the other protocol is compared with.
 PROTOCOLS: dict[str, str] = {
     "held_out": "selected on half A, reported on half B",
-    "paper": "paper: selected and reported on dev",
+    "paper": "paper: selected and reported on all of dev",
 }
+# the examples each protocol's numbers are reported on (a set of :func:`report_sets`)
+PROTOCOL_REPORT_SET = {"held_out": "half_b", "paper": "dev"}
 KIND_ORDER = {"full": 0, "good": 1, "random": 2, "bad": 3}
+
+
+def report_sets(dev: pl.DataFrame, stratify: bool, split_seed: int) -> dict[str, np.ndarray]:
+    """The dev ``idx`` of every set a network is scored on: ``half_a`` (the held-out protocol chooses on it),
+    ``half_b`` (it reports on it) and ``dev``; the halves are
+    :func:`bertology_core.disabling_stats.split_halves` of ``dev``'s labels in its row order, as
+    :func:`bertology_core.lottery.protocol_examples` draws them."""
+    from bertology_core.disabling_stats import split_halves
+
+    half_a = split_halves(dev["label"].to_numpy(), stratify, split_seed)
+    idx = dev["idx"].to_numpy()
+    return {"half_a": idx[half_a], "half_b": idx[~half_a], "dev": idx}
+
+
+def scores_on_sets(predictions: pl.DataFrame, sets: dict[str, np.ndarray], score) -> dict[str, float]:
+    """``score(predictions, labels)`` of a network's per-example dev ``predictions`` (``idx, label,
+    prediction``) on each of ``sets`` (name -> dev idx); an idx missing from the predictions is an error."""
+    out = {}
+    for name, idx in sets.items():
+        rows = predictions.filter(pl.col("idx").is_in(idx.tolist()))
+        if rows.height != len(idx):
+            raise ValueError(f"the predictions hold {rows.height} of the {len(idx)} dev examples of {name}: rerun the network")
+        out[name] = float(score(rows["prediction"].to_numpy(), rows["label"].to_numpy()))
+    return out
 
 
 def prunable_share(shares: Sequence[float], scores: Sequence[float], tolerance: float = 0.01) -> float:
@@ -100,20 +126,28 @@ def drop_seeds_without_ticket(subnetworks: pl.DataFrame) -> tuple[pl.DataFrame, 
 def lottery_tables(subnetworks: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Prasanna et al.'s full / good / random / bad comparison under every protocol, per seed and over seeds.
 
-    ``subnetworks``: one row per (task, seed, method, kind, protocol) with ``metric, score, kept_share,
-    examples`` (the report examples) and ``protocol`` a key of :data:`PROTOCOLS`. ``minus_held_out`` is the
-    row's score minus the held-out protocol's for the same task, seed, method and kind (0 on held-out rows;
-    null where the held-out row is missing): on the full rows it is dev against half B for the same model,
-    i.e. the noise of the smaller report set, on the others that plus the effect of choosing the ticket on
-    the examples that report it. Returns (per seed, over seeds: mean, std, seeds, seed list, kept share,
-    report examples and the mean and std of ``minus_held_out``); ``protocol`` holds the protocols' labels.
+    ``subnetworks``: one row per (task, seed, method, kind, protocol) with ``metric``, ``score`` (on the
+    protocol's report examples), ``half_a``, ``half_b``, ``dev`` (the same network on each set of
+    :func:`report_sets`), ``kept_share`` and ``examples`` (the report examples); ``protocol`` a key of
+    :data:`PROTOCOLS`. Differences to the held-out protocol's row of the same task, seed, method and kind (0 on
+    held-out rows; null where it is missing):
+
+    - ``minus_held_out``: the two protocols' reported numbers, as a reader of each would compare them; it mixes
+      the report sets (dev against half B), the tickets and separate re-fine-tuning runs;
+    - ``half_b_minus_held_out``: both networks on half B, the examples the held-out ticket never saw: the rows
+      differ only in the ticket (and its re-fine-tuning run); 0 for the full model.
+
+    Returns (per seed, over seeds: mean, std, seeds, seed list, kept share, report examples, the means of the
+    three sets and of both differences, with the std of ``minus_held_out``); ``protocol`` holds the labels.
     """
     keys = ["task", "method", "kind", "seed"]
-    reference = subnetworks.filter(pl.col("protocol") == "held_out").select(*keys, pl.col("score").alias("_held_out"))
+    reference = subnetworks.filter(pl.col("protocol") == "held_out").select(
+        *keys, pl.col("score").alias("_held_out"), pl.col("half_b").alias("_held_out_half_b"))
     per_seed = (
         subnetworks.join(reference, on=keys, how="left")
-        .with_columns((pl.col("score") - pl.col("_held_out")).alias("minus_held_out"))
-        .drop("_held_out")
+        .with_columns((pl.col("score") - pl.col("_held_out")).alias("minus_held_out"),
+                      (pl.col("half_b") - pl.col("_held_out_half_b")).alias("half_b_minus_held_out"))
+        .drop("_held_out", "_held_out_half_b")
         .with_columns(
             pl.col("kind").replace_strict(KIND_ORDER, return_dtype=pl.Int8).alias("_kind"),
             pl.col("protocol").replace_strict({p: i for i, p in enumerate(PROTOCOLS)}, return_dtype=pl.Int8).alias("_protocol"),
@@ -124,7 +158,9 @@ def lottery_tables(subnetworks: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFram
             pl.col("score").mean().alias("mean"), pl.col("score").std().alias("std"), pl.len().alias("seeds"),
             pl.col("seed").sort().alias("seed_list"), pl.col("kept_share").mean().alias("kept_share"),
             pl.col("examples").max().alias("report_examples"),  # the seeds share dev and its halves
+            *[pl.col(name).mean().alias(f"{name}_mean") for name in ("half_a", "half_b", "dev")],
             pl.col("minus_held_out").mean().alias("minus_held_out_mean"), pl.col("minus_held_out").std().alias("minus_held_out_std"),
+            pl.col("half_b_minus_held_out").mean().alias("half_b_minus_held_out_mean"),
         )
         .sort("task", "method", "_kind", "_protocol")
         .drop("_kind", "_protocol")

@@ -536,12 +536,15 @@ TABLE_NOTES: dict[str, str] = {
         "configs/cpu_subnetworks.yaml); 'full' is the fine-tuned model. A seed whose pruning removed nothing has no ticket and "
         "is left out of its method's rows (the seeds column counts the rest; lottery.md names them). protocol: 'selected on "
         "half A, reported on half B' chooses each ticket (where the 90% rule stops) on a seeded half of dev and scores every "
-        "row on the other half; 'paper: selected and reported on dev' is Prasanna et al.'s protocol (pruning.paper_protocol). "
-        "minus_held_out is the paired difference from the held-out row; on the full rows it is only the change of report set."
+        "row on the other half; 'paper: selected and reported on all of dev' is Prasanna et al.'s protocol "
+        "(pruning.paper_protocol). half_a/half_b/dev: each network on each set. minus_held_out: the reported score minus the "
+        "held-out protocol's (report set, ticket and re-fine-tuning run all differ); half_b_minus_held_out: both on half B, "
+        "which the held-out ticket never saw, so only the ticket differs (0 for the full model)."
     ),
     "pruning/{model}/summary/lottery_seeds": (
-        "One row per seed, method, subnetwork and protocol: score on the protocol's report examples (examples), share of "
-        "parameters kept, and minus_held_out, the score minus the held-out protocol's for the same seed."
+        "One row per seed, method, subnetwork and protocol: score on the protocol's report examples (examples), on half A, "
+        "half B and all of dev, share of parameters kept, minus_held_out (the score minus the held-out protocol's for the same "
+        "seed) and half_b_minus_held_out (both on half B)."
     ),
     "pruning/{model}/summary/stability": (
         "Masks of the held-out tickets (chosen on half A of dev); Fleiss' kappa with seeds as raters and a bootstrap "

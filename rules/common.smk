@@ -516,12 +516,6 @@ def lottery_split(protocol):
     return {"split_seed": config["pruning"]["split_seed"]} if protocol == "held_out" else {}
 
 
-def subnetwork_report(network):
-    """The protocols a re-fine-tuned network is reported under, with their splits: its ticket's (full: all)."""
-    protocols = lottery_protocols() if network == "full" else [network.split("-")[2]]
-    return {protocol: lottery_split(protocol) for protocol in protocols}
-
-
 def subnetwork_runs(model):
     """(task, seed, network) of every re-fine-tuned subnetwork."""
     return [(t, s, n) for t, s in pruning_runs(model) if s in subnetwork_seeds(t) for n in subnetwork_names()]
@@ -540,6 +534,10 @@ def pruning_summary_inputs(wildcards):
         "masks": [f"{pruning_dir(model, t, s)}/{m}_held_out_mask.safetensors" for t, s in runs for m in methods],
         "compact": [f"{pruning_dir(model, t, s)}/s_compact.json" for t, s in runs if "s" in methods],
         "subnetworks": [f"{pruning_dir(model, t, s)}/subnetworks/{n}.json" for t, s, n in subnetwork_runs(model)],
+        "subnetwork_predictions": [f"{pruning_dir(model, t, s)}/subnetworks/{n}.predictions.parquet" for t, s, n in subnetwork_runs(model)],
+        # the fine-tuned models' own dev predictions: the full reference when it is not re-fine-tuned
+        "finetuned_predictions": [f"results/finetune/{model}/{t}/pretrained/seed{s}/predictions.parquet" for t, s in runs],
+        "dev": sorted({f"results/data/{t}/dev.parquet" for t, _ in runs}),
     }
 
 
@@ -575,7 +573,7 @@ def subnetwork_inputs(wildcards):
     return inputs
 
 
-# --- probing and syntactic heads (issue 8) ---
+# --- probing and syntactic heads ---
 
 
 def probed_runs():

@@ -65,7 +65,9 @@ rule lottery_pruning:
             "s": {k: config["pruning"][f"s_{k}"] for k in ("head_share", "mlps_per_step", "refine")},
         }[wc.method],
         max_length=lambda wc: hyperparameters(wc.task, "pretrained")["max_length"],
-        dev_sample=pruning_dev_sample(),
+        # a sample of the choosing examples (held_out's half A); the paper's protocol chooses on all of dev
+        dev_sample=lambda wc: pruning_dev_sample() if wc.protocol == "held_out" else {"examples": None, "seed": 0},
+        batch_size=config["pruning"]["batch_size"],
     priority: 10
     threads: config["pruning"]["threads"]
     resources:
@@ -116,12 +118,13 @@ rule subnetwork_finetune:
         unpack(subnetwork_inputs),
     output:
         metrics=f"{PRUNE_DIR}/subnetworks/{{network}}.json",
+        predictions=f"{PRUNE_DIR}/subnetworks/{{network}}.predictions.parquet",
     wildcard_constraints:
         network="full|[ms]-(good|random|bad)-(held_out|paper)",
     params:
         code=script_code("subnetwork_finetune"),
-        report=lambda wc: subnetwork_report(wc.network),
         hyperparameters=lambda wc: subnetwork_recipe(wc.task),
+        eval_batch_size=config["finetune"]["eval_batch_size"],
         max_train_examples=config["pruning"]["subnetwork_max_train_examples"],
         subsample_seed=config["data"]["subsample_seed"],
         sample_seed=config["pruning"]["sample_seed"],
@@ -163,6 +166,7 @@ rule pruning_summary:
         protocols=lottery_protocols(),
         networks=subnetwork_names(),
         keep=config["pruning"]["keep"],
+        keep_above_constant=config["pruning"]["keep_above_constant"],
         tolerance=config["pruning"]["michel_tolerance"],
         # what the captions say each result was chosen and scored on
         data={key: config["pruning"][key] for key in ("importance_split", "importance_examples", "dev_examples", "split_seed")},

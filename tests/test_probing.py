@@ -108,9 +108,78 @@ def test_the_early_stopped_probe_matches_a_converged_logistic_regression():
     sentences = np.arange(words) // 12
     probe = probing.fit_layer_probes(features[:, :2000], labels[:2000], 5, probing.ProbeSettings(**SETTINGS), sentences[:2000])
     ours = probing.probe_accuracy(probe, features[:, 2000:], labels[2000:])
-    reference = probing.reference_accuracy(features[:, :2000], labels[:2000], features[:, 2000:], labels[2000:])
+    reference = probing.reference_accuracy(features[:, :2000], labels[:2000], features[:, 2000:], labels[2000:], 1.0)
     assert 0.3 < reference[0] < reference[1] < 0.95, reference  # neither trivial nor separable
     assert np.abs(ours - reference).max() < 0.03, (ours, reference)
+
+
+def zipf_words(words: int, types: int, seed: int):
+    """Sentences of word types drawn from a Zipf law; a type's vector is fixed plus a little noise per token,
+    its task label depends on the type (one of 4 classes, like a tag) and on a noisy feature direction."""
+    rng = np.random.default_rng(seed)
+    ranks = np.arange(1, types + 1)
+    draws = rng.choice(types, size=words, p=(1 / ranks) / (1 / ranks).sum())
+    vectors = rng.normal(size=(types, 24))
+    tags = rng.integers(0, 4, size=types)
+    vectors[np.arange(types), tags] += 1.5  # the tag is linearly readable, not perfectly
+    features = (vectors[draws] + 0.5 * rng.normal(size=(words, 24)))[None].astype(np.float32)
+    return features, tags[draws], np.array([f"t{d}" for d in draws]), np.arange(words) // 15
+
+
+def test_selectivity_of_the_early_stopped_probe_matches_a_converged_logistic_regression():
+    """Hewitt and Liang's control task on Zipf-distributed word types (memorising rare types is what the control
+    probe needs, so its stopping moves selectivity most): our probe's task accuracy, control accuracy and
+    selectivity are each within 0.03 of scikit-learn's LogisticRegression (C = 1) fitted to the same words."""
+    features, tags, types, sentences = zipf_words(4000, 600, seed=3)
+    train, dev = slice(0, 3000), slice(3000, None)
+    control = probing.control_labels(list(types), tags[train], 4, seed=0)
+    control_labels = np.array([control[t] for t in types])
+    settings = probing.ProbeSettings(**SETTINGS)
+    fitted = ~probing.held_out_sentences(sentences[train], settings.validation_share, settings.seed)
+    ours, reference = {}, {}
+    for kind, labels in (("task", tags), ("control", control_labels)):
+        probe = probing.fit_layer_probes(features[:, train], labels[train], 4, settings, sentences[train])
+        ours[kind] = probing.probe_accuracy(probe, features[:, dev], labels[dev])[0]
+        reference[kind] = probing.reference_accuracy(features[:, train][:, fitted], labels[train][fitted], features[:, dev], labels[dev], 1.0)[0]
+    assert 0.3 < reference["control"] < reference["task"] < 0.97, reference  # neither trivial nor separable
+    assert abs(ours["task"] - reference["task"]) < 0.03 and abs(ours["control"] - reference["control"]) < 0.03, (ours, reference)
+    selectivity = ours["task"] - ours["control"], reference["task"] - reference["control"]
+    assert abs(selectivity[0] - selectivity[1]) < 0.03, selectivity
+
+
+def test_the_reference_refuses_to_report_an_unconverged_fit(monkeypatch):
+    features, labels, _ = layered_data(300)
+    monkeypatch.setattr(probing, "REFERENCE_MAX_ITERATIONS", 2)
+    with pytest.raises(RuntimeError, match="did not converge in 2 lbfgs iterations. Fix: a smaller probing.reference.regularisation"):
+        probing.reference_accuracy(features, labels, features, labels, 1.0)
+
+
+def test_task_and_control_probes_share_one_stopping_rule_and_unseen_dev_types_get_a_label(monkeypatch):
+    import polars as pl
+
+    rng = np.random.default_rng(0)
+    forms = [["the", "dog", "ran"], ["a", "cat", "sat"], ["the", "cat", "ran"], ["a", "dog", "sat"]] * 5
+    upos = [["DET", "NOUN", "VERB"]] * 20
+    frames = {"train": pl.DataFrame({"forms": forms, "upos": upos}),
+              "dev": pl.DataFrame({"forms": [["the", "zebra", "ran"]], "upos": [["DET", "NOUN", "VERB"]]})}  # "zebra": unseen
+    tensors = {"train": rng.normal(size=(2, 60, 4)).astype(np.float32), "dev": rng.normal(size=(2, 3, 4)).astype(np.float32),
+               "train_complete": np.ones(60, bool), "dev_complete": np.ones(3, bool)}
+    calls = []
+    real = probing.fit_layer_probes
+
+    def recording(train, labels, classes, settings, sentences):
+        calls.append((settings, np.asarray(sentences).copy(), np.asarray(labels).copy()))
+        return real(train, labels, classes, settings, sentences)
+
+    monkeypatch.setattr(probing, "fit_layer_probes", recording)
+    settings = probing.ProbeSettings(**SETTINGS)
+    table, words = probing.probe_label_sets(frames, tensors, {"upos": {"field": "upos"}}, settings, 1, 0, lowercase=True)
+    (task_settings, task_sentences, task_labels), (control_settings, control_sentences, control_labels) = calls
+    assert task_settings == control_settings == settings and np.array_equal(task_sentences, control_sentences)
+    assert not np.array_equal(task_labels, control_labels) or len(set(task_labels)) == 1
+    # every dev word, the unseen type included, is scored under both kinds
+    assert words.group_by("kind").len().sort("kind")["len"].to_list() == [2 * 3, 2 * 3]
+    assert table["control_accuracy"].is_between(0, 1).all() and table["epochs_run"].min() >= 1
 
 
 def test_word_level_attention_sums_over_attended_pieces_and_averages_over_attending_pieces():

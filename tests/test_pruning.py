@@ -263,11 +263,11 @@ def test_held_out_halves_are_disjoint_cover_dev_and_only_half_a_is_sampled():
     # a sample of the choosing examples is drawn from half A alone; half B is reported whole
     sample, sample_reports = lottery.protocol_examples(dev, "held_out", stratify=True, split_seed=3, examples=10, sample_seed=0)
     assert sample.sum() == 10 and not (sample & ~chooses).any() and np.array_equal(sample_reports, reports)
-    # the paper's protocol: dev (or its sample) chooses, all of dev reports
+    # the paper's protocol: all of dev chooses and reports, the same examples; a sample size does not apply to it
     paper, paper_reports = lottery.protocol_examples(dev, "paper", stratify=True)
     assert paper.all() and paper_reports.all()
     paper, paper_reports = lottery.protocol_examples(dev, "paper", stratify=True, examples=10)
-    assert paper.sum() == 10 and paper_reports.all()
+    assert paper.all() and paper_reports.all()
     scores = dev.with_columns(pl.col("label").cast(pl.Float64) / 7)  # regression: not stratified
     chooses, reports = lottery.protocol_examples(scores, "held_out", stratify=False, split_seed=0)
     assert chooses.sum() == 50 and reports.sum() == 51
@@ -297,17 +297,19 @@ def test_the_ticket_is_chosen_on_the_selection_half_alone(method):
     def run(report_labels, choosing_labels=labels[chooses]):
         return lottery.find_ticket(
             attention.use_engine(sharp_tiny(layers=2)), task, method, "held_out", subset(chooses), choosing_labels, subset(reports),
-            report_labels, keep=0.5, method_settings=settings, importance_data=(data, labels), batch_size=4,
+            report_labels, keep=0.5, keep_above_constant=True, method_settings=settings, importance_data=(data, labels), batch_size=4,
         )
 
     ticket = run(labels[reports])
-    relabelled = run((labels[reports] + 1) % 3)  # every report-half label changed
+    # every report-half label changed, to one class: a floor (best constant score) or a rule reading the report half
+    # would move (a constant prediction scores 1 on it)
+    relabelled = run(np.full(reports.sum(), (labels[reports][0] + 1) % 3))
     assert ticket.selection_examples == relabelled.selection_examples == 6 and ticket.report_examples == 6
     assert [it.score for it in ticket.history] == [it.score for it in relabelled.history]
-    assert ticket.chosen == relabelled.chosen
+    assert ticket.chosen == relabelled.chosen and ticket.floor == relabelled.floor == lottery.best_constant_score(task, labels[chooses])
     assert all(torch.equal(a, relabelled.tensors()[name]) for name, a in ticket.tensors().items())
     # the report half only scores the full model, the tables' reference
-    assert ticket.full_report_metrics["accuracy"] == 1.0 and relabelled.full_report_metrics["accuracy"] == 0.0
+    assert ticket.full_report_metrics["accuracy"] == 1.0 and relabelled.full_report_metrics["accuracy"] < 1.0
     assert len(ticket.history) > 1 and ticket.history[0].score == 1.0
     # the choosing half's labels are what the rule sees
     other = run(labels[reports], (labels[chooses] + 1) % 3)
@@ -323,10 +325,14 @@ def test_lottery_tables_show_both_protocols_and_their_paired_difference():
 
     rows = []
     for seed, shift in ((1, 0.02), (2, 0.04)):
-        for method, kind, score in (("all", "full", 0.80), ("s", "good", 0.70), ("s", "bad", 0.60)):
-            rows.append(("MRPC", seed, method, kind, "held_out", score, 204, 0.5))
-            rows.append(("MRPC", seed, method, kind, "paper", score + shift + (0.01 if kind == "good" else 0.0), 408, 0.5))
-    frame = pl.DataFrame(rows, schema=["task", "seed", "method", "kind", "protocol", "score", "examples", "kept_share"], orient="row")
+        for method, kind, half_b in (("all", "full", 0.80), ("s", "good", 0.70), ("s", "bad", 0.60)):
+            rows.append(("MRPC", seed, method, kind, "held_out", half_b, half_b + 0.05, half_b, half_b + 0.025, 204, 0.5))
+            # the paper's ticket scores higher on dev (chosen on it) and, for good, differs on half B too
+            paper_half_b = half_b + (0.01 if kind == "good" else 0.0)
+            dev = half_b + shift + (0.01 if kind == "good" else 0.0)
+            rows.append(("MRPC", seed, method, kind, "paper", dev, 0.9, paper_half_b, dev, 408, 0.5))
+    frame = pl.DataFrame(rows, schema=["task", "seed", "method", "kind", "protocol", "score", "half_a", "half_b", "dev", "examples",
+                                       "kept_share"], orient="row")
     frame = frame.with_columns(pl.lit("accuracy").alias("metric"))
     per_seed, table = pruning_stats.lottery_tables(frame)
     labels = list(pruning_stats.PROTOCOLS.values())
@@ -336,7 +342,27 @@ def test_lottery_tables_show_both_protocols_and_their_paired_difference():
     assert table["seeds"].to_list() == [2] * 6 and table["report_examples"].to_list() == [204, 408] * 3
     paper = table.filter(pl.col("protocol") == labels[1])
     assert paper["minus_held_out_mean"].to_list() == pytest.approx([0.03, 0.04, 0.03])
-    assert table.filter(pl.col("protocol") == labels[0])["minus_held_out_mean"].to_list() == [0.0] * 3
+    # on the same examples (half B) only the good ticket differs between the protocols
+    assert paper["half_b_minus_held_out_mean"].to_list() == pytest.approx([0.0, 0.01, 0.0])
+    assert paper["half_a_mean"].to_list() == pytest.approx([0.9] * 3)
+    held_out = table.filter(pl.col("protocol") == labels[0])
+    assert held_out["minus_held_out_mean"].to_list() == held_out["half_b_minus_held_out_mean"].to_list() == [0.0] * 3
     good = per_seed.filter((pl.col("kind") == "good") & (pl.col("protocol") == labels[1])).sort("seed")
     assert good["minus_held_out"].to_list() == pytest.approx([0.03, 0.05])
     assert per_seed.height == 12 and per_seed.select("seed", "kind", "protocol").rows()[:2] == [(1, "full", labels[0]), (1, "full", labels[1])]
+
+
+def test_report_sets_are_the_protocols_halves_and_score_any_networks_predictions():
+    import polars as pl
+
+    dev = pl.DataFrame({"idx": np.arange(100, 140), "label": np.r_[np.zeros(24, int), np.ones(16, int)]}).sample(fraction=1.0, shuffle=True, seed=2)
+    sets = pruning_stats.report_sets(dev, stratify=True, split_seed=5)
+    chooses, reports = lottery.protocol_examples(dev, "held_out", stratify=True, split_seed=5)
+    assert set(sets["half_a"]) == set(dev["idx"].filter(pl.Series(chooses))) and set(sets["half_b"]) == set(dev["idx"].filter(pl.Series(reports)))
+    assert sorted(sets["dev"]) == list(range(100, 140))
+    # a network right on half A only: 1 there, 0 on half B, a half on dev
+    predictions = dev.with_columns(pl.when(pl.col("idx").is_in(sets["half_a"].tolist())).then(pl.col("label")).otherwise(1 - pl.col("label")).alias("prediction"))
+    scores = pruning_stats.scores_on_sets(predictions.reverse(), sets, lambda p, y: float((p == y).mean()))
+    assert scores == {"half_a": 1.0, "half_b": 0.0, "dev": 0.5}
+    with pytest.raises(ValueError, match="rerun the network"):
+        pruning_stats.scores_on_sets(predictions.head(10), sets, lambda p, y: 0.0)

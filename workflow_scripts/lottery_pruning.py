@@ -30,7 +30,7 @@ ticket = lottery.find_ticket(
     keep=params.keep, keep_above_constant=params.keep_above_constant, method_settings=params.method,
     importance_data=importance_examples(snakemake, tokenizer) if wc.method == "s" else None,
     normalize=bool(params.importance and params.importance["normalize_by_layer"]),
-    batch_size=snakemake.config["pruning"]["batch_size"],
+    batch_size=params.batch_size,
 )
 summary = ticket.summary() | params.selection
 io.write_parquet(ticket.curve(), snakemake.output.curve)

@@ -14,7 +14,7 @@ import polars as pl
 from safetensors.numpy import load_file
 
 from bertology_core import figures, fitness, glue, io, pruning_stats
-from bertology_core.metrics import primary_metric
+from bertology_core.metrics import compute_metrics, primary_metric
 
 params = snakemake.params
 inputs = snakemake.input
@@ -86,7 +86,7 @@ figures.save_chart(figures.with_caption(
 ticket_runs = [(t, s, m, p) for t, s in runs for m in methods for p in protocols]
 curves = pl.concat([tagged(path, t, s) for (t, s, m, p), path in zip(ticket_runs, inputs.curves)], how="diagonal_relaxed")
 protocol_order = pl.col("protocol").replace_strict({p: i for i, p in enumerate(pruning_stats.PROTOCOLS)}, return_dtype=pl.Int8)
-curves = curves.select("task", "seed", "method", "protocol", "iteration", "phase", "kept_share", "score", "share_of_full", "chosen",
+curves = curves.select("task", "seed", "method", "protocol", "iteration", "phase", "kept_share", "score", "share_of_full", "chosen", "floor",
                        *[c for c in ("heads_kept", "mlps_kept") if c in curves.columns]
                        ).sort("task", "method", "seed", protocol_order, "iteration").with_columns(
     pl.col("protocol").replace_strict(pruning_stats.PROTOCOLS, return_dtype=pl.String))
@@ -107,7 +107,8 @@ chart = alt.layer(
 choosing_note = (
     f"{pruning_stats.PROTOCOLS['held_out']}: the score is on half A of dev (split seed {data['split_seed']}"
     + ("" if data["dev_examples"] is None else f", a seeded sample of {data['dev_examples']}") + ")"
-    + (f"; {pruning_stats.PROTOCOLS['paper']}: on {dev_note}" if "paper" in protocols else "")
+    + (f"; {pruning_stats.PROTOCOLS['paper']}: on all of dev" if "paper" in protocols else "")
+    + ("; floor: the best constant prediction's score on the choosing examples, where pruning also stops" if params.keep_above_constant else "")
 )
 figures.save_chart(figures.with_caption(
     chart, "Lottery tickets: m-pruning (weights) and s-pruning (heads and MLPs) (Prasanna et al. 2020)",
@@ -121,31 +122,37 @@ networks = list(params.networks)
 sub_runs = [tuple(r) for r in params.subnetwork_runs]
 # the full model is compared on the seeds whose subnetworks were re-fine-tuned (all seeds of a task without any)
 compared = {(t, s) for t, s, _ in sub_runs}
+dev_frames = {path.split("/")[-2]: pl.read_parquet(path) for path in inputs.dev}
+sets = {task: pruning_stats.report_sets(frame, stratify=not glue.get_task(task).is_regression, split_seed=data["split_seed"])
+        for task, frame in dev_frames.items()}
 
 
-def row(task, seed, method, kind, protocol, reported, kept_share):
-    # no training time here: results must not differ between two runs of one config (timings: results/benchmarks)
-    metric = primary_metric(glue.get_task(task))
-    return {"task": task, "seed": seed, "method": method, "kind": kind, "protocol": protocol, "metric": metric,
-            "score": reported["metrics"][metric], "examples": reported["examples"], "kept_share": kept_share}
+def rows_for(task, seed, method, kind, protocols_of, predictions, kept_share):
+    """One row per protocol the network is reported under: its score on that protocol's report examples and on
+    each of half A, half B and dev. No training time: results must not differ between two runs of one config."""
+    glue_task = glue.get_task(task)
+    metric = primary_metric(glue_task)
+    scores = pruning_stats.scores_on_sets(predictions, sets[task], lambda p, y: compute_metrics(glue_task, p, y)[metric])
+    for protocol in protocols_of:
+        report = pruning_stats.PROTOCOL_REPORT_SET[protocol]
+        rows.append({"task": task, "seed": seed, "method": method, "kind": kind, "protocol": protocol, "metric": metric,
+                     "score": scores[report], **scores, "examples": len(sets[task][report]), "kept_share": kept_share})
 
 
-for (task, seed, network), path in zip(sub_runs, inputs.subnetworks):
+for (task, seed, network), path, predictions in zip(sub_runs, inputs.subnetworks, inputs.subnetwork_predictions):
     record = io.read_json(path)
     method, kind, *protocol = ("all", "full") if network == "full" else network.split("-")
-    for name in protocol or protocols:  # a ticket's subnetworks under its protocol; the full model under each
-        rows.append(row(task, seed, method, kind, name, record["reported"][name], record["parameters_kept_share"]))
-if "full" not in networks or not sub_runs:  # the reference is the fine-tuned model, scored by the pruning jobs
-    tickets = dict(zip(ticket_runs, inputs.tickets))
+    # a ticket's subnetworks under its protocol; the full model under each
+    rows_for(task, seed, method, kind, protocol or protocols, pl.read_parquet(predictions), record["parameters_kept_share"])
+if "full" not in networks or not sub_runs:  # the reference is the fine-tuned model itself, from its dev predictions
+    finetuned = dict(zip(runs, inputs.finetuned_predictions))
     for task, seed in runs:
         if (task, seed) not in compared and any(t == task for t, _ in compared):
             continue
-        for name in protocols:
-            ticket = io.read_json(tickets[(task, seed, methods[0], name)])
-            reported = {"metrics": ticket["full_report_metrics"], "examples": ticket["report_examples"]}
-            rows.append(row(task, seed, "all", "full", name, reported, 1.0))
+        rows_for(task, seed, "all", "full", protocols, pl.read_parquet(finetuned[(task, seed)]), 1.0)
 schema = {"task": pl.String, "seed": pl.Int64, "method": pl.String, "kind": pl.String, "protocol": pl.String, "metric": pl.String,
-          "score": pl.Float64, "examples": pl.Int64, "kept_share": pl.Float64}
+          "score": pl.Float64, "half_a": pl.Float64, "half_b": pl.Float64, "dev": pl.Float64, "examples": pl.Int64,
+          "kept_share": pl.Float64}
 subnetworks, no_ticket = pruning_stats.drop_seeds_without_ticket(pl.DataFrame(rows, schema=schema))
 no_ticket_note = (
     " Left out of good/random/bad, as their pruning removed nothing (no ticket): "
@@ -156,23 +163,29 @@ lottery_table = lottery_table.with_columns(
     pl.Series(fitness.COLUMN, [verdicts.label(t, s) for t, s in lottery_table.select("task", "seed_list").iter_rows()], dtype=pl.String),
     pl.col("seed_list").list.eval(pl.element().cast(pl.String)).list.join(", "),
 )
+floor_note = (" Both protocols also stop where the score falls to the best constant prediction's (pruning.keep_above_constant, "
+              "not in the paper)." if params.keep_above_constant else "")
 protocol_note = (
     f"protocol '{pruning_stats.PROTOCOLS['held_out']}': the ticket (where the {params.keep:.0%} rule stops) is chosen on half A of dev "
-    f"(split seed {data['split_seed']}, stratified by label for classification) and every row, full included, is scored on half B"
-    + (f"; '{pruning_stats.PROTOCOLS['paper']}' (Prasanna et al.'s protocol): chosen on {dev_note} and scored on all of dev. "
-       "minus_held_out: score minus the held-out row's of the same seed; on the full rows it is only dev against half B "
-       "for the same model, so the rest of a subnetwork's difference is what choosing on the reporting examples adds"
-       if "paper" in protocols else "")
+    f"(split seed {data['split_seed']}, stratified by label for classification"
+    + ("" if data["dev_examples"] is None else f"; a seeded sample of {data['dev_examples']} of it")
+    + "), and every row, full included, is reported on half B"
+    + (f"; '{pruning_stats.PROTOCOLS['paper']}' (Prasanna et al.'s protocol): chosen on all of dev and reported on all of dev. "
+       "half_a, half_b, dev: each network on each set. minus_held_out: the reported score minus the held-out protocol's "
+       "(the two numbers a reader compares; they differ in report set, ticket and re-fine-tuning run); "
+       "half_b_minus_held_out: both on half B, which the held-out ticket never saw, so only the ticket differs"
+       if "paper" in protocols else "; half_a, half_b, dev: each network on each set")
+    + f". s-pruning's importance: {importance_note} under both protocols.{floor_note}"
 )
 figures.write_table(lottery_table, f"{out}/lottery", float_format="{:.4f}")
 io.write_text(
-    f"Re-fine-tuned subnetworks: {params.recipe_note}. {protocol_note}. Dev {metric_note}, mean ± std over seeds "
+    f"Re-fine-tuned subnetworks: {params.recipe_note}. {protocol_note} Scores: {metric_note}, mean ± std over seeds "
     f"(seeds per task: {seed_note}; per seed in lottery_seeds.md).{no_ticket_note}\n\n"
     + open(f"{out}/lottery.md").read(), f"{out}/lottery.md",
 )
 figures.write_table(verdicts.annotate(seed_table, seed="seed"), f"{out}/lottery_seeds", float_format="{:.4f}")
 io.write_text(
-    f"Re-fine-tuned subnetworks per seed: {params.recipe_note}. {protocol_note}.{no_ticket_note}\n\n"
+    f"Re-fine-tuned subnetworks per seed: {params.recipe_note}. {protocol_note}{no_ticket_note}\n\n"
     + open(f"{out}/lottery_seeds.md").read(), f"{out}/lottery_seeds.md",
 )
 

@@ -1,6 +1,6 @@
 """Re-fine-tune one subnetwork (good / random / bad of an m- or s-pruning ticket chosen under one protocol,
-or the full model) from the pre-trained weights with its mask fixed; evaluate on dev and on each protocol's
-report examples (held_out: half B of dev; paper: dev) (rule subnetwork_finetune)."""
+or the full model) from the pre-trained weights with its mask fixed; predict every dev example (the summary
+scores each protocol's report examples from them) (rule subnetwork_finetune)."""
 
 import logging
 import os
@@ -43,15 +43,13 @@ if wc.network != "full":
         mask = lottery.weight_subnetwork(good, kind, draw_seed, magnitudes)
 train = glue.subsample(pl.read_parquet(snakemake.input.train), params.max_train_examples, params.subsample_seed)
 dev = pl.read_parquet(snakemake.input.dev)
-report = {protocol: lottery.protocol_examples(dev, protocol, stratify=not task.is_regression, **split)[1]
-          for protocol, split in params.report.items()}
-result = lottery.finetune_subnetwork(
+result, predictions = lottery.finetune_subnetwork(
     io.read_json(snakemake.input.resolved)["path"], task, seed, train, dev,
-    finetune.FinetuneConfig.from_dict(params.hyperparameters), mask,
-    eval_batch_size=snakemake.config["finetune"]["eval_batch_size"], report=report,
+    finetune.FinetuneConfig.from_dict(params.hyperparameters), mask, eval_batch_size=params.eval_batch_size,
 )
 result |= {"task": task.name, "seed": seed, "network": wc.network, "hyperparameters": params.hyperparameters}
 if isinstance(mask, StructureMask):
     result |= {"heads_kept": mask.heads_kept, "mlps_kept": mask.mlps_kept}
+io.write_parquet(predictions, snakemake.output.predictions)
 io.write_json(result, snakemake.output.metrics)
 logging.info("%s: %s", wc.network, result["metrics"])
