@@ -11,8 +11,12 @@ from snakemake.utils import validate
 
 import functools
 
-from bertology_core import glue, pattern_labels, treebank
+import yaml
 
+from bertology_core import configuration, glue, pattern_labels, treebank
+
+# YAML 1.1 reads 2e-5 as a string: where the schema asks for a number, a string that spells one is one
+configuration.numbers_from_strings(config, yaml.safe_load((Path(workflow.basedir) / "schemas" / "config.schema.yaml").read_text()))
 validate(config, schema="../schemas/config.schema.yaml")
 
 REPO = Path(workflow.basedir)
