@@ -18,6 +18,8 @@ from pathlib import Path
 import conllu
 import polars as pl
 
+from bertology_core import io
+
 FIELDS = ("id", "form", "lemma", "upos", "xpos", "feats", "head", "deprel", "deps", "misc")
 WORD_ID = re.compile(r"[1-9][0-9]*")
 RANGE_ID = re.compile(r"[1-9][0-9]*-[1-9][0-9]*")
@@ -75,6 +77,13 @@ def _check_sentence(path: Path, rows: list[tuple[int, list[str]]]) -> None:
 def validate(path: str | os.PathLike[str]) -> int:
     """Check a CoNLL-U file line by line; return its number of sentences or raise TreebankError."""
     path = Path(path)
+    try:
+        return _validate_lines(path)
+    except UnicodeDecodeError:
+        raise TreebankError(io.not_utf8_message(path)) from None
+
+
+def _validate_lines(path: Path) -> int:
     sentences = 0
     rows: list[tuple[int, list[str]]] = []
     with path.open(encoding="utf-8") as handle:

@@ -124,18 +124,16 @@ if _missing:
     )
 
 
-def validate_local_sources():
-    """Read and check every local input file (GLUE TSVs: columns and labels; CoNLL-U: format) before any
-    job starts, so bad data stops the run with one message even when model jobs could already run.
-    (The prepare jobs check again; the Hub's data is checked by its prepare_data job.) ~1 s on the
-    CPU profile's data."""
+def local_data_problems():
+    """Every problem of the local input files (GLUE TSVs: columns, labels, idx, encoding; CoNLL-U: format,
+    encoding), each naming the file and line. (The Hub's data is checked by its prepare_data job.)"""
     problems = []
     if config["data"]["source"] == "local":
         for task in TASKS:
             for split in ["train", *eval_splits(task)]:
+                path = glue.local_path(glue.get_task(task), split, glue_dir())
                 try:
-                    frame = glue.read_local(glue.get_task(task), split, glue_dir())
-                    glue.validate_labels(glue.get_task(task), frame, str(glue.local_path(glue.get_task(task), split, glue_dir())))
+                    glue.check_split(glue.get_task(task), glue.read_local(glue.get_task(task), split, glue_dir()), str(path))
                 except glue.DataError as error:
                     problems.append(str(error))
     for split in TREEBANK_SPLITS:
@@ -143,8 +141,7 @@ def validate_local_sources():
             treebank.validate(treebank_file(split))
         except treebank.TreebankError as error:
             problems.append(str(error))
-    if problems:
-        raise WorkflowError("Bad input data (nothing was run):\n" + "\n".join(problems))
+    return problems
 
 
 wildcard_constraints:
@@ -886,3 +883,12 @@ def claims_runs(model):
             for section in ("patterns", "change", "disabling", "pruning", "probing")
         },
     }
+
+
+# Every local input file is read and checked when the workflow is parsed (about a second for the CPU profile), so a
+# dry run (-n) checks them too and bad data stops the run with one message before any job. Only in the main
+# process: a cluster job parses the workflow again and need not reread the data.
+if workflow.is_main_process:
+    _problems = local_data_problems()
+    if _problems:
+        raise WorkflowError("Bad input data (nothing was run):\n" + "\n".join(_problems))

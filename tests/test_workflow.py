@@ -447,6 +447,15 @@ def _replace_field(index, value):
     return lambda line: "\t".join(value if i == index else f for i, f in enumerate(line.split("\t")))
 
 
+def _latin1_line(path, number):
+    """Line ``number`` re-saved in Latin-1 with an accented letter in its second field: bytes that are not UTF-8."""
+    lines = path.read_bytes().split(b"\n")
+    fields = lines[number - 1].split(b"\t")
+    fields[1] = "caf\u00e9".encode("latin-1")
+    lines[number - 1] = b"\t".join(fields)
+    path.write_bytes(b"\n".join(lines))
+
+
 # (case, config override, how to break the copied inputs, what the user must read)
 BAD_INPUTS = [
     ("unknown task", {"tasks": ["MRPC", "FOO"]}, None, "'FOO' is not one of"),
@@ -470,12 +479,18 @@ BAD_INPUTS = [
      "STS-B/dev.tsv: 1 example(s) of STS-B have field 'label' outside scores in [0, 5]"),
     ("STS-B score not a number", {}, lambda g, u: _edit_line(g / "STS-B" / "train.tsv", 2, _replace_field(9, "high")),
      "STS-B/train.tsv:2: field 'score' = 'high' is not a number"),
+    ("TSV not UTF-8", {}, lambda g, u: _latin1_line(g / "MRPC" / "dev.tsv", 3),
+     "MRPC/dev.tsv:3: byte 0xe9 at column"),
+    ("idx not an integer", {}, lambda g, u: _edit_line(g / "STS-B" / "train.tsv", 3, _replace_field(0, "1a")),
+     "STS-B/train.tsv:3: field 'index' = '1a' is not an integer"),
     ("empty split", {}, lambda g, u: (g / "STS-B" / "dev.tsv").write_text((g / "STS-B" / "dev.tsv").read_text().split("\n")[0] + "\n"),
      "split 'dev' of STS-B has no examples"),
     ("CoNLL-U line with 9 fields", {}, lambda g, u: _edit_line(u / "smoke-ud-dev.conllu", 4, lambda l: l.rsplit("\t", 1)[0]),
      "smoke-ud-dev.conllu:4: field 'line': 9 tab-separated fields instead of 10"),
     ("CoNLL-U head out of range", {}, lambda g, u: _edit_line(u / "smoke-ud-train.conllu", 3, _replace_field(6, "12")),
      "smoke-ud-train.conllu:3: field 'HEAD': head 12 is beyond the sentence's 7 words"),
+    ("CoNLL-U not UTF-8", {}, lambda g, u: _latin1_line(u / "smoke-ud-dev.conllu", 5),
+     "smoke-ud-dev.conllu:5: byte 0xe9 at column 6 is not UTF-8"),
     ("CoNLL-U file missing", {}, lambda g, u: (u / "smoke-ud-dev.conllu").unlink(),
      "CoNLL-U file(s) not found"),
     ("syntactic heads of a task not run", {"probing": {"syntactic_heads": {"states": ["untuned", "RTE_seed1"]}}}, None,
@@ -507,3 +522,13 @@ def test_bad_input_stops_the_run_before_any_model_job_with_a_clear_message(tmp_p
         assert not (workdir / "logs" / model_rule).exists(), f"{model_rule} started despite bad input"
     if "Hub" not in case:  # everything but a Hub id is caught before any job at all (parse or run start)
         assert not (workdir / "logs").exists(), sorted(p.name for p in (workdir / "logs").rglob("*"))
+
+
+def test_a_dry_run_checks_the_data_too(tmp_path):
+    glue_dir, ud_dir = _copy_inputs(tmp_path)
+    _edit_line(glue_dir / "MRPC" / "dev.tsv", 3, lambda l: l.rsplit("\t", 1)[0])
+    broken = tmp_path / "broken.yaml"
+    broken.write_text(yaml.safe_dump({"data": {"glue_dir": str(glue_dir)}, "treebank": {"dir": str(ud_dir)}}))
+    result = snakemake(tmp_path / "run", "-n", configs=(SMOKE, broken), check=False)
+    assert result.returncode != 0
+    assert "MRPC/dev.tsv:3: expected 5 tab-separated columns" in result.stdout + result.stderr
