@@ -13,7 +13,7 @@ import polars as pl
 import pytest
 import yaml
 
-from conftest import GLUE_SMOKE, REPO, UD_SMOKE
+from conftest import GLUE_SMOKE, REPO, TINY_BERT, UD_SMOKE
 from slurm_cluster import missing_programs
 from workflow_utils import SMOKE, assert_same_results, jobs_to_run, snakemake
 
@@ -505,8 +505,9 @@ BAD_INPUTS = [
 ]
 
 
-@pytest.mark.parametrize(("case", "override", "breakage", "message"), BAD_INPUTS, ids=[c[0] for c in BAD_INPUTS])
-def test_bad_input_stops_the_run_before_any_model_job_with_a_clear_message(tmp_path, case, override, breakage, message):
+def _run_with_bad_input(tmp_path, override, breakage=None, env=None):
+    """Snakemake on the smoke config over copies of its inputs, broken by ``breakage(glue_dir, ud_dir)`` and
+    ``override``; returns (workdir, result, output)."""
     glue_dir, ud_dir = _copy_inputs(tmp_path)
     if breakage is not None:
         breakage(glue_dir, ud_dir)
@@ -514,14 +515,124 @@ def test_bad_input_stops_the_run_before_any_model_job_with_a_clear_message(tmp_p
     bad = tmp_path / "bad.yaml"
     bad.write_text(yaml.safe_dump({**inputs, **override}))
     workdir = tmp_path / "run"
-    result = snakemake(workdir, "--show-failed-logs", configs=(SMOKE, bad), check=False, cores=1)
-    output = result.stdout + result.stderr
+    result = snakemake(workdir, "--show-failed-logs", configs=(SMOKE, bad), check=False, cores=1, env=env)
+    return workdir, result, result.stdout + result.stderr
+
+
+MODEL_RULES = ("resolve_model", "finetune", "evaluate_untuned", "dump_attention", "labelled_maps", "probe_features",
+               "syntactic_heads")
+
+
+@pytest.mark.parametrize(("case", "override", "breakage", "message"), BAD_INPUTS, ids=[c[0] for c in BAD_INPUTS])
+def test_bad_input_stops_the_run_before_any_model_job_with_a_clear_message(tmp_path, case, override, breakage, message):
+    workdir, result, output = _run_with_bad_input(tmp_path, override, breakage)
     assert result.returncode != 0
     assert message in output, output[-3000:]
     for model_rule in ("finetune", "evaluate_untuned", "dump_attention"):
         assert not (workdir / "logs" / model_rule).exists(), f"{model_rule} started despite bad input"
     if "Hub" not in case:  # everything but a Hub id is caught before any job at all (parse or run start)
         assert not (workdir / "logs").exists(), sorted(p.name for p in (workdir / "logs").rglob("*"))
+
+
+def _model_folder(tmp_path, edit_config=None, remove=(), vocabulary=None):
+    """A copy of the tiny BERT fixture with its config.json edited, files removed or another vocab.txt."""
+    folder = tmp_path / "models" / "model"
+    shutil.copytree(TINY_BERT, folder)
+    config = json.loads((folder / "config.json").read_text())
+    if edit_config is not None:
+        edit_config(config)
+    (folder / "config.json").write_text(json.dumps(config))
+    for name in remove:
+        (folder / name).unlink()
+    if vocabulary is not None:
+        (folder / "tokenizer.json").unlink()
+        (folder / "vocab.txt").write_text("".join(f"{entry}\n" for entry in vocabulary))
+    return folder
+
+
+def _hub_cache(tmp_path, repo_id, **changes):
+    """A Hugging Face cache holding ``repo_id`` (the tiny BERT, changed as by _model_folder): what an earlier download
+    left, so the Hub path runs offline. Returns the environment that points huggingface_hub at it."""
+    folder = _model_folder(tmp_path, **changes)
+    repo = tmp_path / "hub" / f"models--{repo_id.replace('/', '--')}"
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    (repo / "refs").mkdir(parents=True)
+    (repo / "refs" / "main").write_text(commit)
+    shutil.copytree(folder, repo / "snapshots" / commit)
+    return {"HF_HUB_CACHE": str(tmp_path / "hub")}
+
+
+def _as(model_type, architectures):
+    def edit(config):
+        config.update(model_type=model_type, architectures=architectures)
+    return edit
+
+
+def _classifier(labels):
+    def edit(config):
+        config.update(architectures=["BertForSequenceClassification"], id2label={str(i): f"L{i}" for i in range(labels)})
+    return edit
+
+
+def _labels_csv(tmp_path, rows):
+    path = tmp_path / "labels.csv"
+    path.write_text("task,state,idx,layer,head,label\n" + "".join(f"{row}\n" for row in rows))
+    return {"patterns": {"labels_csv": str(path)}}
+
+
+def _model(tmp_path, **changes):
+    return {"models": [{"name": "m", "spec": str(_model_folder(tmp_path, **changes))}]}
+
+
+# (case, where it is caught, what to set up in tmp_path -> (config override, environment), what the user must read)
+BAD_MODELS = [
+    ("folder without a tokenizer", "parse",
+     lambda t: (_model(t, remove=("tokenizer.json", "tokenizer_config.json", "vocab.txt")), None),
+     "model: no tokenizer (none of tokenizer.json, vocab.txt, vocab.json or a SentencePiece *.model)"),
+    ("tokenizer with a trivial vocabulary", "parse", lambda t: (_model(t, vocabulary=["[PAD]", "[UNK]", "[CLS]", "[SEP]"]), None),
+     "vocab.txt: the tokenizer's vocabulary holds 4 entries, but the model's embeddings have 120 rows"),
+    ("GPT-2 folder", "parse", lambda t: (_model(t, edit_config=_as("gpt2", ["GPT2LMHeadModel"])), None),
+     "config.json: field 'model_type' = 'gpt2' is not an encoder the analyses support"),
+    ("T5 folder", "parse", lambda t: (_model(t, edit_config=_as("t5", ["T5ForConditionalGeneration"])), None),
+     "Supported: bert (BERT (also MiniLM and other BERT-architecture models)); roberta (RoBERTa); electra (ELECTRA)"),
+    ("classifier checkpoint with another label count", "parse", lambda t: (_model(t, edit_config=_classifier(3)), None),
+     "the checkpoint is a sequence classifier with 3 labels, but MRPC needs 2, STS-B needs 1"),
+    ("max_length above the model's positions", "parse",
+     lambda t: ({**_model(t), "finetune": {"per_task": {"MRPC": {"max_length": 512}}}}, None),
+     "config 'finetune.per_task.MRPC.max_length' = 512 is above the 128 positions the model was trained with"),
+    ("relative folder spec with one slash", "parse", lambda t: ({"models": [{"name": "m", "spec": "tests/missing-model"}]}, None),
+     "tests/missing-model does not exist. Fix: point spec at a save_pretrained() folder"),
+    ("hand label on a layer the model lacks", "parse",
+     lambda t: (_labels_csv(t, ["MRPC,untuned,0,0,0,vertical", "MRPC,untuned,0,5,1,diagonal"]), None),
+     "labels.csv:3: field 'layer' = 5 is outside 0..1 for this model"),
+    ("hand label on an example dev lacks", "parse", lambda t: (_labels_csv(t, ["MRPC,untuned,9999,0,0,vertical"]), None),
+     "labels.csv:2: field 'idx' = 9999: MRPC's dev split holds no such example"),
+    ("one map labelled twice with two classes", "parse",
+     lambda t: (_labels_csv(t, ["MRPC,untuned,0,0,0,vertical", "MRPC,untuned,0,0,0,diagonal"]), None),
+     "labels.csv:3: field 'label' = 'diagonal' conflicts with"),
+    ("Hub model that is GPT-2", "check_model",
+     lambda t: ({"models": [{"name": "m", "spec": "fake-org/tiny-gpt2"}]},
+                _hub_cache(t, "fake-org/tiny-gpt2", edit_config=_as("gpt2", ["GPT2LMHeadModel"]))),
+     "field 'model_type' = 'gpt2' is not an encoder the analyses support"),
+    ("Hub classifier with another label count", "check_model",
+     lambda t: ({"models": [{"name": "m", "spec": "fake-org/mnli-classifier"}]},
+                _hub_cache(t, "fake-org/mnli-classifier", edit_config=_classifier(3))),
+     "the checkpoint is a sequence classifier with 3 labels, but MRPC needs 2, STS-B needs 1"),
+]
+
+
+@pytest.mark.parametrize(("case", "caught", "setup", "message"), BAD_MODELS, ids=[c[0] for c in BAD_MODELS])
+def test_a_model_the_config_cannot_use_stops_the_run_before_any_model_job(tmp_path, case, caught, setup, message):
+    override, env = setup(tmp_path)
+    workdir, result, output = _run_with_bad_input(tmp_path, override, env=env)
+    assert result.returncode != 0
+    assert message in output, output[-3000:]
+    if caught == "parse":
+        assert not (workdir / "logs").exists(), sorted(p.name for p in (workdir / "logs").rglob("*"))
+    else:  # a Hub model: its check job is the first job that touches it
+        assert (workdir / "logs" / caught).is_dir()
+        started = [rule for rule in MODEL_RULES if (workdir / "logs" / rule).exists()]
+        assert started == [], f"{started} started before {caught} refused the model"
 
 
 def test_a_dry_run_checks_the_data_too(tmp_path):
