@@ -814,17 +814,24 @@ def head_atlas_inputs(wildcards):
     return inputs
 
 
+def _task_list_problems():
+    """Every list that picks tasks (or <TASK>_seed<N> states) for one stage must name tasks in ``tasks``: one rule,
+    one message for all of them, rather than a task silently dropped or fine-tuned anyway. (per_task overrides are
+    not such lists: they may name a task not run, and apply once it is.)"""
+    task_lists = {"pruning.tasks": config["pruning"]["tasks"], "probing.tasks": config["probing"]["tasks"]}
+    state_lists = {"probing.syntactic_heads.states": config["probing"]["syntactic_heads"]["states"],
+                   "probing.reference.states": config["probing"]["reference"]["states"]}
+    named = [(key, task, task) for key, tasks in task_lists.items() for task in tasks or []]
+    named += [(key, state, split_state(state)[0]) for key, states in state_lists.items() for state in states or []
+              if state not in ("untuned", "random")]
+    return [f"{key} names {name}, {'which' if name == task else f'whose task {task}'} is not in tasks {TASKS}. "
+            f"Fix: add {task} to tasks, or drop {name} from {key}." for key, name, task in named if task not in TASKS]
+
+
 def _stage_choice_problems():
     """Choices of runs that name a task or seed the config does not run: caught when the workflow is parsed,
     not after fine-tuning (and not silently ignored)."""
-    problems = []
-    for task in config["probing"]["tasks"] or []:
-        if task not in TASKS:
-            problems.append(f"probing.tasks names {task}, which is not in tasks {TASKS}. Fix: add it to tasks or drop it.")
-    for state in config["probing"]["syntactic_heads"]["states"] or []:
-        if state not in ("untuned", "random") and split_state(state)[0] not in TASKS:
-            problems.append(f"probing.syntactic_heads.states names {state}, whose task is not in tasks {TASKS}. "
-                            "Fix: use untuned or <TASK>_seed<N> with a configured task.")
+    problems = _task_list_problems()
     for task, settings in config["pruning"]["per_task"].items():
         wanted = settings.get("subnetwork_seeds") or []
         if wanted and task not in configured_pruning_tasks():
