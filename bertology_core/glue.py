@@ -260,7 +260,17 @@ def read_hub(task: GlueTask, split: str, dataset: str = "nyu-mll/glue") -> pl.Da
     """Load one split from the Hugging Face Hub through ``datasets`` (needs network or a cache)."""
     import datasets  # imported lazily: only Hub users pay for it
 
-    data = datasets.load_dataset(dataset, task.hub_config, split=task.hub_splits[split])
+    try:
+        data = datasets.load_dataset(dataset, task.hub_config, split=task.hub_splits[split])
+    except Exception as error:  # offline, unreachable or unknown: datasets raises many types; each gets the same fix
+        raise DataError(
+            f"GLUE {task.name} ({split}) could not be loaded from the Hugging Face Hub (dataset {dataset}, config "
+            f"{task.hub_config}): {type(error).__name__}: {error}. Fix: connect this machine to the internet (and unset "
+            "HF_HUB_OFFLINE), or bring the data over from a machine that has internet: there, run "
+            f"`python -c \"import datasets; datasets.load_dataset('{dataset}', '{task.hub_config}')\"` for each task, copy "
+            "its ~/.cache/huggingface/datasets folder to the same place here, and run with HF_HUB_OFFLINE=1; or use a "
+            "folder in the classic GLUE layout (data.source: local, data.glue_dir)."
+        ) from error
     col_a, col_b = task.hub_columns
     rows = [
         (int(r["idx"]), r[col_a], r[col_b] if col_b else None, float(r["label"]) if task.is_regression else int(r["label"]))

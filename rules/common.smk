@@ -92,12 +92,19 @@ if config["data"]["source"] == "local":
         raise WorkflowError(glue.missing_files_message(_missing, glue_dir()))
 
 
+TREEBANK_DOWNLOADED = "results/treebank/source"
+
+
 def treebank_file(split):
-    return repo_path(config["treebank"]["dir"]) / config["treebank"]["files"][split]
+    """A split's CoNLL-U file: in treebank.dir, or downloaded from treebank.url (rule download_treebank)."""
+    name = config["treebank"]["files"][split]
+    return Path(TREEBANK_DOWNLOADED) / name if config["treebank"]["url"] else repo_path(config["treebank"]["dir"]) / name
 
 
-TREEBANK_SPLITS = list(config["treebank"]["files"]) if config["treebank"]["dir"] else []
-_missing = [str(treebank_file(s)) for s in TREEBANK_SPLITS if not treebank_file(s).is_file()]
+if config["treebank"]["dir"] and config["treebank"]["url"]:
+    raise WorkflowError("config 'treebank': both dir and url are set. Fix: set the one the files come from, the other to null.")
+TREEBANK_SPLITS = list(config["treebank"]["files"]) if config["treebank"]["dir"] or config["treebank"]["url"] else []
+_missing = [str(treebank_file(s)) for s in TREEBANK_SPLITS if config["treebank"]["dir"] and not treebank_file(s).is_file()]
 if _missing:
     raise WorkflowError(
         "config 'treebank': CoNLL-U file(s) not found:\n  " + "\n  ".join(_missing)
@@ -173,7 +180,7 @@ def local_data_problems():
                     dev_frames[task] = frame
         for model in MODELS:
             problems += hand_label_problems(model, dev_frames)
-    for split in TREEBANK_SPLITS:
+    for split in TREEBANK_SPLITS if config["treebank"]["dir"] else []:  # downloads: checked by prepare_treebank
         try:
             treebank.validate(treebank_file(split))
         except treebank.TreebankError as error:

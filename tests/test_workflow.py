@@ -647,3 +647,36 @@ def test_a_dry_run_checks_the_data_too(tmp_path):
     result = snakemake(tmp_path / "run", "-n", configs=(SMOKE, broken), check=False)
     assert result.returncode != 0
     assert "MRPC/dev.tsv:3: expected 5 tab-separated columns" in result.stdout + result.stderr
+
+
+def test_make_cpu_without_local_data_takes_it_from_the_hub_and_says_how_when_unreachable(tmp_path):
+    """On a machine without ../shared/data, `make cpu` layers configs/cpu_online_data.yaml over the CPU profile (GLUE from
+    the Hub, UD EWT downloaded and checked) and drops HF_HUB_OFFLINE. Here the Hub and the internet are unreachable: the
+    run stops at the data jobs with the steps to bring the data by hand, before any model job."""
+    import subprocess
+
+    dry = subprocess.run(["make", "-n", "cpu", "LOCAL_DATA=/nonexistent"], cwd=REPO, capture_output=True, text=True, check=True)
+    [command] = [line for line in dry.stdout.splitlines() if "snakemake" in line]
+    assert "HF_HUB_OFFLINE" not in command
+    configs = command.split("--configfile")[1].split()
+    assert configs == ["configs/cpu.yaml", "configs/cpu_online_data.yaml"]
+    online = yaml.safe_load((REPO / configs[1]).read_text())
+    assert online["data"]["source"] == "hub" and online["treebank"]["dir"] is None
+    assert online["treebank"]["url"].endswith("/r2.16/{file}") and len(online["treebank"]["sha256"]) == 2
+    local = subprocess.run(["make", "-n", "cpu"], cwd=REPO, capture_output=True, text=True, check=True).stdout
+    if (REPO / "../shared/data/glue").is_dir():  # this machine has the local copy: the offline command
+        assert "HF_HUB_OFFLINE=1" in local and "cpu_online_data" not in local
+
+    unreachable = {"HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "empty-hf-home"),  # no cached GLUE either
+                   "https_proxy": "http://127.0.0.1:9", "HTTPS_PROXY": "http://127.0.0.1:9"}  # a port nothing listens on
+    workdir = tmp_path / "run"
+    result = snakemake(workdir, "--keep-going", "--show-failed-logs", configs=tuple(REPO / c for c in configs),
+                       check=False, env=unreachable)
+    output = result.stdout + result.stderr
+    assert result.returncode != 0
+    assert "could not be loaded from the Hugging Face Hub (dataset nyu-mll/glue" in output, output[-3000:]
+    assert "datasets.load_dataset('nyu-mll/glue', 'mrpc')" in output and "HF_HUB_OFFLINE=1" in output
+    assert "UD_English-EWT/r2.16/en_ewt-ud-dev.conllu: could not be downloaded" in output
+    assert "curl -L -O https://raw.githubusercontent.com/UniversalDependencies/UD_English-EWT/r2.16/en_ewt-ud-dev.conllu" in output
+    started = [rule for rule in MODEL_RULES[1:] if (workdir / "logs" / rule).exists()]
+    assert started == [], f"{started} started without data"
