@@ -1,4 +1,4 @@
-"""Probing costs and a first real-data check (issue 8): the pre-trained all-MiniLM-L6-v2 on UD EWT (first 1,000
+"""Probing costs and a first real-data check: the pre-trained all-MiniLM-L6-v2 on UD EWT (first 1,000
 train and 300 dev sentences): feature extraction time, per-layer UPOS and relation probes with control tasks,
 and Clark et al. syntactic heads. Run: HF_HUB_OFFLINE=1 python benchmarks/probing_costs.py (prints; writes nothing)."""
 from pathlib import Path

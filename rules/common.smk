@@ -654,7 +654,7 @@ def subnetwork_inputs(wildcards):
     return inputs
 
 
-# --- probing and syntactic heads (issue 8) ---
+# --- probing and syntactic heads ---
 
 
 def probed_runs():

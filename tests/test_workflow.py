@@ -680,3 +680,12 @@ def test_make_cpu_without_local_data_takes_it_from_the_hub_and_says_how_when_unr
     assert "curl -L -O https://raw.githubusercontent.com/UniversalDependencies/UD_English-EWT/r2.16/en_ewt-ud-dev.conllu" in output
     started = [rule for rule in MODEL_RULES[1:] if (workdir / "logs" / rule).exists()]
     assert started == [], f"{started} started without data"
+
+
+def test_a_learning_rate_written_2e_5_is_read_as_a_number(tmp_path):
+    # YAML 1.1 reads 2e-5 (no dot) as a string; the schema asks for a number, so the workflow reads it as one
+    written = tmp_path / "lr.yaml"
+    written.write_text("finetune:\n  hyperparameters: {learning_rate: 2e-5}\n  per_task: {STS-B: {learning_rate: 1e-4}}\n")
+    assert yaml.safe_load(written.read_text())["finetune"]["hyperparameters"]["learning_rate"] == "2e-5"
+    result = snakemake(tmp_path / "run", "-n", configs=(SMOKE, written), check=False)
+    assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
