@@ -214,7 +214,7 @@ def dump_file(path):
 
 def local_model_files(wildcards):
     """resolve_model's inputs: a folder's config and weights (replacing its weights reruns what used them); for a Hub
-    id, rule check_model's verdict, ancient(): re-checking it for a changed config never reruns the model's jobs."""
+    id, the verdict of check_model, ancient(); re-checking it for a changed config never reruns the model's jobs."""
     spec = MODELS[wildcards.model]
     if spec.startswith(compatibility.PACKAGE_PREFIX):
         return {}

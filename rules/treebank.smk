@@ -28,6 +28,8 @@ rule prepare_treebank:
 
 rule download_treebank:
     # treebank.url: each file once, checked against treebank.sha256
+    conda:
+        "../envs/tables.yaml"
     output:
         f"{TREEBANK_DOWNLOADED}/{{file}}",
     wildcard_constraints:
