@@ -41,10 +41,6 @@ rule all:
         rest=all_targets,
 
 
-onstart:
-    validate_local_sources()
-
-
 onsuccess:
     # How much each stage keeps and how much this run wrote (results/disk_usage.md)
     from bertology_core import disk, io

@@ -192,14 +192,18 @@ def write_dump(
     }
 
 
-def dump_model_folder(folder: str | Path, frame: pl.DataFrame, prefix: str | Path, **options: Any) -> dict[str, Any]:
-    """Load the encoder and tokenizer of a Hugging Face folder (safetensors, no remote code), put it on the
-    bertology engine and :func:`write_dump` ``frame`` with it; the summary names the folder."""
+def dump_model_folder(folder: str | Path, frame: pl.DataFrame, prefix: str | Path, device: Any = None,
+                      **options: Any) -> dict[str, Any]:
+    """Load the encoder and tokenizer of a Hugging Face folder (safetensors, no remote code) onto ``device`` (default:
+    :func:`bertology_core.device.default_device`), put it on the bertology engine and :func:`write_dump` ``frame``
+    with it; the summary names the folder."""
     from transformers import AutoModel
 
     from bertology_core import attention, models
+    from bertology_core.device import default_device
 
-    encoder = attention.use_engine(AutoModel.from_pretrained(folder, use_safetensors=True, trust_remote_code=False).eval())
+    encoder = AutoModel.from_pretrained(folder, use_safetensors=True, trust_remote_code=False).to(device or default_device())
+    encoder = attention.use_engine(encoder.eval())
     summary = write_dump(encoder, models.load_tokenizer(folder), frame, prefix, **options)
     summary["model_folder"] = str(folder)
     return summary
@@ -216,6 +220,7 @@ def _forward_batch(
 
     lengths = [len(encoded.input_ids[i]) for i in examples]
     inputs = Encoded(encoded.input_ids, encoded.token_type_ids, model.config.pad_token_id or 0).collate(examples)
+    inputs = {key: value.to(model.device) for key, value in inputs.items()}
     captured: dict[int, torch.Tensor] = {}
 
     def sink(layer: int, probs: torch.Tensor, real: torch.Tensor) -> None:

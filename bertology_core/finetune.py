@@ -27,6 +27,7 @@ from transformers import PreTrainedModel, get_linear_schedule_with_warmup
 
 from bertology_core.batching import Encoded, encode  # noqa: F401 - part of this module's API
 from bertology_core.checkpoint import Checkpointer, TrainingState
+from bertology_core.device import default_device
 from bertology_core.encoder import first_token_output
 from bertology_core.faults import failpoint
 from bertology_core.glue import GlueTask
@@ -73,10 +74,6 @@ def training_batches(
 
 def _labels_tensor(task: GlueTask, labels: np.ndarray) -> torch.Tensor:
     return torch.tensor(labels, dtype=torch.float32 if task.is_regression else torch.long)
-
-
-def default_device() -> torch.device:
-    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
 def _to(batch: dict[str, torch.Tensor], device: torch.device) -> dict[str, torch.Tensor]:

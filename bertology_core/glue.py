@@ -21,6 +21,8 @@ from pathlib import Path
 
 import polars as pl
 
+from bertology_core import io
+
 # GLUE rows can be long (MNLI parses); the csv default limit of 128 KiB is too small.
 csv.field_size_limit(sys.maxsize)
 
@@ -176,6 +178,16 @@ def read_local(task: GlueTask, split: str, glue_dir: str | Path) -> pl.DataFrame
     path = local_path(task, split, glue_dir)
     if not path.is_file():
         raise DataError(missing_files_message([path], glue_dir))
+    try:
+        rows = _read_rows(task, path)
+    except UnicodeDecodeError:
+        raise DataError(io.not_utf8_message(path)) from None
+    if not rows:
+        raise DataError(f"{path}: split {split!r} of {task.name} has no examples. Fix: supply a non-empty file.")
+    return _frame(task, rows)
+
+
+def _read_rows(task: GlueTask, path: Path) -> list[tuple[int, str, str | None, object]]:
     rows: list[tuple[int, str, str | None, object]] = []
     with path.open(encoding="utf-8-sig", newline="") as handle:
         reader = csv.reader(handle, delimiter="\t", quoting=csv.QUOTE_NONE)
@@ -200,12 +212,24 @@ def read_local(task: GlueTask, split: str, glue_dir: str | Path) -> pl.DataFrame
                 )
             raw_label = row[task.label_col].strip()
             label = _parse_label(task, raw_label, path, line_no, header)
-            idx = int(row[task.idx_col]) if task.idx_col is not None else len(rows)
+            idx = _parse_idx(task, row, path, line_no, header) if task.idx_col is not None else len(rows)
             text_b = row[task.text_b_col] if task.text_b_col is not None else None
             rows.append((idx, row[task.text_a_col], text_b, label))
-    if not rows:
-        raise DataError(f"{path}: split {split!r} of {task.name} has no examples. Fix: supply a non-empty file.")
-    return _frame(task, rows)
+    return rows
+
+
+def _parse_idx(task: GlueTask, row: list[str], path: Path, line_no: int, header: list[str] | None) -> int:
+    assert task.idx_col is not None
+    raw = row[task.idx_col].strip()
+    try:
+        return int(raw)
+    except ValueError:
+        column = header[task.idx_col] if header else f"column {task.idx_col + 1}"
+        raise DataError(
+            f"{path}:{line_no}: field {column!r} = {raw!r} is not an integer; it is the example's idx, which every "
+            f"output names the example by. Fix: give the line its integer index, or re-export {task.name} in the "
+            "classic GLUE layout."
+        ) from None
 
 
 def _parse_label(task: GlueTask, raw: str, path: Path, line_no: int, header: list[str] | None) -> object:
@@ -236,7 +260,17 @@ def read_hub(task: GlueTask, split: str, dataset: str = "nyu-mll/glue") -> pl.Da
     """Load one split from the Hugging Face Hub through ``datasets`` (needs network or a cache)."""
     import datasets  # imported lazily: only Hub users pay for it
 
-    data = datasets.load_dataset(dataset, task.hub_config, split=task.hub_splits[split])
+    try:
+        data = datasets.load_dataset(dataset, task.hub_config, split=task.hub_splits[split])
+    except Exception as error:  # offline, unreachable or unknown: datasets raises many types; each gets the same fix
+        raise DataError(
+            f"GLUE {task.name} ({split}) could not be loaded from the Hugging Face Hub (dataset {dataset}, config "
+            f"{task.hub_config}): {type(error).__name__}: {error}. Fix: connect this machine to the internet (and unset "
+            "HF_HUB_OFFLINE), or bring the data over from a machine that has internet: there, run "
+            f"`python -c \"import datasets; datasets.load_dataset('{dataset}', '{task.hub_config}')\"` for each task, copy "
+            "its ~/.cache/huggingface/datasets folder to the same place here, and run with HF_HUB_OFFLINE=1; or use a "
+            "folder in the classic GLUE layout (data.source: local, data.glue_dir)."
+        ) from error
     col_a, col_b = task.hub_columns
     rows = [
         (int(r["idx"]), r[col_a], r[col_b] if col_b else None, float(r["label"]) if task.is_regression else int(r["label"]))
@@ -288,7 +322,14 @@ def prepare_split(
         origin = f"hub nyu-mll/glue {task.hub_config}/{task.hub_splits[split]}"
     else:
         raise DataError(f"data.source must be 'local' or 'hub', not {source!r}.")
-    if frame["idx"].n_unique() != frame.height:
-        raise DataError(f"{origin}: field 'idx' is not unique. Fix: give every example its own index.")
+    return subsample(check_split(task, frame, origin), max_examples, seed)
+
+
+def check_split(task: GlueTask, frame: pl.DataFrame, origin: str) -> pl.DataFrame:
+    """``frame`` if its idx are unique and its labels in the task's label set, else a DataError naming ``origin``."""
+    repeated = frame.filter(pl.col("idx").is_duplicated())
+    if repeated.height:
+        raise DataError(f"{origin}: field 'idx' is not unique ({repeated['idx'][0]} appears {repeated.height} times in all). "
+                        "Fix: give every example its own index.")
     validate_labels(task, frame, origin)
-    return subsample(frame, max_examples, seed)
+    return frame

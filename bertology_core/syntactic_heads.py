@@ -220,7 +220,7 @@ def relation_counts(
             captured[layer] = probs.float().cpu()
 
         with torch.inference_mode(), attention.intervene(model, attention.InterventionPlan(sink=sink)):
-            model(**sentences.collate(rows))
+            model(**{key: value.to(model.device) for key, value in sentences.collate(rows).items()})
         maps = torch.stack([captured[layer] for layer in range(config.num_hidden_layers)], dim=1).numpy()  # [B, L, H, T, T]
         for i, r in enumerate(rows):
             n = len(aligned.input_ids[r])

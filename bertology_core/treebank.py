@@ -11,12 +11,17 @@ dropped, as in the basic dependency tree that probing and Clark et al. 2019 use.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import conllu
 import polars as pl
+
+from bertology_core import io
 
 FIELDS = ("id", "form", "lemma", "upos", "xpos", "feats", "head", "deprel", "deps", "misc")
 WORD_ID = re.compile(r"[1-9][0-9]*")
@@ -75,6 +80,13 @@ def _check_sentence(path: Path, rows: list[tuple[int, list[str]]]) -> None:
 def validate(path: str | os.PathLike[str]) -> int:
     """Check a CoNLL-U file line by line; return its number of sentences or raise TreebankError."""
     path = Path(path)
+    try:
+        return _validate_lines(path)
+    except UnicodeDecodeError:
+        raise TreebankError(io.not_utf8_message(path)) from None
+
+
+def _validate_lines(path: Path) -> int:
     sentences = 0
     rows: list[tuple[int, list[str]]] = []
     with path.open(encoding="utf-8") as handle:
@@ -125,3 +137,24 @@ def read_conllu(path: str | os.PathLike[str], max_sentences: int | None = None) 
             records["heads"].append([int(w["head"]) for w in words])
             records["deprels"].append([w["deprel"] for w in words])
     return pl.DataFrame(records, schema=SCHEMA)
+
+
+def download(url: str, path: str | os.PathLike[str], sha256: str | None = None, timeout: float = 60) -> str:
+    """Fetch ``url`` to ``path`` (written atomically) and return its sha256; a file whose sha256 is not
+    ``sha256`` (when given) is not kept. Errors name the address and the fix, for a machine without internet too."""
+    manual = (f"Fix: connect this machine to the internet and rerun, or download the file elsewhere "
+              f"(curl -L -O {url}), copy it into a folder here with the other treebank files, and set treebank.dir to "
+              "that folder and treebank.url: null.")
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as response:
+            data = response.read()
+    except (urllib.error.URLError, OSError) as error:
+        raise TreebankError(f"{url}: could not be downloaded ({type(error).__name__}: {error}). {manual}") from None
+    digest = hashlib.sha256(data).hexdigest()
+    if sha256 is not None and digest != sha256:
+        raise TreebankError(f"{url}: field 'sha256' of the download is {digest}, not the {sha256} of treebank.sha256: "
+                            f"another file or another release. Fix: correct treebank.url, or treebank.sha256 if you meant "
+                            f"this release. {manual}")
+    with io.atomic_path(path) as tmp:
+        tmp.write_bytes(data)
+    return digest

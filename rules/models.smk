@@ -1,11 +1,37 @@
 # Resolve every model spec once; downstream jobs read the folder and hashes from the record.
 
 
+rule check_model:
+    # A Hub model only (folders and packages are checked when the workflow is parsed): fetched once and checked
+    # against this config (architecture, tokenizer, label counts, positions, hand-label layers and heads) before
+    # resolve_model, and so before any other model job.
+    conda:
+        "../envs/torch.yaml"
+    input:
+        hand_labels=lambda wc: hand_label_files(wc.model),
+    output:
+        "results/models/{model}/checked.json",
+    params:
+        code=script_code("check_model"),
+        spec=lambda wc: MODELS[wc.model],
+        requirements=model_requirements(),
+    log:
+        "logs/check_model/{model}.log",
+    benchmark:
+        "results/benchmarks/check_model/{model}.tsv"
+    priority: 100
+    resources:
+        mem_mb=scaled(2000),
+        runtime=scaled(60),
+    script:
+        "../workflow_scripts/check_model.py"
+
+
 rule resolve_model:
     conda:
         "../envs/torch.yaml"
     input:
-        local_model_files,
+        unpack(local_model_files),
     output:
         "results/models/{model}/resolved.json",
     params:

@@ -24,3 +24,25 @@ rule prepare_treebank:
         runtime=scaled(30),
     script:
         "../workflow_scripts/prepare_treebank.py"
+
+
+rule download_treebank:
+    # treebank.url: each file once, checked against treebank.sha256
+    conda:
+        "../envs/tables.yaml"
+    output:
+        f"{TREEBANK_DOWNLOADED}/{{file}}",
+    wildcard_constraints:
+        file="|".join(re.escape(name) for name in config["treebank"]["files"].values()),
+    params:
+        code=script_code("download_treebank"),
+        url=lambda wc: config["treebank"]["url"].format(file=wc.file),
+        sha256=lambda wc: config["treebank"]["sha256"].get(wc.file),
+    priority: 100
+    log:
+        "logs/download_treebank/{file}.log",
+    resources:
+        mem_mb=scaled(1000),
+        runtime=scaled(30),
+    script:
+        "../workflow_scripts/download_treebank.py"

@@ -1,9 +1,10 @@
+import json
 import shutil
 
 import pytest
 import torch
 
-from bertology_core import glue, models
+from bertology_core import compatibility, glue, models
 from conftest import TINY_BERT
 
 
@@ -60,3 +61,50 @@ def test_random_init_redraws_every_encoder_weight_and_pretrained_keeps_them():
     assert abs(rnd.bert.state_dict()[name].std().item() - rnd.config.initializer_range) < 0.005
     assert pre.config.num_labels == 2 and pre.config.id2label[1] == "equivalent"
     assert models.load_classifier(TINY_BERT, glue.get_task("STS-B"), "pretrained", 0).config.problem_type == "regression"
+
+
+def _copy(tmp_path, **config_changes):
+    folder = tmp_path / "model"
+    shutil.copytree(TINY_BERT, folder)
+    config = json.loads((folder / "config.json").read_text()) | config_changes
+    (folder / "config.json").write_text(json.dumps(config))
+    return folder
+
+
+def test_a_spec_with_one_slash_is_a_folder_when_its_first_part_is_one(tmp_path):
+    (tmp_path / "mymodels").mkdir()
+    assert compatibility.spec_folder("mymodels/bert", tmp_path) == tmp_path / "mymodels" / "bert"  # missing, still a folder
+    assert compatibility.spec_folder("bert-base-uncased", tmp_path) is None
+    assert compatibility.spec_folder("google/electra-small-discriminator", tmp_path) is None  # a Hub id
+    assert compatibility.spec_folder("./bert", tmp_path) == tmp_path / "bert"
+    assert compatibility.spec_folder("a/b/c", tmp_path) == tmp_path / "a" / "b" / "c"
+
+
+def test_roberta_positions_start_after_the_padding_id(tmp_path):
+    folder = _copy(tmp_path, model_type="roberta", pad_token_id=1, max_position_embeddings=130)
+    assert compatibility.model_problems(folder, max_lengths={"probing.max_length": 128}) == []
+    [problem] = compatibility.model_problems(folder, max_lengths={"probing.max_length": 129})
+    assert "config 'probing.max_length' = 129 is above the 128 positions" in problem
+
+
+def test_a_classifier_with_the_tasks_label_count_is_accepted(tmp_path):
+    folder = _copy(tmp_path, architectures=["BertForSequenceClassification"], id2label={"0": "no", "1": "yes"})
+    assert compatibility.model_problems(folder, label_counts={"MRPC": 2, "RTE": 2}) == []
+    [problem] = compatibility.model_problems(folder, label_counts={"MRPC": 2, "STS-B": 1})
+    assert "sequence classifier with 2 labels, but STS-B needs 1" in problem
+
+
+def test_resolve_refuses_a_tokenizer_that_knows_no_english_word(tmp_path):
+    folder = _copy(tmp_path)
+    (folder / "tokenizer.json").unlink()
+    vocabulary = (folder / "vocab.txt").read_text().splitlines()
+    (folder / "vocab.txt").write_text("\n".join(w if w.startswith("[") else f"zz{i}" for i, w in enumerate(vocabulary)))
+    assert compatibility.model_problems(folder) == []  # the right size: only loading it shows the problem
+    with pytest.raises(models.ModelSpecError, match=r"turns every word of .* into \[UNK\]"):
+        models.resolve_model(str(folder))
+
+
+def test_resolve_refuses_a_decoder(tmp_path):
+    folder = _copy(tmp_path, model_type="gpt2", architectures=["GPT2LMHeadModel"])
+    with pytest.raises(models.ModelSpecError, match="field 'model_type' = 'gpt2' is not an encoder the analyses support"):
+        models.resolve_model(str(folder))

@@ -13,7 +13,7 @@ import polars as pl
 import pytest
 import yaml
 
-from conftest import GLUE_SMOKE, REPO, UD_SMOKE
+from conftest import GLUE_SMOKE, REPO, TINY_BERT, UD_SMOKE
 from slurm_cluster import missing_programs
 from workflow_utils import SMOKE, assert_same_results, jobs_to_run, snakemake
 
@@ -452,6 +452,15 @@ def _replace_field(index, value):
     return lambda line: "\t".join(value if i == index else f for i, f in enumerate(line.split("\t")))
 
 
+def _latin1_line(path, number):
+    """Line ``number`` re-saved in Latin-1 with an accented letter in its second field: bytes that are not UTF-8."""
+    lines = path.read_bytes().split(b"\n")
+    fields = lines[number - 1].split(b"\t")
+    fields[1] = "caf\u00e9".encode("latin-1")
+    lines[number - 1] = b"\t".join(fields)
+    path.write_bytes(b"\n".join(lines))
+
+
 # (case, config override, how to break the copied inputs, what the user must read)
 BAD_INPUTS = [
     ("unknown task", {"tasks": ["MRPC", "FOO"]}, None, "'FOO' is not one of"),
@@ -475,16 +484,26 @@ BAD_INPUTS = [
      "STS-B/dev.tsv: 1 example(s) of STS-B have field 'label' outside scores in [0, 5]"),
     ("STS-B score not a number", {}, lambda g, u: _edit_line(g / "STS-B" / "train.tsv", 2, _replace_field(9, "high")),
      "STS-B/train.tsv:2: field 'score' = 'high' is not a number"),
+    ("TSV not UTF-8", {}, lambda g, u: _latin1_line(g / "MRPC" / "dev.tsv", 3),
+     "MRPC/dev.tsv:3: byte 0xe9 at column"),
+    ("idx not an integer", {}, lambda g, u: _edit_line(g / "STS-B" / "train.tsv", 3, _replace_field(0, "1a")),
+     "STS-B/train.tsv:3: field 'index' = '1a' is not an integer"),
     ("empty split", {}, lambda g, u: (g / "STS-B" / "dev.tsv").write_text((g / "STS-B" / "dev.tsv").read_text().split("\n")[0] + "\n"),
      "split 'dev' of STS-B has no examples"),
     ("CoNLL-U line with 9 fields", {}, lambda g, u: _edit_line(u / "smoke-ud-dev.conllu", 4, lambda l: l.rsplit("\t", 1)[0]),
      "smoke-ud-dev.conllu:4: field 'line': 9 tab-separated fields instead of 10"),
     ("CoNLL-U head out of range", {}, lambda g, u: _edit_line(u / "smoke-ud-train.conllu", 3, _replace_field(6, "12")),
      "smoke-ud-train.conllu:3: field 'HEAD': head 12 is beyond the sentence's 7 words"),
+    ("CoNLL-U not UTF-8", {}, lambda g, u: _latin1_line(u / "smoke-ud-dev.conllu", 5),
+     "smoke-ud-dev.conllu:5: byte 0xe9 at column 6 is not UTF-8"),
     ("CoNLL-U file missing", {}, lambda g, u: (u / "smoke-ud-dev.conllu").unlink(),
      "CoNLL-U file(s) not found"),
     ("syntactic heads of a task not run", {"probing": {"syntactic_heads": {"states": ["untuned", "RTE_seed1"]}}}, None,
-     "probing.syntactic_heads.states names RTE_seed1, whose task is not in tasks"),
+     "probing.syntactic_heads.states names RTE_seed1, whose task RTE is not in tasks ['MRPC', 'STS-B']. Fix: add RTE to tasks"),
+    ("pruning a task not run", {"pruning": {"tasks": ["MRPC", "RTE"]}}, None,
+     "pruning.tasks names RTE, which is not in tasks ['MRPC', 'STS-B']. Fix: add RTE to tasks, or drop RTE from pruning.tasks"),
+    ("probing a task not run", {"probing": {"tasks": ["RTE"]}}, None,
+     "probing.tasks names RTE, which is not in tasks ['MRPC', 'STS-B']"),
     ("subnetworks of a seed not pruned", {"pruning": {"per_task": {"MRPC": {"seeds": [1, 2], "subnetwork_seeds": [5]}}}}, None,
      "pruning.per_task.MRPC.subnetwork_seeds [5] names seeds that are not pruned ([1, 2])"),
     ("subnetworks of a method not run", {"pruning": {"methods": ["s"], "subnetwork_methods": ["m"]}}, None,
@@ -495,8 +514,9 @@ BAD_INPUTS = [
 ]
 
 
-@pytest.mark.parametrize(("case", "override", "breakage", "message"), BAD_INPUTS, ids=[c[0] for c in BAD_INPUTS])
-def test_bad_input_stops_the_run_before_any_model_job_with_a_clear_message(tmp_path, case, override, breakage, message):
+def _run_with_bad_input(tmp_path, override, breakage=None, env=None):
+    """Snakemake on the smoke config over copies of its inputs, broken by ``breakage(glue_dir, ud_dir)`` and
+    ``override``; returns (workdir, result, output)."""
     glue_dir, ud_dir = _copy_inputs(tmp_path)
     if breakage is not None:
         breakage(glue_dir, ud_dir)
@@ -504,11 +524,173 @@ def test_bad_input_stops_the_run_before_any_model_job_with_a_clear_message(tmp_p
     bad = tmp_path / "bad.yaml"
     bad.write_text(yaml.safe_dump({**inputs, **override}))
     workdir = tmp_path / "run"
-    result = snakemake(workdir, "--show-failed-logs", configs=(SMOKE, bad), check=False, cores=1)
-    output = result.stdout + result.stderr
+    result = snakemake(workdir, "--show-failed-logs", configs=(SMOKE, bad), check=False, cores=1, env=env)
+    return workdir, result, result.stdout + result.stderr
+
+
+MODEL_RULES = ("resolve_model", "finetune", "evaluate_untuned", "dump_attention", "labelled_maps", "probe_features",
+               "syntactic_heads")
+
+
+@pytest.mark.parametrize(("case", "override", "breakage", "message"), BAD_INPUTS, ids=[c[0] for c in BAD_INPUTS])
+def test_bad_input_stops_the_run_before_any_model_job_with_a_clear_message(tmp_path, case, override, breakage, message):
+    workdir, result, output = _run_with_bad_input(tmp_path, override, breakage)
     assert result.returncode != 0
     assert message in output, output[-3000:]
     for model_rule in ("finetune", "evaluate_untuned", "dump_attention"):
         assert not (workdir / "logs" / model_rule).exists(), f"{model_rule} started despite bad input"
     if "Hub" not in case:  # everything but a Hub id is caught before any job at all (parse or run start)
         assert not (workdir / "logs").exists(), sorted(p.name for p in (workdir / "logs").rglob("*"))
+
+
+def _model_folder(tmp_path, edit_config=None, remove=(), vocabulary=None):
+    """A copy of the tiny BERT fixture with its config.json edited, files removed or another vocab.txt."""
+    folder = tmp_path / "models" / "model"
+    shutil.copytree(TINY_BERT, folder)
+    config = json.loads((folder / "config.json").read_text())
+    if edit_config is not None:
+        edit_config(config)
+    (folder / "config.json").write_text(json.dumps(config))
+    for name in remove:
+        (folder / name).unlink()
+    if vocabulary is not None:
+        (folder / "tokenizer.json").unlink()
+        (folder / "vocab.txt").write_text("".join(f"{entry}\n" for entry in vocabulary))
+    return folder
+
+
+def _hub_cache(tmp_path, repo_id, **changes):
+    """A Hugging Face cache holding ``repo_id`` (the tiny BERT, changed as by _model_folder): what an earlier download
+    left, so the Hub path runs offline. Returns the environment that points huggingface_hub at it."""
+    folder = _model_folder(tmp_path, **changes)
+    repo = tmp_path / "hub" / f"models--{repo_id.replace('/', '--')}"
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    (repo / "refs").mkdir(parents=True)
+    (repo / "refs" / "main").write_text(commit)
+    shutil.copytree(folder, repo / "snapshots" / commit)
+    return {"HF_HUB_CACHE": str(tmp_path / "hub")}
+
+
+def _as(model_type, architectures):
+    def edit(config):
+        config.update(model_type=model_type, architectures=architectures)
+    return edit
+
+
+def _classifier(labels):
+    def edit(config):
+        config.update(architectures=["BertForSequenceClassification"], id2label={str(i): f"L{i}" for i in range(labels)})
+    return edit
+
+
+def _labels_csv(tmp_path, rows):
+    path = tmp_path / "labels.csv"
+    path.write_text("task,state,idx,layer,head,label\n" + "".join(f"{row}\n" for row in rows))
+    return {"patterns": {"labels_csv": str(path)}}
+
+
+def _model(tmp_path, **changes):
+    return {"models": [{"name": "m", "spec": str(_model_folder(tmp_path, **changes))}]}
+
+
+# (case, where it is caught, what to set up in tmp_path -> (config override, environment), what the user must read)
+BAD_MODELS = [
+    ("folder without a tokenizer", "parse",
+     lambda t: (_model(t, remove=("tokenizer.json", "tokenizer_config.json", "vocab.txt")), None),
+     "model: no tokenizer (none of tokenizer.json, vocab.txt, vocab.json or a SentencePiece *.model)"),
+    ("tokenizer with a trivial vocabulary", "parse", lambda t: (_model(t, vocabulary=["[PAD]", "[UNK]", "[CLS]", "[SEP]"]), None),
+     "vocab.txt: the tokenizer's vocabulary holds 4 entries, but the model's embeddings have 120 rows"),
+    ("GPT-2 folder", "parse", lambda t: (_model(t, edit_config=_as("gpt2", ["GPT2LMHeadModel"])), None),
+     "config.json: field 'model_type' = 'gpt2' is not an encoder the analyses support"),
+    ("T5 folder", "parse", lambda t: (_model(t, edit_config=_as("t5", ["T5ForConditionalGeneration"])), None),
+     "Supported: bert (BERT (also MiniLM and other BERT-architecture models)); roberta (RoBERTa); electra (ELECTRA)"),
+    ("classifier checkpoint with another label count", "parse", lambda t: (_model(t, edit_config=_classifier(3)), None),
+     "the checkpoint is a sequence classifier with 3 labels, but MRPC needs 2, STS-B needs 1"),
+    ("max_length above the model's positions", "parse",
+     lambda t: ({**_model(t), "finetune": {"per_task": {"MRPC": {"max_length": 512}}}}, None),
+     "config 'finetune.per_task.MRPC.max_length' = 512 is above the 128 positions the model was trained with"),
+    ("relative folder spec with one slash", "parse", lambda t: ({"models": [{"name": "m", "spec": "tests/missing-model"}]}, None),
+     "tests/missing-model does not exist. Fix: point spec at a save_pretrained() folder"),
+    ("hand label on a layer the model lacks", "parse",
+     lambda t: (_labels_csv(t, ["MRPC,untuned,0,0,0,vertical", "MRPC,untuned,0,5,1,diagonal"]), None),
+     "labels.csv:3: field 'layer' = 5 is outside 0..1 for this model"),
+    ("hand label on an example dev lacks", "parse", lambda t: (_labels_csv(t, ["MRPC,untuned,9999,0,0,vertical"]), None),
+     "labels.csv:2: field 'idx' = 9999: MRPC's dev split holds no such example"),
+    ("one map labelled twice with two classes", "parse",
+     lambda t: (_labels_csv(t, ["MRPC,untuned,0,0,0,vertical", "MRPC,untuned,0,0,0,diagonal"]), None),
+     "labels.csv:3: field 'label' = 'diagonal' conflicts with"),
+    ("Hub model that is GPT-2", "check_model",
+     lambda t: ({"models": [{"name": "m", "spec": "fake-org/tiny-gpt2"}]},
+                _hub_cache(t, "fake-org/tiny-gpt2", edit_config=_as("gpt2", ["GPT2LMHeadModel"]))),
+     "field 'model_type' = 'gpt2' is not an encoder the analyses support"),
+    ("Hub classifier with another label count", "check_model",
+     lambda t: ({"models": [{"name": "m", "spec": "fake-org/mnli-classifier"}]},
+                _hub_cache(t, "fake-org/mnli-classifier", edit_config=_classifier(3))),
+     "the checkpoint is a sequence classifier with 3 labels, but MRPC needs 2, STS-B needs 1"),
+]
+
+
+@pytest.mark.parametrize(("case", "caught", "setup", "message"), BAD_MODELS, ids=[c[0] for c in BAD_MODELS])
+def test_a_model_the_config_cannot_use_stops_the_run_before_any_model_job(tmp_path, case, caught, setup, message):
+    override, env = setup(tmp_path)
+    workdir, result, output = _run_with_bad_input(tmp_path, override, env=env)
+    assert result.returncode != 0
+    assert message in output, output[-3000:]
+    if caught == "parse":
+        assert not (workdir / "logs").exists(), sorted(p.name for p in (workdir / "logs").rglob("*"))
+    else:  # a Hub model: its check job is the first job that touches it
+        assert (workdir / "logs" / caught).is_dir()
+        started = [rule for rule in MODEL_RULES if (workdir / "logs" / rule).exists()]
+        assert started == [], f"{started} started before {caught} refused the model"
+
+
+def test_a_dry_run_checks_the_data_too(tmp_path):
+    glue_dir, ud_dir = _copy_inputs(tmp_path)
+    _edit_line(glue_dir / "MRPC" / "dev.tsv", 3, lambda l: l.rsplit("\t", 1)[0])
+    broken = tmp_path / "broken.yaml"
+    broken.write_text(yaml.safe_dump({"data": {"glue_dir": str(glue_dir)}, "treebank": {"dir": str(ud_dir)}}))
+    result = snakemake(tmp_path / "run", "-n", configs=(SMOKE, broken), check=False)
+    assert result.returncode != 0
+    assert "MRPC/dev.tsv:3: expected 5 tab-separated columns" in result.stdout + result.stderr
+
+
+def test_make_cpu_without_local_data_takes_it_from_the_hub_and_says_how_when_unreachable(tmp_path):
+    """On a machine without ../shared/data, `make cpu` layers configs/cpu_online_data.yaml over the CPU profile (GLUE from
+    the Hub, UD EWT downloaded and checked) and drops HF_HUB_OFFLINE. Here the Hub and the internet are unreachable: the
+    run stops at the data jobs with the steps to bring the data by hand, before any model job."""
+    import subprocess
+
+    dry = subprocess.run(["make", "-n", "cpu", "LOCAL_DATA=/nonexistent"], cwd=REPO, capture_output=True, text=True, check=True)
+    [command] = [line for line in dry.stdout.splitlines() if "snakemake" in line]
+    assert "HF_HUB_OFFLINE" not in command
+    configs = command.split("--configfile")[1].split()
+    assert configs == ["configs/cpu.yaml", "configs/cpu_online_data.yaml"]
+    online = yaml.safe_load((REPO / configs[1]).read_text())
+    assert online["data"]["source"] == "hub" and online["treebank"]["dir"] is None
+    assert online["treebank"]["url"].endswith("/r2.16/{file}") and len(online["treebank"]["sha256"]) == 2
+    local = subprocess.run(["make", "-n", "cpu"], cwd=REPO, capture_output=True, text=True, check=True).stdout
+    if (REPO / "../shared/data/glue").is_dir():  # this machine has the local copy: the offline command
+        assert "HF_HUB_OFFLINE=1" in local and "cpu_online_data" not in local
+
+    unreachable = {"HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "empty-hf-home"),  # no cached GLUE either
+                   "https_proxy": "http://127.0.0.1:9", "HTTPS_PROXY": "http://127.0.0.1:9"}  # a port nothing listens on
+    workdir = tmp_path / "run"
+    result = snakemake(workdir, "--keep-going", "--show-failed-logs", configs=tuple(REPO / c for c in configs),
+                       check=False, env=unreachable)
+    output = result.stdout + result.stderr
+    assert result.returncode != 0
+    assert "could not be loaded from the Hugging Face Hub (dataset nyu-mll/glue" in output, output[-3000:]
+    assert "datasets.load_dataset('nyu-mll/glue', 'mrpc')" in output and "HF_HUB_OFFLINE=1" in output
+    assert "UD_English-EWT/r2.16/en_ewt-ud-dev.conllu: could not be downloaded" in output
+    assert "curl -L -O https://raw.githubusercontent.com/UniversalDependencies/UD_English-EWT/r2.16/en_ewt-ud-dev.conllu" in output
+    started = [rule for rule in MODEL_RULES[1:] if (workdir / "logs" / rule).exists()]
+    assert started == [], f"{started} started without data"
+
+
+def test_a_learning_rate_written_2e_5_is_read_as_a_number(tmp_path):
+    # YAML 1.1 reads 2e-5 (no dot) as a string; the schema asks for a number, so the workflow reads it as one
+    written = tmp_path / "lr.yaml"
+    written.write_text("finetune:\n  hyperparameters: {learning_rate: 2e-5}\n  per_task: {STS-B: {learning_rate: 1e-4}}\n")
+    assert yaml.safe_load(written.read_text())["finetune"]["hyperparameters"]["learning_rate"] == "2e-5"
+    result = snakemake(tmp_path / "run", "-n", configs=(SMOKE, written), check=False)
+    assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]

@@ -6,13 +6,14 @@ import polars as pl
 import torch
 from transformers import AutoConfig, AutoModel
 
-from bertology_core import glue, io, models
+from bertology_core import device, glue, io, models
 
 
 def load_encoder(snakemake):
     """(encoder, tokenizer) of the job's model state: the pre-trained encoder, the same architecture
-    with weights drawn by its own initialiser (``random``, seeded), or a fine-tuned model's encoder."""
-    torch.set_num_threads(snakemake.threads)
+    with weights drawn by its own initialiser (``random``, seeded), or a fine-tuned model's encoder; on the job's
+    device."""
+    job_device = device.job_device(snakemake.threads)
     resolved = io.read_json(snakemake.input.resolved)
     folder = snakemake.input.get("model", resolved["path"])
     if snakemake.wildcards.probed == "random":
@@ -20,7 +21,7 @@ def load_encoder(snakemake):
         encoder = AutoModel.from_config(AutoConfig.from_pretrained(folder, trust_remote_code=False))
     else:
         encoder = AutoModel.from_pretrained(folder, use_safetensors=True, trust_remote_code=False)
-    return encoder.eval(), models.load_tokenizer(folder)
+    return encoder.to(job_device).eval(), models.load_tokenizer(folder)
 
 
 def treebank_sample(path: str, sentences: int | None, seed: int) -> pl.DataFrame:

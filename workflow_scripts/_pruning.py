@@ -3,24 +3,20 @@
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Callable
 
 import numpy as np
 import polars as pl
-import torch
 
-from bertology_core import attention, finetune, glue, importance, models
+from bertology_core import attention, device, finetune, glue, importance, models
 from bertology_core.metrics import compute_metrics, primary_metric
 
 
 def load(snakemake):
-    """(task, fine-tuned model, tokenizer) of the job, on the job's threads, deterministic."""
-    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # deterministic cuBLAS, before CUDA starts
-    torch.set_num_threads(snakemake.threads)
-    torch.use_deterministic_algorithms(True)
+    """(task, fine-tuned model, tokenizer) of the job, on the job's device and threads, deterministic."""
+    job_device = device.job_device(snakemake.threads)
     task = glue.get_task(snakemake.wildcards.task)
-    model = models.load_classifier(snakemake.input.model, task, "finetuned", 0).to(finetune.default_device())
+    model = models.load_classifier(snakemake.input.model, task, "finetuned", 0).to(job_device)
     return task, attention.use_engine(model), models.load_tokenizer(snakemake.input.model)
 
 

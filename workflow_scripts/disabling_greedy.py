@@ -8,14 +8,12 @@ log_to(snakemake.log[0])
 
 import numpy as np
 import polars as pl
-import torch
 
-from bertology_core import bootstrap, disabling, disabling_stats, finetune, glue, models
+from bertology_core import bootstrap, device, disabling, disabling_stats, finetune, glue, models
 from bertology_core.metrics import primary_metric
 from bertology_core.figures import write_table
 
-torch.set_num_threads(snakemake.threads)
-torch.use_deterministic_algorithms(True)
+job_device = device.job_device(snakemake.threads)
 params = snakemake.params
 task = glue.get_task(snakemake.wildcards.task)
 metric = primary_metric(task)
@@ -23,7 +21,7 @@ sweep = pl.read_parquet(snakemake.input.sweep).filter(pl.col("mode") == params.m
 dev = pl.read_parquet(snakemake.input.data).filter(pl.col("idx").is_in(sweep["idx"].unique().implode())).sort("idx")
 labels = dev["label"].to_numpy()
 selection = disabling_stats.split_halves(labels, stratify=not task.is_regression, seed=params.split_seed)
-model = models.load_classifier(snakemake.input.model, task, "finetuned", 0).to(finetune.default_device())
+model = models.load_classifier(snakemake.input.model, task, "finetuned", 0).to(job_device)
 tokenizer = models.load_tokenizer(snakemake.input.model)
 halves = {name: finetune.encode(dev.filter(pl.Series(mask)), tokenizer, params.max_length)
           for name, mask in (("selection", selection), ("report", ~selection))}

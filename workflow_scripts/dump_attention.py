@@ -7,11 +7,10 @@ from _common import log_to
 log_to(snakemake.log[0])
 
 import polars as pl
-import torch
 
-from bertology_core import dumps, glue, io
+from bertology_core import device, dumps, glue, io
 
-torch.set_num_threads(snakemake.threads)
+job_device = device.job_device(snakemake.threads)
 resolved = io.read_json(snakemake.input.resolved)
 summary = dumps.dump_model_folder(
     snakemake.input.get("model", resolved["path"]),
@@ -20,6 +19,7 @@ summary = dumps.dump_model_folder(
     max_length=snakemake.params.max_length,
     batch_size=snakemake.params.batch_size,
     bits=snakemake.params.bits,
+    device=job_device,
 )
 summary.update(state=snakemake.wildcards.state, task=snakemake.wildcards.task)
 io.write_json(summary, snakemake.output.summary)

