@@ -217,25 +217,31 @@ def _draw_number(canvas: np.ndarray, number: int, top: int, left: int, scale: in
 def label_sheet(maps: list[np.ndarray], specials: list[np.ndarray], columns: int = 5, cell: int = 168) -> bytes:
     """One PNG of ``maps`` in a grid, numbered 1.. row by row; darker = more attention (linear, scaled to
     each map's largest weight, as the paper's figures); red ticks above and left of a map mark the
-    positions of special tokens ([CLS], [SEP]) so stripes on them can be told from stripes on words."""
+    positions of special tokens ([CLS], [SEP]) so stripes on them can be told from stripes on words.
+
+    Each map sits inside a thin grey frame with a white gap, so a stripe on the first or last token (a [CLS]
+    or final [SEP] column) reads as a stripe, not as the map's edge."""
     rows = -(-len(maps) // columns)
-    margin, tick, label_height = 8, 5, 14
-    pitch = cell + margin + tick + 2
+    margin, tick, label_height, gap = 8, 5, 14, 3
+    pitch = cell + margin + tick + 2 + 2 * gap
     canvas = np.full((rows * (pitch + label_height), columns * pitch, 3), 255, dtype=np.uint8)
     for number, (attention, special) in enumerate(zip(maps, specials)):
         row, column = divmod(number, columns)
-        top = row * (pitch + label_height) + label_height
-        left = column * pitch + tick + 2
-        _draw_number(canvas, number + 1, top - label_height + 2, left)
+        top = row * (pitch + label_height) + label_height + gap
+        left = column * pitch + tick + 2 + gap
+        _draw_number(canvas, number + 1, top - gap - label_height + 2, left - gap)
         length = attention.shape[0]
         index = np.arange(cell) * length // cell
         shade = attention / max(float(attention.max()), 1e-9)
         image = np.round(255 * (1.0 - shade[np.ix_(index, index)])).astype(np.uint8)
         canvas[top : top + cell, left : left + cell] = image[:, :, None]
+        frame_top, frame_left, frame_bottom, frame_right = top - gap - 1, left - gap - 1, top + cell + gap, left + cell + gap
+        canvas[frame_top, frame_left : frame_right + 1] = canvas[frame_bottom, frame_left : frame_right + 1] = 170
+        canvas[frame_top : frame_bottom + 1, frame_left] = canvas[frame_top : frame_bottom + 1, frame_right] = 170
         for position in np.flatnonzero(special):
             span = np.flatnonzero(index == position)
-            canvas[top - tick - 1 : top - 1, left + span] = (220, 0, 0)
-            canvas[top + span, left - tick - 1 : left - 1] = (220, 0, 0)
+            canvas[frame_top - tick : frame_top, left + span] = (220, 0, 0)
+            canvas[top + span, frame_left - tick : frame_left] = (220, 0, 0)
     return png(canvas)
 
 
@@ -270,7 +276,7 @@ def pass_agreement(first: pl.DataFrame, second: pl.DataFrame, frequent: list[str
 
 def rule_labels(features: pl.DataFrame, thresholds: patterns.RuleThresholds) -> np.ndarray:
     """:func:`patterns.rule_label` of every row of a features frame."""
-    columns = ("stripe_excess", "band_excess", "within_segment")
+    columns = ("stripe_excess", "band_excess", "line_excess", "within_segment")
     rows = features.select(columns).iter_rows()
     return np.array([patterns.rule_label(dict(zip(columns, row)), thresholds) for row in rows], dtype=object)
 
@@ -295,7 +301,7 @@ THRESHOLD_GRID = tuple(np.round(np.arange(0.025, 1.0, 0.025), 3))
 def fit_rule_thresholds(features: pl.DataFrame, labels: np.ndarray, start: patterns.RuleThresholds,
                         rounds: int = 4) -> patterns.RuleThresholds:
     """Thresholds of the rule labeller that maximise macro F1 against ``labels`` (over the classes they hold),
-    by coordinate ascent from ``start``: each threshold in turn over a grid of 0.025 steps (``mixed_total``:
+    by coordinate ascent from ``start``: each threshold in turn over a grid of 0.025 steps (``structure``:
     0.05 steps up to 2), keeping a change only when it raises macro F1, until a round changes nothing.
     Deterministic; fit it on labels you do not report it on."""
     from dataclasses import fields as dataclass_fields
@@ -313,7 +319,7 @@ def fit_rule_thresholds(features: pl.DataFrame, labels: np.ndarray, start: patte
     for _ in range(rounds):
         changed = False
         for field in dataclass_fields(patterns.RuleThresholds):
-            grid = tuple(round(2 * v, 3) for v in THRESHOLD_GRID) if field.name == "mixed_total" else THRESHOLD_GRID
+            grid = tuple(round(2 * v, 3) for v in THRESHOLD_GRID) if field.name == "structure" else THRESHOLD_GRID
             for value in grid:
                 candidate = replace(best, **{field.name: float(value)})
                 candidate_score = score(candidate)

@@ -23,7 +23,7 @@ from safetensors.torch import load_file, save_file
 from bertology_core import pattern_labels, patterns
 from bertology_core.dumps import AttentionDump
 from bertology_core.io import atomic_path
-from bertology_core.pattern_cnn import PatternCNN, PatternNet, confusion, cross_validated_f1, pack
+from bertology_core.pattern_cnn import PatternCNN, PatternEnsemble, PatternNet, confusion, cross_validated_f1, pack
 
 PAPER_F1 = 0.86  # Kovaleva et al. 2019, on ~400 hand-labelled maps
 LabelsError = pattern_labels.LabelsError
@@ -119,6 +119,23 @@ def _scores(truth: np.ndarray, predicted: np.ndarray, frequent: list[str]) -> di
     }
 
 
+RULE_SPLITS = 5  # seeded fitting/held-out splits whose held-out scores give the rule labeller's spread
+
+
+def repeated_rule_validation(labelled: pl.DataFrame, y: np.ndarray, validation_share: float, seeds: list[int],
+                             thresholds: patterns.RuleThresholds, frequent: list[str]) -> dict[str, Any]:
+    """The rule labeller fitted and scored on several seeded splits: a held-out set of a few hundred maps moves
+    macro F1 by a few points from one split to the next, so one split's score is one draw of it."""
+    scores = []
+    for split_seed in seeds:
+        split = pattern_labels.validation_split(y, validation_share, split_seed)
+        fitted = pattern_labels.fit_rule_thresholds(labelled.filter(pl.Series(split == "fit")), y[split == "fit"], thresholds)
+        held = labelled.filter(pl.Series(split == "held_out"))
+        scores.append(_macro_f1(y[split == "held_out"], pattern_labels.rule_labels(held, fitted), frequent))
+    return {"seeds": seeds, "macro_f1_frequent_classes": scores,
+            "mean": float(np.mean(scores)) if frequent else None, "std": float(np.std(scores)) if frequent else None}
+
+
 def random_sample_shares(labels: pl.DataFrame) -> list[dict[str, Any]]:
     """Class shares of the hand labels drawn as a simple random sample (``sample == "random"``), per dump."""
     if "sample" not in labels.columns:
@@ -133,14 +150,14 @@ def random_sample_shares(labels: pl.DataFrame) -> list[dict[str, Any]]:
 
 def train_classifier(
     features: dict[str, pl.DataFrame], dump_prefixes: dict[str, str], label_set: pattern_labels.LabelSet | None,
-    labelled_prefixes: dict[str, str], train_maps: int, image_size: int, folds: int, epochs: int, seed: int,
+    labelled_prefixes: dict[str, str], train_maps: int, image_size: int, folds: int, epochs: int, seed: int, ensemble: int = 1,
     thresholds: patterns.RuleThresholds = patterns.RuleThresholds(), validation_share: float = 0.3,
     min_class_labels: int = 20,
 ) -> TrainedClassifier:
     """Train the CNN on the hand labels of ``label_set`` (:func:`pattern_labels.load_label_set`) when it holds
     any for the run's dumps, else on a stratified sample of the rule labels; fit and validate the rule
     labeller on hand labels."""
-    report: dict[str, Any] = {"image_size": image_size, "epochs": epochs, "paper_f1": PAPER_F1}
+    report: dict[str, Any] = {"image_size": image_size, "epochs": epochs, "ensemble": ensemble, "paper_f1": PAPER_F1}
     fitted = thresholds
     hand_labels = label_set.labels if label_set else None
     if label_set:
@@ -165,6 +182,8 @@ def train_classifier(
             "held_out": _scores(y[split == "held_out"], pattern_labels.rule_labels(held, fitted), frequent),
             "held_out_with_config_thresholds": _scores(y[split == "held_out"], pattern_labels.rule_labels(held, thresholds), frequent),
         }
+        report["rule_labeller"]["held_out_repeated"] = repeated_rule_validation(
+            labelled, y, validation_share, [seed + k for k in range(RULE_SPLITS)], thresholds, frequent)
         labelled = labelled.with_columns(pl.Series("rule_split", split))
         if label_set.second_pass is not None and label_set.second_pass.height:
             report["second_pass"] = pattern_labels.pass_agreement(hand_labels, label_set.second_pass, frequent)
@@ -179,7 +198,7 @@ def train_classifier(
         counts = dict(sorted(labelled["label"].value_counts().iter_rows()))
         frequent = [c for c in patterns.CLASSES if counts.get(c, 0) >= min_class_labels]
     population = (labelled["sample"] == "random").fill_null(False).to_numpy() if "sample" in labelled.columns else None
-    model = PatternCNN(image_size=image_size, epochs=epochs, seed=seed)
+    model = PatternCNN(image_size=image_size, epochs=epochs, seed=seed, ensemble=ensemble)
     cv = cross_validated_f1(model, X, y, folds=folds, seed=seed)
     model.fit(X, y)
     report.update({
@@ -206,6 +225,7 @@ def save_classifier(trained: TrainedClassifier, path: str | os.PathLike[str]) ->
         "classes": json.dumps([str(c) for c in trained.model.classes_]),
         "image_size": str(trained.image_size),
         "width": str(trained.model.width),
+        "ensemble": str(len(trained.model.net_.nets)),
         "features": json.dumps(list(patterns.FEATURES)),
         "labels_source": trained.labels_source,
         "rule_thresholds": json.dumps(asdict(trained.thresholds)),
@@ -216,7 +236,7 @@ def save_classifier(trained: TrainedClassifier, path: str | os.PathLike[str]) ->
 
 @dataclass
 class LoadedClassifier:
-    net: PatternNet
+    net: PatternEnsemble
     classes: np.ndarray
     image_size: int
     labels_source: str
@@ -233,7 +253,8 @@ def load_classifier(path: str | os.PathLike[str]) -> LoadedClassifier:
     if names != list(patterns.FEATURES):
         raise ValueError(f"{path}: a pattern classifier trained on features {names}, not this version's "
                          f"{list(patterns.FEATURES)}. Fix: retrain it (rule pattern_classifier).")
-    net = PatternNet(len(classes), int(metadata["width"]), features=len(names))
+    nets = [PatternNet(len(classes), int(metadata["width"]), features=len(names)) for _ in range(int(metadata.get("ensemble", 1)))]
+    net = PatternEnsemble(nets)
     net.load_state_dict(load_file(str(path)))
     net.eval()
     thresholds = patterns.RuleThresholds.from_dict(json.loads(metadata["rule_thresholds"]))
@@ -249,9 +270,8 @@ def classify_dump(classifier: LoadedClassifier, dump: AttentionDump, features: p
     for (layer,), group in features.sort("example", "layer", "head").group_by("layer", maintain_order=True):
         maps = torch.from_numpy(patterns.resized_maps(dump, group, classifier.image_size))[:, None]
         values = torch.from_numpy(patterns.feature_matrix(group))
-        logits = torch.cat([classifier.net(maps[s : s + 1024], values[s : s + 1024])
-                            for s in range(0, len(maps), 1024)])
-        parts.append(group.with_columns(pl.Series("cnn_label", classifier.classes[logits.argmax(1).numpy()])))
+        probabilities = torch.cat([classifier.net(maps[s : s + 1024], values[s : s + 1024]) for s in range(0, len(maps), 1024)])
+        parts.append(group.with_columns(pl.Series("cnn_label", classifier.classes[probabilities.argmax(1).numpy()])))
     return pl.concat(parts).sort("example", "layer", "head").with_columns(pl.lit(classifier.labels_source).alias("labels_source"))
 
 
@@ -289,6 +309,11 @@ def classifier_table(report: dict[str, Any]) -> pl.DataFrame:
         rule = report["rule_labeller"]
         evaluations += [("rules, fitted thresholds", f"held out ({rule['held_out']['maps']} maps; fitted on {rule['fitted_on_maps']})", rule["held_out"]),
                         ("rules, configured thresholds", "held out", rule["held_out_with_config_thresholds"])]
+        repeated = rule.get("held_out_repeated")
+        if repeated and repeated["mean"] is not None:
+            evaluations.append(("rules, fitted thresholds", f"held out, mean of {len(repeated['seeds'])} seeded splits (std "
+                                f"{repeated['std']:.3f})", {"maps": rule["held_out"]["maps"], "macro_f1": None,
+                                                            "macro_f1_frequent_classes": repeated["mean"], "f1_per_class": {}}))
     rows = [{"labeller": labeller, "evaluation": evaluation, "maps": scores["maps"], "macro_f1": scores["macro_f1"],
              "macro_f1_frequent_classes": scores["macro_f1_frequent_classes"],
              **{f"f1_{c}": scores["f1_per_class"].get(c) for c in patterns.CLASSES}, "cohen_kappa": None}

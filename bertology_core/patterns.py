@@ -48,7 +48,17 @@ CNN on a 32 x 32 thumbnail of a long map may lose):
 - ``off_band_stripe_mass``: ``stripe_mass`` after removing the diagonal band (|i - j| <= 1), and
   ``off_band_stripe_share``: that over all off-band attention (a diagonal map's column masses are
   spread, a vertical+diagonal one keeps a stripe off the band);
-- ``content_band_mass``: ``band_mass`` over the non-special tokens only.
+- ``content_band_mass``: ``band_mass`` over the non-special tokens only;
+- ``line_mass``: the largest mean attention on a line parallel to the main diagonal off its band (offset
+  ``j - i = k`` with ``|k| >= 3``, with its two neighbouring offsets, as a person sees a slightly ragged
+  line): in a sentence pair, a word attending to its counterpart in the other sentence draws such lines,
+  which the labelling guide counts as diagonal; ``line_excess``: its excess over a uniform map's.
+
+The rule labeller (:func:`rule_label`) asks what a person labelling by the guide asks, "what structure
+carries most of the visible ink?": the structure is the stripe excess plus the diagonal strength (the
+larger of ``band_excess`` and ``line_excess``); too little structure is heterogeneous (or block, for a pair
+whose off-band attention stays in its own sentence, checked first); otherwise the stripes' share of the structure decides
+between vertical (mostly stripes), diagonal (mostly lines) and vertical+diagonal (both).
 """
 
 from __future__ import annotations
@@ -91,8 +101,9 @@ FEATURES = (
     "band_mass", "stripe_excess", "band_excess", "within_segment", "entropy", "max_column_mass",
     "log_length", "previous_mass", "next_mass", "second_column_mass", "third_column_mass", "column_entropy",
     "log_column_contrast", "argmax_modal_share", "argmax_band_share", "argmax_self_share", "row_max",
-    "stripe_consistency", "off_band_stripe_mass", "off_band_stripe_share", "content_band_mass",
+    "stripe_consistency", "off_band_stripe_mass", "off_band_stripe_share", "content_band_mass", "line_mass", "line_excess",
 )
+LINE_MIN_OFFSET = 3  # lines closer to the main diagonal are the diagonal band itself
 
 
 def feature_matrix(frame: pl.DataFrame) -> np.ndarray:
@@ -142,6 +153,7 @@ def map_features(attention: np.ndarray, special: np.ndarray, cls: np.ndarray, se
     content_positions = np.arange(content_map.shape[0])
     content_band = (content_map * (np.abs(content_positions[:, None] - content_positions[None, :]) <= 1)).sum(axis=1)
     column_probs = np.clip(column_mass / column_mass.sum(), 1e-12, 1.0)
+    line = parallel_line_mass(attention)
     return {
         "cls_mass": float(column_mass[cls].sum()),
         "sep_mass": float(column_mass[sep].sum()),
@@ -171,7 +183,23 @@ def map_features(attention: np.ndarray, special: np.ndarray, cls: np.ndarray, se
         "off_band_stripe_mass": off_band_stripe,
         "off_band_stripe_share": off_band_stripe / max(float(off_band_attention.sum(axis=1).mean()), 1e-6),
         "content_band_mass": float(content_band.mean()) if content_band.size else 0.0,
+        "line_mass": line,
+        "line_excess": _excess(line, parallel_line_mass(np.full((length, length), 1.0 / length))),
     }
+
+
+def parallel_line_mass(attention: np.ndarray) -> float:
+    """The largest mean attention (over rows) on three neighbouring diagonals ``j - i = k - 1, k, k + 1`` with
+    ``|k| >= LINE_MIN_OFFSET``: a line parallel to the main diagonal, off its band; 0 for maps too short to
+    hold one."""
+    length = attention.shape[0]
+    if length <= LINE_MIN_OFFSET + 1:
+        return 0.0
+    offsets = np.arange(length)[None, :] - np.arange(length)[:, None]
+    per_offset = np.bincount((offsets + length - 1).ravel(), weights=attention.ravel(), minlength=2 * length - 1) / length
+    window = np.convolve(per_offset, np.ones(3), mode="same")  # window[k] = offsets k-1, k, k+1
+    far = np.abs(np.arange(-(length - 1), length)) >= LINE_MIN_OFFSET
+    return float(window[far].max())
 
 
 def _excess(mass: float, uniform: float) -> float:
@@ -182,13 +210,13 @@ def _excess(mass: float, uniform: float) -> float:
 @dataclass(frozen=True)
 class RuleThresholds:
     """Thresholds of the rule labeller (config ``patterns.rules``); fitted to hand labels by
-    :func:`bertology_core.pattern_labels.fit_rule_thresholds`."""
+    :func:`bertology_core.pattern_labels.fit_rule_thresholds`. The defaults are those fitted on the 70% fitting
+    split of the all-MiniLM-L6-v2 hand labels (``data/pattern_labels``)."""
 
-    vertical: float = 0.5  # stripe_excess at least this -> vertical
-    diagonal: float = 0.5  # band_excess at least this -> diagonal
-    mixed_each: float = 0.25  # vertical+diagonal: stripe_excess and band_excess both at least this ...
-    mixed_total: float = 0.6  # ... and together at least this
-    block: float = 0.85  # within_segment at least this (two-segment inputs) -> block
+    structure: float = 0.2  # stripe excess + diagonal strength below this: no structure (heterogeneous)
+    diagonal_share: float = 0.45  # stripes' share of the structure at most this -> diagonal
+    vertical_share: float = 0.8  # ... at least this -> vertical; in between -> vertical_diagonal
+    block: float = 0.85  # within_segment at least this (two-segment inputs, stripe excess below structure) -> block
     block_max_band: float = 0.4  # ... unless band_excess reaches this (a diagonal line, not a block)
 
     @classmethod
@@ -200,19 +228,30 @@ class RuleThresholds:
         return cls(**values)
 
 
+def diagonal_strength(features: dict[str, float]) -> float:
+    """How strongly a map draws diagonal lines: the main band's excess or a parallel line's, the larger."""
+    return max(features["band_excess"], features["line_excess"])
+
+
 def rule_label(features: dict[str, float], thresholds: RuleThresholds = RuleThresholds()) -> str:
-    """The class of one map from its features: mixed first, then vertical, diagonal, block, else heterogeneous."""
-    stripe, band = features["stripe_excess"], features["band_excess"]
-    if stripe >= thresholds.mixed_each and band >= thresholds.mixed_each and stripe + band >= thresholds.mixed_total:
-        return "vertical_diagonal"
-    if stripe >= thresholds.vertical:
-        return "vertical"
-    if band >= thresholds.diagonal:
-        return "diagonal"
+    """The class of one map from its features: block when a two-segment input keeps its off-band attention
+    within its sentences, with no stripe structure and no strong diagonal band (uniform attention within short
+    sentences covers the band too); else too little stripe or line structure is heterogeneous; otherwise the
+    stripes' share of the structure picks vertical, vertical+diagonal or diagonal."""
+    stripe, line = features["stripe_excess"], diagonal_strength(features)
     within = features["within_segment"]
-    if not np.isnan(within) and within >= thresholds.block and band < thresholds.block_max_band:
+    if (not np.isnan(within) and within >= thresholds.block and features["band_excess"] < thresholds.block_max_band
+            and stripe < thresholds.structure):
         return "block"
-    return "heterogeneous"
+    structure = stripe + line
+    if structure < thresholds.structure:
+        return "heterogeneous"
+    share = stripe / structure
+    if share >= thresholds.vertical_share:
+        return "vertical"
+    if share <= thresholds.diagonal_share:
+        return "diagonal"
+    return "vertical_diagonal"
 
 
 def special_masks(segment_ids: list[int | None]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -87,6 +87,7 @@ rule pattern_classifier:
         image_size=config["patterns"]["image_size"],
         cv_folds=config["patterns"]["cv_folds"],
         epochs=config["patterns"]["epochs"],
+        ensemble=config["patterns"]["ensemble"],
         seed=config["patterns"]["seed"],
     threads: 1
     log:

@@ -26,6 +26,7 @@ result = pattern_training.train_classifier(
     image_size=snakemake.params.image_size,
     folds=snakemake.params.cv_folds,
     epochs=snakemake.params.epochs,
+    ensemble=snakemake.params.ensemble,
     seed=snakemake.params.seed,
     thresholds=patterns.RuleThresholds.from_dict(snakemake.params.rules),
     validation_share=snakemake.params.validation_share,

@@ -1,0 +1,96 @@
+"""What bounds the pattern labellers on a set of hand labels: simpler models on the same per-map features, a
+learning curve, and the stripe-on-[CLS] check that led to the second labelling (data/pattern_labels/README.md).
+
+Reads the maps of the labelled examples the workflow computed (``results/patterns/<model>/labelled``) and
+prints, for the labels given:
+
+- macro F1 (the four classes with labels) of a logistic regression and of decision trees (depth 2-5, a
+  superset of any threshold rule on these features) on the features of ``patterns.FEATURES``, under stratified
+  5-fold cross-validation repeated over 4 seeds, on all labels and on the randomly drawn ones;
+- the logistic regression trained on 40-100% of each training fold (does more of the same labels help?);
+- among maps with little diagonal structure (``band_excess < 0.1``), the share labelled vertical by the
+  stripe excess and by where the most attended column is ([CLS], another special token, a word).
+
+    python benchmarks/pattern_labeller_bounds.py --labels data/pattern_labels/minilm-l6.csv \\
+        --labelled results/patterns/minilm-l6/labelled
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+from sklearn.linear_model import LogisticRegression
+from sklearn.metrics import f1_score
+from sklearn.model_selection import StratifiedKFold
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
+from sklearn.tree import DecisionTreeClassifier
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bertology_core import pattern_labels, pattern_training, patterns  # noqa: E402
+from bertology_core.dumps import AttentionDump  # noqa: E402
+
+CLASSES = ["vertical", "diagonal", "vertical_diagonal", "heterogeneous"]
+
+
+def scores(make, X, y, random, seeds=4, fraction=1.0):
+    out = []
+    for seed in range(seeds):
+        predicted = np.empty_like(y)
+        rng = np.random.default_rng(seed)
+        for train, test in StratifiedKFold(5, shuffle=True, random_state=seed).split(X, y):
+            train = rng.choice(train, int(len(train) * fraction), replace=False) if fraction < 1 else train
+            predicted[test] = make().fit(X[train], y[train]).predict(X[test])
+        out.append((f1_score(y, predicted, labels=CLASSES, average="macro"),
+                    f1_score(y[random], predicted[random], labels=CLASSES, average="macro")))
+    return np.round(np.mean(out, axis=0), 3)
+
+
+def top_column_kind(labels: pl.DataFrame, labelled: Path) -> list[str]:
+    kinds, dumps = [], {}
+    for row in labels.iter_rows(named=True):
+        key = f"{row['task']}/{row['state']}"
+        dump = dumps.setdefault(key, AttentionDump(labelled / key))
+        tokens = dump.tokens().filter(pl.col("idx") == row["idx"])
+        column = int(np.argmax(dump.map(tokens["example"][0], row["layer"], row["head"]).mean(axis=0)))
+        special = patterns.special_masks(tokens["segment_ids"][0].to_list())[0]
+        kinds.append("[CLS]" if column == 0 else "other special" if special[column] else "word")
+    return kinds
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--labels", type=Path, required=True)
+    parser.add_argument("--labelled", type=Path, required=True, help="results/patterns/<model>/labelled")
+    args = parser.parse_args()
+    labels = pattern_labels.read_labels(args.labels)
+    keys = sorted(set(labels.select(pl.concat_str("task", pl.lit("/"), "state")).to_series()))
+    _, frame = pattern_training.labelled_maps(labels, {k: str(args.labelled / k) for k in keys}, 8, patterns.RuleThresholds())
+    X, y = patterns.feature_matrix(frame), frame["label"].to_numpy()
+    random = (frame["sample"] == "random").fill_null(False).to_numpy()
+    print(f"{len(y)} labels ({random.sum()} random); macro F1 over {CLASSES}: all labels, random ones (5-fold CV, 4 seeds)")
+    logistic = lambda: make_pipeline(StandardScaler(), LogisticRegression(C=1.0, max_iter=5000))  # noqa: E731
+    print("logistic regression on the features:", scores(logistic, X, y, random))
+    for depth in (2, 3, 4, 5):
+        tree = lambda: DecisionTreeClassifier(max_depth=depth, min_samples_leaf=5, random_state=0)  # noqa: E731
+        print(f"decision tree, depth {depth}:", scores(tree, X, y, random))
+    for fraction in (0.4, 0.6, 0.8, 1.0):
+        print(f"logistic regression on {fraction:.0%} of each training fold:", scores(logistic, X, y, random, fraction=fraction))
+    table = pl.DataFrame({"label": y, "stripe_excess": frame["stripe_excess"], "band_excess": frame["band_excess"],
+                          "top_column": top_column_kind(labels, args.labelled)})
+    table = table.filter(pl.col("band_excess") < 0.1).with_columns(
+        pl.col("stripe_excess").cut([0.3, 0.45, 0.6]).cast(pl.String).alias("stripe_excess"))
+    summary = table.group_by("stripe_excess", "top_column").agg(
+        pl.len().alias("maps"), (pl.col("label") == "vertical").sum().alias("labelled_vertical")).sort("stripe_excess", "top_column")
+    with pl.Config(tbl_rows=30):
+        print("maps with band_excess < 0.1, by stripe excess and where the most attended column is:")
+        print(summary)
+
+
+if __name__ == "__main__":
+    main()
