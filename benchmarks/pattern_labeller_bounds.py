@@ -4,12 +4,19 @@ learning curve, and the stripe-on-[CLS] check that led to the second labelling (
 Reads the maps of the labelled examples the workflow computed (``results/patterns/<model>/labelled``) and
 prints, for the labels given:
 
-- macro F1 (the four classes with labels) of a logistic regression and of decision trees (depth 2-5, a
-  superset of any threshold rule on these features) on the features of ``patterns.FEATURES``, under stratified
+- macro F1 (the four classes with labels) of a logistic regression and of decision trees (depth 2-5) on
+  the features of ``patterns.FEATURES``, under stratified
   5-fold cross-validation repeated over 4 seeds, on all labels and on the randomly drawn ones;
 - the logistic regression trained on 40-100% of each training fold (does more of the same labels help?);
+- the rule labeller fitted (from a neutral start) on 70% and scored on the held-out 30%, for 5 seeded splits,
+  and decision trees fitted and scored on the same splits;
+- with ``--cnn``, the pattern CNN as the workflow configures it (``config.yaml``: image size, epochs, ensemble)
+  under the same 5-fold cross-validation the workflow reports (slow: minutes);
 - among maps with little diagonal structure (``band_excess < 0.1``), the share labelled vertical by the
   stripe excess and by where the most attended column is ([CLS], another special token, a word).
+
+Decision trees split one feature at a time; the rule labeller thresholds a ratio of two features, which a
+shallow tree cannot express: the trees are a comparison, not a bound on threshold rules.
 
     python benchmarks/pattern_labeller_bounds.py --labels data/pattern_labels/minilm-l6.csv \\
         --labelled results/patterns/minilm-l6/labelled
@@ -67,6 +74,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--labels", type=Path, required=True)
     parser.add_argument("--labelled", type=Path, required=True, help="results/patterns/<model>/labelled")
+    parser.add_argument("--cnn", action="store_true", help="also cross-validate the pattern CNN (minutes)")
     args = parser.parse_args()
     labels = pattern_labels.read_labels(args.labels)
     keys = sorted(set(labels.select(pl.concat_str("task", pl.lit("/"), "state")).to_series()))
@@ -81,6 +89,29 @@ def main() -> None:
         print(f"decision tree, depth {depth}:", scores(tree, X, y, random))
     for fraction in (0.4, 0.6, 0.8, 1.0):
         print(f"logistic regression on {fraction:.0%} of each training fold:", scores(logistic, X, y, random, fraction=fraction))
+    repeated = pattern_training.repeated_rule_validation(frame, y, 0.3, list(range(5)), CLASSES)
+    print("rule labeller, held out on 5 seeded 70/30 splits:", np.round(repeated["macro_f1_frequent_classes"], 3),
+          f"mean {repeated['mean']:.3f} +/- {repeated['std']:.3f}")
+    for depth in (2, 5):
+        held = []
+        for seed in range(5):
+            split = pattern_labels.validation_split(y, 0.3, seed)
+            tree = DecisionTreeClassifier(max_depth=depth, min_samples_leaf=5, random_state=0).fit(X[split == "fit"], y[split == "fit"])
+            held.append(f1_score(y[split == "held_out"], tree.predict(X[split == "held_out"]), labels=CLASSES, average="macro"))
+        print(f"decision tree depth {depth}, held out on the same splits:", np.round(held, 3), f"mean {np.mean(held):.3f}")
+    if args.cnn:
+        import yaml
+
+        from bertology_core.pattern_cnn import PatternCNN, cross_validated_f1, pack
+
+        settings = yaml.safe_load((Path(__file__).resolve().parents[1] / "config.yaml").read_text())["patterns"]
+        maps, _ = pattern_training.labelled_maps(labels, {k: str(args.labelled / k) for k in keys}, settings["image_size"], patterns.RuleThresholds())
+        model = PatternCNN(image_size=settings["image_size"], epochs=settings["epochs"], seed=settings["seed"], ensemble=settings["ensemble"])
+        cv = cross_validated_f1(model, pack(maps, X), y, folds=settings["cv_folds"], seed=settings["seed"])
+        predicted = cv["out_of_fold_predictions"]
+        print(f"CNN ({settings['ensemble']} seeds), {cv['folds']}-fold CV:",
+              round(f1_score(y, predicted, labels=CLASSES, average="macro"), 3),
+              round(f1_score(y[random], predicted[random], labels=CLASSES, average="macro"), 3))
     table = pl.DataFrame({"label": y, "stripe_excess": frame["stripe_excess"], "band_excess": frame["band_excess"],
                           "top_column": top_column_kind(labels, args.labelled)})
     table = table.filter(pl.col("band_excess") < 0.1).with_columns(

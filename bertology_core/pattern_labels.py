@@ -321,7 +321,10 @@ def fit_rule_thresholds(features: pl.DataFrame, labels: np.ndarray, start: patte
         for field in dataclass_fields(patterns.RuleThresholds):
             grid = tuple(round(2 * v, 3) for v in THRESHOLD_GRID) if field.name == "structure" else THRESHOLD_GRID
             for value in grid:
-                candidate = replace(best, **{field.name: float(value)})
+                try:
+                    candidate = replace(best, **{field.name: float(value)})
+                except ValueError:  # shares that would leave no vertical_diagonal
+                    continue
                 candidate_score = score(candidate)
                 if candidate_score > best_score + 1e-12:
                     best, best_score, changed = candidate, candidate_score, True

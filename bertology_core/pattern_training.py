@@ -123,13 +123,16 @@ RULE_SPLITS = 5  # seeded fitting/held-out splits whose held-out scores give the
 
 
 def repeated_rule_validation(labelled: pl.DataFrame, y: np.ndarray, validation_share: float, seeds: list[int],
-                             thresholds: patterns.RuleThresholds, frequent: list[str]) -> dict[str, Any]:
+                             frequent: list[str]) -> dict[str, Any]:
     """The rule labeller fitted and scored on several seeded splits: a held-out set of a few hundred maps moves
-    macro F1 by a few points from one split to the next, so one split's score is one draw of it."""
+    macro F1 by a few points from one split to the next, so one split's score is one draw of it. Each fit starts
+    from :meth:`patterns.RuleThresholds.neutral`, never from thresholds that may have seen a split's held-out maps."""
     scores = []
     for split_seed in seeds:
         split = pattern_labels.validation_split(y, validation_share, split_seed)
-        fitted = pattern_labels.fit_rule_thresholds(labelled.filter(pl.Series(split == "fit")), y[split == "fit"], thresholds)
+        # from a neutral start: the configured thresholds may themselves have been fitted on these labels
+        fitted = pattern_labels.fit_rule_thresholds(labelled.filter(pl.Series(split == "fit")), y[split == "fit"],
+                                                    patterns.RuleThresholds.neutral())
         held = labelled.filter(pl.Series(split == "held_out"))
         scores.append(_macro_f1(y[split == "held_out"], pattern_labels.rule_labels(held, fitted), frequent))
     return {"seeds": seeds, "macro_f1_frequent_classes": scores,
@@ -174,7 +177,9 @@ def train_classifier(
         counts = dict(sorted(labelled["label"].value_counts().iter_rows()))
         frequent = [c for c in patterns.CLASSES if counts.get(c, 0) >= min_class_labels]
         split = pattern_labels.validation_split(y, validation_share, seed)
-        fitted = pattern_labels.fit_rule_thresholds(labelled.filter(pl.Series(split == "fit")), y[split == "fit"], thresholds)
+        # from a neutral start: the configured thresholds may themselves have been fitted on these labels
+        fitted = pattern_labels.fit_rule_thresholds(labelled.filter(pl.Series(split == "fit")), y[split == "fit"],
+                                                    patterns.RuleThresholds.neutral())
         held = labelled.filter(pl.Series(split == "held_out"))
         report["rule_labeller"] = {
             "thresholds": asdict(fitted),
@@ -183,7 +188,7 @@ def train_classifier(
             "held_out_with_config_thresholds": _scores(y[split == "held_out"], pattern_labels.rule_labels(held, thresholds), frequent),
         }
         report["rule_labeller"]["held_out_repeated"] = repeated_rule_validation(
-            labelled, y, validation_share, [seed + k for k in range(RULE_SPLITS)], thresholds, frequent)
+            labelled, y, validation_share, [seed + k for k in range(RULE_SPLITS)], frequent)
         labelled = labelled.with_columns(pl.Series("rule_split", split))
         if label_set.second_pass is not None and label_set.second_pass.height:
             report["second_pass"] = pattern_labels.pass_agreement(hand_labels, label_set.second_pass, frequent)
@@ -273,6 +278,11 @@ def classify_dump(classifier: LoadedClassifier, dump: AttentionDump, features: p
         probabilities = torch.cat([classifier.net(maps[s : s + 1024], values[s : s + 1024]) for s in range(0, len(maps), 1024)])
         parts.append(group.with_columns(pl.Series("cnn_label", classifier.classes[probabilities.argmax(1).numpy()])))
     return pl.concat(parts).sort("example", "layer", "head").with_columns(pl.lit(classifier.labels_source).alias("labels_source"))
+
+
+def classes_not_learnt(report: dict[str, Any]) -> list[str]:
+    """The pattern classes the CNN never saw a training label of (it cannot predict them)."""
+    return [c for c in patterns.CLASSES if not report.get("class_counts", {}).get(c)]
 
 
 def class_shares(frames: dict[str, pl.DataFrame], label: str) -> pl.DataFrame:

@@ -52,7 +52,8 @@ CNN on a 32 x 32 thumbnail of a long map may lose):
 - ``line_mass``: the largest mean attention on a line parallel to the main diagonal off its band (offset
   ``j - i = k`` with ``|k| >= 3``, with its two neighbouring offsets, as a person sees a slightly ragged
   line): in a sentence pair, a word attending to its counterpart in the other sentence draws such lines,
-  which the labelling guide counts as diagonal; ``line_excess``: its excess over a uniform map's.
+  which the labelling guide counts as diagonal; ``line_excess``: its excess over the line mass of the map whose
+  every row is the column masses (a stripe crosses every diagonal once; against that map stripes make no line).
 
 The rule labeller (:func:`rule_label`) asks what a person labelling by the guide asks, "what structure
 carries most of the visible ink?": the structure is the stripe excess plus the diagonal strength (the
@@ -184,7 +185,9 @@ def map_features(attention: np.ndarray, special: np.ndarray, cls: np.ndarray, se
         "off_band_stripe_share": off_band_stripe / max(float(off_band_attention.sum(axis=1).mean()), 1e-6),
         "content_band_mass": float(content_band.mean()) if content_band.size else 0.0,
         "line_mass": line,
-        "line_excess": _excess(line, parallel_line_mass(np.full((length, length), 1.0 / length))),
+        # against the map of its own column masses, not a uniform map: a stripe crosses every diagonal once, so a
+        # map of stripes holds "lines" of its column masses and has no line excess
+        "line_excess": _excess(line, parallel_line_mass(np.tile(column_mass, (length, 1)))),
     }
 
 
@@ -210,14 +213,28 @@ def _excess(mass: float, uniform: float) -> float:
 @dataclass(frozen=True)
 class RuleThresholds:
     """Thresholds of the rule labeller (config ``patterns.rules``); fitted to hand labels by
-    :func:`bertology_core.pattern_labels.fit_rule_thresholds`. The defaults are those fitted on the 70% fitting
-    split of the all-MiniLM-L6-v2 hand labels (``data/pattern_labels``)."""
+    :func:`bertology_core.pattern_labels.fit_rule_thresholds`. The defaults of ``structure`` and the two
+    shares are those fitted (from :meth:`neutral`) on the 70% fitting split of the all-MiniLM-L6-v2 hand labels
+    (``data/pattern_labels``); the block thresholds are the earlier rule's (those labels hold no block)."""
 
     structure: float = 0.2  # stripe excess + diagonal strength below this: no structure (heterogeneous)
     diagonal_share: float = 0.45  # stripes' share of the structure at most this -> diagonal
-    vertical_share: float = 0.8  # ... at least this -> vertical; in between -> vertical_diagonal
+    vertical_share: float = 0.825  # ... at least this -> vertical; in between -> vertical_diagonal
     block: float = 0.85  # within_segment at least this (two-segment inputs, stripe excess below structure) -> block
     block_max_band: float = 0.4  # ... unless band_excess reaches this (a diagonal line, not a block)
+
+    def __post_init__(self) -> None:
+        if not self.structure > 0:
+            raise ValueError(f"pattern rule threshold structure must be above 0, not {self.structure}")
+        if self.diagonal_share > self.vertical_share:
+            raise ValueError(f"pattern rule thresholds: diagonal_share ({self.diagonal_share}) above vertical_share "
+                             f"({self.vertical_share}) leaves no room for vertical_diagonal. Fix: diagonal_share <= vertical_share.")
+
+    @classmethod
+    def neutral(cls) -> "RuleThresholds":
+        """A start for fitting that encodes no fitted value: the middle of each threshold's range (the block
+        thresholds as the defaults: hand labels rarely hold enough block maps to fit them)."""
+        return cls(structure=0.5, diagonal_share=1 / 3, vertical_share=2 / 3)
 
     @classmethod
     def from_dict(cls, values: dict[str, float]) -> "RuleThresholds":
@@ -240,6 +257,7 @@ def rule_label(features: dict[str, float], thresholds: RuleThresholds = RuleThre
     stripes' share of the structure picks vertical, vertical+diagonal or diagonal."""
     stripe, line = features["stripe_excess"], diagonal_strength(features)
     within = features["within_segment"]
+    within = float("nan") if within is None else within
     if (not np.isnan(within) and within >= thresholds.block and features["band_excess"] < thresholds.block_max_band
             and stripe < thresholds.structure):
         return "block"

@@ -145,10 +145,12 @@ def test_lines_parallel_to_the_diagonal_in_a_pair_are_diagonal():
         attention[i, i + 6 if i + 6 < L else i - 6] = 1.0
     kind, features = label(attention)
     assert kind == "diagonal" and features["band_excess"] == 0.0
-    # rows 0..6 on offset +6 (7 of 13) is the best 3-offset window; a uniform map's best such window is offsets 2-4
+    # rows 0..6 on offset +6 (7 of 13) is the best 3-offset window. The baseline is the map whose rows are the
+    # column masses (column 0: 0, column 6: 2/13, the rest 1/13): its best window, offsets 2-4, holds the columns
+    # from 2, 3 and 4 on: (12 + 11 + 10) / 13 / 13
     assert features["line_mass"] == pytest.approx(7 / L)
-    uniform_line = (11 + 10 + 9) / L**2
-    assert features["line_excess"] == pytest.approx((7 / L - uniform_line) / (1 - uniform_line))
+    baseline = (12 + 11 + 10) / L**2
+    assert features["line_excess"] == pytest.approx((7 / L - baseline) / (1 - baseline))
     assert features["stripe_excess"] == pytest.approx(0.1)  # column 6 gets 2 rows, the next two 1: 4/13 over 3/13
     assert patterns.parallel_line_mass(np.eye(4)) == 0.0  # too short to hold a line off the band
 
@@ -164,6 +166,36 @@ def test_single_sentence_input_has_no_block_feature():
     special, cls, segments = patterns.special_masks([None, 0, 0, 0, None])
     features = patterns.map_features(np.full((5, 5), 0.2), special, cls, segments)
     assert np.isnan(features["within_segment"])
+
+
+@pytest.mark.parametrize("length", [5, 6, 7, 13, 40])
+def test_a_stripe_draws_no_line(length):
+    """A column crosses every diagonal once, so a stripe alone holds 'lines' of its own mass: against the map of
+    its column masses it has no line excess, and a short [CLS] stripe stays vertical."""
+    attention = np.zeros((length, length))
+    attention[:, 0] = 1.0
+    special, cls, segments = patterns.special_masks([None] + [0] * (length - 2) + [None])
+    features = patterns.map_features(attention, special, cls, segments)
+    assert features["line_mass"] > 0 and features["line_excess"] == pytest.approx(0.0, abs=1e-12)
+    assert patterns.rule_label(features) == "vertical"
+
+
+def test_a_within_sentence_map_under_a_stripe_is_not_block():
+    """Block needs no stripe structure: the same sentence blocks under a [CLS] stripe are vertical."""
+    attention = 0.3 * within_sentence_map()
+    attention[:, 0] += 0.7
+    kind, features = label(attention)
+    assert features["within_segment"] == pytest.approx(1.0) and features["stripe_excess"] >= patterns.RuleThresholds().structure
+    assert kind == "vertical"
+
+
+def test_rule_thresholds_refuse_ranges_that_break_the_rule():
+    with pytest.raises(ValueError, match="structure must be above 0"):
+        patterns.RuleThresholds(structure=0.0)
+    with pytest.raises(ValueError, match="diagonal_share <= vertical_share"):
+        patterns.RuleThresholds(diagonal_share=0.9, vertical_share=0.5)
+    features = {"stripe_excess": 0.0, "band_excess": 0.0, "line_excess": 0.0, "within_segment": None}
+    assert patterns.rule_label(features) == "heterogeneous"  # a null within_segment reads as no second segment
 
 
 def test_thresholds_come_from_config_and_unknown_keys_fail():
@@ -302,6 +334,38 @@ def test_classifier_trains_on_hand_labels_and_says_so(small_dump, tmp_path):
     assert (trained.model.predict(pack(maps, values)) == loaded.classes[probabilities.argmax(1).numpy()]).all()
 
 
+def test_the_rule_fit_never_starts_from_the_configured_thresholds(small_dump, tmp_path):
+    """The configured thresholds may have been fitted on the same labels: the fitted thresholds and every split of
+    the repeated validation start from a neutral point, so they do not depend on what is configured."""
+    from bertology_core import pattern_labels, pattern_training
+
+    dump, prefix = small_dump
+    features = patterns.dump_features(dump)
+    hand_label_csv(features, tmp_path / "labels.csv")
+    label_set = pattern_labels.load_label_set(tmp_path / "labels.csv", None, None, RESOLVED, ["MRPC/untuned"])
+    configured = (patterns.RuleThresholds(), patterns.RuleThresholds(structure=1e-3, diagonal_share=0.0, vertical_share=0.0))
+    # the two configurations label these maps differently, so equal fits below are not an accident of the fixture
+    assert (pattern_labels.rule_labels(features, configured[0]) != pattern_labels.rule_labels(features, configured[1])).any()
+    reports = [pattern_training.train_classifier(
+        {"MRPC/untuned": features}, {"MRPC/untuned": prefix}, label_set, {"MRPC/untuned": prefix}, train_maps=50,
+        image_size=16, folds=2, epochs=1, seed=0, min_class_labels=20, thresholds=thresholds).report["rule_labeller"]
+        for thresholds in configured]
+    assert reports[0]["thresholds"] == reports[1]["thresholds"]
+    assert reports[0]["held_out_repeated"] == reports[1]["held_out_repeated"]
+
+
+def test_a_classifier_of_other_features_is_refused_with_the_fix(tmp_path):
+    from safetensors.torch import save_file
+
+    from bertology_core import pattern_training
+
+    path = tmp_path / "model.safetensors"
+    save_file({"x": torch.zeros(1)}, str(path), metadata={"classes": '["vertical"]', "image_size": "8", "width": "8",
+                                                           "features": '["cls_mass"]', "labels_source": "x", "rule_thresholds": "{}"})
+    with pytest.raises(ValueError, match="retrain it"):
+        pattern_training.load_classifier(path)
+
+
 def test_without_hand_labels_the_cnn_learns_the_rule_labels_and_says_so(small_dump):
     from bertology_core import pattern_training
 
@@ -408,19 +472,21 @@ def test_labels_of_a_model_fine_tuned_with_another_recipe_are_left_out(tmp_path)
     assert changed.labels["state"].to_list() == ["untuned"] and "another recipe" in changed.left_out["MRPC/pretrained_seed1"]
 
 
-def test_rule_thresholds_fitted_to_labels_recover_the_labelling_rule():
-    """Labels made with more structure required (0.6) than the start (0.2): coordinate ascent finds it."""
+@pytest.mark.parametrize("truth_structure", [0.6, 1.2])
+def test_rule_thresholds_fitted_to_labels_recover_the_labelling_rule(truth_structure):
+    """Labels made with more structure required than the start: coordinate ascent finds it, above 1 too (the
+    structure is a sum of two excesses)."""
     from bertology_core import pattern_labels
 
     rng = np.random.default_rng(0)
-    stripe, band = rng.uniform(0, 1, 400), rng.uniform(0, 0.05, 400)
+    stripe, band = rng.uniform(0, 1.5, 400), rng.uniform(0, 0.05, 400)
     features = pl.DataFrame({"stripe_excess": stripe, "band_excess": band, "line_excess": np.zeros(400),
                              "within_segment": np.full(400, np.nan)})
-    truth = np.where(stripe + band >= 0.6, "vertical", "heterogeneous")
-    start = patterns.RuleThresholds()
-    assert (pattern_labels.rule_labels(features, start) != truth).sum() > 100
+    truth = np.where(stripe + band >= truth_structure, "vertical", "heterogeneous")
+    start = patterns.RuleThresholds.neutral()
+    assert (pattern_labels.rule_labels(features, start) != truth).sum() >= 10
     fitted = pattern_labels.fit_rule_thresholds(features, truth, start)
-    assert abs(fitted.structure - 0.6) <= 0.05
+    assert abs(fitted.structure - truth_structure) <= 0.05
     assert (pattern_labels.rule_labels(features, fitted) == truth).mean() > 0.98
 
 

@@ -28,6 +28,9 @@ heads = pl.concat([
 heads = verdicts.annotate(heads, state="dump")
 figures.write_table(heads, snakemake.params.out + "/heads")
 config_note = f"model {snakemake.wildcards.model}; up to {snakemake.params.examples} dev examples per task; CNN: {source}"
+unlearnt = pattern_training.classes_not_learnt(report)
+if unlearnt:  # a 0% the CNN cannot avoid is not a measurement
+    config_note += f"\nThe CNN learnt no {', '.join(unlearnt)} (no training labels of it): its 0% there is not measured."
 figures.save_chart(
     figures.class_share_bars(
         shares, "Self-attention pattern classes per task (Kovaleva et al. 2019, fig. 2)",
