@@ -9,7 +9,10 @@ re-point a label to another map: the labelled examples' maps are computed for th
 
 A label set is a CSV (columns ``task, state, idx, layer, head, label``; other columns are kept as
 provenance) with a JSON card beside it naming the model it was made on (``model_spec``,
-``weights_sha256``), the labels file, the optional blind second pass, and who labelled how.
+``weights_sha256``), the labels file, and optionally: the same labeller's blind second pass over a share of
+them (``second_pass``: consistency with oneself), another labeller's blind labels of a share of them
+(``second_labeller``: agreement between labellers), and **test labels** (``test``): maps labelled after the
+labellers' design was frozen, never trained, fitted or designed on, on which the classifiers are scored once.
 """
 
 from __future__ import annotations
@@ -104,6 +107,8 @@ class LabelCard:
     weights_sha256: str
     labels: str
     second_pass: str | None = None
+    second_labeller: str | None = None  # another labeller's blind labels of some of the same maps
+    test: str | None = None  # maps never trained, fitted or designed on: the classifiers' final scores
     states: dict[str, str] | None = None  # task/state of a fine-tuned model -> recipe_fingerprint of its training
     labelled_by: str = ""
     method: str = ""
@@ -127,6 +132,12 @@ class LabelCard:
 
     def second_pass_path(self, card_path: str | os.PathLike[str]) -> Path | None:
         return Path(card_path).parent / self.second_pass if self.second_pass else None
+
+    def files(self, card_path: str | os.PathLike[str]) -> dict[str, Path]:
+        """Every label file the card names, by role (``labels``, ``second_pass``, ``second_labeller``, ``test``)."""
+        roles = {"labels": self.labels, "second_pass": self.second_pass, "second_labeller": self.second_labeller,
+                 "test": self.test}
+        return {role: Path(card_path).parent / name for role, name in roles.items() if name}
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -352,21 +363,40 @@ class LabelSet:
     description: str
     in_file: int
     left_out: dict[str, str]  # task/state -> why its labels were not used
+    second_labeller: pl.DataFrame | None = None
+    test: pl.DataFrame | None = None
+
+
+def check_test_disjoint(labels: pl.DataFrame, test: pl.DataFrame, test_path: str | os.PathLike[str]) -> None:
+    """Test labels must name maps the training labels do not: a map in both would be scored on after training on it."""
+    both = test.join(labels.select(*KEY, pl.col("line").alias("training_line")), on=list(KEY))
+    if both.height:
+        first = both.row(0, named=True)
+        raise LabelsError(f"{test_path}:{first['line']}: the map {dict((k, first[k]) for k in KEY)} is also a training label "
+                          f"(line {first['training_line']} of the labels file); {both.height} test map(s) in all. Fix: test labels "
+                          "must name maps the training labels do not (tools/label_patterns.py test-sample --exclude).")
 
 
 def load_label_set(labels_path: str | os.PathLike[str], card_path: str | os.PathLike[str] | None,
                    second_pass_path: str | os.PathLike[str] | None, resolved: dict[str, Any],
-                   dump_keys: list[str], recipes: dict[str, dict[str, Any]] | None = None) -> LabelSet:
-    """A run's hand labels (and blind second pass): checked against the resolved model (the card's weights,
-    layers and heads), limited to the run's dumps (``task/state``) and, for fine-tuned states the card
-    fingerprints, to models fine-tuned with the same recipe (``recipes``: task/state -> evaluation.json)."""
+                   dump_keys: list[str], recipes: dict[str, dict[str, Any]] | None = None,
+                   test_path: str | os.PathLike[str] | None = None,
+                   second_labeller_path: str | os.PathLike[str] | None = None) -> LabelSet:
+    """A run's hand labels (and blind second pass, second labeller, test labels): checked against the resolved
+    model (the card's weights, layers and heads), limited to the run's dumps (``task/state``) and, for
+    fine-tuned states the card fingerprints, to models fine-tuned with the same recipe (``recipes``:
+    task/state -> evaluation.json)."""
     card = LabelCard.read(card_path) if card_path else None
     if card:
         check_card_matches_model(card, card_path, resolved["weights_sha256"])
     layers, heads = resolved["num_hidden_layers"], resolved["num_attention_heads"]
     first = read_labels(labels_path, layers, heads)
+    test = read_labels(test_path, layers, heads) if test_path else None
+    if test is not None:
+        check_test_disjoint(first, test, test_path)
     left_out = {}
-    for key in sorted(set(first.select(pl.concat_str("task", pl.lit("/"), "state")).to_series())):
+    named = pl.concat([frame.select("task", "state") for frame in (first, test) if frame is not None])
+    for key in sorted(set(named.select(pl.concat_str("task", pl.lit("/"), "state")).to_series())):
         if key not in dump_keys:
             left_out[key] = "not a dump of this run"
         elif card and card.states and key in card.states and recipes and key in recipes \
@@ -377,10 +407,12 @@ def load_label_set(labels_path: str | os.PathLike[str], card_path: str | os.Path
     def in_run(frame: pl.DataFrame) -> pl.DataFrame:
         return frame.filter(pl.concat_str("task", pl.lit("/"), "state").is_in(keep))
 
-    labels = in_run(first)
-    second = in_run(read_labels(second_pass_path, layers, heads)) if second_pass_path else None
+    def optional(path: str | os.PathLike[str] | None) -> pl.DataFrame | None:
+        return in_run(read_labels(path, layers, heads)) if path else None
+
     who = f", labelled by {card.labelled_by}" if card and card.labelled_by else ""
-    return LabelSet(labels, second, f"{Path(labels_path).name}{who}", first.height, left_out)
+    return LabelSet(in_run(first), optional(second_pass_path), f"{Path(labels_path).name}{who}", first.height, left_out,
+                    second_labeller=optional(second_labeller_path), test=in_run(test) if test is not None else None)
 
 
 def labelled_examples(frame: pl.DataFrame, wanted: list[int], source: str) -> pl.DataFrame:

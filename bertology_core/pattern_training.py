@@ -4,7 +4,9 @@ Labels come from hand labels (:mod:`pattern_labels`: keyed by task, state, GLUE 
 maps come from the labelled dumps, computed for exactly those examples) or, for a model without any, from
 the rule labeller, sampled stratified by class. With hand labels the rule labeller's thresholds are fitted
 on a training split of them and scored on the held-out rest, and the CNN is scored by stratified
-cross-validation on all of them. With rule labels the cross-validated F1 measures how well the CNN
+cross-validation on all of them. Test labels (the label card's ``test``: maps labelled after the design was
+frozen, never trained, fitted or designed on) score the final CNN and the final rule labeller once; those
+scores are the ones a claim may rest on. With rule labels the cross-validated F1 measures how well the CNN
 reproduces the rules, not agreement with human judgement; every output says which labels were used.
 """
 
@@ -139,11 +141,48 @@ def repeated_rule_validation(labelled: pl.DataFrame, y: np.ndarray, validation_s
             "mean": float(np.mean(scores)) if frequent else None, "std": float(np.std(scores)) if frequent else None}
 
 
-def random_sample_shares(labels: pl.DataFrame) -> list[dict[str, Any]]:
-    """Class shares of the hand labels drawn as a simple random sample (``sample == "random"``), per dump."""
+TEST_RESAMPLES = 1000
+
+
+def score_on_test(model: PatternCNN, rules: patterns.RuleThresholds, test: pl.DataFrame, labelled_prefixes: dict[str, str],
+                  image_size: int, thresholds: patterns.RuleThresholds, frequent: list[str], seed: int,
+                  level: float = 0.95) -> dict[str, Any]:
+    """The final CNN and rule labeller (both trained or fitted on every training label) scored once on the test
+    labels, with a percentile bootstrap interval of each macro F1 over the test maps and of their difference."""
+    from sklearn.metrics import f1_score
+
+    from bertology_core.bootstrap import percentile_interval, resample_indices
+
+    maps, labelled = labelled_maps(test, labelled_prefixes, image_size, thresholds)
+    truth = labelled["label"].to_numpy()
+    predicted = {"cnn": model.predict(pack(maps, patterns.feature_matrix(labelled))),
+                 "rules": pattern_labels.rule_labels(labelled, rules)}
+    draws = resample_indices(len(truth), TEST_RESAMPLES, seed)
+    resampled = {name: np.array([f1_score(truth[d], guess[d], labels=frequent, average="macro", zero_division=0) for d in draws])
+                 for name, guess in predicted.items()} if frequent else {}
+    out: dict[str, Any] = {"maps": int(len(truth)), "level": level, "resamples": TEST_RESAMPLES,
+                           "class_counts": dict(sorted(labelled["label"].value_counts().iter_rows()))}
+    for name, guess in predicted.items():
+        out[name] = _scores(truth, guess, frequent)
+        if frequent:
+            low, high = percentile_interval(resampled[name], level)
+            out[name]["macro_f1_frequent_classes_interval"] = [float(low), float(high)]
+    if frequent:
+        low, high = percentile_interval(resampled["cnn"] - resampled["rules"], level)
+        out["cnn_minus_rules_interval"] = [float(low), float(high)]
+    out["hand_label_shares_random_sample"] = random_sample_shares(test, "test-random")
+    keep = [c for c in ("task", "state", "idx", "layer", "head", "label") if c in labelled.columns]
+    out["predictions"] = labelled.select(keep).with_columns(pl.Series("cnn", predicted["cnn"]),
+                                                           pl.Series("rules", predicted["rules"])).to_dicts()
+    return out
+
+
+def random_sample_shares(labels: pl.DataFrame, sample: str = "random") -> list[dict[str, Any]]:
+    """Class shares of the hand labels drawn as a simple random sample (``sample`` column: ``"random"`` in the
+    training labels, ``"test-random"`` in test labels), per dump."""
     if "sample" not in labels.columns:
         return []
-    rows = labels.filter(pl.col("sample") == "random")
+    rows = labels.filter(pl.col("sample") == sample)
     if not rows.height:
         return []
     counts = rows.group_by("task", "state", "label").agg(pl.len().alias("maps"))
@@ -189,9 +228,14 @@ def train_classifier(
         }
         report["rule_labeller"]["held_out_repeated"] = repeated_rule_validation(
             labelled, y, validation_share, [seed + k for k in range(RULE_SPLITS)], frequent)
+        # the labeller the run uses: thresholds fitted on every label (the held-out scores above judge the procedure)
+        fitted = pattern_labels.fit_rule_thresholds(labelled, y, patterns.RuleThresholds.neutral())
+        report["rule_labeller"]["final_thresholds"] = asdict(fitted)
         labelled = labelled.with_columns(pl.Series("rule_split", split))
         if label_set.second_pass is not None and label_set.second_pass.height:
             report["second_pass"] = pattern_labels.pass_agreement(hand_labels, label_set.second_pass, frequent)
+        if label_set.second_labeller is not None and label_set.second_labeller.height:
+            report["second_labeller"] = pattern_labels.pass_agreement(hand_labels, label_set.second_labeller, frequent)
         report["hand_label_shares_random_sample"] = random_sample_shares(hand_labels)
     else:
         source = "rule-based labels (no hand labels for this model): the CNN learns the rules, not human judgement"
@@ -220,6 +264,8 @@ def train_classifier(
     })
     if population is not None and population.any():  # the maps as they come, not as enriched for rare classes
         report["cnn_cross_validated_random_sample"] = _scores(y[population], cv["out_of_fold_predictions"][population], frequent)
+    if label_set and label_set.test is not None and label_set.test.height and hand_labels is not None and hand_labels.height:
+        report["test"] = score_on_test(model, fitted, label_set.test, labelled_prefixes, image_size, thresholds, frequent, seed)
     keep = [c for c in ("task", "state", "dump", "idx", "layer", "head", "label", "sample", "rule_split") if c in labelled.columns]
     return TrainedClassifier(model, image_size, source, labelled.select(keep), report, fitted)
 
@@ -308,8 +354,10 @@ def dominant_class(frame: pl.DataFrame, label: str) -> pl.DataFrame:
 def classifier_table(report: dict[str, Any]) -> pl.DataFrame:
     """One row per labeller scored against labels: the CNN cross-validated (on all its training labels and on
     the randomly drawn ones), the rule labeller on the hand labels held out from fitting its thresholds (fitted
-    and configured thresholds), and the blind second pass against the first (how far one labeller agrees
-    with itself): maps, macro F1 (every class; classes with enough labels), F1 per class, Cohen's kappa."""
+    and configured thresholds), both on the test labels when there are any (``interval``: bootstrap over test
+    maps), the blind second pass against the first (how far one labeller agrees with itself) and a second
+    labeller against the labels (how far two agree): maps, macro F1 (every class; classes with enough labels),
+    F1 per class, Cohen's kappa."""
     hand = trained_on_hand_labels_report(report)
     evaluations = [("CNN", "cross-validated on " + ("all hand labels" if hand else "the rule labels it learnt"),
                     report.get("cnn_cross_validated"))]
@@ -324,17 +372,29 @@ def classifier_table(report: dict[str, Any]) -> pl.DataFrame:
             evaluations.append(("rules, fitted thresholds", f"held out, mean of {len(repeated['seeds'])} seeded splits (std "
                                 f"{repeated['std']:.3f})", {"maps": rule["held_out"]["maps"], "macro_f1": None,
                                                             "macro_f1_frequent_classes": repeated["mean"], "f1_per_class": {}}))
+    test = report.get("test")
+    if test:
+        evaluations = [
+            ("CNN", f"test labels ({test['maps']} maps never trained or designed on)", test["cnn"]),
+            ("rules, thresholds fitted on every training label", "test labels", test["rules"]),
+        ] + evaluations
     rows = [{"labeller": labeller, "evaluation": evaluation, "maps": scores["maps"], "macro_f1": scores["macro_f1"],
              "macro_f1_frequent_classes": scores["macro_f1_frequent_classes"],
+             "interval_low": (scores.get("macro_f1_frequent_classes_interval") or [None, None])[0],
+             "interval_high": (scores.get("macro_f1_frequent_classes_interval") or [None, None])[1],
              **{f"f1_{c}": scores["f1_per_class"].get(c) for c in patterns.CLASSES}, "cohen_kappa": None}
             for labeller, evaluation, scores in evaluations if scores is not None]
-    second = report.get("second_pass")
-    if second:
-        rows.append({"labeller": "second labelling pass", "evaluation": "blind, against the first pass", "maps": second["maps"],
-                     "macro_f1": second["macro_f1_against_first"],
-                     "macro_f1_frequent_classes": second.get("macro_f1_against_first_frequent_classes"),
-                     **{f"f1_{c}": None for c in patterns.CLASSES}, "cohen_kappa": second["cohen_kappa"]})
-    schema = {f"f1_{c}": pl.Float64 for c in patterns.CLASSES} | {"cohen_kappa": pl.Float64, "macro_f1_frequent_classes": pl.Float64}
+    for key, labeller, evaluation in (("second_pass", "second labelling pass", "blind, against the first pass"),
+                                      ("second_labeller", "second labeller", "blind, against the labels")):
+        second = report.get(key)
+        if second:
+            rows.append({"labeller": labeller, "evaluation": evaluation, "maps": second["maps"],
+                         "macro_f1": second["macro_f1_against_first"],
+                         "macro_f1_frequent_classes": second.get("macro_f1_against_first_frequent_classes"),
+                         "interval_low": None, "interval_high": None,
+                         **{f"f1_{c}": None for c in patterns.CLASSES}, "cohen_kappa": second["cohen_kappa"]})
+    schema = {f"f1_{c}": pl.Float64 for c in patterns.CLASSES} | {
+        "cohen_kappa": pl.Float64, "macro_f1_frequent_classes": pl.Float64, "interval_low": pl.Float64, "interval_high": pl.Float64}
     return pl.DataFrame(rows, schema_overrides=schema).with_columns(
         pl.lit(report["labels_source"]).alias("labels_source"),
         pl.lit(", ".join(report.get("frequent_classes", []))).alias("frequent_classes"),
@@ -349,7 +409,9 @@ def trained_on_hand_labels_report(report: dict[str, Any]) -> bool:
 def confusion_table(report: dict[str, Any]) -> pl.DataFrame:
     """The confusion matrices of :func:`classifier_table`'s rows, long: labeller, hand label, predicted, maps."""
     rows = []
-    for labeller, scores in (("CNN (cross-validated)", report.get("cnn_cross_validated")),
+    test = report.get("test") or {}
+    for labeller, scores in (("CNN (test labels)", test.get("cnn")), ("rules (test labels)", test.get("rules")),
+                             ("CNN (cross-validated)", report.get("cnn_cross_validated")),
                              ("rules, fitted (held out)", report.get("rule_labeller", {}).get("held_out"))):
         if scores is None:
             continue
@@ -359,9 +421,10 @@ def confusion_table(report: dict[str, Any]) -> pl.DataFrame:
     return pl.DataFrame(rows, schema={"labeller": pl.String, "hand_label": pl.String, "predicted": pl.String, "maps": pl.Int64})
 
 
-def hand_label_shares(report: dict[str, Any]) -> pl.DataFrame:
-    """Class shares of the hand labels' simple random sample per dump, shaped like :func:`class_shares`."""
-    rows = report.get("hand_label_shares_random_sample") or []
+def hand_label_shares(report: dict[str, Any], test: bool = False) -> pl.DataFrame:
+    """Class shares of the hand labels' simple random sample per dump (of the test labels' with ``test``), shaped
+    like :func:`class_shares`."""
+    rows = (report.get("test") or {}).get("hand_label_shares_random_sample") if test else report.get("hand_label_shares_random_sample")
     schema = {"dump": pl.String, "class": pl.String, "maps": pl.UInt32, "share": pl.Float64}
     if not rows:
         return pl.DataFrame(schema=schema)

@@ -80,11 +80,21 @@ def trained_on_hand_labels(labels_source: str) -> bool:
 
 
 def labeller_validated(report: dict[str, Any], min_f1: float) -> tuple[bool, str]:
-    """Whether a pattern classifier's shares may be compared with a paper's: it learnt hand labels and its
-    cross-validated macro F1 over the classes with enough hand labels reaches ``min_f1``, scored on the
-    labels drawn at random when there are any (the maps as the analysis meets them); and a description."""
+    """Whether a pattern classifier's shares may be compared with a paper's: it learnt hand labels and its macro
+    F1 over the classes with enough hand labels reaches ``min_f1``, scored on the test labels when there are any
+    (maps never trained, fitted or designed on; the score's bootstrap interval goes in the description), else cross-validated on the labels drawn at random (the maps as the analysis meets them) or on all; and a
+    description."""
     if not trained_on_hand_labels(report["labels_source"]):
         return False, report["labels_source"]
+    test = report.get("test")
+    if test is not None:
+        f1 = test["cnn"]["macro_f1_frequent_classes"]
+        if f1 is None:
+            return False, f"{report['labels_source']}: no class has patterns.min_class_labels hand labels"
+        low, high = test["cnn"]["macro_f1_frequent_classes_interval"]
+        text = (f"CNN trained on {report['labels_source']}; macro F1 {f1:.2f} [{low:.2f}, {high:.2f}] over "
+                f"{', '.join(report['frequent_classes'])} on {test['maps']} test labels never trained or designed on")
+        return bool(f1 >= min_f1), text if f1 >= min_f1 else f"{text}, below {min_f1:.2f}"
     on_random = "cnn_cross_validated_random_sample" in report
     scores = report["cnn_cross_validated_random_sample" if on_random else "cnn_cross_validated"]
     f1 = scores["macro_f1_frequent_classes"]

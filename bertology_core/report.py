@@ -458,9 +458,11 @@ LAYOUT: tuple[tuple[str, str, str, tuple[tuple[str, str, str], ...]], ...] = (
     ("patterns", "Self-attention patterns",
      "Share of attention maps of each pattern class (vertical, diagonal, vertical+diagonal, block, heterogeneous) "
      "per task and model state, and each head's dominant class (Kovaleva et al. 2019, section 4.1). The table scores "
-     "the labellers against hand labels (the CNN cross-validated, the rule labeller on labels held out from fitting "
-     "its thresholds) beside the blind second pass's Cohen's kappa; 'hand labels (random sample)' in the figure are "
-     "the shares people gave a simple random sample of maps.",
+     "the labellers against hand labels: first on the test labels (maps labelled after the labellers' design was "
+     "frozen, never trained or fitted on; interval: bootstrap over the test maps) when the label set has them, then "
+     "the CNN cross-validated and the rule labeller on labels held out from fitting its thresholds; beside them the "
+     "blind second pass's and a second labeller's Cohen's kappa (how far labels can be trusted at all). 'hand labels "
+     "(random sample)' in the figure are the shares people gave a simple random sample of maps.",
      (("table", "patterns/{model}/summary/classifier", "Pattern labellers against hand labels"),
       ("figure", "patterns/{model}/summary/shares", ""), ("figure", "patterns/{model}/summary/heads", ""))),
     ("change", "Change of attention after fine-tuning",

@@ -380,70 +380,79 @@ def _model_geometry(model):
 
 @functools.cache
 def _hand_label_file(model):
-    """(labels frame, labels path, card path, second-pass path) of ``model``'s hand labels, or None: read once, every
-    line checked (for a package or folder model, layers and heads against its config.json)."""
+    """(training labels frame, label files by role, card path, every label frame of the training and test
+    labels) of ``model``'s hand labels, or None: read once, every line checked (for a package or folder model,
+    layers and heads against its config.json); test labels must name maps the training labels do not."""
     settings = config["patterns"]
     try:
         if settings["labels_csv"]:
-            labels_path, card, second = repo_path(settings["labels_csv"]), None, None
+            files, card = {"labels": repo_path(settings["labels_csv"])}, None
         else:
             card = pattern_labels.find_label_card(repo_path(settings["labels_dir"]) if settings["labels_dir"] else None, MODELS[model])
             if card is None:
                 return None
-            read = pattern_labels.LabelCard.read(card)
-            labels_path, second = read.labels_path(card), read.second_pass_path(card)
+            files = pattern_labels.LabelCard.read(card).files(card)
         geometry = _model_geometry(model)
-        if second:
-            pattern_labels.read_labels(second, *geometry)
-        return pattern_labels.read_labels(labels_path, *geometry), labels_path, card, second
+        frames = {role: pattern_labels.read_labels(path, *geometry) for role, path in files.items()}
+        if "test" in frames:
+            pattern_labels.check_test_disjoint(frames["labels"], frames["test"], files["test"])
+        return frames["labels"], files, card, frames
     except pattern_labels.LabelsError as error:
         raise WorkflowError(f"patterns: {error}") from None
 
 
 def hand_label_files(model):
-    """The label files (first pass, second pass) of ``model``'s hand labels."""
+    """Every label file of ``model``'s hand labels (labels, second pass, second labeller, test)."""
     found = _hand_label_file(model)
-    return [str(path) for path in (found[1], found[3]) if path] if found else []
+    return [str(path) for path in found[1].values()] if found else []
 
 
 def hand_label_problems(model, dev_frames):
-    """Hand labels of this run's dumps that name a GLUE idx the task's dev split (as prepared: subsampled by
-    max_eval_examples) does not hold, each naming the label file's line. ``dev_frames``: task -> dev split."""
+    """Hand labels (training and test) of this run's dumps that name a GLUE idx the task's dev split (as prepared:
+    subsampled by max_eval_examples) does not hold, each naming the label file's line. ``dev_frames``: task -> dev split."""
     found = _hand_label_file(model)
     if found is None:
         return []
-    labels, labels_path = found[0], found[1]
+    files, frames = found[1], found[3]
     with ungated():  # what the config would dump; the fitness checkpoint cannot be read while parsing
         keys = set(dump_keys(model))
     problems = []
     for task, frame in dev_frames.items():
         sample = glue.subsample(frame, data_limits(task)["max_eval_examples"], config["data"]["subsample_seed"])
         held = set(sample["idx"].to_list())
-        wanted = labels.filter(pl.col("task") == task)
-        for state, idx, line in wanted.select("state", "idx", "line").iter_rows():
-            if f"{task}/{state}" in keys and idx not in held:
-                subsampled = " (in its seeded sample of data.max_eval_examples)" if sample.height < frame.height else ""
-                problems.append(f"{labels_path}:{line}: field 'idx' = {idx}: {task}'s dev split holds no such example"
-                                f"{subsampled}. Fix: label maps of examples of {task} dev, or raise max_eval_examples.")
+        for role in ("labels", "test"):
+            if role not in frames:
+                continue
+            wanted = frames[role].filter(pl.col("task") == task)
+            for state, idx, line in wanted.select("state", "idx", "line").iter_rows():
+                if f"{task}/{state}" in keys and idx not in held:
+                    subsampled = " (in its seeded sample of data.max_eval_examples)" if sample.height < frame.height else ""
+                    problems.append(f"{files[role]}:{line}: field 'idx' = {idx}: {task}'s dev split holds no such example"
+                                    f"{subsampled}. Fix: label maps of examples of {task} dev, or raise max_eval_examples.")
     return problems
+
+
+LABEL_FILE_ROLES = ("labels", "card", "second_pass", "second_labeller", "test")  # hand_label_set's files
 
 
 def hand_label_set(model):
     """The hand labels that train ``model``'s pattern CNN, or None: ``patterns.labels_csv`` or the set in
-    ``patterns.labels_dir`` whose card names the model's spec. ``idx``: per labelled dump of this run
-    (``task/state``), the GLUE idx whose maps are computed for the classifier."""
+    ``patterns.labels_dir`` whose card names the model's spec. The label files by role (``labels``, ``card``,
+    ``second_pass``, ``second_labeller``, ``test``) and ``idx``: per labelled dump of this run (``task/state``),
+    the GLUE idx whose maps are computed for the classifier (training and test labels)."""
     found = _hand_label_file(model)
     if found is None:
         return None
-    labels, labels_path, card, second = found
+    _, files, card, frames = found
     keys = set(dump_keys(model))
+    named = pl.concat([frames[role].select("task", "state", "idx") for role in ("labels", "test") if role in frames])
     idx = {}
-    for task, state, number in labels.select("task", "state", "idx").unique().sort("task", "state", "idx").iter_rows():
+    for task, state, number in named.unique().sort("task", "state", "idx").iter_rows():
         if f"{task}/{state}" in keys:
             idx.setdefault(f"{task}/{state}", []).append(number)
     if not idx:
         return None
-    return {"labels": str(labels_path), "card": str(card) if card else None, "second": str(second) if second else None, "idx": idx}
+    return {**{role: str(path) for role, path in files.items()}, "card": str(card) if card else None, "idx": idx}
 
 
 def labelled_dump_inputs(model):

@@ -66,7 +66,7 @@ rule pattern_classifier:
                 "resolved": f"results/models/{wc.model}/resolved.json",
                 "labelled": [f"{prefix}.{kind}.parquet" for prefix in labelled_dump_inputs(wc.model).values() for kind in ("attention", "tokens")],
                 "recipes": [labelled_recipe(wc.model, key) for key in labelled_recipe_keys(wc.model)],
-                **{name: path for name, path in (hand_label_set(wc.model) or {}).items() if name in ("labels", "card", "second") and path},
+                **{name: path for name, path in (hand_label_set(wc.model) or {}).items() if name in LABEL_FILE_ROLES and path},
             }
         ),
     output:

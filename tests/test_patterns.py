@@ -437,6 +437,59 @@ def test_a_conflicting_label_names_both_lines(tmp_path):
     assert pattern_labels.read_labels(csv).height == 1  # the same label twice is one label
 
 
+def test_test_labels_score_the_final_classifiers_once_and_never_train_them(small_dump, tmp_path):
+    from sklearn.metrics import f1_score
+
+    from bertology_core import pattern_labels, pattern_training
+
+    dump, prefix = small_dump
+    features = patterns.dump_features(dump)
+    labels = hand_label_csv(features, tmp_path / "all.csv")
+    held = sorted(labels["idx"].unique().to_list())[-3:]
+    labels.filter(~pl.col("idx").is_in(held)).write_csv(tmp_path / "labels.csv")
+    # the test labels are the opposite of the rule the training labels follow: a score against them must be low
+    flipped = labels.filter(pl.col("idx").is_in(held)).with_columns(
+        pl.when(pl.col("label") == "vertical").then(pl.lit("diagonal")).otherwise(pl.lit("vertical")).alias("label"))
+    flipped.write_csv(tmp_path / "test.csv")
+    label_set = pattern_labels.load_label_set(tmp_path / "labels.csv", None, None, RESOLVED, ["MRPC/untuned"],
+                                              test_path=tmp_path / "test.csv")
+    assert label_set.labels.height == 56 and label_set.test.height == 24
+    trained = pattern_training.train_classifier(
+        {"MRPC/untuned": features}, {"MRPC/untuned": prefix}, label_set, {"MRPC/untuned": prefix},
+        train_maps=50, image_size=16, folds=3, epochs=3, seed=0, min_class_labels=5, ensemble=1)
+    report = trained.report
+    assert report["training_maps"] == 56  # the test maps never train the CNN nor fit the rules
+    test = report["test"]
+    assert test["maps"] == 24 and test["class_counts"] == {"diagonal": 12, "vertical": 12}
+    predictions = pl.DataFrame(test["predictions"])
+    maps, labelled = pattern_training.labelled_maps(label_set.test, {"MRPC/untuned": prefix}, 16, patterns.RuleThresholds())
+    from bertology_core.pattern_cnn import pack
+
+    assert predictions["cnn"].to_list() == list(trained.model.predict(pack(maps, patterns.feature_matrix(labelled))))
+    assert predictions["rules"].to_list() == list(pattern_labels.rule_labels(labelled, trained.thresholds))
+    for name in ("cnn", "rules"):
+        expected = f1_score(predictions["label"], predictions[name], labels=["vertical", "diagonal"], average="macro", zero_division=0)
+        assert test[name]["macro_f1_frequent_classes"] == pytest.approx(expected)
+        low, high = test[name]["macro_f1_frequent_classes_interval"]
+        assert low <= expected + 1e-9 and expected - 1e-9 <= high
+    assert trained.thresholds == patterns.RuleThresholds(**report["rule_labeller"]["final_thresholds"])
+    validated, text = patterns.labeller_validated(report, 0.0)
+    assert validated and "24 test labels never trained or designed on" in text
+    assert patterns.labeller_validated(report, test["cnn"]["macro_f1_frequent_classes"] + 0.01)[0] is False
+    table = pattern_training.classifier_table(report)
+    assert table["evaluation"][0].startswith("test labels (24 maps") and table["interval_low"][0] == test["cnn"]["macro_f1_frequent_classes_interval"][0]
+    assert set(pattern_training.confusion_table(report)["labeller"]) >= {"CNN (test labels)", "rules (test labels)"}
+
+
+def test_test_labels_that_name_a_training_map_are_refused_with_both_lines(tmp_path):
+    from bertology_core import pattern_labels
+
+    (tmp_path / "labels.csv").write_text("task,state,idx,layer,head,label\nMRPC,untuned,3,0,1,vertical\nMRPC,untuned,4,0,1,diagonal\n")
+    (tmp_path / "test.csv").write_text("task,state,idx,layer,head,label\nMRPC,untuned,5,0,1,vertical\nMRPC,untuned,4,0,1,vertical\n")
+    with pytest.raises(pattern_labels.LabelsError, match=re.escape(f"{tmp_path / 'test.csv'}:3: the map") + ".*line 3 of the labels file"):
+        pattern_labels.load_label_set(tmp_path / "labels.csv", None, None, RESOLVED, ["MRPC/untuned"], test_path=tmp_path / "test.csv")
+
+
 def test_a_label_card_made_on_other_weights_is_refused(tmp_path):
     from bertology_core import pattern_labels
 

@@ -129,9 +129,13 @@ def test_smoke_run_writes_every_attention_analysis(smoke_run):
     assert report["training_maps"] == 96 and report["second_pass"]["maps"] == 12
     assert report["rule_labeller"]["fitted_on_maps"] + report["rule_labeller"]["held_out"]["maps"] == 96
     training = pl.read_parquet(results / "patterns/tiny-bert/classifier/training_maps.parquet")
-    assert set(training["idx"]) == {0, 1, 2, 3, 4, 5}  # by GLUE idx, not by the dump's example numbers
+    assert set(training["idx"]) == {0, 1, 2, 3, 4, 5}  # by GLUE idx, not by the dump's example numbers; no test map
+    # the card's test labels (idx 6 and 7) score the final CNN and rules once and train nothing
+    assert report["test"]["maps"] == 32 and sum(report["test"]["class_counts"].values()) == 32
+    assert {row["idx"] for row in report["test"]["predictions"]} == {6, 7}
     classifier = pl.read_parquet(results / "patterns/tiny-bert/summary/classifier.parquet")
-    assert classifier["labeller"].to_list()[0] == "CNN"
+    assert classifier["labeller"].to_list()[:3] == ["CNN", "rules, thresholds fitted on every training label", "CNN"]
+    assert classifier["evaluation"][0].startswith("test labels (32 maps") and classifier["interval_low"][0] is not None
     assert classifier.filter(pl.col("labeller") == "second labelling pass")["cohen_kappa"][0] < 1  # one label differs
     assert "hand labels from" in (results / "patterns/tiny-bert/summary/shares.md").read_text()
     cosine = pl.read_parquet(results / "attention_change/tiny-bert/summary/cosine.parquet")

@@ -4,6 +4,8 @@
     python tools/label_patterns.py sheets --keys labels/sample.csv --attention results/attention/<model> --out labels/sheets
     python tools/label_patterns.py second-pass --labels labels/<model>.csv --share 0.2 --out labels/second.keys.csv
     python tools/label_patterns.py agreement --labels labels/<model>.csv --second labels/<model>.second_pass.csv
+    python tools/label_patterns.py test-sample --attention results/attention/<model> --exclude labels/<model>.csv \
+        --per-dump 40 --recheck-from labels/<model>.csv --recheck 100 --out labels/test.keys.csv
 
 The keys file lists the maps in a seeded blind order with their ``sheet`` and ``cell``; a labeller views
 the sheets (PNG, 20 maps each, numbered) and writes one class per cell. The sheets show neither the task,
@@ -44,21 +46,52 @@ def sample(args: argparse.Namespace) -> None:
 
 
 def sheets(args: argparse.Namespace) -> None:
+    """Render the keys' maps, found by GLUE idx in the first of the ``--attention`` folders whose dump holds it
+    (e.g. the analysis dumps, then the labelled maps of ``results/patterns/<model>/labelled``)."""
     keys = pl.read_csv(args.keys)
     args.out.mkdir(parents=True, exist_ok=True)
-    dumps = {key: AttentionDump(args.attention / key) for key in {f"{t}/{s}" for t, s in keys.select("task", "state").iter_rows()}}
-    tokens = {key: dump.tokens().select("example", "idx", "segment_ids") for key, dump in dumps.items()}
+    names = {f"{t}/{s}" for t, s in keys.select("task", "state").iter_rows()}
+    dumps = {(folder, key): AttentionDump(folder / key) for folder in args.attention for key in names
+             if (folder / f"{key}.attention.parquet").is_file()}
+    tokens = {where: dump.tokens().select("example", "idx", "segment_ids") for where, dump in dumps.items()}
     for (sheet,), group in keys.group_by("sheet", maintain_order=True):
         maps, specials = [], []
         for row in group.sort("cell").iter_rows(named=True):
             key = f"{row['task']}/{row['state']}"
-            example = tokens[key].filter(pl.col("idx") == row["idx"])
-            if example.height != 1:
-                raise SystemExit(f"{key}: idx {row['idx']} is not in the dump {dumps[key].attention_path}")
-            maps.append(dumps[key].map(example["example"][0], row["layer"], row["head"]))
+            found = [(where, tokens[where].filter(pl.col("idx") == row["idx"])) for where in dumps if where[1] == key]
+            found = [(where, example) for where, example in found if example.height == 1]
+            if not found:
+                raise SystemExit(f"{key}: idx {row['idx']} is in no dump under {[str(a) for a in args.attention]}")
+            where, example = found[0]
+            maps.append(dumps[where].map(example["example"][0], row["layer"], row["head"]))
             specials.append(patterns.special_masks(example["segment_ids"][0].to_list())[0])
         (args.out / f"sheet{sheet:03d}.png").write_bytes(pattern_labels.label_sheet(maps, specials))
     print(f"{keys['sheet'].n_unique()} sheets -> {args.out}")
+
+
+def test_sample(args: argparse.Namespace) -> None:
+    """A test set for labellers designed on earlier labels: ``--per-dump`` maps drawn at random from each dump
+    among the maps no labels file in ``--exclude`` names (``sample`` = ``test-random``), mixed in one blind order
+    with ``--recheck`` maps drawn at random from ``--recheck-from`` (``sample`` = ``recheck``): relabelled by a new
+    labeller who has not seen their labels, they measure agreement between labellers, and the sheets do not tell
+    the two parts apart."""
+    done = pl.concat([pattern_labels.read_labels(path).select(*pattern_labels.KEY) for path in args.exclude])
+    features = {}
+    for key in dump_keys(args.attention):
+        task, state = key.split("/")
+        frame = patterns.dump_features(AttentionDump(args.attention / key)).with_columns(
+            pl.lit(task).alias("task"), pl.lit(state).alias("state"), pl.col("idx").cast(pl.Int64),
+            pl.col("layer").cast(pl.Int32), pl.col("head").cast(pl.Int32))
+        features[key] = frame.join(done, on=list(pattern_labels.KEY), how="anti")
+    fresh = pattern_labels.draw_sample(features, args.per_dump, 0, args.seed).with_columns(pl.lit("test-random").alias("sample"))
+    parts = [fresh]
+    if args.recheck:
+        earlier = pattern_labels.read_labels(args.recheck_from)
+        take = np.sort(np.random.default_rng(args.seed).choice(earlier.height, size=min(args.recheck, earlier.height), replace=False))
+        parts.append(earlier[take].select(*pattern_labels.KEY).with_columns(pl.lit("recheck").alias("sample")))
+    keys = with_sheets(pattern_labels.blind_order(pl.concat(parts), args.seed))
+    keys.with_columns(pl.col("sheet") + args.first_sheet - 1).write_csv(args.out)
+    print(f"{fresh.height} new maps + {keys.height - fresh.height} to recheck, {keys['sheet'].n_unique()} sheets -> {args.out}")
 
 
 def focus(args: argparse.Namespace) -> None:
@@ -111,7 +144,7 @@ def main() -> None:
     command.set_defaults(run=sample)
     command = commands.add_parser("sheets", help="render the keys' maps as numbered PNG sheets")
     command.add_argument("--keys", type=Path, required=True)
-    command.add_argument("--attention", type=Path, required=True)
+    command.add_argument("--attention", type=Path, nargs="+", required=True, help="dump folders, searched in order")
     command.add_argument("--out", type=Path, required=True)
     command.set_defaults(run=sheets)
     command = commands.add_parser("focus", help="more maps of a rare class, mixed with random ones")
@@ -126,6 +159,16 @@ def main() -> None:
     command.add_argument("--seed", type=int, default=2)
     command.add_argument("--out", type=Path, required=True)
     command.set_defaults(run=focus)
+    command = commands.add_parser("test-sample", help="a random test set of unlabelled maps, mixed with maps to recheck")
+    command.add_argument("--attention", type=Path, required=True)
+    command.add_argument("--exclude", type=Path, nargs="+", required=True, help="labels files whose maps are not drawn")
+    command.add_argument("--per-dump", type=int, default=40)
+    command.add_argument("--recheck-from", type=Path, help="labels file to draw maps to relabel from")
+    command.add_argument("--recheck", type=int, default=0)
+    command.add_argument("--first-sheet", type=int, default=1)
+    command.add_argument("--seed", type=int, default=20)
+    command.add_argument("--out", type=Path, required=True)
+    command.set_defaults(run=test_sample)
     command = commands.add_parser("second-pass", help="draw a random share of the labels for a blind second pass")
     command.add_argument("--labels", type=Path, required=True)
     command.add_argument("--share", type=float, default=0.2)

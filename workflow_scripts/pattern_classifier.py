@@ -14,9 +14,10 @@ from bertology_core import io, pattern_labels, pattern_training, patterns
 label_set = None
 if snakemake.input.get("labels"):
     label_set = pattern_labels.load_label_set(
-        snakemake.input.labels, snakemake.input.get("card"), snakemake.input.get("second"),
+        snakemake.input.labels, snakemake.input.get("card"), snakemake.input.get("second_pass"),
         io.read_json(snakemake.input.resolved), snakemake.params.dump_keys,
-        recipes={key: io.read_json(path) for key, path in zip(snakemake.params.recipe_keys, snakemake.input.recipes)})
+        recipes={key: io.read_json(path) for key, path in zip(snakemake.params.recipe_keys, snakemake.input.recipes)},
+        test_path=snakemake.input.get("test"), second_labeller_path=snakemake.input.get("second_labeller"))
 result = pattern_training.train_classifier(
     features={key: pl.read_parquet(path) for key, path in zip(snakemake.params.dump_keys, snakemake.input.features)},
     dump_prefixes=dict(zip(snakemake.params.dump_keys, snakemake.params.dump_prefixes)),

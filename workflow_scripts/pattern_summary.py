@@ -16,6 +16,7 @@ shares = pl.concat([
     pattern_training.class_shares(frames, "rule_label").with_columns(pl.lit("rule-based").alias("labeller")),
     pattern_training.class_shares(frames, "cnn_label").with_columns(pl.lit("CNN").alias("labeller")),
     pattern_training.hand_label_shares(report).with_columns(pl.lit("hand labels (random sample)").alias("labeller")),
+    pattern_training.hand_label_shares(report, test=True).with_columns(pl.lit("test labels (random sample)").alias("labeller")),
 ]).with_columns(pl.lit(source).alias("cnn_labels_source"))
 shares = verdicts.annotate(shares, state="dump")
 figures.write_table(shares, snakemake.params.out + "/shares")
@@ -34,7 +35,9 @@ if unlearnt:  # a 0% the CNN cannot avoid is not a measurement
 figures.save_chart(
     figures.class_share_bars(
         shares, "Self-attention pattern classes per task (Kovaleva et al. 2019, fig. 2)",
-        f"Share of all (example, layer, head) maps in each class; paper: heterogeneous 32-61% on BERT-base.\n{config_note}",
+        f"Share of all (example, layer, head) maps in each class; paper: heterogeneous 32-61% on BERT-base. 'hand labels' and "
+        f"'test labels': people's classes of maps drawn at random from each dump (the training labels' and the test labels')."
+        f"\n{config_note}",
     ),
     snakemake.params.out + "/shares",
 )
