@@ -134,10 +134,16 @@ class LabelCard:
         return Path(card_path).parent / self.second_pass if self.second_pass else None
 
     def files(self, card_path: str | os.PathLike[str]) -> dict[str, Path]:
-        """Every label file the card names, by role (``labels``, ``second_pass``, ``second_labeller``, ``test``)."""
+        """Every label file the card names, by role (``labels``, ``second_pass``, ``second_labeller``, ``test``);
+        a file that is not beside the card is an error naming the card's field."""
         roles = {"labels": self.labels, "second_pass": self.second_pass, "second_labeller": self.second_labeller,
                  "test": self.test}
-        return {role: Path(card_path).parent / name for role, name in roles.items() if name}
+        files = {role: Path(card_path).parent / name for role, name in roles.items() if name}
+        for role, path in files.items():
+            if not path.is_file():
+                raise LabelsError(f"{card_path}: field {role!r} = {roles[role]!r}: no such file beside the card ({path}). "
+                                  f"Fix: correct the file name, or drop the field.")
+        return files
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -364,17 +370,32 @@ class LabelSet:
     in_file: int
     left_out: dict[str, str]  # task/state -> why its labels were not used
     second_labeller: pl.DataFrame | None = None
-    test: pl.DataFrame | None = None
+    test: pl.DataFrame | None = None  # the test labels of this run's dumps (empty when the file names none of them)
+    test_in_file: int = 0
 
 
-def check_test_disjoint(labels: pl.DataFrame, test: pl.DataFrame, test_path: str | os.PathLike[str]) -> None:
+def check_test_disjoint(labels: pl.DataFrame, test: pl.DataFrame, test_path: str | os.PathLike[str],
+                        labels_path: str | os.PathLike[str] = "the labels file") -> None:
     """Test labels must name maps the training labels do not: a map in both would be scored on after training on it."""
     both = test.join(labels.select(*KEY, pl.col("line").alias("training_line")), on=list(KEY))
     if both.height:
         first = both.row(0, named=True)
         raise LabelsError(f"{test_path}:{first['line']}: the map {dict((k, first[k]) for k in KEY)} is also a training label "
-                          f"(line {first['training_line']} of the labels file); {both.height} test map(s) in all. Fix: test labels "
+                          f"({labels_path}:{first['training_line']}); {both.height} test map(s) in all. Fix: test labels "
                           "must name maps the training labels do not (tools/label_patterns.py test-sample --exclude).")
+
+
+def check_relabelled_subset(labels: pl.DataFrame, relabelled: pl.DataFrame, relabelled_path: str | os.PathLike[str],
+                            labels_path: str | os.PathLike[str], role: str) -> None:
+    """A second pass or a second labeller relabels maps of the training labels: a map the labels do not name is an
+    error naming its line."""
+    stray = relabelled.join(labels.select(*KEY), on=list(KEY), how="anti")
+    if stray.height:
+        first = stray.row(0, named=True)
+        tool = "second-pass" if role == "second_pass" else "test-sample --recheck-from"
+        raise LabelsError(f"{relabelled_path}:{first['line']}: the map {dict((k, first[k]) for k in KEY)} is not labelled in "
+                          f"{labels_path}; {stray.height} such map(s) in all. Fix: the card's {role!r} relabels maps of the "
+                          f"labels (draw them with tools/label_patterns.py {tool}).")
 
 
 def load_label_set(labels_path: str | os.PathLike[str], card_path: str | os.PathLike[str] | None,
@@ -393,7 +414,7 @@ def load_label_set(labels_path: str | os.PathLike[str], card_path: str | os.Path
     first = read_labels(labels_path, layers, heads)
     test = read_labels(test_path, layers, heads) if test_path else None
     if test is not None:
-        check_test_disjoint(first, test, test_path)
+        check_test_disjoint(first, test, test_path, labels_path)
     left_out = {}
     named = pl.concat([frame.select("task", "state") for frame in (first, test) if frame is not None])
     for key in sorted(set(named.select(pl.concat_str("task", pl.lit("/"), "state")).to_series())):
@@ -407,12 +428,17 @@ def load_label_set(labels_path: str | os.PathLike[str], card_path: str | os.Path
     def in_run(frame: pl.DataFrame) -> pl.DataFrame:
         return frame.filter(pl.concat_str("task", pl.lit("/"), "state").is_in(keep))
 
-    def optional(path: str | os.PathLike[str] | None) -> pl.DataFrame | None:
-        return in_run(read_labels(path, layers, heads)) if path else None
+    def relabelled(path: str | os.PathLike[str] | None, role: str) -> pl.DataFrame | None:
+        if not path:
+            return None
+        frame = read_labels(path, layers, heads)
+        check_relabelled_subset(first, frame, path, labels_path, role)
+        return in_run(frame)
 
     who = f", labelled by {card.labelled_by}" if card and card.labelled_by else ""
-    return LabelSet(in_run(first), optional(second_pass_path), f"{Path(labels_path).name}{who}", first.height, left_out,
-                    second_labeller=optional(second_labeller_path), test=in_run(test) if test is not None else None)
+    return LabelSet(in_run(first), relabelled(second_pass_path, "second_pass"), f"{Path(labels_path).name}{who}", first.height,
+                    left_out, second_labeller=relabelled(second_labeller_path, "second_labeller"),
+                    test=in_run(test) if test is not None else None, test_in_file=test.height if test is not None else 0)
 
 
 def labelled_examples(frame: pl.DataFrame, wanted: list[int], source: str) -> pl.DataFrame:

@@ -155,13 +155,17 @@ def score_on_test(model: PatternCNN, rules: patterns.RuleThresholds, test: pl.Da
 
     maps, labelled = labelled_maps(test, labelled_prefixes, image_size, thresholds)
     truth = labelled["label"].to_numpy()
+    # a frequent class the test labels lack would score F1 0 for want of maps, not for errors: scored over the rest
+    absent = [c for c in frequent if c not in set(truth)]
+    frequent = [c for c in frequent if c in set(truth)]
     predicted = {"cnn": model.predict(pack(maps, patterns.feature_matrix(labelled))),
                  "rules": pattern_labels.rule_labels(labelled, rules)}
     draws = resample_indices(len(truth), TEST_RESAMPLES, seed)
     resampled = {name: np.array([f1_score(truth[d], guess[d], labels=frequent, average="macro", zero_division=0) for d in draws])
                  for name, guess in predicted.items()} if frequent else {}
     out: dict[str, Any] = {"maps": int(len(truth)), "level": level, "resamples": TEST_RESAMPLES,
-                           "class_counts": dict(sorted(labelled["label"].value_counts().iter_rows()))}
+                           "class_counts": dict(sorted(labelled["label"].value_counts().iter_rows())),
+                           "scored_classes": frequent, "frequent_classes_without_test_labels": absent}
     for name, guess in predicted.items():
         out[name] = _scores(truth, guess, frequent)
         if frequent:
@@ -266,6 +270,9 @@ def train_classifier(
         report["cnn_cross_validated_random_sample"] = _scores(y[population], cv["out_of_fold_predictions"][population], frequent)
     if label_set and label_set.test is not None and label_set.test.height and hand_labels is not None and hand_labels.height:
         report["test"] = score_on_test(model, fitted, label_set.test, labelled_prefixes, image_size, thresholds, frequent, seed)
+    elif label_set and label_set.test_in_file:
+        report["test_left_out"] = (f"the label card's {label_set.test_in_file} test labels name none of this run's dumps "
+                                   f"({', '.join(f'{k}: {v}' for k, v in label_set.left_out.items())})")
     keep = [c for c in ("task", "state", "dump", "idx", "layer", "head", "label", "sample", "rule_split") if c in labelled.columns]
     return TrainedClassifier(model, image_size, source, labelled.select(keep), report, fitted)
 

@@ -92,15 +92,18 @@ def labeller_validated(report: dict[str, Any], min_f1: float) -> tuple[bool, str
         if f1 is None:
             return False, f"{report['labels_source']}: no class has patterns.min_class_labels hand labels"
         low, high = test["cnn"]["macro_f1_frequent_classes_interval"]
-        text = (f"CNN trained on {report['labels_source']}; macro F1 {f1:.2f} [{low:.2f}, {high:.2f}] over "
-                f"{', '.join(report['frequent_classes'])} on {test['maps']} test labels never trained or designed on")
+        classes = test.get("scored_classes", report["frequent_classes"])
+        text = (f"CNN trained on {report['labels_source']}; macro F1 {f1:.2f} [{low:.2f}, {high:.2f}] "
+                f"({100 * test.get('level', 0.95):.0f}% bootstrap over test maps) over {', '.join(classes)} on {test['maps']} "
+                "test labels never trained or designed on")
         return bool(f1 >= min_f1), text if f1 >= min_f1 else f"{text}, below {min_f1:.2f}"
     on_random = "cnn_cross_validated_random_sample" in report
     scores = report["cnn_cross_validated_random_sample" if on_random else "cnn_cross_validated"]
     f1 = scores["macro_f1_frequent_classes"]
     if f1 is None:
         return False, f"{report['labels_source']}: no class has patterns.min_class_labels hand labels"
-    text = (f"CNN trained on {report['labels_source']}; cross-validated macro F1 {f1:.2f} over "
+    left_out = f"{report['test_left_out']}, so " if "test_left_out" in report else ""
+    text = (f"{left_out}CNN trained on {report['labels_source']}; cross-validated macro F1 {f1:.2f} over "
             f"{', '.join(report['frequent_classes'])} on {'the randomly drawn' if on_random else 'all'} "
             f"{scores['maps']} labels ({scores['macro_f1']:.2f} over every labelled class)")
     return bool(f1 >= min_f1), text if f1 >= min_f1 else f"{text}, below {min_f1:.2f}"

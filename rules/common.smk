@@ -395,7 +395,10 @@ def _hand_label_file(model):
         geometry = _model_geometry(model)
         frames = {role: pattern_labels.read_labels(path, *geometry) for role, path in files.items()}
         if "test" in frames:
-            pattern_labels.check_test_disjoint(frames["labels"], frames["test"], files["test"])
+            pattern_labels.check_test_disjoint(frames["labels"], frames["test"], files["test"], files["labels"])
+        for role in ("second_pass", "second_labeller"):
+            if role in frames:
+                pattern_labels.check_relabelled_subset(frames["labels"], frames[role], files[role], files["labels"], role)
         return frames["labels"], files, card, frames
     except pattern_labels.LabelsError as error:
         raise WorkflowError(f"patterns: {error}") from None

@@ -441,44 +441,112 @@ def test_test_labels_score_the_final_classifiers_once_and_never_train_them(small
     from sklearn.metrics import f1_score
 
     from bertology_core import pattern_labels, pattern_training
+    from bertology_core.pattern_cnn import pack
 
     dump, prefix = small_dump
     features = patterns.dump_features(dump)
     labels = hand_label_csv(features, tmp_path / "all.csv")
     held = sorted(labels["idx"].unique().to_list())[-3:]
     labels.filter(~pl.col("idx").is_in(held)).write_csv(tmp_path / "labels.csv")
-    # the test labels are the opposite of the rule the training labels follow: a score against them must be low
+    # test labels that contradict the training labels' rule: had they trained anything, the outputs below would move
     flipped = labels.filter(pl.col("idx").is_in(held)).with_columns(
         pl.when(pl.col("label") == "vertical").then(pl.lit("diagonal")).otherwise(pl.lit("vertical")).alias("label"))
     flipped.write_csv(tmp_path / "test.csv")
-    label_set = pattern_labels.load_label_set(tmp_path / "labels.csv", None, None, RESOLVED, ["MRPC/untuned"],
-                                              test_path=tmp_path / "test.csv")
-    assert label_set.labels.height == 56 and label_set.test.height == 24
-    trained = pattern_training.train_classifier(
-        {"MRPC/untuned": features}, {"MRPC/untuned": prefix}, label_set, {"MRPC/untuned": prefix},
-        train_maps=50, image_size=16, folds=3, epochs=3, seed=0, min_class_labels=5, ensemble=1)
-    report = trained.report
-    assert report["training_maps"] == 56  # the test maps never train the CNN nor fit the rules
-    test = report["test"]
-    assert test["maps"] == 24 and test["class_counts"] == {"diagonal": 12, "vertical": 12}
-    predictions = pl.DataFrame(test["predictions"])
-    maps, labelled = pattern_training.labelled_maps(label_set.test, {"MRPC/untuned": prefix}, 16, patterns.RuleThresholds())
-    from bertology_core.pattern_cnn import pack
 
-    assert predictions["cnn"].to_list() == list(trained.model.predict(pack(maps, patterns.feature_matrix(labelled))))
-    assert predictions["rules"].to_list() == list(pattern_labels.rule_labels(labelled, trained.thresholds))
-    for name in ("cnn", "rules"):
-        expected = f1_score(predictions["label"], predictions[name], labels=["vertical", "diagonal"], average="macro", zero_division=0)
+    def train(test_path):
+        label_set = pattern_labels.load_label_set(tmp_path / "labels.csv", None, None, RESOLVED, ["MRPC/untuned"], test_path=test_path)
+        return label_set, pattern_training.train_classifier(
+            {"MRPC/untuned": features}, {"MRPC/untuned": prefix}, label_set, {"MRPC/untuned": prefix},
+            train_maps=50, image_size=16, folds=3, epochs=3, seed=0, min_class_labels=5, ensemble=1)
+
+    label_set, trained = train(tmp_path / "test.csv")
+    _, without = train(None)
+    assert label_set.labels.height == 56 and label_set.test.height == 24 and "test" not in without.report
+    # the same CNN, cross-validation and rule thresholds with and without the test labels
+    assert trained.report["cnn_cross_validated"] == without.report["cnn_cross_validated"]
+    assert trained.report["rule_labeller"] == without.report["rule_labeller"] and trained.thresholds == without.thresholds
+    maps, labelled = pattern_training.labelled_maps(label_set.test, {"MRPC/untuned": prefix}, 16, patterns.RuleThresholds())
+    rows = pack(maps, patterns.feature_matrix(labelled))
+    np.testing.assert_array_equal(trained.model.predict_proba(rows), without.model.predict_proba(rows))
+    test = trained.report["test"]
+    assert test["maps"] == 24 and test["class_counts"] == {"diagonal": 12, "vertical": 12}
+    assert test["scored_classes"] == ["vertical", "diagonal"] and test["frequent_classes_without_test_labels"] == []
+    predictions = pl.DataFrame(test["predictions"])
+    assert predictions["cnn"].to_list() == list(without.model.predict(rows))
+    assert predictions["rules"].to_list() == list(pattern_labels.rule_labels(labelled, without.thresholds))
+    for name in ("cnn", "rules"):  # scored against the test labels, not the training labels' rule
+        expected = f1_score(flipped.sort("idx", "layer", "head")["label"], predictions.sort("idx", "layer", "head")[name],
+                            labels=["vertical", "diagonal"], average="macro", zero_division=0)
         assert test[name]["macro_f1_frequent_classes"] == pytest.approx(expected)
-        low, high = test[name]["macro_f1_frequent_classes_interval"]
-        assert low <= expected + 1e-9 and expected - 1e-9 <= high
-    assert trained.thresholds == patterns.RuleThresholds(**report["rule_labeller"]["final_thresholds"])
-    validated, text = patterns.labeller_validated(report, 0.0)
-    assert validated and "24 test labels never trained or designed on" in text
-    assert patterns.labeller_validated(report, test["cnn"]["macro_f1_frequent_classes"] + 0.01)[0] is False
-    table = pattern_training.classifier_table(report)
-    assert table["evaluation"][0].startswith("test labels (24 maps") and table["interval_low"][0] == test["cnn"]["macro_f1_frequent_classes_interval"][0]
-    assert set(pattern_training.confusion_table(report)["labeller"]) >= {"CNN (test labels)", "rules (test labels)"}
+        assert len(test[name]["macro_f1_frequent_classes_interval"]) == 2
+    assert trained.thresholds == patterns.RuleThresholds(**trained.report["rule_labeller"]["final_thresholds"])
+    f1 = test["cnn"]["macro_f1_frequent_classes"]
+    validated, text = patterns.labeller_validated(trained.report, f1)
+    assert validated and "24 test labels never trained or designed on" in text and "95% bootstrap" in text
+    assert patterns.labeller_validated(trained.report, f1 + 0.01)[0] is False
+    table = pattern_training.classifier_table(trained.report)
+    assert table["evaluation"][0].startswith("test labels (24 maps")
+    assert table["interval_low"][0] == test["cnn"]["macro_f1_frequent_classes_interval"][0]
+    assert set(pattern_training.confusion_table(trained.report)["labeller"]) >= {"CNN (test labels)", "rules (test labels)"}
+
+
+def test_a_frequent_class_without_test_labels_is_left_out_of_the_test_score(small_dump, tmp_path):
+    from bertology_core import pattern_labels, pattern_training
+
+    dump, prefix = small_dump
+    features = patterns.dump_features(dump)
+    labels = hand_label_csv(features, tmp_path / "all.csv")
+    held = sorted(labels["idx"].unique().to_list())[-3:]
+    labels.filter(~pl.col("idx").is_in(held)).write_csv(tmp_path / "labels.csv")
+    labels.filter(pl.col("idx").is_in(held) & (pl.col("label") == "vertical")).write_csv(tmp_path / "test.csv")
+    label_set = pattern_labels.load_label_set(tmp_path / "labels.csv", None, None, RESOLVED, ["MRPC/untuned"], test_path=tmp_path / "test.csv")
+    report = pattern_training.train_classifier(
+        {"MRPC/untuned": features}, {"MRPC/untuned": prefix}, label_set, {"MRPC/untuned": prefix},
+        train_maps=50, image_size=16, folds=3, epochs=3, seed=0, min_class_labels=5, ensemble=1).report
+    test = report["test"]
+    assert test["scored_classes"] == ["vertical"] and test["frequent_classes_without_test_labels"] == ["diagonal"]
+    predicted = pl.DataFrame(test["predictions"])["cnn"]
+    from sklearn.metrics import f1_score
+
+    assert test["cnn"]["macro_f1_frequent_classes"] == pytest.approx(
+        f1_score(["vertical"] * len(predicted), predicted, labels=["vertical"], average="macro", zero_division=0))
+
+
+def test_test_labels_of_no_dump_of_the_run_are_said_and_the_gate_falls_back_to_cross_validation(small_dump, tmp_path):
+    from bertology_core import pattern_labels, pattern_training
+
+    dump, prefix = small_dump
+    features = patterns.dump_features(dump)
+    hand_label_csv(features, tmp_path / "labels.csv")
+    (tmp_path / "test.csv").write_text("task,state,idx,layer,head,label\nMRPC,pretrained_seed7,3,0,1,vertical\n")
+    label_set = pattern_labels.load_label_set(tmp_path / "labels.csv", None, None, RESOLVED, ["MRPC/untuned"], test_path=tmp_path / "test.csv")
+    assert label_set.test.height == 0 and label_set.test_in_file == 1
+    report = pattern_training.train_classifier(
+        {"MRPC/untuned": features}, {"MRPC/untuned": prefix}, label_set, {"MRPC/untuned": prefix},
+        train_maps=50, image_size=16, folds=3, epochs=2, seed=0, min_class_labels=5, ensemble=1).report
+    assert "test" not in report and "pretrained_seed7: not a dump of this run" in report["test_left_out"]
+    assert patterns.labeller_validated(report, 0.0)[1].startswith("the label card's 1 test labels name none of this run's dumps")
+
+
+def test_a_second_labeller_naming_maps_the_labels_lack_is_refused_with_its_line(tmp_path):
+    from bertology_core import pattern_labels
+
+    (tmp_path / "labels.csv").write_text("task,state,idx,layer,head,label\nMRPC,untuned,3,0,1,vertical\n")
+    (tmp_path / "second.csv").write_text("task,state,idx,layer,head,label\nMRPC,untuned,3,0,1,diagonal\nMRPC,untuned,9,0,1,vertical\n")
+    with pytest.raises(pattern_labels.LabelsError, match=re.escape(f"{tmp_path / 'second.csv'}:3: the map") + ".*not labelled in .*"
+                       "second_labeller"):
+        pattern_labels.load_label_set(tmp_path / "labels.csv", None, None, RESOLVED, ["MRPC/untuned"],
+                                      second_labeller_path=tmp_path / "second.csv")
+
+
+def test_a_card_naming_a_missing_test_file_names_the_field(tmp_path):
+    from bertology_core import pattern_labels
+
+    (tmp_path / "labels.csv").write_text("task,state,idx,layer,head,label\nMRPC,untuned,3,0,1,vertical\n")
+    card = tmp_path / "m.json"
+    card.write_text('{"model_spec": "x", "weights_sha256": "a", "labels": "labels.csv", "test": "tset.csv"}')
+    with pytest.raises(pattern_labels.LabelsError, match=re.escape(f"{card}: field 'test' = 'tset.csv': no such file beside the card")):
+        pattern_labels.LabelCard.read(card).files(card)
 
 
 def test_test_labels_that_name_a_training_map_are_refused_with_both_lines(tmp_path):
@@ -486,7 +554,8 @@ def test_test_labels_that_name_a_training_map_are_refused_with_both_lines(tmp_pa
 
     (tmp_path / "labels.csv").write_text("task,state,idx,layer,head,label\nMRPC,untuned,3,0,1,vertical\nMRPC,untuned,4,0,1,diagonal\n")
     (tmp_path / "test.csv").write_text("task,state,idx,layer,head,label\nMRPC,untuned,5,0,1,vertical\nMRPC,untuned,4,0,1,vertical\n")
-    with pytest.raises(pattern_labels.LabelsError, match=re.escape(f"{tmp_path / 'test.csv'}:3: the map") + ".*line 3 of the labels file"):
+    with pytest.raises(pattern_labels.LabelsError, match=re.escape(f"{tmp_path / 'test.csv'}:3: the map") + ".*"
+                       + re.escape(f"training label ({tmp_path / 'labels.csv'}:3)")):
         pattern_labels.load_label_set(tmp_path / "labels.csv", None, None, RESOLVED, ["MRPC/untuned"], test_path=tmp_path / "test.csv")
 
 

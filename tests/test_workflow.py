@@ -131,7 +131,7 @@ def test_smoke_run_writes_every_attention_analysis(smoke_run):
     training = pl.read_parquet(results / "patterns/tiny-bert/classifier/training_maps.parquet")
     assert set(training["idx"]) == {0, 1, 2, 3, 4, 5}  # by GLUE idx, not by the dump's example numbers; no test map
     # the card's test labels (idx 6 and 7) score the final CNN and rules once and train nothing
-    assert report["test"]["maps"] == 32 and sum(report["test"]["class_counts"].values()) == 32
+    assert report["test"]["maps"] == 32 and report["test"]["frequent_classes_without_test_labels"] == []
     assert {row["idx"] for row in report["test"]["predictions"]} == {6, 7}
     classifier = pl.read_parquet(results / "patterns/tiny-bert/summary/classifier.parquet")
     assert classifier["labeller"].to_list()[:3] == ["CNN", "rules, thresholds fitted on every training label", "CNN"]
@@ -593,6 +593,15 @@ def _labels_csv(tmp_path, rows):
     return {"patterns": {"labels_csv": str(path)}}
 
 
+def _label_card_with_test(tmp_path, extra_test_row):
+    """The smoke model's label set (card, labels, second pass, test labels) with one more test label."""
+    folder = tmp_path / "pattern_labels"
+    shutil.copytree(REPO / "tests/fixtures/pattern_labels", folder)
+    with (folder / "tiny-bert.test.csv").open("a") as handle:
+        handle.write(extra_test_row + "\n")
+    return {"patterns": {"labels_dir": str(folder)}}
+
+
 def _model(tmp_path, **changes):
     return {"models": [{"name": "m", "spec": str(_model_folder(tmp_path, **changes))}]}
 
@@ -623,6 +632,9 @@ BAD_MODELS = [
     ("one map labelled twice with two classes", "parse",
      lambda t: (_labels_csv(t, ["MRPC,untuned,0,0,0,vertical", "MRPC,untuned,0,0,0,diagonal"]), None),
      "labels.csv:3: field 'label' = 'diagonal' conflicts with"),
+    ("test label on a map the training labels name", "parse",
+     lambda t: (_label_card_with_test(t, "MRPC,untuned,0,0,1,vertical,test-random"), None),
+     "tiny-bert.test.csv:34: the map {'task': 'MRPC', 'state': 'untuned', 'idx': 0, 'layer': 0, 'head': 1} is also a training label"),
     ("Hub model that is GPT-2", "check_model",
      lambda t: ({"models": [{"name": "m", "spec": "fake-org/tiny-gpt2"}]},
                 _hub_cache(t, "fake-org/tiny-gpt2", edit_config=_as("gpt2", ["GPT2LMHeadModel"]))),
