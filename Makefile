@@ -6,15 +6,18 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.install-stamp
 CORES ?= 2
 
-.PHONY: install system-deps cpu smoke test lint clean-results
+.PHONY: install system-deps cpu smoke test lint lock clean-results
 
 install: $(STAMP)
 
-$(STAMP): requirements.txt pyproject.toml
+# pyproject.toml lists what the project needs; constraints.txt (tools/lock.py) the exact versions it is tested with
+EXTRAS ?= test,slurm,hub,demo
+
+$(STAMP): constraints.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -r requirements.txt
-	$(BIN)/pip install --quiet --no-deps -e .
+	$(BIN)/pip install --quiet -c constraints.txt -e ".[$(EXTRAS)]"
+	$(BIN)/pip check
 	touch $(STAMP)
 
 # Debian packages for the real-Slurm test (tests/test_slurm.py) and the browser tests of generated
@@ -43,8 +46,20 @@ smoke: install
 	HF_HUB_OFFLINE=1 $(BIN)/snakemake --profile profiles/smoke
 
 test: install
+	$(BIN)/pip check
 	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -ra --durations=15
 	HF_HUB_OFFLINE=1 $(BIN)/snakemake --lint --configfile configs/smoke.yaml
+
+# Re-pin after changing a range in pyproject.toml: the newest versions the ranges admit, installed in a scratch
+# venv, written to constraints.txt and envs/*.yaml (tools/lock.py); review the diff, then make test
+lock:
+	rm -rf .lock-venv
+	$(PYTHON) -m venv .lock-venv
+	.lock-venv/bin/pip install --quiet --upgrade pip
+	.lock-venv/bin/pip install --quiet -e ".[$(EXTRAS)]"
+	.lock-venv/bin/pip check
+	.lock-venv/bin/python tools/lock.py
+	rm -rf .lock-venv
 
 clean-results:
 	rm -rf results logs .snakemake

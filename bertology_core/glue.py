@@ -258,7 +258,11 @@ def _frame(task: GlueTask, rows: list[tuple[int, str, str | None, object]]) -> p
 
 def read_hub(task: GlueTask, split: str, dataset: str = "nyu-mll/glue") -> pl.DataFrame:
     """Load one split from the Hugging Face Hub through ``datasets`` (needs network or a cache)."""
-    import datasets  # imported lazily: only Hub users pay for it
+    try:
+        import datasets  # imported lazily: only Hub users pay for it (the project's `hub` extra)
+    except ImportError:
+        raise DataError(f"GLUE {task.name} from the Hugging Face Hub (data.source: hub) needs the datasets package. Fix: "
+                        "pip install -e '.[hub]' (or use a local copy: data.source: local, data.glue_dir).") from None
 
     try:
         data = datasets.load_dataset(dataset, task.hub_config, split=task.hub_splits[split])

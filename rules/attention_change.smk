@@ -4,7 +4,7 @@
 
 rule attention_change:
     conda:
-        "../envs/tables.yaml"
+        "../envs/torch.yaml"
     input:
         before=lambda wc: dump_inputs(wc.model, f"{wc.task}/untuned"),
         after=lambda wc: dump_inputs(wc.model, f"{wc.task}/pretrained_seed{wc.seed}"),

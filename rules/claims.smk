@@ -4,7 +4,7 @@
 
 rule claims:
     conda:
-        "../envs/tables.yaml"
+        "../envs/torch.yaml"
     input:
         unpack(claims_inputs),
     output:

@@ -1,5 +1,4 @@
 # Config validation, wildcard constraints and the input functions every stage shares.
-import ast
 import contextlib
 import hashlib
 import re
@@ -13,7 +12,7 @@ import functools
 import polars as pl
 import yaml
 
-from bertology_core import compatibility, configuration, glue, pattern_labels, treebank
+from bertology_core import code_imports, compatibility, configuration, glue, pattern_labels, treebank
 
 # YAML 1.1 reads 2e-5 as a string: where the schema asks for a number, a string that spells one is one
 configuration.numbers_from_strings(config, yaml.safe_load((Path(workflow.basedir) / "schemas" / "config.schema.yaml").read_text()))
@@ -36,40 +35,16 @@ TABLE_FILES = (".parquet", ".csv", ".md")
 FIGURE_FILES = (".html", ".png", ".svg", ".vl.json")
 
 
-def _local_imports(path):
-    """The bertology_core modules and workflow_scripts helpers (``_common``, ...) that a file imports,
-    anywhere in it (function-level imports included), as paths."""
-    found = set()
-    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
-        if isinstance(node, ast.Import):
-            names = [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            # `from bertology_core import io, models` imports modules; `from x.y import z` imports x.y
-            names = [f"{node.module}.{a.name}" for a in node.names] if node.module == "bertology_core" else [node.module]
-        else:
-            continue
-        for name in names:
-            if name.startswith("bertology_core."):
-                found.add(REPO / "bertology_core" / f"{name.split('.')[1]}.py")
-            elif (REPO / "workflow_scripts" / f"{name}.py").is_file():
-                found.add(REPO / "workflow_scripts" / f"{name}.py")
-    return found
-
-
 def script_code(script):
     """Hash of the library code a workflow script runs: every bertology_core module and script helper it
-    imports, followed through their own imports. Passed as a param (``code=``).
+    imports, followed through their own imports (:func:`bertology_core.code_imports.reached_modules`). Passed as
+    a param (``code=``).
 
     Snakemake tracks a job's script but not the library the script imports; without this hash a fix in
     the library would not rerun the jobs it changes. The imports are read from the source, so the hash
     cannot miss a module a hand-kept list forgot."""
-    pending, seen = [REPO / "workflow_scripts" / f"{script}.py"], set()
-    while pending:
-        for module in _local_imports(pending.pop()) - seen:
-            seen.add(module)
-            pending.append(module)
     digest = hashlib.sha256()
-    for module in sorted(seen):
+    for module in sorted(code_imports.reached_modules(REPO / "workflow_scripts" / f"{script}.py", REPO)):
         digest.update(module.relative_to(REPO).as_posix().encode())
         digest.update(module.read_bytes())
     return digest.hexdigest()[:16]

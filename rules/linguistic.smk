@@ -3,7 +3,7 @@
 
 rule spacy_tokens:
     conda:
-        "../envs/tables.yaml"
+        "../envs/torch.yaml"
     input:
         "results/data/{task}/dev.parquet",
     output:

@@ -127,7 +127,7 @@ rule classify_maps:
 
 rule pattern_summary:
     conda:
-        "../envs/tables.yaml"
+        "../envs/torch.yaml"
     input:
         classes=lambda wc: [f"results/patterns/{wc.model}/{key}.classes.parquet" for key in dump_keys(wc.model)],
         report="results/patterns/{model}/classifier/report.json",
@@ -157,7 +157,7 @@ rule pattern_summary:
 
 rule annotation_page:
     conda:
-        "../envs/tables.yaml"
+        "../envs/torch.yaml"
     input:
         lambda wc: [f for key in dump_keys(wc.model) for f in dump_inputs(wc.model, key)],
     output:

@@ -67,7 +67,7 @@ def browser():
 
     if CHROMIUM is None:
         pytest.skip("chromium not installed (`apt-get install chromium`, done by `make system-deps`)")
-    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright not installed (requirements.txt)")
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright not installed (the test extra)")
     with sync_api.sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         yield browser

@@ -1,7 +1,13 @@
-"""What every workflow script does first: send stderr and logging to the job's log file."""
+"""What every workflow script does first: put the workflow's own code on the import path, and send stderr and
+logging to the job's log file."""
 
 import logging
 import sys
+from pathlib import Path
+
+# bertology_core is imported from the workflow's folder, not from an installed copy: a conda environment built by
+# --use-conda holds the third-party packages only, and a checkout runs its own code wherever it is installed
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
 def log_to(path: str) -> None:
