@@ -16,7 +16,9 @@ Quality is estimated with stratified k-fold cross-validation (macro F1; the pape
 not stated).
 
 It follows scikit-learn's estimator contract (``fit``/``predict``, parameters in ``__init__``,
-learned state in attributes ending in ``_``) so ``cross_validate`` works on it directly.
+learned state in attributes ending in ``_``, inputs validated as scikit-learn's own estimators validate them) and
+passes ``parametrize_with_checks`` (tests/test_patterns.py lists the checks that do not apply, with the reason),
+so ``clone``, ``cross_validate`` and pipelines work on it directly.
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ import torch.nn.functional as F
 from sklearn.base import BaseEstimator, ClassifierMixin, clone
 from sklearn.metrics import f1_score
 from sklearn.model_selection import StratifiedKFold
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import check_is_fitted, validate_data
 
 
 def resize_map(attention: np.ndarray, size: int) -> np.ndarray:
@@ -55,8 +59,8 @@ class PatternNet(torch.nn.Module):
         for index in range(conv_layers):
             channels_out = width * 2 ** (index // 2)
             layers += [torch.nn.Conv2d(channels_in, channels_out, 3, padding=1), torch.nn.ReLU()]
-            if index % 2 == 1:
-                layers.append(torch.nn.MaxPool2d(2))
+            if index % 2 == 1:  # ceil_mode: a map smaller than 2 x 2 keeps one cell (no change for even sizes)
+                layers.append(torch.nn.MaxPool2d(2, ceil_mode=True))
             channels_in = channels_out
         self.features = torch.nn.Sequential(*layers)
         self.register_buffer("feature_mean", torch.zeros(features))
@@ -119,23 +123,34 @@ class PatternCNN(ClassifierMixin, BaseEstimator):
         # no prior-shift correction for training labels enriched in rare classes (Saerens et al. 2002): on the
         # hand labels of all-MiniLM-L6-v2 it lowered cross-validated macro F1 on the randomly drawn maps
         # (0.75 -> 0.72) and moved predicted class shares further from the hand labels' (L1 0.075 -> 0.133)
-        if self.class_weight not in (None, "balanced"):
-            raise ValueError(f"class_weight must be None or 'balanced', not {self.class_weight!r}")
+        if not (self.class_weight is None or self.class_weight == "balanced" or isinstance(self.class_weight, dict)):
+            raise ValueError(f"class_weight must be None, 'balanced' or a dict of class -> weight, not {self.class_weight!r}")
         if self.ensemble < 1:
             raise ValueError(f"ensemble must be at least 1, not {self.ensemble}")
-        self.classes_, encoded = np.unique(np.asarray(y), return_inverse=True)
-        inputs = torch.from_numpy(np.asarray(X, dtype=np.float32))
+        X, y = validate_data(self, X, y, dtype=np.float32)
+        check_classification_targets(y)
+        self._check_holds_a_map(X)
+        self.classes_, encoded = np.unique(y, return_inverse=True)
+        inputs = torch.from_numpy(np.ascontiguousarray(X))
         features = inputs.shape[1] - self.image_size**2
-        if features < 0:
-            raise ValueError(f"rows of {inputs.shape[1]} values hold no {self.image_size} x {self.image_size} map: use pack()")
         counts = np.bincount(encoded, minlength=len(self.classes_))
         # plain cross-entropy by default: class-balanced weights make the CNN over-predict rare classes, and its
         # class shares (fig. 2) are what the analysis reports
-        balanced = len(encoded) / (len(self.classes_) * counts) if self.class_weight == "balanced" else np.ones(len(counts))
+        if self.class_weight == "balanced":
+            balanced = len(encoded) / (len(self.classes_) * counts)
+        elif isinstance(self.class_weight, dict):
+            balanced = np.array([float(self.class_weight.get(c, 1.0)) for c in self.classes_])
+        else:
+            balanced = np.ones(len(counts))
         weights = torch.tensor(balanced, dtype=torch.float32)
         targets = torch.from_numpy(encoded)
         self.net_ = PatternEnsemble([self._fit_one(inputs, targets, weights, features, self.seed + k) for k in range(self.ensemble)])
         return self
+
+    def _check_holds_a_map(self, X: np.ndarray) -> None:
+        if X.shape[1] < self.image_size**2:
+            raise ValueError(f"rows of n_features = {X.shape[1]} values hold no {self.image_size} x {self.image_size} map "
+                             f"(at least {self.image_size**2} values): build them with pack()")
 
     def _fit_one(self, inputs: torch.Tensor, targets: torch.Tensor, weights: torch.Tensor, features: int, seed: int) -> PatternNet:
         generator = torch.Generator().manual_seed(seed)
@@ -158,11 +173,14 @@ class PatternCNN(ClassifierMixin, BaseEstimator):
 
     @torch.inference_mode()
     def predict_proba(self, X: np.ndarray) -> np.ndarray:
-        inputs = torch.from_numpy(np.asarray(X, dtype=np.float32))
+        check_is_fitted(self)
+        X = validate_data(self, X, dtype=np.float32, reset=False)
+        inputs = torch.from_numpy(np.ascontiguousarray(X))
         out = [self.net_.probabilities(inputs[s : s + 512], self.image_size) for s in range(0, len(inputs), 512)]
         return torch.cat(out).numpy()
 
     def predict(self, X: np.ndarray) -> np.ndarray:
+        check_is_fitted(self)
         return self.classes_[self.predict_proba(X).argmax(axis=1)]
 
 

@@ -20,6 +20,9 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 import torch
+from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import check_is_fitted, validate_data
 from transformers import PreTrainedModel
 
 from bertology_core.batching import Encoded
@@ -214,6 +217,59 @@ def fit_layer_probes(
         if epoch - best_epoch.max() >= settings.patience:
             break
     return LayerProbes(best_weight, best_bias, mean, std, best_epoch, epoch, best_loss.numpy())
+
+
+class EarlyStoppedProbe(ClassifierMixin, BaseEstimator):
+    """One layer's probe as a scikit-learn classifier: the softmax regression of :func:`fit_layer_probes` (the
+    same fitting, stopping and standardisation; the workflow trains every layer at once with that function), for
+    use in scikit-learn's tools (``clone``, ``cross_val_score``, pipelines). ``fit(X, y, groups)``: ``X``
+    ``[words, features]``, ``groups`` the sentence of each word, so held-out sentences stay whole (without it,
+    each word is its own group). Parameters are :class:`ProbeSettings`' fields; defaults are the config
+    schema's (``probing.probe``)."""
+
+    def __init__(self, max_epochs: int = 50, patience: int = 3, validation_share: float = 0.1, batch_size: int = 512,
+                 learning_rate: float = 0.01, weight_decay: float = 1e-4, seed: int = 0):
+        self.max_epochs = max_epochs
+        self.patience = patience
+        self.validation_share = validation_share
+        self.batch_size = batch_size
+        self.learning_rate = learning_rate
+        self.weight_decay = weight_decay
+        self.seed = seed
+
+    def fit(self, X: np.ndarray, y: np.ndarray, groups: np.ndarray | None = None) -> "EarlyStoppedProbe":
+        X, y = validate_data(self, X, y, dtype=np.float32)
+        check_classification_targets(y)
+        self.classes_, encoded = np.unique(y, return_inverse=True)
+        if len(self.classes_) < 2:
+            raise ValueError(f"a probe needs at least two classes, got one class: {self.classes_[0]!r}")
+        sentences = np.arange(len(y)) if groups is None else np.asarray(groups)
+        settings = ProbeSettings(**self.get_params())
+        self.probes_ = fit_layer_probes(X[None], encoded, len(self.classes_), settings, sentences)
+        self.best_epoch_ = int(self.probes_.best_epoch[0])
+        self.n_epochs_ = self.probes_.epochs_run
+        return self
+
+    @torch.no_grad()
+    def _logits(self, X: np.ndarray) -> np.ndarray:
+        check_is_fitted(self)
+        X = validate_data(self, X, dtype=np.float32, reset=False)
+        x = (torch.from_numpy(np.ascontiguousarray(X))[None] - self.probes_.mean) / self.probes_.std
+        return (torch.einsum("lwf,lfc->lwc", x, self.probes_.weight) + self.probes_.bias[:, None])[0].numpy()
+
+    def decision_function(self, X: np.ndarray) -> np.ndarray:
+        """Logits ``[words, classes]``; for two classes, as scikit-learn's classifiers do, the second class's
+        logit minus the first's."""
+        check_is_fitted(self)
+        logits = self._logits(X)
+        return logits[:, 1] - logits[:, 0] if len(self.classes_) == 2 else logits
+
+    def predict_proba(self, X: np.ndarray) -> np.ndarray:
+        return torch.softmax(torch.from_numpy(self._logits(X)), dim=1).numpy()
+
+    def predict(self, X: np.ndarray) -> np.ndarray:
+        check_is_fitted(self)
+        return self.classes_[self._logits(X).argmax(axis=1)]
 
 
 REFERENCE_MAX_ITERATIONS = 5000  # lbfgs iterations before the reference counts as not converged

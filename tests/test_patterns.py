@@ -9,6 +9,7 @@ import numpy as np
 import polars as pl
 import pytest
 import torch
+from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from bertology_core import patterns
 from bertology_core.pattern_cnn import PatternCNN, PatternNet, cross_validated_f1, pack, resize_map
@@ -262,7 +263,7 @@ def test_the_cnn_reads_the_features_beside_the_map():
     with_features = cross_validated_f1(PatternCNN(image_size=16, epochs=15, seed=0), pack(maps, feature[:, None]), y, folds=4)
     without = cross_validated_f1(PatternCNN(image_size=16, epochs=15, seed=0), pack(maps), y, folds=4)
     assert with_features["macro_f1_mean"] > 0.95 and without["macro_f1_mean"] < 0.75, (with_features, without)
-    with pytest.raises(ValueError, match="use pack"):
+    with pytest.raises(ValueError, match="with pack"):
         PatternCNN(image_size=32).fit(pack(maps), y)
 
 
@@ -641,3 +642,19 @@ def test_label_sheet_is_a_png_of_the_grid():
     specials = [np.array([True, False, False, False, True]), np.zeros(7, dtype=bool)]
     data = pattern_labels.label_sheet(maps, specials, columns=2, cell=20)
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and b"IHDR" in data[:20]
+
+
+# Checks of scikit-learn's estimator contract that cannot apply to PatternCNN, and why
+PATTERN_CNN_NOT_APPLICABLE = {
+    "check_classifiers_train": (
+        "the first image_size**2 columns are a map the CNN standardises per map (it reads a map's shape, not its "
+        "scale), so the checks' data, whose first column is a one-pixel 'map', lose that column; the CNN learns "
+        "separable maps in test_the_cnn_learns_separable_patterns_under_cross_validation"
+    ),
+}
+
+
+@parametrize_with_checks([PatternCNN(image_size=1, epochs=30, batch_size=8)],
+                         expected_failed_checks=lambda estimator: PATTERN_CNN_NOT_APPLICABLE)
+def test_the_pattern_cnn_keeps_scikit_learns_estimator_contract(estimator, check):
+    check(estimator)

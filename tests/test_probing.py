@@ -6,10 +6,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+import yaml
+from sklearn.utils.estimator_checks import parametrize_with_checks
 from transformers import AutoModel, AutoTokenizer
 
 from bertology_core import probing, syntactic_heads
-from conftest import TINY_BERT
+from conftest import REPO, TINY_BERT
 
 WORDS = ["A", "dog", "barked", "loudly", "."]
 
@@ -267,3 +269,30 @@ def test_held_out_best_head_is_chosen_on_one_half_of_the_sentences_and_scored_on
     # on all three sentences, Clark et al.'s protocol would pick head 1 (right twice): choosing on the reported
     # data is what the held-out table avoids
     assert counts.best(min_words=1).filter(counts.best(min_words=1)["relation"] == "det")["head"][0] == 1
+
+
+@parametrize_with_checks([probing.EarlyStoppedProbe(max_epochs=30, batch_size=16, validation_share=0.2)])
+def test_the_probe_estimator_keeps_scikit_learns_estimator_contract(estimator, check):
+    check(estimator)
+
+
+def test_the_probe_estimator_defaults_are_the_config_schemas():
+    schema = yaml.safe_load((REPO / "schemas" / "config.schema.yaml").read_text())
+    defaults = {k: v["default"] for k, v in schema["properties"]["probing"]["properties"]["probe"]["properties"].items()}
+    assert probing.EarlyStoppedProbe().get_params() == defaults
+
+
+def test_the_probe_estimator_fits_as_the_layer_probes_do_and_scores_like_logistic_regression():
+    """The estimator is the same fitting as fit_layer_probes on one layer, and on the data of the test above its
+    dev accuracy is within 0.03 of the converged LogisticRegression's."""
+    rng = np.random.default_rng(1)
+    labels = rng.integers(0, 5, size=3000)
+    features = (rng.normal(size=(5, 16))[labels] * 0.8 + rng.normal(size=(3000, 16))).astype(np.float32)
+    sentences = np.arange(3000) // 12
+    estimator = probing.EarlyStoppedProbe(**SETTINGS).fit(features[:2000], labels[:2000], groups=sentences[:2000])
+    layer = probing.fit_layer_probes(features[None, :2000], labels[:2000], 5, probing.ProbeSettings(**SETTINGS), sentences[:2000])
+    assert estimator.n_epochs_ == layer.epochs_run and estimator.best_epoch_ == layer.best_epoch[0]
+    x = (features[2000:] - layer.mean[0].numpy()) / layer.std[0].numpy()
+    np.testing.assert_allclose(estimator.decision_function(features[2000:]), x @ layer.weight[0].numpy() + layer.bias[0].numpy(), atol=1e-5)
+    reference = probing.reference_accuracy(features[None, :2000], labels[:2000], features[None, 2000:], labels[2000:], 1.0)[0]
+    assert abs(estimator.score(features[2000:], labels[2000:]) - reference) < 0.03
