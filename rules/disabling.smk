@@ -28,6 +28,7 @@ rule disabling_sweep:
         runtime=scaled(120),
         cpus_per_task=config["disabling"]["threads"],
         gpu=MODEL_JOB_GPUS,
+        rows_per_pass=config["disabling"]["rows_per_pass"],  # speed and memory only
     log:
         "logs/disabling_sweep/{model}/{task}/{init}/seed{seed}.log",
     benchmark:
@@ -62,6 +63,7 @@ rule disabling_greedy:
         runtime=scaled(120),
         cpus_per_task=config["disabling"]["threads"],
         gpu=MODEL_JOB_GPUS,
+        rows_per_pass=config["disabling"]["rows_per_pass"],  # speed and memory only
     log:
         "logs/disabling_greedy/{model}/{task}/{init}/seed{seed}.log",
     benchmark:

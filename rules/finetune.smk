@@ -1,6 +1,15 @@
 # Fine-tuning (pretrained and random init) and the untuned evaluation, per (model, task, init, seed).
 
 
+# How a fine-tuning job runs, not what it computes: resources, so a change reruns nothing (a checkpoint interval of
+# 0 means none: by steps only, or by time only)
+FINETUNE_RUNTIME = {
+    "eval_batch_size": config["finetune"]["eval_batch_size"],
+    "checkpoint_steps": config["finetune"]["checkpoint_steps"] or 0,
+    "checkpoint_seconds": round(60 * config["finetune"]["checkpoint_minutes"]) if config["finetune"]["checkpoint_minutes"] else 0,
+}
+
+
 rule finetune:
     conda:
         "../envs/torch.yaml"
@@ -30,6 +39,7 @@ rule finetune:
         runtime=scaled(240),
         cpus_per_task=config["finetune"]["threads"],
         gpu=MODEL_JOB_GPUS,
+        **FINETUNE_RUNTIME,
     log:
         "logs/finetune/{model}/{task}/{init}/seed{seed}.log",
     benchmark:
@@ -58,6 +68,7 @@ rule evaluate_untuned:
         runtime=scaled(30),
         cpus_per_task=config["finetune"]["threads"],
         gpu=MODEL_JOB_GPUS,
+        eval_batch_size=config["finetune"]["eval_batch_size"],
     log:
         "logs/evaluate_untuned/{model}/{task}/seed{seed}.log",
     benchmark:

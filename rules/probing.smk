@@ -109,6 +109,8 @@ rule probing_summary:
         code=script_code("probing_summary"),
         states=lambda wc: probing_states(wc.model),
         head_states=lambda wc: syntactic_head_states(wc.model),
+        # what the caption says the probes were trained and scored on
+        sample={key: config["probing"][key] for key in ("pooling", "train_sentences", "dev_sentences")},
     log:
         "logs/probing_summary/{model}.log",
     benchmark:

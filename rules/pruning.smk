@@ -31,6 +31,7 @@ rule head_importance:
         runtime=scaled(60),
         cpus_per_task=config["pruning"]["threads"],
         gpu=MODEL_JOB_GPUS,
+        batch_size=config["pruning"]["batch_size"],  # speed and memory only
     log:
         "logs/head_importance/{model}/{task}/seed{seed}.log",
     benchmark:
@@ -103,6 +104,7 @@ rule compact_model:
         runtime=scaled(30),
         cpus_per_task=config["pruning"]["threads"],
         gpu=MODEL_JOB_GPUS,
+        batch_size=config["pruning"]["batch_size"],  # speed and memory only
     log:
         "logs/compact_model/{model}/{task}/seed{seed}.log",
     benchmark:
@@ -168,6 +170,8 @@ rule pruning_summary:
         keep=config["pruning"]["keep"],
         keep_above_constant=config["pruning"]["keep_above_constant"],
         tolerance=config["pruning"]["michel_tolerance"],
+        step_share=config["pruning"]["michel_step_share"],
+        recompute=config["pruning"]["michel_recompute"],
         # what the captions say each result was chosen and scored on
         data={key: config["pruning"][key] for key in ("importance_split", "importance_examples", "dev_examples", "split_seed")},
         bootstrap={k: config["pruning"][f"kappa_{k}"] for k in ("resamples", "level", "seed")},

@@ -42,6 +42,9 @@ rule report:
         unfit=config["analysis"]["unfit"],
         claims_level=config["claims"]["level"],
         skipped=lambda wc: {model: skipped_sections(model) for model in MODELS},
+        model_specs=MODELS,
+        tasks=TASKS,
+        seeds=SEEDS,
     log:
         "logs/report/report.log",
     benchmark:

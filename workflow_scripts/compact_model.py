@@ -20,7 +20,7 @@ saved = load_file(snakemake.input.mask)
 mask = importance.StructureMask(saved["heads"].astype(bool), saved["mlps"].astype(bool))
 dev = dev_sample(snakemake)  # the dev examples pruning is scored on: enough to time and compare
 encoded = finetune.encode(dev, tokenizer, snakemake.params.max_length)
-batch_size = snakemake.config["pruning"]["batch_size"]
+batch_size = snakemake.resources.batch_size
 
 
 def timed(fn, repeats: int = 3):

@@ -38,7 +38,7 @@ def evaluate_selection(configs):
     missing = [c for c in configs if c.name not in known]
     if missing:
         computed += len(missing)
-        logits = disabling.evaluate_configurations(model, halves["selection"], missing, params.mode, rows_per_pass=snakemake.config["disabling"]["rows_per_pass"])
+        logits = disabling.evaluate_configurations(model, halves["selection"], missing, params.mode, rows_per_pass=snakemake.resources.rows_per_pass)
         known.update(zip([c.name for c in missing], disabling.predictions_from_logits(task, logits)))
     return np.stack([known[c.name] for c in configs])
 
@@ -49,7 +49,7 @@ logging.info("greedy: %d steps, %d configurations computed beyond the sweep", le
 # report every step's set on the held-out half, against the intact model, with paired intervals
 configs = [disabling.INTACT, *[disabling.head_set(step.disabled) for step in steps]]
 report = disabling.predictions_from_logits(
-    task, disabling.evaluate_configurations(model, halves["report"], configs, params.mode, rows_per_pass=snakemake.config["disabling"]["rows_per_pass"])
+    task, disabling.evaluate_configurations(model, halves["report"], configs, params.mode, rows_per_pass=snakemake.resources.rows_per_pass)
 )
 deltas = bootstrap.paired_deltas(
     metric, report[1:], report[0], labels[~selection],

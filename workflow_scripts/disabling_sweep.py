@@ -23,7 +23,7 @@ configs = disabling.sweep_configurations(config.num_hidden_layers, config.num_at
 frames, summary = [], {"task": task.name, "examples": dev.height, "configurations": len(configs), "modes": {}}
 for mode in params.modes:
     started = time.perf_counter()
-    logits = disabling.evaluate_configurations(model, encoded, configs, mode, rows_per_pass=snakemake.config["disabling"]["rows_per_pass"])
+    logits = disabling.evaluate_configurations(model, encoded, configs, mode, rows_per_pass=snakemake.resources.rows_per_pass)
     predictions = disabling.predictions_from_logits(task, logits)
     frames.append(disabling.sweep_frame(task, dev, configs, predictions, mode))
     intact = finetune.score(task, frames[-1].filter(pl.col("kind") == "intact"))

@@ -16,7 +16,7 @@ wc = snakemake.wildcards
 init = "untuned" if snakemake.rule == "evaluate_untuned" else wc.init
 resolved = io.read_json(snakemake.input.resolved)
 task = glue.get_task(wc.task)
-settings = snakemake.config["finetune"]  # speed/safety settings: read here, not params (they change no result)
+runtime = snakemake.resources  # how the job runs (eval batch, checkpoint cadence), not what it computes
 checkpointer = None
 if init != "untuned":
     checkpointer = checkpoint.Checkpointer(
@@ -26,8 +26,8 @@ if init != "untuned":
             snakemake.params.hyperparameters, init, wc.seed, resolved["weights_sha256"],
             checkpoint.file_sha256(snakemake.input.train), snakemake.params.code,
         ),
-        every_steps=settings["checkpoint_steps"],
-        every_seconds=None if settings["checkpoint_minutes"] is None else 60 * settings["checkpoint_minutes"],
+        every_steps=runtime.checkpoint_steps or None,
+        every_seconds=runtime.checkpoint_seconds or None,
     )
 result = finetune.finetune_and_evaluate(
     model_path=resolved["path"],
@@ -37,7 +37,7 @@ result = finetune.finetune_and_evaluate(
     train_frame=pl.read_parquet(snakemake.input.train) if init != "untuned" else None,
     eval_frames={s: pl.read_parquet(p) for s, p in zip(snakemake.params.eval_splits, snakemake.input.eval)},
     config=finetune.FinetuneConfig.from_dict(snakemake.params.hyperparameters),
-    eval_batch_size=settings["eval_batch_size"],
+    eval_batch_size=runtime.eval_batch_size,
     checkpointer=checkpointer,
     device=job_device,
 )

@@ -27,7 +27,7 @@ atlas = report.head_atlas(
 )
 # a fine-tuned row rests on every seed of its task that a stage analysed
 atlas = fitness.Verdicts(pl.read_parquet(inputs.fitness), model, snakemake.params.fitness_runs).annotate(atlas, state="state")
-stem = f"results/report/{model}/head_atlas"
+stem = snakemake.output.table[0].removesuffix(".parquet")
 figures.write_table(atlas, stem)
 joined = ", ".join(name for name in ("patterns", "features", "cosine", "disabling", "importance", "survival", "relations")
                    if name in inputs.keys())

@@ -14,20 +14,20 @@ from _pruning import dev_scorer, importance_examples, load
 from bertology_core import importance, io
 
 params = snakemake.params
-settings = snakemake.config["pruning"]
+batch_size = snakemake.resources.batch_size
 task, model, tokenizer = load(snakemake)
 examples, labels = importance_examples(snakemake, tokenizer)
 scored: list[pl.DataFrame] = []  # every step's per-example predictions: what the claims table resamples
-score = dev_scorer(snakemake, task, model, tokenizer, settings["batch_size"], record=scored)
+score = dev_scorer(snakemake, task, model, tokenizer, batch_size, record=scored)
 normalize = params.importance["normalize_by_layer"]
 
 
 def head_scores(mask: importance.StructureMask) -> np.ndarray:
-    heads, _ = importance.gate_importance(model, task, examples, labels, mask, settings["batch_size"])
+    heads, _ = importance.gate_importance(model, task, examples, labels, mask, batch_size)
     return importance.normalize_by_layer(heads) if normalize else heads
 
 
-heads, mlps = importance.gate_importance(model, task, examples, labels, None, settings["batch_size"])
+heads, mlps = importance.gate_importance(model, task, examples, labels, None, batch_size)
 normalized = importance.normalize_by_layer(heads)
 mlp_normalized = importance.normalize_by_layer(mlps[None, :])[0]  # MLPs: one l2 norm over all layers
 num_layers, num_heads = heads.shape

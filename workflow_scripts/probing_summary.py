@@ -12,8 +12,8 @@ from bertology_core import figures, fitness, io
 
 params = snakemake.params
 model = snakemake.wildcards.model
-out = f"results/probing/{model}/summary"
-settings = snakemake.config["probing"]
+out = snakemake.output.probes[0].rsplit("/", 1)[0]
+settings = params.sample
 verdicts = fitness.Verdicts(pl.read_parquet(snakemake.input.fitness), model)
 
 probes = pl.concat([pl.read_parquet(p) for p in snakemake.input.probes]).select(

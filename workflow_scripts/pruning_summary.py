@@ -19,7 +19,7 @@ from bertology_core.metrics import compute_metrics, primary_metric
 params = snakemake.params
 inputs = snakemake.input
 model = snakemake.wildcards.model
-out = f"results/pruning/{model}/summary"
+out = snakemake.output.importance[0].rsplit("/", 1)[0]
 runs = [tuple(r) for r in params.runs]
 verdicts = fitness.Verdicts(pl.read_parquet(inputs.fitness), model, fitness.seeds_by_task(runs))
 methods = list(params.methods)
@@ -77,8 +77,8 @@ line = alt.Chart(michel.to_pandas()).mark_line(point=True).encode(
 ).properties(width=220, height=160).facet(facet=alt.Facet("task:N", title=None), columns=4).resolve_scale(y="independent")
 figures.save_chart(figures.with_caption(
     line, "Iterative head pruning (Michel et al. 2019, fig. 3)",
-    f"Dev score ({metric_note}) as the least important heads are masked, {snakemake.config['pruning']['michel_step_share']:.0%} of heads per step "
-    f"(importance {'recomputed each step' if snakemake.config['pruning']['michel_recompute'] else 'computed once'}).\n"
+    f"Dev score ({metric_note}) as the least important heads are masked, {params.step_share:.0%} of heads per step "
+    f"(importance {'recomputed each step' if params.recompute else 'computed once'}).\n"
     f"{michel_data_note}\nModel {model}; seeds per task: {seed_note}. Prunable shares in michel.md.",
 ), f"{out}/michel")
 

@@ -6,6 +6,7 @@ log_to(snakemake.log[0])
 
 import logging
 import time
+from pathlib import Path
 
 import polars as pl
 
@@ -15,12 +16,13 @@ started = time.perf_counter()
 models = snakemake.params.models
 verdicts = pl.read_parquet(snakemake.input.fitness)
 notes = {"claims/{model}/claims": claims.verdict_rule(snakemake.params.claims_level)}
-sections = report.build_sections("results", models, set(snakemake.input.shown), verdicts, snakemake.params.section_runs, notes,
+results = str(Path(snakemake.output[0]).parents[1])  # the page is results/report/index.html
+sections = report.build_sections(results, models, set(snakemake.input.shown), verdicts, snakemake.params.section_runs, notes,
                                  snakemake.params.skipped)
-config = snakemake.config
+params = snakemake.params
 subtitle = [
-    "Models: " + ", ".join(f"{m['name']} ({m['spec']})" for m in config["models"]) + f". Tasks: {', '.join(config['tasks'])}. "
-    f"Seeds: {', '.join(map(str, config['seeds']))} (stages may add seeds; see each caption).",
+    "Models: " + ", ".join(f"{name} ({spec})" for name, spec in params.model_specs.items()) + f". Tasks: {', '.join(params.tasks)}. "
+    f"Seeds: {', '.join(map(str, params.seeds))} (stages may add seeds; see each caption).",
     "Every figure and table below is also a file under results/ (named under each one); layers and heads are 0-based "
     "in tables, 1-based (L<layer>H<head>) in names and figures, as the papers print them.",
 ]
