@@ -21,16 +21,19 @@ not chosen on the dev set they are evaluated on).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+import polars as pl
 import torch
 from transformers import PreTrainedModel
 
 from bertology_core import attention, finetune
 from bertology_core.finetune import Encoded, _labels_tensor
 from bertology_core.glue import GlueTask
+from bertology_core.metrics import compute_metrics, primary_metric
 
 
 @dataclass(frozen=True)
@@ -184,3 +187,20 @@ def masked_predictions(
     """Class ids (scores for regression) from :func:`masked_logits`."""
     logits = masked_logits(model, data, plan, batch_size)
     return logits[:, 0] if task.is_regression else logits.argmax(-1)
+
+
+def dev_scorer(model: PreTrainedModel, task: GlueTask, dev: pl.DataFrame, encoded: Encoded, batch_size: int,
+               record: list | None = None) -> Callable[[attention.InterventionPlan | None], float]:
+    """The task's primary metric on ``dev`` (encoded as ``encoded``) for a plan (None: the model as it is); logs
+    each score. ``record``: each call appends its per-example frame (``idx, label, prediction``)."""
+    labels, metric = dev["label"].to_numpy(), primary_metric(task)
+
+    def score(plan: attention.InterventionPlan | None) -> float:
+        predictions = masked_predictions(model, task, encoded, plan, batch_size)
+        value = compute_metrics(task, predictions, labels)[metric]
+        logging.info("dev %s %.4f", metric, value)
+        if record is not None:
+            record.append(dev.select("idx", "label").with_columns(pl.Series("prediction", predictions)))
+        return value
+
+    return score

@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
-from transformers import AutoConfig, AutoModelForSequenceClassification, AutoTokenizer, PreTrainedModel
+from transformers import AutoConfig, AutoModel, AutoModelForSequenceClassification, AutoTokenizer, PreTrainedModel
 
 from bertology_core import compatibility
 from bertology_core.compatibility import PACKAGE_PREFIX, ModelSpecError, is_hf_folder, package_model_folder  # noqa: F401
@@ -157,3 +157,13 @@ def load_classifier(path: str | os.PathLike[str], task: GlueTask, init: str, see
         return AutoModelForSequenceClassification.from_config(config)
     raise ValueError(f"init must be 'pretrained', 'random' or 'finetuned', not {init!r}")
 
+
+
+def load_encoder(path: str | os.PathLike[str], random_weights_seed: int | None = None) -> PreTrainedModel:
+    """The encoder (no task head) at ``path``, in evaluation mode: its own weights (a pre-trained encoder, or a
+    fine-tuned classifier's encoder), or with ``random_weights_seed`` the same architecture with every weight
+    drawn by the model's own initialiser from that seed (the random-weights baseline of probing)."""
+    if random_weights_seed is None:
+        return AutoModel.from_pretrained(path, use_safetensors=True, trust_remote_code=False).eval()
+    torch.manual_seed(random_weights_seed)
+    return AutoModel.from_config(AutoConfig.from_pretrained(path, trust_remote_code=False)).eval()

@@ -158,3 +158,10 @@ def download(url: str, path: str | os.PathLike[str], sha256: str | None = None, 
     with io.atomic_path(path) as tmp:
         tmp.write_bytes(data)
     return digest
+
+
+def sample(frame: pl.DataFrame, sentences: int | None, seed: int) -> pl.DataFrame:
+    """A seeded sample of at most ``sentences`` sentences of a prepared split, in treebank order (all when None)."""
+    from bertology_core.glue import subsample
+
+    return subsample(frame, sentences, seed, order="sentence")

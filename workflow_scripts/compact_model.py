@@ -10,15 +10,19 @@ from _common import log_to
 log_to(snakemake.log[0])
 
 import numpy as np
+import polars as pl
 from safetensors.numpy import load_file
 
-from _pruning import dev_sample, load
-from bertology_core import compaction, finetune, importance, io
+from bertology_core import attention, compaction, device, finetune, glue, importance, io, models
 
-task, model, tokenizer = load(snakemake)
+job_device = device.job_device(snakemake.threads)
+task = glue.get_task(snakemake.wildcards.task)
+model = attention.use_engine(models.load_classifier(snakemake.input.model, task, "finetuned", 0).to(job_device))
+tokenizer = models.load_tokenizer(snakemake.input.model)
 saved = load_file(snakemake.input.mask)
 mask = importance.StructureMask(saved["heads"].astype(bool), saved["mlps"].astype(bool))
-dev = dev_sample(snakemake)  # the dev examples pruning is scored on: enough to time and compare
+# the dev examples Michel's curve is scored on: enough to time and compare
+dev = glue.subsample(pl.read_parquet(snakemake.input.dev), snakemake.params.dev_sample["examples"], snakemake.params.dev_sample["seed"])
 encoded = finetune.encode(dev, tokenizer, snakemake.params.max_length)
 batch_size = snakemake.resources.batch_size
 

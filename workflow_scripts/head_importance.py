@@ -10,15 +10,20 @@ log_to(snakemake.log[0])
 import numpy as np
 import polars as pl
 
-from _pruning import dev_scorer, importance_examples, load
-from bertology_core import importance, io
+from bertology_core import attention, device, finetune, glue, importance, io, models
 
 params = snakemake.params
 batch_size = snakemake.resources.batch_size
-task, model, tokenizer = load(snakemake)
-examples, labels = importance_examples(snakemake, tokenizer)
+job_device = device.job_device(snakemake.threads)
+task = glue.get_task(snakemake.wildcards.task)
+model = attention.use_engine(models.load_classifier(snakemake.input.model, task, "finetuned", 0).to(job_device))
+tokenizer = models.load_tokenizer(snakemake.input.model)
+frame = glue.subsample(pl.read_parquet(snakemake.input.importance), params.importance["importance_examples"],
+                       params.importance["subsample_seed"])
+examples, labels = finetune.encode(frame, tokenizer, params.max_length), frame["label"].to_numpy()
+dev = glue.subsample(pl.read_parquet(snakemake.input.dev), params.dev_sample["examples"], params.dev_sample["seed"])
 scored: list[pl.DataFrame] = []  # every step's per-example predictions: what the claims table resamples
-score = dev_scorer(snakemake, task, model, tokenizer, batch_size, record=scored)
+score = importance.dev_scorer(model, task, dev, finetune.encode(dev, tokenizer, params.max_length), batch_size, record=scored)
 normalize = params.importance["normalize_by_layer"]
 
 

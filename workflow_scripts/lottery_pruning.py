@@ -11,12 +11,19 @@ log_to(snakemake.log[0])
 import polars as pl
 from safetensors.torch import save_file
 
-from _pruning import importance_examples, load
-from bertology_core import finetune, io, lottery
+from bertology_core import attention, device, finetune, glue, io, lottery, models
 
 params = snakemake.params
 wc = snakemake.wildcards
-task, model, tokenizer = load(snakemake)
+job_device = device.job_device(snakemake.threads)
+task = glue.get_task(wc.task)
+model = attention.use_engine(models.load_classifier(snakemake.input.model, task, "finetuned", 0).to(job_device))
+tokenizer = models.load_tokenizer(snakemake.input.model)
+importance_data = None
+if wc.method == "s":  # s-pruning ranks heads and MLPs by Michel et al.'s importance on these examples
+    frame = glue.subsample(pl.read_parquet(snakemake.input.importance), params.importance["importance_examples"],
+                           params.importance["subsample_seed"])
+    importance_data = finetune.encode(frame, tokenizer, params.max_length), frame["label"].to_numpy()
 dev = pl.read_parquet(snakemake.input.dev)
 selection, report = lottery.protocol_examples(
     dev, wc.protocol, stratify=not task.is_regression, examples=params.dev_sample["examples"],
@@ -28,7 +35,7 @@ ticket = lottery.find_ticket(
     finetune.encode(chosen, tokenizer, params.max_length), chosen["label"].to_numpy(),
     finetune.encode(reported, tokenizer, params.max_length), reported["label"].to_numpy(),
     keep=params.keep, keep_above_constant=params.keep_above_constant, method_settings=params.method,
-    importance_data=importance_examples(snakemake, tokenizer) if wc.method == "s" else None,
+    importance_data=importance_data,
     normalize=bool(params.importance and params.importance["normalize_by_layer"]),
     batch_size=params.batch_size,
 )

@@ -7,17 +7,22 @@ from _common import log_to
 log_to(snakemake.log[0])
 
 import numpy as np
+import polars as pl
 import torch
 from safetensors.torch import save_file
 
-from _probing import load_encoder, treebank_sample
-from bertology_core import io, probing
+from bertology_core import device, io, models, probing, treebank
 
 params = snakemake.params
-encoder, tokenizer = load_encoder(snakemake)
+job_device = device.job_device(snakemake.threads)
+# the probed state's encoder: pre-trained, fine-tuned, or the pre-trained architecture with random weights
+folder = snakemake.input.get("model", io.read_json(snakemake.input.resolved)["path"])
+random_seed = snakemake.params.get("random_seed", 0) if snakemake.wildcards.probed == "random" else None
+encoder = models.load_encoder(folder, random_seed).to(job_device)
+tokenizer = models.load_tokenizer(folder)
 tensors, metadata = {}, {"pooling": params.pooling, "state": snakemake.wildcards.probed}
 for split in ("train", "dev"):
-    frame = treebank_sample(snakemake.input[split], params.sample[split], params.sample["seed"])
+    frame = treebank.sample(pl.read_parquet(snakemake.input[split]), params.sample[split], params.sample["seed"])
     aligned = probing.align_words(tokenizer, frame["forms"].to_list(), params.max_length)
     features, complete = probing.word_representations(encoder, aligned, params.pooling, params.batch_size)
     tensors[split] = torch.from_numpy(features).to(torch.float16).contiguous()  # half the disk; probes standardise anyway

@@ -10,13 +10,13 @@ import polars as pl
 import torch
 from safetensors.numpy import load_file
 
-from _probing import treebank_sample
-from bertology_core import io, models, probing
+from bertology_core import io, models, probing, treebank
 
 torch.set_num_threads(snakemake.threads)  # the same thread count every run: identical sums, identical probes
 params = snakemake.params
 tensors = load_file(snakemake.input.features)
-frames = {split: treebank_sample(snakemake.input[split], params.sample[split], params.sample["seed"]) for split in ("train", "dev")}
+frames = {split: treebank.sample(pl.read_parquet(snakemake.input[split]), params.sample[split], params.sample["seed"])
+          for split in ("train", "dev")}
 for split, frame in frames.items():
     words = int(frame["forms"].list.len().sum())
     if tensors[split].shape[1] != words:

@@ -9,14 +9,18 @@ log_to(snakemake.log[0])
 import numpy as np
 import polars as pl
 
-from _probing import load_encoder, treebank_sample
-from bertology_core import attention, io, probing, syntactic_heads
+from bertology_core import attention, device, io, models, probing, syntactic_heads, treebank
 from bertology_core.disabling_stats import split_halves
 
 settings = snakemake.params.settings
-encoder, tokenizer = load_encoder(snakemake)
+job_device = device.job_device(snakemake.threads)
+# the probed state's encoder: pre-trained, fine-tuned, or the pre-trained architecture with random weights
+folder = snakemake.input.get("model", io.read_json(snakemake.input.resolved)["path"])
+random_seed = snakemake.params.get("random_seed", 0) if snakemake.wildcards.probed == "random" else None
+encoder = models.load_encoder(folder, random_seed).to(job_device)
+tokenizer = models.load_tokenizer(folder)
 encoder = attention.use_engine(encoder)
-frame = treebank_sample(snakemake.input.treebank, settings["sentences"], snakemake.params.seed)
+frame = treebank.sample(pl.read_parquet(snakemake.input.treebank), settings["sentences"], snakemake.params.seed)
 aligned = probing.align_words(tokenizer, frame["forms"].to_list(), snakemake.params.max_length)
 relations = [[r.split(":")[0] for r in s] if settings["strip_subtypes"] else s for s in frame["deprels"].to_list()]
 counts = syntactic_heads.relation_counts(encoder, aligned, frame["heads"].to_list(), relations, settings["batch_size"], settings["offsets"])
