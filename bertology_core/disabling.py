@@ -35,9 +35,10 @@ import torch
 from transformers import PreTrainedModel
 
 from bertology_core import attention
-from bertology_core.bootstrap import metric_on_resamples
+from bertology_core.bootstrap import metric_on_resamples, paired_deltas, resample_indices
 from bertology_core.finetune import Encoded
 from bertology_core.glue import GlueTask
+from bertology_core.metrics import primary_metric
 
 MODES = ("uniform", "zero")
 Head = tuple[int, int]  # (layer, head), zero-indexed
@@ -222,3 +223,67 @@ def greedy_disable(
         steps.append(GreedyStep(len(steps) + 1, candidates[best], chosen, float(scores[best]), float(scores[best] - current)))
         current = float(scores[best])
     return intact_score, steps
+
+
+@dataclass(frozen=True)
+class GreedySettings:
+    """The greedy search's choices (config ``disabling``): the disabling mode, the most heads to add, the seed of
+    the selection/report split, and the bootstrap of the report half's deltas."""
+
+    mode: str
+    max_steps: int
+    split_seed: int
+    resamples: int
+    level: float
+    bootstrap_seed: int
+
+
+def greedy_search(model: PreTrainedModel, task: GlueTask, dev: pl.DataFrame, selection: np.ndarray,
+                  encode: Callable[[pl.DataFrame], Encoded], sweep: pl.DataFrame, settings: GreedySettings,
+                  rows_per_pass: int) -> tuple[pl.DataFrame, int]:
+    """Greedy multi-head disabling (:func:`greedy_disable`) chosen on the ``selection`` half of ``dev`` (sorted by
+    idx; a mask) and every step's set reported on the other half against the intact model, with paired bootstrap
+    intervals. The single-head sweep's predictions (``sweep``, same examples and mode) are reused, so the first
+    step costs no forward pass. Returns the table (step 0 = intact) and the number of configurations computed
+    beyond the sweep."""
+    metric, labels = primary_metric(task), dev["label"].to_numpy()
+    halves = {"selection": encode(dev.filter(pl.Series(selection))), "report": encode(dev.filter(pl.Series(~selection)))}
+    known = {name: group.sort("idx")["prediction"].to_numpy()[selection]
+             for (name,), group in sweep.partition_by("config", as_dict=True).items()}
+    computed = []
+
+    def evaluate_selection(configs: list[Configuration]) -> np.ndarray:
+        missing = [c for c in configs if c.name not in known]
+        if missing:
+            computed.extend(c.name for c in missing)
+            logits = evaluate_configurations(model, halves["selection"], missing, settings.mode, rows_per_pass=rows_per_pass)
+            known.update(zip([c.name for c in missing], predictions_from_logits(task, logits)))
+        return np.stack([known[c.name] for c in configs])
+
+    heads = [(layer, head) for layer in range(model.config.num_hidden_layers) for head in range(model.config.num_attention_heads)]
+    intact_score, steps = greedy_disable(evaluate_selection, labels[selection], metric, heads, settings.max_steps)
+    configs = [INTACT, *[head_set(step.disabled) for step in steps]]
+    report = predictions_from_logits(
+        task, evaluate_configurations(model, halves["report"], configs, settings.mode, rows_per_pass=rows_per_pass))
+    deltas = paired_deltas(metric, report[1:], report[0], labels[~selection],
+                           resample_indices(int((~selection).sum()), settings.resamples, settings.bootstrap_seed))
+    low, high = deltas.interval(settings.level)
+    report_scores = score(metric, report, labels[~selection])
+    rows = [{
+        "step": 0, "added": None, "layer": None, "head": None, "disabled": "intact",
+        "selection_score": intact_score, "selection_delta": 0.0,
+        "report_score": float(report_scores[0]), "report_delta": 0.0, "report_ci_low": 0.0, "report_ci_high": 0.0,
+    }]
+    for position, step in enumerate(steps):
+        rows.append({
+            "step": step.step, "added": head_name(*step.added), "layer": step.added[0], "head": step.added[1],
+            "disabled": configs[position + 1].name,
+            "selection_score": step.selection_score, "selection_delta": step.selection_score - intact_score,
+            "report_score": float(report_scores[position + 1]), "report_delta": float(deltas.delta[position]),
+            "report_ci_low": float(low[position]), "report_ci_high": float(high[position]),
+        })
+    table = pl.DataFrame(rows, schema_overrides={"added": pl.String, "layer": pl.Int16, "head": pl.Int16}).with_columns(
+        pl.lit(settings.mode).alias("mode"), pl.lit(metric).alias("metric"),
+        pl.lit(int(selection.sum())).alias("selection_examples"), pl.lit(int((~selection).sum())).alias("report_examples"),
+    )
+    return table, len(computed)

@@ -126,3 +126,42 @@ def test_greedy_adds_the_most_helpful_head_until_nothing_helps():
     assert calls == [1, 4, 3, 2]  # intact, then each remaining head until no gain
     _, capped = disabling.greedy_disable(evaluate, labels, "accuracy", heads, max_steps=1)
     assert len(capped) == 1
+
+
+def test_greedy_search_reuses_the_sweep_and_reports_each_set_on_the_other_half():
+    """The search's first step reads the single-head sweep (no forward pass for it), every chosen set is reported
+    on the half it was not chosen on, and its report score equals a plain evaluation of that set on that half."""
+    import polars as pl
+
+    from bertology_core.glue import get_task
+    from bertology_core.metrics import compute_metrics
+
+    task, heads, max_steps = get_task("STS-B"), 8, 3  # regression: every head moves the score (Pearson) a little
+    model = sharp_tiny(layers=2)
+    data = encoded(examples=24, seed=5)
+    # labels are what the model predicts with L1H2 disabled: disabling that head helps
+    target = disabling.evaluate_configurations(model, data, [disabling.head_set({(0, 1)})], "uniform")[0]
+    labels = disabling.predictions_from_logits(task, target[None])[0]
+    dev = pl.DataFrame({"idx": np.arange(24), "label": labels})
+    configs = disabling.sweep_configurations(2, 4, layers=False)
+    sweep = disabling.sweep_frame(task, dev, configs, disabling.predictions_from_logits(
+        task, disabling.evaluate_configurations(model, data, configs, "uniform")), "uniform")
+    selection = disabling_stats.split_halves(labels, stratify=False, seed=0)
+
+    def encode(frame):
+        return finetune.Encoded([data.input_ids[i] for i in frame["idx"]], None, 0)
+
+    settings = disabling.GreedySettings("uniform", max_steps, 0, 200, 0.95, 0)
+    table, computed = disabling.greedy_search(model, task, dev, selection, encode, sweep, settings, rows_per_pass=16)
+    steps = table.height - 1
+    assert steps >= 1 and table["step"].to_list() == list(range(steps + 1)) and table["disabled"][0] == "intact"
+    # step 1 came from the sweep; each later search step evaluated every head not yet chosen
+    assert computed == sum(heads - j for j in range(1, steps + (steps < max_steps)))
+    assert table["report_examples"][0] == int((~selection).sum()) and table["selection_examples"][0] == int(selection.sum())
+    report, chosen = encode(dev.filter(pl.Series(~selection))), set()
+    for row in table.iter_rows(named=True):
+        if row["step"]:
+            chosen.add((row["layer"], row["head"]))
+        config = disabling.head_set(chosen) if chosen else disabling.INTACT
+        predictions = disabling.predictions_from_logits(task, disabling.evaluate_configurations(model, report, [config], "uniform"))[0]
+        assert row["report_score"] == pytest.approx(compute_metrics(task, predictions, labels[~selection])["pearson"])
