@@ -14,8 +14,6 @@ import polars as pl
 
 from bertology_core.io import atomic_path
 
-alt.data_transformers.disable_max_rows()
-
 
 def head_heatmap(
     frame: pl.DataFrame, value: str, title: str, caption: str, *, facet: str | None = None, columns: int = 4,
@@ -40,21 +38,24 @@ FIGURE_FORMATS = ("html", "png", "svg", "vl.json")
 
 def save_chart(chart: alt.Chart, stem: str | os.PathLike[str], formats: tuple[str, ...] = FIGURE_FORMATS) -> list[Path]:
     """Write ``<stem>.html`` (interactive), ``.png``, ``.svg`` and ``.vl.json`` (the Vega-Lite spec with its
-    data, which the report page embeds), atomically; return the paths."""
+    data, which the report page embeds), atomically; return the paths. Every row of the chart's data is kept
+    (altair refuses more than 5,000 by default; the limit is lifted for this call only)."""
     written = []
-    for fmt in formats:
-        path = Path(f"{stem}.{fmt}")
-        altair_format = "json" if fmt == "vl.json" else fmt
-        with atomic_path(path) as tmp:
-            scratch = tmp.with_suffix(f".{altair_format}")
-            chart.save(str(scratch), format=altair_format, **({"scale_factor": 2} if fmt == "png" else {}))
-            scratch.rename(tmp)
-        written.append(path)
+    with alt.data_transformers.disable_max_rows():
+        for fmt in formats:
+            path = Path(f"{stem}.{fmt}")
+            altair_format = "json" if fmt == "vl.json" else fmt
+            with atomic_path(path) as tmp:
+                scratch = tmp.with_suffix(f".{altair_format}")
+                chart.save(str(scratch), format=altair_format, **({"scale_factor": 2} if fmt == "png" else {}))
+                scratch.rename(tmp)
+            written.append(path)
     return written
 
 
-def write_table(frame: pl.DataFrame, stem: str | os.PathLike[str], float_format: str = "{:.3f}") -> None:
-    """``<stem>.parquet``, ``.csv`` and a Markdown ``.md`` of a tidy table."""
+def write_table(frame: pl.DataFrame, stem: str | os.PathLike[str], float_format: str = "{:.3f}", note: str = "") -> None:
+    """``<stem>.parquet``, ``.csv`` and a Markdown ``.md`` of a tidy table; ``note``: a paragraph above the .md's
+    table (what a reader needs to read it)."""
     from bertology_core.io import write_parquet, write_text
 
     write_parquet(frame, f"{stem}.parquet")
@@ -65,7 +66,7 @@ def write_table(frame: pl.DataFrame, stem: str | os.PathLike[str], float_format:
         "| " + " | ".join("" if v is None else float_format.format(v) if isinstance(v, float) else str(v) for v in row) + " |\n"
         for row in frame.iter_rows()
     )
-    write_text(header + rows, f"{stem}.md")
+    write_text((f"{note}\n\n" if note else "") + header + rows, f"{stem}.md")
 
 
 PATTERN_COLORS = alt.Scale(

@@ -14,17 +14,16 @@ reference ``*Processor`` classes. A UTF-8 BOM (MRPC's header has one) is strippe
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import polars as pl
 
 from bertology_core import io
-
-# GLUE rows can be long (MNLI parses); the csv default limit of 128 KiB is too small.
-csv.field_size_limit(sys.maxsize)
 
 SCHEMA = {"idx": pl.Int64, "sentence1": pl.String, "sentence2": pl.String}
 
@@ -187,9 +186,20 @@ def read_local(task: GlueTask, split: str, glue_dir: str | Path) -> pl.DataFrame
     return _frame(task, rows)
 
 
+@contextlib.contextmanager
+def _long_csv_fields() -> Iterator[None]:
+    """GLUE rows can be long (MNLI's parses): csv's default limit of 128 KiB per field is raised while a split is
+    read, and restored after (it is process-wide)."""
+    previous = csv.field_size_limit(sys.maxsize)
+    try:
+        yield
+    finally:
+        csv.field_size_limit(previous)
+
+
 def _read_rows(task: GlueTask, path: Path) -> list[tuple[int, str, str | None, object]]:
     rows: list[tuple[int, str, str | None, object]] = []
-    with path.open(encoding="utf-8-sig", newline="") as handle:
+    with _long_csv_fields(), path.open(encoding="utf-8-sig", newline="") as handle:
         reader = csv.reader(handle, delimiter="\t", quoting=csv.QUOTE_NONE)
         header: list[str] | None = next(reader, None) if task.has_header else None
         needed = max(c for c in (task.text_a_col, task.text_b_col or 0, task.label_col, task.idx_col or 0) if c >= 0) + 1

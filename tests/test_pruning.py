@@ -366,3 +366,35 @@ def test_report_sets_are_the_protocols_halves_and_score_any_networks_predictions
     assert scores == {"half_a": 1.0, "half_b": 0.0, "dev": 0.5}
     with pytest.raises(ValueError, match="rerun the network"):
         pruning_stats.scores_on_sets(predictions.head(10), sets, lambda p, y: 0.0)
+
+
+def test_the_pruning_summary_tables_from_hand_made_runs():
+    """Survival, stability, prunable shares and the subnetwork rows of bertology_core.pruning_summary on inputs
+    whose answers are known by hand."""
+    import polars as pl
+
+    from bertology_core import pruning_summary as summary
+
+    heads = [np.array([[1, 1], [0, 1]]), np.array([[1, 0], [0, 1]]), np.array([[1, 1], [0, 0]])]
+    masks = {("MRPC", "s"): [{"heads": h, "mlps": np.array([1, 1])} for h in heads]}
+    survival, stability = summary.survival_and_stability(masks, lambda stack: (-1.0, 1.0))
+    head_survival = survival.filter(pl.col("element") == "head").sort("layer", "head")["survival"].to_list()
+    assert head_survival == pytest.approx([1.0, 2 / 3, 0.0, 2 / 3])
+    assert stability.filter(pl.col("element") == "heads")["kept_share"][0] == pytest.approx(7 / 12)
+    assert stability["kappa_ci_low"].to_list() == [-1.0, -1.0] and stability["seeds"].to_list() == [3, 3]
+
+    curve = pl.DataFrame({"step": [0, 1, 2, 3], "share_pruned": [0.0, 0.25, 0.5, 0.75], "score": [0.80, 0.80, 0.795, 0.5],
+                          "heads_pruned": [0, 1, 2, 3], "heads_kept": [[1], [1], [1], [1]]})
+    curves = summary.michel_curves({("MRPC", 1): curve})
+    assert curves["share_of_full"].to_list() == pytest.approx([1.0, 1.0, 0.99375, 0.625])
+    shares = summary.prunable_shares(curves, tolerance=0.01)
+    assert shares["prunable_share"][0] == 0.5 and shares["score_at_half"][0] == 0.795
+
+    dev = pl.DataFrame({"idx": list(range(8)), "label": [0, 1] * 4})
+    right = dev.with_columns(pl.col("label").alias("prediction"))
+    wrong = dev.with_columns((1 - pl.col("label")).alias("prediction"))
+    networks = [summary.Network("MRPC", 1, "all", "full", ["held_out", "paper"], right, 1.0),
+                summary.Network("MRPC", 1, "s", "bad", ["held_out"], wrong, 0.5)]
+    table = summary.subnetwork_table(networks, {"MRPC": dev}, split_seed=0)
+    assert table.select("kind", "protocol", "score", "examples").rows() == [
+        ("full", "held_out", 1.0, 4), ("full", "paper", 1.0, 8), ("bad", "held_out", 0.0, 4)]

@@ -43,5 +43,4 @@ if inputs.michel_curves:
 if "probe_words" in inputs.keys():
     measured += claims.probing_peak(pl.read_parquet(inputs.probe_words), *bootstrap)
 table = claims.claims_table(measured, fit, runs["stages"])
-figures.write_table(table, params.out, float_format="{:.3g}")
-io.write_text(claims.verdict_rule(settings["level"]) + "\n\n" + open(f"{params.out}.md").read(), f"{params.out}.md")
+figures.write_table(table, params.out, float_format="{:.3g}", note=claims.verdict_rule(settings["level"]))

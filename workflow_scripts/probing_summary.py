@@ -8,7 +8,7 @@ log_to(snakemake.log[0])
 import altair as alt
 import polars as pl
 
-from bertology_core import figures, fitness, io
+from bertology_core import figures, fitness
 
 params = snakemake.params
 model = snakemake.wildcards.model
@@ -41,14 +41,11 @@ heads = pl.concat([pl.read_parquet(p) for p in snakemake.input.heads]) if snakem
 if heads.height:
     heads = heads.select("state", "relation", "words", "clark_name", "layer", "head", "direction", "accuracy",
                          "baseline_accuracy", "baseline_offset").sort("state", pl.col("relation") != "all", -pl.col("words"))
-figures.write_table(verdicts.annotate(heads, state="state") if heads.height else heads, f"{out}/syntactic_heads")
+figures.write_table(verdicts.annotate(heads, state="state") if heads.height else heads, f"{out}/syntactic_heads", note=(
+    "Best head per dependency relation (Clark et al. 2019, table 1): accuracy of the head's most-attended word "
+    "being the word's syntactic head, best over both directions; baseline: the best fixed offset. Layers and heads "
+    "0-based; clark_name counts from 1 as the paper does."))
 held_out = pl.concat([pl.read_parquet(p) for p in snakemake.input.held_out]) if snakemake.input.held_out else pl.DataFrame()
 if held_out.height:
     held_out = verdicts.annotate(held_out.select("state", pl.exclude("state")), state="state")
 figures.write_table(held_out, f"{out}/syntactic_heads_held_out")
-io.write_text(
-    "Best head per dependency relation (Clark et al. 2019, table 1): accuracy of the head's most-attended word "
-    "being the word's syntactic head, best over both directions; baseline: the best fixed offset. Layers and heads "
-    "0-based; clark_name counts from 1 as the paper does.\n\n" + open(f"{out}/syntactic_heads.md").read(),
-    f"{out}/syntactic_heads.md",
-)
