@@ -148,3 +148,19 @@ def selection_table(arrays: SweepArrays, selection: np.ndarray, metric: str, res
                 "selection_examples": int(selection.sum()), "report_examples": int((~selection).sum()),
             })
     return pl.DataFrame(rows, schema_overrides={"seed": pl.Int64, "layer": pl.Int16, "head": pl.Int16})
+
+
+def extremes(pooled: pl.DataFrame, count: int, columns: list[str]) -> pl.DataFrame:
+    """The ``count`` best and worst configurations of each kind (head, layer) per task and mode, by their
+    across-seed delta (``pooled``: the rows of :func:`deltas_table` with no seed); ties keep the table's (layer, head)
+    order, so the choice is deterministic. ``columns``: what to keep after ``task, mode, kind, end``."""
+    ranked = pooled.filter(pl.col("kind").is_in(["head", "layer"])).with_columns(
+        pl.col("delta").rank("ordinal", descending=True).over("task", "mode", "kind").alias("rank_best"),
+        pl.col("delta").rank("ordinal").over("task", "mode", "kind").alias("rank_worst"),
+    )
+    return pl.concat([
+        ranked.filter(pl.col("rank_best") <= count).with_columns(pl.lit("best").alias("end")),
+        ranked.filter(pl.col("rank_worst") <= count).with_columns(pl.lit("worst").alias("end")),
+    ]).select(["task", "mode", "kind", "end", *columns]).sort(
+        "task", "mode", "kind", "end", "delta", "layer", "head", descending=[False, False, False, False, True, False, False],
+        nulls_last=True)

@@ -338,3 +338,16 @@ def score_dump(
         "cls_shares": cls_shares.sort("head", "type"),
         "cls_max": cls_max.sort("head", "type"),
     }
+
+
+def state_means(frame: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
+    """Scores (``task, model_state, *keys, score, examples``) averaged over seeds per model state, plus the fine-tuned
+    minus pre-trained difference (``model_state`` "difference") when both states were dumped; sorted, so tables and
+    figure data are the same on every run."""
+    mean = frame.group_by(["task", "model_state", *keys]).agg(pl.col("score").mean(), pl.col("examples").sum())
+    parts = [mean.drop("examples")]
+    if set(mean["model_state"]) >= {"fine-tuned", "pre-trained"}:
+        wide = mean.pivot(on="model_state", index=["task", *keys], values="score")
+        parts.append(wide.select("task", *keys, (pl.col("fine-tuned") - pl.col("pre-trained")).alias("score"))
+                     .with_columns(pl.lit("difference").alias("model_state")))
+    return pl.concat(parts, how="diagonal").drop_nulls("score").sort("task", "model_state", *keys)

@@ -165,3 +165,13 @@ def test_greedy_search_reuses_the_sweep_and_reports_each_set_on_the_other_half()
         config = disabling.head_set(chosen) if chosen else disabling.INTACT
         predictions = disabling.predictions_from_logits(task, disabling.evaluate_configurations(model, report, [config], "uniform"))[0]
         assert row["report_score"] == pytest.approx(compute_metrics(task, predictions, labels[~selection])["pearson"])
+
+
+def test_extremes_are_the_best_and_worst_of_each_kind_with_ties_in_table_order():
+    import polars as pl
+
+    pooled = pl.DataFrame({"task": ["MRPC"] * 5, "mode": ["uniform"] * 5, "kind": ["head"] * 4 + ["layer"],
+                           "layer": [0, 0, 1, 1, 0], "head": [0, 1, 0, 1, None], "delta": [0.02, -0.05, 0.02, 0.0, -0.1]})
+    table = disabling_stats.extremes(pooled, 1, ["layer", "head", "delta"])
+    assert table.select("kind", "end", "layer", "head", "delta").rows() == [
+        ("head", "best", 0, 0, 0.02), ("head", "worst", 0, 1, -0.05), ("layer", "best", 0, None, -0.1), ("layer", "worst", 0, None, -0.1)]

@@ -187,3 +187,12 @@ def test_cosine_of_identical_maps_is_one_and_orthogonal_zero():
     a = np.array([0.5, 0.5, 0.0, 0.0])
     assert cosine_similarity(a, a) == pytest.approx(1.0)
     assert cosine_similarity(a, np.array([0.0, 0.0, 0.3, 0.7])) == 0.0
+
+
+def test_state_means_average_seeds_and_add_the_fine_tuned_minus_pre_trained_difference():
+    frame = pl.DataFrame({"task": ["MRPC"] * 3, "model_state": ["pre-trained", "fine-tuned", "fine-tuned"], "layer": [0, 0, 0],
+                          "score": [0.2, 0.5, 0.3], "examples": [10, 10, 10]})
+    table = linguistic.state_means(frame, ["layer"])
+    assert table["model_state"].to_list() == ["difference", "fine-tuned", "pre-trained"]
+    assert table["score"].to_list() == pytest.approx([0.2, 0.4, 0.2])
+    assert linguistic.state_means(frame.filter(pl.col("model_state") == "fine-tuned"), ["layer"])["model_state"].to_list() == ["fine-tuned"]

@@ -8,7 +8,7 @@ log_to(snakemake.log[0])
 
 import polars as pl
 
-from bertology_core import figures, fitness
+from bertology_core import disabling_stats, figures, fitness
 
 params = snakemake.params
 out = params.out
@@ -23,16 +23,7 @@ figures.write_table(verdicts.annotate(heads), f"{out}/heads", float_format="{:+.
 layers = deltas.filter(pl.col("kind") == "layer").select(["seed", *columns]).sort(sort, nulls_last=True)
 figures.write_table(verdicts.annotate(layers, seed="seed"), f"{out}/layers", float_format="{:+.4f}")
 # best and worst: the across-seed estimates, three of each kind per task and mode
-ranked = pooled.filter(pl.col("kind").is_in(["head", "layer"])).with_columns(
-    pl.col("delta").rank("ordinal", descending=True).over("task", "mode", "kind").alias("rank_best"),
-    pl.col("delta").rank("ordinal").over("task", "mode", "kind").alias("rank_worst"),
-)  # ties keep the table's (layer, head) order: ordinal ranks are deterministic
-extremes = pl.concat([
-    ranked.filter(pl.col("rank_best") <= params.extremes).with_columns(pl.lit("best").alias("end")),
-    ranked.filter(pl.col("rank_worst") <= params.extremes).with_columns(pl.lit("worst").alias("end")),
-]).select(["task", "mode", "kind", "end", *columns[2:]]).sort(
-    "task", "mode", "kind", "end", "delta", "layer", "head", descending=[False, False, False, False, True, False, False], nulls_last=True
-)
+extremes = disabling_stats.extremes(pooled, params.extremes, columns[2:])
 figures.write_table(verdicts.annotate(extremes), f"{out}/extremes", float_format="{:+.4f}")
 selection = pl.concat([pl.read_parquet(p) for p in snakemake.input.selection]).sort("task", "mode", "kind", "seed", nulls_last=True)
 figures.write_table(verdicts.annotate(selection, seed="seed"), f"{out}/selection", float_format="{:+.4f}")

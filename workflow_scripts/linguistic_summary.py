@@ -9,7 +9,7 @@ log_to(snakemake.log[0])
 import altair as alt
 import polars as pl
 
-from bertology_core import figures, fitness
+from bertology_core import figures, fitness, linguistic
 
 
 # the fine-tuned rows of a task pool the seeds of its dumped fine-tuned models
@@ -27,20 +27,8 @@ def load(kind):
     return pl.concat(frames, how="diagonal")
 
 
-def by_state(frame, keys):
-    """Mean over seeds per model state, and the fine-tuned minus pre-trained difference when both were
-    dumped; sorted, so tables and figure data are the same on every run."""
-    mean = frame.group_by(["task", "model_state", *keys]).agg(pl.col("score").mean(), pl.col("examples").sum())
-    parts = [mean.drop("examples")]
-    if set(mean["model_state"]) >= {"fine-tuned", "pre-trained"}:
-        wide = mean.pivot(on="model_state", index=["task", *keys], values="score")
-        parts.append(wide.select("task", *keys, (pl.col("fine-tuned") - pl.col("pre-trained")).alias("score"))
-                     .with_columns(pl.lit("difference").alias("model_state")))
-    return pl.concat(parts, how="diagonal").drop_nulls("score").sort("task", "model_state", *keys)
-
-
 note = f"Model {snakemake.wildcards.model}; up to {snakemake.params.examples} dev examples per task; fine-tuned = mean over seeds."
-features = by_state(load("features"), ["layer", "head", "feature"])
+features = linguistic.state_means(load("features"), ["layer", "head", "feature"])
 figures.write_table(verdicts.annotate(features.sort("task", "model_state", "feature", "layer", "head"), state="model_state"),
                     snakemake.params.out + "/features")
 panels = [
@@ -57,7 +45,7 @@ figures.save_chart(figures.with_caption(
     + note), snakemake.params.out + "/features")
 
 # direction "from->to": the from word attends to the to word; both directions of a relation share its word pairs
-relations = by_state(load("relations"), ["layer", "head", "relation", "direction", "from", "to"])
+relations = linguistic.state_means(load("relations"), ["layer", "head", "relation", "direction", "from", "to"])
 shown = "fine-tuned" if "fine-tuned" in set(relations["model_state"]) else "pre-trained"
 figures.write_table(
     verdicts.annotate(relations.sort("task", "model_state", "relation", "direction", "layer", "head"), state="model_state"),
