@@ -49,7 +49,7 @@ rule linguistic_scores:
 
 rule linguistic_summary:
     conda:
-        "../envs/tables.yaml"
+        "../envs/torch.yaml"
     input:
         unpack(linguistic_inputs),
     output:
