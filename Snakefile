@@ -17,11 +17,11 @@ configfile: f"{workflow.basedir}/config.yaml"
 include: "rules/common.smk"
 include: "rules/fitness.smk"
 include: "rules/data.smk"
+include: "rules/treebank.smk"
 include: "rules/models.smk"
 include: "rules/finetune.smk"
 include: "rules/baselines.smk"
 include: "rules/attention.smk"
-include: "rules/treebank.smk"
 include: "rules/patterns.smk"
 include: "rules/attention_change.smk"
 include: "rules/linguistic.smk"
@@ -30,6 +30,10 @@ include: "rules/pruning.smk"
 include: "rules/probing.smk"
 include: "rules/claims.smk"
 include: "rules/report.smk"
+
+
+# every stage's parse-time checks, once all of them are declared: bad config or data stops here, before any job
+run_checks()
 
 
 rule all:

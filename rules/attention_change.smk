@@ -2,6 +2,13 @@
 # cosine between the pre-trained and the fine-tuned model's maps of the same dev examples.
 
 
+def attention_change_runs(model):
+    """(task, seed) pairs whose fine-tuned model is compared with the pre-trained encoder (Kovaleva et al. section 4.3)."""
+    if not {"untuned", "pretrained"} <= set(config["attention"]["states"]) or "pretrained" not in TRAINED_INITS:
+        return []
+    return [(task, seed) for task in TASKS for seed in SEEDS if analysed(model, task, "pretrained", seed)]
+
+
 rule attention_change:
     conda:
         "../envs/torch.yaml"
@@ -34,9 +41,8 @@ rule attention_change_summary:
         changes=lambda wc: [f"results/attention_change/{wc.model}/{task}/seed{seed}.parquet" for task, seed in attention_change_runs(wc.model)],
         fitness=fitness_inputs(),
     output:
-        tables=multiext("results/attention_change/{model}/summary/cosine", ".parquet", ".csv", ".md"),
-        layers=multiext("results/attention_change/{model}/summary/cosine_by_layer", ".parquet", ".csv", ".md"),
-        figures=multiext("results/attention_change/{model}/summary/cosine", *FIGURE_FILES),
+        **summary_outputs("change", "cosine", "results/attention_change/{model}/summary/cosine", ("table", "figure"), ("figure",)),
+        **summary_outputs("change", "layers", "results/attention_change/{model}/summary/cosine_by_layer", shown=()),
     params:
         code=script_code("attention_change_summary"),
         task_seeds=lambda wc: attention_change_runs(wc.model),
@@ -51,3 +57,8 @@ rule attention_change_summary:
         runtime=scaled(20),
     script:
         "../workflow_scripts/attention_change_summary.py"
+
+
+declare_section("change", runs=lambda model: bool(attention_change_runs(model)),
+                shows=lambda model: [(task, "pretrained", seed) for task, seed in attention_change_runs(model)],
+                analyses_fine_tuned=lambda model: bool(attention_change_runs(model)))

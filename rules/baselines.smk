@@ -1,6 +1,12 @@
 # The baselines table per model (Kovaleva et al. 2019, Table 1 shape).
 
 
+def metrics_files(model):
+    """The metrics.json of every run of the baselines table: untuned (top-level seeds) and every fine-tuned run."""
+    untuned = [(task, "untuned", seed) for task in TASKS for seed in SEEDS] if "untuned" in INITS else []
+    return [f"{run_dir(model, t, i, s)}/metrics.json" for t, i, s in untuned + fine_tuned_runs()]
+
+
 rule baselines:
     conda:
         "../envs/tables.yaml"
@@ -10,7 +16,7 @@ rule baselines:
     output:
         long="results/tables/{model}/baselines_long.parquet",
         parquet="results/tables/{model}/baselines.parquet",
-        csv="results/tables/{model}/baselines.csv",
+        csv=report_file("baselines", "results/tables/{model}/baselines.csv", "table"),
         markdown="results/tables/{model}/baselines.md",
     params:
         code=script_code("baselines"),
@@ -23,3 +29,6 @@ rule baselines:
         runtime=scaled(10),
     script:
         "../workflow_scripts/baselines.py"
+
+
+declare_section("baselines", shows=lambda model: fine_tuned_runs(), summaries=[("table", "tables/{model}/baselines")])

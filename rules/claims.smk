@@ -2,13 +2,53 @@
 # interval, and a verdict (bertology_core/claims.py).
 
 
+def claims_inputs(wildcards):
+    """Every per-example or per-element table the claims resample, from the stages this config runs."""
+    model = wildcards.model
+    dumped = dumped_fine_tuned(model)
+    swept = [(task, init) for task, init in disabling_task_inits(model) if init == "pretrained"]
+    inputs = {
+        "fitness": fitness_inputs(),
+        "report": f"results/patterns/{model}/classifier/report.json",
+        "classes": [f"results/patterns/{model}/{task}/pretrained_seed{seed}.classes.parquet" for task, seed in dumped],
+        "changes": [f"results/attention_change/{model}/{task}/seed{seed}.examples.parquet" for task, seed in attention_change_runs(model)],
+        "selection": [f"results/disabling/{model}/{task}/pretrained/selection.parquet" for task, _ in swept],
+        "deltas": [f"results/disabling/{model}/{task}/pretrained/deltas.parquet" for task, _ in swept],
+        "michel_curves": [f"{pruning_dir(model, t, s)}/michel_curve.parquet" for t, s in pruning_runs(model)],
+        "michel_predictions": [f"{pruning_dir(model, t, s)}/michel_predictions.parquet" for t, s in pruning_runs(model)],
+    }
+    if pruning_runs(model):
+        inputs["stability"] = f"results/pruning/{model}/summary/stability.parquet"
+    if "untuned" in syntactic_head_states(model):
+        inputs["syntactic"] = f"results/probing/{model}/untuned/syntactic_heads_held_out.parquet"
+    if "untuned" in probing_states(model):
+        inputs["probe_words"] = f"results/probing/{model}/untuned/probe_words.parquet"
+    return inputs
+
+
+def claims_runs(model):
+    """What the claims script needs to read its inputs: the (task, seed) of each per-model file, the seeds each
+    per-task table pools, and what each stage did (ran, skipped by analysis.unfit, not run)."""
+    return {
+        "classes": dumped_fine_tuned(model),
+        "changes": attention_change_runs(model),
+        "pruned": pruning_runs(model),
+        "swept_seeds": {task: swept_seeds(model, task, "pretrained") for task in TASKS if "pretrained" in disabling_inits()},
+        "pruned_seeds": {task: [s for t, s in pruning_runs(model) if t == task] for task in TASKS},
+        "stages": {
+            section: "skipped" if section in skipped_sections(model) else "ran" if stage_runs(model, section) else "not run"
+            for section in fine_tuned_sections()
+        },
+    }
+
+
 rule claims:
     conda:
         "../envs/torch.yaml"
     input:
         unpack(claims_inputs),
     output:
-        table=multiext("results/claims/{model}/claims", *TABLE_FILES),
+        **summary_outputs("claims", "table", "results/claims/{model}/claims"),
     params:
         code=script_code("claims"),
         runs=lambda wc: claims_runs(wc.model),
@@ -24,3 +64,6 @@ rule claims:
         runtime=scaled(20),
     script:
         "../workflow_scripts/claims.py"
+
+
+declare_section("claims", shows=lambda model: sorted(set(dumped_runs(model) + disabling_runs(model) + SECTIONS["pruning"].shows(model))))

@@ -3,6 +3,64 @@
 # selection and a greedy multi-head search.
 
 
+def disabling_setting(task, key):
+    """A disabling setting of one task: its per_task override, else the default."""
+    return config["disabling"]["per_task"].get(task, {}).get(key, config["disabling"][key])
+
+
+def disabling_inits():
+    """The swept fine-tuned models: disabling.inits that the config fine-tunes at all."""
+    return [init for init in config["disabling"]["inits"] if init in TRAINED_INITS]
+
+
+def disabling_seeds(task):
+    """The seeds configured for a task's sweeps (fine-tuned for them whether or not they are analysed)."""
+    return disabling_setting(task, "seeds") or SEEDS
+
+
+def swept_seeds(model, task, init):
+    """The seeds whose fine-tuned model is swept: the configured ones that are analysed."""
+    return [seed for seed in disabling_seeds(task) if analysed(model, task, init, seed)]
+
+
+def disabling_runs(model):
+    """(task, init, seed) of every sweep."""
+    return [(task, init, seed) for task in TASKS for init in disabling_inits() for seed in swept_seeds(model, task, init)]
+
+
+def greedy_seeds(model, task, init):
+    """Swept seeds that also get the greedy search (none when greedy_steps is 0)."""
+    if disabling_setting(task, "greedy_steps") == 0:
+        return []
+    wanted = disabling_setting(task, "greedy_seeds")
+    return [seed for seed in swept_seeds(model, task, init) if wanted is None or seed in wanted]
+
+
+def disabling_dir(model, task, init, seed):
+    return f"results/disabling/{model}/{task}/{init}/seed{seed}"
+
+
+def disabling_task_inits(model):
+    """(task, init) of every per-task statistics job: those with at least one swept seed."""
+    pairs = {(task, init) for task, init, _ in disabling_runs(model)}
+    return [(task, init) for task in TASKS for init in disabling_inits() if (task, init) in pairs]
+
+
+def greedy_runs(model):
+    """(task, init, seed) of every greedy search."""
+    return [(t, i, s) for t, i in disabling_task_inits(model) for s in greedy_seeds(model, t, i)]
+
+
+def disabling_summary_inputs(wildcards):
+    model = wildcards.model
+    return {
+        "fitness": fitness_inputs(),
+        "deltas": [f"results/disabling/{model}/{task}/{init}/deltas.parquet" for task, init in disabling_task_inits(model)],
+        "selection": [f"results/disabling/{model}/{task}/{init}/selection.parquet" for task, init in disabling_task_inits(model)],
+        "greedy": [f"{disabling_dir(model, t, i, s)}/greedy.parquet" for t, i, s in greedy_runs(model)],
+    }
+
+
 rule disabling_sweep:
     conda:
         "../envs/torch.yaml"
@@ -104,13 +162,11 @@ rule disabling_summary:
     input:
         unpack(disabling_summary_inputs),
     output:
-        tables=multiext("results/disabling/{model}/summary/heads", ".parquet", ".csv", ".md"),
-        layers=multiext("results/disabling/{model}/summary/layers", ".parquet", ".csv", ".md"),
-        extremes=multiext("results/disabling/{model}/summary/extremes", ".parquet", ".csv", ".md"),
-        selection=multiext("results/disabling/{model}/summary/selection", ".parquet", ".csv", ".md"),
-        greedy=multiext("results/disabling/{model}/summary/greedy", ".parquet", ".csv", ".md"),
-        figures=multiext("results/disabling/{model}/summary/heads", *FIGURE_FILES),
-        layer_figures=multiext("results/disabling/{model}/summary/layers", *FIGURE_FILES),
+        **summary_outputs("disabling", "heads", "results/disabling/{model}/summary/heads", ("table", "figure"), ("figure",)),
+        **summary_outputs("disabling", "layers", "results/disabling/{model}/summary/layers", ("table", "figure"), ("figure",)),
+        **summary_outputs("disabling", "extremes", "results/disabling/{model}/summary/extremes"),
+        **summary_outputs("disabling", "greedy", "results/disabling/{model}/summary/greedy"),
+        **summary_outputs("disabling", "selection", "results/disabling/{model}/summary/selection", shown=()),
     params:
         code=script_code("disabling_summary"),
         out="results/disabling/{model}/summary",
@@ -130,3 +186,7 @@ rule disabling_summary:
         runtime=scaled(20),
     script:
         "../workflow_scripts/disabling_summary.py"
+
+
+declare_section("disabling", runs=lambda model: bool(disabling_runs(model)), shows=disabling_runs,
+                analyses_fine_tuned=lambda model: bool(disabling_runs(model)))

@@ -1,6 +1,32 @@
 # Fine-tuning (pretrained and random init) and the untuned evaluation, per (model, task, init, seed).
 
 
+def fine_tuned_runs():
+    """Every (task, init, seed) the config fine-tunes: the top-level seeds of every trained init, and the
+    extra seeds of the disabling sweeps, pruning and probing."""
+    runs = set()
+    for task in TASKS:
+        for init in TRAINED_INITS:
+            runs |= {(task, init, seed) for seed in finetuned_seeds(task, init)}
+    return sorted(runs, key=lambda run: (TASKS.index(run[0]), run[1], run[2]))
+
+
+def finetuned_seeds(task, init="pretrained", probing=True):
+    """Every seed a task is fine-tuned with from ``init``: the top-level seeds and the extra seeds of its
+    disabling sweeps, pruning and probing."""
+    seeds = set(SEEDS)
+    if init in disabling_inits():
+        seeds |= set(disabling_seeds(task))
+    if init == "pretrained":
+        if task in configured_pruning_tasks():
+            seeds |= set(pruning_seeds(task))
+        if probing:
+            seeds |= {seed for probed, seed in probed_runs() if probed == task}
+            chosen = config["probing"]["syntactic_heads"]["states"] if TREEBANK_SPLITS else None
+            seeds |= {split_state(s)[1] for s in chosen or [] if s not in ("untuned", "random") and split_state(s)[0] == task}
+    return sorted(seeds)
+
+
 # How a fine-tuning job runs, not what it computes: resources, so a change reruns nothing (a checkpoint interval of
 # 0 means none: by steps only, or by time only)
 FINETUNE_RUNTIME = {

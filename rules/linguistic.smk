@@ -1,6 +1,14 @@
 # Attention to linguistic features and token-to-token attention (Kovaleva et al. 2019, sections 4.4-4.5).
 
 
+def linguistic_inputs(wildcards):
+    """Every dump's linguistic score tables, by kind (inputs of linguistic_summary)."""
+    return {
+        kind: [f"results/linguistic/{wildcards.model}/{key}.{kind}.parquet" for key in dump_keys(wildcards.model)]
+        for kind in ("features", "relations", "cls_shares", "cls_max")
+    } | {"fitness": fitness_inputs()}
+
+
 rule spacy_tokens:
     conda:
         "../envs/torch.yaml"
@@ -53,12 +61,9 @@ rule linguistic_summary:
     input:
         unpack(linguistic_inputs),
     output:
-        tables=multiext("results/linguistic/{model}/summary/features", ".parquet", ".csv", ".md"),
-        relations=multiext("results/linguistic/{model}/summary/relations", ".parquet", ".csv", ".md"),
-        cls=multiext("results/linguistic/{model}/summary/cls", ".parquet", ".csv", ".md"),
-        figures=multiext("results/linguistic/{model}/summary/features", *FIGURE_FILES),
-        relation_figures=multiext("results/linguistic/{model}/summary/relations", *FIGURE_FILES),
-        cls_figures=multiext("results/linguistic/{model}/summary/cls", *FIGURE_FILES),
+        **summary_outputs("linguistic", "features", "results/linguistic/{model}/summary/features", ("table", "figure"), ("figure",)),
+        **summary_outputs("linguistic", "relations", "results/linguistic/{model}/summary/relations", ("table", "figure"), ("figure",)),
+        **summary_outputs("cls", "cls", "results/linguistic/{model}/summary/cls", ("table", "figure"), ("figure",)),
     params:
         code=script_code("linguistic_summary"),
         dump_keys=lambda wc: dump_keys(wc.model),
@@ -74,3 +79,7 @@ rule linguistic_summary:
         runtime=scaled(20),
     script:
         "../workflow_scripts/linguistic_summary.py"
+
+
+declare_section("linguistic", shows=dumped_runs)
+declare_section("cls", shows=dumped_runs)

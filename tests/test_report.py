@@ -1,79 +1,19 @@
-"""The report page and the head atlas: the join by hand on small tables, the page's HTML, and the smoke
-run's page in headless Chromium (every section and chart rendered, no console error, a screenshot)."""
+"""The report page: its HTML (escaping, inert script data, navigation, tables, the template's whitespace kept
+out of the page), and the smoke run's page in headless Chromium (every section and chart rendered, no console
+error, a screenshot) with its head atlas."""
 
 from __future__ import annotations
 
+import html
 import json
+from html.parser import HTMLParser
+from pathlib import Path
 
 import polars as pl
 import pytest
 
 from bertology_core import report
 from report_browser import check_page
-
-
-def _grid(task: str, layers: int = 2, heads: int = 3, **columns) -> pl.DataFrame:
-    rows = [{"task": task, "layer": l, "head": h} for l in range(layers) for h in range(heads)]
-    frame = pl.DataFrame(rows)
-    return frame.with_columns(**{k: pl.Series(v) for k, v in columns.items()})
-
-
-def test_head_atlas_joins_every_per_head_table_on_task_state_layer_and_head():
-    patterns = pl.concat([
-        _grid("MRPC", dominant_class=["vertical"] * 6, share=[0.5] * 6).with_columns(dump=pl.lit("MRPC/untuned")),
-        _grid("MRPC", dominant_class=["block"] * 6, share=[0.9] * 6).with_columns(dump=pl.lit("MRPC/pretrained_seed2")),
-        _grid("MRPC", dominant_class=["diagonal"] * 6, share=[0.7] * 6).with_columns(dump=pl.lit("MRPC/pretrained_seed1")),
-    ]).drop("task")
-    features = pl.concat([
-        _grid("MRPC", score=[0.1 * i for i in range(6)]).with_columns(model_state=pl.lit(state), feature=pl.lit(feature))
-        for state in ("pre-trained", "fine-tuned", "difference") for feature in ("[CLS]", "noun")
-    ])
-    cosine = _grid("MRPC", cosine=[0.9, 0.8, 0.7, 0.6, 0.5, 0.4])
-    disabling = _grid("MRPC", delta=[-0.1] * 6, ci_low=[-0.2] * 6, ci_high=[0.0] * 6, verdict=["loss"] * 6).with_columns(mode=pl.lit("zero"))
-    importance = pl.concat([
-        _grid("MRPC", normalized_mean=[1.0, 2, 3, 4, 5, 6]).with_columns(element=pl.lit("head")),
-        _grid("MRPC", layers=2, heads=1, normalized_mean=[9.0, 9]).with_columns(element=pl.lit("mlp")),
-    ])
-    survival = pl.concat([
-        _grid("MRPC", survival=[1.0, 0.5, 0, 0, 0, 1]).with_columns(method=pl.lit("s"), element=pl.lit("head")),
-        _grid("MRPC", survival=[0.0] * 6).with_columns(method=pl.lit("m"), element=pl.lit("attention.self.query")),
-    ])
-    # L0H0 of the pre-trained model: obj beats its baseline by 0.5, det by 0.1 -> obj
-    relations = pl.DataFrame({
-        "state": ["untuned", "untuned", "untuned", "MRPC_seed1"], "relation": ["obj", "det", "all", "det"],
-        "direction": ["dep->head", "head<-dep", "dep->head", "dep->head"], "layer": [0, 0, 0, 1], "head": [0, 0, 0, 2],
-        "accuracy": [0.9, 0.95, 0.99, 0.8], "words": [100] * 4,
-    })
-    best = pl.DataFrame({"state": ["untuned", "untuned", "MRPC_seed1"], "relation": ["obj", "det", "det"],
-                         "baseline_accuracy": [0.4, 0.85, 0.5]})
-
-    atlas = report.head_atlas("m", patterns=patterns, cosine=cosine, features=features, disabling=disabling,
-                              importance=importance, survival=survival, relations=relations, best_relations=best)
-
-    assert atlas.height == 12  # 1 task x 2 states x 2 layers x 3 heads
-    assert atlas.select("task", "state", "layer", "head").n_unique() == 12
-    row = lambda state, layer, head: atlas.filter((pl.col("state") == state) & (pl.col("layer") == layer) & (pl.col("head") == head)).row(0, named=True)  # noqa: E731
-    pre, tuned = row("pre-trained", 0, 0), row("fine-tuned", 1, 2)
-    assert pre["name"] == "L1H1" and tuned["name"] == "L2H3" and pre["model"] == "m"
-    assert (pre["pattern"], pre["pattern_share"]) == ("vertical", 0.5)
-    assert tuned["pattern"] == "diagonal"  # the first seed's dump, not seed 2's
-    assert pre["attn_cls"] == pytest.approx(0.0) and tuned["attn_noun"] == pytest.approx(0.5)
-    assert pre["cosine_to_pre_trained"] is None and tuned["cosine_to_pre_trained"] == pytest.approx(0.4)
-    assert (tuned["disabling_delta"], tuned["disabling_ci_low"], tuned["disabling_verdict"]) == (-0.1, -0.2, "loss")
-    assert tuned["importance"] == 6.0 and pre["importance"] is None  # heads only, fine-tuned rows only
-    assert tuned["survival_s_pruning"] == 1.0 and row("fine-tuned", 0, 1)["survival_s_pruning"] == 0.5
-    assert (pre["best_relation"], pre["relation_direction"], pre["relation_accuracy"]) == ("obj", "dep->head", 0.9)
-    assert tuned["best_relation"] == "det" and tuned["relation_baseline"] == 0.5
-    assert row("fine-tuned", 0, 0)["best_relation"] is None
-    assert atlas.columns[:6] == list(report.ATLAS_KEYS)
-
-
-def test_head_atlas_keeps_only_the_stages_given():
-    atlas = report.head_atlas("m", cosine=_grid("RTE", cosine=[0.5] * 6))
-    assert atlas.height == 6 and set(atlas["state"]) == {"fine-tuned"}
-    assert "pattern" not in atlas.columns and "importance" not in atlas.columns
-    with pytest.raises(ValueError, match="no numeric column"):
-        report.atlas_chart(atlas.drop("cosine_to_pre_trained"), "caption")
 
 
 def test_figure_caption_moves_from_the_spec_to_the_page(tmp_path):
@@ -93,19 +33,182 @@ def test_page_escapes_text_and_keeps_script_data_inert():
     assert "a &amp; b" in page and "missing x" in page and 'data-numeric="1"' in page
 
 
-def test_every_layout_stem_is_one_the_workflow_declares():
-    """The page's layout names files other rules write: each stem must appear in a rule's outputs."""
-    from conftest import REPO
-
-    rules = "".join(p.read_text() for p in (REPO / "rules").glob("*.smk"))
-    for _, kind, stem in report.report_stems("{model}"):
-        assert f'"results/{stem}"' in rules or f'"results/{stem}.parquet"' in rules, (kind, stem)
+HOSTILE = "<b>x</b> & \"q\" 'a' </script><script>alert(1)</script> {{ t }} {% raw %} \u00e9"
 
 
-def test_table_notes_belong_to_tables_of_the_layout():
-    """A renamed stem must not silently drop the note a reader needs to read its table."""
-    tables = {stem for _, kind, stem in report.report_stems("{model}") if kind == "table"}
-    assert set(report.TABLE_NOTES) <= tables
+class _Elements(HTMLParser):
+    """(tag, attributes, text) of every element, text unescaped: what a browser would show."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.found: list[tuple[str, dict[str, str | None], str]] = []
+        self.open: list[int] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.found.append((tag, dict(attrs), ""))
+        if tag not in ("br", "input", "meta"):
+            self.open.append(len(self.found) - 1)
+
+    def handle_endtag(self, tag: str) -> None:
+        while self.open:
+            if self.found[self.open.pop()][0] == tag:
+                break
+
+    def handle_data(self, data: str) -> None:
+        for index in self.open:
+            tag, attrs, text = self.found[index]
+            self.found[index] = (tag, attrs, text + data)
+
+    def all(self, tag: str, **attrs: str) -> list[tuple[dict[str, str | None], str]]:
+        return [(a, text) for t, a, text in self.found if t == tag and all(a.get(k) == v for k, v in attrs.items())]
+
+
+def _parse(page: str) -> _Elements:
+    parser = _Elements()
+    parser.feed(page)
+    parser.close()
+    return parser
+
+
+def _hostile_page() -> tuple[str, list[report.Section]]:
+    spec = {"mark": "point", "description": "</script><script>alert(2)</script>", "datasets": {
+        "d": [{"task": "MRPC", "s": "</SCRIPT><!--"}, {"task": "STS-B <&>", "s": "\u2603"}]}}
+    frame = pl.DataFrame({HOSTILE: [HOSTILE, None], "x": [1 / 3, None], "n": [3, None], "b": [True, None]})
+    sections = [
+        report.Section("one", f"{HOSTILE}: after the colon", HOSTILE, [
+            report.Figure(HOSTILE, (HOSTILE, "second line"), spec, source=f"results/{HOSTILE}.vl.json"),
+            report.Table(HOSTILE, HOSTILE, frame, source=HOSTILE),
+        ], missing=[HOSTILE], warnings=[HOSTILE]),
+        report.Section("two", "Plain", "intro", [report.Figure("single task", (), {"datasets": {"d": [{"task": "A"}]}})]),
+    ]
+    return report.render_page(HOSTILE, [HOSTILE, "line 2"], sections, "/*bundle*/"), sections
+
+
+def test_page_shows_hostile_text_as_text_everywhere_escaped_as_html_escape_does():
+    page, _ = _hostile_page()
+    found = _parse(page)
+    assert "<script>alert(1)" not in page and "<b>x</b>" not in page
+    # html.escape's entities, as the page always had, not markupsafe's &#34; and &#39;
+    assert html.escape(HOSTILE) in page and "&#34;" not in page and "&#39;" not in page
+    assert [text for _, text in found.all("title")] == [HOSTILE]
+    assert [text for _, text in found.all("h1")] == [HOSTILE]
+    assert [text for _, text in found.all("p") if text in (HOSTILE, "line 2")][:2] == [HOSTILE, "line 2"]
+    assert [text for _, text in found.all("h2")] == [f"{HOSTILE}: after the colon", "Plain"]
+    assert [text for _, text in found.all("p", **{"class": "intro"})] == [HOSTILE, "intro"]
+    assert [text for _, text in found.all("div", **{"class": "warning"})] == [f"Warning: {HOSTILE}"]
+    assert [text for _, text in found.all("p", **{"class": "missing"})] == [HOSTILE]
+    assert [text for _, text in found.all("h3")] == [HOSTILE]
+    caption = found.all("figcaption")[0][1]
+    assert caption.startswith(f"{HOSTILE}. {HOSTILE}second line") and f"Files: results/{HOSTILE}.{{html,png,svg}}" in caption
+    assert found.all("th")[0][0]["title"] == f"sort by {HOSTILE}"
+    assert found.all("input", **{"class": "filter"})[0][0]["aria-label"] == f"filter {HOSTILE}"
+
+
+def test_chart_specs_cannot_close_their_script_element_and_read_back_as_given():
+    page, sections = _hostile_page()
+    assert "</script><script>alert(2)" not in page and "</SCRIPT><!--" not in page
+    # the parser ends a script element at the first "</script": the whole JSON must come before it
+    specs = json.loads(_parse(page).all("script", id="chart-specs")[0][1])
+    assert specs == {"one-0": sections[0].items[0].spec, "two-0": sections[1].items[0].spec}
+    assert [a["id"] for a, _ in _parse(page).all("div", **{"class": "chart"})] == list(specs)
+
+
+def test_nav_links_every_section_by_its_title_before_the_colon():
+    page, _ = _hostile_page()
+    nav = _parse(page).all("a")
+    assert [(a["href"], text) for a, text in nav] == [("#one", HOSTILE), ("#two", "Plain")]
+    assert [a["id"] for a, _ in _parse(page).all("section")] == ["one", "two"]
+
+
+def test_figure_with_tasks_gets_a_task_choice_and_one_with_a_single_task_none():
+    page, _ = _hostile_page()
+    found = _parse(page)
+    assert [a["data-chart"] for a, _ in found.all("select")] == ["one-0"]
+    assert [text for _, text in found.all("option")] == ["all", "MRPC", "STS-B <&>"]
+
+
+def test_table_cells_show_the_format_and_sort_on_the_full_value():
+    page, _ = _hostile_page()
+    found = _parse(page)
+    assert [(a["data-numeric"], text) for a, text in found.all("th")] == [("0", HOSTILE), ("1", "x"), ("1", "n"), ("0", "b")]
+    cells = [(a["data-key"], text) for a, text in found.all("td")]
+    assert cells == [(HOSTILE, HOSTILE), (repr(1 / 3), "0.333"), ("3", "3"), ("1", "true")] + [("", "")] * 4
+    assert [text for _, text in found.all("span", **{"class": "count"})] == ["2 rows"]
+
+
+def test_table_with_max_rows_says_where_the_others_are():
+    table = report.Table("t", "", pl.DataFrame({"x": [1, 2, 3]}), source="results/t <1>.csv")
+    assert "First 2 of 3 rows; all rows in results/t &lt;1&gt;.csv.</p>" in report.table_html(table, "t", max_rows=2)
+    assert ">2 rows<" in report.table_html(table, "t", max_rows=2)
+    assert "First" not in report.table_html(table, "t", max_rows=3) and "First" not in report.table_html(table, "t")
+
+
+def test_template_line_breaks_stay_out_of_the_page_and_style_and_script_are_embedded_as_they_are():
+    page, _ = _hostile_page()
+    folder = Path(report.__file__).with_name("page")
+    style, script = (folder / "page.css").read_text(), (folder / "page.js").read_text()
+    assert page.startswith('<!DOCTYPE html>\n<html lang="en">') and page.endswith("</script></body></html>\n")
+    assert f"<style>\n{style}</style>" in page and f"<script>\n{script}</script></body>" in page
+    body = page.split("<body>", 1)[1].split('<script type="application/json"', 1)[0]
+    assert "\n" not in body.replace(HOSTILE, "")  # only the text's own line breaks (none here)
+    # the page's own line breaks: after the doctype, <style> and the page script's <script>, and at the end
+    assert report.render_page("t", [], [], "").count("\n") == 4 + style.count("\n") + script.count("\n")
+
+
+LAYOUT_FILE = Path(__file__).resolve().parents[1] / "report" / "layout.yaml"
+
+
+def _declared_in_rules() -> tuple[set[str], str]:
+    """The section anchors the rule files declare, and their text."""
+    import re
+
+    rules = "".join(p.read_text() for p in (LAYOUT_FILE.parents[1] / "rules").glob("*.smk"))
+    return set(re.findall(r'(?:declare_section|summary_outputs|report_file)\(\s*"(\w+)"', rules)), rules
+
+
+def test_every_section_and_table_of_the_layout_is_one_a_stage_declares():
+    """The layout only presents: each section it orders is declared by a rule file and has its text; each table it
+    titles is a summary a rule writes (a renamed stem must not silently drop the note a reader needs)."""
+    import yaml
+
+    data = yaml.safe_load(LAYOUT_FILE.read_text())
+    anchors, rules = _declared_in_rules()
+    for entry in data["sections"]:
+        assert entry["anchor"] in anchors, entry
+        assert (LAYOUT_FILE.parent / "sections" / f"{entry['anchor']}.rst").is_file(), entry
+    for stem in data["tables"]:
+        assert f'"results/{stem}"' in rules or f'"results/{stem}.csv"' in rules or f'"{stem}"' in rules, stem
+    assert anchors <= {entry["anchor"] for entry in data["sections"]}  # every stage of the workflow has its title
+
+
+def test_layout_orders_declared_sections_and_presents_unknown_ones_after_by_their_anchor(tmp_path):
+    layout_file = tmp_path / "layout.yaml"
+    layout_file.write_text("sections:\n- {anchor: b, title: 'Bee: second'}\n- {anchor: a, title: Ay}\n"
+                           "tables:\n  x/{model}/t: {title: The table, note: Read it so.}\n")
+    text = tmp_path / "b.rst"
+    text.write_text("First line\nsecond line.\n\n")
+    layout = report.load_layout(layout_file, [text])
+    assert layout.ordered(["a", "new_stage", "b"]) == ["b", "a", "new_stage"]
+    assert layout.title("new_stage") == "New stage" and layout.texts == {"b": "First line second line."}
+    assert layout.table_title("x/{model}/t") == "The table" and layout.table_note("x/{model}/t") == "Read it so."
+    assert layout.table_title("x/{model}/other_one") == "Other one" and layout.table_note("x/{model}/other_one") == ""
+    results = tmp_path / "results"
+    (results / "x" / "m").mkdir(parents=True)
+    pl.DataFrame({"v": [1]}).write_parquet(results / "x" / "m" / "t.parquet")
+    declared = {"a": [], "new_stage": [("table", "x/{model}/t")], "b": [("table", "x/{model}/gone")]}
+    available = {str(results / "x" / "m" / "t.parquet")}
+    sections = report.build_sections(results, ["m"], available, declared, layout)
+    assert [(s.anchor, s.title) for s in sections] == [("b", "Bee: second"), ("a", "Ay"), ("new_stage", "New stage")]
+    assert sections[0].intro == "First line second line." and sections[0].missing == ["x/m/gone: not computed for m in this config."]
+    table = sections[2].items[0]
+    assert table.title == "The table" and table.caption.endswith("Read it so.")
+
+
+def test_a_layout_section_without_a_title_is_refused_naming_the_file(tmp_path):
+    layout_file = tmp_path / "layout.yaml"
+    layout_file.write_text("sections:\n- {anchor: a}\n")
+    with pytest.raises(ValueError, match="layout.yaml: field 'sections'.*Fix: each entry needs an anchor and a title"):
+        report.load_layout(layout_file)
 
 
 def test_table_counts_its_rows_in_words():
@@ -119,7 +222,9 @@ def test_smoke_report_page_shows_every_section_and_chart_in_headless_chromium(sm
     page_file = smoke_run / "results" / "report" / "index.html"
     found = check_page(browser, page_file, page_file.with_name("screenshot.png"))
     assert found["errors"] == []
-    expected = [anchor for anchor, *_ in report.LAYOUT]
+    import yaml
+
+    expected = [entry["anchor"] for entry in yaml.safe_load(LAYOUT_FILE.read_text())["sections"]]
     assert list(found["sections"]) == expected
     assert all(found["sections"][anchor] > 0 for anchor in expected), found["sections"]  # the smoke config runs every stage
     assert found["charts"] == found["rendered"] >= 14

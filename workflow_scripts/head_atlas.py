@@ -6,7 +6,7 @@ log_to(snakemake.log[0])
 
 import polars as pl
 
-from bertology_core import figures, fitness, report
+from bertology_core import figures, fitness, head_atlas
 
 inputs = snakemake.input
 model = snakemake.wildcards.model
@@ -19,7 +19,7 @@ def table(name: str) -> pl.DataFrame | None:
     return pl.concat([pl.read_parquet(p) for p in ([paths] if isinstance(paths, str) else paths)], how="diagonal_relaxed")
 
 
-atlas = report.head_atlas(
+atlas = head_atlas.head_atlas(
     model,
     patterns=table("patterns"), cosine=table("cosine"), features=table("features"), disabling=table("disabling"),
     importance=table("importance"), survival=table("survival"), relations=table("relations"),
@@ -31,7 +31,7 @@ stem = snakemake.output.table[0].removesuffix(".parquet")
 figures.write_table(atlas, stem)
 joined = ", ".join(name for name in ("patterns", "features", "cosine", "disabling", "importance", "survival", "relations")
                    if name in inputs.keys())
-figures.save_chart(report.atlas_chart(
+figures.save_chart(head_atlas.atlas_chart(
     atlas,
     "Every per-head result, one measure at a time (pick it and the task under the chart; hover a head for its whole row).\n"
     f"Model {model}: {atlas.height} rows (task x state x layer x head) from {joined}; fine-tuned rows: the first seed's "

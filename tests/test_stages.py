@@ -1,0 +1,126 @@
+"""The stage registry: a stage declares in its own rule file what it produces and when it runs, so adding one touches
+only new files plus the Snakefile's include, the config schema and the README."""
+
+from __future__ import annotations
+
+import filecmp
+import shutil
+import subprocess
+
+import polars as pl
+import pytest
+
+from conftest import REPO
+from workflow_utils import SMOKE, jobs_to_run, snakemake
+
+pytestmark = pytest.mark.workflow
+
+TOY_RULES = '''# A test-only stage: the label counts of each task's dev split.
+
+
+declare_section("toy", runs=lambda model: config["toy"]["enabled"])
+
+
+rule toy_summary:
+    input:
+        dev=expand("results/data/{task}/dev.parquet", task=TASKS),
+    output:
+        **summary_outputs("toy", "counts", "results/toy/{model}/summary/counts"),
+    params:
+        code=script_code("toy_summary"),
+        min_count=config["toy"]["min_count"],
+    log:
+        "logs/toy_summary/{model}.log",
+    script:
+        "../workflow_scripts/toy_summary.py"
+'''
+
+TOY_SCRIPT = '''"""Label counts of each task's dev split (rule toy_summary, a test-only stage)."""
+
+from _common import log_to
+
+log_to(snakemake.log[0])
+
+import polars as pl
+
+from bertology_core import figures
+
+counts = pl.concat([pl.read_parquet(path).group_by(pl.col("label").cast(pl.String)).len().with_columns(pl.lit(path).alias("split")) for path in snakemake.input.dev])
+counts = counts.filter(pl.col("len") >= snakemake.params.min_count).sort("split", "label")
+figures.write_table(counts, snakemake.output.counts[0].removesuffix(".parquet"))
+'''
+
+TOY_SCHEMA = '''  toy:
+    type: object
+    additionalProperties: false
+    default: {}
+    description: A test-only stage (tests/test_stages.py).
+    properties:
+      enabled: {type: boolean, default: true, description: Whether the stage runs.}
+      min_count: {type: integer, minimum: 0, default: 1, description: Labels with fewer dev examples are left out.}
+'''
+
+
+def _tracked_files(root):
+    listed = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=root, capture_output=True, text=True, check=True)
+    return [line for line in listed.stdout.splitlines() if (root / line).is_file()]
+
+
+@pytest.fixture(scope="module")
+def repo_with_toy_stage(tmp_path_factory):
+    """A copy of the repository with a new stage added the way the README says: new files, one include line in the
+    Snakefile, one section of the schema, one line of the README."""
+    if shutil.which("git") is None or not (REPO / ".git").exists():
+        pytest.skip("needs the repository's git checkout to copy its files")
+    copy = tmp_path_factory.mktemp("repo")
+    for name in _tracked_files(REPO):
+        (copy / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(REPO / name, copy / name)
+    (copy / "rules" / "toy.smk").write_text(TOY_RULES)
+    (copy / "workflow_scripts" / "toy_summary.py").write_text(TOY_SCRIPT)
+    (copy / "report" / "sections" / "toy.rst").write_text("Label counts of each task's dev split (a test-only stage).\n")
+    snakefile = (copy / "Snakefile").read_text()
+    last = 'include: "rules/report.smk"\n'
+    assert last in snakefile
+    (copy / "Snakefile").write_text(snakefile.replace(last, last + 'include: "rules/toy.smk"\n'))
+    with open(copy / "schemas" / "config.schema.yaml", "a") as schema:
+        schema.write(TOY_SCHEMA)
+    with open(copy / "README.md", "a") as readme:
+        readme.write("\nThe toy stage counts each task's dev labels (`toy:` in the config).\n")
+    return copy
+
+
+def test_the_toy_stage_changes_only_new_files_and_the_three_shared_ones(repo_with_toy_stage):
+    original = set(_tracked_files(REPO))
+    copied = {path.relative_to(repo_with_toy_stage).as_posix() for path in repo_with_toy_stage.rglob("*") if path.is_file()}
+    assert copied - original == {"rules/toy.smk", "workflow_scripts/toy_summary.py", "report/sections/toy.rst"}
+    changed = {name for name in original if not filecmp.cmp(REPO / name, repo_with_toy_stage / name, shallow=False)}
+    assert changed == {"Snakefile", "schemas/config.schema.yaml", "README.md"}
+
+
+def test_a_new_stage_joins_the_dag_the_report_and_rule_all_from_its_own_files(repo_with_toy_stage, tmp_path):
+    snakefile = repo_with_toy_stage / "Snakefile"
+    before = jobs_to_run(tmp_path / "before")
+    after = jobs_to_run(tmp_path / "after", snakefile=snakefile)
+    # rule all asks for the new stage's summary: one job more, nothing else changed
+    assert after == {**before, "toy_summary": 1}
+    # the report page waits for it (its section declared it shows the table)
+    planned = snakemake(tmp_path / "after", "-n", "results/report/index.html", snakefile=snakefile).stdout
+    assert "rule toy_summary:" in planned or "toy_summary" in planned.split("Job stats:")[1]
+    # its config section (from the schema's defaults) decides whether it runs
+    off = tmp_path / "off.yaml"
+    off.write_text("toy: {enabled: false}\n")
+    assert "toy_summary" not in jobs_to_run(tmp_path / "off", (SMOKE, off), snakefile=snakefile)
+
+
+def test_the_new_stage_runs_and_registers_its_table_with_snakemakes_report(repo_with_toy_stage, tmp_path):
+    snakefile = repo_with_toy_stage / "Snakefile"
+    snakemake(tmp_path, "results/toy/tiny-bert/summary/counts.md", snakefile=snakefile)
+    counts = pl.read_parquet(tmp_path / "results" / "toy" / "tiny-bert" / "summary" / "counts.parquet")
+    dev_examples = sum(pl.read_parquet(tmp_path / "results" / "data" / task / "dev.parquet").height for task in ("MRPC", "STS-B"))
+    assert counts["len"].sum() == dev_examples
+    import zipfile
+
+    snakemake(tmp_path, "--report", str(tmp_path / "report.zip"), "results/toy/tiny-bert/summary/counts.md", snakefile=snakefile)
+    names = zipfile.ZipFile(tmp_path / "report.zip").namelist()
+    assert any(name.endswith("/counts.csv") for name in names), names
