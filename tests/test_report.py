@@ -162,7 +162,7 @@ def _declared_in_rules() -> tuple[set[str], str]:
     """The section anchors the rule files declare, and their text."""
     import re
 
-    rules = "".join(p.read_text() for p in (LAYOUT_FILE.parents[1] / "rules").glob("*.smk"))
+    rules = "".join(p.read_text() for p in (LAYOUT_FILE.parents[1] / "rules").rglob("*.smk"))
     return set(re.findall(r'(?:declare_section|summary_outputs|report_file)\(\s*"(\w+)"', rules)), rules
 
 
