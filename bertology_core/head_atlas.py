@@ -1,8 +1,8 @@
 """The head atlas: every per-head result of one model joined into one row per (task, model state, layer, head).
 
 It answers "what is known about this head?" in one place: the dominant attention pattern (Kovaleva et al. 2019,
-section 4.1), the cosine similarity of the head's attention before and after fine-tuning (4.2), its attention to
-[CLS], [SEP] and the linguistic features (4.3-4.5), the score change when the head alone is disabled with its
+section 4.1), the cosine similarity of the head's attention before and after fine-tuning (4.3), its attention to
+[CLS], [SEP] and the linguistic features (4.4-4.5), the score change when the head alone is disabled with its
 interval (4.6), Michel et al.'s importance, its survival in Prasanna et al.'s s-pruning, and the dependency
 relation it tracks best (Clark et al. 2019). The rule head_atlas writes the table and :func:`atlas_chart`'s chart;
 the report page shows both like any other stage's table and figure.

@@ -26,6 +26,11 @@ def claims_inputs(wildcards):
     return inputs
 
 
+# the stages whose results the claims read (bertology_core/claims.py names them so), not every registered stage:
+# a new stage does not rerun the claims
+CLAIMED_SECTIONS = ("patterns", "change", "disabling", "pruning", "probing")
+
+
 def claims_runs(model):
     """What the claims script needs to read its inputs: the (task, seed) of each per-model file, the seeds each
     per-task table pools, and what each stage did (ran, skipped by analysis.unfit, not run)."""
@@ -37,7 +42,7 @@ def claims_runs(model):
         "pruned_seeds": {task: [s for t, s in pruning_runs(model) if t == task] for task in TASKS},
         "stages": {
             section: "skipped" if section in skipped_sections(model) else "ran" if stage_runs(model, section) else "not run"
-            for section in fine_tuned_sections()
+            for section in CLAIMED_SECTIONS
         },
     }
 

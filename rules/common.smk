@@ -161,7 +161,7 @@ def declare_section(anchor, runs=None, shows=None, analyses_fine_tuned=None, sum
 def report_file(section, path, kind):
     """``path`` (a table's CSV or a figure's PNG) registered with Snakemake's report (``snakemake --report``),
     captioned by the section's text (report/sections/<section>.rst)."""
-    return report(path, caption=f"../report/sections/{section}.rst", category=section, subcategory="{model}",
+    return report(path, caption=str(REPO / "report" / "sections" / f"{section}.rst"), category=section, subcategory="{model}",
                   labels={"model": "{model}", kind: Path(path).stem})
 
 
@@ -185,8 +185,7 @@ def stage_runs(model, section):
 
 def summary_stems(model):
     """Every summary (stem under results/, each with a ``.md``) this config produces for ``model``: those of the
-    sections whose stage runs. The one place that decides which stages run (``all`` asks for these; the report
-    shows them)."""
+    sections whose stage runs (``Section.runs`` decides; ``all`` asks for these, the report shows them)."""
     return {stem.format(model=model) for section in SECTIONS.values() if section.runs(model) for _, stem in section.summaries}
 
 
@@ -214,6 +213,17 @@ def run_checks():
         problems = [problem for function in CHECKS["data"] for problem in function()]
         if problems:
             raise WorkflowError("Bad input data (nothing was run):\n" + "\n".join(problems))
+
+
+@check("inputs")
+def section_texts_problems():
+    """Every declared section has its text (report/sections/<anchor>.rst): the page's intro, and the caption
+    Snakemake's report needs for the section's files."""
+    missing = [anchor for anchor in SECTIONS if not (REPO / "report" / "sections" / f"{anchor}.rst").is_file()]
+    if missing:
+        raise WorkflowError(f"report/sections: no text for the section(s) {missing} the rule files declare. Fix: write "
+                            f"report/sections/<anchor>.rst (a paragraph: what the section shows, from which paper).")
+    return []
 
 
 def early_targets():

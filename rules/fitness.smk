@@ -3,7 +3,7 @@
 # unfit model fine-tuned from the pre-trained encoder.
 
 
-# Fitness verdicts (rules/fitness.smk): what analysis.unfit lets the analyses use.
+# Fitness verdicts: what analysis.unfit lets the analyses use.
 
 FITNESS_TABLE = "results/tables/fitness"
 

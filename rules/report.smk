@@ -16,8 +16,8 @@ def report_inputs(wildcards):
     # does not cover): editing them reruns the page only
     texts = [REPO / "report" / "sections" / f"{anchor}.rst" for anchor in SECTIONS]
     return {"shown": items, "fitness": fitness_inputs(), "layout": str(REPO / "report" / "layout.yaml"),
-            "texts": [str(path) for path in texts if path.is_file()],
-            "page": sorted(str(path) for path in (REPO / "bertology_core" / "page").iterdir() if path.is_file())}
+            "texts": [str(path) for path in texts],  # every one exists (section_texts_problems)
+            "page": sorted(str(path) for pattern in ("*.j2", "*.css", "*.js") for path in (REPO / "bertology_core" / "page").glob(pattern))}
 
 
 def analysed_seeds(model, task):
@@ -93,7 +93,8 @@ rule report:
         code=script_code("report"),
         models=list(MODELS),
         # what each section shows, as the stages declare it (rules/*.smk); how it looks is report/'s
-        sections={anchor: section.summaries for anchor, section in SECTIONS.items()},
+        # a function: read when the job is planned, so stages included after this file are on the page too
+        sections=lambda wc: {anchor: list(section.summaries) for anchor, section in SECTIONS.items()},
         section_runs=lambda wc: {model: section_runs(model) for model in MODELS},
         unfit=config["analysis"]["unfit"],
         claims_level=config["claims"]["level"],

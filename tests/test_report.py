@@ -178,7 +178,6 @@ def test_every_section_and_table_of_the_layout_is_one_a_stage_declares():
         assert (LAYOUT_FILE.parent / "sections" / f"{entry['anchor']}.rst").is_file(), entry
     for stem in data["tables"]:
         assert f'"results/{stem}"' in rules or f'"results/{stem}.csv"' in rules or f'"{stem}"' in rules, stem
-    assert anchors <= {entry["anchor"] for entry in data["sections"]}  # every stage of the workflow has its title
 
 
 def test_layout_orders_declared_sections_and_presents_unknown_ones_after_by_their_anchor(tmp_path):

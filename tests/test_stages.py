@@ -22,6 +22,8 @@ declare_section("toy", runs=lambda model: config["toy"]["enabled"])
 
 
 rule toy_summary:
+    conda:
+        "../envs/tables.yaml"
     input:
         dev=expand("results/data/{task}/dev.parquet", task=TASKS),
     output:
@@ -113,14 +115,25 @@ def test_a_new_stage_joins_the_dag_the_report_and_rule_all_from_its_own_files(re
     assert "toy_summary" not in jobs_to_run(tmp_path / "off", (SMOKE, off), snakefile=snakefile)
 
 
-def test_the_new_stage_runs_and_registers_its_table_with_snakemakes_report(repo_with_toy_stage, tmp_path):
+def test_the_new_stage_runs_shows_on_the_page_and_registers_its_table_with_snakemakes_report(repo_with_toy_stage, smoke_run,
+                                                                                             tmp_path):
+    """On a copy of the smoke run: the new stage's job and the page are all that run, and the page shows its section."""
     snakefile = repo_with_toy_stage / "Snakefile"
-    snakemake(tmp_path, "results/toy/tiny-bert/summary/counts.md", snakefile=snakefile)
-    counts = pl.read_parquet(tmp_path / "results" / "toy" / "tiny-bert" / "summary" / "counts.parquet")
-    dev_examples = sum(pl.read_parquet(tmp_path / "results" / "data" / task / "dev.parquet").height for task in ("MRPC", "STS-B"))
+    workdir = tmp_path / "run"
+    shutil.copytree(smoke_run, workdir, symlinks=True)
+    # the copy of the repository holds the smoke data and model under another absolute path: compare the rest
+    triggers = ("--rerun-triggers", "mtime", "params", "code")
+    assert jobs_to_run(workdir, (SMOKE,), *triggers, snakefile=snakefile) == {"toy_summary": 1, "report": 1, "all": 1}
+    snakemake(workdir, *triggers, snakefile=snakefile)
+    counts = pl.read_parquet(workdir / "results" / "toy" / "tiny-bert" / "summary" / "counts.parquet")
+    dev_examples = sum(pl.read_parquet(workdir / "results" / "data" / task / "dev.parquet").height for task in ("MRPC", "STS-B"))
     assert counts["len"].sum() == dev_examples
+    page = (workdir / "results" / "report" / "index.html").read_text()
+    section = page.split('<section id="toy">', 1)[1].split("</section>", 1)[0]  # after the layout's sections
+    assert "<h2>Toy</h2>" in section and "Label counts of each task&#x27;s dev split" in section and "<h3>Counts</h3>" in section
+    assert page.index('<section id="atlas">') < page.index('<section id="toy">')
     import zipfile
 
-    snakemake(tmp_path, "--report", str(tmp_path / "report.zip"), "results/toy/tiny-bert/summary/counts.md", snakefile=snakefile)
+    snakemake(workdir, "--report", str(tmp_path / "report.zip"), "results/toy/tiny-bert/summary/counts.md", snakefile=snakefile)
     names = zipfile.ZipFile(tmp_path / "report.zip").namelist()
     assert any(name.endswith("/counts.csv") for name in names), names
