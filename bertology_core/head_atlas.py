@@ -14,10 +14,13 @@ from typing import TYPE_CHECKING
 
 import polars as pl
 
+from bertology_core import states
+
 if TYPE_CHECKING:
     import altair as alt
 
-PRE_TRAINED, FINE_TUNED = "pre-trained", "fine-tuned"
+# the atlas's state column holds the states' display labels
+PRE_TRAINED, FINE_TUNED = states.label(states.PRETRAINED), states.label(states.FINETUNED)
 ATLAS_KEYS = ("model", "task", "state", "layer", "head", "name")
 
 
@@ -28,11 +31,12 @@ def _heads(frame: pl.DataFrame) -> pl.DataFrame:
 
 
 def dump_state(dump: str) -> tuple[str, str | None]:
-    """``TASK/untuned`` -> (TASK, pre-trained); ``TASK/pretrained_seedN`` -> (TASK, fine-tuned); else None."""
-    task, state = dump.split("/", 1)
-    if state == "untuned":
+    """``TASK/pretrained`` -> (TASK, pre-trained); ``TASK/finetuned_seedN`` -> (TASK, fine-tuned); else None."""
+    task, dumped = dump.split("/", 1)
+    state = states.dumped_state(dumped)
+    if state == states.PRETRAINED:
         return task, PRE_TRAINED
-    if state.startswith("pretrained_seed"):
+    if state == states.FINETUNED:
         return task, FINE_TUNED
     return task, None
 
@@ -135,7 +139,7 @@ def _best_relation_per_head(relations: pl.DataFrame, best: pl.DataFrame, rows: p
     ))
     out = []
     tasks = rows["task"].unique().to_list() if rows.height else []
-    pre = top.filter(pl.col("state") == "untuned")
+    pre = top.filter(pl.col("state") == states.PRETRAINED)
     if pre.height:
         out += [pre.with_columns(pl.lit(task).alias("task"), pl.lit(PRE_TRAINED).alias("state")) for task in tasks]
     tuned = top.filter(pl.col("state").str.contains(r"_seed\d+$")).with_columns(

@@ -56,6 +56,8 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from bertology_core import states
+
 NOUN_TAGS = frozenset({"NN", "NNS", "NNP", "NNPS"})
 VERB_TAGS = frozenset({"VB", "VBD", "VBG", "VBN", "VBP", "VBZ"})
 PRONOUN_TAGS = frozenset({"PRP", "PRP$"})
@@ -342,12 +344,13 @@ def score_dump(
 
 def state_means(frame: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
     """Scores (``task, model_state, *keys, score, examples``) averaged over seeds per model state, plus the fine-tuned
-    minus pre-trained difference (``model_state`` "difference") when both states were dumped; sorted, so tables and
+    minus pre-trained difference (``model_state`` :data:`states.DIFFERENCE`) when both states were dumped; sorted, so tables and
     figure data are the same on every run."""
+    pre_trained, fine_tuned = states.label(states.PRETRAINED), states.label(states.FINETUNED)
     mean = frame.group_by(["task", "model_state", *keys]).agg(pl.col("score").mean(), pl.col("examples").sum())
     parts = [mean.drop("examples")]
-    if set(mean["model_state"]) >= {"fine-tuned", "pre-trained"}:
+    if set(mean["model_state"]) >= {fine_tuned, pre_trained}:
         wide = mean.pivot(on="model_state", index=["task", *keys], values="score")
-        parts.append(wide.select("task", *keys, (pl.col("fine-tuned") - pl.col("pre-trained")).alias("score"))
-                     .with_columns(pl.lit("difference").alias("model_state")))
+        parts.append(wide.select("task", *keys, (pl.col(fine_tuned) - pl.col(pre_trained)).alias("score"))
+                     .with_columns(pl.lit(states.DIFFERENCE).alias("model_state")))
     return pl.concat(parts, how="diagonal").drop_nulls("score").sort("task", "model_state", *keys)

@@ -43,7 +43,7 @@ from torch import nn
 from torch.nn.utils import prune
 from transformers import PreTrainedModel
 
-from bertology_core import attention
+from bertology_core import attention, states
 from bertology_core.disabling_stats import split_halves
 from bertology_core.finetune import Encoded, FinetuneConfig
 from bertology_core.glue import GlueTask, subsample
@@ -472,7 +472,7 @@ def finetune_subnetwork(
     from bertology_core.models import load_classifier, load_tokenizer
 
     tokenizer = load_tokenizer(model_path)
-    model = load_classifier(model_path, task, "pretrained", seed).to(device or default_device())
+    model = load_classifier(model_path, task, states.PRETRAINED, seed).to(device or default_device())
     total = compaction.parameter_count(attention.encoder_layers(model))
     if isinstance(mask, StructureMask):
         compaction.compact(model, mask)

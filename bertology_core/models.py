@@ -15,7 +15,7 @@ from pathlib import Path
 import torch
 from transformers import AutoConfig, AutoModel, AutoModelForSequenceClassification, AutoTokenizer, PreTrainedModel
 
-from bertology_core import compatibility
+from bertology_core import compatibility, states
 from bertology_core.compatibility import PACKAGE_PREFIX, ModelSpecError, is_hf_folder, package_model_folder  # noqa: F401
 from bertology_core.glue import GlueTask
 
@@ -135,27 +135,30 @@ def _label_kwargs(task: GlueTask) -> dict[str, object]:
     }
 
 
-def load_classifier(path: str | os.PathLike[str], task: GlueTask, init: str, seed: int) -> PreTrainedModel:
-    """A sequence classifier for ``task`` built on the encoder at ``path``.
+# load_classifier's start for a folder that already holds a classifier for the task (a fine-tuned model)
+SAVED = "saved"
 
-    ``init="pretrained"`` keeps the pre-trained encoder and adds a fresh head;
-    ``init="random"`` keeps only the architecture: every weight is drawn anew by
+
+def load_classifier(path: str | os.PathLike[str], task: GlueTask, start: str, seed: int) -> PreTrainedModel:
+    """A sequence classifier for ``task`` built on the encoder at ``path``, starting from (``states.STARTS_FROM``):
+
+    ``states.PRETRAINED``: the pre-trained encoder with a fresh head;
+    ``states.RANDOM_WEIGHTS``: only the architecture: every weight is drawn anew by
     the model's own initialiser (normal with std ``initializer_range``), as in
-    Kovaleva et al.'s randomly initialised baseline. The seed fixes the draw.
-    A folder already holding a classifier for the task (``init="finetuned"``)
-    is loaded as is.
+    Kovaleva et al.'s randomly initialised baseline. The seed fixes the draw;
+    :data:`SAVED`: a folder already holding a classifier for the task, loaded as is.
     """
     torch.manual_seed(seed)
-    if init == "finetuned":
+    if start == SAVED:
         return AutoModelForSequenceClassification.from_pretrained(path, use_safetensors=True, trust_remote_code=False)
     config = AutoConfig.from_pretrained(path, trust_remote_code=False, **_label_kwargs(task))
-    if init == "pretrained":
+    if start == states.PRETRAINED:
         return AutoModelForSequenceClassification.from_pretrained(
             path, config=config, use_safetensors=True, trust_remote_code=False
         )
-    if init == "random":
+    if start == states.RANDOM_WEIGHTS:
         return AutoModelForSequenceClassification.from_config(config)
-    raise ValueError(f"init must be 'pretrained', 'random' or 'finetuned', not {init!r}")
+    raise ValueError(f"start must be {states.PRETRAINED!r}, {states.RANDOM_WEIGHTS!r} or {SAVED!r}, not {start!r}")
 
 
 

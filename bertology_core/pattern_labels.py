@@ -2,8 +2,8 @@
 labelling sample, sheets to label from, agreement between passes, and the rule labeller fitted to them.
 
 A label names the map it judges by what the map *is*, never by where a dump happened to put it:
-``task, state, idx, layer, head`` (``idx`` is the GLUE example id, ``state`` e.g. ``untuned`` or
-``pretrained_seed1``). Changing ``attention.seed`` or ``attention.max_examples`` therefore cannot
+``task, state, idx, layer, head`` (``idx`` is the GLUE example id, ``state`` the dumped state, e.g. ``pretrained``
+or ``finetuned_seed1``: :mod:`bertology_core.states`). Changing ``attention.seed`` or ``attention.max_examples`` therefore cannot
 re-point a label to another map: the labelled examples' maps are computed for them (rule
 ``labelled_maps``) whether the analysis sample holds them or not.
 
@@ -31,10 +31,12 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from bertology_core import glue, patterns
+from bertology_core import glue, patterns, states
 
 KEY = ("task", "state", "idx", "layer", "head")
-STATE = re.compile(r"untuned|(?:pretrained|random)_seed\d+")
+STATE = re.compile(states.DUMPED_PATTERN)
+# the script that renames the former state names in label files and cards
+MIGRATION = "tools/migrate_state_names.py"
 COLUMNS = (*KEY, "label")
 
 
@@ -70,9 +72,14 @@ def read_labels(path: str | os.PathLike[str], layers: int | None = None, heads: 
             values: dict[str, Any] = {"task": (record["task"] or "").strip(), "state": (record["state"] or "").strip()}
             if values["task"] not in glue.TASKS:
                 raise LabelsError(f"{path}:{line}: field 'task' = {values['task']!r} is not a GLUE task ({sorted(glue.TASKS)}).")
+            if (renamed := states.former_dumped(values["state"])) is not None:
+                raise LabelsError(f"{path}:{line}: field 'state' = {values['state']!r} is a former state name, now "
+                                  f"{renamed!r} ({states.renaming(states.FORMER_DUMPED)}). "
+                                  f"Fix: python {MIGRATION} {path.parent} (it renames them in every label file and card "
+                                  "there, and changes nothing else).")
             if not STATE.fullmatch(values["state"]):
-                raise LabelsError(f"{path}:{line}: field 'state' = {values['state']!r} is not a model state. Fix: untuned, "
-                                  "pretrained_seed<N> or random_seed<N>.")
+                raise LabelsError(f"{path}:{line}: field 'state' = {values['state']!r} is not a model state. Fix: "
+                                  f"{states.PRETRAINED}, {states.FINETUNED}_seed<N> or {states.SCRATCH}_seed<N>.")
             for field, limit in (("idx", None), ("layer", layers), ("head", heads)):
                 text = (record[field] or "").strip()
                 try:
@@ -125,6 +132,11 @@ class LabelCard:
         missing = [name for name in ("model_spec", "weights_sha256", "labels") if name not in values]
         if missing:
             raise LabelsError(f"{path}: missing field(s) {missing}.")
+        for key in values.get("states") or {}:
+            if (renamed := states.former_dumped(key.split("/")[-1])) is not None:
+                raise LabelsError(f"{path}: field 'states' names {key!r}, a former state name, now "
+                                  f"{key.rsplit('/', 1)[0]}/{renamed} ({states.renaming(states.FORMER_DUMPED)}). "
+                                  f"Fix: python {MIGRATION} {path.parent}.")
         return cls(**{k: v for k, v in values.items() if k in known})
 
     def labels_path(self, card_path: str | os.PathLike[str]) -> Path:
@@ -352,9 +364,14 @@ def fit_rule_thresholds(features: pl.DataFrame, labels: np.ndarray, start: patte
 
 def recipe_fingerprint(evaluation: dict[str, Any]) -> str:
     """What makes a fine-tuned model the one labels were made on, from its ``evaluation.json``: the
-    pre-trained weights, task, init, seed, training examples and hyperparameters (sha256 of them). Unlike a
-    hash of the fine-tuned weights it does not change with the CPU's floating-point kernels."""
-    fields = {"weights_sha256": evaluation["model"]["weights_sha256"], "task": evaluation["task"], "init": evaluation["init"],
+    pre-trained weights, task, state, seed, training examples and hyperparameters (sha256 of them). Unlike a
+    hash of the fine-tuned weights it does not change with the CPU's floating-point kernels.
+
+    The hashed fields keep the format they had before :mod:`bertology_core.states`: the state under its former
+    fine-tuning name (``"init": "pretrained"`` for finetuned), so that the fingerprints of label cards made before
+    the rename still match."""
+    fields = {"weights_sha256": evaluation["model"]["weights_sha256"], "task": evaluation["task"],
+              "init": states.former_fine_tuning_name(evaluation["state"]),
               "seed": evaluation["seed"], "train_examples": evaluation["train_examples"],
               "hyperparameters": evaluation["hyperparameters"]}
     return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()

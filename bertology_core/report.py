@@ -21,6 +21,7 @@ import jinja2
 import polars as pl
 from markupsafe import Markup
 
+from bertology_core import states
 from bertology_core.io import write_text
 
 _PAGE = Path(__file__).with_name("page")  # the page's template, style and script (package data)
@@ -246,14 +247,14 @@ def item_file(kind: str, stem: str) -> str:
 
 
 def unfit_warning(verdicts: pl.DataFrame, runs: Sequence[Sequence[object]], model: str, baselines: bool = False) -> str | None:
-    """The warning of a section showing results of ``runs`` ((task, init, seed) of ``model``) when some of
-    them are models fine-tuned from the pre-trained encoder that are not fit for analysis; None otherwise.
-    Random-init models are baselines, expected to be unfit: they never raise the warning."""
+    """The warning of a section showing results of ``runs`` ((task, state, seed) of ``model``) when some of
+    them are models fine-tuned from the pre-trained encoder (state finetuned) that are not fit for analysis; None
+    otherwise. Models fine-tuned from scratch are baselines, expected to be unfit: they never raise the warning."""
     from bertology_core.fitness import COLUMN, UNFIT
 
-    wanted = {(str(t), int(s)) for t, i, s in runs if i == "pretrained"}
+    wanted = {(str(t), int(s)) for t, state, s in runs if state == states.FINETUNED}
     unfit = [
-        r for r in verdicts.filter((pl.col("model") == model) & (pl.col("init") == "pretrained") & ~pl.col("fit")).iter_rows(named=True)
+        r for r in verdicts.filter((pl.col("model") == model) & (pl.col("state") == states.FINETUNED) & ~pl.col("fit")).iter_rows(named=True)
         if (r["task"], int(r["seed"])) in wanted
     ]
     if not unfit:
@@ -280,7 +281,7 @@ def build_sections(results: str | os.PathLike[str], models: Sequence[str], avail
     as the stages declare them (a figure's ``.vl.json``, a table's ``.parquet``, under ``results``); ``layout``: how
     they are ordered and titled; ``available``: the files (paths as given to the job) this config produced. Items it
     did not produce are listed as such, so a reader knows a stage was left out. ``verdicts`` (the fitness table) and
-    ``section_runs`` (model -> section anchor -> the (task, init, seed) whose results it shows) put a warning on each
+    ``section_runs`` (model -> section anchor -> the (task, state, seed) whose results it shows) put a warning on each
     section that shows an unfit model's results. ``notes``: more table notes by stem (with ``{model}``), e.g. the
     claims table's verdict rule. ``skipped``: model -> the sections left empty because analysis.unfit: skip left out
     every model their stage would analyse."""

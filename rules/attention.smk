@@ -7,38 +7,34 @@ def dump_file(path):
 
 
 def attention_states(model, task):
-    """Dumped model states of a task: ``untuned`` and ``<init>_seed<seed>`` for its fine-tuned encoders
-    (those analysed, see rules/fitness.smk)."""
-    states = []
-    for init in config["attention"]["states"]:
-        if init == "untuned":
-            states.append("untuned")
-        elif init in TRAINED_INITS:
-            states += [f"{init}_seed{seed}" for seed in SEEDS if analysed(model, task, init, seed)]
-    return states
-
-
-def state_init(state):
-    return "untuned" if state == "untuned" else split_state(state)[0]
+    """Dumped model states of a task (attention.dumped): ``pretrained`` and ``<state>_seed<seed>`` for its fine-tuned
+    encoders (those analysed, see rules/fitness.smk)."""
+    dumped = []
+    for state in config["attention"]["dumped"]:
+        if state == states.PRETRAINED:
+            dumped.append(states.PRETRAINED)
+        elif state in TRAINED_STATES:
+            dumped += [states.seeded(state, seed) for seed in SEEDS if analysed(model, task, state, seed)]
+    return dumped
 
 
 def dumped_fine_tuned(model):
     """(task, seed) of every dumped model fine-tuned from the pre-trained encoder."""
-    return [(task, split_state(state)[1]) for task in TASKS for state in attention_states(model, task)
-            if state.startswith("pretrained_seed")]
+    return [(task, split_state(dumped)[1]) for task in TASKS for dumped in attention_states(model, task)
+            if states.dumped_state(dumped) == states.FINETUNED]
 
 
 def dumped_runs(model):
-    """(task, init, seed) of every dumped fine-tuned model (the attention analyses' fine-tuned models)."""
-    return [(task, *split_state(state)) for task in TASKS for state in attention_states(model, task) if state != "untuned"]
+    """(task, state, seed) of every dumped fine-tuned model (the attention analyses' fine-tuned models)."""
+    return [(task, *split_state(dumped)) for task in TASKS for dumped in attention_states(model, task) if dumped != states.PRETRAINED]
 
 
 def dump_attention_inputs(wildcards):
     """The encoder to dump: the resolved pre-trained folder, or a fine-tuned model folder."""
     inputs = {"resolved": f"results/models/{wildcards.model}/resolved.json", "data": f"results/data/{wildcards.task}/dev.parquet"}
-    if wildcards.state != "untuned":
-        init, seed = split_state(wildcards.state)
-        inputs["model"] = f"{run_dir(wildcards.model, wildcards.task, init, seed)}/model"
+    if wildcards.dumped != states.PRETRAINED:
+        state, seed = split_state(wildcards.dumped)
+        inputs["model"] = f"{run_dir(wildcards.model, wildcards.task, state, seed)}/model"
     return inputs
 
 
@@ -48,7 +44,7 @@ def attention_dumps(model):
 
 def dump_keys(model):
     """``<task>/<state>`` of every attention dump of ``model`` (the analyses' unit)."""
-    return [f"{task}/{state}" for task in TASKS for state in attention_states(model, task)]
+    return [f"{task}/{dumped}" for task in TASKS for dumped in attention_states(model, task)]
 
 
 def dump_inputs(model, key):
@@ -61,7 +57,8 @@ def dump_inputs(model, key):
 # no fine-tuned model, so they start before the fitness checkpoint
 TARGETS.append(attention_dumps)
 EARLY_TARGETS.append(
-    lambda model: [f"results/attention/{model}/{task}/untuned.json" for task in TASKS] if "untuned" in config["attention"]["states"] else []
+    lambda model: [f"results/attention/{model}/{task}/{states.PRETRAINED}.json" for task in TASKS]
+    if states.PRETRAINED in config["attention"]["dumped"] else []
 )
 
 
@@ -71,9 +68,9 @@ rule dump_attention:
     input:
         unpack(dump_attention_inputs),
     output:
-        attention=dump_file("results/attention/{model}/{task}/{state}.attention.parquet"),
-        tokens=dump_file("results/attention/{model}/{task}/{state}.tokens.parquet"),
-        summary="results/attention/{model}/{task}/{state}.json",
+        attention=dump_file("results/attention/{model}/{task}/{dumped}.attention.parquet"),
+        tokens=dump_file("results/attention/{model}/{task}/{dumped}.tokens.parquet"),
+        summary="results/attention/{model}/{task}/{dumped}.json",
     params:
         code=script_code("dump_attention"),
         max_examples=config["attention"]["max_examples"],
@@ -81,7 +78,7 @@ rule dump_attention:
         batch_size=config["attention"]["batch_size"],
         bits=config["attention"]["bits"],
         # cut inputs as the dumped model was trained
-        max_length=lambda wc: hyperparameters(wc.task, state_init(wc.state))["max_length"],
+        max_length=lambda wc: hyperparameters(wc.task, states.dumped_state(wc.dumped))["max_length"],
     threads: config["attention"]["threads"]
     resources:
         mem_mb=scaled(4000),
@@ -89,8 +86,8 @@ rule dump_attention:
         cpus_per_task=config["attention"]["threads"],
         gpu=MODEL_JOB_GPUS,
     log:
-        "logs/dump_attention/{model}/{task}/{state}.log",
+        "logs/dump_attention/{model}/{task}/{dumped}.log",
     benchmark:
-        "results/benchmarks/dump_attention/{model}/{task}/{state}.tsv"
+        "results/benchmarks/dump_attention/{model}/{task}/{dumped}.tsv"
     script:
         "../workflow_scripts/dump_attention.py"

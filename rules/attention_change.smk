@@ -4,25 +4,25 @@
 
 def attention_change_runs(model):
     """(task, seed) pairs whose fine-tuned model is compared with the pre-trained encoder (Kovaleva et al. section 4.3)."""
-    if not {"untuned", "pretrained"} <= set(config["attention"]["states"]) or "pretrained" not in TRAINED_INITS:
+    if not {states.PRETRAINED, states.FINETUNED} <= set(config["attention"]["dumped"]) or states.FINETUNED not in TRAINED_STATES:
         return []
-    return [(task, seed) for task in TASKS for seed in SEEDS if analysed(model, task, "pretrained", seed)]
+    return [(task, seed) for task in TASKS for seed in SEEDS if analysed(model, task, states.FINETUNED, seed)]
 
 
 rule attention_change:
     conda:
         "../envs/torch.yaml"
     input:
-        before=lambda wc: dump_inputs(wc.model, f"{wc.task}/untuned"),
-        after=lambda wc: dump_inputs(wc.model, f"{wc.task}/pretrained_seed{wc.seed}"),
+        before=lambda wc: dump_inputs(wc.model, f"{wc.task}/{states.PRETRAINED}"),
+        after=lambda wc: dump_inputs(wc.model, f"{wc.task}/{states.seeded(states.FINETUNED, wc.seed)}"),
     output:
         heads="results/attention_change/{model}/{task}/seed{seed}.parquet",
         # per example, layer and head: what the claims table resamples
         examples="results/attention_change/{model}/{task}/seed{seed}.examples.parquet",
     params:
         code=script_code("attention_change"),
-        before="results/attention/{model}/{task}/untuned",
-        after="results/attention/{model}/{task}/pretrained_seed{seed}",
+        before=f"results/attention/{{model}}/{{task}}/{states.PRETRAINED}",
+        after=f"results/attention/{{model}}/{{task}}/{states.FINETUNED}_seed{{seed}}",
     log:
         "logs/attention_change/{model}/{task}/seed{seed}.log",
     benchmark:
@@ -60,5 +60,5 @@ rule attention_change_summary:
 
 
 declare_section("change", runs=lambda model: bool(attention_change_runs(model)),
-                shows=lambda model: [(task, "pretrained", seed) for task, seed in attention_change_runs(model)],
+                shows=lambda model: [(task, states.FINETUNED, seed) for task, seed in attention_change_runs(model)],
                 analyses_fine_tuned=lambda model: bool(attention_change_runs(model)))

@@ -2,9 +2,10 @@
 
 
 def metrics_files(model):
-    """The metrics.json of every run of the baselines table: untuned (top-level seeds) and every fine-tuned run."""
-    untuned = [(task, "untuned", seed) for task in TASKS for seed in SEEDS] if "untuned" in INITS else []
-    return [f"{run_dir(model, t, i, s)}/metrics.json" for t, i, s in untuned + fine_tuned_runs()]
+    """The metrics.json of every run of the baselines table: the pre-trained encoder's (top-level seeds) and every
+    fine-tuned run."""
+    pretrained = [(task, states.PRETRAINED, seed) for task in TASKS for seed in SEEDS] if states.PRETRAINED in FINETUNE_STATES else []
+    return [f"{run_dir(model, t, s, seed)}/metrics.json" for t, s, seed in pretrained + fine_tuned_runs()]
 
 
 rule baselines:

@@ -14,8 +14,12 @@ import yaml
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
-from bertology_core import code_imports, compatibility, configuration, glue, pattern_labels, treebank
+from bertology_core import code_imports, compatibility, configuration, glue, pattern_labels, states, treebank
 
+# a config written with the state names before bertology_core.states: one message naming every old key and value,
+# before the schema's (which would only say the key is not allowed)
+if problems := configuration.former_state_names(config):
+    raise WorkflowError("config uses the former names of model states (see bertology_core/states.py):\n  " + "\n  ".join(problems))
 # YAML 1.1 reads 2e-5 as a string: where the schema asks for a number, a string that spells one is one
 configuration.numbers_from_strings(config, yaml.safe_load((Path(workflow.basedir) / "schemas" / "config.schema.yaml").read_text()))
 validate(config, schema="../schemas/config.schema.yaml")
@@ -24,8 +28,9 @@ REPO = Path(workflow.basedir)
 MODELS = {m["name"]: m["spec"] for m in config["models"]}
 TASKS = list(config["tasks"])
 SEEDS = list(config["seeds"])
-INITS = list(config["finetune"]["inits"])
-TRAINED_INITS = [i for i in INITS if i != "untuned"]
+# fine-tuning's states this config runs (bertology_core.states), and those a fine-tuning job trains
+FINETUNE_STATES = list(config["finetune"]["states"])
+TRAINED_STATES = [s for s in FINETUNE_STATES if s in states.TRAINED]
 
 if len(MODELS) != len(config["models"]):
     raise WorkflowError("config 'models': two entries share a name. Fix: give every model a unique name.")
@@ -67,9 +72,10 @@ wildcard_constraints:
     task="|".join(re.escape(t) for t in glue.TASKS),
     split="train|dev|dev_mismatched",
     seed=r"\d+",
-    init="untuned|random|pretrained",
-    state=r"untuned|(?:pretrained|random)_seed\d+",
-    probed=r"untuned|random|(?:" + "|".join(re.escape(t) for t in glue.TASKS) + r")_seed\d+",
+    # a fine-tuning run's state, an attention dump's state (trained ones per seed), a probed state
+    state="|".join(states.FINE_TUNING),
+    dumped=states.DUMPED_PATTERN,
+    probed="|".join((states.PRETRAINED, states.RANDOM_WEIGHTS)) + "|(?:" + "|".join(re.escape(t) for t in glue.TASKS) + r")_seed\d+",
 
 
 MODEL_JOB_GPUS = config["compute"]["gpus"]
@@ -89,35 +95,34 @@ def data_limits(task):
     return limits
 
 
-def hyperparameters(task, init):
-    """Fine-tuning hyper-parameters of one job: defaults, then per-task, then per-init overrides.
+def hyperparameters(task, state):
+    """Fine-tuning hyper-parameters of one job: defaults, then per-task, then per-state overrides.
 
     Passed as params, so changing one task's value reruns exactly that task's jobs.
     """
     finetune = config["finetune"]
     values = dict(finetune["hyperparameters"])
     values.update(finetune["per_task"].get(task, {}))
-    values.update(finetune["per_init"].get(init, {}))
+    values.update(finetune["per_state"].get(state, {}))
     return values
 
 
 def evaluation_parameters(task):
-    return {"max_length": hyperparameters(task, "untuned")["max_length"]}
+    return {"max_length": hyperparameters(task, states.PRETRAINED)["max_length"]}
 
 
 def eval_splits(task):
     return list(glue.get_task(task).eval_splits)
 
 
-def run_dir(model, task, init, seed):
-    return f"results/finetune/{model}/{task}/{init}/seed{seed}"
+def run_dir(model, task, state, seed):
+    return f"results/finetune/{model}/{task}/{state}/seed{seed}"
 
 
-def split_state(state):
-    """``<prefix>_seed<N>`` -> (prefix, N): a dump state (``pretrained_seed1``: init 1) or a probed state
-    (``MRPC_seed1``: task 1)."""
-    prefix, seed = state.rsplit("_seed", 1)
-    return prefix, int(seed)
+def split_state(name):
+    """``<prefix>_seed<N>`` -> (prefix, N): a dumped state (``finetuned_seed1``: state, seed) or a probed state
+    (``MRPC_seed1``: task, seed)."""
+    return states.split_seeded(name)
 
 
 # --- the stage registry --------------------------------------------------------------------------------------
@@ -128,7 +133,7 @@ class Section:
     """One section of the report, declared by the rule file of the stage behind it (declare_section).
 
     ``runs(model)``: whether this config runs the stage for ``model`` (its summaries are then targets of ``all`` and
-    shown on the page); ``shows(model)``: the fine-tuned models (task, init, seed) whose results it shows (the page
+    shown on the page); ``shows(model)``: the fine-tuned models (task, state, seed) whose results it shows (the page
     warns about unfit ones); ``analyses_fine_tuned(model)``: whether it analyses a model fine-tuned from the
     pre-trained encoder (so that ``analysis.unfit: skip`` can leave it empty, and the page says why);
     ``summaries``: what it shows, (kind, stem under results/ with ``{model}``), in order, added by summary_outputs."""
@@ -248,8 +253,8 @@ def named_task_problems(task_lists, state_lists=None):
     not such lists: they may name a task not run, and apply once it is.) ``task_lists``/``state_lists``: config key ->
     the list it holds."""
     named = [(key, task, task) for key, tasks in task_lists.items() for task in tasks or []]
-    named += [(key, state, split_state(state)[0]) for key, states in (state_lists or {}).items() for state in states or []
-              if state not in ("untuned", "random")]
+    named += [(key, state, split_state(state)[0]) for key, chosen in (state_lists or {}).items() for state in chosen or []
+              if states.is_seeded(state)]
     return [f"{key} names {name}, {'which' if name == task else f'whose task {task}'} is not in tasks {TASKS}. "
             f"Fix: add {task} to tasks, or drop {name} from {key}." for key, name, task in named if task not in TASKS]
 

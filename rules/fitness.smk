@@ -32,11 +32,11 @@ def ungated():
         _GATED[0] = True
 
 
-def analysed(model, task, init, seed):
-    """Whether the analyses use the model fine-tuned with ``init`` and ``seed``: always under warn, and for
-    random-init baselines; under skip only if it is fit (the DAG waits for the fitness checkpoint); under
+def analysed(model, task, state, seed):
+    """Whether the analyses use the model fine-tuned into ``state`` with ``seed``: always under warn, and for the
+    from-scratch baselines; under skip only if it is fit (the DAG waits for the fitness checkpoint); under
     fail the checkpoint itself stops the run if a model is unfit, so what remains is fit."""
-    if config["analysis"]["unfit"] == "warn" or init != "pretrained" or not _GATED[0]:
+    if config["analysis"]["unfit"] == "warn" or state != states.FINETUNED or not _GATED[0]:
         return True
     path = Path(checkpoints.fitness_table.get().output[0])
     key = (str(path), path.stat().st_mtime_ns)
@@ -45,8 +45,8 @@ def analysed(model, task, init, seed):
 
         table = pl.read_parquet(path)
         _VERDICTS.clear()
-        _VERDICTS[key] = {(m, t, i, int(s)): bool(f) for m, t, i, s, f in table.select("model", "task", "init", "seed", "fit").iter_rows()}
-    return _VERDICTS[key][(model, task, init, int(seed))]
+        _VERDICTS[key] = {(m, t, i, int(s)): bool(f) for m, t, i, s, f in table.select("model", "task", "state", "seed", "fit").iter_rows()}
+    return _VERDICTS[key][(model, task, state, int(seed))]
 
 
 def fitness_inputs():
@@ -58,19 +58,19 @@ rule model_fitness:
     conda:
         "../envs/tables.yaml"
     input:
-        evaluation="results/finetune/{model}/{task}/{init}/seed{seed}/evaluation.json",
-        predictions="results/finetune/{model}/{task}/{init}/seed{seed}/predictions.parquet",
+        evaluation="results/finetune/{model}/{task}/{state}/seed{seed}/evaluation.json",
+        predictions="results/finetune/{model}/{task}/{state}/seed{seed}/predictions.parquet",
     output:
-        metrics="results/finetune/{model}/{task}/{init}/seed{seed}/metrics.json",
+        metrics="results/finetune/{model}/{task}/{state}/seed{seed}/metrics.json",
     wildcard_constraints:
-        init="random|pretrained",
+        state="|".join(states.TRAINED),
     params:
         code=script_code("model_fitness"),
         settings=lambda wc: fitness_settings(wc.task),
     log:
-        "logs/model_fitness/{model}/{task}/{init}/seed{seed}.log",
+        "logs/model_fitness/{model}/{task}/{state}/seed{seed}.log",
     benchmark:
-        "results/benchmarks/model_fitness/{model}/{task}/{init}/seed{seed}.tsv"
+        "results/benchmarks/model_fitness/{model}/{task}/{state}/seed{seed}.tsv"
     resources:
         mem_mb=scaled(1000),
         runtime=scaled(10),

@@ -34,20 +34,20 @@ rule linguistic_scores:
     conda:
         "../envs/torch.yaml"
     input:
-        dump=lambda wc: dump_inputs(wc.model, f"{wc.task}/{wc.state}"),
+        dump=lambda wc: dump_inputs(wc.model, f"{wc.task}/{wc.dumped}"),
         data="results/data/{task}/dev.parquet",
         spacy="results/linguistic/spacy/{task}.parquet",
         resolved="results/models/{model}/resolved.json",
     output:
-        multiext("results/linguistic/{model}/{task}/{state}.", "features.parquet", "relations.parquet", "cls_shares.parquet", "cls_max.parquet"),
+        multiext("results/linguistic/{model}/{task}/{dumped}.", "features.parquet", "relations.parquet", "cls_shares.parquet", "cls_max.parquet"),
     params:
         code=script_code("linguistic_scores"),
-        dump_prefix="results/attention/{model}/{task}/{state}",
+        dump_prefix="results/attention/{model}/{task}/{dumped}",
         directions=[list(d) for d in config["linguistic"]["directions"]],
     log:
-        "logs/linguistic_scores/{model}/{task}/{state}.log",
+        "logs/linguistic_scores/{model}/{task}/{dumped}.log",
     benchmark:
-        "results/benchmarks/linguistic_scores/{model}/{task}/{state}.tsv"
+        "results/benchmarks/linguistic_scores/{model}/{task}/{dumped}.tsv"
     resources:
         mem_mb=scaled(4000),
         runtime=scaled(30),

@@ -8,7 +8,7 @@ def model_requirements():
     finetune = config["finetune"]
     if "max_length" in finetune["hyperparameters"]:
         lengths["finetune.hyperparameters.max_length"] = finetune["hyperparameters"]["max_length"]
-    for section in ("per_task", "per_init"):
+    for section in ("per_task", "per_state"):
         for name, values in finetune[section].items():
             if "max_length" in values:
                 lengths[f"finetune.{section}.{name}.max_length"] = values["max_length"]

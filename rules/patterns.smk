@@ -92,30 +92,30 @@ def labelled_dump_inputs(model):
 
 def labelled_recipe_keys(model):
     """The labelled dumps of fine-tuned models (their recipes are checked against the label card)."""
-    return [key for key in labelled_dump_inputs(model) if not key.endswith("untuned")]
+    return [key for key in labelled_dump_inputs(model) if key.split("/")[1] != states.PRETRAINED]
 
 
 def labelled_recipe(model, key):
-    task, state = key.split("/")
-    init, seed = split_state(state)
-    return f"{run_dir(model, task, init, seed)}/evaluation.json"
+    task, dumped = key.split("/")
+    state, seed = split_state(dumped)
+    return f"{run_dir(model, task, state, seed)}/evaluation.json"
 
 
 rule pattern_features:
     conda:
         "../envs/torch.yaml"
     input:
-        lambda wc: dump_inputs(wc.model, f"{wc.task}/{wc.state}"),
+        lambda wc: dump_inputs(wc.model, f"{wc.task}/{wc.dumped}"),
     output:
-        "results/patterns/{model}/{task}/{state}.features.parquet",
+        "results/patterns/{model}/{task}/{dumped}.features.parquet",
     params:
         code=script_code("pattern_features"),
         rules=config["patterns"]["rules"],
-        dump_prefix="results/attention/{model}/{task}/{state}",
+        dump_prefix="results/attention/{model}/{task}/{dumped}",
     log:
-        "logs/pattern_features/{model}/{task}/{state}.log",
+        "logs/pattern_features/{model}/{task}/{dumped}.log",
     benchmark:
-        "results/benchmarks/pattern_features/{model}/{task}/{state}.tsv"
+        "results/benchmarks/pattern_features/{model}/{task}/{dumped}.tsv"
     resources:
         mem_mb=scaled(4000),
         runtime=scaled(30),
@@ -129,15 +129,15 @@ rule labelled_maps:
     input:
         unpack(dump_attention_inputs),
     output:
-        attention="results/patterns/{model}/labelled/{task}/{state}.attention.parquet",
-        tokens="results/patterns/{model}/labelled/{task}/{state}.tokens.parquet",
-        summary="results/patterns/{model}/labelled/{task}/{state}.json",
+        attention="results/patterns/{model}/labelled/{task}/{dumped}.attention.parquet",
+        tokens="results/patterns/{model}/labelled/{task}/{dumped}.tokens.parquet",
+        summary="results/patterns/{model}/labelled/{task}/{dumped}.json",
     params:
         code=script_code("labelled_maps"),
-        only_idx=lambda wc: hand_label_set(wc.model)["idx"][f"{wc.task}/{wc.state}"],
+        only_idx=lambda wc: hand_label_set(wc.model)["idx"][f"{wc.task}/{wc.dumped}"],
         batch_size=config["attention"]["batch_size"],
         bits=config["attention"]["bits"],
-        max_length=lambda wc: hyperparameters(wc.task, state_init(wc.state))["max_length"],
+        max_length=lambda wc: hyperparameters(wc.task, states.dumped_state(wc.dumped))["max_length"],
     threads: config["attention"]["threads"]
     resources:
         mem_mb=scaled(4000),
@@ -145,9 +145,9 @@ rule labelled_maps:
         cpus_per_task=config["attention"]["threads"],
         gpu=MODEL_JOB_GPUS,
     log:
-        "logs/labelled_maps/{model}/{task}/{state}.log",
+        "logs/labelled_maps/{model}/{task}/{dumped}.log",
     benchmark:
-        "results/benchmarks/labelled_maps/{model}/{task}/{state}.tsv"
+        "results/benchmarks/labelled_maps/{model}/{task}/{dumped}.tsv"
     script:
         "../workflow_scripts/labelled_maps.py"
 
@@ -203,18 +203,18 @@ rule classify_maps:
         "../envs/torch.yaml"
     input:
         weights="results/patterns/{model}/classifier/model.safetensors",
-        features="results/patterns/{model}/{task}/{state}.features.parquet",
-        dump=lambda wc: dump_inputs(wc.model, f"{wc.task}/{wc.state}"),
+        features="results/patterns/{model}/{task}/{dumped}.features.parquet",
+        dump=lambda wc: dump_inputs(wc.model, f"{wc.task}/{wc.dumped}"),
     output:
-        "results/patterns/{model}/{task}/{state}.classes.parquet",
+        "results/patterns/{model}/{task}/{dumped}.classes.parquet",
     params:
         code=script_code("classify_maps"),
-        dump_prefix="results/attention/{model}/{task}/{state}",
+        dump_prefix="results/attention/{model}/{task}/{dumped}",
     threads: 1
     log:
-        "logs/classify_maps/{model}/{task}/{state}.log",
+        "logs/classify_maps/{model}/{task}/{dumped}.log",
     benchmark:
-        "results/benchmarks/classify_maps/{model}/{task}/{state}.tsv"
+        "results/benchmarks/classify_maps/{model}/{task}/{dumped}.tsv"
     resources:
         mem_mb=scaled(4000),
         runtime=scaled(30),

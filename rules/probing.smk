@@ -8,32 +8,36 @@
 def probed_runs():
     """(task, seed) of every fine-tuned model the config probes (whether or not it is analysed)."""
     settings = config["probing"]
-    if not TREEBANK_SPLITS or "finetuned" not in settings["states"] or "pretrained" not in TRAINED_INITS:
+    if not TREEBANK_SPLITS or states.FINETUNED not in settings["states"] or states.FINETUNED not in TRAINED_STATES:
         return []
     tasks = TASKS if settings["tasks"] is None else [t for t in settings["tasks"] if t in TASKS]
-    return [(task, seed) for task in tasks for seed in settings["seeds"] or finetuned_seeds(task, "pretrained", probing=False)]
+    return [(task, seed) for task in tasks for seed in settings["seeds"] or finetuned_seeds(task, states.FINETUNED, probing=False)]
 
 
-def _state_is_analysed(model, state):
-    if state in ("untuned", "random"):
+# the probed states that are no fine-tuned model (their own names; a fine-tuned one is <TASK>_seed<N>)
+UNTRAINED_PROBED = (states.PRETRAINED, states.RANDOM_WEIGHTS)
+
+
+def _state_is_analysed(model, probed):
+    if probed in UNTRAINED_PROBED:
         return True
-    task, seed = split_state(state)
-    return analysed(model, task, "pretrained", seed)
+    task, seed = split_state(probed)
+    return analysed(model, task, states.FINETUNED, seed)
 
 
 def probing_states(model):
-    """Probed model states: ``untuned`` (the pre-trained encoder), ``random`` (its architecture with
-    random weights) and ``<task>_seed<seed>`` (fine-tuned from the pre-trained encoder, if analysed)."""
+    """Probed model states: ``pretrained`` (the pre-trained encoder), ``random_weights`` (its architecture with
+    random weights, never trained) and ``<task>_seed<seed>`` (fine-tuned from the pre-trained encoder, if analysed)."""
     if not TREEBANK_SPLITS:
         return []
-    states = [s for s in ("untuned", "random") if s in config["probing"]["states"]]
-    states += [f"{task}_seed{seed}" for task, seed in probed_runs()]
-    return [state for state in states if _state_is_analysed(model, state)]
+    probed = [s for s in UNTRAINED_PROBED if s in config["probing"]["states"]]
+    probed += [states.seeded(task, seed) for task, seed in probed_runs()]
+    return [state for state in probed if _state_is_analysed(model, state)]
 
 
 def probed_states(model):
     """(task, seed) of every probed model fine-tuned from the pre-trained encoder."""
-    return [split_state(state) for state in probing_states(model) if state not in ("untuned", "random")]
+    return [split_state(state) for state in probing_states(model) if state not in UNTRAINED_PROBED]
 
 
 def syntactic_head_states(model):
@@ -42,17 +46,17 @@ def syntactic_head_states(model):
     if not TREEBANK_SPLITS:
         return []
     chosen = config["probing"]["syntactic_heads"]["states"]
-    states = [s for s in probing_states(model) if s != "random"] if chosen is None else list(chosen)
-    return [state for state in states if _state_is_analysed(model, state)]
+    scored = [s for s in probing_states(model) if s != states.RANDOM_WEIGHTS] if chosen is None else list(chosen)
+    return [state for state in scored if _state_is_analysed(model, state)]
 
 
 def probing_model_inputs(wildcards):
-    """The encoder of a state: the resolved pre-trained folder (untuned and random, whose weights are
+    """The encoder of a state: the resolved pre-trained folder (pretrained and random_weights, whose weights are
     drawn from its config) or a fine-tuned model folder."""
     inputs = {"resolved": f"results/models/{wildcards.model}/resolved.json"}
-    if wildcards.probed not in ("untuned", "random"):
+    if wildcards.probed not in UNTRAINED_PROBED:
         task, seed = split_state(wildcards.probed)
-        inputs["model"] = f"{run_dir(wildcards.model, task, 'pretrained', seed)}/model"
+        inputs["model"] = f"{run_dir(wildcards.model, task, states.FINETUNED, seed)}/model"
     return inputs
 
 
@@ -193,7 +197,7 @@ rule probing_summary:
 
 
 declare_section("probing", runs=lambda model: bool(probing_states(model)),
-                shows=lambda model: [(task, "pretrained", seed) for task, seed in probed_states(model)],
+                shows=lambda model: [(task, states.FINETUNED, seed) for task, seed in probed_states(model)],
                 analyses_fine_tuned=lambda model: bool(probing_states(model)))
 
 
@@ -202,10 +206,10 @@ def _early_probing_targets(model):
     no fine-tuned model needed."""
     if not TREEBANK_SPLITS:
         return []
-    targets = [f"results/probing/{model}/{s}/probes.parquet" for s in ("untuned", "random") if s in config["probing"]["states"]]
-    with ungated():  # parsed before the fitness checkpoint exists; untuned is never a fine-tuned model
-        untuned_heads = "untuned" in syntactic_head_states(model)
-    return targets + ([f"results/probing/{model}/untuned/syntactic_heads.parquet"] if untuned_heads else [])
+    targets = [f"results/probing/{model}/{s}/probes.parquet" for s in UNTRAINED_PROBED if s in config["probing"]["states"]]
+    with ungated():  # parsed before the fitness checkpoint exists; pretrained is never a fine-tuned model
+        pretrained_heads = states.PRETRAINED in syntactic_head_states(model)
+    return targets + ([f"results/probing/{model}/{states.PRETRAINED}/syntactic_heads.parquet"] if pretrained_heads else [])
 
 
 EARLY_TARGETS.append(_early_probing_targets)

@@ -5,12 +5,13 @@
 # chooses and reports on dev.
 
 
-PRUNE_DIR = "results/pruning/{model}/{task}/pretrained/seed{seed}"
+# the models fine-tuned from the pre-trained encoder are pruned (state finetuned)
+PRUNE_DIR = f"results/pruning/{{model}}/{{task}}/{states.FINETUNED}/seed{{seed}}"
 
 
 def configured_pruning_tasks():
     wanted = config["pruning"]["tasks"]
-    if "pretrained" not in TRAINED_INITS:
+    if states.FINETUNED not in TRAINED_STATES:
         return []
     return [task for task in TASKS if wanted is None or task in wanted]
 
@@ -22,7 +23,7 @@ def pruning_seeds(task):
 
 def pruning_runs(model):
     """(task, seed) of every pruned fine-tuned model: the configured ones that are analysed."""
-    return [(task, seed) for task in configured_pruning_tasks() for seed in pruning_seeds(task) if analysed(model, task, "pretrained", seed)]
+    return [(task, seed) for task in configured_pruning_tasks() for seed in pruning_seeds(task) if analysed(model, task, states.FINETUNED, seed)]
 
 
 def subnetwork_seeds(task):
@@ -32,12 +33,12 @@ def subnetwork_seeds(task):
 
 
 def pruning_dir(model, task, seed):
-    return f"results/pruning/{model}/{task}/pretrained/seed{seed}"
+    return PRUNE_DIR.format(model=model, task=task, seed=seed)
 
 
 def subnetwork_recipe(task):
     """Re-fine-tuning hyper-parameters of the subnetworks: fine-tuning's, with pruning's overrides."""
-    values = hyperparameters(task, "pretrained")
+    values = hyperparameters(task, states.FINETUNED)
     if config["pruning"]["subnetwork_epochs"] is not None:
         values["epochs"] = config["pruning"]["subnetwork_epochs"]
     return values
@@ -88,7 +89,7 @@ def pruning_summary_inputs(wildcards):
         "subnetworks": [f"{pruning_dir(model, t, s)}/subnetworks/{n}.json" for t, s, n in subnetwork_runs(model)],
         "subnetwork_predictions": [f"{pruning_dir(model, t, s)}/subnetworks/{n}.predictions.parquet" for t, s, n in subnetwork_runs(model)],
         # the fine-tuned models' own dev predictions: the full reference when it is not re-fine-tuned
-        "finetuned_predictions": [f"results/finetune/{model}/{t}/pretrained/seed{s}/predictions.parquet" for t, s in runs],
+        "finetuned_predictions": [f"{run_dir(model, t, states.FINETUNED, s)}/predictions.parquet" for t, s in runs],
         "dev": sorted({f"results/data/{t}/dev.parquet" for t, _ in runs}),
     }
 
@@ -118,7 +119,7 @@ def subnetwork_inputs(wildcards):
         method, kind, protocol = wildcards.network.split("-")
         inputs["mask"] = f"{pruning_dir(wildcards.model, wildcards.task, wildcards.seed)}/{method}_{protocol}_mask.safetensors"
         if (method, kind) == ("m", "bad"):  # the smallest weights of the fine-tuned model
-            inputs["finetuned"] = f"{run_dir(wildcards.model, wildcards.task, 'pretrained', wildcards.seed)}/model"
+            inputs["finetuned_model"] = f"{run_dir(wildcards.model, wildcards.task, states.FINETUNED, wildcards.seed)}/model"
     return inputs
 
 
@@ -126,7 +127,7 @@ rule head_importance:
     conda:
         "../envs/torch.yaml"
     input:
-        model=lambda wc: f"{run_dir(wc.model, wc.task, 'pretrained', wc.seed)}/model",
+        model=lambda wc: f"{run_dir(wc.model, wc.task, states.FINETUNED, wc.seed)}/model",
         importance=importance_data,
         dev="results/data/{task}/dev.parquet",
     output:
@@ -139,7 +140,7 @@ rule head_importance:
         importance=pruning_params(),
         step_share=config["pruning"]["michel_step_share"],
         recompute=config["pruning"]["michel_recompute"],
-        max_length=lambda wc: hyperparameters(wc.task, "pretrained")["max_length"],
+        max_length=lambda wc: hyperparameters(wc.task, states.FINETUNED)["max_length"],
         dev_sample=pruning_dev_sample(),
     # the long single jobs start beside the sweeps instead of trailing the run alone
     priority: 10
@@ -162,7 +163,7 @@ rule lottery_pruning:
     conda:
         "../envs/torch.yaml"
     input:
-        model=lambda wc: f"{run_dir(wc.model, wc.task, 'pretrained', wc.seed)}/model",
+        model=lambda wc: f"{run_dir(wc.model, wc.task, states.FINETUNED, wc.seed)}/model",
         importance=importance_data,
         dev="results/data/{task}/dev.parquet",
     output:
@@ -183,7 +184,7 @@ rule lottery_pruning:
             "m": {"rate": config["pruning"]["m_rate"], "max_iterations": config["pruning"]["m_max_iterations"]},
             "s": {k: config["pruning"][f"s_{k}"] for k in ("head_share", "mlps_per_step", "refine")},
         }[wc.method],
-        max_length=lambda wc: hyperparameters(wc.task, "pretrained")["max_length"],
+        max_length=lambda wc: hyperparameters(wc.task, states.FINETUNED)["max_length"],
         # a sample of the choosing examples (held_out's half A); the paper's protocol chooses on all of dev
         dev_sample=lambda wc: pruning_dev_sample() if wc.protocol == "held_out" else {"examples": None, "seed": 0},
         batch_size=config["pruning"]["batch_size"],
@@ -206,7 +207,7 @@ rule compact_model:
     conda:
         "../envs/torch.yaml"
     input:
-        model=lambda wc: f"{run_dir(wc.model, wc.task, 'pretrained', wc.seed)}/model",
+        model=lambda wc: f"{run_dir(wc.model, wc.task, states.FINETUNED, wc.seed)}/model",
         mask=f"{PRUNE_DIR}/s_held_out_mask.safetensors",
         dev="results/data/{task}/dev.parquet",
     output:
@@ -214,7 +215,7 @@ rule compact_model:
         summary=f"{PRUNE_DIR}/s_compact.json",
     params:
         code=script_code("compact_model"),
-        max_length=lambda wc: hyperparameters(wc.task, "pretrained")["max_length"],
+        max_length=lambda wc: hyperparameters(wc.task, states.FINETUNED)["max_length"],
         dev_sample=pruning_dev_sample(),
     threads: config["pruning"]["threads"]
     resources:
@@ -312,7 +313,7 @@ rule pruning_summary:
 
 
 declare_section("pruning", runs=lambda model: bool(pruning_runs(model)),
-                shows=lambda model: [(task, "pretrained", seed) for task, seed in pruning_runs(model)],
+                shows=lambda model: [(task, states.FINETUNED, seed) for task, seed in pruning_runs(model)],
                 analyses_fine_tuned=lambda model: bool(pruning_runs(model)))
 
 

@@ -23,15 +23,15 @@ def report_inputs(wildcards):
 def analysed_seeds(model, task):
     """Every seed of a task whose model fine-tuned from the pre-trained encoder some stage analyses."""
     seeds = {seed for t, seed in dumped_fine_tuned(model) if t == task}
-    if "pretrained" in disabling_inits():
-        seeds |= set(swept_seeds(model, task, "pretrained"))
+    if states.FINETUNED in disabling_states():
+        seeds |= set(swept_seeds(model, task, states.FINETUNED))
     seeds |= {seed for t, seed in pruning_runs(model) if t == task}
     seeds |= {seed for t, seed in probed_states(model) if t == task}
     return sorted(seeds)
 
 
 def section_runs(model):
-    """Report section anchor -> the fine-tuned models (task, init, seed) whose results it shows: the report
+    """Report section anchor -> the fine-tuned models (task, state, seed) whose results it shows: the report
     warns in each section that shows an unfit one."""
     return {anchor: section.shows(model) for anchor, section in SECTIONS.items()}
 

@@ -24,7 +24,7 @@ def items(n=4):
     for i in range(n):
         attention = rng.random((10, 10))
         attention /= attention.sum(axis=1, keepdims=True)
-        out.append({"task": "MRPC", "state": "untuned", "idx": 100 + i, "layer": i % 2, "head": 3, "tokens": ["[CLS]", "a", "</script>"],
+        out.append({"task": "MRPC", "state": "pretrained", "idx": 100 + i, "layer": i % 2, "head": 3, "tokens": ["[CLS]", "a", "</script>"],
                     **encode_map(attention)})
     return out
 
@@ -49,9 +49,9 @@ def test_label_with_keys_export_and_import_in_headless_chromium(browser, tmp_pat
     download.value.save_as(exported)
     assert exported.read_text() == (
         "task,state,idx,layer,head,label\n"
-        "MRPC,untuned,100,0,3,diagonal\n"
-        "MRPC,untuned,101,1,3,vertical\n"
-        "MRPC,untuned,103,1,3,heterogeneous\n"
+        "MRPC,pretrained,100,0,3,diagonal\n"
+        "MRPC,pretrained,101,1,3,vertical\n"
+        "MRPC,pretrained,103,1,3,heterogeneous\n"
     )
     from bertology_core import pattern_labels  # the export is what the labels reader takes
 

@@ -5,31 +5,31 @@ import polars as pl
 from bertology_core import baselines
 
 
-def record(task, init, seed, **values):
-    return {"task": task, "init": init, "seed": seed, "eval": {"dev": {**values, "examples": 10, "eval_seconds": 0.1}}}
+def record(task, state, seed, **values):
+    return {"task": task, "state": state, "seed": seed, "eval": {"dev": {**values, "examples": 10, "eval_seconds": 0.1}}}
 
 
 def test_mean_and_std_over_seeds_match_hand_computation():
     records = [
-        record("MRPC", "pretrained", 1, accuracy=0.70, f1=0.80),
-        record("MRPC", "pretrained", 2, accuracy=0.80, f1=0.90),
-        record("MRPC", "untuned", 1, accuracy=0.50, f1=0.60),
+        record("MRPC", "finetuned", 1, accuracy=0.70, f1=0.80),
+        record("MRPC", "finetuned", 2, accuracy=0.80, f1=0.90),
+        record("MRPC", "pretrained", 1, accuracy=0.50, f1=0.60),
     ]
     long = baselines.collect("m", records)
     assert long.height == 6  # eval bookkeeping fields are not metrics
     summary = baselines.summarise(long)
-    acc = summary.filter((pl.col("init") == "pretrained") & (pl.col("metric") == "accuracy")).row(0, named=True)
+    acc = summary.filter((pl.col("state") == "finetuned") & (pl.col("metric") == "accuracy")).row(0, named=True)
     assert math.isclose(acc["mean"], 0.75) and math.isclose(acc["std"], math.sqrt(0.005)) and acc["n_seeds"] == 2
     table = baselines.wide(summary)
-    assert table.columns == ["task", "metric", "pre-trained (untuned)", "fine-tuned"]
+    assert table.columns == ["task", "metric", "pre-trained", "fine-tuned"]  # the states' labels, in Table 1's order
     row = table.filter(pl.col("metric") == "accuracy").row(0, named=True)
-    assert row["fine-tuned"] == "0.75 ± 0.071" and row["pre-trained (untuned)"] == "0.5"
+    assert row["fine-tuned"] == "0.75 ± 0.071" and row["pre-trained"] == "0.5"
     markdown = baselines.to_markdown(table, "Baselines")
     assert "| MRPC | accuracy | 0.5 | 0.75 ± 0.071 |" in markdown
 
 
 def test_extra_dev_sets_are_labelled():
     summary = baselines.summarise(baselines.collect("m", [
-        {"task": "MNLI", "init": "pretrained", "seed": 1, "eval": {"dev": {"accuracy": 0.8}, "dev_mismatched": {"accuracy": 0.7}}}
+        {"task": "MNLI", "state": "finetuned", "seed": 1, "eval": {"dev": {"accuracy": 0.8}, "dev_mismatched": {"accuracy": 0.7}}}
     ]))
     assert baselines.wide(summary)["task"].to_list() == ["MNLI", "MNLI (dev_mismatched)"]

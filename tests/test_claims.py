@@ -102,10 +102,10 @@ def test_prunable_share_is_rescored_on_resampled_examples():
 def test_probing_peak_reports_the_relative_depth_of_the_best_layer():
     rng = np.random.default_rng(0)
     accuracy = [0.6, 0.8, 0.9, 0.85, 0.7]  # layer 2 of 4 is best: relative depth 0.5
-    rows = [{"labels": "upos", "kind": "task", "layer": layer, "sentence": s, "correct": bool(rng.random() < a), "state": "untuned"}
+    rows = [{"labels": "upos", "kind": "task", "layer": layer, "sentence": s, "correct": bool(rng.random() < a), "state": "pretrained"}
             for layer, a in enumerate(accuracy) for s in range(200) for _ in range(5)]
     [measured] = claims.probing_peak(pl.DataFrame(rows), 500, 0.95, 0)
-    assert measured.scope == "untuned upos" and measured.value == 0.5
+    assert measured.scope == "pretrained upos" and measured.value == 0.5
     assert 0.25 < measured.ci_low <= 0.5 <= measured.ci_high < 0.75
     assert claims.verdict(measured.ci_low, measured.ci_high, claims.BY_KEY["probing_peak_middle"].region) == REPRODUCED
 

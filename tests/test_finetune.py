@@ -3,7 +3,7 @@ import polars as pl
 import pytest
 import torch
 
-from bertology_core import finetune, glue, models
+from bertology_core import finetune, glue, models, states
 from conftest import GLUE_SMOKE, TINY_BERT
 
 
@@ -28,34 +28,34 @@ def test_collate_pads_dynamically_and_masks_padding():
     assert data.collate([0])["input_ids"].shape == (1, 3)
 
 
-def run(task_name: str, init: str, seed: int, checkpointer=None, **overrides):
+def run(task_name: str, state: str, seed: int, checkpointer=None, **overrides):
     task = glue.get_task(task_name)
     train = glue.read_local(task, "train", GLUE_SMOKE)
     dev = glue.read_local(task, "dev", GLUE_SMOKE)
     config = finetune.FinetuneConfig(**{"batch_size": 8, "epochs": 2, "learning_rate": 1e-3, "max_length": 32, **overrides})
     return finetune.finetune_and_evaluate(
-        str(TINY_BERT), task, init, seed, train, {"dev": dev}, config, progress=False, checkpointer=checkpointer
+        str(TINY_BERT), task, state, seed, train, {"dev": dev}, config, progress=False, checkpointer=checkpointer
     )
 
 
 def test_same_seed_gives_identical_results_and_other_seed_differs():
-    a, b, c = run("MRPC", "pretrained", 7), run("MRPC", "pretrained", 7), run("MRPC", "pretrained", 8)
+    a, b, c = run("MRPC", "finetuned", 7), run("MRPC", "finetuned", 7), run("MRPC", "finetuned", 8)
     assert a.metrics["training"]["loss_curve"] == b.metrics["training"]["loss_curve"]
     assert a.predictions["dev"].equals(b.predictions["dev"])
     assert a.metrics["training"]["loss_curve"] != c.metrics["training"]["loss_curve"]
 
 
 def test_training_reduces_loss_on_a_learnable_task():
-    result = run("SST-2", "pretrained", 0, group_by_length=True)  # label is the word happy/sad
+    result = run("SST-2", "finetuned", 0, group_by_length=True)  # label is the word happy/sad
     curve = result.metrics["training"]["loss_curve"]
     assert result.metrics["training"]["steps"] == 12  # 48 examples / batch 8 x 2 epochs
     assert result.metrics["training"]["examples_seen"] == 96
     assert np.mean(curve[-3:]) < np.mean(curve[:3])
 
 
-def test_untuned_evaluates_without_training_and_predictions_align_with_dev():
-    result = run("STS-B", "untuned", 0)
-    assert "training" not in result.metrics
+def test_pretrained_evaluates_without_training_and_predictions_align_with_dev():
+    result = run("STS-B", "pretrained", 0)
+    assert "training" not in result.metrics and result.metrics["state"] == "pretrained"
     predictions = result.predictions["dev"]
     dev = glue.read_local(glue.get_task("STS-B"), "dev", GLUE_SMOKE)
     assert predictions["idx"].equals(dev["idx"]) and predictions["label"].equals(dev["label"])
@@ -66,7 +66,7 @@ def test_untuned_evaluates_without_training_and_predictions_align_with_dev():
 def test_predict_is_independent_of_batch_size_and_order():
     task = glue.get_task("RTE")
     dev = glue.read_local(task, "dev", GLUE_SMOKE)
-    model = models.load_classifier(TINY_BERT, task, "pretrained", 0)
+    model = models.load_classifier(TINY_BERT, task, states.PRETRAINED, 0)
     data = finetune.encode(dev, models.load_tokenizer(TINY_BERT), 32)
     np.testing.assert_allclose(finetune.predict(model, data, 3), finetune.predict(model, data, 100), atol=1e-5)
     one_by_one = np.concatenate(
@@ -84,7 +84,7 @@ def test_config_from_dict_ignores_unknown_keys_and_keeps_paper_defaults():
 def test_training_without_data_is_an_error():
     task = glue.get_task("RTE")
     with pytest.raises(ValueError, match="needs training data"):
-        finetune.finetune_and_evaluate(str(TINY_BERT), task, "random", 0, None, {}, finetune.FinetuneConfig())
+        finetune.finetune_and_evaluate(str(TINY_BERT), task, "scratch", 0, None, {}, finetune.FinetuneConfig())
 
 
 class Crash(Exception):
@@ -99,7 +99,7 @@ def test_resuming_from_a_checkpoint_gives_the_uninterrupted_result(tmp_path, mon
 
     # 48 examples / batch 8 = 6 steps per epoch, 3 epochs; checkpoints at steps 4 and 8 (epoch 1, batch 2)
     overrides = {"epochs": 3, "group_by_length": True}
-    reference = run("SST-2", "pretrained", 5, **overrides)
+    reference = run("SST-2", "finetuned", 5, **overrides)
 
     saves = []
 
@@ -111,12 +111,12 @@ def test_resuming_from_a_checkpoint_gives_the_uninterrupted_result(tmp_path, mon
     monkeypatch.setattr(finetune, "failpoint", crash_on_second)
     checkpointer = checkpoint.Checkpointer(tmp_path / "ckpt", fingerprint="run-a", every_steps=4, every_seconds=None)
     with pytest.raises(Crash):
-        run("SST-2", "pretrained", 5, **overrides, checkpointer=checkpointer)
+        run("SST-2", "finetuned", 5, **overrides, checkpointer=checkpointer)
     meta = (tmp_path / "ckpt" / checkpoint.META_FILE).read_text()
     assert '"step": 8, "epoch": 1, "batch_in_epoch": 2' in meta
 
     monkeypatch.setattr(finetune, "failpoint", lambda name: None)
-    resumed = run("SST-2", "pretrained", 5, **overrides, checkpointer=checkpointer)
+    resumed = run("SST-2", "finetuned", 5, **overrides, checkpointer=checkpointer)
     assert resumed.metrics["training"]["resumed_at_step"] == 8
     assert resumed.metrics["training"]["loss_curve"] == reference.metrics["training"]["loss_curve"]
     assert resumed.predictions["dev"].equals(reference.predictions["dev"])
@@ -126,7 +126,7 @@ def test_resuming_from_a_checkpoint_gives_the_uninterrupted_result(tmp_path, mon
     # a checkpoint of other settings is ignored and deleted, never resumed
     checkpointer.save(checkpoint.TrainingState(step=1), resumed.model, *_optimizer_and_scheduler(resumed.model))
     other = checkpoint.Checkpointer(tmp_path / "ckpt", fingerprint="run-b", every_steps=None, every_seconds=None)
-    fresh = run("SST-2", "pretrained", 5, **overrides, checkpointer=other)
+    fresh = run("SST-2", "finetuned", 5, **overrides, checkpointer=other)
     assert fresh.metrics["training"]["resumed_at_step"] == 0
     assert fresh.metrics["training"]["loss_curve"] == reference.metrics["training"]["loss_curve"]
     assert not (tmp_path / "ckpt").exists()

@@ -80,32 +80,32 @@ def test_matthews_correlation_of_the_majority_class_is_zero():
 
 def _table(*rows):
     return fitness.verdict_table([
-        {"model": "m", "task": t, "init": i, "seed": s, "metric": "accuracy", "score": 0.8, "trivial_score": 0.7,
+        {"model": "m", "task": t, "state": i, "seed": s, "metric": "accuracy", "score": 0.8, "trivial_score": 0.7,
          "delta": 0.1, "ci_low": 0.05 if f else -0.01, "ci_high": 0.15, "margin": 0.0, "fit": f, "trivial_predictor": "x"}
         for t, i, s, f in rows
     ])
 
 
 def test_summary_rows_are_labelled_by_seed_by_state_and_by_pooled_seeds():
-    table = _table(("MRPC", "pretrained", 1, True), ("MRPC", "pretrained", 2, False), ("MRPC", "pretrained", 3, True),
-                   ("STS-B", "pretrained", 1, True), ("STS-B", "random", 1, False))
+    table = _table(("MRPC", "finetuned", 1, True), ("MRPC", "finetuned", 2, False), ("MRPC", "finetuned", 3, True),
+                   ("STS-B", "finetuned", 1, True), ("STS-B", "scratch", 1, False))
     verdicts = Verdicts(table, "m", {"MRPC": [1, 2, 3], "STS-B": [1]})
     by_seed = verdicts.annotate(pl.DataFrame({"task": ["MRPC", "MRPC", "MRPC"], "seed": [1, 2, None]}), seed="seed")
     assert by_seed[fitness.COLUMN].to_list() == ["fit", "UNFIT", "UNFIT: seed 2 (1 of 3)"]
-    dumps = verdicts.annotate(pl.DataFrame({"dump": ["MRPC/untuned", "MRPC/pretrained_seed2", "STS-B/pretrained_seed1",
-                                                     "STS-B/random_seed1"]}), state="dump")
-    assert dumps[fitness.COLUMN].to_list() == [None, "UNFIT", "fit", None]  # random init: a baseline, not judged here
-    probed = verdicts.annotate(pl.DataFrame({"state": ["untuned", "random", "MRPC_seed3", "STS-B_seed1"]}), state="state")
+    dumps = verdicts.annotate(pl.DataFrame({"dump": ["MRPC/pretrained", "MRPC/finetuned_seed2", "STS-B/finetuned_seed1",
+                                                     "STS-B/scratch_seed1"]}), state="dump")
+    assert dumps[fitness.COLUMN].to_list() == [None, "UNFIT", "fit", None]  # from scratch: a baseline, not judged here
+    probed = verdicts.annotate(pl.DataFrame({"state": ["pretrained", "random_weights", "MRPC_seed3", "STS-B_seed1"]}), state="state")
     assert probed[fitness.COLUMN].to_list() == [None, None, "fit", "fit"]
     atlas = verdicts.annotate(pl.DataFrame({"task": ["MRPC", "MRPC", "STS-B"], "state": ["pre-trained", "fine-tuned", "difference"]}),
                               state="state")
     assert atlas[fitness.COLUMN].to_list() == [None, "UNFIT: seed 2 (1 of 3)", "fit"]
     assert Verdicts(table, "m").label("MRPC", [2]) == "UNFIT"
-    assert Verdicts(_table(("MRPC", "pretrained", 1, False), ("MRPC", "pretrained", 2, False)), "m").label("MRPC", [1, 2]) == "UNFIT: all 2 seeds"
-    assert Verdicts(table, "m", init="random").label("STS-B", [1]) == "UNFIT"
+    assert Verdicts(_table(("MRPC", "finetuned", 1, False), ("MRPC", "finetuned", 2, False)), "m").label("MRPC", [1, 2]) == "UNFIT: all 2 seeds"
+    assert Verdicts(table, "m", state="scratch").label("STS-B", [1]) == "UNFIT"
 
 
 def test_the_fail_message_names_every_unfit_model_and_the_fixes():
-    table = _table(("MRPC", "pretrained", 2, False), ("RTE", "pretrained", 1, False))
+    table = _table(("MRPC", "finetuned", 2, False), ("RTE", "finetuned", 1, False))
     message = fitness.unfit_message(table)
     assert "m MRPC seed 2" in message and "m RTE seed 1" in message and "analysis.unfit: skip" in message

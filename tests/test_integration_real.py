@@ -56,7 +56,7 @@ def test_minilm_fine_tunes_on_real_mrpc_deterministically(shared_glue, minilm_pa
     dev = glue.prepare_split("MRPC", "dev", "local", shared_glue, 32, 0)
     config = finetune.FinetuneConfig(batch_size=16, epochs=1, learning_rate=5e-5, group_by_length=True)
     runs = [
-        finetune.finetune_and_evaluate(str(minilm_path), task, "pretrained", 3, train, {"dev": dev}, config, progress=False)
+        finetune.finetune_and_evaluate(str(minilm_path), task, "finetuned", 3, train, {"dev": dev}, config, progress=False)
         for _ in range(2)
     ]
     assert runs[0].metrics["training"]["steps"] == 4

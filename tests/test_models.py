@@ -42,18 +42,18 @@ def test_installed_package_resolves(minilm_path):
     assert (resolved.model_type, resolved.num_hidden_layers, resolved.num_attention_heads) == ("bert", 6, 12)
 
 
-def test_random_init_redraws_every_encoder_weight_and_pretrained_keeps_them():
+def test_random_weights_redraw_every_encoder_weight_and_pretrained_keeps_them():
     task = glue.get_task("MRPC")
     pre = models.load_classifier(TINY_BERT, task, "pretrained", seed=0)
-    rnd = models.load_classifier(TINY_BERT, task, "random", seed=123)
-    rnd_again = models.load_classifier(TINY_BERT, task, "random", seed=123)
+    rnd = models.load_classifier(TINY_BERT, task, "random_weights", seed=123)
+    rnd_again = models.load_classifier(TINY_BERT, task, "random_weights", seed=123)
     from safetensors.torch import load_file
 
     saved = load_file(TINY_BERT / "model.safetensors")
     name = "encoder.layer.0.attention.self.query.weight"
     matrices = [n for n, t in saved.items() if t.dim() == 2]
     assert len(matrices) > 10
-    for matrix in matrices:  # every weight matrix: kept by pretrained, redrawn by random
+    for matrix in matrices:  # every weight matrix: kept by pretrained, redrawn by random_weights
         torch.testing.assert_close(pre.bert.state_dict()[matrix], saved[matrix])
         assert not torch.allclose(rnd.bert.state_dict()[matrix], saved[matrix]), matrix
     torch.testing.assert_close(rnd.state_dict()[f"bert.{name}"], rnd_again.state_dict()[f"bert.{name}"])
@@ -61,6 +61,8 @@ def test_random_init_redraws_every_encoder_weight_and_pretrained_keeps_them():
     assert abs(rnd.bert.state_dict()[name].std().item() - rnd.config.initializer_range) < 0.005
     assert pre.config.num_labels == 2 and pre.config.id2label[1] == "equivalent"
     assert models.load_classifier(TINY_BERT, glue.get_task("STS-B"), "pretrained", 0).config.problem_type == "regression"
+    with pytest.raises(ValueError, match="start must be 'pretrained', 'random_weights' or 'saved', not 'random'"):
+        models.load_classifier(TINY_BERT, task, "random", 0)  # a former name
 
 
 def _copy(tmp_path, **config_changes):

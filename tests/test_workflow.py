@@ -26,7 +26,7 @@ def test_smoke_run_writes_every_output(smoke_run):
         assert (table / name).stat().st_size > 0
     markdown = (table / "baselines.md").read_text()
     assert "| MRPC | f1 |" in markdown and "| STS-B | pearson |" in markdown
-    run = smoke_run / "results" / "finetune" / "tiny-bert" / "MRPC" / "pretrained" / "seed1"
+    run = smoke_run / "results" / "finetune" / "tiny-bert" / "MRPC" / "finetuned" / "seed1"
     metrics = json.loads((run / "metrics.json").read_text())
     assert metrics["model"]["kind"] == "local" and len(metrics["model"]["config_sha256"]) == 64
     assert metrics["hyperparameters"]["learning_rate"] == 1e-3
@@ -35,24 +35,31 @@ def test_smoke_run_writes_every_output(smoke_run):
     assert metrics["fitness"]["fit"] is False and metrics["fitness"]["metric"] == "accuracy"
     assert (run / "model" / "model.safetensors").is_file() and (run / "model" / "tokenizer_config.json").is_file()
     assert not list((run / "model").glob("*.bin"))
-    assert (smoke_run / "logs" / "finetune" / "tiny-bert" / "MRPC" / "pretrained" / "seed1.log").is_file()
-    assert not (smoke_run / "results" / "finetune" / "tiny-bert" / "MRPC" / "untuned" / "seed1" / "model").exists()
+    assert metrics["state"] == "finetuned"
+    assert (smoke_run / "logs" / "finetune" / "tiny-bert" / "MRPC" / "finetuned" / "seed1.log").is_file()
+    # the pre-trained encoder is evaluated (state pretrained), never trained or saved
+    pretrained = smoke_run / "results" / "finetune" / "tiny-bert" / "MRPC" / "pretrained" / "seed1"
+    assert json.loads((pretrained / "metrics.json").read_text())["state"] == "pretrained"
+    assert not (pretrained / "model").exists()
     for task in ("MRPC", "STS-B"):
-        for state in ("untuned", "pretrained_seed1"):
+        for state in ("pretrained", "finetuned_seed1"):
             summary = json.loads((smoke_run / "results" / "attention" / "tiny-bert" / task / f"{state}.json").read_text())
             assert summary["examples"] == 8 and summary["layers"] == [0, 1] and summary["heads"] == 4
-    fine_tuned = json.loads((smoke_run / "results/attention/tiny-bert/MRPC/pretrained_seed1.json").read_text())
-    assert fine_tuned["model_folder"].endswith("finetune/tiny-bert/MRPC/pretrained/seed1/model")
+    fine_tuned = json.loads((smoke_run / "results/attention/tiny-bert/MRPC/finetuned_seed1.json").read_text())
+    assert fine_tuned["model_folder"].endswith("finetune/tiny-bert/MRPC/finetuned/seed1/model")
+    assert fine_tuned["state"] == "finetuned_seed1"
 
 
 def test_every_fine_tuned_model_has_a_verdict_that_every_summary_and_the_atlas_repeat(smoke_run):
     results = smoke_run / "results"
     verdicts = pl.read_parquet(results / "tables" / "fitness.parquet")
-    # every fine-tuned run: MRPC seeds 1-2 (pretrained), STS-B seed 1, and each task's random-init baseline
-    assert sorted(verdicts.select("task", "init", "seed").iter_rows()) == [
-        ("MRPC", "pretrained", 1), ("MRPC", "pretrained", 2), ("MRPC", "random", 1), ("STS-B", "pretrained", 1), ("STS-B", "random", 1)]
+    # every fine-tuned run: MRPC seeds 1-2 (finetuned), STS-B seed 1, and each task's from-scratch baseline
+    assert sorted(verdicts.select("task", "state", "seed").iter_rows()) == [
+        ("MRPC", "finetuned", 1), ("MRPC", "finetuned", 2), ("MRPC", "scratch", 1), ("STS-B", "finetuned", 1), ("STS-B", "scratch", 1)]
     assert not verdicts["fit"].any()  # a tiny random BERT on 40 examples learns nothing: all unfit
     baselines = (results / "tables" / "tiny-bert" / "baselines.md").read_text()
+    assert "| task | metric | pre-trained | from scratch | fine-tuned | trivial predictor | fine-tuned: fit for analysis | " \
+           "from scratch: fit for analysis |" in baselines
     assert "| MRPC | accuracy | 0.5 | 0.5 | 0.5 ± 0.0 | 0.5 | UNFIT: all 2 seeds | UNFIT |" in baselines
     for stem in ("patterns/tiny-bert/summary/shares", "patterns/tiny-bert/summary/heads", "attention_change/tiny-bert/summary/cosine",
                  "linguistic/tiny-bert/summary/features", "disabling/tiny-bert/summary/heads", "disabling/tiny-bert/summary/layers",
@@ -63,7 +70,7 @@ def test_every_fine_tuned_model_has_a_verdict_that_every_summary_and_the_atlas_r
         assert labels and all(label.startswith("UNFIT") for label in labels), (stem, labels)
     # rows that rest on no fine-tuned model (the pre-trained encoder) carry no verdict
     probes = pl.read_parquet(results / "probing/tiny-bert/summary/probes.parquet")
-    assert probes.filter(pl.col("state").is_in(["untuned", "random"]))["fit_for_analysis"].null_count() == 12
+    assert probes.filter(pl.col("state").is_in(["pretrained", "random_weights"]))["fit_for_analysis"].null_count() == 12
     claims = pl.read_parquet(results / "claims/tiny-bert/claims.parquet")
     assert set(claims.filter(pl.col("claim") == "best_head_disabling_gain")["verdict"]) == {"model unfit"}
     page = (results / "report" / "index.html").read_text()
@@ -83,16 +90,16 @@ def test_skip_leaves_unfit_models_out_of_the_dag_and_fail_stops_before_any_analy
     # pruning or probe is planned, so none can be made, not even empty
     summary = snakemake(workdir, "--summary", configs=configs).stdout.splitlines()
     in_dag = [line.split("\t")[0] for line in summary[1:] if "\t" in line]
-    assert "results/attention/tiny-bert/STS-B/pretrained_seed1.attention.parquet" in in_dag
-    assert "results/attention/tiny-bert/MRPC/untuned.attention.parquet" in in_dag  # the pre-trained encoder still is
-    assert "results/finetune/tiny-bert/MRPC/pretrained/seed2/metrics.json" in in_dag  # fine-tuned and judged
+    assert "results/attention/tiny-bert/STS-B/finetuned_seed1.attention.parquet" in in_dag
+    assert "results/attention/tiny-bert/MRPC/pretrained.attention.parquet" in in_dag  # the pre-trained encoder still is
+    assert "results/finetune/tiny-bert/MRPC/finetuned/seed2/metrics.json" in in_dag  # fine-tuned and judged
     mrpc_analyses = [f for f in in_dag if "MRPC" in f and not f.startswith("results/finetune/")
-                     and ("pretrained" in f or "MRPC_seed" in f) and "untuned" not in f]
+                     and ("finetuned" in f or "MRPC_seed" in f)]
     assert mrpc_analyses == []
     assert not [f for f in in_dag if f.startswith("results/pruning/")]  # pruning runs on MRPC alone in the smoke config
     results = workdir / "results"
     probes = pl.read_parquet(results / "probing/tiny-bert/summary/probes.parquet")
-    assert set(probes["state"]) == {"untuned", "random"}
+    assert set(probes["state"]) == {"pretrained", "random_weights"}
     assert set(pl.read_parquet(results / "disabling/tiny-bert/summary/heads.parquet")["task"]) == {"STS-B"}
     page = (results / "report" / "index.html").read_text()
     assert "left these fine-tuned models out of every analysis" in page and "tiny-bert MRPC seed 2" in page
@@ -118,7 +125,7 @@ def test_smoke_run_writes_every_attention_analysis(smoke_run):
                  "linguistic/tiny-bert/summary/features"):
         for suffix in (".html", ".png", ".svg"):
             assert (results / f"{stem}{suffix}").stat().st_size > 1000, stem
-    classes = pl.read_parquet(results / "patterns/tiny-bert/MRPC/untuned.classes.parquet")
+    classes = pl.read_parquet(results / "patterns/tiny-bert/MRPC/pretrained.classes.parquet")
     assert classes.height == 8 * 2 * 4  # examples x layers x heads
     assert {"rule_label", "cnn_label", "special_mass", "diagonal_mass"} <= set(classes.columns)
     # the smoke model has a label set (tests/fixtures/pattern_labels, found by its card's model spec and checked
@@ -154,9 +161,9 @@ def test_hand_labels_keyed_by_idx_survive_another_attention_sample(smoke_run, tm
     planned = jobs_to_run(workdir, configs)
     assert planned["dump_attention"] == 4 and planned["pattern_classifier"] == 1 and "labelled_maps" not in planned
     before = pl.read_parquet(workdir / "results/patterns/tiny-bert/classifier/training_maps.parquet")
-    old_sample = pl.read_parquet(workdir / "results/attention/tiny-bert/MRPC/untuned.tokens.parquet")["idx"].to_list()
+    old_sample = pl.read_parquet(workdir / "results/attention/tiny-bert/MRPC/pretrained.tokens.parquet")["idx"].to_list()
     snakemake(workdir, "results/patterns/tiny-bert/classifier/report.json", configs=configs)
-    new_sample = pl.read_parquet(workdir / "results/attention/tiny-bert/MRPC/untuned.tokens.parquet")["idx"].to_list()
+    new_sample = pl.read_parquet(workdir / "results/attention/tiny-bert/MRPC/pretrained.tokens.parquet")["idx"].to_list()
     assert sorted(old_sample) != sorted(new_sample)  # the analysis sample did change
     after = pl.read_parquet(workdir / "results/patterns/tiny-bert/classifier/training_maps.parquet")
     assert before.equals(after)
@@ -182,10 +189,10 @@ def test_smoke_run_writes_the_disabling_sweeps_and_their_statistics(smoke_run):
     assert (heads["ci_low"] <= heads["delta"] + 1e-12).all() and (heads["delta"] <= heads["ci_high"] + 1e-12).all()
     for task, seeds in (("MRPC", (1, 2)), ("STS-B", (1,))):
         for seed in seeds:
-            sweep = pl.read_parquet(results / f"disabling/tiny-bert/{task}/pretrained/seed{seed}/sweep.parquet")
+            sweep = pl.read_parquet(results / f"disabling/tiny-bert/{task}/finetuned/seed{seed}/sweep.parquet")
             assert sweep["config"].n_unique() == 1 + 2 * 4 + 2  # intact, every head, every layer
             # the sweep's intact model is the fine-tuning job's model: same dev predictions
-            finetuned = pl.read_parquet(results / f"finetune/tiny-bert/{task}/pretrained/seed{seed}/predictions.parquet")
+            finetuned = pl.read_parquet(results / f"finetune/tiny-bert/{task}/finetuned/seed{seed}/predictions.parquet")
             intact = sweep.filter(pl.col("kind") == "intact").sort("idx")
             assert intact["idx"].to_list() == finetuned.sort("idx")["idx"].to_list()
             if task == "MRPC":
@@ -226,7 +233,7 @@ def test_smoke_run_writes_importance_pruning_and_lottery_tickets(smoke_run):
     stability = pl.read_parquet(summary / "stability.parquet")
     assert set(stability.filter(pl.col("task") == "MRPC")["element"]) == {"heads", "mlps", "weights"}
     for seed in (1, 2):
-        run = results / f"pruning/tiny-bert/MRPC/pretrained/seed{seed}"
+        run = results / f"pruning/tiny-bert/MRPC/finetuned/seed{seed}"
         curve = pl.read_parquet(run / "s_held_out_curve.parquet")
         chosen = curve.filter(pl.col("chosen"))
         assert chosen.height == 1 and chosen["share_of_full"][0] >= 0.9 - 1e-9
@@ -251,12 +258,12 @@ def test_smoke_run_writes_probes_and_syntactic_heads(smoke_run):
         assert (summary / f"probes{suffix}").stat().st_size > 0
     probes = pl.read_parquet(summary / "probes.parquet")
     # the pre-trained, random and MRPC-fine-tuned states; two label sets; embeddings + 2 layers
-    assert set(probes["state"]) == {"untuned", "random", "MRPC_seed1"} and set(probes["labels"]) == {"upos", "deprel"}
+    assert set(probes["state"]) == {"pretrained", "random_weights", "MRPC_seed1"} and set(probes["labels"]) == {"upos", "deprel"}
     assert probes.height == 3 * 2 * 3 and probes["selectivity"].is_between(-1, 1).all()
-    features = load_file(str(smoke_run / "results/probing/tiny-bert/untuned/features.safetensors"))
+    features = load_file(str(smoke_run / "results/probing/tiny-bert/pretrained/features.safetensors"))
     assert features["train"].shape == (3, 21, 32) and features["dev"].shape == (3, 12, 32)  # smoke treebank words
     heads = pl.read_parquet(summary / "syntactic_heads.parquet")
-    assert set(heads["state"]) == {"untuned", "MRPC_seed1"} and "all" in set(heads["relation"])
+    assert set(heads["state"]) == {"pretrained", "MRPC_seed1"} and "all" in set(heads["relation"])
     assert not {"root", "punct"} & set(heads["relation"])
 
 
@@ -278,14 +285,14 @@ def test_snakemakes_own_report_holds_the_report_page(smoke_run, tmp_path):
 def test_dumps_marked_temp_are_deleted_and_summaries_kept(tmp_path):
     small = tmp_path / "temp_dumps.yaml"
     small.write_text(yaml.safe_dump({
-        "tasks": ["MRPC"], "finetune": {"inits": ["untuned"]}, "attention": {"states": ["untuned"], "keep_dumps": False},
+        "tasks": ["MRPC"], "finetune": {"states": ["pretrained"]}, "attention": {"dumped": ["pretrained"], "keep_dumps": False},
         "pruning": {"tasks": []}, "probing": {"states": []},  # both need fine-tuned models
     }))
     workdir = tmp_path / "run"
     result = snakemake(workdir, configs=(SMOKE, small))
     dumps = workdir / "results" / "attention" / "tiny-bert" / "MRPC"
-    assert (dumps / "untuned.json").is_file()
-    assert not (dumps / "untuned.attention.parquet").exists() and not (dumps / "untuned.tokens.parquet").exists()
+    assert (dumps / "pretrained.json").is_file()
+    assert not (dumps / "pretrained.attention.parquet").exists() and not (dumps / "pretrained.tokens.parquet").exists()
     assert "Removing temporary output" in result.stdout + result.stderr
 
 
@@ -297,7 +304,7 @@ def test_changing_one_tasks_learning_rate_reruns_exactly_its_jobs(smoke_run, tmp
     override = tmp_path / "lr.yaml"
     override.write_text(yaml.safe_dump({"finetune": {"per_task": {"STS-B": {"learning_rate": 5e-4}}}}))
     configs = (SMOKE, override)
-    # untuned never trains, so its learning rate is not a parameter that matters: only trained runs rerun.
+    # the pre-trained encoder never trains, so its learning rate is not a parameter that matters: only trained runs rerun.
     # ... and the analyses of the STS-B fine-tuned dump; the pattern CNN trains on every dump, so it and
     # the classification of every dump rerun too. The two STS-B verdicts change the fitness table, which every
     # summary labels its rows with: the summaries rerun (seconds each), the MRPC-only analyses do not.
@@ -403,7 +410,7 @@ def test_sigkill_mid_training_and_mid_dump_then_rerun_gives_the_uninterrupted_re
               for p in (workdir / "results" / "checkpoints").rglob("training_state.json")}
     # the job that hit the failpoint was at step 4; one running beside it may hold a step-2 checkpoint
     [checkpoint_dir] = [d for d, step in states.items() if step == 4]
-    killed_run = checkpoint_dir.relative_to(workdir / "results" / "checkpoints")  # finetune/<model>/<task>/<init>/seedN
+    killed_run = checkpoint_dir.relative_to(workdir / "results" / "checkpoints")  # finetune/<model>/<task>/<state>/seedN
     run_dir = workdir / "results" / killed_run
     assert not (run_dir / "evaluation.json").exists() and not (run_dir / "model").exists()
     _outputs_are_whole(workdir)
@@ -502,7 +509,7 @@ BAD_INPUTS = [
      "smoke-ud-dev.conllu:5: byte 0xe9 at column 6 is not UTF-8"),
     ("CoNLL-U file missing", {}, lambda g, u: (u / "smoke-ud-dev.conllu").unlink(),
      "CoNLL-U file(s) not found"),
-    ("syntactic heads of a task not run", {"probing": {"syntactic_heads": {"states": ["untuned", "RTE_seed1"]}}}, None,
+    ("syntactic heads of a task not run", {"probing": {"syntactic_heads": {"states": ["pretrained", "RTE_seed1"]}}}, None,
      "probing.syntactic_heads.states names RTE_seed1, whose task RTE is not in tasks ['MRPC', 'STS-B']. Fix: add RTE to tasks"),
     ("pruning a task not run", {"pruning": {"tasks": ["MRPC", "RTE"]}}, None,
      "pruning.tasks names RTE, which is not in tasks ['MRPC', 'STS-B']. Fix: add RTE to tasks, or drop RTE from pruning.tasks"),
@@ -513,6 +520,13 @@ BAD_INPUTS = [
     ("subnetworks of a method not run", {"pruning": {"methods": ["s"], "subnetwork_methods": ["m"]}}, None,
      "pruning.subnetwork_methods names ['m'], not in pruning.methods ['s']"),
     ("unfit policy misspelt", {"analysis": {"unfit": "Skip"}}, None, "'Skip' is not one of ['warn', 'skip', 'fail']"),
+    # a config written before bertology_core/states.py: the former pretrained meant fine-tuned, so it is never read anew
+    ("former state config key", {"finetune": {"inits": ["untuned", "pretrained"]}, "attention": {"states": ["untuned"]}}, None,
+     "config 'finetune.inits' was renamed 'finetune.states' (untuned -> pretrained, pretrained -> finetuned, random -> scratch). "
+     "Fix: replace it with finetune.states: [pretrained, finetuned].\n  config 'attention.states' was renamed 'attention.dumped'"),
+    ("former probing state name", {"probing": {"states": ["untuned", "random"]}}, None,
+     "config 'probing.states': 'untuned', 'random' were renamed (untuned -> pretrained, random -> random_weights). "
+     "Fix: probing.states: [pretrained, random_weights]."),
     ("s-pruning importance on dev", {"pruning": {"importance_split": "dev"}}, None,
      "pruning.importance_split: dev lets the dev half that reports s-pruning's ticket choose"),
 ]
@@ -532,7 +546,7 @@ def _run_with_bad_input(tmp_path, override, breakage=None, env=None):
     return workdir, result, result.stdout + result.stderr
 
 
-MODEL_RULES = ("resolve_model", "finetune", "evaluate_untuned", "dump_attention", "labelled_maps", "probe_features",
+MODEL_RULES = ("resolve_model", "finetune", "evaluate_pretrained", "dump_attention", "labelled_maps", "probe_features",
                "syntactic_heads")
 
 
@@ -541,7 +555,7 @@ def test_bad_input_stops_the_run_before_any_model_job_with_a_clear_message(tmp_p
     workdir, result, output = _run_with_bad_input(tmp_path, override, breakage)
     assert result.returncode != 0
     assert message in output, output[-3000:]
-    for model_rule in ("finetune", "evaluate_untuned", "dump_attention"):
+    for model_rule in ("finetune", "evaluate_pretrained", "dump_attention"):
         assert not (workdir / "logs" / model_rule).exists(), f"{model_rule} started despite bad input"
     if "Hub" not in case:  # everything but a Hub id is caught before any job at all (parse or run start)
         assert not (workdir / "logs").exists(), sorted(p.name for p in (workdir / "logs").rglob("*"))
@@ -625,16 +639,20 @@ BAD_MODELS = [
     ("relative folder spec with one slash", "parse", lambda t: ({"models": [{"name": "m", "spec": "tests/missing-model"}]}, None),
      "tests/missing-model does not exist. Fix: point spec at a save_pretrained() folder"),
     ("hand label on a layer the model lacks", "parse",
-     lambda t: (_labels_csv(t, ["MRPC,untuned,0,0,0,vertical", "MRPC,untuned,0,5,1,diagonal"]), None),
+     lambda t: (_labels_csv(t, ["MRPC,pretrained,0,0,0,vertical", "MRPC,pretrained,0,5,1,diagonal"]), None),
      "labels.csv:3: field 'layer' = 5 is outside 0..1 for this model"),
-    ("hand label on an example dev lacks", "parse", lambda t: (_labels_csv(t, ["MRPC,untuned,9999,0,0,vertical"]), None),
+    ("hand label on an example dev lacks", "parse", lambda t: (_labels_csv(t, ["MRPC,pretrained,9999,0,0,vertical"]), None),
      "labels.csv:2: field 'idx' = 9999: MRPC's dev split holds no such example"),
     ("one map labelled twice with two classes", "parse",
-     lambda t: (_labels_csv(t, ["MRPC,untuned,0,0,0,vertical", "MRPC,untuned,0,0,0,diagonal"]), None),
+     lambda t: (_labels_csv(t, ["MRPC,pretrained,0,0,0,vertical", "MRPC,pretrained,0,0,0,diagonal"]), None),
      "labels.csv:3: field 'label' = 'diagonal' conflicts with"),
     ("test label on a map the training labels name", "parse",
-     lambda t: (_label_card_with_test(t, "MRPC,untuned,0,0,1,vertical,test-random"), None),
-     "tiny-bert.test.csv:34: the map {'task': 'MRPC', 'state': 'untuned', 'idx': 0, 'layer': 0, 'head': 1} is also a training label"),
+     lambda t: (_label_card_with_test(t, "MRPC,pretrained,0,0,1,vertical,test-random"), None),
+     "tiny-bert.test.csv:34: the map {'task': 'MRPC', 'state': 'pretrained', 'idx': 0, 'layer': 0, 'head': 1} is also a training label"),
+    ("hand label with a former state name", "parse",
+     lambda t: (_labels_csv(t, ["MRPC,pretrained,0,0,0,vertical", "MRPC,pretrained_seed1,0,0,1,vertical"]), None),
+     "labels.csv:3: field 'state' = 'pretrained_seed1' is a former state name, now 'finetuned_seed1' (untuned -> pretrained, "
+     "pretrained_seed<N> -> finetuned_seed<N>, random_seed<N> -> scratch_seed<N>). Fix: python tools/migrate_state_names.py"),
     ("Hub model that is GPT-2", "check_model",
      lambda t: ({"models": [{"name": "m", "spec": "fake-org/tiny-gpt2"}]},
                 _hub_cache(t, "fake-org/tiny-gpt2", edit_config=_as("gpt2", ["GPT2LMHeadModel"]))),

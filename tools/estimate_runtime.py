@@ -4,7 +4,7 @@ costs, from the CPU profile's measured per-job CPU times (BENCHMARKS.md, all-Min
 Each model-running job is priced as (examples it pushes through the model) x (measured CPU seconds per example of
 that task on all-MiniLM-L6-v2) x (bert-base's compute per token over all-MiniLM-L6-v2's), then divided by an
 assumed GPU speed-up over one CPU thread. Only the jobs that dominate are priced: training (fine-tuning, the
-random-init baseline, the re-fine-tuned lottery subnetworks) and forward passes over dev (disabling sweeps, pruning
+from-scratch baseline, the re-fine-tuned lottery subnetworks) and forward passes over dev (disabling sweeps, pruning
 searches, dumps); the rest (tables, figures, features) cost about 1,800 CPU seconds in the whole CPU profile.
 
     python tools/estimate_runtime.py            # the table in README.md, "On a GPU workstation"
@@ -17,7 +17,8 @@ SIZES = {"MRPC": (3668, 408), "STS-B": (5749, 1500), "SST-2": (67349, 872), "QQP
          "RTE": (2490, 277), "QNLI": (104743, 5463), "MNLI": (392702, 9815 + 9832)}
 
 # CPU seconds per training example and epoch, all-MiniLM-L6-v2 (BENCHMARKS.md, "CPU profile: wall time per job":
-# finetune/<task>/pretrained/seed1 CPU s / (train examples x 3 epochs); SST-2 trained on 8,000 sentences)
+# finetune/<task>/pretrained/seed1 CPU s / (train examples x 3 epochs), measured before the state names of
+# bertology_core/states.py: that run is now finetune/<task>/finetuned/seed1; SST-2 trained on 8,000 sentences)
 TRAIN = {"MRPC": 647 / (3668 * 3), "RTE": 549 / (2490 * 3), "STS-B": 567 / (5749 * 3), "SST-2": 392 / (8000 * 3)}
 # CPU seconds per forward example, all-MiniLM-L6-v2: disabling_sweep/<task> CPU s / (79 configurations x examples)
 FORWARD = {"MRPC": 213 / (79 * 300), "RTE": 238 / (79 * 277), "STS-B": 72 / (79 * 200), "SST-2": 126 / (79 * 400)}
@@ -31,7 +32,7 @@ for table in (TRAIN, FORWARD):
 MODEL_FACTOR = 2 * 4
 LAYERS, HEADS = 12, 12
 EPOCHS = 3
-# the default config: the random-init baseline trains like the model; pruning re-fine-tunes good, random and bad
+# the default config: the from-scratch baseline trains like the model; pruning re-fine-tunes good, random and bad
 # subnetworks of m- and s-pruning under both protocols (2 x 3 x 2); disabling sweeps every head, every layer, intact
 TRAININGS = 1 + 1 + 2 * 3 * 2
 SWEEP_CONFIGS = LAYERS * HEADS + LAYERS + 1
@@ -40,7 +41,7 @@ GREEDY_STEPS = 5
 
 
 def dev_passes(dev: int) -> float:
-    evaluations = 2 + 12  # untuned and fine-tuned model; the 12 re-fine-tuned subnetworks
+    evaluations = 2 + 12  # pre-trained and fine-tuned model; the 12 re-fine-tuned subnetworks
     michel = 10 + 1  # Michel et al.'s curve: 10% of the heads per step
     m_pruning = 2 * 11 * 0.5  # <= 11 iterations on half of dev, under 2 protocols
     s_pruning = 2 * 30 * 0.5  # about 30 iterations (heads, then heads at half the share, then MLPs) on half of dev

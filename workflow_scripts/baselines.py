@@ -12,7 +12,7 @@ long = baselines.collect(model, records)
 summary = baselines.summarise(long)
 seeds = {}
 for record in records:
-    seeds.setdefault((record["task"], record["init"]), []).append(int(record["seed"]))
+    seeds.setdefault((record["task"], record["state"]), []).append(int(record["seed"]))
 verdicts = pl.read_parquet(snakemake.input.fitness).filter(pl.col("model") == model)
 table = baselines.with_fitness(baselines.wide(summary), verdicts, seeds)
 io.write_parquet(long, snakemake.output.long)

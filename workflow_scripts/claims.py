@@ -7,7 +7,7 @@ log_to(snakemake.log[0])
 
 import polars as pl
 
-from bertology_core import claims, figures, glue, io, patterns
+from bertology_core import claims, figures, glue, io, patterns, states
 from bertology_core.metrics import primary_metric
 
 inputs, params = snakemake.input, snakemake.params
@@ -20,7 +20,7 @@ def keyed(name, keys):
     return {tuple(key): pl.read_parquet(path) for key, path in zip(keys, getattr(inputs, name))}
 
 
-verdicts = pl.read_parquet(inputs.fitness).filter((pl.col("model") == model) & (pl.col("init") == "pretrained"))
+verdicts = pl.read_parquet(inputs.fitness).filter((pl.col("model") == model) & (pl.col("state") == states.FINETUNED))
 fit = {(t, int(s)): bool(f) for t, s, f in verdicts.select("task", "seed", "fit").iter_rows()}
 measured = []
 labeller = io.read_json(inputs.report)

@@ -17,7 +17,7 @@ from bertology_core import attention, compaction, device, finetune, glue, import
 
 job_device = device.job_device(snakemake.threads)
 task = glue.get_task(snakemake.wildcards.task)
-model = attention.use_engine(models.load_classifier(snakemake.input.model, task, "finetuned", 0).to(job_device))
+model = attention.use_engine(models.load_classifier(snakemake.input.model, task, models.SAVED, 0).to(job_device))
 tokenizer = models.load_tokenizer(snakemake.input.model)
 saved = load_file(snakemake.input.mask)
 mask = importance.StructureMask(saved["heads"].astype(bool), saved["mlps"].astype(bool))

@@ -19,7 +19,7 @@ settings = disabling.GreedySettings(params.mode, params.max_steps, params.split_
 sweep = pl.read_parquet(snakemake.input.sweep).filter(pl.col("mode") == settings.mode)
 dev = pl.read_parquet(snakemake.input.data).filter(pl.col("idx").is_in(sweep["idx"].unique().implode())).sort("idx")
 selection = disabling_stats.split_halves(dev["label"].to_numpy(), stratify=not task.is_regression, seed=settings.split_seed)
-model = models.load_classifier(snakemake.input.model, task, "finetuned", 0).to(job_device)
+model = models.load_classifier(snakemake.input.model, task, models.SAVED, 0).to(job_device)
 tokenizer = models.load_tokenizer(snakemake.input.model)
 table, computed = disabling.greedy_search(model, task, dev, selection, lambda frame: finetune.encode(frame, tokenizer, params.max_length),
                                           sweep, settings, snakemake.resources.rows_per_pass)

@@ -19,6 +19,6 @@ for (mode,), frame in sorted(sweeps.partition_by("mode", as_dict=True).items()):
     deltas.append(disabling_stats.deltas_table(arrays, metric, params.resamples, params.level, params.bootstrap_seed))
     selection = disabling_stats.split_halves(arrays.labels, stratify=not task.is_regression, seed=params.split_seed)
     selections.append(disabling_stats.selection_table(arrays, selection, metric, params.resamples, params.level, params.bootstrap_seed))
-task_column = [pl.lit(task.name).alias("task"), pl.lit(snakemake.wildcards.init).alias("init")]
+task_column = [pl.lit(task.name).alias("task"), pl.lit(snakemake.wildcards.state).alias("state")]
 io.write_parquet(pl.concat(deltas).with_columns(*task_column), snakemake.output.deltas)
 io.write_parquet(pl.concat(selections).with_columns(*task_column), snakemake.output.selection)

@@ -16,7 +16,7 @@ job_device = device.job_device(snakemake.threads)
 params = snakemake.params
 task = glue.get_task(snakemake.wildcards.task)
 dev = glue.subsample(pl.read_parquet(snakemake.input.data), params.max_examples, params.subsample_seed).sort("idx")
-model = models.load_classifier(snakemake.input.model, task, "finetuned", 0).to(job_device)
+model = models.load_classifier(snakemake.input.model, task, models.SAVED, 0).to(job_device)
 encoded = finetune.encode(dev, models.load_tokenizer(snakemake.input.model), params.max_length)
 config = model.config
 configs = disabling.sweep_configurations(config.num_hidden_layers, config.num_attention_heads, layers=params.layers)

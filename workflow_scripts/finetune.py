@@ -1,4 +1,5 @@
-"""Fine-tune (rule finetune) or only evaluate (rule evaluate_untuned) one (model, task, init, seed)."""
+"""Fine-tune (rule finetune: states finetuned and scratch) or only evaluate (rule evaluate_pretrained: the pre-trained
+encoder with an untrained head) one (model, task, state, seed)."""
 
 import logging
 from pathlib import Path
@@ -9,21 +10,22 @@ log_to(snakemake.log[0])
 
 import polars as pl
 
-from bertology_core import checkpoint, device, finetune, glue, io
+from bertology_core import checkpoint, device, finetune, glue, io, states
 
 job_device = device.job_device(snakemake.threads)
 wc = snakemake.wildcards
-init = "untuned" if snakemake.rule == "evaluate_untuned" else wc.init
+state = wc.state if snakemake.rule == "finetune" else states.PRETRAINED
+trains = state != states.PRETRAINED
 resolved = io.read_json(snakemake.input.resolved)
 task = glue.get_task(wc.task)
 runtime = snakemake.resources  # how the job runs (eval batch, checkpoint cadence), not what it computes
 checkpointer = None
-if init != "untuned":
+if trains:
     checkpointer = checkpoint.Checkpointer(
         directory=Path(snakemake.params.checkpoint_dir),
         # what the run's result depends on: a checkpoint of anything else is stale
         fingerprint=checkpoint.fingerprint(
-            snakemake.params.hyperparameters, init, wc.seed, resolved["weights_sha256"],
+            snakemake.params.hyperparameters, state, wc.seed, resolved["weights_sha256"],
             checkpoint.file_sha256(snakemake.input.train), snakemake.params.code,
         ),
         every_steps=runtime.checkpoint_steps or None,
@@ -32,9 +34,9 @@ if init != "untuned":
 result = finetune.finetune_and_evaluate(
     model_path=resolved["path"],
     task=task,
-    init=init,
+    state=state,
     seed=int(wc.seed),
-    train_frame=pl.read_parquet(snakemake.input.train) if init != "untuned" else None,
+    train_frame=pl.read_parquet(snakemake.input.train) if trains else None,
     eval_frames={s: pl.read_parquet(p) for s, p in zip(snakemake.params.eval_splits, snakemake.input.eval)},
     config=finetune.FinetuneConfig.from_dict(snakemake.params.hyperparameters),
     eval_batch_size=runtime.eval_batch_size,
@@ -45,13 +47,13 @@ result.metrics["model"] = {"name": wc.model, **resolved}
 predictions = pl.concat(
     [frame.with_columns(pl.lit(split).alias("split")) for split, frame in result.predictions.items()]
 )
-if init != "untuned":
+if trains:
     with io.atomic_path(snakemake.output.model) as tmp:
         result.model.save_pretrained(tmp)
         result.tokenizer.save_pretrained(tmp)
 io.write_parquet(predictions, snakemake.output.predictions)
 # the record last: its presence marks a finished run for anyone reading results by hand.
-io.write_json(result.metrics, snakemake.output.metrics if init == "untuned" else snakemake.output.evaluation)
+io.write_json(result.metrics, snakemake.output.evaluation if trains else snakemake.output.metrics)
 if checkpointer is not None:
     checkpointer.remove()
 logging.info("eval: %s", result.metrics["eval"])

@@ -7,11 +7,11 @@ from _common import log_to
 
 log_to(snakemake.log[0])
 
-from bertology_core import figures, fitness, io
+from bertology_core import figures, fitness, io, states
 
 records = [io.read_json(path) for path in snakemake.input]
 table = fitness.verdict_table([fitness.verdict_row(r["model"]["name"], r) for r in records])
-unfit = table.filter(~table["fit"] & (table["init"] == "pretrained"))
+unfit = table.filter(~table["fit"] & (table["state"] == states.FINETUNED))
 if snakemake.params.unfit == "fail" and unfit.height:
     message = fitness.unfit_message(unfit)
     print(message, file=sys.__stderr__)  # on the terminal too, not only in the job's log

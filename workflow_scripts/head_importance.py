@@ -16,7 +16,7 @@ params = snakemake.params
 batch_size = snakemake.resources.batch_size
 job_device = device.job_device(snakemake.threads)
 task = glue.get_task(snakemake.wildcards.task)
-model = attention.use_engine(models.load_classifier(snakemake.input.model, task, "finetuned", 0).to(job_device))
+model = attention.use_engine(models.load_classifier(snakemake.input.model, task, models.SAVED, 0).to(job_device))
 tokenizer = models.load_tokenizer(snakemake.input.model)
 frame = glue.subsample(pl.read_parquet(snakemake.input.importance), params.importance["importance_examples"],
                        params.importance["subsample_seed"])

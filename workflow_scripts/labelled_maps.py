@@ -22,6 +22,6 @@ summary = dumps.dump_model_folder(
     bits=snakemake.params.bits,
     device=job_device,
 )
-summary.update(state=snakemake.wildcards.state, task=snakemake.wildcards.task)
+summary.update(state=snakemake.wildcards.dumped, task=snakemake.wildcards.task)
 io.write_json(summary, snakemake.output.summary)
 logging.info("dumped %s", summary)

@@ -9,7 +9,9 @@ log_to(snakemake.log[0])
 import altair as alt
 import polars as pl
 
-from bertology_core import figures, fitness, linguistic
+from bertology_core import figures, fitness, linguistic, states
+
+PRE_TRAINED, FINE_TUNED = states.label(states.PRETRAINED), states.label(states.FINETUNED)
 
 
 # the fine-tuned rows of a task pool the seeds of its dumped fine-tuned models
@@ -20,10 +22,10 @@ verdicts = fitness.Verdicts(pl.read_parquet(snakemake.input.fitness), snakemake.
 def load(kind):
     frames = []
     for key, path in zip(snakemake.params.dump_keys, snakemake.input[kind]):
-        task, state = key.split("/")
+        task, dumped = key.split("/")
         frames.append(pl.read_parquet(path).with_columns(
-            pl.lit(task).alias("task"), pl.lit(state).alias("state"),
-            pl.lit("pre-trained" if state == "untuned" else "fine-tuned").alias("model_state")))
+            pl.lit(task).alias("task"), pl.lit(dumped).alias("state"),
+            pl.lit(states.label(states.dumped_state(dumped))).alias("model_state")))
     return pl.concat(frames, how="diagonal")
 
 
@@ -33,9 +35,9 @@ figures.write_table(verdicts.annotate(features.sort("task", "model_state", "feat
                     snakemake.params.out + "/features")
 panels = [
     figures.head_grid(features.filter(pl.col("model_state") == view), "score", "feature", "task", view,
-                      scheme="redblue" if view == "difference" else "viridis",
-                      domain_mid=0.0 if view == "difference" else None)
-    for view in ("pre-trained", "fine-tuned", "difference")
+                      scheme="redblue" if view == states.DIFFERENCE else "viridis",
+                      domain_mid=0.0 if view == states.DIFFERENCE else None)
+    for view in (PRE_TRAINED, FINE_TUNED, states.DIFFERENCE)
     if view in set(features["model_state"])
 ]
 figures.save_chart(figures.with_caption(
@@ -46,7 +48,7 @@ figures.save_chart(figures.with_caption(
 
 # direction "from->to": the from word attends to the to word; both directions of a relation share its word pairs
 relations = linguistic.state_means(load("relations"), ["layer", "head", "relation", "direction", "from", "to"])
-shown = "fine-tuned" if "fine-tuned" in set(relations["model_state"]) else "pre-trained"
+shown = FINE_TUNED if FINE_TUNED in set(relations["model_state"]) else PRE_TRAINED
 figures.write_table(
     verdicts.annotate(relations.sort("task", "model_state", "relation", "direction", "layer", "head"), state="model_state"),
     snakemake.params.out + "/relations")

@@ -17,7 +17,7 @@ params = snakemake.params
 wc = snakemake.wildcards
 job_device = device.job_device(snakemake.threads)
 task = glue.get_task(wc.task)
-model = attention.use_engine(models.load_classifier(snakemake.input.model, task, "finetuned", 0).to(job_device))
+model = attention.use_engine(models.load_classifier(snakemake.input.model, task, models.SAVED, 0).to(job_device))
 tokenizer = models.load_tokenizer(snakemake.input.model)
 importance_data = None
 if wc.method == "s":  # s-pruning ranks heads and MLPs by Michel et al.'s importance on these examples

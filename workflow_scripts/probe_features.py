@@ -11,13 +11,13 @@ import polars as pl
 import torch
 from safetensors.torch import save_file
 
-from bertology_core import device, io, models, probing, treebank
+from bertology_core import device, io, models, probing, states, treebank
 
 params = snakemake.params
 job_device = device.job_device(snakemake.threads)
 # the probed state's encoder: pre-trained, fine-tuned, or the pre-trained architecture with random weights
 folder = snakemake.input.get("model", io.read_json(snakemake.input.resolved)["path"])
-random_seed = snakemake.params.get("random_seed", 0) if snakemake.wildcards.probed == "random" else None
+random_seed = snakemake.params.get("random_seed", 0) if snakemake.wildcards.probed == states.RANDOM_WEIGHTS else None
 encoder = models.load_encoder(folder, random_seed).to(job_device)
 tokenizer = models.load_tokenizer(folder)
 tensors, metadata = {}, {"pooling": params.pooling, "state": snakemake.wildcards.probed}

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import polars as pl
 
-from bertology_core import claims, report
+from bertology_core import claims, report, states
 
 started = time.perf_counter()
 models = snakemake.params.models
@@ -27,7 +27,7 @@ subtitle = [
     "Every figure and table below is also a file under results/ (named under each one); layers and heads are 0-based "
     "in tables, 1-based (L<layer>H<head>) in names and figures, as the papers print them.",
 ]
-unfit = verdicts.filter(~pl.col("fit") & (pl.col("init") == "pretrained"))
+unfit = verdicts.filter(~pl.col("fit") & (pl.col("state") == states.FINETUNED))
 if unfit.height and snakemake.params.unfit == "skip":
     subtitle.append(
         "analysis.unfit: skip left these fine-tuned models out of every analysis, as they are not fit for it (see the "

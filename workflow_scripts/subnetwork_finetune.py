@@ -34,7 +34,7 @@ if wc.network != "full":
         if kind == "bad":
             from transformers import AutoModelForSequenceClassification
 
-            finetuned = AutoModelForSequenceClassification.from_pretrained(snakemake.input.finetuned)
+            finetuned = AutoModelForSequenceClassification.from_pretrained(snakemake.input.finetuned_model)
             magnitudes = {name: module.weight.detach() for name, module in lottery.encoder_weights(finetuned)}
         mask = lottery.weight_subnetwork(good, kind, draw_seed, magnitudes)
 train = glue.subsample(pl.read_parquet(snakemake.input.train), params.max_train_examples, params.subsample_seed)

@@ -9,14 +9,14 @@ log_to(snakemake.log[0])
 import numpy as np
 import polars as pl
 
-from bertology_core import attention, device, io, models, probing, syntactic_heads, treebank
+from bertology_core import attention, device, io, models, probing, states, syntactic_heads, treebank
 from bertology_core.disabling_stats import split_halves
 
 settings = snakemake.params.settings
 job_device = device.job_device(snakemake.threads)
 # the probed state's encoder: pre-trained, fine-tuned, or the pre-trained architecture with random weights
 folder = snakemake.input.get("model", io.read_json(snakemake.input.resolved)["path"])
-random_seed = snakemake.params.get("random_seed", 0) if snakemake.wildcards.probed == "random" else None
+random_seed = snakemake.params.get("random_seed", 0) if snakemake.wildcards.probed == states.RANDOM_WEIGHTS else None
 encoder = models.load_encoder(folder, random_seed).to(job_device)
 tokenizer = models.load_tokenizer(folder)
 encoder = attention.use_engine(encoder)
