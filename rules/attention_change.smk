@@ -2,11 +2,7 @@
 # cosine between the pre-trained and the fine-tuned model's maps of the same dev examples.
 
 
-def attention_change_runs(model):
-    """(task, seed) pairs whose fine-tuned model is compared with the pre-trained encoder (Kovaleva et al. section 4.3)."""
-    if not {states.PRETRAINED, states.FINETUNED} <= set(config["attention"]["dumped"]) or states.FINETUNED not in TRAINED_STATES:
-        return []
-    return [(task, seed) for task in TASKS for seed in SEEDS if analysed(model, task, states.FINETUNED, seed)]
+include: "functions/attention_change.smk"
 
 
 rule attention_change:
@@ -57,8 +53,3 @@ rule attention_change_summary:
         runtime=scaled(20),
     script:
         "../workflow_scripts/attention_change_summary.py"
-
-
-declare_section("change", runs=lambda model: bool(attention_change_runs(model)),
-                shows=lambda model: [(task, states.FINETUNED, seed) for task, seed in attention_change_runs(model)],
-                analyses_fine_tuned=lambda model: bool(attention_change_runs(model)))

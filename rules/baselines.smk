@@ -1,11 +1,7 @@
 # The baselines table per model (Kovaleva et al. 2019, Table 1 shape).
 
 
-def metrics_files(model):
-    """The metrics.json of every run of the baselines table: the pre-trained encoder's (top-level seeds) and every
-    fine-tuned run."""
-    pretrained = [(task, states.PRETRAINED, seed) for task in TASKS for seed in SEEDS] if states.PRETRAINED in FINETUNE_STATES else []
-    return [f"{run_dir(model, t, s, seed)}/metrics.json" for t, s, seed in pretrained + fine_tuned_runs()]
+include: "functions/baselines.smk"
 
 
 rule baselines:
@@ -30,6 +26,3 @@ rule baselines:
         runtime=scaled(10),
     script:
         "../workflow_scripts/baselines.py"
-
-
-declare_section("baselines", shows=lambda model: fine_tuned_runs(), summaries=[("table", "tables/{model}/baselines")])

@@ -2,49 +2,7 @@
 # interval, and a verdict (bertology_core/claims.py).
 
 
-def claims_inputs(wildcards):
-    """Every per-example or per-element table the claims resample, from the stages this config runs."""
-    model = wildcards.model
-    dumped = dumped_fine_tuned(model)
-    swept = [(task, state) for task, state in disabling_task_states(model) if state == states.FINETUNED]
-    inputs = {
-        "fitness": fitness_inputs(),
-        "report": f"results/patterns/{model}/classifier/report.json",
-        "classes": [f"results/patterns/{model}/{task}/{states.seeded(states.FINETUNED, seed)}.classes.parquet" for task, seed in dumped],
-        "changes": [f"results/attention_change/{model}/{task}/seed{seed}.examples.parquet" for task, seed in attention_change_runs(model)],
-        "selection": [f"results/disabling/{model}/{task}/{state}/selection.parquet" for task, state in swept],
-        "deltas": [f"results/disabling/{model}/{task}/{state}/deltas.parquet" for task, state in swept],
-        "michel_curves": [f"{pruning_dir(model, t, s)}/michel_curve.parquet" for t, s in pruning_runs(model)],
-        "michel_predictions": [f"{pruning_dir(model, t, s)}/michel_predictions.parquet" for t, s in pruning_runs(model)],
-    }
-    if pruning_runs(model):
-        inputs["stability"] = f"results/pruning/{model}/summary/stability.parquet"
-    if states.PRETRAINED in syntactic_head_states(model):
-        inputs["syntactic"] = f"results/probing/{model}/{states.PRETRAINED}/syntactic_heads_held_out.parquet"
-    if states.PRETRAINED in probing_states(model):
-        inputs["probe_words"] = f"results/probing/{model}/{states.PRETRAINED}/probe_words.parquet"
-    return inputs
-
-
-# the stages whose results the claims read (bertology_core/claims.py names them so), not every registered stage:
-# a new stage does not rerun the claims
-CLAIMED_SECTIONS = ("patterns", "change", "disabling", "pruning", "probing")
-
-
-def claims_runs(model):
-    """What the claims script needs to read its inputs: the (task, seed) of each per-model file, the seeds each
-    per-task table pools, and what each stage did (ran, skipped by analysis.unfit, not run)."""
-    return {
-        "classes": dumped_fine_tuned(model),
-        "changes": attention_change_runs(model),
-        "pruned": pruning_runs(model),
-        "swept_seeds": {task: swept_seeds(model, task, states.FINETUNED) for task in TASKS if states.FINETUNED in disabling_states()},
-        "pruned_seeds": {task: [s for t, s in pruning_runs(model) if t == task] for task in TASKS},
-        "stages": {
-            section: "skipped" if section in skipped_sections(model) else "ran" if stage_runs(model, section) else "not run"
-            for section in CLAIMED_SECTIONS
-        },
-    }
+include: "functions/claims.smk"
 
 
 rule claims:
@@ -69,6 +27,3 @@ rule claims:
         runtime=scaled(20),
     script:
         "../workflow_scripts/claims.py"
-
-
-declare_section("claims", shows=lambda model: sorted(set(dumped_runs(model) + disabling_runs(model) + SECTIONS["pruning"].shows(model))))

@@ -206,7 +206,7 @@ def check(kind):
 
 
 def run_checks():
-    """Every registered check, once every rule file is included: one message per kind naming every problem, before
+    """Every registered check, once every rule file is included. One message per kind naming every problem, before
     any job (a dry run checks them too). Data checks read the files (about a second for the CPU profile); only in
     the main process, as a cluster job parses the workflow again and need not reread the data."""
     problems = [problem for function in CHECKS["choices"] for problem in function()]
@@ -226,7 +226,7 @@ def section_texts_problems():
     Snakemake's report needs for the section's files."""
     missing = [anchor for anchor in SECTIONS if not (REPO / "report" / "sections" / f"{anchor}.rst").is_file()]
     if missing:
-        raise WorkflowError(f"report/sections: no text for the section(s) {missing} the rule files declare. Fix: write "
+        raise WorkflowError(f"report/sections: no text for the section(s) {missing} that the stages declare. Fix: write "
                             f"report/sections/<anchor>.rst (a paragraph: what the section shows, from which paper).")
     return []
 

@@ -1,12 +1,7 @@
 # Attention to linguistic features and token-to-token attention (Kovaleva et al. 2019, sections 4.4-4.5).
 
 
-def linguistic_inputs(wildcards):
-    """Every dump's linguistic score tables, by kind (inputs of linguistic_summary)."""
-    return {
-        kind: [f"results/linguistic/{wildcards.model}/{key}.{kind}.parquet" for key in dump_keys(wildcards.model)]
-        for kind in ("features", "relations", "cls_shares", "cls_max")
-    } | {"fitness": fitness_inputs()}
+include: "functions/linguistic.smk"
 
 
 rule spacy_tokens:
@@ -79,7 +74,3 @@ rule linguistic_summary:
         runtime=scaled(20),
     script:
         "../workflow_scripts/linguistic_summary.py"
-
-
-declare_section("linguistic", shows=dumped_runs)
-declare_section("cls", shows=dumped_runs)

@@ -1,48 +1,8 @@
 # Universal Dependencies treebank splits, validated and normalised to Parquet (one row per sentence).
 
 
-TREEBANK_DOWNLOADED = "results/treebank/source"
+include: "functions/treebank.smk"
 
-
-def treebank_file(split):
-    """A split's CoNLL-U file: in treebank.dir, or downloaded from treebank.url (rule download_treebank)."""
-    name = config["treebank"]["files"][split]
-    return Path(TREEBANK_DOWNLOADED) / name if config["treebank"]["url"] else repo_path(config["treebank"]["dir"]) / name
-
-
-if config["treebank"]["dir"] and config["treebank"]["url"]:
-    raise WorkflowError("config 'treebank': both dir and url are set. Fix: set the one the files come from, the other to null.")
-
-
-TREEBANK_SPLITS = list(config["treebank"]["files"]) if config["treebank"]["dir"] or config["treebank"]["url"] else []
-
-
-_missing = [str(treebank_file(s)) for s in TREEBANK_SPLITS if config["treebank"]["dir"] and not treebank_file(s).is_file()]
-
-
-if _missing:
-    raise WorkflowError(
-        "config 'treebank': CoNLL-U file(s) not found:\n  " + "\n  ".join(_missing)
-        + "\nFix: point treebank.dir (and treebank.files) at a UD treebank, e.g. a checkout of "
-        "UD_English-EWT, or set treebank.dir: null to skip the treebank stages."
-    )
-
-
-@check("data")
-def treebank_problems():
-    """Format and encoding of the local CoNLL-U files (downloads: checked by prepare_treebank)."""
-    problems = []
-    for split in TREEBANK_SPLITS if config["treebank"]["dir"] else []:
-        try:
-            treebank.validate(treebank_file(split))
-        except treebank.TreebankError as error:
-            problems.append(str(error))
-    return problems
-
-
-# the treebank's splits: parsed from no model, scheduled before the fitness checkpoint
-TARGETS.append(lambda model: [f"results/treebank/{split}.parquet" for split in TREEBANK_SPLITS])
-EARLY_TARGETS.append(lambda model: [f"results/treebank/{split}.parquet" for split in TREEBANK_SPLITS])
 
 rule prepare_treebank:
     conda:
