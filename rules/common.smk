@@ -188,10 +188,15 @@ def stage_runs(model, section):
     return SECTIONS[section].runs(model)
 
 
+def shown_summaries(model):
+    """(kind, stem under results/) of every summary the page shows for ``model``: those of the sections whose stage
+    runs (``Section.runs`` decides)."""
+    return [(kind, stem.format(model=model)) for section in SECTIONS.values() if section.runs(model) for kind, stem in section.summaries]
+
+
 def summary_stems(model):
-    """Every summary (stem under results/, each with a ``.md``) this config produces for ``model``: those of the
-    sections whose stage runs (``Section.runs`` decides; ``all`` asks for these, the report shows them)."""
-    return {stem.format(model=model) for section in SECTIONS.values() if section.runs(model) for _, stem in section.summaries}
+    """Every summary stem (each with a ``.md``) this config produces for ``model``: ``all`` asks for these."""
+    return {stem for _, stem in shown_summaries(model)}
 
 
 def check(kind):

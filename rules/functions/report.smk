@@ -6,13 +6,7 @@ def report_inputs(wildcards):
     """The figure specs and tables the report page shows, for every model: those of the sections whose stage runs."""
     from bertology_core.report import item_file
 
-    items = [
-        f"results/{item_file(kind, stem.format(model=model))}"
-        for model in MODELS
-        for section in SECTIONS.values()
-        if section.runs(model)
-        for kind, stem in section.summaries
-    ]
+    items = [f"results/{item_file(kind, stem)}" for model in MODELS for kind, stem in shown_summaries(model)]
     # the page's layout and section texts (report/) and its template, style and script (package data the code hash
     # does not cover): editing them reruns the page only
     texts = [REPO / "report" / "sections" / f"{anchor}.rst" for anchor in SECTIONS]
