@@ -8,6 +8,10 @@ own ``AttentionInterface`` and TransformerLens's hook points:
   registered as ``attn_implementation="bertology"`` together with the eager
   attention *mask* (``AttentionMaskInterface``; without it padding would be ignored).
   Without a plan it computes exactly what ``"eager"`` computes.
+- Layers are counted by depth (:mod:`bertology_core.encoder` finds them from the model's
+  structure; ALBERT's shared layer is a different layer at each depth). DeBERTa-v2/v3
+  computes attention in its own module, not through ``AttentionInterface``: there the
+  engine applies the same plan where the probabilities leave the module's dropout.
 - What it does beyond that is read from an ``InterventionPlan`` made active by the
   ``intervene`` context manager (a ``ContextVar``, reset in ``finally``; nothing is
   global and nothing leaks between calls):
@@ -16,8 +20,9 @@ own ``AttentionInterface`` and TransformerLens's hook points:
   * per head, per configuration: a multiplicative ``scale`` on the head's
     probabilities (0 is Michel et al.'s masking, a tensor with ``requires_grad`` is
     a gate whose gradient gives head importance) and a ``uniform`` switch, Kovaleva
-    et al.'s disabling: the head attends equally, 1/L, to the L non-padding tokens
-    of its example (padding gets 0);
+    et al.'s disabling: the head attends equally, 1/L, to the L keys its query may
+    attend to: the non-padding tokens of its example and, in a local-attention layer
+    (ModernBERT's sliding window), only those inside the query's window (others get 0);
   * per layer, per configuration: a multiplicative ``mlp_scale`` on the layer's feed-forward
     (MLP) output before the residual connection, Prasanna et al. 2020's MLP mask (0 removes the
     MLP, a tensor with ``requires_grad`` is a gate whose gradient gives MLP importance);
@@ -29,15 +34,16 @@ own ``AttentionInterface`` and TransformerLens's hook points:
     (with whatever intervention the configurations share applied there).
 
 ``first_token_output`` (from :mod:`bertology_core.encoder`, re-exported here) is a separate saving
-for classifiers: their head reads only the first token's final state, so the last layer's
-attention-output projection and feed-forward network are computed for that token alone
-(attention itself, and any intervention in it, is unchanged).
+for classifiers whose head reads only the first token's final state: the last layer's
+feed-forward network is computed for that token alone (attention itself, and any
+intervention in it, is unchanged); for a mean-pooling head (ModernBERT's option) it does nothing.
 """
 
 from __future__ import annotations
 
 import contextlib
 import contextvars
+import inspect
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
@@ -46,7 +52,8 @@ from torch import nn
 from transformers import AttentionInterface, PreTrainedModel
 from transformers.masking_utils import AttentionMaskInterface, eager_mask
 
-from bertology_core.encoder import encoder_layers, first_token_output  # noqa: F401 - part of this module's API
+from bertology_core import encoder
+from bertology_core.encoder import TRACE, encoder_layers, first_token_output  # noqa: F401 - part of this module's API
 
 ATTN_IMPLEMENTATION = "bertology"
 
@@ -73,6 +80,13 @@ class InterventionPlan:
     sink: AttentionSink | None = None
     capture_layers: frozenset[int] | None = None  # None: every layer (when a sink is given)
     expand_at_layer: int | None = None  # set by ``intervene``: where the batch is repeated
+    _tracker: encoder.DepthTracker | None = field(default=None, init=False, repr=False, compare=False)
+    _mask: torch.Tensor | None = field(default=None, init=False, repr=False, compare=False)  # DeBERTa: the running call's
+
+    @property
+    def depth(self) -> int | None:
+        """The depth of the layer running in the model the plan is active for (None outside a forward pass)."""
+        return None if self._tracker is None else self._tracker.depth
 
     @property
     def intervened_layers(self) -> list[int]:
@@ -99,13 +113,22 @@ class InterventionPlan:
 _ACTIVE_PLAN: contextvars.ContextVar[InterventionPlan | None] = contextvars.ContextVar("bertology_plan", default=None)
 
 
-def _key_is_real(attention_mask: torch.Tensor | None, batch: int, keys: int, device: torch.device) -> torch.Tensor:
-    """``[batch, key]`` booleans: True where the key is a real (non-padding) token."""
+def _allowed_keys(attention_mask: torch.Tensor | None, keys: int, device: torch.device) -> torch.Tensor:
+    """``[batch or 1, 1, query or 1, key]`` booleans: True where the query may attend to the key (not padding, and
+    inside the window of a local-attention layer). Masks come additive (eager: 0 or the dtype's minimum), boolean
+    (True means attend) or as 0/1 integers (DeBERTa)."""
     if attention_mask is None:
-        return torch.ones(batch, keys, dtype=torch.bool, device=device)
-    if attention_mask.dtype == torch.bool:  # sdpa-style boolean mask: True means attend
-        return attention_mask[:, 0, 0, :].expand(batch, keys)
-    return (attention_mask[:, 0, 0, :] == 0).expand(batch, keys)  # eager additive mask: 0 or dtype min
+        return torch.ones(1, 1, 1, keys, dtype=torch.bool, device=device)
+    if attention_mask.dtype == torch.bool:
+        return attention_mask
+    if attention_mask.is_floating_point():
+        return attention_mask == 0
+    return attention_mask != 0
+
+
+def _key_is_real(allowed: torch.Tensor, batch: int) -> torch.Tensor:
+    """``[batch, key]`` booleans: True where some query may attend to the key, i.e. it is a real (non-padding) token."""
+    return allowed.any(dim=-2)[:, 0].expand(batch, -1)
 
 
 def _per_row(plan: InterventionPlan, values: torch.Tensor, layer: int, like: torch.Tensor, dtype: torch.dtype | None = None) -> torch.Tensor:
@@ -130,7 +153,8 @@ def bertology_attention(
     dropout: float = 0.0,
     **kwargs,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Eager attention, plus whatever the active ``InterventionPlan`` asks of this layer."""
+    """Eager attention, plus whatever the active ``InterventionPlan`` asks of the running layer. (A local-attention
+    layer's window, ModernBERT's ``sliding_window``, is already in ``attention_mask``.)"""
     if scaling is None:
         scaling = query.size(-1) ** -0.5
     logits = torch.matmul(query, key.transpose(2, 3)) * scaling  # [batch, head, query_pos, key_pos]
@@ -139,10 +163,11 @@ def bertology_attention(
     probs = nn.functional.softmax(logits, dim=-1)
     probs = nn.functional.dropout(probs, p=dropout, training=module.training)
 
+    if (trace := TRACE.get()) is not None:
+        trace(module)
     plan = _ACTIVE_PLAN.get()
-    layer = getattr(module, "layer_idx", None)
-    if plan is not None and layer is not None:
-        probs = _apply_plan(plan, layer, probs, attention_mask)
+    if plan is not None and plan.depth is not None:
+        probs = _apply_plan(plan, plan.depth, probs, attention_mask)
 
     output = torch.matmul(probs, value).transpose(1, 2).contiguous()  # [batch, query_pos, head, head_dim]
     return output, probs
@@ -152,18 +177,19 @@ def _apply_plan(
     plan: InterventionPlan, layer: int, probs: torch.Tensor, attention_mask: torch.Tensor | None
 ) -> torch.Tensor:
     batch, _, _, keys = probs.shape
-    real = None
+    allowed = None
     if layer in plan.uniform:
-        real = _key_is_real(attention_mask, batch, keys, probs.device)
-        uniform = real[:, None, None, :].to(probs.dtype)
-        uniform = (uniform / uniform.sum(-1, keepdim=True)).expand_as(probs)
+        allowed = _allowed_keys(attention_mask, keys, probs.device)
+        uniform = allowed.to(probs.dtype)
+        # 1/L over the L keys the query may attend to; a query with none (DeBERTa's padding rows) gets zeros
+        uniform = (uniform / uniform.sum(-1, keepdim=True).clamp(min=1)).expand_as(probs)
         probs = torch.where(_per_row(plan, plan.uniform[layer], layer, probs), uniform, probs)
     if layer in plan.scale:
         probs = probs * _per_row(plan, plan.scale[layer], layer, probs, probs.dtype)
     if plan.sink is not None and (plan.capture_layers is None or layer in plan.capture_layers):
-        if real is None:
-            real = _key_is_real(attention_mask, batch, keys, probs.device)
-        plan.sink(layer, probs, real)
+        if allowed is None:
+            allowed = _allowed_keys(attention_mask, keys, probs.device)
+        plan.sink(layer, probs, _key_is_real(allowed, batch))
     return probs
 
 
@@ -172,49 +198,65 @@ AttentionMaskInterface.register(ATTN_IMPLEMENTATION, eager_mask)
 
 
 def use_engine(model: PreTrainedModel) -> PreTrainedModel:
-    """Switch ``model`` to the bertology attention (in place) and return it."""
-    model.set_attn_implementation(ATTN_IMPLEMENTATION)
+    """Switch ``model`` to the bertology attention (in place) and return it. A model that computes attention in
+    its own module (DeBERTa) keeps it: the engine reaches its probabilities through hooks while intervening."""
+    if encoder.uses_attention_interface(model):
+        model.set_attn_implementation(ATTN_IMPLEMENTATION)
     return model
 
 
-def _mlp_block(layer: nn.Module) -> nn.Module:
-    """The linear map producing a layer's feed-forward (MLP) output, before dropout, the residual
-    connection and the LayerNorm: ``layer.output.dense`` in BERT, RoBERTa and ELECTRA."""
-    block = getattr(getattr(layer, "output", None), "dense", None)
-    if not isinstance(block, nn.Module):
-        raise TypeError(f"{type(layer).__name__}: no output.dense feed-forward block to gate")
-    return block
-
-
-def _mlp_hook(plan: InterventionPlan, layer: int):
+def _mlp_hook(plan: InterventionPlan):
     def hook(module: nn.Module, args: tuple, output: torch.Tensor) -> torch.Tensor:
-        if _ACTIVE_PLAN.get() is not plan:  # a nested plan is active: it alone applies
+        if _ACTIVE_PLAN.get() is not plan or plan.depth not in plan.mlp_scale:  # a nested plan is active: it alone applies
             return output
-        return output * _per_row(plan, plan.mlp_scale[layer], layer, output, output.dtype)
+        return output * _per_row(plan, plan.mlp_scale[plan.depth], plan.depth, output, output.dtype)
 
     return hook
 
 
-def _expand_hook(num_configs: int, first: bool):
-    """Forward pre-hook repeating the batch once per configuration.
+def _expand_callback(plan: InterventionPlan):
+    """Repeat the batch once per configuration as layers are entered (a layer callback of the depth tracker).
 
-    At the first expanded layer the hidden states and every batch-sized argument are
-    repeated; at later layers only the arguments the encoder passes unchanged to every
-    layer (the attention mask) still have the original batch size and are repeated.
+    At the expansion depth the hidden states and the attention mask are repeated; at later depths only the
+    attention mask, which the encoder passes unchanged to every layer, still has the original batch size. Other
+    arguments (rotary or relative position tables) have no batch dimension to repeat.
     """
 
-    def hook(module: nn.Module, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
-        hidden = args[0] if args else kwargs["hidden_states"]
-        original = hidden.shape[0] if first else hidden.shape[0] // num_configs
+    def callback(module: nn.Module, depth: int, args: tuple, kwargs: dict) -> tuple[tuple, dict] | None:
+        if _ACTIVE_PLAN.get() is not plan or depth < plan.expand_at_layer:
+            return None
+        names = list(inspect.signature(module.forward).parameters)
+        hidden = args[0] if args else kwargs[names[0]]
+        original = hidden.shape[0] if depth == plan.expand_at_layer else hidden.shape[0] // plan.num_configs
 
-        def repeat(x):
-            if isinstance(x, torch.Tensor) and x.dim() > 0 and x.shape[0] == original:
-                return x.repeat(num_configs, *([1] * (x.dim() - 1)))
+        def repeat(name: str, x):
+            wanted = name == names[0] if depth == plan.expand_at_layer else False
+            if (wanted or name == "attention_mask") and isinstance(x, torch.Tensor) and x.dim() > 0 and x.shape[0] == original:
+                return x.repeat(plan.num_configs, *([1] * (x.dim() - 1)))
             return x
 
-        return tuple(repeat(a) for a in args), {k: repeat(v) for k, v in kwargs.items()}
+        return (tuple(repeat(name, a) for name, a in zip(names, args)),
+                {name: repeat(name, value) for name, value in kwargs.items()})
 
-    return hook
+    return callback
+
+
+def _probability_hooks(model: PreTrainedModel, plan: InterventionPlan) -> list:
+    """For a model computing attention in its own module (DeBERTa): keep each attention call's mask, and apply the
+    plan to the probabilities where they leave the module's dropout."""
+
+    def keep_mask(module, args, kwargs):
+        if _ACTIVE_PLAN.get() is plan:
+            plan._mask = encoder.named_arguments(module, args, kwargs).get("attention_mask")
+
+    def apply(module, args, output):
+        if _ACTIVE_PLAN.get() is not plan or plan.depth is None or output.dim() != 4:
+            return output
+        return _apply_plan(plan, plan.depth, output, plan._mask)
+
+    handles = [a.register_forward_pre_hook(keep_mask, with_kwargs=True) for a in dict.fromkeys(encoder.depth_attentions(model))]
+    handles += [d.register_forward_hook(apply) for d in dict.fromkeys(encoder.probability_modules(model))]
+    return handles
 
 
 @contextlib.contextmanager
@@ -225,7 +267,7 @@ def intervene(model: PreTrainedModel, plan: InterventionPlan, reuse_prefix: bool
     configurations differ (``reuse_prefix=True``) or at the first layer (``False``,
     the naive method); outputs then have ``num_configs * B`` rows, configuration-major.
     """
-    if model.config._attn_implementation != ATTN_IMPLEMENTATION:
+    if encoder.uses_attention_interface(model) and model.config._attn_implementation != ATTN_IMPLEMENTATION:
         raise RuntimeError("call bertology_core.attention.use_engine(model) before intervening")
     num_layers = model.config.num_hidden_layers
     for layer in plan.intervened_layers:
@@ -245,20 +287,18 @@ def intervene(model: PreTrainedModel, plan: InterventionPlan, reuse_prefix: bool
             raise ValueError(f"layer {layer}: mlp_scale must be [{'batch' if plan.per_example else plan.num_configs}], got {tuple(values.shape)}")
     if plan.per_example and plan.num_configs != 1:
         raise ValueError("a per-example plan has one configuration (num_configs=1)")
-    handles = []
-    layers = encoder_layers(model)
-    for layer in plan.mlp_scale:
-        handles.append(_mlp_block(layers[layer]).register_forward_hook(_mlp_hook(plan, layer)))
-    if plan.num_configs > 1:
-        plan.expand_at_layer = plan.first_differing_layer() if reuse_prefix else 0
-        for index, layer in enumerate(layers):
-            if index >= plan.expand_at_layer:
-                hook = _expand_hook(plan.num_configs, first=index == plan.expand_at_layer)
-                handles.append(layer.register_forward_pre_hook(hook, with_kwargs=True))
-    token = _ACTIVE_PLAN.set(plan)
-    try:
-        yield plan
-    finally:
-        _ACTIVE_PLAN.reset(token)
+    parts = encoder.structure(model) if plan.mlp_scale else None
+    with contextlib.ExitStack() as stack:
+        plan._tracker = stack.enter_context(encoder.track_depth(model))
+        handles = []
+        if parts is not None:
+            handles += [m.register_forward_hook(_mlp_hook(plan)) for m in dict.fromkeys(parts[layer].mlp_output for layer in plan.mlp_scale)]
+        if not encoder.uses_attention_interface(model):
+            handles += _probability_hooks(model, plan)
+        if plan.num_configs > 1:
+            plan.expand_at_layer = plan.first_differing_layer() if reuse_prefix else 0
+            plan._tracker.on_enter.append(_expand_callback(plan))
         for handle in handles:
-            handle.remove()
+            stack.callback(handle.remove)
+        stack.enter_context(encoder._set(_ACTIVE_PLAN, plan))
+        yield plan

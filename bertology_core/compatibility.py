@@ -26,25 +26,37 @@ class ModelSpecError(ValueError):
 
 @dataclass(frozen=True)
 class EncoderFamily:
-    """An architecture (``model_type`` in config.json) whose layers the attention engine intervenes in."""
+    """An architecture (``model_type`` in config.json) whose layers the attention engine intervenes in, and how its
+    config.json names what the checks read."""
 
     model_type: str
     name: str
     # position ids start after the padding id (RoBERTa's embeddings): that many positions are never a token's
     positions_after_padding: bool = False
+    layers_field: str = "num_hidden_layers"
+    heads_field: str = "num_attention_heads"
+    # config fields the engine needs at these values, with why (checked at parse, before any job)
+    required: tuple[tuple[str, Any, str], ...] = ()
 
     def usable_positions(self, config: Mapping[str, Any]) -> int:
         reserved = int(config.get("pad_token_id") or 0) + 1 if self.positions_after_padding else 0
         return int(config["max_position_embeddings"]) - reserved
 
 
-# The encoders the attention engine is tested on (tests/test_attention.py); a new family is one entry here.
+# The encoders the attention engine is tested on (tests/test_attention.py, tests/test_pruning.py and the smoke
+# workflow per family); a new family is one entry here once those pass on it.
 SUPPORTED_ENCODERS: dict[str, EncoderFamily] = {
     family.model_type: family
     for family in (
         EncoderFamily("bert", "BERT (also MiniLM and other BERT-architecture models)"),
         EncoderFamily("roberta", "RoBERTa", positions_after_padding=True),
+        EncoderFamily("xlm-roberta", "XLM-RoBERTa", positions_after_padding=True),
         EncoderFamily("electra", "ELECTRA"),
+        EncoderFamily("distilbert", "DistilBERT", layers_field="n_layers", heads_field="n_heads"),
+        EncoderFamily("albert", "ALBERT (weights shared across depth; heads counted by depth)", required=(
+            ("inner_group_num", 1, "the engine counts one self-attention per depth; ALBERT's released models have 1"),)),
+        EncoderFamily("deberta-v2", "DeBERTa-v2 and DeBERTa-v3"),
+        EncoderFamily("modernbert", "ModernBERT (local sliding-window and global layers)"),
     )
 }
 
@@ -99,16 +111,21 @@ def architecture_problem(config: Mapping[str, Any], config_path: Path) -> str | 
     """Why the architecture is not one the analyses support (None when it is)."""
     model_type = config.get("model_type")
     if model_type in SUPPORTED_ENCODERS:
+        for field, value, why in SUPPORTED_ENCODERS[model_type].required:
+            if config.get(field, value) != value:
+                return (f"{config_path}: field {field!r} = {config[field]!r}; the analyses need {value!r} ({why}). "
+                        "Fix: use a model with that setting.")
         return None
     supported = "; ".join(f"{family.model_type} ({family.name})" for family in SUPPORTED_ENCODERS.values())
     return (f"{config_path}: field 'model_type' = {model_type!r} is not an encoder the analyses support "
-            f"(they intervene in the self-attention of each layer of base_model.encoder.layer). Supported: {supported}. "
-            "Fix: use a model of one of these families (decoders such as GPT-2 and encoder-decoders such as T5 are not).")
+            f"(they intervene in the self-attention of each layer of an encoder). Supported: {supported}. "
+            "Fix: use a model of one of these families (decoders such as GPT-2 and Llama and encoder-decoders such as T5 and BART are not: their attention is causal or crosses two stacks, and the analyses' definitions are for bidirectional encoders).")
 
 
 def geometry(config: Mapping[str, Any]) -> tuple[int, int]:
     """(layers, heads per layer) of a supported encoder."""
-    return int(config["num_hidden_layers"]), int(config["num_attention_heads"])
+    family = SUPPORTED_ENCODERS[config["model_type"]]
+    return int(config[family.layers_field]), int(config[family.heads_field])
 
 
 # the files a tokenizer's vocabulary can live in, in the order AutoTokenizer prefers them

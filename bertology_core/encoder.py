@@ -1,51 +1,304 @@
-"""Structure of BERT-family encoders that the engine and training rely on, and a saving for classifiers.
+"""The structure of an encoder, found from the model itself: what runs at each depth, and which of its linear maps
+are the head projections, the attention output projection and the feed-forward network (MLP).
 
-Kept apart from :mod:`bertology_core.attention` so that fine-tuning (which uses
-:func:`first_token_output`) does not depend on the attention engine's code.
+Every analysis intervenes *by depth*: head ``(layer, head)`` is head ``head`` of the ``layer``-th self-attention the
+input passes through. Where a model reuses one layer's weights across depth (ALBERT), the same modules run at several
+depths and a head is still counted by depth, as ALBERT's users count them.
+
+How the parts are found, with no attribute path per family:
+
+- *what runs at each depth*: the layer and attention classes the model declares itself
+  (``_can_record_outputs``: ``"hidden_states"`` and ``"attentions"``, transformers' own record of where hidden
+  states and attention weights come from), instances in registration order; when there are fewer layer modules
+  than ``num_hidden_layers``, consecutive depths share a module (ALBERT's groups). Models without that declaration
+  (DeBERTa-v2/v3) are read from their ``nn.ModuleList`` of ``num_hidden_layers`` layers and, in each, the module
+  whose class is a ``...SelfAttention``.
+- *where the attention probabilities are*: models that route attention through transformers' ``AttentionInterface``
+  (``_supports_attention_backend``: BERT, RoBERTa, ELECTRA, DistilBERT, ALBERT, ModernBERT, XLM-R) call the engine's
+  registered function (:mod:`bertology_core.attention`); DeBERTa's disentangled attention computes them inside its
+  own module and passes them through its dropout (the attention module's ``nn.Dropout`` called on a 4-D
+  ``[batch, head, query, key]`` tensor), where the engine takes them instead.
+- *which linear map is which*: one traced forward pass of a few tokens records, per depth, the order in which the
+  depth's ``nn.Linear`` modules run around the attention probabilities: those inside the attention module before
+  them project the input to heads (query, key, value, fused or not, and DeBERTa's positional projections); the first
+  one after them is the attention output projection; the next is the MLP's input and the depth's last is the MLP's
+  output (BERT's ``intermediate.dense`` / ``output.dense``, DistilBERT's ``lin1`` / ``lin2``, ALBERT's ``ffn`` /
+  ``ffn_output``, ModernBERT's ``Wi`` / ``Wo``). The trace runs in evaluation mode with the random state saved and
+  restored, so it changes nothing a caller computes; it is redone when the model's modules change (compaction).
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+import contextvars
+import inspect
+import weakref
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 
 import torch
 from torch import nn
 from transformers import PreTrainedModel
 
 
-def encoder_layers(model: PreTrainedModel) -> nn.ModuleList:
-    """The stack of transformer layers of a BERT-family encoder (BERT, RoBERTa, ELECTRA, ...)."""
+class UnsupportedStructure(TypeError):
+    """The model is not an encoder whose depths, attention and MLPs the engine can find."""
+
+
+# --- what runs at each depth (static) ----------------------------------------------------------
+
+
+def _declared_class(model: PreTrainedModel, output: str) -> type | None:
+    recorded = getattr(type(model), "_can_record_outputs", None) or {}
+    target = recorded.get(output)
+    target = target[0] if isinstance(target, (tuple, list)) else target
+    target = getattr(target, "target_class", target)  # OutputRecorder(...) or the class itself
+    return target if isinstance(target, type) else None
+
+
+def depth_layers(model: PreTrainedModel) -> list[nn.Module]:
+    """The layer module that runs at each depth (``num_hidden_layers`` entries; repeated where weights are shared)."""
+    depths = int(model.config.num_hidden_layers)
     base = model.base_model
-    encoder = getattr(base, "encoder", None)
-    layers = getattr(encoder, "layer", None)
-    if not isinstance(layers, nn.ModuleList):
-        raise TypeError(f"{type(model).__name__}: no encoder.layer ModuleList; only BERT-style encoders are supported")
-    return layers
+    layer_class = _declared_class(model, "hidden_states")
+    if layer_class is not None:
+        found = [m for m in base.modules() if isinstance(m, layer_class)]
+    else:
+        lists = [m for m in base.modules() if isinstance(m, nn.ModuleList) and len(m) == depths]
+        found = list(lists[0]) if len(lists) == 1 else []
+    if not found or depths % len(found):
+        raise UnsupportedStructure(
+            f"{type(model).__name__}: cannot find the {depths} encoder layers (config 'num_hidden_layers'); found "
+            f"{len(found)} layer modules. Only encoders with one self-attention layer per depth are supported.")
+    per_module = depths // len(found)  # consecutive depths share a module (ALBERT: num_hidden_groups)
+    return [found[depth // per_module] for depth in range(depths)]
 
 
-def _first_token_hook(module: nn.Module, args: tuple) -> tuple:
-    """Forward pre-hook on a layer's attention-output block (``BertSelfOutput`` and kin: ``(attention
-    context, residual input)``): keep the first position only, so everything after it in the layer runs
-    on one token."""
-    return tuple(a[:, :1] if isinstance(a, torch.Tensor) and a.dim() == 3 else a for a in args)
+def depth_attentions(model: PreTrainedModel) -> list[nn.Module]:
+    """The self-attention module that runs at each depth."""
+    attention_class = _declared_class(model, "attentions")
+    found = []
+    for layer in depth_layers(model):
+        candidates = [m for m in layer.modules() if (isinstance(m, attention_class) if attention_class is not None
+                                                     else type(m).__name__.endswith("SelfAttention"))]
+        if len(candidates) != 1:
+            raise UnsupportedStructure(f"{type(model).__name__}: {type(layer).__name__} holds {len(candidates)} self-attention "
+                                       "modules; the engine needs exactly one per layer.")
+        found.append(candidates[0])
+    return found
+
+
+def encoder_layers(model: PreTrainedModel) -> nn.ModuleList:
+    """The layer modules of the encoder, one per depth (for a model sharing weights across depth the same module
+    appears at each of its depths; ``parameters()`` of the list counts it once)."""
+    return nn.ModuleList(depth_layers(model))
+
+
+def uses_attention_interface(model: PreTrainedModel) -> bool:
+    """Whether the model computes attention through transformers' ``AttentionInterface`` (where the engine's
+    registered function serves it) rather than inside its own module (DeBERTa-v2/v3)."""
+    return bool(getattr(model, "_supports_attention_backend", False))
+
+
+# --- depth of the running layer ----------------------------------------------------------------
+
+
+@dataclass
+class DepthTracker:
+    """Counts the layers a forward pass has entered: ``depth`` is the running layer's depth (None outside a pass)."""
+
+    num_layers: int
+    depth: int | None = None
+    _entered: int = 0
+    on_enter: list[Callable[[nn.Module, int, tuple, dict], tuple[tuple, dict] | None]] = field(default_factory=list)
+
+
+@contextlib.contextmanager
+def track_depth(model: PreTrainedModel) -> Iterator[DepthTracker]:
+    """Inside the block ``tracker.depth`` is the depth of the layer running in ``model`` (hooks removed after).
+    Callbacks in ``tracker.on_enter`` run as each layer is entered and may replace its arguments."""
+    layers = depth_layers(model)
+    tracker = DepthTracker(len(layers))
+
+    def start(module, args, kwargs):
+        tracker._entered, tracker.depth = 0, None
+
+    def enter(module, args, kwargs):
+        if tracker._entered >= tracker.num_layers:
+            raise RuntimeError(f"{type(model).__name__}: more than {tracker.num_layers} layers ran in one forward pass")
+        tracker.depth = tracker._entered
+        tracker._entered += 1
+        for callback in tracker.on_enter:
+            replaced = callback(module, tracker.depth, args, kwargs)
+            if replaced is not None:
+                args, kwargs = replaced
+        return args, kwargs
+
+    handles = [model.base_model.register_forward_pre_hook(start, with_kwargs=True)]
+    handles += [layer.register_forward_pre_hook(enter, with_kwargs=True) for layer in dict.fromkeys(layers)]
+    try:
+        yield tracker
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
+def named_arguments(module: nn.Module, args: tuple, kwargs: dict) -> dict[str, object]:
+    """A module call's arguments by parameter name (positional ones bound to the forward's signature)."""
+    parameters = list(inspect.signature(module.forward).parameters)
+    return {**dict(zip(parameters, args)), **kwargs}
+
+
+# --- which linear map is which (traced) --------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DepthParts:
+    """The modules of one depth."""
+
+    layer: nn.Module
+    attention: nn.Module
+    head_projections: tuple[nn.Linear, ...]  # hidden -> heads (query, key, value; fused or not)
+    output_projection: nn.Linear  # attention context -> hidden
+    mlp_input: nn.Linear
+    mlp_output: nn.Linear
+
+
+# while tracing: called by the engine's attention function with the module whose probabilities it computed
+TRACE: contextvars.ContextVar[Callable[[nn.Module], None] | None] = contextvars.ContextVar("bertology_trace", default=None)
+
+_STRUCTURES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def probability_modules(model: PreTrainedModel) -> list[nn.Module]:
+    """For a model that computes attention inside its own module: per depth, the attention module's dropout, which
+    the probabilities pass through (DeBERTa); the engine reads and replaces them at its output."""
+    found = []
+    for attention in depth_attentions(model):
+        dropouts = [m for name, m in attention.named_children() if isinstance(m, nn.Dropout) and name == "dropout"]
+        if len(dropouts) != 1:
+            raise UnsupportedStructure(
+                f"{type(model).__name__}: {type(attention).__name__} does not use transformers' AttentionInterface and has "
+                "no 'dropout' on its probabilities; the engine cannot reach its attention.")
+        found.append(dropouts[0])
+    return found
+
+
+def _fingerprint(model: PreTrainedModel) -> tuple[int, ...]:
+    return tuple(id(m) for m in model.modules())
+
+
+def structure(model: PreTrainedModel) -> list[DepthParts]:
+    """The parts of every depth (traced once per set of modules, then cached)."""
+    cached = _STRUCTURES.get(model)
+    if cached is not None and cached[0] == _fingerprint(model):
+        return cached[1]
+    parts = _trace(model)
+    _STRUCTURES[model] = (_fingerprint(model), parts)
+    return parts
+
+
+def _trace(model: PreTrainedModel) -> list[DepthParts]:
+    from bertology_core import attention as engine  # the engine's function records the probabilities when traced
+
+    layers, attentions = depth_layers(model), depth_attentions(model)
+    events: list[tuple[int, str, nn.Module]] = []
+    handles = []
+    with track_depth(model) as tracker, contextlib.ExitStack() as stack:
+        for layer in dict.fromkeys(layers):
+            for module in layer.modules():
+                if isinstance(module, nn.Linear):
+                    handles.append(module.register_forward_hook(
+                        lambda m, args, out: events.append((tracker.depth, "linear", m))))
+        if uses_attention_interface(model):
+            previous = model.config._attn_implementation
+            if previous != engine.ATTN_IMPLEMENTATION:
+                model.set_attn_implementation(engine.ATTN_IMPLEMENTATION)
+                stack.callback(model.set_attn_implementation, previous)
+            stack.enter_context(_set(TRACE, lambda m: events.append((tracker.depth, "attention", m))))
+        else:
+            for dropout in dict.fromkeys(probability_modules(model)):
+                handles.append(dropout.register_forward_hook(
+                    lambda m, args, out: events.append((tracker.depth, "attention", m)) if args[0].dim() == 4 else None))
+        stack.enter_context(_set(engine._ACTIVE_PLAN, None))  # an active plan must neither act on nor capture the trace
+        was_training = model.training
+        try:
+            model.eval()
+            with torch.random.fork_rng(devices=[]), torch.no_grad():
+                tokens = torch.arange(3, 7, device=model.device).clamp(max=model.config.vocab_size - 1)[None]
+                model(input_ids=tokens, attention_mask=torch.ones_like(tokens))
+        finally:
+            model.train(was_training)
+            for handle in handles:
+                handle.remove()
+    return [_classify(model, depth, layers[depth], attentions[depth], [(kind, m) for d, kind, m in events if d == depth])
+            for depth in range(len(layers))]
+
+
+@contextlib.contextmanager
+def _set(variable: contextvars.ContextVar, value) -> Iterator[None]:
+    token = variable.set(value)
+    try:
+        yield
+    finally:
+        variable.reset(token)
+
+
+def _classify(model: PreTrainedModel, depth: int, layer: nn.Module, attention: nn.Module,
+              events: list[tuple[str, nn.Module]]) -> DepthParts:
+    kinds = [kind for kind, _ in events]
+    if kinds.count("attention") != 1:
+        raise UnsupportedStructure(f"{type(model).__name__}: layer {depth} computed attention probabilities "
+                                   f"{kinds.count('attention')} times in one pass; the engine needs once.")
+    split = kinds.index("attention")
+    inside = {id(m) for m in attention.modules()}
+    before = list(dict.fromkeys(m for _, m in events[:split] if id(m) in inside))
+    after = [m for _, m in events[split + 1:]]
+    hidden = int(model.config.hidden_size)
+    if len(after) < 3 or not before:
+        raise UnsupportedStructure(f"{type(model).__name__}: layer {depth} does not run head projections, an attention output "
+                                   "projection and a two-matrix feed-forward network around its attention.")
+    output_projection, mlp_input, mlp_output = after[0], after[1], after[-1]
+    if output_projection.out_features != hidden or mlp_input.in_features != hidden or mlp_output.out_features != hidden:
+        raise UnsupportedStructure(f"{type(model).__name__}: layer {depth}'s linear maps around attention are not "
+                                   "hidden -> hidden projections and a feed-forward network from and to hidden_size.")
+    return DepthParts(layer, attention, tuple(before), output_projection, mlp_input, mlp_output)
+
+
+# --- classifiers that read the first token -----------------------------------------------------
+
+
+def reads_first_token_only(model: PreTrainedModel) -> bool:
+    """Whether the model's sequence-classification head reads the first token's final state alone: BERT's pooler,
+    the classification heads of RoBERTa, ELECTRA and XLM-R, DistilBERT's and ALBERT's, DeBERTa's ``ContextPooler``,
+    and ModernBERT's with ``classifier_pooling="cls"`` (not with ``"mean"``, which averages every token)."""
+    return getattr(model.config, "classifier_pooling", "cls") == "cls"
 
 
 @contextlib.contextmanager
 def first_token_output(model: PreTrainedModel) -> Iterator[None]:
-    """Inside the block the last layer outputs only position 0 (``[batch, 1, hidden]``).
+    """Inside the block the last layer's feed-forward network runs on position 0 alone.
 
-    Exact for sequence classifiers whose head reads the first token alone: BERT's pooler, RoBERTa's and
-    ELECTRA's classification heads. The last layer's attention-output projection and feed-forward network
-    (about three quarters of its cost) then run on one token instead of the whole sequence; it saves the
-    same share in every configuration of a sweep and in the naive method alike.
+    Exact for sequence classifiers whose head reads the first token alone (:func:`reads_first_token_only`; for any
+    other model the block changes nothing): the MLP's input is cut to the first position, its output (``[batch, 1,
+    hidden]``) is added to the residual stream by broadcasting, so the last layer's output is right at position 0
+    (what the head reads) and not used elsewhere. The MLP is about two thirds of a layer's cost; it saves the same
+    share in every configuration of a sweep and in the naive method alike.
     """
-    last = encoder_layers(model)[-1]
-    output_block = getattr(getattr(last, "attention", None), "output", None)
-    if not isinstance(output_block, nn.Module):
-        raise TypeError(f"{type(model).__name__}: the last layer has no attention.output block to slice")
-    handle = output_block.register_forward_pre_hook(_first_token_hook)
-    try:
+    if not reads_first_token_only(model):
         yield
-    finally:
-        handle.remove()
+        return
+    last = structure(model)[-1].mlp_input
+    with track_depth(model) as tracker:
+        final = tracker.num_layers - 1
+
+        def first_position(module, args):
+            if tracker.depth != final:  # weights shared across depth: only the last depth is cut
+                return None
+            return (args[0][:, :1],) + tuple(args[1:])
+
+        handle = last.register_forward_pre_hook(first_position)
+        try:
+            yield
+        finally:
+            handle.remove()

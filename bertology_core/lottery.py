@@ -31,6 +31,8 @@ the two protocols differ only in which examples choose and which report.
 
 from __future__ import annotations
 
+import contextlib
+
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -121,15 +123,9 @@ def prune_while_above(
 
 def encoder_weights(model: PreTrainedModel) -> list[tuple[str, nn.Linear]]:
     """The weight matrices m-pruning acts on: every ``nn.Linear`` inside the encoder layers (Q, K, V,
-    attention output, the two MLP matrices), by their parameter-name prefix."""
-    prefix = model.base_model_prefix
-    layers = attention.encoder_layers(model)
-    return [
-        (f"{prefix}.encoder.layer.{index}.{name}", module)
-        for index, layer in enumerate(layers)
-        for name, module in layer.named_modules()
-        if isinstance(module, nn.Linear)
-    ]
+    attention output, the two MLP matrices), by their module name; a matrix shared across depth (ALBERT) once."""
+    inside = {id(module) for layer in attention.encoder_layers(model) for module in layer.modules()}
+    return [(name, module) for name, module in model.named_modules() if isinstance(module, nn.Linear) and id(module) in inside]
 
 
 WeightMasks = dict[str, torch.Tensor]  # "bert.encoder.layer.0.attention.self.query" -> bool mask of its weight
@@ -460,7 +456,7 @@ def finetune_subnetwork(
     """Fine-tune the *pre-trained* encoder (fresh classifier head, ``seed``) with ``mask`` fixed; evaluate.
 
     A structure mask is applied by compaction (the removed heads and MLPs are cut out, which is exact and
-    faster to train than gating); weight masks are fixed with ``torch.nn.utils.prune`` (masked weights stay
+    faster to train than gating; what weights shared across depth keep at another depth stays gated); weight masks are fixed with ``torch.nn.utils.prune`` (masked weights stay
     zero and get no gradient). ``None`` fine-tunes the full model with the same recipe.
     Returns the run's record (``metrics`` on all of ``eval_frame``) and the per-example predictions
     (``idx, label, prediction``), from which a summary scores any protocol's report examples, so that how
@@ -474,13 +470,18 @@ def finetune_subnetwork(
     tokenizer = load_tokenizer(model_path)
     model = load_classifier(model_path, task, states.PRETRAINED, seed).to(device or default_device())
     total = compaction.parameter_count(attention.encoder_layers(model))
+    gates = contextlib.nullcontext()
     if isinstance(mask, StructureMask):
+        residual = compaction.residual_mask(model, mask)
         compaction.compact(model, mask)
+        if not (residual.heads.all() and residual.mlps.all()):  # weights shared across depth: gate what cannot be cut
+            gates = attention.intervene(attention.use_engine(model), residual.plan())
     elif mask is not None:
         apply_weight_masks(model, mask)
     encoded = finetune.encode(train_frame, tokenizer, config.max_length)
-    record = finetune.train(model, task, encoded, train_frame["label"].to_numpy(), config, seed, progress)
-    logits = finetune.predict(model, finetune.encode(eval_frame, tokenizer, config.max_length), eval_batch_size)
+    with gates:
+        record = finetune.train(model, task, encoded, train_frame["label"].to_numpy(), config, seed, progress)
+        logits = finetune.predict(model, finetune.encode(eval_frame, tokenizer, config.max_length), eval_batch_size)
     predictions = logits[:, 0] if task.is_regression else logits.argmax(-1)
     if isinstance(mask, dict):  # m-pruning: share of the prunable weight matrices' entries
         kept = kept_weight_share(current_weight_masks(model))

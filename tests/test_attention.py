@@ -2,29 +2,42 @@
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 import torch
-from transformers import (
-    BertConfig, BertForSequenceClassification, ElectraConfig, ElectraForSequenceClassification,
-    RobertaConfig, RobertaForSequenceClassification,
-)
+from transformers import AutoConfig, AutoModelForSequenceClassification
 
-from bertology_core import attention
+from bertology_core import attention, encoder
 
+# one tiny random classifier per supported family (hidden 64, 4 heads, an MLP width of 37 unlike hidden):
+# config arguments beyond the shared ones
 FAMILIES = {
-    "bert": (BertConfig, BertForSequenceClassification, {}),
-    "roberta": (RobertaConfig, RobertaForSequenceClassification, {"pad_token_id": 1}),
-    "electra": (ElectraConfig, ElectraForSequenceClassification, {"embedding_size": 32}),
+    "bert": {},
+    "roberta": {"pad_token_id": 1},
+    "electra": {"embedding_size": 32},
+    "xlm-roberta": {"pad_token_id": 1},
+    "distilbert": {},
+    # one layer's weights at every depth (num_hidden_groups=1)
+    "albert": {"embedding_size": 16},
+    # DeBERTa-v3's disentangled attention: relative positions in buckets, no absolute positions
+    "deberta-v2": {"relative_attention": True, "pos_att_type": ["p2c", "c2p"], "position_buckets": 8,
+                   "share_att_key": True, "norm_rel_ebd": "layer_norm", "position_biased_input": False, "type_vocab_size": 0},
+    # global and local (sliding-window, 2 tokens each side) layers alternate; rotary positions
+    "modernbert": {"global_attn_every_n_layers": 2, "local_attention": 4, "pad_token_id": 0, "bos_token_id": 1,
+                   "eos_token_id": 2, "cls_token_id": 1, "sep_token_id": 2},
 }
 
 
-def tiny(family: str = "bert", layers: int = 3):
-    config_cls, model_cls, extra = FAMILIES[family]
+def tiny(family: str = "bert", layers: int = 3, **extra):
+    shared = {"vocab_size": 99, "hidden_size": 64, "num_hidden_layers": layers, "num_attention_heads": 4,
+              "intermediate_size": 37, "max_position_embeddings": 64, "num_labels": 3}
+    if family == "distilbert":  # its config names the same things differently
+        shared = {"vocab_size": 99, "dim": 64, "n_layers": layers, "n_heads": 4, "hidden_dim": 37,
+                  "max_position_embeddings": 64, "num_labels": 3}
     torch.manual_seed(0)
-    config = config_cls(vocab_size=99, hidden_size=64, num_hidden_layers=layers, num_attention_heads=4,
-                        intermediate_size=37, max_position_embeddings=64, num_labels=3,
-                        attn_implementation="eager", **extra)
-    return model_cls(config).eval()
+    config = AutoConfig.for_model(family, **shared, **FAMILIES[family], **extra)
+    return AutoModelForSequenceClassification.from_config(config, attn_implementation="eager").eval()
 
 
 def batch():
@@ -36,18 +49,40 @@ def batch():
     return {"input_ids": ids, "attention_mask": mask}
 
 
-@pytest.mark.parametrize("family", sorted(FAMILIES))
+ALL = pytest.mark.parametrize("family", list(FAMILIES))
+
+
+def capture(model, inputs, plan=None):
+    """Every layer's probabilities as the engine computes them, and the logits."""
+    captured = {}
+    plan = plan or attention.InterventionPlan()
+    plan.sink = lambda layer, probs, real: captured.__setitem__(layer, (probs.clone(), real))
+    with torch.no_grad(), attention.intervene(model, plan):
+        logits = model(**inputs).logits
+    return captured, logits
+
+
+@ALL
 def test_engine_without_plan_reproduces_eager(family):
     model = tiny(family)
     inputs = batch()
-    reference = model(**inputs, output_hidden_states=True, output_attentions=True)
+    with torch.no_grad():
+        reference = model(**inputs, output_hidden_states=True, output_attentions=True)
     attention.use_engine(model)
-    ours = model(**inputs, output_hidden_states=True, output_attentions=True)
+    with torch.no_grad():
+        ours = model(**inputs, output_hidden_states=True)
     torch.testing.assert_close(ours.logits, reference.logits, atol=1e-5, rtol=0)
     for mine, theirs in zip(ours.hidden_states, reference.hidden_states, strict=True):
         torch.testing.assert_close(mine, theirs, atol=1e-5, rtol=0)
-    for mine, theirs in zip(ours.attentions, reference.attentions, strict=True):
-        torch.testing.assert_close(mine, theirs, atol=1e-5, rtol=0)
+    captured, logits = capture(model, inputs)
+    torch.testing.assert_close(logits, reference.logits, atol=1e-5, rtol=0)
+    assert sorted(captured) == list(range(3))
+    for layer, theirs in enumerate(reference.attentions):
+        probs, real = captured[layer]
+        lengths = inputs["attention_mask"].sum(1).tolist()
+        for example, length in enumerate(lengths):  # padding queries are not compared: models treat them differently
+            torch.testing.assert_close(probs[example, :, :length], theirs[example, :, :length], atol=1e-5, rtol=0)
+        assert real.tolist() == (inputs["attention_mask"] == 1).tolist()
 
 
 def test_engine_reproduces_eager_on_minilm(minilm_path):
@@ -63,54 +98,75 @@ def test_engine_reproduces_eager_on_minilm(minilm_path):
         torch.testing.assert_close(mine, theirs, atol=1e-5, rtol=0)
 
 
-def test_uniform_mode_is_one_over_real_length_and_zero_on_padding():
-    model = attention.use_engine(tiny())
+@ALL
+def test_uniform_mode_is_one_over_the_keys_a_head_may_attend_to(family):
+    """Rows of a disabled head are 1/L over the keys its query may attend to: the real tokens, and in a local
+    (sliding-window) layer only those inside the window; 0 elsewhere. The allowed keys are read off the eager
+    probabilities (non-zero exactly where allowed)."""
+    model = attention.use_engine(tiny(family))
     inputs = batch()
-    captured = {}
-    plan = attention.InterventionPlan(uniform={1: torch.tensor([[True, False, False, True]])},
-                                      sink=lambda layer, probs, real: captured.__setitem__(layer, (probs, real)))
-    with torch.no_grad(), attention.intervene(model, plan):
-        model(**inputs)
-    probs, real = captured[1]
-    lengths = inputs["attention_mask"].sum(1)
-    for example, length in enumerate(lengths.tolist()):
+    intact, _ = capture(model, inputs)
+    disabled, _ = capture(model, inputs, attention.InterventionPlan(uniform={1: torch.tensor([[True, False, False, True]])}))
+    lengths = inputs["attention_mask"].sum(1).tolist()
+    for example, length in enumerate(lengths):
         for head in (0, 3):
-            rows = probs[example, head, :length]  # queries of real tokens
-            torch.testing.assert_close(rows[:, :length], torch.full((length, length), 1 / length))
-            assert (rows[:, length:] == 0).all()
-            torch.testing.assert_close(rows.sum(-1), torch.ones(length))
-        assert not torch.allclose(probs[example, 1, 0, :length], torch.full((length,), 1 / length))
-    assert real.tolist() == (inputs["attention_mask"] == 1).tolist()
+            rows = disabled[1][0][example, head, :length]  # queries of real tokens
+            allowed = intact[1][0][example, head, :length] > 0
+            counts = allowed.sum(-1, keepdim=True)
+            torch.testing.assert_close(rows, allowed / counts, atol=1e-7, rtol=0)
+            assert not allowed[:, length:].any()
+        assert not torch.allclose(disabled[1][0][example, 1, 0, :length], torch.full((length,), 1 / length))
+    if family == "modernbert":  # layer 1 is local: a window of 2 tokens each side, narrower than the sentence
+        assert model.config.layer_types[1] == "sliding_attention"
+        assert (intact[1][0][0, 0, :10] > 0).sum(-1).max() == 5
 
 
-def test_zero_scale_equals_removing_the_heads_output():
-    model = attention.use_engine(tiny())
+def at_depth(model, depth, module, hook):
+    """Register ``hook(args) -> args`` as a forward pre-hook of ``module`` acting at ``depth`` only (a module can
+    run at several depths when weights are shared); returns a context manager."""
+    import contextlib
+
+    @contextlib.contextmanager
+    def block():
+        with encoder.track_depth(model) as tracker:
+            handle = module.register_forward_pre_hook(lambda m, args: hook(args) if tracker.depth == depth else None)
+            try:
+                yield
+            finally:
+                handle.remove()
+
+    return block()
+
+
+@ALL
+def test_zero_scale_equals_removing_the_heads_output(family):
+    model = attention.use_engine(tiny(family))
     inputs = batch()
     scale = torch.ones(1, 4)
     scale[0, 2] = 0.0
-    with torch.no_grad(), attention.intervene(model, attention.InterventionPlan(scale={0: scale})):
+    with torch.no_grad(), attention.intervene(model, attention.InterventionPlan(scale={1: scale})):
         masked = model(**inputs).logits
     # reference: zero the head's slice of the context before the output projection
-    layer = attention.encoder_layers(model)[0].attention.output.dense
+    projection = encoder.structure(model)[1].output_projection
     head_dim = 64 // 4
 
-    def zero_head(module, args):
+    def zero_head(args):
         context = args[0].clone()
         context[..., 2 * head_dim:3 * head_dim] = 0
         return (context,)
 
-    handle = layer.register_forward_pre_hook(zero_head)
-    try:
-        with torch.no_grad():
-            reference = model(**inputs).logits
-    finally:
-        handle.remove()
+    with torch.no_grad(), at_depth(model, 1, projection, zero_head):
+        reference = model(**inputs).logits
+    with torch.no_grad():
+        intact = model(**inputs).logits
     torch.testing.assert_close(masked, reference, atol=1e-6, rtol=0)
+    assert not torch.allclose(masked, intact, atol=1e-4)
 
 
+@ALL
 @pytest.mark.parametrize("reuse_prefix", [True, False])
-def test_batch_expansion_equals_separate_passes(reuse_prefix):
-    model = attention.use_engine(tiny(layers=4))
+def test_batch_expansion_equals_separate_passes(family, reuse_prefix):
+    model = attention.use_engine(tiny(family, layers=4))
     inputs = batch()
     uniform = torch.zeros(3, 4, dtype=torch.bool)
     uniform[1, 0] = True
@@ -127,8 +183,9 @@ def test_batch_expansion_equals_separate_passes(reuse_prefix):
         torch.testing.assert_close(together[config], separate, atol=1e-5, rtol=0)
 
 
-def test_shared_interventions_below_the_first_difference_are_applied_once():
-    model = attention.use_engine(tiny(layers=4))
+@ALL
+def test_shared_interventions_below_the_first_difference_are_applied_once(family):
+    model = attention.use_engine(tiny(family, layers=4))
     inputs = batch()
     shared = torch.ones(3, 4)
     shared[:, 1] = 0.0  # every configuration masks head 1 of layer 0
@@ -146,25 +203,46 @@ def test_shared_interventions_below_the_first_difference_are_applied_once():
         torch.testing.assert_close(together[config], separate, atol=1e-5, rtol=0)
 
 
-@pytest.mark.parametrize("family", sorted(FAMILIES))
+@ALL
 def test_first_token_output_leaves_classifier_logits_unchanged(family):
     model = attention.use_engine(tiny(family, layers=3))
     inputs = batch()
     uniform = torch.zeros(2, 4, dtype=torch.bool)
     uniform[1, 2] = True  # a head of the last layer, the one that is sliced
     plan = attention.InterventionPlan(num_configs=2, uniform={2: uniform})
-    with torch.no_grad(), attention.intervene(model, plan):
+    mlp_input = encoder.structure(model)[-1].mlp_input
+    widths = []
+    handle = mlp_input.register_forward_hook(lambda m, args, out: widths.append(args[0].shape[1]))
+    try:
+        with torch.no_grad(), attention.intervene(model, plan):
+            full = model(**inputs).logits
+            with attention.first_token_output(model):
+                sliced = model(**inputs).logits
+    finally:
+        handle.remove()
+    runs = widths[len(widths) // 2:]  # the sliced pass; weights shared across depth run the module at every depth
+    assert runs[-1] == 1 and all(width == 10 for width in runs[:-1])  # the last layer's MLP really ran on one position
+    assert not torch.equal(full[:3], full[3:])  # the intervention in the sliced layer still acts
+    torch.testing.assert_close(sliced, full, atol=1e-5, rtol=0)
+    assert not mlp_input._forward_pre_hooks
+    assert all(not layer._forward_pre_hooks for layer in attention.encoder_layers(model))
+
+
+def test_first_token_output_leaves_a_mean_pooling_classifier_whole():
+    model = attention.use_engine(tiny("modernbert", classifier_pooling="mean"))
+    assert not encoder.reads_first_token_only(model)
+    inputs = batch()
+    with torch.no_grad():
         full = model(**inputs).logits
         with attention.first_token_output(model):
-            sliced = model(**inputs, output_hidden_states=True)
-    assert sliced.hidden_states[-1].shape[1] == 1  # the last layer really ran on one position
-    assert not torch.equal(full[:3], full[3:])  # the intervention in the sliced layer still acts
-    torch.testing.assert_close(sliced.logits, full, atol=1e-5, rtol=0)
-    assert not attention.encoder_layers(model)[-1].attention.output._forward_pre_hooks
+            same = model(**inputs).logits
+    torch.testing.assert_close(same, full, atol=0, rtol=0)
+    assert encoder.reads_first_token_only(tiny("modernbert", classifier_pooling="cls"))
 
 
-def test_first_token_output_gives_the_same_training_gradients():
-    model = tiny("bert", layers=2)  # eval mode: no dropout, so both passes compute the same function
+@ALL
+def test_first_token_output_gives_the_same_training_gradients(family):
+    model = tiny(family, layers=2)  # eval mode: no dropout, so both passes compute the same function
     inputs = {**batch(), "labels": torch.tensor([0, 2, 1])}
     model(**inputs).loss.backward()
     full = {name: p.grad.clone() for name, p in model.named_parameters() if p.grad is not None}
@@ -197,8 +275,9 @@ def test_contexts_do_not_leak_and_hooks_are_removed():
         torch.testing.assert_close(model(**inputs).logits, outer_logits, atol=0, rtol=0)
 
 
-def test_gate_gradient_matches_finite_difference():
-    model = attention.use_engine(tiny())
+@ALL
+def test_gate_gradient_matches_finite_difference(family):
+    model = attention.use_engine(tiny(family))
     inputs = batch()
     gate = torch.ones(1, 4, requires_grad=True)
     with attention.intervene(model, attention.InterventionPlan(scale={1: gate})):
@@ -232,26 +311,36 @@ def test_plan_shapes_and_layers_are_checked():
         pass
 
 
-def test_zero_mlp_scale_equals_removing_the_mlp():
-    import copy
-
-    model = attention.use_engine(tiny(layers=3))
+@ALL
+def test_zero_mlp_scale_equals_removing_the_mlp(family):
+    model = attention.use_engine(tiny(family, layers=3))
     inputs = batch()
-    removed = copy.deepcopy(model)
+    mlp_output = encoder.structure(model)[1].mlp_output
     with torch.no_grad():
-        removed.bert.encoder.layer[1].output.dense.weight.zero_()
-        removed.bert.encoder.layer[1].output.dense.bias.zero_()
-        reference = removed(**inputs, output_hidden_states=True).hidden_states[-1]
         with attention.intervene(model, attention.InterventionPlan(mlp_scale={1: torch.zeros(1)})):
             gated = model(**inputs, output_hidden_states=True).hidden_states[-1]
         clean = model(**inputs, output_hidden_states=True).hidden_states[-1]
+        # reference: the MLP's output replaced by zeros at depth 1 (for unshared weights: its weights zeroed)
+        if encoder.depth_layers(model).count(encoder.depth_layers(model)[1]) == 1:
+            removed = copy.deepcopy(model)
+            removed_output = encoder.structure(removed)[1].mlp_output
+            removed_output.weight.zero_()
+            if removed_output.bias is not None:
+                removed_output.bias.zero_()
+            reference = removed(**inputs, output_hidden_states=True).hidden_states[-1]
+        else:
+            with encoder.track_depth(model) as tracker:
+                handle = mlp_output.register_forward_hook(lambda m, a, out: out * 0 if tracker.depth == 1 else None)
+                reference = model(**inputs, output_hidden_states=True).hidden_states[-1]
+                handle.remove()
     torch.testing.assert_close(gated, reference, atol=1e-5, rtol=0)
-    assert not torch.allclose(clean, reference, atol=1e-2)
-    assert not model.bert.encoder.layer[1].output.dense._forward_hooks
+    assert not torch.allclose(clean, reference, atol=1e-4)  # ModernBERT initialises its MLP output small
+    assert not mlp_output._forward_hooks
 
 
-def test_mlp_and_head_configurations_in_one_pass_equal_separate_passes():
-    model = attention.use_engine(tiny(layers=4))
+@ALL
+def test_mlp_and_head_configurations_in_one_pass_equal_separate_passes(family):
+    model = attention.use_engine(tiny(family, layers=4))
     inputs = batch()
     mlp = torch.tensor([1.0, 0.0, 0.5])
     scale = torch.ones(3, 4)
@@ -273,8 +362,9 @@ def test_mlp_and_head_configurations_in_one_pass_equal_separate_passes():
         torch.testing.assert_close(inner, model(**inputs).logits, atol=1e-6, rtol=0)
 
 
-def test_per_example_gates_give_each_examples_own_gradient():
-    model = attention.use_engine(tiny(layers=3))
+@ALL
+def test_per_example_gates_give_each_examples_own_gradient(family):
+    model = attention.use_engine(tiny(family, layers=3))
     inputs = batch()
     labels = torch.tensor([0, 2, 1])
     heads = torch.ones(3, 4, requires_grad=True)
@@ -295,3 +385,17 @@ def test_per_example_gates_give_each_examples_own_gradient():
         model, attention.InterventionPlan(num_configs=2, per_example=True)
     ):
         pass
+
+
+def test_shared_weights_count_heads_by_depth():
+    """ALBERT runs one layer's weights at every depth; a head is (depth, head): an intervention at depth 1 leaves
+    depth 0 as it was and acts at depth 1 alone."""
+    model = attention.use_engine(tiny("albert", layers=3))
+    layers = encoder.depth_layers(model)
+    assert len(layers) == 3 and len(set(map(id, layers))) == 1
+    inputs = batch()
+    intact, _ = capture(model, inputs)
+    changed, _ = capture(model, inputs, attention.InterventionPlan(uniform={1: torch.tensor([[False, True, False, False]])}))
+    torch.testing.assert_close(changed[0][0], intact[0][0], atol=0, rtol=0)
+    assert not torch.allclose(changed[1][0][:, 1], intact[1][0][:, 1])
+    torch.testing.assert_close(changed[1][0][:, [0, 2, 3]], intact[1][0][:, [0, 2, 3]], atol=0, rtol=0)

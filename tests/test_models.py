@@ -110,3 +110,21 @@ def test_resolve_refuses_a_decoder(tmp_path):
     folder = _copy(tmp_path, model_type="gpt2", architectures=["GPT2LMHeadModel"])
     with pytest.raises(models.ModelSpecError, match="field 'model_type' = 'gpt2' is not an encoder the analyses support"):
         models.resolve_model(str(folder))
+
+
+def test_refusal_lists_every_supported_family_and_names_the_fix(tmp_path):
+    folder = _copy(tmp_path, model_type="t5", architectures=["T5ForConditionalGeneration"])
+    problem = compatibility.model_problems(folder)[0]
+    for model_type in compatibility.SUPPORTED_ENCODERS:
+        assert f"{model_type} (" in problem
+    assert "encoder-decoders such as T5" in problem and "Fix:" in problem
+
+
+def test_albert_with_several_layers_per_depth_is_refused(tmp_path):
+    folder = _copy(tmp_path, model_type="albert", inner_group_num=2)
+    assert "field 'inner_group_num' = 2; the analyses need 1" in compatibility.model_problems(folder)[0]
+
+
+def test_geometry_reads_each_familys_own_field_names():
+    assert compatibility.geometry({"model_type": "distilbert", "n_layers": 6, "n_heads": 12}) == (6, 12)
+    assert compatibility.geometry({"model_type": "modernbert", "num_hidden_layers": 22, "num_attention_heads": 12}) == (22, 12)

@@ -9,6 +9,7 @@ import torch
 from bertology_core import attention, compaction, disabling_stats, importance, lottery, pruning_stats
 from bertology_core.glue import get_task
 from bertology_core.importance import StructureMask
+from test_attention import FAMILIES, batch, tiny
 from test_disabling import encoded, sharp_tiny
 
 
@@ -35,6 +36,39 @@ def test_compacted_model_equals_gating_and_survives_a_round_trip(tmp_path):
     loaded, loaded_mask = compaction.load_compact(tmp_path / "compact")
     assert np.array_equal(loaded_mask.heads, mask.heads) and np.array_equal(loaded_mask.mlps, mask.mlps)
     torch.testing.assert_close(logits(attention.use_engine(loaded), data), gated, atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("family", list(FAMILIES))
+def test_compaction_predicts_as_the_gated_model_in_every_family(family, tmp_path):
+    """Heads cut in two layers (one of them entirely) and one MLP: the compacted model computes the gated one. With
+    weights shared across depth (ALBERT) the depths disagree, so nothing can be cut there and the residual mask
+    gates it instead."""
+    model = attention.use_engine(tiny(family, layers=3))
+    inputs = batch()
+    mask = StructureMask.for_model(model).without(heads=[(0, 1), (0, 3), *[(1, h) for h in range(4)]], mlps=[2])
+    with torch.no_grad(), attention.intervene(model, mask.plan()):
+        gated = model(**inputs).logits
+    with torch.no_grad():
+        assert not torch.allclose(gated, model(**inputs).logits, atol=1e-4)  # the mask matters
+    residual = compaction.residual_mask(model, mask)
+    before = compaction.parameter_count(model)
+    compact = compaction.compact(model, mask)
+    shared = len(set(map(id, attention.encoder_layers(model)))) < model.config.num_hidden_layers
+    plan = None if residual.heads.all() and residual.mlps.all() else residual.plan()
+    assert (plan is not None) == shared
+    with torch.no_grad(), attention.intervene(compact, plan or attention.InterventionPlan()):
+        compacted = compact(**inputs).logits
+    print(f"{family}: max |compacted - gated| logit = {(compacted - gated).abs().max().item():.2e}, "
+          f"parameters {before} -> {compaction.parameter_count(compact)}")
+    torch.testing.assert_close(compacted, gated, atol=1e-5, rtol=0)
+    with torch.no_grad(), attention.intervene(compact, plan or attention.InterventionPlan()), attention.first_token_output(compact):
+        torch.testing.assert_close(compact(**inputs).logits, gated, atol=1e-5, rtol=0)
+    if not shared:
+        assert compaction.parameter_count(compact) < before
+        compaction.save_compact(compact, mask, tmp_path / "compact")
+        loaded, _ = compaction.load_compact(tmp_path / "compact")
+        with torch.no_grad():
+            torch.testing.assert_close(attention.use_engine(loaded)(**inputs).logits, gated, atol=1e-5, rtol=0)
 
 
 def test_gate_importance_matches_finite_differences():

@@ -39,13 +39,17 @@ def timed(fn, repeats: int = 3):
 
 full_seconds, _ = timed(lambda: importance.masked_logits(model, encoded, None, batch_size))
 gated = importance.masked_logits(model, encoded, mask.plan(), batch_size)
+# weights shared across depth (ALBERT): what some of their depths keep cannot be cut and stays gated
+residual = compaction.residual_mask(model, mask)
 compact = compaction.compact(copy.deepcopy(model), mask)
-compact_seconds, compacted = timed(lambda: importance.masked_logits(compact, encoded, None, batch_size))
+compact_seconds, compacted = timed(lambda: importance.masked_logits(compact, encoded, residual.plan(), batch_size))
 difference = float(np.abs(compacted - gated).max())
 summary = {
     "task": task.name,
     "heads_kept": mask.heads_kept,
     "mlps_kept": mask.mlps_kept,
+    "heads_gated_not_cut": int((~residual.heads).sum()),
+    "mlps_gated_not_cut": int((~residual.mlps).sum()),
     "parameters_full": compaction.parameter_count(model),
     "parameters_compact": compaction.parameter_count(compact),
     "dev_examples": dev.height,
