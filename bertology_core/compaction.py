@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+import types
 import warnings
 from pathlib import Path
 
@@ -80,6 +81,21 @@ class _BiasOnly(nn.Linear):
     def forward(self, context: torch.Tensor) -> torch.Tensor:
         shape = (*context.shape[:-1], self.out_features)
         return context.new_zeros(shape) if self.bias is None else self.bias.expand(shape)
+
+
+def _keep_evaluation_mode(module: nn.Module, mode: bool = True) -> nn.Module:
+    return module
+
+
+def _pin_evaluation_mode(attention: nn.Module) -> None:
+    """Keep a layer's attention module with no head left in evaluation mode even while its model trains: the one head
+    of zeros it runs must draw no dropout masks that a removed module would not draw, so that re-fine-tuning a
+    compacted subnetwork consumes the random stream as if the attention were gone. In every supported family but
+    ALBERT (and ModernBERT with ``attention_dropout`` > 0) the module's only dropout acts on probabilities that
+    multiply zero values; there it also drops out the output projection's bias, a difference only in training and
+    only when no depth sharing the weights keeps a head."""
+    attention.eval()
+    attention.train = types.MethodType(_keep_evaluation_mode, attention)
 
 
 def _replace(root: nn.Module, old: nn.Module, new: nn.Module) -> None:
@@ -158,6 +174,8 @@ def _cut_heads(model: PreTrainedModel, part: encoder.DepthParts, kept: np.ndarra
         _replace(part.layer, part.output_projection, _slice_linear(part.output_projection, rows(1), dim=1))
     else:
         _replace(part.layer, part.output_projection, _BiasOnly(part.output_projection))
+    if not len(kept):
+        _pin_evaluation_mode(part.attention)
     count = max(len(kept), 1)  # a layer with no head runs one head of zeros
     for name in _HEAD_COUNT_ATTRIBUTES:
         if isinstance(getattr(part.attention, name, None), int):

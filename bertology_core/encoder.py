@@ -275,29 +275,47 @@ def reads_first_token_only(model: PreTrainedModel) -> bool:
     return getattr(model.config, "classifier_pooling", "cls") == "cls"
 
 
+def _first_token_cut(part: DepthParts) -> tuple[nn.Module, bool]:
+    """Where the last layer can be cut to the first position, and whether every 3-D argument is cut there (True) or
+    only the first. Where the attention output projection sits in its own block with the residual stream, called as
+    ``block(context, residual)`` (BERT's ``BertSelfOutput`` and its kin in RoBERTa, ELECTRA, XLM-R and DeBERTa), that
+    block and all after it run on one position; where the projection is inside the attention module (DistilBERT,
+    ALBERT, ModernBERT), the cut is at the feed-forward network's input."""
+    owner = next(m for m in part.layer.modules() if any(c is part.output_projection for c in m.children()))
+    inside_attention = any(m is owner for m in part.attention.modules())
+    takes_residual = len(inspect.signature(owner.forward).parameters) >= 2
+    if not inside_attention and takes_residual:
+        return owner, True
+    return part.mlp_input, False
+
+
 @contextlib.contextmanager
 def first_token_output(model: PreTrainedModel) -> Iterator[None]:
-    """Inside the block the last layer's feed-forward network runs on position 0 alone.
+    """Inside the block the last layer's computation after its attention runs on position 0 alone.
 
     Exact for sequence classifiers whose head reads the first token alone (:func:`reads_first_token_only`; for any
-    other model the block changes nothing): the MLP's input is cut to the first position, its output (``[batch, 1,
-    hidden]``) is added to the residual stream by broadcasting, so the last layer's output is right at position 0
-    (what the head reads) and not used elsewhere. The MLP is about two thirds of a layer's cost; it saves the same
-    share in every configuration of a sweep and in the naive method alike.
+    other model the block changes nothing). Where the attention output block takes the context and the residual
+    stream (BERT, RoBERTa, ELECTRA, XLM-R, DeBERTa) both are cut to the first position, so the output projection and
+    the feed-forward network (about three quarters of the layer's cost) run on one token; elsewhere (DistilBERT,
+    ALBERT, ModernBERT) the feed-forward network's input is cut and its output (``[batch, 1, hidden]``) joins the
+    residual stream by broadcasting, right at position 0 (what the head reads) and unused elsewhere (about two thirds
+    of the cost). It saves the same share in every configuration of a sweep and in the naive method alike.
     """
     if not reads_first_token_only(model):
         yield
         return
-    last = structure(model)[-1].mlp_input
+    cut_at, every_argument = _first_token_cut(structure(model)[-1])
     with track_depth(model) as tracker:
         final = tracker.num_layers - 1
 
         def first_position(module, args):
             if tracker.depth != final:  # weights shared across depth: only the last depth is cut
                 return None
+            if every_argument:
+                return tuple(a[:, :1] if isinstance(a, torch.Tensor) and a.dim() == 3 else a for a in args)
             return (args[0][:, :1],) + tuple(args[1:])
 
-        handle = last.register_forward_pre_hook(first_position)
+        handle = cut_at.register_forward_pre_hook(first_position)
         try:
             yield
         finally:

@@ -224,8 +224,7 @@ def test_first_token_output_leaves_classifier_logits_unchanged(family):
     assert runs[-1] == 1 and all(width == 10 for width in runs[:-1])  # the last layer's MLP really ran on one position
     assert not torch.equal(full[:3], full[3:])  # the intervention in the sliced layer still acts
     torch.testing.assert_close(sliced, full, atol=1e-5, rtol=0)
-    assert not mlp_input._forward_pre_hooks
-    assert all(not layer._forward_pre_hooks for layer in attention.encoder_layers(model))
+    assert not any(m._forward_pre_hooks for m in model.modules())
 
 
 def test_first_token_output_leaves_a_mean_pooling_classifier_whole():
