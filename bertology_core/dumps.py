@@ -35,6 +35,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from bertology_core.faults import failpoint
+from bertology_core.glue import sentence_texts
 from bertology_core.io import atomic_path
 
 if TYPE_CHECKING:
@@ -84,9 +85,10 @@ class EncodedExamples:
 
 
 def encode_examples(frame: pl.DataFrame, tokenizer: Any, max_length: int) -> EncodedExamples:
-    """Tokenise like fine-tuning does, keeping word ids (fast tokenizers) for word-level analyses."""
-    second = frame["sentence2"].to_list() if frame["sentence2"].null_count() < frame.height else None
-    out = tokenizer(frame["sentence1"].to_list(), second, truncation=True, max_length=max_length)
+    """Tokenise like fine-tuning does (:func:`bertology_core.glue.sentence_texts`), keeping word ids (fast
+    tokenizers) for word-level analyses."""
+    first, second = sentence_texts(frame)
+    out = tokenizer(first, second, truncation=True, max_length=max_length)
     ids = out["input_ids"]
     return EncodedExamples(
         idx=frame["idx"].to_list(),

@@ -59,6 +59,7 @@ import numpy as np
 import polars as pl
 
 from bertology_core import states
+from bertology_core.glue import tokenizer_text
 from bertology_core.word_pieces import blank_pieces, blank_spans_to_next_piece
 
 NOUN_TAGS = frozenset({"NN", "NNS", "NNP", "NNPS"})
@@ -251,10 +252,11 @@ def mean_by_key(rows: Iterable[dict[str, float]]) -> dict[str, tuple[float, int]
 def example_encodings(tokenizer: Any, data: pl.DataFrame, dump_tokens: pl.DataFrame) -> dict[int, tuple[list, list, int]]:
     """Re-tokenise each dumped example with character offsets: ``example -> (offsets, sequence_ids, cls)``.
 
-    A bare word-start marker takes the span of the piece after it (:func:`bertology_core.word_pieces.blank_spans_to_next_piece`).
+    The texts are given to the tokenizer as the dump gave them (:func:`bertology_core.glue.tokenizer_text`), and a
+    bare word-start marker takes the span of the piece after it (:func:`bertology_core.word_pieces.blank_spans_to_next_piece`).
     The dump stores tokens, not offsets; tokenising the same text again to the dump's length must give
     the same tokens, which is checked (a different tokenizer or text is an error, not a silent shift)."""
-    texts = {row["idx"]: (row["sentence1"], row["sentence2"]) for row in data.iter_rows(named=True)}
+    texts = {row["idx"]: (tokenizer_text(row["sentence1"]), tokenizer_text(row["sentence2"])) for row in data.iter_rows(named=True)}
     out = {}
     blank_cache: dict[int, bool] = {}
     for example, idx, tokens, segment_ids in dump_tokens.select("example", "idx", "tokens", "segment_ids").iter_rows():
