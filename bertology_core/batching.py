@@ -46,8 +46,9 @@ class Encoded:
 
 
 def encode(frame: pl.DataFrame, tokenizer: Any, max_length: int) -> Encoded:
-    """Tokenise ``sentence1`` (and ``sentence2`` when present; :func:`bertology_core.glue.sentence_texts`) with
-    truncation to ``max_length``."""
+    """Tokenise ``sentence1`` (and ``sentence2`` when present; :func:`bertology_core.glue.sentence_texts`) with truncation to
+    ``max_length``. Token type ids are kept when the tokenizer returns them (:func:`bertology_core.models.load_tokenizer`
+    sets it to return them exactly when the model embeds them)."""
     first, second = sentence_texts(frame)
     out = tokenizer(first, second, truncation=True, max_length=max_length, padding=False)
     return Encoded(

@@ -13,8 +13,9 @@ Layout (one dump = two files written atomically):
   let ``polars.scan_parquet`` skip everything but one layer, one head or one example.
   Byte-stream-split encoding plus zstd keeps it near one byte per value.
 - ``<name>.tokens.parquet``: one row per example: ``example, idx, tokens,
-  token_type_ids`` (null for models without them), ``segment_ids`` (0/1 for the first or
-  second sentence, null for special tokens) and ``word_ids`` (null for special tokens).
+  token_type_ids`` (null when the tokenizer returns none: :func:`bertology_core.models.load_tokenizer`),
+  ``segment_ids`` (0/1 for the first or second sentence, null for special tokens) and ``word_ids``
+  (null for special tokens).
 
 Examples are processed in batches and written as they come: memory does not grow
 with the number of examples.
@@ -78,7 +79,7 @@ def dump_paths(prefix: str | Path) -> tuple[Path, Path]:
 class EncodedExamples:
     idx: list[int]
     input_ids: list[list[int]]
-    token_type_ids: list[list[int]] | None  # None when the model has no token types (RoBERTa)
+    token_type_ids: list[list[int]] | None  # None when the tokenizer returns none (models.load_tokenizer: RoBERTa, ...)
     segment_ids: list[list[int | None]]  # 0/1 per sentence, None for special tokens, for every model
     word_ids: list[list[int | None]]
     tokens: list[list[str]]
