@@ -10,6 +10,8 @@ import numpy as np
 import polars as pl
 import torch
 
+from bertology_core.glue import sentence_texts
+
 
 @dataclass
 class Encoded:
@@ -44,9 +46,10 @@ class Encoded:
 
 
 def encode(frame: pl.DataFrame, tokenizer: Any, max_length: int) -> Encoded:
-    """Tokenise ``sentence1`` (and ``sentence2`` when present) with truncation to ``max_length``."""
-    first = frame["sentence1"].to_list()
-    second = frame["sentence2"].to_list() if frame["sentence2"].null_count() < frame.height else None
+    """Tokenise ``sentence1`` (and ``sentence2`` when present; :func:`bertology_core.glue.sentence_texts`) with truncation to
+    ``max_length``. Token type ids are kept when the tokenizer returns them (:func:`bertology_core.models.load_tokenizer`
+    sets it to return them exactly when the model embeds them)."""
+    first, second = sentence_texts(frame)
     out = tokenizer(first, second, truncation=True, max_length=max_length, padding=False)
     return Encoded(
         input_ids=out["input_ids"],

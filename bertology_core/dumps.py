@@ -13,8 +13,12 @@ Layout (one dump = two files written atomically):
   let ``polars.scan_parquet`` skip everything but one layer, one head or one example.
   Byte-stream-split encoding plus zstd keeps it near one byte per value.
 - ``<name>.tokens.parquet``: one row per example: ``example, idx, tokens,
-  token_type_ids`` (null for models without them), ``segment_ids`` (0/1 for the first or
-  second sentence, null for special tokens) and ``word_ids`` (null for special tokens).
+  token_type_ids`` (null when the tokenizer returns none: :func:`bertology_core.models.load_tokenizer`),
+  ``segment_ids`` (0/1 for the first or second sentence, null for special tokens) and ``word_ids``
+  (null for special tokens): the tokenizer's own pre-tokenised words, numbered from 0 in each
+  sentence, so what a word is depends on the tokenizer: in "didn't bark." BERT's are didn, ', t,
+  bark and . ; a SentencePiece tokenizer's didn't and bark. ; a byte-level BPE's didn, 't, bark
+  and . (no analysis reads them; the word-level ones align words themselves).
 
 Examples are processed in batches and written as they come: memory does not grow
 with the number of examples.
@@ -35,6 +39,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from bertology_core.faults import failpoint
+from bertology_core.glue import sentence_texts
 from bertology_core.io import atomic_path
 
 if TYPE_CHECKING:
@@ -77,16 +82,18 @@ def dump_paths(prefix: str | Path) -> tuple[Path, Path]:
 class EncodedExamples:
     idx: list[int]
     input_ids: list[list[int]]
-    token_type_ids: list[list[int]] | None  # None when the model has no token types (RoBERTa)
+    token_type_ids: list[list[int]] | None  # None when the tokenizer returns none (models.load_tokenizer: RoBERTa, ...)
     segment_ids: list[list[int | None]]  # 0/1 per sentence, None for special tokens, for every model
-    word_ids: list[list[int | None]]
+    word_ids: list[list[int | None]]  # the tokenizer's own words, from 0 in each sentence (see the module docstring)
     tokens: list[list[str]]
 
 
 def encode_examples(frame: pl.DataFrame, tokenizer: Any, max_length: int) -> EncodedExamples:
-    """Tokenise like fine-tuning does, keeping word ids (fast tokenizers) for word-level analyses."""
-    second = frame["sentence2"].to_list() if frame["sentence2"].null_count() < frame.height else None
-    out = tokenizer(frame["sentence1"].to_list(), second, truncation=True, max_length=max_length)
+    """Tokenise like fine-tuning does (:func:`bertology_core.glue.sentence_texts`), keeping each piece's
+    sentence (``segment_ids``) and word (``word_ids``: the tokenizer's own pre-tokenised words, numbered from 0
+    in each sentence)."""
+    first, second = sentence_texts(frame)
+    out = tokenizer(first, second, truncation=True, max_length=max_length)
     ids = out["input_ids"]
     return EncodedExamples(
         idx=frame["idx"].to_list(),

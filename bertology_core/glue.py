@@ -309,6 +309,24 @@ def validate_labels(task: GlueTask, frame: pl.DataFrame, source: str) -> None:
         )
 
 
+def tokenizer_text(text: str | None) -> str | None:
+    """A sentence as every stage gives it to the tokenizer: without trailing whitespace. Every SST-2 sentence
+    ends with a space; WordPiece and SentencePiece tokenizers drop it, but a byte-level BPE tokenizer (RoBERTa,
+    ModernBERT) keeps it as a piece of its own (``Ġ``) after the last word, an input that would follow a quirk
+    of the file. Leading whitespace is kept, so character offsets into the sentence are those of the data (the
+    linguistic features align spaCy's tokens to word pieces by them)."""
+    return None if text is None else text.rstrip()
+
+
+def sentence_texts(frame: pl.DataFrame) -> tuple[list[str], list[str | None] | None]:
+    """``sentence1`` and, unless it is null in every row, ``sentence2`` of a frame in the normalised schema, as
+    the tokenizer is given them (:func:`tokenizer_text`)."""
+    first = [text.rstrip() for text in frame["sentence1"].to_list()]
+    if frame["sentence2"].null_count() == frame.height:
+        return first, None
+    return first, [tokenizer_text(text) for text in frame["sentence2"].to_list()]
+
+
 def subsample(frame: pl.DataFrame, max_examples: int | None, seed: int, order: str = "idx") -> pl.DataFrame:
     """A seeded sample of at most ``max_examples`` rows, kept in the original order (of column ``order``:
     ``idx`` for GLUE, ``sentence`` for a treebank)."""

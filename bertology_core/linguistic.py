@@ -11,7 +11,9 @@ amanaknows/dark-secrets-of-BERT, ``visualize_attention.ipynb``), with spaCy tags
   it is ``n't``/has the ``neg`` dependency; the paper matched word-piece strings, which over-matches;
 - [CLS] and [SEP] (special tokens of the model), scored like any other token type.
 
-Words are aligned to word pieces by character offsets (every piece overlapping the word).
+Words are aligned to word pieces by character offsets (every piece overlapping the word; a piece that is
+a bare word-start marker, SentencePiece's ``▁`` or byte-level BPE's ``Ġ``, counts with the word it starts:
+:func:`bertology_core.word_pieces.blank_spans_to_next_piece`).
 
 Per-head score of a token type (the paper's): for each position, the attention it receives from
 every token divided by the sequence length (the column mean of the map); the maximum over the
@@ -57,6 +59,8 @@ import numpy as np
 import polars as pl
 
 from bertology_core import states
+from bertology_core.glue import tokenizer_text
+from bertology_core.word_pieces import blank_pieces, blank_spans_to_next_piece
 
 NOUN_TAGS = frozenset({"NN", "NNS", "NNP", "NNPS"})
 VERB_TAGS = frozenset({"VB", "VBD", "VBG", "VBN", "VBP", "VBZ"})
@@ -248,10 +252,13 @@ def mean_by_key(rows: Iterable[dict[str, float]]) -> dict[str, tuple[float, int]
 def example_encodings(tokenizer: Any, data: pl.DataFrame, dump_tokens: pl.DataFrame) -> dict[int, tuple[list, list, int]]:
     """Re-tokenise each dumped example with character offsets: ``example -> (offsets, sequence_ids, cls)``.
 
+    The texts are given to the tokenizer as the dump gave them (:func:`bertology_core.glue.tokenizer_text`), and a
+    bare word-start marker takes the span of the piece after it (:func:`bertology_core.word_pieces.blank_spans_to_next_piece`).
     The dump stores tokens, not offsets; tokenising the same text again to the dump's length must give
     the same tokens, which is checked (a different tokenizer or text is an error, not a silent shift)."""
-    texts = {row["idx"]: (row["sentence1"], row["sentence2"]) for row in data.iter_rows(named=True)}
+    texts = {row["idx"]: (tokenizer_text(row["sentence1"]), tokenizer_text(row["sentence2"])) for row in data.iter_rows(named=True)}
     out = {}
+    blank_cache: dict[int, bool] = {}
     for example, idx, tokens, segment_ids in dump_tokens.select("example", "idx", "tokens", "segment_ids").iter_rows():
         first, second = texts[idx]
         encoding = tokenizer(first, second, truncation=True, max_length=len(tokens), return_offsets_mapping=True)
@@ -261,7 +268,8 @@ def example_encodings(tokenizer: Any, data: pl.DataFrame, dump_tokens: pl.DataFr
                              "the dump was made with another tokenizer or data")
         sequence_ids = encoding.sequence_ids()
         cls = next(i for i, s in enumerate(sequence_ids) if s is None)
-        out[example] = ([tuple(o) for o in encoding["offset_mapping"]], sequence_ids, cls)
+        blank = blank_pieces(tokenizer, encoding["input_ids"], blank_cache)
+        out[example] = (blank_spans_to_next_piece(encoding["offset_mapping"], sequence_ids, blank), sequence_ids, cls)
     return out
 
 

@@ -13,7 +13,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
-from transformers import AutoConfig, AutoModel, AutoModelForSequenceClassification, AutoTokenizer, PreTrainedModel
+from transformers import (AutoConfig, AutoModel, AutoModelForSequenceClassification, AutoTokenizer, PreTrainedConfig,
+                          PreTrainedModel, PreTrainedTokenizerBase)
 
 from bertology_core import compatibility, states
 from bertology_core.compatibility import PACKAGE_PREFIX, ModelSpecError, is_hf_folder, package_model_folder  # noqa: F401
@@ -119,8 +120,27 @@ def _tokenizer_problems(folder: Path) -> list[str]:
     return []
 
 
-def load_tokenizer(path: str | os.PathLike[str]):
-    return AutoTokenizer.from_pretrained(path, trust_remote_code=False)
+def load_tokenizer(path: str | os.PathLike[str]) -> PreTrainedTokenizerBase:
+    """The tokenizer of the model folder ``path`` (no remote code), set to return token type ids exactly when the
+    folder's model embeds them (:func:`embeds_token_types`; a folder without config.json: as the tokenizer class
+    decides). Left to themselves, transformers 5's classes decide by family, not by model: ALBERT's tokenizer
+    returns none although ALBERT has segment embeddings, pre-trained on sentence pairs; for a DistilBERT folder
+    whose tokenizer_config.json names no class, AutoTokenizer loads BERT's, which returns them for a model with
+    none (its forward takes them into ``**kwargs`` and ignores them). The ids the tokenizer gives a sentence pair
+    are its own (0 and 1 for these families)."""
+    tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=False)
+    if (Path(path) / "config.json").is_file():
+        names = [name for name in tokenizer.model_input_names if name != "token_type_ids"]
+        if embeds_token_types(AutoConfig.from_pretrained(path, trust_remote_code=False)):
+            names.insert(1, "token_type_ids")
+        tokenizer.model_input_names = names
+    return tokenizer
+
+
+def embeds_token_types(config: PreTrainedConfig) -> bool:
+    """Whether the model has an embedding of two or more token types (``type_vocab_size``: BERT, ALBERT and
+    ELECTRA 2; RoBERTa and XLM-R 1, a row every token gets; DeBERTa-v3 0; DistilBERT and ModernBERT none)."""
+    return int(getattr(config, "type_vocab_size", 0) or 0) >= 2
 
 
 def _label_kwargs(task: GlueTask) -> dict[str, object]:

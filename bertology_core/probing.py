@@ -1,8 +1,10 @@
 """Layer-wise linear probes on word representations, with control tasks.
 
 Words are UD syntactic words (:mod:`bertology_core.treebank`); each is aligned to its word pieces by the
-fast tokenizer (``is_split_into_words``), and its representation at every layer (embeddings = layer 0) is
-its first piece's vector or the mean of its pieces' (``pooling``).
+fast tokenizer (``is_split_into_words``, every word given the pieces it has in the running text of the
+sentence: :func:`align_words`), and its representation at every layer (embeddings = layer 0) is its first
+piece's vector or the mean of its pieces' (``pooling``; the first piece that holds a character of the word:
+:func:`pooling_matrix`).
 
 Probes follow the layer-wise setup of Liu et al. 2019 and Tenney et al. 2019 (a linear classifier on frozen
 features of one layer) and are trained for every layer at once, as one batched softmax regression. The
@@ -23,9 +25,10 @@ import torch
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
-from transformers import PreTrainedModel
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from bertology_core.batching import Encoded
+from bertology_core.word_pieces import as_in_running_text, blank_pieces
 
 POOLINGS = ("first", "mean")
 
@@ -35,47 +38,63 @@ class AlignedSentences:
     """Word-piece encodings of word-split sentences. ``piece_words[s][t]`` is the index of the word the
     piece ``t`` of sentence ``s`` belongs to (-1 for special tokens); ``complete[s]`` marks the words that
     have a representation: at least one piece, and all of them inside ``max_length`` (truncation may cut
-    the last words; a tokenizer may turn a word such as a lone control character into no piece at all)."""
+    the last words; a tokenizer may turn a word such as a lone control character into no piece at all);
+    ``blank[s][t]`` marks the pieces that decode to whitespace only: a bare word-start marker (SentencePiece's
+    ``▁``, byte-level BPE's ``Ġ``) that the tokenizer split off a word whose first character it cannot join
+    to it. Such a piece belongs to its word (``piece_words``) but holds none of its characters."""
 
     input_ids: list[list[int]]
     piece_words: list[list[int]]
     complete: list[np.ndarray]
+    blank: list[list[bool]]
 
     @property
     def num_words(self) -> list[int]:
         return [len(c) for c in self.complete]
 
 
-def align_words(tokenizer, sentences: Sequence[Sequence[str]], max_length: int) -> AlignedSentences:
-    """Tokenise pre-split words (a fast tokenizer: ``word_ids`` maps pieces back to words)."""
+def align_words(tokenizer: PreTrainedTokenizerBase, sentences: Sequence[Sequence[str]], max_length: int) -> AlignedSentences:
+    """Tokenise pre-split words with a fast tokenizer (``word_ids`` maps pieces back to words), each word into
+    the pieces it has in the sentence's running text (:func:`bertology_core.word_pieces.as_in_running_text`),
+    truncated to ``max_length``; ``blank`` by :func:`bertology_core.word_pieces.blank_pieces`."""
     if not getattr(tokenizer, "is_fast", False):
         raise ValueError("word alignment needs a fast tokenizer (tokenizer.json); this model ships a slow one only")
-    input_ids, piece_words, complete = [], [], []
+    input_ids, piece_words, complete, blank = [], [], [], []
+    cache: dict[int, bool] = {}
     for words in sentences:
-        full = tokenizer(list(words), is_split_into_words=True, truncation=False).word_ids()
-        encoding = tokenizer(list(words), is_split_into_words=True, truncation=True, max_length=max_length)
+        spaced = as_in_running_text(words)
+        full = tokenizer(spaced, is_split_into_words=True, truncation=False).word_ids()
+        encoding = tokenizer(spaced, is_split_into_words=True, truncation=True, max_length=max_length)
         kept = [-1 if w is None else w for w in encoding.word_ids()]
         pieces_full = np.bincount([w for w in full if w is not None], minlength=len(words))
         pieces_kept = np.bincount([w for w in kept if w >= 0], minlength=len(words))
         input_ids.append(encoding["input_ids"])
         piece_words.append(kept)
         complete.append((pieces_kept > 0) & (pieces_kept == pieces_full))
-    return AlignedSentences(input_ids, piece_words, complete)
+        blank.append([w >= 0 and b for w, b in zip(kept, blank_pieces(tokenizer, encoding["input_ids"], cache))])
+    return AlignedSentences(input_ids, piece_words, complete, blank)
 
 
-def pooling_matrix(piece_words: Sequence[int], num_words: int, pooling: str, length: int) -> np.ndarray:
-    """``[num_words, length]`` weights turning piece vectors into word vectors: a one-hot row on the
-    word's first piece, or a uniform row over its pieces; a word without pieces gets a zero row."""
+def pooling_matrix(piece_words: Sequence[int], num_words: int, pooling: str, length: int,
+                   blank: Sequence[bool] | None = None) -> np.ndarray:
+    """``[num_words, length]`` weights turning piece vectors into word vectors: ``first``, a one-hot row on the
+    word's first piece that holds one of its characters (not ``blank``: a bare word-start marker such as ``▁``
+    is a piece many words share, not the word's first piece; a word of blank pieces only falls back to its
+    first piece); ``mean``, a uniform row over all its pieces, word-start markers included. A word without
+    pieces gets a zero row."""
     if pooling not in POOLINGS:
         raise ValueError(f"pooling must be one of {POOLINGS}, not {pooling!r}")
     matrix = np.zeros((num_words, length), dtype=np.float32)
+    held: dict[int, list[int]] = {}
     for position, word in enumerate(piece_words):
-        if word < 0:
-            continue
+        if word >= 0:
+            held.setdefault(word, []).append(position)
+    for word, positions in held.items():
         if pooling == "mean":
-            matrix[word, position] = 1.0
-        elif not matrix[word].any():
-            matrix[word, position] = 1.0
+            matrix[word, positions] = 1.0
+        else:
+            filled = [p for p in positions if blank is None or not blank[p]]
+            matrix[word, (filled or positions)[0]] = 1.0
     if pooling == "mean":
         counts = matrix.sum(axis=1, keepdims=True)
         matrix = np.divide(matrix, counts, out=np.zeros_like(matrix), where=counts > 0)
@@ -98,7 +117,7 @@ def word_representations(
         length = batch["input_ids"].shape[1]
         states = torch.stack(model(**batch, output_hidden_states=True).hidden_states).float().cpu()  # [layers + 1, batch, length, hidden]
         for i, r in enumerate(rows):
-            pool = torch.from_numpy(pooling_matrix(aligned.piece_words[r], aligned.num_words[r], pooling, length))
+            pool = torch.from_numpy(pooling_matrix(aligned.piece_words[r], aligned.num_words[r], pooling, length, aligned.blank[r]))
             chunks.append(torch.einsum("wt,lth->lwh", pool, states[:, i]).numpy())
             masks.append(aligned.complete[r])
     hidden = model.config.hidden_size
