@@ -241,6 +241,34 @@ def _expand_callback(plan: InterventionPlan):
     return callback
 
 
+def _head_reads_the_mask(model: PreTrainedModel) -> bool:
+    """Whether a task head after the encoder reads the input's attention mask (ModernBERT's mean pooling): the batch
+    must then be repeated at the model's input, where the head sees it too, not inside the encoder."""
+    return model is not model.base_model and not encoder.reads_first_token_only(model)
+
+
+def _expand_inputs(plan: InterventionPlan):
+    """Forward pre-hook on the whole model repeating every batch-sized input once per configuration (the naive method:
+    for models whose head reads the attention mask, see :func:`_head_reads_the_mask`)."""
+
+    def hook(module: nn.Module, args: tuple, kwargs: dict) -> tuple[tuple, dict] | None:
+        if _ACTIVE_PLAN.get() is not plan:
+            return None
+        first = next((x for x in (*args, *kwargs.values()) if isinstance(x, torch.Tensor) and x.dim() > 0), None)
+        if first is None:
+            return None
+        batch = first.shape[0]
+
+        def repeat(x):
+            if isinstance(x, torch.Tensor) and x.dim() > 0 and x.shape[0] == batch:
+                return x.repeat(plan.num_configs, *([1] * (x.dim() - 1)))
+            return x
+
+        return tuple(repeat(a) for a in args), {k: repeat(v) for k, v in kwargs.items()}
+
+    return hook
+
+
 def _probability_hooks(model: PreTrainedModel, plan: InterventionPlan) -> list:
     """For a model computing attention in its own module (DeBERTa): keep each attention call's mask, and apply the
     plan to the probabilities where they leave the module's dropout."""
@@ -295,7 +323,10 @@ def intervene(model: PreTrainedModel, plan: InterventionPlan, reuse_prefix: bool
             handles += [m.register_forward_hook(_mlp_hook(plan)) for m in dict.fromkeys(parts[layer].mlp_output for layer in plan.mlp_scale)]
         if not encoder.uses_attention_interface(model):
             handles += _probability_hooks(model, plan)
-        if plan.num_configs > 1:
+        if plan.num_configs > 1 and _head_reads_the_mask(model):
+            plan.expand_at_layer = 0
+            handles.append(model.register_forward_pre_hook(_expand_inputs(plan), with_kwargs=True))
+        elif plan.num_configs > 1:
             plan.expand_at_layer = plan.first_differing_layer() if reuse_prefix else 0
             plan._tracker.on_enter.append(_expand_callback(plan))
         for handle in handles:

@@ -143,7 +143,8 @@ def write_dump(
     # Examples are numbered by length (stable), so batches waste no compute on padding and each
     # row group covers a contiguous range of example numbers (statistics can skip the rest).
     order = np.argsort([len(x) for x in encoded.input_ids], kind="stable")
-    encoded = EncodedExamples(*[[getattr(encoded, f)[i] for i in order] for f in EncodedExamples.__dataclass_fields__])
+    encoded = EncodedExamples(*[None if (values := getattr(encoded, f)) is None else [values[i] for i in order]
+                                for f in EncodedExamples.__dataclass_fields__])
     started = time.perf_counter()
     values = 0
     model.eval()

@@ -398,3 +398,20 @@ def test_shared_weights_count_heads_by_depth():
     torch.testing.assert_close(changed[0][0], intact[0][0], atol=0, rtol=0)
     assert not torch.allclose(changed[1][0][:, 1], intact[1][0][:, 1])
     torch.testing.assert_close(changed[1][0][:, [0, 2, 3]], intact[1][0][:, [0, 2, 3]], atol=0, rtol=0)
+
+
+@pytest.mark.parametrize("pooling", ["mean", "cls"])
+def test_batch_expansion_with_a_head_that_reads_the_mask(pooling):
+    """ModernBERT's mean pooling reads the input mask after the encoder: configurations are then repeated at the
+    input (no prefix reuse) and still equal separate passes."""
+    model = attention.use_engine(tiny("modernbert", layers=3, classifier_pooling=pooling))
+    inputs = batch()
+    uniform = torch.zeros(2, 4, dtype=torch.bool)
+    uniform[1, 0] = True
+    plan = attention.InterventionPlan(num_configs=2, uniform={2: uniform})
+    with torch.no_grad(), attention.intervene(model, plan):
+        together = model(**inputs).logits.reshape(2, 3, -1)
+    assert plan.expand_at_layer == (0 if pooling == "mean" else 2)
+    for config in range(2):
+        with torch.no_grad(), attention.intervene(model, attention.InterventionPlan(uniform={2: uniform[config:config + 1]})):
+            torch.testing.assert_close(together[config], model(**inputs).logits, atol=1e-5, rtol=0)

@@ -93,3 +93,30 @@ def test_interrupted_dump_leaves_no_file(tmp_path):
     assert list(tmp_path.iterdir()) == []
     with pytest.raises(FileNotFoundError):
         dumps.AttentionDump(tmp_path / "rte")
+
+
+@pytest.mark.parametrize("family", ["tiny-distilbert", "tiny-albert", "tiny-deberta-v3", "tiny-modernbert", "tiny-xlm-roberta"])
+def test_every_family_dumps_its_eager_attention(family, tmp_path):
+    """Each family's fixture (its own structure and tokenizer type; some without token types) dumps what its eager
+    attention computes, at true length."""
+    from bertology_core import models
+    from conftest import FIXTURES
+
+    folder = FIXTURES / family
+    model = attention.use_engine(AutoModel.from_pretrained(folder).eval())
+    eager = AutoModel.from_pretrained(folder, attn_implementation="eager").eval()
+    tokenizer = models.load_tokenizer(folder)
+    frame = glue.read_local(glue.get_task("MRPC"), "dev", GLUE_SMOKE).slice(0, 5)
+    dumps.write_dump(model, tokenizer, frame, tmp_path / "d", max_length=32, batch_size=2)
+    reader = dumps.AttentionDump(tmp_path / "d")
+    layers = model.config.num_hidden_layers
+    for example, idx, token_list, types, _, word_ids in reader.tokens().iter_rows():
+        assert (types is None) == ("token_type_ids" not in tokenizer.model_input_names)
+        ids = torch.tensor([tokenizer.convert_tokens_to_ids(token_list)])
+        with torch.no_grad():
+            types_in = {} if types is None else {"token_type_ids": torch.tensor([types])}
+            reference = eager(input_ids=ids, output_attentions=True, **types_in).attentions
+        for layer in range(layers):
+            stored = reader.map(example, layer, 0)
+            assert stored.shape == (len(token_list), len(token_list))
+            assert np.abs(stored - reference[layer][0, 0].numpy()).max() <= 0.5 / reader.scale + 1e-6
