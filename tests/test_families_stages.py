@@ -1,0 +1,70 @@
+"""The stages' library calls on every family's fixture (tests/fixtures/tiny-*), in seconds: fine-tuning (its
+first-token saving included), the disabling sweep against the naive method, head and MLP importance, s-pruning's
+compaction against the gated model, and probing's word vectors. The whole workflow on every fixture is
+configs/smoke_families.yaml (README, Encoder families)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from bertology_core import attention, compaction, disabling, finetune, glue, importance, models, probing, states, treebank
+from bertology_core.importance import StructureMask
+from conftest import FIXTURES, GLUE_SMOKE, UD_SMOKE
+
+FIXTURE_MODELS = ["tiny-bert", "tiny-xlm-roberta", "tiny-distilbert", "tiny-albert", "tiny-deberta-v3", "tiny-modernbert"]
+MRPC = glue.get_task("MRPC")
+
+
+@pytest.fixture(scope="module", params=FIXTURE_MODELS)
+def fine_tuned(request):
+    """The fixture fine-tuned on 24 smoke MRPC pairs for one epoch, and the encoded dev pairs."""
+    folder = FIXTURES / request.param
+    tokenizer = models.load_tokenizer(folder)
+    train = glue.read_local(MRPC, "train", GLUE_SMOKE).head(24)
+    dev = glue.read_local(MRPC, "dev", GLUE_SMOKE).head(6)
+    model = models.load_classifier(folder, MRPC, states.PRETRAINED, 1)
+    config = finetune.FinetuneConfig(batch_size=8, epochs=1, learning_rate=1e-3, max_length=32)
+    record = finetune.train(model, MRPC, finetune.encode(train, tokenizer, 32), train["label"].to_numpy(), config, 1, progress=False)
+    assert record["steps"] == 3 and np.isfinite(record["final_loss_mean_last_20"])
+    return request.param, model.eval(), finetune.encode(dev, tokenizer, 32), dev["label"].to_numpy()
+
+
+def test_disabling_sweep_equals_the_naive_method(fine_tuned):
+    _, model, dev, _ = fine_tuned
+    heads = disabling.single_heads(model.config.num_hidden_layers, model.config.num_attention_heads)
+    sweep = disabling.evaluate_configurations(model, dev, heads, rows_per_pass=12)
+    naive = disabling.evaluate_configurations(model, dev, heads, reuse_prefix=False, examples_per_batch=2)
+    assert sweep.shape == (len(heads), 6, 2)
+    np.testing.assert_allclose(sweep, naive, atol=1e-5, rtol=0)
+
+
+def test_importance_and_compaction(fine_tuned):
+    name, model, dev, labels = fine_tuned
+    heads, mlps = importance.gate_importance(model, MRPC, dev, labels, batch_size=3)
+    assert heads.shape == (model.config.num_hidden_layers, model.config.num_attention_heads) and mlps.shape == (model.config.num_hidden_layers,)
+    assert np.isfinite(heads).all() and (heads >= 0).all() and heads.sum() > 0
+    # s-pruning's mask: the least important half of the heads and the least important MLP
+    order = np.argsort(heads, axis=None)[: heads.size // 2]
+    mask = StructureMask.for_model(model).without(heads=[tuple(np.unravel_index(i, heads.shape)) for i in order],
+                                                  mlps=[int(np.argmin(mlps))])
+    gated = importance.masked_logits(model, dev, mask.plan(), batch_size=4)
+    residual = compaction.residual_mask(model, mask)
+    compact = compaction.compact(model, mask)
+    compacted = importance.masked_logits(compact, dev, residual.plan(), batch_size=4)
+    print(f"{name}: compacted vs gated max logit difference {np.abs(compacted - gated).max():.1e}")
+    np.testing.assert_allclose(compacted, gated, atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("name", FIXTURE_MODELS)
+def test_probing_word_vectors(name):
+    folder = FIXTURES / name
+    encoder = models.load_encoder(folder)
+    sentences = [forms for path in sorted(UD_SMOKE.glob("*.conllu")) for forms in treebank.read_conllu(path)["forms"].to_list()]
+    aligned = probing.align_words(models.load_tokenizer(folder), sentences, 64)
+    with torch.no_grad():
+        vectors, complete = probing.word_representations(encoder, aligned, "first", batch_size=2)
+    words = sum(len(s) for s in sentences)
+    assert vectors.shape == (encoder.config.num_hidden_layers + 1, words, encoder.config.hidden_size)
+    assert complete.all() and np.isfinite(vectors).all()
