@@ -82,6 +82,7 @@ class InterventionPlan:
     expand_at_layer: int | None = None  # set by ``intervene``: where the batch is repeated
     _tracker: encoder.DepthTracker | None = field(default=None, init=False, repr=False, compare=False)
     _mask: torch.Tensor | None = field(default=None, init=False, repr=False, compare=False)  # DeBERTa: the running call's
+    _attentions: frozenset[int] = field(default=frozenset(), init=False, repr=False, compare=False)  # ids of its model's
 
     @property
     def depth(self) -> int | None:
@@ -166,7 +167,7 @@ def bertology_attention(
     if (trace := TRACE.get()) is not None:
         trace(module)
     plan = _ACTIVE_PLAN.get()
-    if plan is not None and plan.depth is not None:
+    if plan is not None and plan.depth is not None and id(module) in plan._attentions:  # not another model's attention
         probs = _apply_plan(plan, plan.depth, probs, attention_mask)
 
     output = torch.matmul(probs, value).transpose(1, 2).contiguous()  # [batch, query_pos, head, head_dim]
@@ -248,8 +249,10 @@ def _head_reads_the_mask(model: PreTrainedModel) -> bool:
 
 
 def _expand_inputs(plan: InterventionPlan):
-    """Forward pre-hook on the whole model repeating every batch-sized input once per configuration (the naive method:
-    for models whose head reads the attention mask, see :func:`_head_reads_the_mask`)."""
+    """Forward pre-hook on the whole model repeating every batch-sized input once per configuration: where the
+    configurations differ from the first layer on, for the naive method, and for models whose head reads the attention
+    mask (:func:`_head_reads_the_mask`); what runs between the embeddings and the first layer (DeBERTa-v2-xlarge's
+    convolution) then sees the repeated batch too."""
 
     def hook(module: nn.Module, args: tuple, kwargs: dict) -> tuple[tuple, dict] | None:
         if _ACTIVE_PLAN.get() is not plan:
@@ -275,7 +278,8 @@ def _probability_hooks(model: PreTrainedModel, plan: InterventionPlan) -> list:
 
     def keep_mask(module, args, kwargs):
         if _ACTIVE_PLAN.get() is plan:
-            plan._mask = encoder.named_arguments(module, args, kwargs).get("attention_mask")
+            mask = encoder.named_arguments(module, args, kwargs).get("attention_mask")
+            plan._mask = None if mask is None else mask.bool()  # as DeBERTa reads it: nonzero means attend
 
     def apply(module, args, output):
         if _ACTIVE_PLAN.get() is not plan or plan.depth is None or output.dim() != 4:
@@ -318,17 +322,18 @@ def intervene(model: PreTrainedModel, plan: InterventionPlan, reuse_prefix: bool
     parts = encoder.structure(model) if plan.mlp_scale else None
     with contextlib.ExitStack() as stack:
         plan._tracker = stack.enter_context(encoder.track_depth(model))
+        plan._attentions = frozenset(map(id, encoder.depth_attentions(model)))
         handles = []
         if parts is not None:
             handles += [m.register_forward_hook(_mlp_hook(plan)) for m in dict.fromkeys(parts[layer].mlp_output for layer in plan.mlp_scale)]
         if not encoder.uses_attention_interface(model):
             handles += _probability_hooks(model, plan)
-        if plan.num_configs > 1 and _head_reads_the_mask(model):
-            plan.expand_at_layer = 0
-            handles.append(model.register_forward_pre_hook(_expand_inputs(plan), with_kwargs=True))
-        elif plan.num_configs > 1:
-            plan.expand_at_layer = plan.first_differing_layer() if reuse_prefix else 0
-            plan._tracker.on_enter.append(_expand_callback(plan))
+        if plan.num_configs > 1:
+            plan.expand_at_layer = plan.first_differing_layer() if reuse_prefix and not _head_reads_the_mask(model) else 0
+            if plan.expand_at_layer == 0:  # repeat the input itself: everything between embeddings and layers sees it
+                handles.append(model.register_forward_pre_hook(_expand_inputs(plan), with_kwargs=True))
+            else:
+                plan._tracker.on_enter.append(_expand_callback(plan))
         for handle in handles:
             stack.callback(handle.remove)
         stack.enter_context(encoder._set(_ACTIVE_PLAN, plan))

@@ -138,6 +138,14 @@ def compact(model: PreTrainedModel, mask: StructureMask) -> PreTrainedModel:
     in :func:`residual_mask` (call it before compacting)."""
     cut_heads, cut_mlps = _cuttable(model, mask)
     parts = encoder.structure(model)
+    heads = int(model.config.num_attention_heads)
+    # head rows are found from the configured geometry: a model already cut would be cut wrong
+    all_heads = heads * int(getattr(model.config, "attention_head_size", None) or model.config.hidden_size // heads)
+    for depth, part in enumerate(parts):
+        if part.output_projection.in_features != all_heads:
+            raise ValueError(f"{type(model).__name__} is already compacted (layer {depth}'s attention output projection "
+                             f"reads {part.output_projection.in_features} values, the config's heads give {all_heads}). "
+                             "Fix: compact the full model once with the final mask.")
     done: set[int] = set()
     for depth, part in enumerate(parts):
         if id(part.layer) in done:  # shared weights: cut once, at the first depth they serve
@@ -184,6 +192,24 @@ def _cut_heads(model: PreTrainedModel, part: encoder.DepthParts, kept: np.ndarra
         part.attention.all_head_size = count * head_size
 
 
+def kept_parameter_share(model: PreTrainedModel, mask: StructureMask) -> float:
+    """Share of the encoder layers' parameters a structure mask keeps, counted per depth: what the layers would hold
+    if every depth had its own weights, less each removed head's projection rows and output columns and each removed
+    MLP. For unshared weights it is what compaction leaves (``parameter_count`` after / before); for weights shared
+    across depth (ALBERT), where a unit gated at some depths removes no parameter, it is the share the mask keeps."""
+    heads = int(model.config.num_attention_heads)
+    total = removed = 0
+    for depth, part in enumerate(encoder.structure(model)):
+        total += parameter_count(part.layer)
+        head_size = part.output_projection.in_features // heads
+        per_head = head_size * part.output_projection.out_features + sum(
+            (p.out_features // (heads * head_size)) * head_size * (p.in_features + (p.bias is not None)) for p in part.head_projections)
+        removed += per_head * int((~mask.heads[depth]).sum())
+        if not mask.mlps[depth]:
+            removed += parameter_count(part.mlp_input) + parameter_count(part.mlp_output)
+    return 1 - removed / total
+
+
 def parameter_count(model: nn.Module) -> int:
     return sum(p.numel() for p in model.parameters())
 
@@ -200,6 +226,8 @@ def save_compact(model: PreTrainedModel, mask: StructureMask, folder: str | os.P
 
 
 def load_compact(folder: str | os.PathLike[str]) -> tuple[PreTrainedModel, StructureMask]:
+    """The compacted model and its mask. Where weights are shared across depth, what could not be cut must still be
+    gated: run it under ``intervene(model, residual_mask(model, mask).plan())`` (an empty plan for unshared weights)."""
     folder = Path(folder)
     structure = json.loads((folder / "structure.json").read_text())
     mask = StructureMask(np.array(structure["heads"], dtype=bool), np.array(structure["mlps"], dtype=bool))

@@ -15,8 +15,9 @@ configuration only from ``l`` on (prefix reuse + batch expansion). Every head of
 whole layer ``l``) shares one pass, so a full single-head sweep costs about sum_l (L - l) / L^2 of the
 naive method's one full forward pass per configuration (0.58 for 6 layers, 0.54 for 12). Both methods
 also run the last layer after its attention on the [CLS] token alone
-(:func:`~bertology_core.attention.first_token_output`), about a quarter of that layer's cost, which
-moves the bound to about 0.52 for 6 layers and 0.51 for 12.
+(:func:`~bertology_core.attention.first_token_output`): a quarter of that layer's cost is left where the cut
+is at the attention output block (BERT, DeBERTa), about a third where it is at the MLP (DistilBERT, ALBERT,
+ModernBERT), which moves the bound to about 0.52 for 6 layers and 0.51 for 12.
 
 Beyond the paper: greedy multi-head disabling (:func:`greedy_disable`), choosing on one half of dev and
 reporting on the other (:func:`~bertology_core.disabling_stats.split_halves`), so the reported gain is not selected on the data it is

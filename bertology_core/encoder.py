@@ -117,11 +117,17 @@ class DepthTracker:
 def track_depth(model: PreTrainedModel) -> Iterator[DepthTracker]:
     """Inside the block ``tracker.depth`` is the depth of the layer running in ``model`` (hooks removed after).
     Callbacks in ``tracker.on_enter`` run as each layer is entered and may replace its arguments."""
+    if getattr(model, "is_activation_checkpointing", False):
+        raise RuntimeError(f"{type(model).__name__}: gradient checkpointing reruns layers in the backward pass, which breaks "
+                           "counting layers by depth. Fix: model.gradient_checkpointing_disable() before intervening.")
     layers = depth_layers(model)
     tracker = DepthTracker(len(layers))
 
     def start(module, args, kwargs):
         tracker._entered, tracker.depth = 0, None
+
+    def stop(module, args, output):  # outside a pass of this model no layer of it is running
+        tracker.depth = None
 
     def enter(module, args, kwargs):
         if tracker._entered >= tracker.num_layers:
@@ -134,7 +140,8 @@ def track_depth(model: PreTrainedModel) -> Iterator[DepthTracker]:
                 args, kwargs = replaced
         return args, kwargs
 
-    handles = [model.base_model.register_forward_pre_hook(start, with_kwargs=True)]
+    handles = [model.base_model.register_forward_pre_hook(start, with_kwargs=True),
+               model.base_model.register_forward_hook(stop, always_call=True)]
     handles += [layer.register_forward_pre_hook(enter, with_kwargs=True) for layer in dict.fromkeys(layers)]
     try:
         yield tracker
@@ -221,14 +228,15 @@ def _trace(model: PreTrainedModel) -> list[DepthParts]:
                 handles.append(dropout.register_forward_hook(
                     lambda m, args, out: events.append((tracker.depth, "attention", m)) if args[0].dim() == 4 else None))
         stack.enter_context(_set(engine._ACTIVE_PLAN, None))  # an active plan must neither act on nor capture the trace
-        was_training = model.training
+        modes = {module: module.training for module in model.modules()}
         try:
             model.eval()
             with torch.random.fork_rng(devices=[]), torch.no_grad():
                 tokens = torch.arange(3, 7, device=model.device).clamp(max=model.config.vocab_size - 1)[None]
                 model(input_ids=tokens, attention_mask=torch.ones_like(tokens))
         finally:
-            model.train(was_training)
+            for module, mode in modes.items():
+                module.training = mode
             for handle in handles:
                 handle.remove()
     return [_classify(model, depth, layers[depth], attentions[depth], [(kind, m) for d, kind, m in events if d == depth])
@@ -269,13 +277,14 @@ def _classify(model: PreTrainedModel, depth: int, layer: nn.Module, attention: n
 
 
 def reads_first_token_only(model: PreTrainedModel) -> bool:
-    """Whether the model's sequence-classification head reads the first token's final state alone: BERT's pooler,
+    """Whether the model is a sequence classifier whose head reads the first token's final state alone: BERT's pooler,
     the classification heads of RoBERTa, ELECTRA and XLM-R, DistilBERT's and ALBERT's, DeBERTa's ``ContextPooler``,
     and ModernBERT's with ``classifier_pooling="cls"`` (not with ``"mean"``, which averages every token)."""
-    return getattr(model.config, "classifier_pooling", "cls") == "cls"
+    is_sequence_classifier = type(model).__name__.endswith("ForSequenceClassification")
+    return is_sequence_classifier and getattr(model.config, "classifier_pooling", "cls") == "cls"
 
 
-def _first_token_cut(part: DepthParts) -> tuple[nn.Module, bool]:
+def first_token_cut(part: DepthParts) -> tuple[nn.Module, bool]:
     """Where the last layer can be cut to the first position, and whether every 3-D argument is cut there (True) or
     only the first. Where the attention output projection sits in its own block with the residual stream, called as
     ``block(context, residual)`` (BERT's ``BertSelfOutput`` and its kin in RoBERTa, ELECTRA, XLM-R and DeBERTa), that
@@ -298,13 +307,13 @@ def first_token_output(model: PreTrainedModel) -> Iterator[None]:
     stream (BERT, RoBERTa, ELECTRA, XLM-R, DeBERTa) both are cut to the first position, so the output projection and
     the feed-forward network (about three quarters of the layer's cost) run on one token; elsewhere (DistilBERT,
     ALBERT, ModernBERT) the feed-forward network's input is cut and its output (``[batch, 1, hidden]``) joins the
-    residual stream by broadcasting, right at position 0 (what the head reads) and unused elsewhere (about two thirds
-    of the cost). It saves the same share in every configuration of a sweep and in the naive method alike.
+    residual stream by broadcasting, right at position 0 (what the head reads) and unused elsewhere (two thirds of
+    the layer's cost in DistilBERT and ALBERT, about half in ModernBERT-base, whose gated MLP is narrower). It saves the same share in every configuration of a sweep and in the naive method alike.
     """
     if not reads_first_token_only(model):
         yield
         return
-    cut_at, every_argument = _first_token_cut(structure(model)[-1])
+    cut_at, every_argument = first_token_cut(structure(model)[-1])
     with track_depth(model) as tracker:
         final = tracker.num_layers - 1
 

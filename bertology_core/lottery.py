@@ -470,11 +470,13 @@ def finetune_subnetwork(
     tokenizer = load_tokenizer(model_path)
     model = load_classifier(model_path, task, states.PRETRAINED, seed).to(device or default_device())
     total = compaction.parameter_count(attention.encoder_layers(model))
-    gates = contextlib.nullcontext()
+    gates, gated_share = contextlib.nullcontext(), None
     if isinstance(mask, StructureMask):
         residual = compaction.residual_mask(model, mask)
-        compaction.compact(model, mask)
         if not (residual.heads.all() and residual.mlps.all()):  # weights shared across depth: gate what cannot be cut
+            gated_share = compaction.kept_parameter_share(model, mask)
+        compaction.compact(model, mask)
+        if gated_share is not None:
             gates = attention.intervene(attention.use_engine(model), residual.plan())
     elif mask is not None:
         apply_weight_masks(model, mask)
@@ -485,6 +487,8 @@ def finetune_subnetwork(
     predictions = logits[:, 0] if task.is_regression else logits.argmax(-1)
     if isinstance(mask, dict):  # m-pruning: share of the prunable weight matrices' entries
         kept = kept_weight_share(current_weight_masks(model))
+    elif gated_share is not None:  # weights shared across depth: the share the mask keeps, counted per depth
+        kept = gated_share
     else:  # s-pruning: share of the encoder layers' parameters left after compaction
         kept = compaction.parameter_count(attention.encoder_layers(model)) / total
     labels = eval_frame["label"].to_numpy()

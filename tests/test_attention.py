@@ -415,3 +415,47 @@ def test_batch_expansion_with_a_head_that_reads_the_mask(pooling):
     for config in range(2):
         with torch.no_grad(), attention.intervene(model, attention.InterventionPlan(uniform={2: uniform[config:config + 1]})):
             torch.testing.assert_close(together[config], model(**inputs).logits, atol=1e-5, rtol=0)
+
+
+def test_deberta_uniform_rows_with_a_float_or_absent_mask():
+    """DeBERTa reads a 0/1 mask of any dtype as 'nonzero attends' (and builds a float one when none is given)."""
+    model = attention.use_engine(tiny("deberta-v2"))
+    inputs = batch()
+    plan = lambda: attention.InterventionPlan(uniform={1: torch.tensor([[True, False, False, False]])})  # noqa: E731
+    as_long, _ = capture(model, inputs, plan())
+    as_float, _ = capture(model, {**inputs, "attention_mask": inputs["attention_mask"].float()}, plan())
+    torch.testing.assert_close(as_float[1][0], as_long[1][0], atol=0, rtol=0)
+    absent, _ = capture(model, {"input_ids": inputs["input_ids"][:1]}, plan())
+    torch.testing.assert_close(absent[1][0][0, 0], torch.full((10, 10), 0.1), atol=1e-7, rtol=0)
+    assert absent[1][1].all()
+
+
+def test_a_plan_acts_on_its_own_model_only():
+    model, other = attention.use_engine(tiny("bert")), attention.use_engine(tiny("bert", layers=2))
+    inputs = batch()
+    with torch.no_grad():
+        clean = other(**inputs).logits
+        captured = []
+        plan = attention.InterventionPlan(scale={1: torch.zeros(1, 4)}, sink=lambda layer, probs, real: captured.append(layer))
+        with attention.intervene(model, plan):
+            model(**inputs)
+            torch.testing.assert_close(other(**inputs).logits, clean, atol=0, rtol=0)
+    assert captured == [0, 1, 2]
+
+
+def test_gradient_checkpointing_is_refused():
+    model = attention.use_engine(tiny("bert"))
+    model.gradient_checkpointing_enable()
+    with pytest.raises(RuntimeError, match="gradient checkpointing"), attention.intervene(model, attention.InterventionPlan()):
+        pass
+
+
+def test_first_token_output_leaves_an_encoder_without_head_whole():
+    from transformers import AutoModel
+
+    model = attention.use_engine(AutoModel.from_config(tiny("bert").config).eval())
+    inputs = batch()
+    with torch.no_grad():
+        full = model(**inputs).last_hidden_state
+        with attention.first_token_output(model):
+            torch.testing.assert_close(model(**inputs).last_hidden_state, full, atol=0, rtol=0)

@@ -52,6 +52,7 @@ def test_compaction_predicts_as_the_gated_model_in_every_family(family, tmp_path
         assert not torch.allclose(gated, model(**inputs).logits, atol=1e-4)  # the mask matters
     residual = compaction.residual_mask(model, mask)
     before = compaction.parameter_count(model)
+    share = compaction.kept_parameter_share(model, mask)
     compact = compaction.compact(model, mask)
     shared = len(set(map(id, attention.encoder_layers(model)))) < model.config.num_hidden_layers
     plan = None if residual.heads.all() and residual.mlps.all() else residual.plan()
@@ -61,10 +62,17 @@ def test_compaction_predicts_as_the_gated_model_in_every_family(family, tmp_path
     print(f"{family}: max |compacted - gated| logit = {(compacted - gated).abs().max().item():.2e}, "
           f"parameters {before} -> {compaction.parameter_count(compact)}")
     torch.testing.assert_close(compacted, gated, atol=1e-5, rtol=0)
+    if shared:  # nothing cut, but the mask's units are counted by depth
+        assert compaction.parameter_count(compact) == before and 0.3 < share < 1
     with torch.no_grad(), attention.intervene(compact, plan or attention.InterventionPlan()), attention.first_token_output(compact):
         torch.testing.assert_close(compact(**inputs).logits, gated, atol=1e-5, rtol=0)
     if not shared:
+        with pytest.raises(ValueError, match="already compacted"):
+            compaction.compact(compact, mask)
         assert compaction.parameter_count(compact) < before
+        layers = compaction.parameter_count(attention.encoder_layers(model))
+        layers_before = layers + before - compaction.parameter_count(compact)  # the cut parameters are all in the layers
+        assert share == pytest.approx(layers / layers_before, abs=1e-12)  # per-depth count = what compaction leaves
         compaction.save_compact(compact, mask, tmp_path / "compact")
         loaded, _ = compaction.load_compact(tmp_path / "compact")
         with torch.no_grad():
