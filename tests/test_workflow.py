@@ -728,3 +728,17 @@ def test_a_learning_rate_written_2e_5_is_read_as_a_number(tmp_path):
     assert yaml.safe_load(written.read_text())["finetune"]["hyperparameters"]["learning_rate"] == "2e-5"
     result = snakemake(tmp_path / "run", "-n", configs=(SMOKE, written), check=False)
     assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
+
+
+def test_the_families_config_plans_every_stage_for_every_family(tmp_path):
+    """configs/smoke_families.yaml (the smoke workflow on every family's fixture) passes the parse-time checks and
+    plans every per-model stage for every family. Running it (README, Encoder families) takes longer than the suite
+    can afford; tests/test_families_stages.py runs each stage's library calls on every fixture."""
+    families = REPO / "configs" / "smoke_families.yaml"
+    models = yaml.safe_load(families.read_text())["models"]
+    planned = jobs_to_run(tmp_path, (SMOKE, families))
+    per_model = ("resolve_model", "head_importance", "compact_model", "pattern_classifier", "probing_summary",
+                 "pruning_summary", "disabling_summary", "linguistic_summary", "head_atlas", "claims")
+    assert {rule: planned.get(rule) for rule in per_model} == dict.fromkeys(per_model, len(models))
+    for rule in ("dump_attention", "finetune", "disabling_sweep", "lottery_pruning", "probe_features", "syntactic_heads"):
+        assert planned[rule] % len(models) == 0 and planned[rule] > 0, rule
