@@ -231,6 +231,18 @@ def no_ticket_note(no_ticket: Sequence[tuple[str, str, int, str]]) -> str:
 # ------------------------------------------------------------------------------------------------ survival, stability
 
 
+def layer_and_matrix(name: str) -> tuple[int, str]:
+    """(layer, matrix) of an encoder weight matrix's module name: the first numeric part is its layer in the layer
+    list (``bert.encoder.layer.3.attention.self.query`` -> 3, ``attention.self.query``; ``model.layers.3.attn.Wqkv``
+    -> 3, ``attn.Wqkv``); where weights are shared across depth (ALBERT) it is the shared group, which serves several
+    depths (``albert.encoder.albert_layer_groups.0.albert_layers.0.ffn`` -> 0, ``albert_layers.0.ffn``)."""
+    parts = name.split(".")
+    index = next((i for i, part in enumerate(parts) if part.isdigit()), None)
+    if index is None or index == len(parts) - 1:
+        raise ValueError(f"weight mask {name!r}: no layer number in the module name")
+    return int(parts[index]), ".".join(parts[index + 1:])
+
+
 def survival_and_stability(masks: Mapping[tuple[str, str], Sequence[Mapping[str, np.ndarray]]],
                            kappa_interval: Callable[[np.ndarray], tuple[float, float]]) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Which elements survive pruning across seeds, and how much the seeds' masks agree (Fleiss' kappa with an
@@ -258,8 +270,7 @@ def survival_and_stability(masks: Mapping[tuple[str, str], Sequence[Mapping[str,
             stack = np.stack([np.concatenate([m[n].astype(bool).reshape(-1) for n in names]) for m in per_seed])
             stability_rows.append(stability(task, method, "weights", stack))
             for name in names:  # share of each matrix kept, mean over seeds
-                layer = int(name.split(".layer.")[1].split(".")[0])
-                matrix = name.split(".layer.")[1].split(".", 1)[1]
+                layer, matrix = layer_and_matrix(name)
                 survival_rows.append({"task": task, "method": method, "element": matrix, "layer": layer, "head": None,
                                       "survival": float(np.mean([m[name].mean() for m in per_seed]))})
     survival = pl.DataFrame(survival_rows, schema_overrides={"head": pl.Int64}).sort("task", "method", "element", "layer", "head",

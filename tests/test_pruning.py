@@ -440,3 +440,17 @@ def test_the_pruning_summary_tables_from_hand_made_runs():
     table = summary.subnetwork_table(networks, {"MRPC": dev}, split_seed=0)
     assert table.select("kind", "protocol", "score", "examples").rows() == [
         ("full", "held_out", 1.0, 4), ("full", "paper", 1.0, 8), ("bad", "held_out", 0.0, 4)]
+
+
+def test_weight_masks_are_placed_by_their_module_names_in_every_family():
+    from bertology_core.pruning_summary import layer_and_matrix
+
+    assert layer_and_matrix("bert.encoder.layer.3.attention.self.query") == (3, "attention.self.query")
+    assert layer_and_matrix("model.layers.11.attn.Wqkv") == (11, "attn.Wqkv")
+    assert layer_and_matrix("distilbert.transformer.layer.2.ffn.lin1") == (2, "ffn.lin1")
+    assert layer_and_matrix("albert.encoder.albert_layer_groups.0.albert_layers.0.ffn") == (0, "albert_layers.0.ffn")
+    for family in FAMILIES:  # every matrix m-pruning masks has a place
+        model = tiny(family)
+        assert all(layer_and_matrix(name)[0] < model.config.num_hidden_layers for name, _ in lottery.encoder_weights(model))
+    with pytest.raises(ValueError, match="no layer number"):
+        layer_and_matrix("classifier.dense")
