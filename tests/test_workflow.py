@@ -630,7 +630,7 @@ BAD_MODELS = [
     ("GPT-2 folder", "parse", lambda t: (_model(t, edit_config=_as("gpt2", ["GPT2LMHeadModel"])), None),
      "config.json: field 'model_type' = 'gpt2' is not an encoder the analyses support"),
     ("T5 folder", "parse", lambda t: (_model(t, edit_config=_as("t5", ["T5ForConditionalGeneration"])), None),
-     "Supported: bert (BERT (also MiniLM and other BERT-architecture models)); roberta (RoBERTa); electra (ELECTRA)"),
+     "Supported: bert (BERT (also MiniLM and other BERT-architecture models)); roberta (RoBERTa); xlm-roberta (XLM-RoBERTa); electra (ELECTRA); distilbert (DistilBERT); albert"),
     ("classifier checkpoint with another label count", "parse", lambda t: (_model(t, edit_config=_classifier(3)), None),
      "the checkpoint is a sequence classifier with 3 labels, but MRPC needs 2, STS-B needs 1"),
     ("max_length above the model's positions", "parse",
