@@ -43,7 +43,6 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-import inspect
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
@@ -226,13 +225,13 @@ def _expand_callback(plan: InterventionPlan):
     def callback(module: nn.Module, depth: int, args: tuple, kwargs: dict) -> tuple[tuple, dict] | None:
         if _ACTIVE_PLAN.get() is not plan or depth < plan.expand_at_layer:
             return None
-        names = list(inspect.signature(module.forward).parameters)
+        names = encoder.parameter_names(module)
         hidden = args[0] if args else kwargs[names[0]]
-        original = hidden.shape[0] if depth == plan.expand_at_layer else hidden.shape[0] // plan.num_configs
+        first = depth == plan.expand_at_layer
+        original = hidden.shape[0] if first else hidden.shape[0] // plan.num_configs
 
         def repeat(name: str, x):
-            wanted = name == names[0] if depth == plan.expand_at_layer else False
-            if (wanted or name == "attention_mask") and isinstance(x, torch.Tensor) and x.dim() > 0 and x.shape[0] == original:
+            if ((first and name == names[0]) or name == "attention_mask") and isinstance(x, torch.Tensor) and x.dim() > 0 and x.shape[0] == original:
                 return x.repeat(plan.num_configs, *([1] * (x.dim() - 1)))
             return x
 

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import functools
 import inspect
 import weakref
 from collections.abc import Callable, Iterator
@@ -150,10 +151,19 @@ def track_depth(model: PreTrainedModel) -> Iterator[DepthTracker]:
             handle.remove()
 
 
+@functools.cache
+def _forward_parameters(module_class: type) -> tuple[str, ...]:
+    return tuple(list(inspect.signature(module_class.forward).parameters)[1:])  # without self
+
+
+def parameter_names(module: nn.Module) -> tuple[str, ...]:
+    """The names of ``module.forward``'s parameters, read once per class (layer hooks run on every pass)."""
+    return _forward_parameters(type(module))
+
+
 def named_arguments(module: nn.Module, args: tuple, kwargs: dict) -> dict[str, object]:
     """A module call's arguments by parameter name (positional ones bound to the forward's signature)."""
-    parameters = list(inspect.signature(module.forward).parameters)
-    return {**dict(zip(parameters, args)), **kwargs}
+    return {**dict(zip(parameter_names(module), args)), **kwargs}
 
 
 # --- which linear map is which (traced) --------------------------------------------------------
