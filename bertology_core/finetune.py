@@ -73,6 +73,19 @@ def training_batches(
     return [batches[i] for i in generator.permutation(len(batches))]
 
 
+# no weight decay for biases and normalisation weights (BERT's recipe)
+NO_DECAY = ("bias", "LayerNorm.weight", "layer_norm.weight", "norm.weight")
+
+
+def parameter_groups(model: torch.nn.Module, weight_decay: float) -> list[dict[str, Any]]:
+    """Fine-tuning's optimiser groups: weight decay on every weight but biases and normalisation weights."""
+    named = list(model.named_parameters())
+    return [
+        {"params": [p for n, p in named if not n.endswith(NO_DECAY)], "weight_decay": weight_decay},
+        {"params": [p for n, p in named if n.endswith(NO_DECAY)], "weight_decay": 0.0},
+    ]
+
+
 def _labels_tensor(task: GlueTask, labels: np.ndarray) -> torch.Tensor:
     return torch.tensor(labels, dtype=torch.float32 if task.is_regression else torch.long)
 
@@ -91,8 +104,12 @@ def train(
     progress: bool = True,
     checkpointer: Checkpointer | None = None,
     on_epoch_end: Callable[[int], None] | None = None,
+    optimizer_groups: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """Fine-tune ``model`` in place; return a training record (losses, steps, seconds).
+
+    ``model(**batch, labels=...)`` must return an object with a ``loss``; the optimiser (AdamW, fine-tuning's
+    learning rate unless a group sets its own) trains ``optimizer_groups`` (default: :func:`parameter_groups`).
 
     ``on_epoch_end(epoch)`` is called after each complete epoch with the model in eval mode (to score
     it along the way: ``benchmarks/finetune_recipes.py``); it must not change the model or draw random
@@ -108,11 +125,7 @@ def train(
     lengths = data.lengths()
     steps_per_epoch = math.ceil(len(data) / config.batch_size)
     total_steps = max(1, math.ceil(steps_per_epoch * config.epochs))
-    no_decay = ("bias", "LayerNorm.weight", "layer_norm.weight", "norm.weight")
-    groups = [
-        {"params": [p for n, p in model.named_parameters() if not n.endswith(no_decay)], "weight_decay": config.weight_decay},
-        {"params": [p for n, p in model.named_parameters() if n.endswith(no_decay)], "weight_decay": 0.0},
-    ]
+    groups = parameter_groups(model, config.weight_decay) if optimizer_groups is None else optimizer_groups
     optimizer = torch.optim.AdamW(groups, lr=config.learning_rate)
     scheduler = get_linear_schedule_with_warmup(optimizer, int(config.warmup_ratio * total_steps), total_steps)
     state = (checkpointer.load(model, optimizer, scheduler) if checkpointer else None) or TrainingState()
