@@ -28,6 +28,7 @@ include: "rules/linguistic.smk"
 include: "rules/disabling.smk"
 include: "rules/pruning.smk"
 include: "rules/probing.smk"
+include: "rules/head_roles.smk"
 include: "rules/claims.smk"
 include: "rules/report.smk"
 

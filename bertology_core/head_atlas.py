@@ -51,6 +51,7 @@ def head_atlas(
     survival: pl.DataFrame | None = None,
     relations: pl.DataFrame | None = None,
     best_relations: pl.DataFrame | None = None,
+    roles: pl.DataFrame | None = None,
 ) -> pl.DataFrame:
     """One row per (task, state, layer, head) of ``model`` with every per-head result available.
 
@@ -62,7 +63,9 @@ def head_atlas(
     ``importance`` (pruning/summary/importance: task, element, layer, head, normalized_mean), ``survival``
     (pruning/summary/survival: task, method, element, layer, head, survival), ``relations`` (probing
     head_relations: state, relation, direction, layer, head, accuracy) with ``best_relations`` (probing
-    syntactic_heads: state, relation, baseline_accuracy). Layers and heads are 0-based; ``name`` is the
+    syntactic_heads: state, relation, baseline_accuracy) and ``roles`` (head_roles summary: task, state, seed, layer,
+    head, confidence, positional_offset, positional_share, rare_share, roles; Voita et al. 2019; the first fine-tuned
+    seed's dump stands for "fine-tuned"). Layers and heads are 0-based; ``name`` is the
     1-based ``L<layer>H<head>`` the papers and the disabling tables print."""
     keys = ["task", "state", "layer", "head"]
     parts: list[pl.DataFrame] = []
@@ -80,6 +83,12 @@ def head_atlas(
         ).rename({"model_state": "state"})
         wide = wide.rename({c: f"attn_{c.strip('[]').lower()}" for c in wide.columns if c not in keys})
         parts.append(_heads(wide))
+    if roles is not None and roles.height:
+        first = roles.filter(pl.col("state").is_in([states.PRETRAINED, states.FINETUNED])).sort("seed", nulls_last=True).group_by(
+            ["task", "state", "layer", "head"], maintain_order=True).first()
+        parts.append(_heads(first.select(
+            "task", pl.col("state").replace_strict({states.PRETRAINED: PRE_TRAINED, states.FINETUNED: FINE_TUNED}), "layer", "head",
+            "confidence", "positional_offset", "positional_share", "rare_share", "roles")))
     frame = _outer_join(parts, keys)
     if frame is None:
         # no per-state table: fine-tuned rows from the per-task tables alone

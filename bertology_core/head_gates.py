@@ -31,6 +31,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
+import polars as pl
 import torch
 from torch import nn
 from transformers import PreTrainedModel
@@ -39,6 +40,7 @@ from bertology_core import attention, finetune
 from bertology_core.checkpoint import Checkpointer
 from bertology_core.encoder import first_token_output
 from bertology_core.glue import GlueTask
+from bertology_core.importance import StructureMask, least_important
 
 
 @dataclass(frozen=True)
@@ -174,3 +176,106 @@ def train_gates(
         "expected_open": float(gated.gates.open_probability().sum().detach()),
     }
     return gated, record
+
+
+def michel_mask(importance_table: pl.DataFrame, kept: int, normalized: bool = True) -> StructureMask:
+    """Michel et al.'s ordering cut at ``kept`` heads: the ``kept`` most important heads of the importance table
+    (``element, layer, head, importance, normalized``; the layer-normalised scores when ``normalized``, as their
+    curve ranks them), ties to the lowest (layer, head) as :func:`bertology_core.importance.least_important`. This is
+    the mask the iterative curve reaches at that count when it does not recompute importance."""
+    heads = importance_table.filter(pl.col("element") == "head")
+    num_layers, num_heads = int(heads["layer"].max()) + 1, int(heads["head"].max()) + 1
+    scores = np.zeros((num_layers, num_heads))
+    column = "normalized" if normalized else "importance"
+    scores[heads["layer"].to_numpy(), heads["head"].to_numpy()] = heads[column].to_numpy()
+    full = StructureMask.full(num_layers, num_heads)
+    return full.without(heads=least_important(scores, full.heads, num_layers * num_heads - kept))
+
+
+def gates_table(records: list[dict[str, Any]], predictions: list[pl.DataFrame], metric: dict[str, str], resamples: int,
+                level: float, seed: int) -> pl.DataFrame:
+    """One row per gate-training job: heads kept, the dev score with the gates, with Michel et al.'s ordering at the
+    same number of heads and with the full model, and the gates' score minus Michel's with a paired bootstrap interval
+    over the dev examples (the same resamples for both). ``metric``: task -> the task's primary metric."""
+    from bertology_core.bootstrap import metric_on_resamples, percentile_interval, resample_indices
+
+    rows = []
+    for record, frame in zip(records, predictions):
+        name = metric[record["task"]]
+        matrix = np.stack([frame[column].to_numpy() for column in ("gates", "michel", "full")])
+        labels = frame["label"].to_numpy()
+        scores = metric_on_resamples(name, matrix, labels, np.arange(frame.height)[None, :])[:, 0]
+        draws = metric_on_resamples(name, matrix, labels, resample_indices(frame.height, resamples, seed))
+        low, high = percentile_interval(draws[0] - draws[1], level)
+        rows.append({
+            "task": record["task"], "seed": record["seed"], "weights": record["weights"], "strength": record["strength"],
+            "heads_kept": record["heads_kept"], "heads": int(np.size(record["gates"])), "metric": name,
+            "gates_score": float(scores[0]), "michel_score": float(scores[1]), "full_score": float(scores[2]),
+            "gates_minus_michel": float(scores[0] - scores[1]), "ci_low": float(low), "ci_high": float(high),
+            "dev_examples": frame.height, "train_examples": record["train_examples"], "steps": record["steps"],
+            "train_seconds": record["train_seconds"],
+        })
+    return pl.DataFrame(rows).sort("task", "seed", "weights", "strength") if rows else pl.DataFrame()
+
+
+def gates_chart(table: pl.DataFrame, curves: pl.DataFrame, title: str, caption: str):
+    """Dev score against heads kept, per fine-tuned model: Michel et al.'s iterative pruning curve (line) and the L0
+    gates at each strength (points, by weights setting). ``curves``: task, seed, heads_kept, score."""
+    import altair as alt
+
+    curve = curves.select("task", "seed", "heads_kept", "score", pl.lit("Michel et al. (importance order)").alias("method"))
+    points = table.select("task", "seed", "heads_kept", pl.col("gates_score").alias("score"),
+                          pl.format("L0 gates, weights {}", "weights").alias("method"), "weights", "strength", "michel_score",
+                          "gates_minus_michel", "ci_low", "ci_high")
+    data = pl.concat([curve, points], how="diagonal_relaxed").with_columns(pl.format("{} seed {}", "task", "seed").alias("model"))
+    base = alt.Chart().encode(x=alt.X("heads_kept:Q", title="heads kept"),
+                              y=alt.Y("score:Q", title="dev score", scale=alt.Scale(zero=False)))
+    line = base.transform_filter(alt.datum.weights == None).mark_line(point=True, color="gray").encode(  # noqa: E711
+        tooltip=["model", "heads_kept", alt.Tooltip("score:Q", format=".3f")])
+    dots = base.transform_filter(alt.datum.weights != None).mark_point(size=80, filled=True).encode(  # noqa: E711
+        color=alt.Color("method:N", title=None), shape=alt.Shape("method:N", title=None),
+        tooltip=["model", "weights", "strength", "heads_kept", alt.Tooltip("score:Q", format=".3f"),
+                 alt.Tooltip("michel_score:Q", format=".3f"), alt.Tooltip("gates_minus_michel:Q", format="+.3f"),
+                 alt.Tooltip("ci_low:Q", format="+.3f"), alt.Tooltip("ci_high:Q", format="+.3f")])
+    chart = alt.layer(line, dots, data=data.to_pandas()).properties(width=320, height=220).facet(facet=alt.Facet("model:N", title=None), columns=2)
+    return chart.properties(title=alt.TitleParams(title, subtitle=caption.split("\n"), anchor="start"))
+
+
+def no_gates_chart(note: str):
+    """The figure of a config without gates: the note, so the summary's files exist and say why they are empty."""
+    import altair as alt
+
+    return alt.Chart(pl.DataFrame({"note": [note]}).to_pandas()).mark_text(fontSize=14).encode(text="note:N").properties(
+        width=400, height=40, title="L0 head gates")
+
+
+def mean_advantage(records: list[dict[str, Any]], predictions: list[pl.DataFrame], metric: dict[str, str], resamples: int,
+                   level: float, seed: int) -> pl.DataFrame:
+    """Per fine-tuned model and weights setting: the gates' score minus Michel et al.'s at the same number of heads,
+    averaged over the strengths whose gates prune some heads but not all (where the two methods differ), with a
+    paired bootstrap interval (every strength scored on the same resamples of the same dev examples)."""
+    from bertology_core.bootstrap import metric_on_resamples, percentile_interval, resample_indices
+
+    groups: dict[tuple, list[tuple[dict, pl.DataFrame]]] = {}
+    for record, frame in zip(records, predictions):
+        if 0 < record["heads_kept"] < np.size(record["gates"]):
+            groups.setdefault((record["task"], record["seed"], record["weights"]), []).append((record, frame.sort("idx")))
+    rows = []
+    for (task, run_seed, weights), jobs in sorted(groups.items()):
+        labels = jobs[0][1]["label"].to_numpy()
+        draws = resample_indices(len(labels), resamples, seed)
+        differences, observed = [], []
+        for _, frame in jobs:
+            matrix = np.stack([frame["gates"].to_numpy(), frame["michel"].to_numpy()])
+            scores = metric_on_resamples(metric[task], matrix, labels, draws)
+            differences.append(scores[0] - scores[1])
+            full = metric_on_resamples(metric[task], matrix, labels, np.arange(len(labels))[None, :])[:, 0]
+            observed.append(full[0] - full[1])
+        low, high = percentile_interval(np.mean(differences, axis=0), level)
+        rows.append({"task": task, "seed": run_seed, "weights": weights, "strengths": len(jobs),
+                     "heads_kept": ", ".join(str(r["heads_kept"]) for r, _ in jobs), "metric": metric[task],
+                     "per_strength": ", ".join(f"{r['heads_kept']} heads {d:+.3f}" for (r, _), d in zip(jobs, observed)),
+                     "mean_gates_minus_michel": float(np.mean(observed)), "ci_low": float(low), "ci_high": float(high)})
+    schema = {"task": pl.String, "seed": pl.Int64, "weights": pl.String, "strengths": pl.Int64, "heads_kept": pl.String,
+              "metric": pl.String, "per_strength": pl.String, "mean_gates_minus_michel": pl.Float64, "ci_low": pl.Float64, "ci_high": pl.Float64}
+    return pl.DataFrame(rows, schema=schema)

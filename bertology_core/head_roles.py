@@ -158,31 +158,39 @@ def dump_roles(dump, frequencies: Counter) -> pl.DataFrame:
     return counts.table()
 
 
+def probed_name(task: str, state: str, seed: int | None) -> str:
+    """The probing stage's name of a dumped state: ``pretrained``, or ``<TASK>_seed<N>`` for a fine-tuned model."""
+    return state if seed is None else f"{task}_seed{seed}"
+
+
 def assign_roles(roles: pl.DataFrame, thresholds: RoleThresholds, syntactic: pl.DataFrame | None = None) -> pl.DataFrame:
-    """Add the role columns to a roles table (one row per state, layer and head): ``positional``, ``rare`` (bools by
-    the thresholds) and, when ``syntactic`` (state, layer, head, best_relation, relation_margin) is given for the
-    row's state, ``syntactic`` and ``syntactic_relation``; ``specialised``: any role. Syntactic is null where
-    the probing stage did not score the state."""
+    """Add the role columns to a roles table (one row per task, state, seed, layer and head): ``positional``, ``rare``
+    (bools by the thresholds) and ``syntactic`` with its ``syntactic_relation`` from ``syntactic``
+    (:func:`best_relation_margins`: probed state, layer, head, best_relation, relation_margin; probed states are named
+    as :func:`probed_name` names them), null where the probing stage did not score the state; ``specialised``: any
+    role; ``roles``: their names joined by + (or none)."""
     frame = roles.with_columns(
         (pl.col("positional_share") >= thresholds.positional_share).alias("positional"),
         (pl.col("rare_share") >= thresholds.rare_share).alias("rare"),
+        pl.struct("task", "state", "seed").map_elements(lambda r: probed_name(r["task"], r["state"], r["seed"]),
+                                                        return_dtype=pl.String).alias("_probed"),
     )
-    if syntactic is not None and syntactic.height:
-        frame = frame.join(syntactic.select(
-            "state", pl.col("layer").cast(pl.Int32), pl.col("head").cast(pl.Int32), "best_relation", "relation_margin"),
-            on=["state", "layer", "head"], how="left")
-        frame = frame.with_columns(
-            (pl.col("relation_margin") >= thresholds.syntactic_margin).alias("syntactic"),
-            pl.when(pl.col("relation_margin") >= thresholds.syntactic_margin).then(pl.col("best_relation")).alias("syntactic_relation"),
-        ).drop("best_relation")
-    else:
-        frame = frame.with_columns(pl.lit(None, pl.Boolean).alias("syntactic"), pl.lit(None, pl.String).alias("syntactic_relation"),
-                                   pl.lit(None, pl.Float64).alias("relation_margin"))
+    if syntactic is None or not syntactic.height:
+        syntactic = pl.DataFrame(schema={"state": pl.String, "layer": pl.Int32, "head": pl.Int32, "best_relation": pl.String,
+                                         "relation_margin": pl.Float64})
+    frame = frame.join(syntactic.select(
+        pl.col("state").alias("_probed"), pl.col("layer").cast(pl.Int32), pl.col("head").cast(pl.Int32), "best_relation",
+        "relation_margin"), on=["_probed", "layer", "head"], how="left").drop("_probed")
+    syntactic_role = pl.col("relation_margin") >= thresholds.syntactic_margin
+    frame = frame.with_columns(
+        syntactic_role.alias("syntactic"),
+        pl.when(syntactic_role).then(pl.col("best_relation")).alias("syntactic_relation"),
+    ).drop("best_relation")
     return frame.with_columns(
         (pl.col("positional") | pl.col("rare") | pl.col("syntactic").fill_null(False)).alias("specialised"),
         pl.concat_str(
             [pl.when(pl.col(role)).then(pl.lit(role)) for role in ROLES], separator="+", ignore_nulls=True
-        ).replace("", "none").alias("roles"),
+        ).replace("", "none").fill_null("none").alias("roles"),
     )
 
 
@@ -197,3 +205,76 @@ def best_relation_margins(per_head: pl.DataFrame, best: pl.DataFrame, exclude: I
     top = scored.sort("relation_margin", descending=True).group_by(["state", "layer", "head"], maintain_order=True).first()
     return top.select("state", pl.col("layer").cast(pl.Int32), pl.col("head").cast(pl.Int32),
                       pl.col("relation").alias("best_relation"), "relation_margin")
+
+
+MEASURES = ("confidence", "positional_share", "rare_share", "specialised")
+
+
+def rank_correlations(roles: pl.DataFrame, targets: pl.DataFrame, resamples: int, level: float, seed: int) -> pl.DataFrame:
+    """Voita et al.'s claim that the important heads are the confident, specialised ones, per fine-tuned model: the
+    Spearman correlation over heads between each role measure of its dump (:data:`MEASURES`) and each ``target``
+    (``task, seed, target, layer, head, value``: Michel et al.'s importance, the score drop when the head is
+    disabled...), with a percentile interval from ``resamples`` bootstrap draws of the heads (pairs resampled
+    together; the model and its data held fixed); no interval (NaN) when more than 1% of the draws leave a measure
+    constant (``specialised`` when one or two heads have a role). One row per task, seed, measure and target."""
+    from scipy.stats import spearmanr
+
+    from bertology_core.bootstrap import percentile_interval, resample_indices
+
+    tuned = roles.filter(pl.col("state") == "finetuned").with_columns(pl.col("specialised").cast(pl.Float64))
+    joined = tuned.join(targets.with_columns(pl.col("layer").cast(pl.Int32), pl.col("head").cast(pl.Int32)),
+                        on=["task", "seed", "layer", "head"], how="inner")
+    rows = []
+    for (task, run_seed, target), frame in sorted(joined.group_by("task", "seed", "target"), key=lambda kv: kv[0]):
+        draws = resample_indices(frame.height, resamples, seed)
+        y = frame["value"].to_numpy()
+        for measure in MEASURES:
+            x = frame[measure].to_numpy().astype(float)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                rho = float(spearmanr(x, y).statistic) if np.ptp(x) > 0 and np.ptp(y) > 0 else float("nan")
+                resampled = np.array([spearmanr(x[d], y[d]).statistic if np.ptp(x[d]) > 0 and np.ptp(y[d]) > 0 else np.nan
+                                      for d in draws])
+            # a resample where a measure is constant (a role few heads have, drawn without them) has no correlation:
+            # an interval over the others would be conditioned on drawing them, so none is given past 1% of such draws
+            low, high = percentile_interval(resampled, level) if np.isfinite(resampled).mean() >= 0.99 else (np.nan, np.nan)
+            rows.append({"task": task, "seed": run_seed, "measure": measure, "target": target, "heads": frame.height,
+                         "spearman": rho, "ci_low": float(low), "ci_high": float(high)})
+    schema = {"task": pl.String, "seed": pl.Int64, "measure": pl.String, "target": pl.String, "heads": pl.Int64,
+              "spearman": pl.Float64, "ci_low": pl.Float64, "ci_high": pl.Float64}
+    return pl.DataFrame(rows, schema=schema)
+
+
+def role_label(row: dict) -> str:
+    """A head's roles in a map cell: P-1 (positional, offset -1), R (rare tokens), S (syntactic)."""
+    marks = []
+    if row["positional"]:
+        marks.append(f"P{row['positional_offset']:+d}")
+    if row["rare"]:
+        marks.append("R")
+    if row["syntactic"]:
+        marks.append("S")
+    return " ".join(marks)
+
+
+def roles_chart(roles: pl.DataFrame, title: str, caption: str):
+    """Per task (rows) and model state (columns), the layer x head map of confidence with each head's roles written
+    in its cell (P-1/P+1 positional, R rare tokens, S syntactic); the tooltip gives every measure."""
+    import altair as alt  # (imported here: altair is slow to import, and only the chart needs it)
+
+    data = roles.with_columns(
+        (pl.col("layer") + 1).alias("Layer"), (pl.col("head") + 1).alias("Head"),
+        pl.struct("positional", "positional_offset", "rare", "syntactic").map_elements(role_label, return_dtype=pl.String).alias("role"),
+        pl.format("{}{}", pl.col("state"), pl.when(pl.col("seed").is_null()).then(pl.lit("")).otherwise(
+            pl.format(" seed {}", pl.col("seed")))).alias("model state"),
+    ).to_pandas()
+    layers, heads = int(roles["layer"].max()) + 1, int(roles["head"].max()) + 1
+    cell = 22
+    base = alt.Chart().encode(x=alt.X("Head:O"), y=alt.Y("Layer:O"))
+    tooltip = ["task", "model state", "Layer", "Head", "roles", alt.Tooltip("confidence:Q", format=".3f"),
+               "positional_offset", alt.Tooltip("positional_share:Q", format=".2f"), alt.Tooltip("rare_share:Q", format=".2f"),
+               "syntactic_relation", alt.Tooltip("relation_margin:Q", format="+.3f")]
+    rects = base.mark_rect().encode(color=alt.Color("confidence:Q", scale=alt.Scale(scheme="viridis", domain=[0, 1])), tooltip=tooltip)
+    text = base.mark_text(fontSize=8, color="white").encode(text="role:N")
+    chart = alt.layer(rects, text, data=data).properties(width=cell * heads, height=cell * layers).facet(
+        row=alt.Row("task:N", title=None), column=alt.Column("model state:N", title=None))
+    return chart.properties(title=alt.TitleParams(title, subtitle=caption.split("\n"), anchor="start"))

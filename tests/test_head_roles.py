@@ -20,6 +20,10 @@ def example() -> head_roles.ExampleTokens:
     return head_roles.ExampleTokens.from_dump_row(TOKENS, SEGMENTS, FREQUENCIES)
 
 
+def with_keys(table: pl.DataFrame, state: str = "pretrained", seed: int | None = None) -> pl.DataFrame:
+    return table.with_columns(pl.lit("MRPC").alias("task"), pl.lit(state).alias("state"), pl.lit(seed, pl.Int64).alias("seed"))
+
+
 def one_hot_rows(targets: list[int], length: int = 6) -> np.ndarray:
     """A map whose query q puts weight 1 on key targets[q]."""
     attention = np.zeros((length, length))
@@ -52,7 +56,7 @@ def test_a_previous_token_head_is_positional_with_offset_minus_one():
     mixed = one_hot_rows([0, 0, 1, 2, 1, 4])
     row = roles_of(mixed).row(0, named=True)
     assert row["positional_offset"] == -1 and row["positional_share"] == pytest.approx(0.75)
-    roles = head_roles.assign_roles(roles_of(previous, mixed).with_columns(pl.lit("pretrained").alias("state")),
+    roles = head_roles.assign_roles(with_keys(roles_of(previous, mixed)),
                                     head_roles.RoleThresholds())
     assert roles["positional"].to_list() == [True, False]
 
@@ -80,9 +84,9 @@ def test_rare_share_counts_queries_whose_maximum_is_the_rarest_token():
     half = one_hot_rows([0, 3, 3, 1, 1, 5])
     table = roles_of(to_rare, half)
     assert table["rare_share"].to_list() == [1.0, 0.5]
-    roles = head_roles.assign_roles(table.with_columns(pl.lit("pretrained").alias("state")), head_roles.RoleThresholds())
+    roles = head_roles.assign_roles(with_keys(table), head_roles.RoleThresholds())
     assert roles["rare"].to_list() == [True, True]  # 0.5 reaches the default threshold
-    roles = head_roles.assign_roles(table.with_columns(pl.lit("pretrained").alias("state")), head_roles.RoleThresholds(rare_share=0.6))
+    roles = head_roles.assign_roles(with_keys(table), head_roles.RoleThresholds(rare_share=0.6))
     assert roles["rare"].to_list() == [True, False]
     assert roles["roles"].to_list() == ["rare", "none"] and roles["specialised"].to_list() == [True, False]
 
@@ -105,14 +109,14 @@ def test_syntactic_role_needs_ten_points_over_the_offset_baseline():
     best = pl.DataFrame({"state": ["pretrained"] * 2, "relation": ["nsubj", "obj"], "baseline_accuracy": [0.6, 0.85]})
     margins = head_roles.best_relation_margins(per_head, best)
     assert margins.sort("head").select("head", "best_relation").rows() == [(0, "nsubj"), (1, "obj")]
-    roles = pl.DataFrame({"state": ["pretrained"] * 2, "layer": [0, 0], "head": [0, 1], "positional_share": [0.1, 0.1],
-                          "rare_share": [0.0, 0.0]}, schema_overrides={"layer": pl.Int32, "head": pl.Int32})
+    roles = with_keys(pl.DataFrame({"layer": [0, 0], "head": [0, 1], "positional_share": [0.1, 0.1], "rare_share": [0.0, 0.0]},
+                                   schema_overrides={"layer": pl.Int32, "head": pl.Int32}))
     assigned = head_roles.assign_roles(roles, head_roles.RoleThresholds(), margins).sort("head")
     # head 0: nsubj 0.75 vs 0.60 (+15 points); head 1: best is obj, 0.90 vs 0.85 (+5): not syntactic
     assert assigned["syntactic"].to_list() == [True, False]
     assert assigned["syntactic_relation"].to_list() == ["nsubj", None]
     # a state the probing stage did not score has no syntactic verdict
-    other = head_roles.assign_roles(roles.with_columns(pl.lit("finetuned_seed1").alias("state")), head_roles.RoleThresholds(), margins)
+    other = head_roles.assign_roles(with_keys(roles, "finetuned", 1), head_roles.RoleThresholds(), margins)
     assert other["syntactic"].to_list() == [None, None] and other["specialised"].to_list() == [False, False]
 
 
@@ -150,7 +154,7 @@ def test_expected_l0_matches_its_closed_form(log_alpha):
     with torch.no_grad():
         draws = torch.stack([gates.sample() for _ in range(40000)]).reshape(-1)
     estimate = float((draws > 0).float().mean())
-    closed = float(gates.open_probability())
+    closed = float(gates.open_probability().detach())
     assert abs(estimate - closed) < 4 * np.sqrt(closed * (1 - closed) / draws.numel())
     with torch.no_grad():
         assert float(gates.penalty()) == pytest.approx(closed)  # one layer, one head
@@ -263,3 +267,44 @@ def test_gate_training_resumes_from_a_checkpoint(tmp_path, monkeypatch):
     _, resumed = run_gates(5.0, train_weights=False, checkpointer=checkpointer)
     assert resumed["resumed_at_step"] == 4
     assert resumed["gates"] == reference["gates"] and resumed["loss_curve"] == reference["loss_curve"]
+
+
+def test_rank_correlation_over_heads_and_its_interval():
+    heads = 12
+    roles = pl.DataFrame({
+        "task": ["MRPC"] * heads, "state": ["finetuned"] * heads, "seed": [1] * heads, "layer": [h // 4 for h in range(heads)],
+        "head": [h % 4 for h in range(heads)], "confidence": np.linspace(0.1, 0.9, heads), "positional_share": np.linspace(0.9, 0.1, heads),
+        "rare_share": [0.0] * heads, "specialised": [False] * heads,
+    }, schema_overrides={"layer": pl.Int32, "head": pl.Int32})
+    targets = roles.select("task", "seed", "layer", "head", pl.lit("Michel importance").alias("target"),
+                           (pl.col("confidence") ** 3).alias("value"))
+    table = head_roles.rank_correlations(roles, targets, 200, 0.95, 0)
+    by_measure = {r["measure"]: r for r in table.iter_rows(named=True)}
+    assert by_measure["confidence"]["spearman"] == pytest.approx(1.0) and by_measure["confidence"]["ci_low"] == pytest.approx(1.0)
+    assert by_measure["positional_share"]["spearman"] == pytest.approx(-1.0)
+    assert np.isnan(by_measure["rare_share"]["spearman"])  # a constant measure has no rank correlation
+    assert by_measure["confidence"]["heads"] == heads
+
+
+def test_gates_table_and_mean_advantage_pair_the_same_dev_examples():
+    labels = np.array([0, 1] * 10)
+    right, wrong = labels.copy(), 1 - labels
+    frame = pl.DataFrame({"idx": np.arange(20), "label": labels, "gates": right, "michel": np.where(np.arange(20) < 5, right, wrong),
+                          "full": right})
+    record = {"task": "MRPC", "seed": 1, "weights": "frozen", "strength": 0.1, "heads_kept": 3, "gates": [[1, 0], [0, 1]],
+              "train_examples": 40, "steps": 10, "train_seconds": 1.0}
+    table = head_gates.gates_table([record], [frame], {"MRPC": "accuracy"}, 200, 0.95, 0)
+    row = table.row(0, named=True)
+    assert (row["gates_score"], row["michel_score"], row["gates_minus_michel"]) == (1.0, 0.25, 0.75)
+    assert row["ci_low"] <= 0.75 <= row["ci_high"]
+    everything = dict(record, heads_kept=4)  # keeps every head: the two methods do not differ, left out of the mean
+    advantage = head_gates.mean_advantage([record, everything], [frame, frame], {"MRPC": "accuracy"}, 200, 0.95, 0)
+    assert advantage.height == 1 and advantage["strengths"][0] == 1 and advantage["mean_gates_minus_michel"][0] == pytest.approx(0.75)
+
+
+def test_michel_mask_keeps_the_most_important_heads():
+    table = pl.DataFrame({"element": ["head"] * 4 + ["mlp"], "layer": [0, 0, 1, 1, 0], "head": [0, 1, 0, 1, None],
+                          "importance": [0.1, 0.4, 0.3, 0.2, 9.0], "normalized": [0.4, 0.1, 0.3, 0.2, 1.0]})
+    assert head_gates.michel_mask(table, 2, normalized=True).heads.tolist() == [[True, False], [True, False]]
+    assert head_gates.michel_mask(table, 2, normalized=False).heads.tolist() == [[False, True], [True, False]]
+    assert head_gates.michel_mask(table, 0).heads_kept == 0

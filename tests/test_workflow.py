@@ -250,6 +250,31 @@ def test_smoke_run_writes_importance_pruning_and_lottery_tickets(smoke_run):
         assert good["heads_kept"] == compact["heads_kept"] and predictions.columns == ["idx", "label", "prediction"]
 
 
+def test_smoke_run_writes_head_roles_and_l0_gates(smoke_run):
+    results = smoke_run / "results/head_roles/tiny-bert"
+    roles = pl.read_parquet(results / "summary/roles.parquet")
+    # every dump: MRPC and STS-B, pre-trained and fine-tuned seed 1; 2 layers x 4 heads each
+    assert sorted(set(roles.select("task", "state", "seed").iter_rows())) == [
+        ("MRPC", "finetuned", 1), ("MRPC", "pretrained", None), ("STS-B", "finetuned", 1), ("STS-B", "pretrained", None)]
+    assert roles.height == 4 * 2 * 4
+    assert roles["confidence"].is_between(0, 1).all() and roles["positional_share"].is_between(0, 1).all()
+    # the probing stage scores the pre-trained encoder and MRPC seed 1: only their rows have a syntactic verdict
+    scored = roles.filter(pl.col("syntactic").is_not_null()).select("task", "state").unique().sort("task", "state").rows()
+    assert scored == [("MRPC", "finetuned"), ("MRPC", "pretrained"), ("STS-B", "pretrained")]
+    relations = pl.read_parquet(results / "summary/importance_relations.parquet")
+    assert set(relations["target"]) >= {"Michel importance", "score drop when disabled (uniform)"}
+    assert set(relations.filter(pl.col("target") == "Michel importance")["seed"]) == {1}  # the dumped seed only
+    gates = pl.read_parquet(results / "summary/gates.parquet")
+    assert gates.select("weights", "strength").sort("weights", "strength").rows() == [
+        ("frozen", 0.1), ("frozen", 10.0), ("trained", 0.1), ("trained", 10.0)]
+    assert gates["heads_kept"].is_between(0, 8).all() and (gates["ci_low"] <= gates["gates_minus_michel"]).all()
+    record = json.loads((smoke_run / "results/pruning/tiny-bert/MRPC/finetuned/seed1/gates/frozen_strength10.0.json").read_text())
+    assert sum(map(sum, record["michel_heads"])) == record["heads_kept"]  # Michel et al.'s cut at the gates' count
+    assert (results / "summary/gates.png").stat().st_size > 1000 and (results / "summary/roles.png").stat().st_size > 1000
+    atlas = pl.read_parquet(smoke_run / "results/report/tiny-bert/head_atlas.parquet")
+    assert {"confidence", "positional_share", "rare_share", "roles"} <= set(atlas.columns)
+
+
 def test_smoke_run_writes_probes_and_syntactic_heads(smoke_run):
     from safetensors.numpy import load_file
 

@@ -23,13 +23,13 @@ atlas = head_atlas.head_atlas(
     model,
     patterns=table("patterns"), cosine=table("cosine"), features=table("features"), disabling=table("disabling"),
     importance=table("importance"), survival=table("survival"), relations=table("relations"),
-    best_relations=table("best_relations"),
+    best_relations=table("best_relations"), roles=table("roles"),
 )
 # a fine-tuned row rests on every seed of its task that a stage analysed
 atlas = fitness.Verdicts(pl.read_parquet(inputs.fitness), model, snakemake.params.fitness_runs).annotate(atlas, state="state")
 stem = snakemake.output.table[0].removesuffix(".parquet")
 figures.write_table(atlas, stem)
-joined = ", ".join(name for name in ("patterns", "features", "cosine", "disabling", "importance", "survival", "relations")
+joined = ", ".join(name for name in ("patterns", "features", "cosine", "disabling", "importance", "survival", "relations", "roles")
                    if name in inputs.keys())
 figures.save_chart(head_atlas.atlas_chart(
     atlas,

@@ -21,6 +21,9 @@ def claims_inputs(wildcards):
         inputs["stability"] = f"results/pruning/{model}/summary/stability.parquet"
     if states.PRETRAINED in syntactic_head_states(model):
         inputs["syntactic"] = f"results/probing/{model}/{states.PRETRAINED}/syntactic_heads_held_out.parquet"
+    if head_role_dumps(model):
+        inputs["role_relations"] = f"results/head_roles/{model}/summary/importance_relations.parquet"
+        inputs["gates_advantage"] = f"results/head_roles/{model}/summary/gates_advantage.parquet"
     if states.PRETRAINED in probing_states(model):
         inputs["probe_words"] = f"results/probing/{model}/{states.PRETRAINED}/probe_words.parquet"
     return inputs
@@ -28,7 +31,7 @@ def claims_inputs(wildcards):
 
 # the stages whose results the claims read (bertology_core/claims.py names them so), not every registered stage:
 # a new stage does not rerun the claims
-CLAIMED_SECTIONS = ("patterns", "change", "disabling", "pruning", "probing")
+CLAIMED_SECTIONS = ("patterns", "change", "disabling", "pruning", "probing", "roles")
 
 
 def claims_runs(model):

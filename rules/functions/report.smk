@@ -43,6 +43,7 @@ def head_atlas_inputs(wildcards):
         "importance": f"pruning/{model}/summary/importance",
         "survival": f"pruning/{model}/summary/survival",
         "best_relations": f"probing/{model}/summary/syntactic_heads",
+        "roles": f"head_roles/{model}/summary/roles",
     }
     inputs = {name: f"results/{stem}.parquet" for name, stem in wanted.items() if stem in produced}
     if "best_relations" in inputs:

@@ -1,0 +1,100 @@
+# Head roles (Voita et al. 2019): confidence, positional, rare-token and syntactic heads of every attention dump, how
+# they relate to Michel et al.'s importance and to disabling; and Hard Concrete head gates trained with the L0
+# penalty on the pruned fine-tuned models, against Michel et al.'s pruning curve of the same model.
+
+
+include: "functions/head_roles.smk"
+
+
+rule head_roles:
+    conda:
+        "../envs/torch.yaml"
+    input:
+        dump=lambda wc: dump_inputs(wc.model, f"{wc.task}/{wc.dumped}"),
+        # rare tokens are counted in the training text of the task (in the model's word pieces)
+        train="results/data/{task}/train.parquet",
+        resolved="results/models/{model}/resolved.json",
+    output:
+        roles="results/head_roles/{model}/{task}/{dumped}.parquet",
+    wildcard_constraints:
+        dumped=states.DUMPED_PATTERN,
+    params:
+        code=script_code("head_roles"),
+        dump="results/attention/{model}/{task}/{dumped}",
+    log:
+        "logs/head_roles/{model}/{task}/{dumped}.log",
+    benchmark:
+        "results/benchmarks/head_roles/{model}/{task}/{dumped}.tsv"
+    resources:
+        mem_mb=scaled(3000),
+        runtime=scaled(30),
+    script:
+        "../workflow_scripts/head_roles.py"
+
+
+rule head_gates:
+    conda:
+        "../envs/torch.yaml"
+    input:
+        model=lambda wc: f"{run_dir(wc.model, wc.task, states.FINETUNED, wc.seed)}/model",
+        train="results/data/{task}/train.parquet",
+        dev="results/data/{task}/dev.parquet",
+        # Michel et al.'s ordering, scored at the gates' number of heads
+        importance=f"{PRUNE_DIR}/importance.parquet",
+    output:
+        record=f"{PRUNE_DIR}/gates/{{weights}}_strength{{strength}}.json",
+        predictions=f"{PRUNE_DIR}/gates/{{weights}}_strength{{strength}}.predictions.parquet",
+    wildcard_constraints:
+        weights="trained|frozen",
+        strength=r"[0-9.e+-]+",
+    params:
+        code=script_code("head_gates"),
+        settings={k: v for k, v in config["head_roles"]["gates"].items() if k not in ("tasks", "seeds", "strengths", "weights")},
+        hyperparameters=lambda wc: hyperparameters(wc.task, states.FINETUNED),
+        subsample_seed=config["data"]["subsample_seed"],
+        dev_sample=pruning_dev_sample(),
+        normalize_by_layer=config["pruning"]["normalize_by_layer"],
+        # not a declared output: Snakemake deletes the outputs of a failed job, and this must survive it
+        checkpoint_dir="results/checkpoints/head_gates/{model}/{task}/seed{seed}/{weights}_strength{strength}",
+    priority: 10
+    threads: config["head_roles"]["threads"]
+    resources:
+        mem_mb=scaled(config["finetune"]["mem_mb"]),
+        runtime=scaled(120),
+        cpus_per_task=config["head_roles"]["threads"],
+        gpu=MODEL_JOB_GPUS,
+        **FINETUNE_RUNTIME,
+    log:
+        "logs/head_gates/{model}/{task}/seed{seed}/{weights}_strength{strength}.log",
+    benchmark:
+        "results/benchmarks/head_gates/{model}/{task}/seed{seed}/{weights}_strength{strength}.tsv"
+    script:
+        "../workflow_scripts/head_gates.py"
+
+
+rule head_roles_summary:
+    conda:
+        "../envs/tables.yaml"
+    input:
+        unpack(head_roles_summary_inputs),
+    output:
+        **summary_outputs("roles", "roles", "results/head_roles/{model}/summary/roles", ("table", "figure"), ("figure",)),
+        **summary_outputs("roles", "relations", "results/head_roles/{model}/summary/importance_relations", ("table", "figure"), ("table", "figure")),
+        **summary_outputs("roles", "gates", "results/head_roles/{model}/summary/gates", ("table", "figure"), ("table", "figure")),
+        # per model and weights setting, over strengths: what the claims table reads
+        **summary_outputs("roles", "advantage", "results/head_roles/{model}/summary/gates_advantage", shown=()),
+    params:
+        code=script_code("head_roles_summary"),
+        runs=lambda wc: head_roles_runs(wc.model),
+        thresholds=config["head_roles"]["thresholds"],
+        bootstrap={k: config["head_roles"][k] for k in ("resamples", "level", "seed")},
+        out="results/head_roles/{model}/summary",
+    log:
+        "logs/head_roles_summary/{model}.log",
+    benchmark:
+        "results/benchmarks/head_roles_summary/{model}.tsv"
+    resources:
+        mem_mb=scaled(2000),
+        runtime=scaled(20),
+    script:
+        "../workflow_scripts/head_roles_summary.py"

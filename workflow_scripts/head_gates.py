@@ -1,0 +1,55 @@
+"""Hard Concrete head gates trained with the L0 penalty on one fine-tuned model, at one strength, with or without its
+weights (rule head_gates); then the dev sample of Michel et al.'s curve scored with the gates, with Michel et al.'s
+ordering at the same number of heads, and with the full model."""
+
+import logging
+from pathlib import Path
+
+from _common import log_to
+
+log_to(snakemake.log[0])
+
+import polars as pl
+
+from bertology_core import checkpoint, device, finetune, glue, head_gates, importance, io, models
+
+params, wc, runtime = snakemake.params, snakemake.wildcards, snakemake.resources
+settings = params.settings
+job_device = device.job_device(snakemake.threads)
+task = glue.get_task(wc.task)
+tokenizer = models.load_tokenizer(snakemake.input.model)
+config = finetune.FinetuneConfig.from_dict(params.hyperparameters | {"epochs": settings["epochs"]})
+train = glue.subsample(pl.read_parquet(snakemake.input.train), settings["train_examples"], params.subsample_seed)
+gate_settings = head_gates.GateSettings(temperature=settings["temperature"], stretch=tuple(settings["stretch"]),
+                                        initial_log_alpha=settings["initial_log_alpha"], learning_rate=settings["learning_rate"])
+checkpointer = checkpoint.Checkpointer(
+    directory=Path(params.checkpoint_dir),
+    fingerprint=checkpoint.fingerprint(params.hyperparameters, settings, wc.strength, wc.weights, wc.seed, params.code,
+                                       checkpoint.file_sha256(Path(snakemake.input.model) / "model.safetensors"),
+                                       checkpoint.file_sha256(snakemake.input.train)),
+    every_steps=runtime.checkpoint_steps or None, every_seconds=runtime.checkpoint_seconds or None,
+)
+gated, record = head_gates.train_gates(
+    models.load_classifier(snakemake.input.model, task, models.SAVED, 0).to(job_device), task,
+    finetune.encode(train, tokenizer, config.max_length), train["label"].to_numpy(), config, float(wc.strength),
+    gate_settings, wc.weights == "trained", int(wc.seed), checkpointer,
+)
+dev = glue.subsample(pl.read_parquet(snakemake.input.dev), params.dev_sample["examples"], params.dev_sample["seed"])
+encoded = finetune.encode(dev, tokenizer, config.max_length)
+# Michel et al.'s ordering prunes the fine-tuned model as it is (never retrained)
+finetuned = models.load_classifier(snakemake.input.model, task, models.SAVED, 0).to(job_device)
+michel = head_gates.michel_mask(pl.read_parquet(snakemake.input.importance), record["heads_kept"], params.normalize_by_layer)
+batch = runtime.eval_batch_size
+predictions = dev.select("idx", "label").with_columns(
+    pl.Series("gates", importance.masked_predictions(gated.classifier, task, encoded, gated.evaluation_plan(), batch)),
+    pl.Series("michel", importance.masked_predictions(finetuned, task, encoded, michel.plan(), batch)),
+    pl.Series("full", importance.masked_predictions(finetuned, task, encoded, None, batch)),
+)
+record |= {"task": task.name, "seed": int(wc.seed), "weights": wc.weights, "train_examples": train.height,
+           "dev_examples": dev.height, "michel_heads": michel.heads.astype(int).tolist(),
+           "scores": {name: finetune.score(task, predictions.select("idx", "label", pl.col(name).alias("prediction")))
+                      for name in ("gates", "michel", "full")}}
+io.write_parquet(predictions, snakemake.output.predictions)
+io.write_json(record, snakemake.output.record)  # last: its presence marks a finished job
+checkpointer.remove()
+logging.info("strength %s, weights %s: %d heads kept; %s", wc.strength, wc.weights, record["heads_kept"], record["scores"])

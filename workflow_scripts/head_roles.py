@@ -1,0 +1,24 @@
+"""Voita et al.'s head roles of one attention dump (rule head_roles): confidence, dominant offset and its share,
+rare-token share per head."""
+
+import logging
+
+from _common import log_to
+
+log_to(snakemake.log[0])
+
+import polars as pl
+
+from bertology_core import dumps, glue, head_roles, io, models, states
+
+wc = snakemake.wildcards
+tokenizer = models.load_tokenizer(io.read_json(snakemake.input.resolved)["path"])
+first, second = glue.sentence_texts(pl.read_parquet(snakemake.input.train))
+frequencies = head_roles.piece_frequencies(tokenizer, first + (second or []))
+roles = head_roles.dump_roles(dumps.AttentionDump(snakemake.params.dump), frequencies)
+state = states.dumped_state(wc.dumped)
+seed = states.split_seeded(wc.dumped)[1] if states.is_seeded(wc.dumped) else None
+roles = roles.with_columns(pl.lit(wc.task).alias("task"), pl.lit(state).alias("state"), pl.lit(seed, pl.Int64).alias("seed"))
+io.write_parquet(roles.select("task", "state", "seed", pl.exclude("task", "state", "seed")), snakemake.output.roles)
+logging.info("%d pieces counted in %s's training text; most confident heads:\n%s", len(frequencies), wc.task,
+             roles.sort("confidence", descending=True).head(5))
