@@ -38,6 +38,8 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
+from bertology_core import states
+
 ROLES = ("positional", "rare", "syntactic")
 
 
@@ -221,7 +223,7 @@ def rank_correlations(roles: pl.DataFrame, targets: pl.DataFrame, resamples: int
 
     from bertology_core.bootstrap import percentile_interval, resample_indices
 
-    tuned = roles.filter(pl.col("state") == "finetuned").with_columns(pl.col("specialised").cast(pl.Float64))
+    tuned = roles.filter(pl.col("state") == states.FINETUNED).with_columns(pl.col("specialised").cast(pl.Float64))
     joined = tuned.join(targets.with_columns(pl.col("layer").cast(pl.Int32), pl.col("head").cast(pl.Int32)),
                         on=["task", "seed", "layer", "head"], how="inner")
     rows = []
@@ -264,9 +266,11 @@ def roles_chart(roles: pl.DataFrame, title: str, caption: str):
     data = roles.with_columns(
         (pl.col("layer") + 1).alias("Layer"), (pl.col("head") + 1).alias("Head"),
         pl.struct("positional", "positional_offset", "rare", "syntactic").map_elements(role_label, return_dtype=pl.String).alias("role"),
-        pl.format("{}{}", pl.col("state"), pl.when(pl.col("seed").is_null()).then(pl.lit("")).otherwise(
-            pl.format(" seed {}", pl.col("seed")))).alias("model state"),
-    ).to_pandas()
+        pl.format("{}{}", pl.col("state").replace_strict({s: states.label(s) for s in states.STATES}),
+                  pl.when(pl.col("seed").is_null()).then(pl.lit("")).otherwise(pl.format(" seed {}", pl.col("seed")))).alias("model state"),
+    )
+    columns = data.sort(pl.col("seed").fill_null(-1))["model state"].unique(maintain_order=True).to_list()  # pre-trained first
+    data = data.to_pandas()
     layers, heads = int(roles["layer"].max()) + 1, int(roles["head"].max()) + 1
     cell = 22
     base = alt.Chart().encode(x=alt.X("Head:O"), y=alt.Y("Layer:O"))
@@ -276,5 +280,24 @@ def roles_chart(roles: pl.DataFrame, title: str, caption: str):
     rects = base.mark_rect().encode(color=alt.Color("confidence:Q", scale=alt.Scale(scheme="viridis", domain=[0, 1])), tooltip=tooltip)
     text = base.mark_text(fontSize=8, color="white").encode(text="role:N")
     chart = alt.layer(rects, text, data=data).properties(width=cell * heads, height=cell * layers).facet(
-        row=alt.Row("task:N", title=None), column=alt.Column("model state:N", title=None))
+        row=alt.Row("task:N", title=None), column=alt.Column("model state:N", title=None, sort=columns))
+    return chart.properties(title=alt.TitleParams(title, subtitle=caption.split("\n"), anchor="start"))
+
+
+def correlation_chart(relations: pl.DataFrame, title: str, caption: str):
+    """Per fine-tuned model (panel), each measure's Spearman correlation with each target: point and interval."""
+    import altair as alt
+
+    data = relations.with_columns(pl.format("{} seed {}", "task", "seed").alias("model")).to_pandas()
+    base = alt.Chart().encode(
+        y=alt.Y("measure:N", title=None, sort=list(MEASURES)), yOffset=alt.YOffset("target:N"),
+        color=alt.Color("target:N", title=None, legend=alt.Legend(orient="bottom", direction="vertical")))
+    bars = base.mark_rule().encode(x=alt.X("ci_low:Q", title="Spearman correlation over heads", scale=alt.Scale(domain=[-1, 1])),
+                                   x2="ci_high:Q")
+    points = base.mark_point(filled=True, size=50).encode(
+        x="spearman:Q", tooltip=["model", "measure", "target", "heads", alt.Tooltip("spearman:Q", format="+.3f"),
+                                 alt.Tooltip("ci_low:Q", format="+.3f"), alt.Tooltip("ci_high:Q", format="+.3f")])
+    zero = alt.Chart().mark_rule(strokeDash=[4, 4], color="gray").encode(x=alt.datum(0))
+    chart = alt.layer(bars, points, zero, data=data).properties(width=260, height=140).facet(
+        facet=alt.Facet("model:N", title=None), columns=2)
     return chart.properties(title=alt.TitleParams(title, subtitle=caption.split("\n"), anchor="start"))

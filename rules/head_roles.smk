@@ -26,7 +26,7 @@ rule head_roles:
     benchmark:
         "results/benchmarks/head_roles/{model}/{task}/{dumped}.tsv"
     resources:
-        mem_mb=scaled(3000),
+        mem_mb=scaled(4000),
         runtime=scaled(30),
     script:
         "../workflow_scripts/head_roles.py"

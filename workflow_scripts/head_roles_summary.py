@@ -25,6 +25,7 @@ dumped = pl.when(pl.col("seed").is_null()).then(pl.col("state")).otherwise(pl.fo
 fine_tuned_runs = fitness.seeds_by_task(roles.filter(pl.col("seed").is_not_null()).select("task", "seed").unique().sort("task", "seed").rows())
 verdicts = fitness.Verdicts(pl.read_parquet(inputs.fitness), model, fine_tuned_runs)
 roles = verdicts.annotate(roles.with_columns(dumped.alias("_dump")), state="_dump").drop("_dump").sort("task", "state", "seed", "layer", "head")
+scored = sorted(syntactic["state"].unique().to_list()) if syntactic is not None else []
 figures.write_table(roles, f"{params.out}/roles", note=(
     f"Voita et al. 2019's roles: positional = maximum attention on one relative position at least {thresholds.positional_share:.0%} of "
     f"the time; rare = on the example's rarest word piece at least {thresholds.rare_share:.0%} of the time (our threshold); syntactic = "
@@ -35,7 +36,8 @@ figures.save_chart(head_roles.roles_chart(
     "Colour: confidence (mean maximum attention weight over real tokens, special tokens left out). Text: P-1/P+1 positional "
     f"(>= {thresholds.positional_share:.0%} of maxima at one offset), R rare tokens (>= {thresholds.rare_share:.0%} on the rarest piece), "
     f"S syntactic (>= {thresholds.syntactic_margin:.2f} over the offset baseline).\n"
-    f"Model {model}; each dump's dev sample; hover a head for its measures.",
+    f"Syntactic roles only where the probing stage scores the state ({', '.join(scored) or 'none'}); model {model}; each dump's dev "
+    "sample; hover a head for its measures.",
 ), f"{params.out}/roles")
 
 targets = []
@@ -52,11 +54,10 @@ relations = head_roles.rank_correlations(roles, pl.concat(targets, how="vertical
 figures.write_table(verdicts.annotate(relations, seed="seed"), f"{params.out}/importance_relations", note=(
     "Spearman correlation over a fine-tuned model's heads between a role measure of its dump and Michel et al.'s importance "
     "(layer-normalised, on train) or the score drop when the head alone is disabled (dev); interval: bootstrap over heads."))
-figures.save_chart(figures.interval_chart(
-    relations.rename({"spearman": "delta"}).with_columns(pl.format("{} / {}", "measure", "target").alias("pair")),
-    "pair", "Are the important heads the confident, specialised ones? (Voita et al. 2019)",
-    f"Spearman correlation over heads, per fine-tuned model (points by seed) with its {params.bootstrap['level']:.0%} bootstrap "
-    f"interval over heads; model {model}.", facet="task",
+figures.save_chart(head_roles.correlation_chart(
+    relations, "Are the important heads the confident, specialised ones? (Voita et al. 2019)",
+    f"Spearman correlation over a fine-tuned model's heads between a role measure of its dump and each target, with its "
+    f"{params.bootstrap['level']:.0%} bootstrap interval over heads (none when a role is too rare to resample); model {model}.",
 ), f"{params.out}/importance_relations")
 
 records = [io.read_json(p) for p in inputs.gates]
@@ -75,7 +76,7 @@ if gate_table.height:
     curve = pl.concat(curves).with_columns((total - pl.col("heads_pruned")).alias("heads_kept"))
     chart = head_gates.gates_chart(gate_table, curve, "L0 head gates against Michel et al.'s pruning (Voita et al. 2019)",
                                    "Dev score (the curve's seeded dev sample) against heads kept: Michel et al.'s iterative curve "
-                                   "(importance order, no retraining) and Hard Concrete gates trained with the L0 penalty at each "
+                                   "(importance order, no retraining)\nand Hard Concrete gates trained with the L0 penalty at each "
                                    f"strength, the model's weights trained with them (Voita et al.) or frozen; model {model}.")
 else:  # no gates in this config: the summary's files say so
     gate_table = pl.DataFrame({"note": ["no L0 gates in this config (head_roles.gates.tasks)"]})
