@@ -18,8 +18,9 @@ through L0 Regularization":
   ``is_train=False``), and a head is pruned when its gate is exactly 0 (their sparsity rate counts non-zero gates).
   Kept heads keep their fractional gate values, as in the paper's pruned models.
 - the temperature is their code's default, 0.33 (Louizos et al. use 2/3). Voita et al. start from the converged
-  model and train *all* its parameters with the gates; ``train_weights=False`` trains the gates alone (cheaper, and
-  a fair comparison with Michel et al.'s pruning, which never retrains). The initial ``log_alpha`` (3.0: every
+  model and train *all* its parameters with the gates; ``train_weights=False`` trains the gates alone (cheaper). Kept
+  heads keep learnt gate values, a rescaling Michel et al.'s pruning does not have: the heads the gates choose, at
+  gate 1 on the fine-tuned weights (frozen gates), are what compares the two choices of heads alone. The initial ``log_alpha`` (3.0: every
   deterministic gate 1, ``P(open)`` 0.98) and the gates' learning rate are ours; their code leaves both to its
   variable initialiser and Transformer schedule.
 """
@@ -181,7 +182,8 @@ def train_gates(
 def michel_mask(importance_table: pl.DataFrame, kept: int, normalized: bool = True) -> StructureMask:
     """Michel et al.'s ordering cut at ``kept`` heads: the ``kept`` most important heads of the importance table
     (``element, layer, head, importance, normalized``; the layer-normalised scores when ``normalized``, as their
-    curve ranks them), ties to the lowest (layer, head) as :func:`bertology_core.importance.least_important`. This is
+    curve ranks them); of tied heads the lowest (layer, head) is pruned first, as
+    :func:`bertology_core.importance.least_important` does. This is
     the mask the iterative curve reaches at that count when it does not recompute importance."""
     heads = importance_table.filter(pl.col("element") == "head")
     num_layers, num_heads = int(heads["layer"].max()) + 1, int(heads["head"].max()) + 1
@@ -192,26 +194,33 @@ def michel_mask(importance_table: pl.DataFrame, kept: int, normalized: bool = Tr
     return full.without(heads=least_important(scores, full.heads, num_layers * num_heads - kept))
 
 
+PREDICTIONS = ("gates", "gates_binary", "michel", "full")  # the columns of a gate job's predictions, after idx and label
+
+
 def gates_table(records: list[dict[str, Any]], predictions: list[pl.DataFrame], metric: dict[str, str], resamples: int,
                 level: float, seed: int) -> pl.DataFrame:
-    """One row per gate-training job: heads kept, the dev score with the gates, with Michel et al.'s ordering at the
-    same number of heads and with the full model, and the gates' score minus Michel's with a paired bootstrap interval
-    over the dev examples (the same resamples for both). ``metric``: task -> the task's primary metric."""
-    from bertology_core.bootstrap import metric_on_resamples, percentile_interval, resample_indices
+    """One row per gate-training job: heads kept (and their share pruned), the dev score with the learnt gates, with
+    the kept heads at gate 1 (``binary``: the heads the gates chose, without their learnt scales), with Michel et al.'s
+    order cut at the same number of heads and with the full model; each gated score minus Michel's, with a paired
+    bootstrap interval over the dev examples (every column scored on the same resamples). ``metric``: task -> the
+    task's primary metric."""
+    from bertology_core.bootstrap import metric_on_resamples, paired_deltas, resample_indices
 
     rows = []
     for record, frame in zip(records, predictions):
-        name = metric[record["task"]]
-        matrix = np.stack([frame[column].to_numpy() for column in ("gates", "michel", "full")])
-        labels = frame["label"].to_numpy()
-        scores = metric_on_resamples(name, matrix, labels, np.arange(frame.height)[None, :])[:, 0]
-        draws = metric_on_resamples(name, matrix, labels, resample_indices(frame.height, resamples, seed))
-        low, high = percentile_interval(draws[0] - draws[1], level)
+        name, labels = metric[record["task"]], frame["label"].to_numpy()
+        gated = np.stack([frame[column].to_numpy() for column in ("gates", "gates_binary")])
+        deltas = paired_deltas(name, gated, frame["michel"].to_numpy(), labels, resample_indices(frame.height, resamples, seed))
+        low, high = deltas.interval(level)
+        scores = metric_on_resamples(name, np.stack([frame[c].to_numpy() for c in PREDICTIONS]), labels,
+                                     np.arange(frame.height)[None, :])[:, 0]
+        heads = int(np.size(record["gates"]))
         rows.append({
             "task": record["task"], "seed": record["seed"], "weights": record["weights"], "strength": record["strength"],
-            "heads_kept": record["heads_kept"], "heads": int(np.size(record["gates"])), "metric": name,
-            "gates_score": float(scores[0]), "michel_score": float(scores[1]), "full_score": float(scores[2]),
-            "gates_minus_michel": float(scores[0] - scores[1]), "ci_low": float(low), "ci_high": float(high),
+            "heads_kept": record["heads_kept"], "heads": heads, "share_pruned": 1 - record["heads_kept"] / heads, "metric": name,
+            **{f"{column}_score": float(value) for column, value in zip(PREDICTIONS, scores)},
+            "gates_minus_michel": float(deltas.delta[0]), "ci_low": float(low[0]), "ci_high": float(high[0]),
+            "binary_minus_michel": float(deltas.delta[1]), "binary_ci_low": float(low[1]), "binary_ci_high": float(high[1]),
             "dev_examples": frame.height, "train_examples": record["train_examples"], "steps": record["steps"],
             "train_seconds": record["train_seconds"],
         })
@@ -247,35 +256,3 @@ def no_gates_chart(note: str):
 
     return alt.Chart(pl.DataFrame({"note": [note]}).to_pandas()).mark_text(fontSize=14).encode(text="note:N").properties(
         width=400, height=40, title="L0 head gates")
-
-
-def mean_advantage(records: list[dict[str, Any]], predictions: list[pl.DataFrame], metric: dict[str, str], resamples: int,
-                   level: float, seed: int) -> pl.DataFrame:
-    """Per fine-tuned model and weights setting: the gates' score minus Michel et al.'s at the same number of heads,
-    averaged over the strengths whose gates prune some heads but not all (where the two methods differ), with a
-    paired bootstrap interval (every strength scored on the same resamples of the same dev examples)."""
-    from bertology_core.bootstrap import metric_on_resamples, percentile_interval, resample_indices
-
-    groups: dict[tuple, list[tuple[dict, pl.DataFrame]]] = {}
-    for record, frame in zip(records, predictions):
-        if 0 < record["heads_kept"] < np.size(record["gates"]):
-            groups.setdefault((record["task"], record["seed"], record["weights"]), []).append((record, frame.sort("idx")))
-    rows = []
-    for (task, run_seed, weights), jobs in sorted(groups.items()):
-        labels = jobs[0][1]["label"].to_numpy()
-        draws = resample_indices(len(labels), resamples, seed)
-        differences, observed = [], []
-        for _, frame in jobs:
-            matrix = np.stack([frame["gates"].to_numpy(), frame["michel"].to_numpy()])
-            scores = metric_on_resamples(metric[task], matrix, labels, draws)
-            differences.append(scores[0] - scores[1])
-            full = metric_on_resamples(metric[task], matrix, labels, np.arange(len(labels))[None, :])[:, 0]
-            observed.append(full[0] - full[1])
-        low, high = percentile_interval(np.mean(differences, axis=0), level)
-        rows.append({"task": task, "seed": run_seed, "weights": weights, "strengths": len(jobs),
-                     "heads_kept": ", ".join(str(r["heads_kept"]) for r, _ in jobs), "metric": metric[task],
-                     "per_strength": ", ".join(f"{r['heads_kept']} heads {d:+.3f}" for (r, _), d in zip(jobs, observed)),
-                     "mean_gates_minus_michel": float(np.mean(observed)), "ci_low": float(low), "ci_high": float(high)})
-    schema = {"task": pl.String, "seed": pl.Int64, "weights": pl.String, "strengths": pl.Int64, "heads_kept": pl.String,
-              "metric": pl.String, "per_strength": pl.String, "mean_gates_minus_michel": pl.Float64, "ci_low": pl.Float64, "ci_high": pl.Float64}
-    return pl.DataFrame(rows, schema=schema)

@@ -15,18 +15,21 @@ Definitions, as in the paper, with what an encoder with [CLS]/[SEP] changes:
   The role holds when the share reaches ``positional_share`` (0.9) for any offset, as the paper's definition says.
 - **Rare tokens** (section 5.3): a head "points to the least frequent tokens in a sentence". Frequency is counted
   in word pieces (the model's own tokens) over the task's training text: the head sees pieces, and Voita et al.'s
-  NMT models counted their own (BPE) tokens the same way; a word split into several pieces is then as rare as its
-  rarest piece. ``rare_share`` is the share of real query tokens whose maximum weight (over all keys) falls on a
+  NMT models counted their own (BPE) tokens the same way; each piece counts on its own, so a word split into pieces
+  has one rare piece or several. ``rare_share`` is the share of real query tokens whose maximum weight (over all keys) falls on a
   rarest real token of the example (several when tied). The paper names the head that does this most and sets no
   threshold; the role here needs ``rare_share`` >= ``rare_share`` of the config (0.5: the majority of tokens, our
-  choice, fixed before any run).
+  choice, fixed before any run). There is no chance baseline: in a short example several pieces may tie as rarest.
 - **Syntactic** (section 5.2): a head is syntactic for a dependency relation when its accuracy (Clark et al.'s
   "most attended word is the relation's head") is "at least 10% higher than" the baseline that predicts the most
-  frequent relative position for that relation: accuracy - baseline >= 0.10 (absolute), from the probing stage's
-  syntactic-head tables (:mod:`bertology_core.syntactic_heads`) on UD EWT, not the GLUE dev text of the other roles.
+  frequent relative position for that relation: accuracy - baseline >= 0.10 (absolute), for the paper's four major
+  relations (nsubj, dobj, amod, advmod; UD's obj for dobj: the config's ``syntactic_relations``), from the probing
+  stage's syntactic-head tables (:mod:`bertology_core.syntactic_heads`) on UD EWT, not the GLUE dev text of the
+  other roles. Only the pre-trained encoder and the fine-tuned models the probing stage scores have a verdict;
+  ``specialised`` (any role) is null where it is unknown.
 
 Everything is counted over every real query token of every example in the dump (the dump's seeded sample of the
-task's dev set): what the paper averages over.
+task's dev set): what the paper averages over. The maximum is ``argmax``'s: on a tie the first key (leftmost) wins.
 """
 
 from __future__ import annotations
@@ -66,8 +69,10 @@ def piece_frequencies(tokenizer, texts: Iterable[str | None]) -> Counter:
     for start in range(0, len(texts), 2048):
         for ids in tokenizer(texts[start:start + 2048], add_special_tokens=False)["input_ids"]:
             counts.update(ids)
-    tokens = tokenizer.convert_ids_to_tokens(list(counts))
-    return Counter({token: counts[i] for token, i in zip(tokens, list(counts))})
+    by_token: Counter = Counter()
+    for token, i in zip(tokenizer.convert_ids_to_tokens(list(counts)), list(counts)):
+        by_token[token] += counts[i]  # two ids may spell the same piece
+    return by_token
 
 
 @dataclass
@@ -132,7 +137,7 @@ class RoleCounts:
             "positional_offset": (dominant - (self.max_length - 1)).reshape(-1).astype(np.int32),
             "positional_share": share.reshape(-1),
             "rare_share": rare.reshape(-1),
-        })
+        }).with_columns(pl.col(pl.Float64).fill_nan(None))
 
 
 def dump_roles(dump, frequencies: Counter) -> pl.DataFrame:
@@ -141,11 +146,14 @@ def dump_roles(dump, frequencies: Counter) -> pl.DataFrame:
     from bertology_core.dumps import dequantise
 
     tokens = dump.tokens()
-    heads = dump.scan().select(pl.col("layer").max() + 1, pl.col("head").max() + 1, pl.col("length").max()).collect().row(0)
-    num_layers, num_heads, max_length = (int(v) for v in heads)
-    counts = RoleCounts(num_layers, num_heads, max_length)
     examples = {row["example"]: ExampleTokens.from_dump_row(row["tokens"], row["segment_ids"], frequencies)
                 for row in tokens.select("example", "tokens", "segment_ids").iter_rows(named=True)}
+    if not any(example.real.any() for example in examples.values()):
+        raise ValueError(f"{dump.tokens_path}: no example has a real (non-special) token, so no head has a role to "
+                         "measure. Fix: dump examples with text (attention.max_examples, the task's dev split).")
+    shape = dump.scan().select(pl.col("layer").max() + 1, pl.col("head").max() + 1, pl.col("length").max()).collect().row(0)
+    num_layers, num_heads, max_length = (int(v) for v in shape)
+    counts = RoleCounts(num_layers, num_heads, max_length)
     # examples are stored in row groups by batch: reading a batch of examples at a time keeps memory small
     order = sorted(examples)
     for start in range(0, len(order), 64):
@@ -160,9 +168,12 @@ def dump_roles(dump, frequencies: Counter) -> pl.DataFrame:
     return counts.table()
 
 
-def probed_name(task: str, state: str, seed: int | None) -> str:
-    """The probing stage's name of a dumped state: ``pretrained``, or ``<TASK>_seed<N>`` for a fine-tuned model."""
-    return state if seed is None else f"{task}_seed{seed}"
+def probed_name(task: str, state: str, seed: int | None) -> str | None:
+    """The probing stage's name of a dumped state: ``pretrained``, ``<TASK>_seed<N>`` for a model fine-tuned from the
+    pre-trained encoder; None for any other (a model fine-tuned from scratch is never probed)."""
+    if state == states.PRETRAINED:
+        return state
+    return states.seeded(task, seed) if state == states.FINETUNED and seed is not None else None
 
 
 def assign_roles(roles: pl.DataFrame, thresholds: RoleThresholds, syntactic: pl.DataFrame | None = None) -> pl.DataFrame:
@@ -188,20 +199,24 @@ def assign_roles(roles: pl.DataFrame, thresholds: RoleThresholds, syntactic: pl.
         syntactic_role.alias("syntactic"),
         pl.when(syntactic_role).then(pl.col("best_relation")).alias("syntactic_relation"),
     ).drop("best_relation")
+    # any role: true as soon as one is, null when none is and the syntactic one is unknown
     return frame.with_columns(
-        (pl.col("positional") | pl.col("rare") | pl.col("syntactic").fill_null(False)).alias("specialised"),
+        pl.when(pl.col("positional") | pl.col("rare")).then(True).otherwise(pl.col("syntactic")).alias("specialised"),
         pl.concat_str(
             [pl.when(pl.col(role)).then(pl.lit(role)) for role in ROLES], separator="+", ignore_nulls=True
         ).replace("", "none").fill_null("none").alias("roles"),
     )
 
 
-def best_relation_margins(per_head: pl.DataFrame, best: pl.DataFrame, exclude: Iterable[str] = ("all",)) -> pl.DataFrame:
-    """Per (state, layer, head), the dependency relation where the head's accuracy beats that relation's best
-    offset baseline by most (over both directions): ``state, layer, head, best_relation, relation_margin``.
-    ``per_head`` and ``best`` are the syntactic-head stage's tables (every head's accuracy per relation; the
-    relations it scores, with their baseline accuracy)."""
-    scored = per_head.filter(~pl.col("relation").is_in(list(exclude))).join(
+VOITA_RELATIONS = ("nsubj", "obj", "amod", "advmod")  # section 5.2's four, in UD (obj for dobj)
+
+
+def best_relation_margins(per_head: pl.DataFrame, best: pl.DataFrame, relations: Iterable[str] = VOITA_RELATIONS) -> pl.DataFrame:
+    """Per (state, layer, head), of ``relations``, the dependency relation where the head's accuracy beats that
+    relation's best offset baseline by most (over both directions): ``state, layer, head, best_relation,
+    relation_margin``. ``per_head`` and ``best`` are the syntactic-head stage's tables (every head's accuracy per
+    relation; the relations it scores, with their baseline accuracy)."""
+    scored = per_head.filter(pl.col("relation").is_in(list(relations))).join(
         best.select("state", "relation", "baseline_accuracy"), on=["state", "relation"], how="inner"
     ).with_columns((pl.col("accuracy") - pl.col("baseline_accuracy")).alias("relation_margin"))
     top = scored.sort("relation_margin", descending=True).group_by(["state", "layer", "head"], maintain_order=True).first()
@@ -210,37 +225,60 @@ def best_relation_margins(per_head: pl.DataFrame, best: pl.DataFrame, exclude: I
 
 
 MEASURES = ("confidence", "positional_share", "rare_share", "specialised")
+# a role held by fewer heads (or by all but fewer) gives no rank correlation worth reading
+MIN_ROLE_HEADS = 5
+IMPORTANCE = "Michel importance"  # E|dL/dxi| on train, as Michel et al.'s eq. 2, not normalised by layer
+NORMALIZED_IMPORTANCE = "Michel importance, layer-normalised"  # the order their pruning curve uses
+
+
+def importance_targets(importance: dict[tuple[str, int], pl.DataFrame], deltas: list[pl.DataFrame]) -> pl.DataFrame:
+    """The per-head quantities roles are compared with, one row per (task, seed, target, layer, head): Michel et
+    al.'s importance (``importance``: (task, seed) -> the pruning stage's importance table), raw and layer-normalised,
+    and the score drop when the head alone is disabled (``deltas``: the disabling stage's per-task tables; the drop is
+    minus their delta, per seed and mode)."""
+    frames = []
+    for (task, seed), table in importance.items():
+        heads = table.filter(pl.col("element") == "head")
+        for target, column in ((IMPORTANCE, "importance"), (NORMALIZED_IMPORTANCE, "normalized")):
+            frames.append(heads.select(pl.lit(task).alias("task"), pl.lit(seed, pl.Int64).alias("seed"), pl.lit(target).alias("target"),
+                                       pl.col("layer").cast(pl.Int32), pl.col("head").cast(pl.Int32), pl.col(column).alias("value")))
+    for table in deltas:
+        heads = table.filter((pl.col("kind") == "head") & pl.col("seed").is_not_null() & (pl.col("state") == states.FINETUNED))
+        frames.append(heads.select("task", pl.col("seed").cast(pl.Int64), pl.format("score drop when disabled ({})", "mode").alias("target"),
+                                   pl.col("layer").cast(pl.Int32), pl.col("head").cast(pl.Int32), (-pl.col("delta")).alias("value")))
+    schema = {"task": pl.String, "seed": pl.Int64, "target": pl.String, "layer": pl.Int32, "head": pl.Int32, "value": pl.Float64}
+    return pl.concat([f.cast(schema) for f in frames]) if frames else pl.DataFrame(schema=schema)
 
 
 def rank_correlations(roles: pl.DataFrame, targets: pl.DataFrame, resamples: int, level: float, seed: int) -> pl.DataFrame:
     """Voita et al.'s claim that the important heads are the confident, specialised ones, per fine-tuned model: the
     Spearman correlation over heads between each role measure of its dump (:data:`MEASURES`) and each ``target``
-    (``task, seed, target, layer, head, value``: Michel et al.'s importance, the score drop when the head is
-    disabled...), with a percentile interval from ``resamples`` bootstrap draws of the heads (pairs resampled
-    together; the model and its data held fixed); no interval (NaN) when more than 1% of the draws leave a measure
-    constant (``specialised`` when one or two heads have a role). One row per task, seed, measure and target."""
-    from scipy.stats import spearmanr
-
-    from bertology_core.bootstrap import percentile_interval, resample_indices
+    (:func:`importance_targets`), with a percentile interval from ``resamples`` bootstrap draws of the heads (pairs
+    resampled together; the model and its data held fixed). No correlation (NaN) for ``specialised`` when it is
+    unknown for some head or fewer than :data:`MIN_ROLE_HEADS` heads are on either side, and no interval when more
+    than 1% of the draws leave a measure constant. One row per task, seed, measure and target."""
+    from bertology_core.bootstrap import metric_on_resamples, percentile_interval, resample_indices
 
     tuned = roles.filter(pl.col("state") == states.FINETUNED).with_columns(pl.col("specialised").cast(pl.Float64))
-    joined = tuned.join(targets.with_columns(pl.col("layer").cast(pl.Int32), pl.col("head").cast(pl.Int32)),
-                        on=["task", "seed", "layer", "head"], how="inner")
+    joined = tuned.join(targets, on=["task", "seed", "layer", "head"], how="inner")
     rows = []
     for (task, run_seed, target), frame in sorted(joined.group_by("task", "seed", "target"), key=lambda kv: kv[0]):
         draws = resample_indices(frame.height, resamples, seed)
         y = frame["value"].to_numpy()
         for measure in MEASURES:
             x = frame[measure].to_numpy().astype(float)
-            with np.errstate(invalid="ignore", divide="ignore"):
-                rho = float(spearmanr(x, y).statistic) if np.ptp(x) > 0 and np.ptp(y) > 0 else float("nan")
-                resampled = np.array([spearmanr(x[d], y[d]).statistic if np.ptp(x[d]) > 0 and np.ptp(y[d]) > 0 else np.nan
-                                      for d in draws])
-            # a resample where a measure is constant (a role few heads have, drawn without them) has no correlation:
-            # an interval over the others would be conditioned on drawing them, so none is given past 1% of such draws
-            low, high = percentile_interval(resampled, level) if np.isfinite(resampled).mean() >= 0.99 else (np.nan, np.nan)
+            rho, low, high = np.nan, np.nan, np.nan
+            held = np.nansum(x) if measure == "specialised" else None
+            usable = not np.isnan(x).any() and (held is None or MIN_ROLE_HEADS <= held <= len(x) - MIN_ROLE_HEADS)
+            if usable:
+                rho = float(metric_on_resamples("spearman", x[None, :], y, np.arange(len(y))[None, :])[0, 0])
+                resampled = metric_on_resamples("spearman", x[None, :], y, draws)[0]
+                # a resample where a measure is constant has no correlation: an interval over the others would be
+                # conditioned on drawing both kinds of heads
+                if np.isfinite(resampled).mean() >= 0.99:
+                    low, high = (float(v) for v in percentile_interval(resampled, level))
             rows.append({"task": task, "seed": run_seed, "measure": measure, "target": target, "heads": frame.height,
-                         "spearman": rho, "ci_low": float(low), "ci_high": float(high)})
+                         "spearman": rho, "ci_low": low, "ci_high": high})
     schema = {"task": pl.String, "seed": pl.Int64, "measure": pl.String, "target": pl.String, "heads": pl.Int64,
               "spearman": pl.Float64, "ci_low": pl.Float64, "ci_high": pl.Float64}
     return pl.DataFrame(rows, schema=schema)

@@ -26,7 +26,7 @@ rule head_roles:
     benchmark:
         "results/benchmarks/head_roles/{model}/{task}/{dumped}.tsv"
     resources:
-        mem_mb=scaled(4000),
+        mem_mb=scaled(2000),
         runtime=scaled(30),
     script:
         "../workflow_scripts/head_roles.py"
@@ -81,12 +81,11 @@ rule head_roles_summary:
         **summary_outputs("roles", "roles", "results/head_roles/{model}/summary/roles", ("table", "figure"), ("figure",)),
         **summary_outputs("roles", "relations", "results/head_roles/{model}/summary/importance_relations", ("table", "figure"), ("table", "figure")),
         **summary_outputs("roles", "gates", "results/head_roles/{model}/summary/gates", ("table", "figure"), ("table", "figure")),
-        # per model and weights setting, over strengths: what the claims table reads
-        **summary_outputs("roles", "advantage", "results/head_roles/{model}/summary/gates_advantage", shown=()),
     params:
         code=script_code("head_roles_summary"),
         runs=lambda wc: head_roles_runs(wc.model),
         thresholds=config["head_roles"]["thresholds"],
+        syntactic_relations=config["head_roles"]["syntactic_relations"],
         bootstrap={k: config["head_roles"][k] for k in ("resamples", "level", "seed")},
         out="results/head_roles/{model}/summary",
     log:

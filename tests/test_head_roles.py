@@ -88,7 +88,8 @@ def test_rare_share_counts_queries_whose_maximum_is_the_rarest_token():
     assert roles["rare"].to_list() == [True, True]  # 0.5 reaches the default threshold
     roles = head_roles.assign_roles(with_keys(table), head_roles.RoleThresholds(rare_share=0.6))
     assert roles["rare"].to_list() == [True, False]
-    assert roles["roles"].to_list() == ["rare", "none"] and roles["specialised"].to_list() == [True, False]
+    # no syntactic verdict here: "any role" is known only where a measured role holds
+    assert roles["roles"].to_list() == ["rare", "none"] and roles["specialised"].to_list() == [True, None]
 
 
 def test_counts_add_up_over_examples_of_different_lengths():
@@ -117,7 +118,7 @@ def test_syntactic_role_needs_ten_points_over_the_offset_baseline():
     assert assigned["syntactic_relation"].to_list() == ["nsubj", None]
     # a state the probing stage did not score has no syntactic verdict
     other = head_roles.assign_roles(with_keys(roles, "finetuned", 1), head_roles.RoleThresholds(), margins)
-    assert other["syntactic"].to_list() == [None, None] and other["specialised"].to_list() == [False, False]
+    assert other["syntactic"].to_list() == [None, None] and other["specialised"].to_list() == [None, None]
 
 
 def test_thresholds_must_be_shares():
@@ -166,8 +167,8 @@ def test_penalty_sums_heads_and_averages_layers():
         gates.log_alpha[0] = 10.0
         gates.log_alpha[1] = -10.0
     p = gates.open_probability().detach()
-    assert float(gates.penalty()) == pytest.approx(float(p.sum(-1).mean()))
-    assert float(gates.penalty()) == pytest.approx((4 * p[0, 0] + 4 * p[1, 0] + 4 * p[2, 0]).item() / 3)
+    assert float(gates.penalty().detach()) == pytest.approx(float(p.sum(-1).mean()))
+    assert float(gates.penalty().detach()) == pytest.approx((4 * p[0, 0] + 4 * p[1, 0] + 4 * p[2, 0]).item() / 3)
 
 
 def test_evaluation_gates_are_deterministic():
@@ -274,7 +275,7 @@ def test_rank_correlation_over_heads_and_its_interval():
     roles = pl.DataFrame({
         "task": ["MRPC"] * heads, "state": ["finetuned"] * heads, "seed": [1] * heads, "layer": [h // 4 for h in range(heads)],
         "head": [h % 4 for h in range(heads)], "confidence": np.linspace(0.1, 0.9, heads), "positional_share": np.linspace(0.9, 0.1, heads),
-        "rare_share": [0.0] * heads, "specialised": [False] * heads,
+        "rare_share": [0.0] * heads, "specialised": [h == 0 for h in range(heads)],  # one head with a role: too few to rank
     }, schema_overrides={"layer": pl.Int32, "head": pl.Int32})
     targets = roles.select("task", "seed", "layer", "head", pl.lit("Michel importance").alias("target"),
                            (pl.col("confidence") ** 3).alias("value"))
@@ -283,23 +284,54 @@ def test_rank_correlation_over_heads_and_its_interval():
     assert by_measure["confidence"]["spearman"] == pytest.approx(1.0) and by_measure["confidence"]["ci_low"] == pytest.approx(1.0)
     assert by_measure["positional_share"]["spearman"] == pytest.approx(-1.0)
     assert np.isnan(by_measure["rare_share"]["spearman"])  # a constant measure has no rank correlation
+    assert np.isnan(by_measure["specialised"]["spearman"]) and np.isnan(by_measure["specialised"]["ci_low"])
     assert by_measure["confidence"]["heads"] == heads
 
 
-def test_gates_table_and_mean_advantage_pair_the_same_dev_examples():
+def test_gates_table_pairs_every_column_on_the_same_dev_examples():
     labels = np.array([0, 1] * 10)
     right, wrong = labels.copy(), 1 - labels
-    frame = pl.DataFrame({"idx": np.arange(20), "label": labels, "gates": right, "michel": np.where(np.arange(20) < 5, right, wrong),
-                          "full": right})
+    frame = pl.DataFrame({"idx": np.arange(20), "label": labels, "gates": right, "gates_binary": np.where(np.arange(20) < 10, right, wrong),
+                          "michel": np.where(np.arange(20) < 5, right, wrong), "full": right})
     record = {"task": "MRPC", "seed": 1, "weights": "frozen", "strength": 0.1, "heads_kept": 3, "gates": [[1, 0], [0, 1]],
               "train_examples": 40, "steps": 10, "train_seconds": 1.0}
-    table = head_gates.gates_table([record], [frame], {"MRPC": "accuracy"}, 200, 0.95, 0)
-    row = table.row(0, named=True)
-    assert (row["gates_score"], row["michel_score"], row["gates_minus_michel"]) == (1.0, 0.25, 0.75)
-    assert row["ci_low"] <= 0.75 <= row["ci_high"]
-    everything = dict(record, heads_kept=4)  # keeps every head: the two methods do not differ, left out of the mean
-    advantage = head_gates.mean_advantage([record, everything], [frame, frame], {"MRPC": "accuracy"}, 200, 0.95, 0)
-    assert advantage.height == 1 and advantage["strengths"][0] == 1 and advantage["mean_gates_minus_michel"][0] == pytest.approx(0.75)
+    row = head_gates.gates_table([record], [frame], {"MRPC": "accuracy"}, 200, 0.95, 0).row(0, named=True)
+    assert (row["gates_score"], row["gates_binary_score"], row["michel_score"], row["full_score"]) == (1.0, 0.5, 0.25, 1.0)
+    assert row["gates_minus_michel"] == pytest.approx(0.75) and row["binary_minus_michel"] == pytest.approx(0.25)
+    assert row["ci_low"] <= 0.75 <= row["ci_high"] and row["binary_ci_low"] <= 0.25 <= row["binary_ci_high"]
+    assert row["share_pruned"] == pytest.approx(0.25)
+
+
+def test_the_claim_compares_frozen_gates_inside_the_fixed_pruning_range():
+    from bertology_core import claims
+
+    gates = pl.DataFrame({"task": ["SST-2"] * 4, "seed": [1] * 4, "weights": ["frozen", "frozen", "frozen", "trained"],
+                          "strength": [0.01, 0.1, 0.3, 0.1], "heads_kept": [70, 27, 4, 20], "heads": [72] * 4,
+                          "share_pruned": [2 / 72, 45 / 72, 68 / 72, 52 / 72], "metric": ["accuracy"] * 4,
+                          "gates_minus_michel": [0.0, -0.01, 0.26, -0.02], "binary_minus_michel": [0.01, -0.005, 0.3, 0.0],
+                          "binary_ci_low": [-0.01, -0.03, 0.2, -0.02], "binary_ci_high": [0.02, 0.02, 0.4, 0.02]})
+    measured = claims.l0_gates_beat_michel(gates)
+    # only the frozen gates that prune 10% to 90% of the heads: 27 kept (62.5% pruned)
+    assert [(m.scope, m.value) for m in measured] == [("SST-2 seed 1, 27 of 72 heads", -0.005)]
+    assert claims.l0_gates_beat_michel(pl.DataFrame({"note": ["no gates"]})) == []
+
+
+def test_only_fine_tuned_states_take_the_probed_models_syntactic_roles():
+    assert head_roles.probed_name("MRPC", "pretrained", None) == "pretrained"
+    assert head_roles.probed_name("MRPC", "finetuned", 1) == "MRPC_seed1"
+    assert head_roles.probed_name("MRPC", "scratch", 1) is None
+
+
+def test_importance_targets_give_raw_normalised_importance_and_the_drop_when_disabled():
+    importance = pl.DataFrame({"element": ["head", "head", "mlp"], "layer": [0, 0, 0], "head": [0, 1, None],
+                               "importance": [0.2, 0.4, 1.0], "normalized": [0.45, 0.9, 1.0]})
+    deltas = pl.DataFrame({"mode": ["uniform"] * 4, "kind": ["head", "head", "head", "layer"], "layer": [0, 0, 0, 0],
+                           "head": [0, 1, 0, None], "seed": [1, 1, None, 1], "delta": [-0.02, 0.01, -0.5, -0.3],
+                           "task": ["MRPC"] * 4, "state": ["finetuned"] * 4})
+    targets = head_roles.importance_targets({("MRPC", 1): importance}, [deltas]).sort("target", "head")
+    assert targets.filter(pl.col("target") == head_roles.IMPORTANCE)["value"].to_list() == [0.2, 0.4]
+    assert targets.filter(pl.col("target") == head_roles.NORMALIZED_IMPORTANCE)["value"].to_list() == [0.45, 0.9]
+    assert targets.filter(pl.col("target").str.starts_with("score drop"))["value"].to_list() == [0.02, -0.01]
 
 
 def test_michel_mask_keeps_the_most_important_heads():

@@ -554,6 +554,12 @@ BAD_INPUTS = [
      "Fix: probing.states: [pretrained, random_weights]."),
     ("s-pruning importance on dev", {"pruning": {"importance_split": "dev"}}, None,
      "pruning.importance_split: dev lets the dev half that reports s-pruning's ticket choose"),
+    ("L0 gates on no pruned seed", {"head_roles": {"gates": {"seeds": [7]}}}, None,
+     "head_roles.gates.seeds [7] names no seed that is pruned"),
+    ("L0 gates beside a recomputed Michel curve", {"pruning": {"michel_recompute": True}}, None,
+     "pruning.michel_recompute is true. Fix: set pruning.michel_recompute: false"),
+    ("L0 gates on a task not pruned", {"head_roles": {"gates": {"tasks": ["STS-B"]}}}, None,
+     "head_roles.gates.tasks names STS-B, which is not pruned"),
 ]
 
 

@@ -42,7 +42,7 @@ if inputs.michel_curves:
                                              metric_of, params.tolerance, *bootstrap)
 if "role_relations" in inputs.keys():
     measured += claims.confident_heads_important(pl.read_parquet(inputs.role_relations))
-    measured += claims.l0_gates_beat_michel(pl.read_parquet(inputs.gates_advantage))
+    measured += claims.l0_gates_beat_michel(pl.read_parquet(inputs.gates))
 if "probe_words" in inputs.keys():
     measured += claims.probing_peak(pl.read_parquet(inputs.probe_words), *bootstrap)
 table = claims.claims_table(measured, fit, runs["stages"])

@@ -9,6 +9,7 @@ from _common import log_to
 
 log_to(snakemake.log[0])
 
+import numpy as np
 import polars as pl
 
 from bertology_core import checkpoint, device, finetune, glue, head_gates, importance, io, models
@@ -24,7 +25,7 @@ gate_settings = head_gates.GateSettings(temperature=settings["temperature"], str
                                         initial_log_alpha=settings["initial_log_alpha"], learning_rate=settings["learning_rate"])
 checkpointer = checkpoint.Checkpointer(
     directory=Path(params.checkpoint_dir),
-    fingerprint=checkpoint.fingerprint(params.hyperparameters, settings, wc.strength, wc.weights, wc.seed, params.code,
+    fingerprint=checkpoint.fingerprint(params.hyperparameters, settings, params.subsample_seed, wc.strength, wc.weights, wc.seed, params.code,
                                        checkpoint.file_sha256(Path(snakemake.input.model) / "model.safetensors"),
                                        checkpoint.file_sha256(snakemake.input.train)),
     every_steps=runtime.checkpoint_steps or None, every_seconds=runtime.checkpoint_seconds or None,
@@ -40,15 +41,18 @@ encoded = finetune.encode(dev, tokenizer, config.max_length)
 finetuned = models.load_classifier(snakemake.input.model, task, models.SAVED, 0).to(job_device)
 michel = head_gates.michel_mask(pl.read_parquet(snakemake.input.importance), record["heads_kept"], params.normalize_by_layer)
 batch = runtime.eval_batch_size
+chosen = importance.StructureMask(gated.kept(), np.ones(finetuned.config.num_hidden_layers, dtype=bool))
 predictions = dev.select("idx", "label").with_columns(
     pl.Series("gates", importance.masked_predictions(gated.classifier, task, encoded, gated.evaluation_plan(), batch)),
+    # the heads the gates chose, at gate 1, on the weights the gates were trained with
+    pl.Series("gates_binary", importance.masked_predictions(gated.classifier, task, encoded, chosen.plan(), batch)),
     pl.Series("michel", importance.masked_predictions(finetuned, task, encoded, michel.plan(), batch)),
     pl.Series("full", importance.masked_predictions(finetuned, task, encoded, None, batch)),
 )
 record |= {"task": task.name, "seed": int(wc.seed), "weights": wc.weights, "train_examples": train.height,
            "dev_examples": dev.height, "michel_heads": michel.heads.astype(int).tolist(),
            "scores": {name: finetune.score(task, predictions.select("idx", "label", pl.col(name).alias("prediction")))
-                      for name in ("gates", "michel", "full")}}
+                      for name in head_gates.PREDICTIONS}}
 io.write_parquet(predictions, snakemake.output.predictions)
 io.write_json(record, snakemake.output.record)  # last: its presence marks a finished job
 checkpointer.remove()

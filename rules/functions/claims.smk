@@ -23,7 +23,7 @@ def claims_inputs(wildcards):
         inputs["syntactic"] = f"results/probing/{model}/{states.PRETRAINED}/syntactic_heads_held_out.parquet"
     if head_role_dumps(model):
         inputs["role_relations"] = f"results/head_roles/{model}/summary/importance_relations.parquet"
-        inputs["gates_advantage"] = f"results/head_roles/{model}/summary/gates_advantage.parquet"
+        inputs["gates"] = f"results/head_roles/{model}/summary/gates.parquet"
     if states.PRETRAINED in probing_states(model):
         inputs["probe_words"] = f"results/probing/{model}/{states.PRETRAINED}/probe_words.parquet"
     return inputs

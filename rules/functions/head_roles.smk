@@ -78,6 +78,18 @@ def gate_choice_problems():
         elif gates["seeds"] is not None and not set(gates["seeds"]) & set(pruning_seeds(task)):
             problems.append(f"head_roles.gates.seeds {gates['seeds']} names no pruned seed of {task} ({pruning_seeds(task)}). "
                             f"Fix: use one of them or set seeds: null.")
+    candidates = [task for task in configured_pruning_tasks() if gates["tasks"] is None or task in gates["tasks"]]
+    if candidates and gates["seeds"] is not None and not any(set(gates["seeds"]) & set(pruning_seeds(task)) for task in candidates):
+        problems.append(f"head_roles.gates.seeds {gates['seeds']} names no seed that is pruned (pruning seeds: "
+                        f"{ {task: pruning_seeds(task) for task in configured_pruning_tasks()} }): no gates would be trained. "
+                        "Fix: name a pruned seed, set seeds: null, or tasks: [] for no gates.")
+    if gates["tasks"] != [] and configured_pruning_tasks() and config["pruning"]["michel_recompute"]:
+        problems.append("head_roles.gates are compared with Michel et al.'s order computed once (the curve without "
+                        "recomputation), but pruning.michel_recompute is true. Fix: set pruning.michel_recompute: false, "
+                        "or head_roles.gates.tasks: [] for no gates.")
+    if gates["tasks"] != [] and configured_pruning_tasks() and not config["attention"]["dumped"]:
+        problems.append("head_roles.gates are summarised with the head roles of the attention dumps, and attention.dumped "
+                        "is empty. Fix: dump a state (attention.dumped: [pretrained, finetuned]) or set head_roles.gates.tasks: [].")
     low, high = gates["stretch"]
     if not (low < 0 and high > 1):
         problems.append(f"head_roles.gates.stretch {gates['stretch']}: the L0 penalty needs low < 0 and high > 1 (Louizos et al.). "
