@@ -381,7 +381,7 @@ def test_editing_a_library_module_reruns_exactly_the_jobs_whose_scripts_import_i
         module.write("\n# an edit\n")
     assert planned() == {
         "pattern_summary": 1, "attention_change_summary": 1, "linguistic_summary": 1, "disabling_greedy": 2,
-        "disabling_summary": 1, "pruning_summary": 1, "probing_summary": 1, "head_atlas": 1, "report": 1, "all": 1,
+        "disabling_summary": 1, "pruning_summary": 1, "probing_summary": 1, "head_roles_summary": 1, "head_atlas": 1, "report": 1, "all": 1,
         "fitness_table": 1, "baselines": 1, "claims": 1,
     }
     # encoder: imported by attention and finetune, so every job that runs a model reruns, but not the probe
