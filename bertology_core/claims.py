@@ -332,12 +332,10 @@ def probing_peak(words: pl.DataFrame, resamples: int, level: float, seed: int) -
     return rows
 
 
-def confident_heads_important(relations: pl.DataFrame) -> list[Measured]:
+def confident_heads_important(relations: pl.DataFrame, importance: str) -> list[Measured]:
     """Per fine-tuned model (task, seed): the head roles summary's Spearman correlation of confidence with Michel et
-    al.'s importance and its interval over heads (``importance_relations``)."""
-    from bertology_core.head_roles import IMPORTANCE
-
-    rows = relations.filter((pl.col("measure") == "confidence") & (pl.col("target") == IMPORTANCE)).sort("task", "seed")
+    al.'s importance (the target named ``importance``) and its interval over heads (``importance_relations``)."""
+    rows = relations.filter((pl.col("measure") == "confidence") & (pl.col("target") == importance)).sort("task", "seed")
     return [Measured("confident_heads_important", f"{r['task']} seed {r['seed']}", r["spearman"], r["ci_low"], r["ci_high"],
                      ((r["task"], r["seed"]),), note=f"{r['heads']} heads")
             for r in rows.iter_rows(named=True)]

@@ -7,7 +7,7 @@ import polars as pl
 import pytest
 import torch
 
-from bertology_core import finetune, glue, head_gates, head_roles, models, states
+from bertology_core import finetune, glue, head_gates, head_gates_stats, head_roles, head_roles_stats, models, states
 from conftest import GLUE_SMOKE, TINY_BERT
 
 # [CLS] a b c d [SEP]: positions 0 and 5 are special
@@ -56,8 +56,8 @@ def test_a_previous_token_head_is_positional_with_offset_minus_one():
     mixed = one_hot_rows([0, 0, 1, 2, 1, 4])
     row = roles_of(mixed).row(0, named=True)
     assert row["positional_offset"] == -1 and row["positional_share"] == pytest.approx(0.75)
-    roles = head_roles.assign_roles(with_keys(roles_of(previous, mixed)),
-                                    head_roles.RoleThresholds())
+    roles = head_roles_stats.assign_roles(with_keys(roles_of(previous, mixed)),
+                                    head_roles_stats.RoleThresholds())
     assert roles["positional"].to_list() == [True, False]
 
 
@@ -84,9 +84,9 @@ def test_rare_share_counts_queries_whose_maximum_is_the_rarest_token():
     half = one_hot_rows([0, 3, 3, 1, 1, 5])
     table = roles_of(to_rare, half)
     assert table["rare_share"].to_list() == [1.0, 0.5]
-    roles = head_roles.assign_roles(with_keys(table), head_roles.RoleThresholds())
+    roles = head_roles_stats.assign_roles(with_keys(table), head_roles_stats.RoleThresholds())
     assert roles["rare"].to_list() == [True, True]  # 0.5 reaches the default threshold
-    roles = head_roles.assign_roles(with_keys(table), head_roles.RoleThresholds(rare_share=0.6))
+    roles = head_roles_stats.assign_roles(with_keys(table), head_roles_stats.RoleThresholds(rare_share=0.6))
     assert roles["rare"].to_list() == [True, False]
     # no syntactic verdict here: "any role" is known only where a measured role holds
     assert roles["roles"].to_list() == ["rare", "none"] and roles["specialised"].to_list() == [True, None]
@@ -108,22 +108,22 @@ def test_syntactic_role_needs_ten_points_over_the_offset_baseline():
         "layer": [0, 0, 0, 0], "head": [0, 1, 1, 0], "accuracy": [0.75, 0.6, 0.9, 0.99],
     })
     best = pl.DataFrame({"state": ["pretrained"] * 2, "relation": ["nsubj", "obj"], "baseline_accuracy": [0.6, 0.85]})
-    margins = head_roles.best_relation_margins(per_head, best)
+    margins = head_roles_stats.best_relation_margins(per_head, best)
     assert margins.sort("head").select("head", "best_relation").rows() == [(0, "nsubj"), (1, "obj")]
     roles = with_keys(pl.DataFrame({"layer": [0, 0], "head": [0, 1], "positional_share": [0.1, 0.1], "rare_share": [0.0, 0.0]},
                                    schema_overrides={"layer": pl.Int32, "head": pl.Int32}))
-    assigned = head_roles.assign_roles(roles, head_roles.RoleThresholds(), margins).sort("head")
+    assigned = head_roles_stats.assign_roles(roles, head_roles_stats.RoleThresholds(), margins).sort("head")
     # head 0: nsubj 0.75 vs 0.60 (+15 points); head 1: best is obj, 0.90 vs 0.85 (+5): not syntactic
     assert assigned["syntactic"].to_list() == [True, False]
     assert assigned["syntactic_relation"].to_list() == ["nsubj", None]
     # a state the probing stage did not score has no syntactic verdict
-    other = head_roles.assign_roles(with_keys(roles, "finetuned", 1), head_roles.RoleThresholds(), margins)
+    other = head_roles_stats.assign_roles(with_keys(roles, "finetuned", 1), head_roles_stats.RoleThresholds(), margins)
     assert other["syntactic"].to_list() == [None, None] and other["specialised"].to_list() == [None, None]
 
 
 def test_thresholds_must_be_shares():
     with pytest.raises(ValueError, match="positional_share"):
-        head_roles.RoleThresholds(positional_share=90)
+        head_roles_stats.RoleThresholds(positional_share=90)
 
 
 def test_piece_frequencies_count_the_tokenizers_pieces_without_special_tokens():
@@ -279,7 +279,7 @@ def test_rank_correlation_over_heads_and_its_interval():
     }, schema_overrides={"layer": pl.Int32, "head": pl.Int32})
     targets = roles.select("task", "seed", "layer", "head", pl.lit("Michel importance").alias("target"),
                            (pl.col("confidence") ** 3).alias("value"))
-    table = head_roles.rank_correlations(roles, targets, 200, 0.95, 0)
+    table = head_roles_stats.rank_correlations(roles, targets, 200, 0.95, 0)
     by_measure = {r["measure"]: r for r in table.iter_rows(named=True)}
     assert by_measure["confidence"]["spearman"] == pytest.approx(1.0) and by_measure["confidence"]["ci_low"] == pytest.approx(1.0)
     assert by_measure["positional_share"]["spearman"] == pytest.approx(-1.0)
@@ -295,7 +295,7 @@ def test_gates_table_pairs_every_column_on_the_same_dev_examples():
                           "michel": np.where(np.arange(20) < 5, right, wrong), "full": right})
     record = {"task": "MRPC", "seed": 1, "weights": "frozen", "strength": 0.1, "heads_kept": 3, "gates": [[1, 0], [0, 1]],
               "train_examples": 40, "steps": 10, "train_seconds": 1.0}
-    row = head_gates.gates_table([record], [frame], {"MRPC": "accuracy"}, 200, 0.95, 0).row(0, named=True)
+    row = head_gates_stats.gates_table([record], [frame], {"MRPC": "accuracy"}, 200, 0.95, 0).row(0, named=True)
     assert (row["gates_score"], row["gates_binary_score"], row["michel_score"], row["full_score"]) == (1.0, 0.5, 0.25, 1.0)
     assert row["gates_minus_michel"] == pytest.approx(0.75) and row["binary_minus_michel"] == pytest.approx(0.25)
     assert row["ci_low"] <= 0.75 <= row["ci_high"] and row["binary_ci_low"] <= 0.25 <= row["binary_ci_high"]
@@ -317,9 +317,9 @@ def test_the_claim_compares_frozen_gates_inside_the_fixed_pruning_range():
 
 
 def test_only_fine_tuned_states_take_the_probed_models_syntactic_roles():
-    assert head_roles.probed_name("MRPC", "pretrained", None) == "pretrained"
-    assert head_roles.probed_name("MRPC", "finetuned", 1) == "MRPC_seed1"
-    assert head_roles.probed_name("MRPC", "scratch", 1) is None
+    assert head_roles_stats.probed_name("MRPC", "pretrained", None) == "pretrained"
+    assert head_roles_stats.probed_name("MRPC", "finetuned", 1) == "MRPC_seed1"
+    assert head_roles_stats.probed_name("MRPC", "scratch", 1) is None
 
 
 def test_importance_targets_give_raw_normalised_importance_and_the_drop_when_disabled():
@@ -328,9 +328,9 @@ def test_importance_targets_give_raw_normalised_importance_and_the_drop_when_dis
     deltas = pl.DataFrame({"mode": ["uniform"] * 4, "kind": ["head", "head", "head", "layer"], "layer": [0, 0, 0, 0],
                            "head": [0, 1, 0, None], "seed": [1, 1, None, 1], "delta": [-0.02, 0.01, -0.5, -0.3],
                            "task": ["MRPC"] * 4, "state": ["finetuned"] * 4})
-    targets = head_roles.importance_targets({("MRPC", 1): importance}, [deltas]).sort("target", "head")
-    assert targets.filter(pl.col("target") == head_roles.IMPORTANCE)["value"].to_list() == [0.2, 0.4]
-    assert targets.filter(pl.col("target") == head_roles.NORMALIZED_IMPORTANCE)["value"].to_list() == [0.45, 0.9]
+    targets = head_roles_stats.importance_targets({("MRPC", 1): importance}, [deltas]).sort("target", "head")
+    assert targets.filter(pl.col("target") == head_roles_stats.IMPORTANCE)["value"].to_list() == [0.2, 0.4]
+    assert targets.filter(pl.col("target") == head_roles_stats.NORMALIZED_IMPORTANCE)["value"].to_list() == [0.45, 0.9]
     assert targets.filter(pl.col("target").str.starts_with("score drop"))["value"].to_list() == [0.02, -0.01]
 
 

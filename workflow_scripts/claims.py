@@ -7,7 +7,7 @@ log_to(snakemake.log[0])
 
 import polars as pl
 
-from bertology_core import claims, figures, glue, io, patterns, states
+from bertology_core import claims, figures, glue, head_roles_stats, io, patterns, states
 from bertology_core.metrics import primary_metric
 
 inputs, params = snakemake.input, snakemake.params
@@ -41,7 +41,7 @@ if inputs.michel_curves:
     measured += claims.michel_prunable_share(keyed("michel_curves", runs["pruned"]), keyed("michel_predictions", runs["pruned"]),
                                              metric_of, params.tolerance, *bootstrap)
 if "role_relations" in inputs.keys():
-    measured += claims.confident_heads_important(pl.read_parquet(inputs.role_relations))
+    measured += claims.confident_heads_important(pl.read_parquet(inputs.role_relations), head_roles_stats.IMPORTANCE)
     measured += claims.l0_gates_beat_michel(pl.read_parquet(inputs.gates))
 if "probe_words" in inputs.keys():
     measured += claims.probing_peak(pl.read_parquet(inputs.probe_words), *bootstrap)

@@ -12,7 +12,7 @@ log_to(snakemake.log[0])
 import numpy as np
 import polars as pl
 
-from bertology_core import checkpoint, device, finetune, glue, head_gates, importance, io, models
+from bertology_core import checkpoint, device, finetune, glue, head_gates, head_gates_stats, importance, io, models
 
 params, wc, runtime = snakemake.params, snakemake.wildcards, snakemake.resources
 settings = params.settings
@@ -52,7 +52,7 @@ predictions = dev.select("idx", "label").with_columns(
 record |= {"task": task.name, "seed": int(wc.seed), "weights": wc.weights, "train_examples": train.height,
            "dev_examples": dev.height, "michel_heads": michel.heads.astype(int).tolist(),
            "scores": {name: finetune.score(task, predictions.select("idx", "label", pl.col(name).alias("prediction")))
-                      for name in head_gates.PREDICTIONS}}
+                      for name in head_gates_stats.PREDICTIONS}}
 io.write_parquet(predictions, snakemake.output.predictions)
 io.write_json(record, snakemake.output.record)  # last: its presence marks a finished job
 checkpointer.remove()

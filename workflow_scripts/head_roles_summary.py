@@ -7,21 +7,21 @@ log_to(snakemake.log[0])
 
 import polars as pl
 
-from bertology_core import figures, fitness, glue, head_gates, head_roles, io, states
+from bertology_core import figures, fitness, glue, head_gates_stats, head_roles_stats, io, states
 from bertology_core.metrics import primary_metric
 
 inputs, params, model = snakemake.input, snakemake.params, snakemake.wildcards.model
 runs, boot = params.runs, (params.bootstrap["resamples"], params.bootstrap["level"], params.bootstrap["seed"])
-thresholds = head_roles.RoleThresholds(**params.thresholds)
+thresholds = head_roles_stats.RoleThresholds(**params.thresholds)
 
 
 def concat(paths) -> pl.DataFrame:
     return pl.concat([pl.read_parquet(p) for p in paths], how="diagonal_relaxed")
 
 
-syntactic = (head_roles.best_relation_margins(concat(inputs.relations), concat(inputs.best_relations), params.syntactic_relations)
+syntactic = (head_roles_stats.best_relation_margins(concat(inputs.relations), concat(inputs.best_relations), params.syntactic_relations)
              if inputs.relations else None)
-roles = head_roles.assign_roles(concat(inputs.roles), thresholds, syntactic)
+roles = head_roles_stats.assign_roles(concat(inputs.roles), thresholds, syntactic)
 # each row's model as the fitness verdicts name dumps: pretrained, TASK/finetuned_seedN, TASK/scratch_seedN
 dumped = pl.struct("task", "state", "seed").map_elements(
     lambda r: r["state"] if r["seed"] is None else f"{r['task']}/{states.seeded(r['state'], r['seed'])}", return_dtype=pl.String)
@@ -35,7 +35,7 @@ figures.write_table(roles, f"{params.out}/roles", note=(
     f"accuracy for one of {', '.join(params.syntactic_relations)} at least {thresholds.syntactic_margin:.2f} above its best offset "
     f"baseline (UD EWT; only the states the probing stage scores: {', '.join(scored) or 'none'}); specialised = any role (null where "
     "the syntactic one is unknown). Confidence: mean maximum weight, special tokens left out."))
-figures.save_chart(head_roles.roles_chart(
+figures.save_chart(head_roles_stats.roles_chart(
     roles, "Head roles (Voita et al. 2019)",
     "Colour: confidence (mean maximum attention weight over real tokens, special tokens left out). Text: P-1/P+1 positional "
     f"(>= {thresholds.positional_share:.0%} of maxima at one offset), R rare tokens (>= {thresholds.rare_share:.0%} on the rarest piece), "
@@ -44,35 +44,35 @@ figures.save_chart(head_roles.roles_chart(
     "sample; hover a head for its measures.",
 ), f"{params.out}/roles")
 
-targets = head_roles.importance_targets(
+targets = head_roles_stats.importance_targets(
     {tuple(run): pl.read_parquet(path) for run, path in zip(runs["importance"], inputs.importance)},
     [pl.read_parquet(path) for path in inputs.deltas])
-relations = head_roles.rank_correlations(roles, targets, *boot)
+relations = head_roles_stats.rank_correlations(roles, targets, *boot)
 figures.write_table(verdicts.annotate(relations, seed="seed"), f"{params.out}/importance_relations", note=(
     "Spearman correlation over a fine-tuned model's heads between a role measure of its dump and Michel et al.'s importance "
     "(on train; raw, and normalised by layer as their pruning ranks heads) or the score drop when the head alone is disabled "
     "(dev); interval: bootstrap over heads."))
-figures.save_chart(head_roles.correlation_chart(
+figures.save_chart(head_roles_stats.correlation_chart(
     relations, "Are the important heads the confident, specialised ones? (Voita et al. 2019)",
     f"Spearman correlation over a fine-tuned model's heads between a role measure of its dump and each target, with its "
     f"{params.bootstrap['level']:.0%} bootstrap interval over heads (none when a role is too rare to resample); model {model}.",
 ), f"{params.out}/importance_relations")
 
 records = [io.read_json(p) for p in inputs.gates]
-gate_table = head_gates.gates_table(records, [pl.read_parquet(p) for p in inputs.gate_predictions],
+gate_table = head_gates_stats.gates_table(records, [pl.read_parquet(p) for p in inputs.gate_predictions],
                                     {r["task"]: primary_metric(glue.get_task(r["task"])) for r in records}, *boot)
 if gate_table.height:
     gate_table = verdicts.annotate(gate_table, seed="seed")
     curve = pl.concat([pl.read_parquet(path).select(pl.lit(task).alias("task"), pl.lit(seed, pl.Int64).alias("seed"), "heads_pruned", "score")
                        for (task, seed), path in zip(runs["michel"], inputs.michel)])
     curve = curve.with_columns((gate_table["heads"][0] - pl.col("heads_pruned")).alias("heads_kept"))
-    chart = head_gates.gates_chart(gate_table, curve, "L0 head gates against Michel et al.'s pruning (Voita et al. 2019)",
+    chart = head_gates_stats.gates_chart(gate_table, curve, "L0 head gates against Michel et al.'s pruning (Voita et al. 2019)",
                                    "Dev score (the curve's seeded dev sample) against heads kept: Michel et al.'s iterative curve "
                                    "(importance order, no retraining)\nand Hard Concrete gates trained with the L0 penalty at each "
                                    f"strength, the model's weights trained with them (Voita et al.) or frozen; model {model}.")
 else:  # no gates in this config: the summary's files say so
-    gate_table = pl.DataFrame({"note": ["no L0 gates in this config (head_roles.gates.tasks)"]})
-    chart = head_gates.no_gates_chart(gate_table["note"][0])
+    gate_table = pl.DataFrame({"note": ["no L0 gates in this config (head_roles_stats.gates.tasks)"]})
+    chart = head_gates_stats.no_gates_chart(gate_table["note"][0])
 figures.write_table(gate_table, f"{params.out}/gates", note=(
     "Per job: heads whose deterministic gate is not 0 and the dev score with the learnt gates (gates), with those heads at "
     "gate 1 (gates_binary: the heads the gates chose, without their learnt scales), with Michel et al.'s order cut at the "
