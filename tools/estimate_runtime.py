@@ -4,7 +4,7 @@ costs, from the CPU profile's measured per-job CPU times (BENCHMARKS.md, all-Min
 Each model-running job is priced as (examples it pushes through the model) x (measured CPU seconds per example of
 that task on all-MiniLM-L6-v2) x (bert-base's compute per token over all-MiniLM-L6-v2's), then divided by an
 assumed GPU speed-up over one CPU thread. Only the jobs that dominate are priced: training (fine-tuning, the
-from-scratch baseline, the re-fine-tuned lottery subnetworks) and forward passes over dev (disabling sweeps, pruning
+from-scratch baseline, the re-fine-tuned lottery subnetworks, the L0 head gates) and forward passes over dev (disabling sweeps, pruning
 searches, dumps); the rest (tables, figures, features) cost about 1,800 CPU seconds in the whole CPU profile.
 
     python tools/estimate_runtime.py            # the table in README.md, "On a GPU workstation"
@@ -35,6 +35,8 @@ EPOCHS = 3
 # the default config: the from-scratch baseline trains like the model; pruning re-fine-tunes good, random and bad
 # subnetworks of m- and s-pruning under both protocols (2 x 3 x 2); disabling sweeps every head, every layer, intact
 TRAININGS = 1 + 1 + 2 * 3 * 2
+# Voita et al.'s L0 head gates (head_roles.gates): 4 strengths, one epoch each, the weights trained with them
+GATE_EPOCHS = 4 * 1
 SWEEP_CONFIGS = LAYERS * HEADS + LAYERS + 1
 # forward passes over dev per task besides the sweep, in passes over all of dev
 GREEDY_STEPS = 5
@@ -46,9 +48,10 @@ def dev_passes(dev: int) -> float:
     m_pruning = 2 * 11 * 0.5  # <= 11 iterations on half of dev, under 2 protocols
     s_pruning = 2 * 30 * 0.5  # about 30 iterations (heads, then heads at half the share, then MLPs) on half of dev
     greedy = (GREEDY_STEPS - 1) * LAYERS * HEADS * 0.5  # each step after the first tries every head, on half of dev
+    gates = 4 * 4  # 4 gate jobs each score dev with the gates, at gate 1, Michel et al.'s order and the full model
     importance = 2 * 30 * 3 * 512 / dev  # s-pruning recomputes importance on 512 train examples (forward + backward)
     dumps = 2 * 4 * min(dev, 1000) / dev  # 2 states, at most 1000 examples, writing costs ~3 forwards (BENCHMARKS)
-    return (evaluations + michel + m_pruning + s_pruning + greedy + importance + dumps) * dev
+    return (evaluations + michel + m_pruning + s_pruning + greedy + importance + dumps + gates) * dev
 
 
 # assumed (no GPU here to measure): one workstation GPU (RTX 3090/4090, A5000 class, fp32) trains and runs bert-base
@@ -59,7 +62,7 @@ GPU_SPEEDUPS = (50, 100, 200)
 def main() -> None:
     rows, total = [], 0.0
     for task, (train, dev) in SIZES.items():
-        training = TRAININGS * train * EPOCHS * TRAIN[task] * MODEL_FACTOR
+        training = (TRAININGS * EPOCHS + GATE_EPOCHS) * train * TRAIN[task] * MODEL_FACTOR
         sweep = SWEEP_CONFIGS * dev * FORWARD[task] * MODEL_FACTOR
         passes = dev_passes(dev) * FORWARD[task] * MODEL_FACTOR
         rows.append((task, training, sweep, passes))
