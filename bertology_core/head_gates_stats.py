@@ -36,8 +36,8 @@ def gates_table(records: list[dict[str, Any]], predictions: list[pl.DataFrame], 
             **{f"{column}_score": float(value) for column, value in zip(PREDICTIONS, scores)},
             "gates_minus_michel": float(deltas.delta[0]), "ci_low": float(low[0]), "ci_high": float(high[0]),
             "binary_minus_michel": float(deltas.delta[1]), "binary_ci_low": float(low[1]), "binary_ci_high": float(high[1]),
+            # (no timings: a table is identical across equal runs; each job's record and benchmark file hold them)
             "dev_examples": frame.height, "train_examples": record["train_examples"], "steps": record["steps"],
-            "train_seconds": record["train_seconds"],
         })
     return pl.DataFrame(rows).sort("task", "seed", "weights", "strength") if rows else pl.DataFrame()
 
