@@ -119,6 +119,12 @@ def head_grid(frame: pl.DataFrame, value: str, row: str, column: str, title: str
     ).resolve_scale(color="shared").properties(title=title)
 
 
+def note_chart(title: str, note: str) -> alt.Chart:
+    """A figure that only says why it has nothing to draw (the config runs no part of it), so a summary's files exist."""
+    return alt.Chart(pl.DataFrame({"note": [note]}).to_pandas()).mark_text(fontSize=14).encode(text="note:N").properties(
+        width=400, height=40, title=title)
+
+
 def with_caption(chart: alt.TopLevelMixin, title: str, caption: str) -> alt.TopLevelMixin:
     return chart.properties(title=alt.TitleParams(title, subtitle=caption.split("\n"), anchor="start"))
 

@@ -63,11 +63,3 @@ def gates_chart(table: pl.DataFrame, curves: pl.DataFrame, title: str, caption: 
                  alt.Tooltip("ci_low:Q", format="+.3f"), alt.Tooltip("ci_high:Q", format="+.3f")])
     chart = alt.layer(line, dots, data=data.to_pandas()).properties(width=320, height=220).facet(facet=alt.Facet("model:N", title=None), columns=2)
     return chart.properties(title=alt.TitleParams(title, subtitle=caption.split("\n"), anchor="start"))
-
-
-def no_gates_chart(note: str):
-    """The figure of a config without gates: the note, so the summary's files exist and say why they are empty."""
-    import altair as alt
-
-    return alt.Chart(pl.DataFrame({"note": [note]}).to_pandas()).mark_text(fontSize=14).encode(text="note:N").properties(
-        width=400, height=40, title="L0 head gates")

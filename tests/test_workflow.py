@@ -338,7 +338,8 @@ def test_changing_one_tasks_learning_rate_reruns_exactly_its_jobs(smoke_run, tmp
         "pattern_classifier": 1, "classify_maps": 4, "pattern_summary": 1, "annotation_page": 1, "attention_change": 1,
         "attention_change_summary": 1, "linguistic_scores": 1, "linguistic_summary": 1,
         "disabling_sweep": 1, "disabling_greedy": 1, "disabling_stats": 1, "disabling_summary": 1,
-        "pruning_summary": 1, "probing_summary": 1, "claims": 1, "head_atlas": 1, "report": 1, "all": 1,
+        "pruning_summary": 1, "probing_summary": 1, "head_roles": 1, "head_roles_summary": 1, "claims": 1, "head_atlas": 1,
+        "report": 1, "all": 1,
     }
     dry_run = snakemake(smoke_run, "-n", configs=configs).stdout
     # each planned job's rule and outputs: "rule finetune:" (or localrule) is followed by its "output:" line
@@ -578,7 +579,7 @@ def _run_with_bad_input(tmp_path, override, breakage=None, env=None):
 
 
 MODEL_RULES = ("resolve_model", "finetune", "evaluate_pretrained", "dump_attention", "labelled_maps", "probe_features",
-               "syntactic_heads")
+               "syntactic_heads", "head_gates")
 
 
 @pytest.mark.parametrize(("case", "override", "breakage", "message"), BAD_INPUTS, ids=[c[0] for c in BAD_INPUTS])

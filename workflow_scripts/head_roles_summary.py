@@ -52,11 +52,13 @@ figures.write_table(verdicts.annotate(relations, seed="seed"), f"{params.out}/im
     "Spearman correlation over a fine-tuned model's heads between a role measure of its dump and Michel et al.'s importance "
     "(on train; raw, and normalised by layer as their pruning ranks heads) or the score drop when the head alone is disabled "
     "(dev); interval: bootstrap over heads."))
+title = "Are the important heads the confident, specialised ones? (Voita et al. 2019)"
 figures.save_chart(head_roles_stats.correlation_chart(
-    relations, "Are the important heads the confident, specialised ones? (Voita et al. 2019)",
+    relations, title,
     f"Spearman correlation over a fine-tuned model's heads between a role measure of its dump and each target, with its "
     f"{params.bootstrap['level']:.0%} bootstrap interval over heads (none when a role is too rare to resample); model {model}.",
-), f"{params.out}/importance_relations")
+) if relations.height else figures.note_chart(title, "no dumped fine-tuned model with importance or disabling results"),
+    f"{params.out}/importance_relations")
 
 records = [io.read_json(p) for p in inputs.gates]
 gate_table = head_gates_stats.gates_table(records, [pl.read_parquet(p) for p in inputs.gate_predictions],
@@ -72,7 +74,7 @@ if gate_table.height:
                                    f"strength, the model's weights trained with them (Voita et al.) or frozen; model {model}.")
 else:  # no gates in this config: the summary's files say so
     gate_table = pl.DataFrame({"note": ["no L0 gates in this config (head_roles_stats.gates.tasks)"]})
-    chart = head_gates_stats.no_gates_chart(gate_table["note"][0])
+    chart = figures.note_chart("L0 head gates", gate_table["note"][0])
 figures.write_table(gate_table, f"{params.out}/gates", note=(
     "Per job: heads whose deterministic gate is not 0 and the dev score with the learnt gates (gates), with those heads at "
     "gate 1 (gates_binary: the heads the gates chose, without their learnt scales), with Michel et al.'s order cut at the "
