@@ -17,21 +17,36 @@ own ``AttentionInterface`` and TransformerLens's hook points:
   global and nothing leaks between calls):
   * capture: each requested layer's probabilities ``[batch, head, query, key]`` go
     to a sink;
-  * per head, per configuration: a multiplicative ``scale`` on the head's
-    probabilities (0 is Michel et al.'s masking, a tensor with ``requires_grad`` is
-    a gate whose gradient gives head importance) and a ``uniform`` switch, Kovaleva
-    et al.'s disabling: the head attends equally, 1/L, to the L keys its query may
-    attend to: the non-padding tokens of its example and, in a local-attention layer
-    (ModernBERT's sliding window), only those inside the query's window (others get 0);
-  * per layer, per configuration: a multiplicative ``mlp_scale`` on the layer's feed-forward
-    (MLP) output before the residual connection, Prasanna et al. 2020's MLP mask (0 removes the
-    MLP, a tensor with ``requires_grad`` is a gate whose gradient gives MLP importance);
-  * per-example gates (``per_example=True``): the values are given per batch row instead of per
+  * edits at named *sites*, ``site(layer, point)`` (named ``blocks.<layer>.<point>`` as
+    TransformerLens names its hook points); a plan is a mapping of site to values, one row per
+    configuration, and every point follows one rule (:data:`POINTS`: its values' trailing shape and
+    where they act):
+    - ``heads.scale`` ``[configs, heads]``: a multiplicative scale on each head's probabilities
+      (0 is Michel et al.'s masking, a tensor with ``requires_grad`` is a gate whose gradient gives
+      head importance);
+    - ``heads.uniform`` ``[configs, heads]`` booleans: Kovaleva et al.'s disabling, the head
+      attends equally, 1/L, to the L keys its query may attend to: the non-padding tokens of its
+      example and, in a local-attention layer (ModernBERT's sliding window), only those inside the
+      query's window (others get 0);
+    - ``mlp.scale`` ``[configs]``: a multiplicative scale on the layer's feed-forward (MLP) output
+      before the residual connection, Prasanna et al. 2020's MLP mask (0 removes the MLP, a tensor
+      with ``requires_grad`` is a gate whose gradient gives MLP importance);
+    - ``attention_norm.scale`` and ``output_norm.scale`` ``[configs, hidden]``: a multiplicative
+      scale on each hidden dimension of the layer's LayerNorm after attention (BERT's
+      ``attention.output.LayerNorm``) or at its output (``output.LayerNorm``), which is editing that
+      dimension's LayerNorm weight and bias alike: 0 is Kovaleva et al. 2021's disabling of an
+      outlier dimension (post-LayerNorm encoders only; :func:`~bertology_core.encoder.structure`);
+  * per-example edits (``per_example=True``): the values are given per batch row instead of per
     configuration, so one backward pass of the summed loss gives every example's own gradient;
   * several configurations in one forward pass: the batch is repeated once per
     configuration (configuration-major: row ``c * B + b``), and only from the first
     layer where the configurations differ, so layers below it are computed once
     (with whatever intervention the configurations share applied there).
+
+Why sites rather than a field per kind of edit: the validation, the search for the first layer
+where configurations differ and the hooks that apply an edit are one loop over sites, so a new kind
+of edit (the LayerNorm dimensions) is one entry of :data:`POINTS` and, if it acts on a module's
+output, the module that :class:`~bertology_core.encoder.DepthParts` names for it.
 
 ``first_token_output`` (from :mod:`bertology_core.encoder`, re-exported here) is a separate saving
 for classifiers whose head reads only the first token's final state: the last layer's
@@ -59,22 +74,75 @@ ATTN_IMPLEMENTATION = "bertology"
 # sink(layer_idx, probs [batch, head, query, key], key_is_real [batch, key]) -> None
 AttentionSink = Callable[[int, torch.Tensor, torch.Tensor], None]
 
+HEAD_SCALE = "heads.scale"
+HEAD_UNIFORM = "heads.uniform"
+MLP_SCALE = "mlp.scale"
+ATTENTION_NORM_SCALE = "attention_norm.scale"
+OUTPUT_NORM_SCALE = "output_norm.scale"
+
+
+@dataclass(frozen=True)
+class Point:
+    """What an edit point takes and where it acts: ``trailing`` names the config size of each value's trailing
+    dimension (``num_attention_heads``, ``hidden_size``; none for one value per row); ``module`` is the
+    :class:`~bertology_core.encoder.DepthParts` field whose output it multiplies (None: it acts on the attention
+    probabilities)."""
+
+    trailing: str | None
+    module: str | None
+    boolean: bool = False
+
+
+POINTS: dict[str, Point] = {
+    HEAD_SCALE: Point("num_attention_heads", None),
+    HEAD_UNIFORM: Point("num_attention_heads", None, boolean=True),
+    MLP_SCALE: Point(None, "mlp_output"),
+    ATTENTION_NORM_SCALE: Point("hidden_size", "attention_norm"),
+    OUTPUT_NORM_SCALE: Point("hidden_size", "output_norm"),
+}
+
+
+class Site(tuple):
+    """Where an edit acts: ``(layer, point)``, named ``blocks.<layer>.<point>``. Build it with :func:`site`."""
+
+    __slots__ = ()
+
+    @property
+    def layer(self) -> int:
+        return self[0]
+
+    @property
+    def point(self) -> str:
+        return self[1]
+
+    def __str__(self) -> str:
+        return f"blocks.{self[0]}.{self[1]}"
+
+
+def site(layer: int, point: str) -> Site:
+    """The site of ``point`` (one of :data:`POINTS`) in layer ``layer`` (zero-indexed depth)."""
+    if point not in POINTS:
+        raise ValueError(f"unknown edit point {point!r}; the engine's points are {sorted(POINTS)}")
+    return Site((int(layer), point))
+
+
+def per_layer(point: str, values: dict[int, torch.Tensor]) -> dict[Site, torch.Tensor]:
+    """Edits of one point in several layers: ``{layer: values}`` -> ``{site(layer, point): values}``."""
+    return {site(layer, point): value for layer, value in values.items()}
+
 
 @dataclass
 class InterventionPlan:
     """What the engine does in one forward pass.
 
-    ``num_configs`` configurations share the input batch of size B; ``scale[l]`` and
-    ``uniform[l]`` are ``[num_configs, num_heads]`` and ``mlp_scale[l]`` is ``[num_configs]``
-    for each intervened layer ``l``. With ``per_example`` (one configuration) they are
-    ``[B, num_heads]`` and ``[B]`` instead: one value per example of the batch.
-    A layer without an entry runs untouched in every configuration.
+    ``num_configs`` configurations share the input batch of size B; ``edits`` maps each edited
+    :func:`site` to its values, ``[num_configs, *trailing]`` (:data:`POINTS`). With ``per_example``
+    (one configuration) they are ``[B, *trailing]`` instead: one value per example of the batch.
+    A site without an entry runs untouched in every configuration.
     """
 
     num_configs: int = 1
-    scale: dict[int, torch.Tensor] = field(default_factory=dict)
-    uniform: dict[int, torch.Tensor] = field(default_factory=dict)
-    mlp_scale: dict[int, torch.Tensor] = field(default_factory=dict)
+    edits: dict[Site, torch.Tensor] = field(default_factory=dict)
     per_example: bool = False
     sink: AttentionSink | None = None
     capture_layers: frozenset[int] | None = None  # None: every layer (when a sink is given)
@@ -90,15 +158,18 @@ class InterventionPlan:
 
     @property
     def intervened_layers(self) -> list[int]:
-        return sorted(set(self.scale) | set(self.uniform) | set(self.mlp_scale))
+        return sorted({s.layer for s in self.edits})
+
+    def values(self, layer: int, point: str) -> torch.Tensor | None:
+        """The values of ``point`` in ``layer``, or None where the plan does not edit it."""
+        return self.edits.get(Site((layer, point)))
 
     def first_differing_layer(self) -> int:
-        """The first layer where some configurations' interventions differ (the last intervened
-        layer when they are all alike): layers below it compute the same thing in every configuration."""
-        for layer in self.intervened_layers:
-            for values in (self.scale.get(layer), self.uniform.get(layer), self.mlp_scale.get(layer)):
-                if values is not None and not bool((values == values[:1]).all()):
-                    return layer
+        """The first layer where some configurations' edits differ (the last intervened layer when they are all
+        alike): layers below it compute the same thing in every configuration."""
+        for edited, values in sorted(self.edits.items()):
+            if not bool((values == values[:1]).all()):
+                return edited.layer
         layers = self.intervened_layers
         return layers[-1] if layers else 0
 
@@ -131,16 +202,22 @@ def _key_is_real(allowed: torch.Tensor, batch: int) -> torch.Tensor:
     return allowed.any(dim=-2)[:, 0].expand(batch, -1)
 
 
-def _per_row(plan: InterventionPlan, values: torch.Tensor, layer: int, like: torch.Tensor, dtype: torch.dtype | None = None) -> torch.Tensor:
+def _per_row(plan: InterventionPlan, values: torch.Tensor, layer: int, like: torch.Tensor, dtype: torch.dtype | None = None,
+             trailing_last: bool = False) -> torch.Tensor:
     """Values of ``layer`` for each row of the batch tensor ``like`` (``[rows, ...]``), shaped to broadcast
-    against it: ``[num_configs, ...]`` repeated configuration-major, or per-example values as they are."""
+    against it: ``[num_configs, ...]`` repeated configuration-major, or per-example values as they are. The values'
+    trailing dimension (heads, hidden) lines up with ``like``'s second dimension (probabilities ``[rows, head, ...]``)
+    or, with ``trailing_last``, its last (a module's output ``[rows, position, hidden]``)."""
     if plan.per_example:
         per_row = values
     else:
         rows, num_configs = plan._rows(values, layer)
         per_row = rows.repeat_interleave(like.shape[0] // num_configs, dim=0)
     per_row = per_row.to(like.device, dtype or per_row.dtype)
-    return per_row.reshape(*per_row.shape, *([1] * (like.dim() - per_row.dim())))
+    ones = [1] * (like.dim() - per_row.dim())
+    if trailing_last:
+        return per_row.reshape(per_row.shape[0], *ones, *per_row.shape[1:])
+    return per_row.reshape(*per_row.shape, *ones)
 
 
 def bertology_attention(
@@ -178,14 +255,15 @@ def _apply_plan(
 ) -> torch.Tensor:
     batch, _, _, keys = probs.shape
     allowed = None
-    if layer in plan.uniform:
+    uniform_heads, head_scale = plan.values(layer, HEAD_UNIFORM), plan.values(layer, HEAD_SCALE)
+    if uniform_heads is not None:
         allowed = _allowed_keys(attention_mask, keys, probs.device)
         uniform = allowed.to(probs.dtype)
         # 1/L over the L keys the query may attend to; a query with none (DeBERTa's padding rows) gets zeros
         uniform = (uniform / uniform.sum(-1, keepdim=True).clamp(min=1)).expand_as(probs)
-        probs = torch.where(_per_row(plan, plan.uniform[layer], layer, probs), uniform, probs)
-    if layer in plan.scale:
-        probs = probs * _per_row(plan, plan.scale[layer], layer, probs, probs.dtype)
+        probs = torch.where(_per_row(plan, uniform_heads, layer, probs), uniform, probs)
+    if head_scale is not None:
+        probs = probs * _per_row(plan, head_scale, layer, probs, probs.dtype)
     if plan.sink is not None and (plan.capture_layers is None or layer in plan.capture_layers):
         if allowed is None:
             allowed = _allowed_keys(attention_mask, keys, probs.device)
@@ -205,11 +283,17 @@ def use_engine(model: PreTrainedModel) -> PreTrainedModel:
     return model
 
 
-def _mlp_hook(plan: InterventionPlan):
+def _output_hook(plan: InterventionPlan, point: str):
+    """Multiply a module's output by ``point``'s values of the running layer (the MLP output, a LayerNorm)."""
+    trailing_last = POINTS[point].trailing is not None
+
     def hook(module: nn.Module, args: tuple, output: torch.Tensor) -> torch.Tensor:
-        if _ACTIVE_PLAN.get() is not plan or plan.depth not in plan.mlp_scale:  # a nested plan is active: it alone applies
+        if _ACTIVE_PLAN.get() is not plan or plan.depth is None:  # a nested plan is active: it alone applies
             return output
-        return output * _per_row(plan, plan.mlp_scale[plan.depth], plan.depth, output, output.dtype)
+        values = plan.values(plan.depth, point)
+        if values is None:
+            return output
+        return output * _per_row(plan, values, plan.depth, output, output.dtype, trailing_last)
 
     return hook
 
@@ -290,6 +374,30 @@ def _probability_hooks(model: PreTrainedModel, plan: InterventionPlan) -> list:
     return handles
 
 
+def _check_edits(model: PreTrainedModel, plan: InterventionPlan) -> None:
+    """Every edit names a layer of ``model`` and has the shape its point asks: ``[num_configs, *trailing]``
+    (``[batch, *trailing]`` per example); a point acting on a module the model lacks is refused here."""
+    if plan.per_example and plan.num_configs != 1:
+        raise ValueError("a per-example plan has one configuration (num_configs=1)")
+    num_layers = model.config.num_hidden_layers
+    rows = "batch" if plan.per_example else f"num_configs={plan.num_configs}"
+    for edited, values in plan.edits.items():
+        if not isinstance(edited, Site):
+            raise TypeError(f"plan edits are keyed by attention.site(layer, point), not {edited!r}")
+        if not 0 <= edited.layer < num_layers:
+            raise ValueError(f"{edited}: layer {edited.layer} out of range: the model has {num_layers} layers")
+        point = POINTS[edited.point]
+        trailing = () if point.trailing is None else (int(getattr(model.config, point.trailing)),)
+        if values.dim() != 1 + len(trailing) or tuple(values.shape[1:]) != trailing or (
+                not plan.per_example and values.shape[0] != plan.num_configs):
+            names = "".join(f", {point.trailing}={size}" for size in trailing)
+            raise ValueError(f"{edited}: values must be [{rows}{names}], got {tuple(values.shape)}")
+        if point.boolean and values.dtype != torch.bool:
+            raise ValueError(f"{edited}: values must be booleans, got {values.dtype}")
+        if point.module is not None and getattr(encoder.structure(model)[edited.layer], point.module) is None:
+            raise encoder.UnsupportedStructure(encoder.missing_part_reason(model, point.module))
+
+
 @contextlib.contextmanager
 def intervene(model: PreTrainedModel, plan: InterventionPlan, reuse_prefix: bool = True) -> Iterator[InterventionPlan]:
     """Make ``plan`` active for forward passes of ``model`` inside the block.
@@ -300,31 +408,15 @@ def intervene(model: PreTrainedModel, plan: InterventionPlan, reuse_prefix: bool
     """
     if encoder.uses_attention_interface(model) and model.config._attn_implementation != ATTN_IMPLEMENTATION:
         raise RuntimeError("call bertology_core.attention.use_engine(model) before intervening")
-    num_layers = model.config.num_hidden_layers
-    for layer in plan.intervened_layers:
-        if not 0 <= layer < num_layers:
-            raise ValueError(f"layer {layer} out of range: the model has {num_layers} layers")
-        heads = model.config.num_attention_heads
-        for values in (plan.scale.get(layer), plan.uniform.get(layer)):
-            if values is None:
-                continue
-            if values.dim() != 2 or values.shape[1] != heads or (not plan.per_example and values.shape[0] != plan.num_configs):
-                raise ValueError(
-                    f"layer {layer}: head tensors must be [{'batch' if plan.per_example else f'num_configs={plan.num_configs}'}, "
-                    f"heads={heads}], got {tuple(values.shape)}"
-                )
-        values = plan.mlp_scale.get(layer)
-        if values is not None and (values.dim() != 1 or (not plan.per_example and values.shape[0] != plan.num_configs)):
-            raise ValueError(f"layer {layer}: mlp_scale must be [{'batch' if plan.per_example else plan.num_configs}], got {tuple(values.shape)}")
-    if plan.per_example and plan.num_configs != 1:
-        raise ValueError("a per-example plan has one configuration (num_configs=1)")
-    parts = encoder.structure(model) if plan.mlp_scale else None
+    _check_edits(model, plan)
+    parts = encoder.structure(model) if any(POINTS[s.point].module for s in plan.edits) else None
     with contextlib.ExitStack() as stack:
         plan._tracker = stack.enter_context(encoder.track_depth(model))
         plan._attentions = frozenset(map(id, encoder.depth_attentions(model)))
         handles = []
-        if parts is not None:
-            handles += [m.register_forward_hook(_mlp_hook(plan)) for m in dict.fromkeys(parts[layer].mlp_output for layer in plan.mlp_scale)]
+        for point in dict.fromkeys(s.point for s in plan.edits if POINTS[s.point].module):
+            modules = [getattr(parts[s.layer], POINTS[point].module) for s in plan.edits if s.point == point]
+            handles += [m.register_forward_hook(_output_hook(plan, point)) for m in dict.fromkeys(modules)]
         if not encoder.uses_attention_interface(model):
             handles += _probability_hooks(model, plan)
         if plan.num_configs > 1:

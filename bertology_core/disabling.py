@@ -101,8 +101,8 @@ def build_plan(configs: Sequence[Configuration], mode: str, num_layers: int, num
                 raise ValueError(f"{config.name}: head ({layer}, {head}) outside the model's {num_layers} x {num_heads}")
             disabled.setdefault(layer, torch.zeros(len(configs), num_heads, dtype=torch.bool))[index, head] = True
     if mode == "uniform":
-        return attention.InterventionPlan(num_configs=len(configs), uniform=disabled)
-    return attention.InterventionPlan(num_configs=len(configs), scale={k: (~v).float() for k, v in disabled.items()})
+        return attention.InterventionPlan(len(configs), attention.per_layer(attention.HEAD_UNIFORM, disabled))
+    return attention.InterventionPlan(len(configs), attention.per_layer(attention.HEAD_SCALE, {k: (~v).float() for k, v in disabled.items()}))
 
 
 def _groups(configs: Sequence[Configuration], num_layers: int, reuse_prefix: bool) -> list[list[int]]:

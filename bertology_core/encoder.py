@@ -25,6 +25,12 @@ How the parts are found, with no attribute path per family:
   output (BERT's ``intermediate.dense`` / ``output.dense``, DistilBERT's ``lin1`` / ``lin2``, ALBERT's ``ffn`` /
   ``ffn_output``, ModernBERT's ``Wi`` / ``Wo``). The trace runs in evaluation mode with the random state saved and
   restored, so it changes nothing a caller computes; it is redone when the model's modules change (compaction).
+- *which LayerNorm is which*: the same trace records the depth's LayerNorms (``nn.LayerNorm``, ``nn.RMSNorm``). In a
+  post-LayerNorm encoder a norm closes the layer after its MLP's residual sum (BERT's ``output.LayerNorm``,
+  DistilBERT's ``output_layer_norm``, ALBERT's ``full_layer_layer_norm``): that is the *output norm*, and the last
+  norm between the attention output projection and the MLP is the *attention norm* (``attention.output.LayerNorm``,
+  ``sa_layer_norm``, ALBERT's ``attention.LayerNorm``). A pre-LayerNorm encoder (ModernBERT) has no norm after its
+  MLP; its norms feed one sub-layer each and neither is named.
 """
 
 from __future__ import annotations
@@ -179,6 +185,24 @@ class DepthParts:
     output_projection: nn.Linear  # attention context -> hidden
     mlp_input: nn.Linear
     mlp_output: nn.Linear
+    # post-LayerNorm encoders (BERT's attention.output.LayerNorm and output.LayerNorm): the LayerNorm after the
+    # attention's residual sum and the one after the MLP's, whose outputs are the residual stream; None in a
+    # pre-LayerNorm encoder (ModernBERT), whose norms feed one sub-layer only
+    attention_norm: nn.Module | None = None
+    output_norm: nn.Module | None = None
+
+
+NORM_TYPES: tuple[type, ...] = (nn.LayerNorm, nn.RMSNorm)
+
+
+def missing_part_reason(model: PreTrainedModel, part: str) -> str:
+    """Why ``model`` has no ``part`` (a :class:`DepthParts` field that is None), and what to do."""
+    if part in ("attention_norm", "output_norm"):
+        return (f"{type(model).__name__} normalises before each sub-layer (pre-LayerNorm): no LayerNorm's output is the "
+                "residual stream, so disabling LayerNorm dimensions (Kovaleva et al. 2021, on post-LayerNorm encoders: "
+                "BERT, RoBERTa, ELECTRA, XLM-R, DistilBERT, ALBERT, DeBERTa) does not apply. Fix: leave this model out "
+                "of the outliers stage.")
+    return f"{type(model).__name__}: the engine found no {part} in its layers"
 
 
 # while tracing: called by the engine's attention function with the module whose probabilities it computed
@@ -224,9 +248,10 @@ def _trace(model: PreTrainedModel) -> list[DepthParts]:
     with track_depth(model) as tracker, contextlib.ExitStack() as stack:
         for layer in dict.fromkeys(layers):
             for module in layer.modules():
-                if isinstance(module, nn.Linear):
+                kind = "linear" if isinstance(module, nn.Linear) else "norm" if isinstance(module, NORM_TYPES) else None
+                if kind is not None:
                     handles.append(module.register_forward_hook(
-                        lambda m, args, out: events.append((tracker.depth, "linear", m))))
+                        lambda m, args, out, kind=kind: events.append((tracker.depth, kind, m))))
         if uses_attention_interface(model):
             previous = model.config._attn_implementation
             if previous != engine.ATTN_IMPLEMENTATION:
@@ -270,17 +295,24 @@ def _classify(model: PreTrainedModel, depth: int, layer: nn.Module, attention: n
                                    f"{kinds.count('attention')} times in one pass; the engine needs once.")
     split = kinds.index("attention")
     inside = {id(m) for m in attention.modules()}
-    before = list(dict.fromkeys(m for _, m in events[:split] if id(m) in inside))
-    after = [m for _, m in events[split + 1:]]
+    before = list(dict.fromkeys(m for kind, m in events[:split] if kind == "linear" and id(m) in inside))
+    after = events[split + 1:]
+    linear_after = [i for i, (kind, _) in enumerate(after) if kind == "linear"]
     hidden = int(model.config.hidden_size)
-    if len(after) < 3 or not before:
+    if len(linear_after) < 3 or not before:
         raise UnsupportedStructure(f"{type(model).__name__}: layer {depth} does not run head projections, an attention output "
                                    "projection and a two-matrix feed-forward network around its attention.")
-    output_projection, mlp_input, mlp_output = after[0], after[1], after[-1]
+    output_projection, mlp_input, mlp_output = (after[i][1] for i in (linear_after[0], linear_after[1], linear_after[-1]))
     if output_projection.out_features != hidden or mlp_input.in_features != hidden or mlp_output.out_features != hidden:
         raise UnsupportedStructure(f"{type(model).__name__}: layer {depth}'s linear maps around attention are not "
                                    "hidden -> hidden projections and a feed-forward network from and to hidden_size.")
-    return DepthParts(layer, attention, tuple(before), output_projection, mlp_input, mlp_output)
+    between = [m for kind, m in after[linear_after[0] + 1:linear_after[1]] if kind == "norm"]
+    last = [m for kind, m in after[linear_after[-1] + 1:] if kind == "norm"]
+    # post-LayerNorm: a norm closes the layer after its MLP; otherwise the norm between attention and MLP is the
+    # MLP's input norm (pre-LayerNorm) and neither is the residual stream
+    post_norm = bool(last)
+    return DepthParts(layer, attention, tuple(before), output_projection, mlp_input, mlp_output,
+                      between[-1] if post_norm and between else None, last[-1] if post_norm else None)
 
 
 # --- classifiers that read the first token -----------------------------------------------------

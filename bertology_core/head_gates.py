@@ -123,7 +123,8 @@ class GatedClassifier(nn.Module):
         self.classifier.requires_grad_(train_weights)
 
     def plan(self, gates: torch.Tensor) -> attention.InterventionPlan:
-        return attention.InterventionPlan(scale={layer: gates[layer][None, :] for layer in range(gates.shape[0])})
+        return attention.InterventionPlan(
+            edits=attention.per_layer(attention.HEAD_SCALE, {layer: gates[layer][None, :] for layer in range(gates.shape[0])}))
 
     def forward(self, labels: torch.Tensor | None = None, **batch: torch.Tensor) -> GatedOutput:
         penalty = self.gates.penalty()

@@ -13,7 +13,7 @@ Definitions, as in Michel, Levy and Neubig 2019, "Are Sixteen Heads Really Bette
   heads per step (10% by default), evaluating after each step; optionally the importance is recomputed on the
   pruned model after each step.
 
-MLP gates (``mlp_scale``) are Prasanna et al. 2020's extension: the same gradient rule gives the importance of
+MLP gates (``mlp.scale``) are Prasanna et al. 2020's extension: the same gradient rule gives the importance of
 each layer's feed-forward block, for their structured pruning (:mod:`bertology_core.lottery`).
 Importance is computed on a split chosen in the config (a train subset by default, so that the heads are
 not chosen on the dev set they are evaluated on).
@@ -75,7 +75,8 @@ class StructureMask:
             if not self.heads[layer].all()
         }
         mlp_scale = {layer: torch.zeros(1) for layer in range(self.mlps.shape[0]) if not self.mlps[layer]}
-        return attention.InterventionPlan(scale=scale, mlp_scale=mlp_scale)
+        return attention.InterventionPlan(edits={**attention.per_layer(attention.HEAD_SCALE, scale),
+                                                 **attention.per_layer(attention.MLP_SCALE, mlp_scale)})
 
 
 def gate_importance(
@@ -107,9 +108,9 @@ def gate_importance(
         batch = {k: v.to(device) for k, v in data.collate(rows).items()}
         heads = [head_values[layer].expand(len(rows), -1).clone().to(device).requires_grad_(True) for layer in range(num_layers)]
         mlps = [mlp_values[layer].expand(len(rows)).clone().to(device).requires_grad_(True) for layer in range(num_layers)]
-        plan = attention.InterventionPlan(
-            scale=dict(enumerate(heads)), mlp_scale=dict(enumerate(mlps)), per_example=True
-        )
+        plan = attention.InterventionPlan(edits={**attention.per_layer(attention.HEAD_SCALE, dict(enumerate(heads))),
+                                                 **attention.per_layer(attention.MLP_SCALE, dict(enumerate(mlps)))},
+                                          per_example=True)
         with attention.intervene(model, plan), attention.first_token_output(model):
             output = model(**batch, labels=_labels_tensor(task, labels[rows]).to(device))
             # the model's loss is a mean over the batch: times the batch size it is the sum of per-example

@@ -106,7 +106,7 @@ def test_uniform_mode_is_one_over_the_keys_a_head_may_attend_to(family):
     model = attention.use_engine(tiny(family))
     inputs = batch()
     intact, _ = capture(model, inputs)
-    disabled, _ = capture(model, inputs, attention.InterventionPlan(uniform={1: torch.tensor([[True, False, False, True]])}))
+    disabled, _ = capture(model, inputs, attention.InterventionPlan(edits=attention.per_layer(attention.HEAD_UNIFORM, {1: torch.tensor([[True, False, False, True]])})))
     lengths = inputs["attention_mask"].sum(1).tolist()
     for example, length in enumerate(lengths):
         for head in (0, 3):
@@ -144,7 +144,7 @@ def test_zero_scale_equals_removing_the_heads_output(family):
     inputs = batch()
     scale = torch.ones(1, 4)
     scale[0, 2] = 0.0
-    with torch.no_grad(), attention.intervene(model, attention.InterventionPlan(scale={1: scale})):
+    with torch.no_grad(), attention.intervene(model, attention.InterventionPlan(edits=attention.per_layer(attention.HEAD_SCALE, {1: scale}))):
         masked = model(**inputs).logits
     # reference: zero the head's slice of the context before the output projection
     projection = encoder.structure(model)[1].output_projection
@@ -172,12 +172,12 @@ def test_batch_expansion_equals_separate_passes(family, reuse_prefix):
     uniform[1, 0] = True
     scale = torch.ones(3, 4)
     scale[2, 3] = 0.0
-    plan = attention.InterventionPlan(num_configs=3, uniform={2: uniform}, scale={2: scale, 3: torch.ones(3, 4)})
+    plan = attention.InterventionPlan(num_configs=3, edits={**attention.per_layer(attention.HEAD_UNIFORM, {2: uniform}), **attention.per_layer(attention.HEAD_SCALE, {2: scale, 3: torch.ones(3, 4)})})
     with torch.no_grad(), attention.intervene(model, plan, reuse_prefix=reuse_prefix):
         together = model(**inputs).logits.reshape(3, 3, -1)
     assert plan.expand_at_layer == (2 if reuse_prefix else 0)
     for config in range(3):
-        single = attention.InterventionPlan(uniform={2: uniform[config:config + 1]}, scale={2: scale[config:config + 1]})
+        single = attention.InterventionPlan(edits={**attention.per_layer(attention.HEAD_UNIFORM, {2: uniform[config:config + 1]}), **attention.per_layer(attention.HEAD_SCALE, {2: scale[config:config + 1]})})
         with torch.no_grad(), attention.intervene(model, single):
             separate = model(**inputs).logits
         torch.testing.assert_close(together[config], separate, atol=1e-5, rtol=0)
@@ -192,12 +192,12 @@ def test_shared_interventions_below_the_first_difference_are_applied_once(family
     uniform = torch.zeros(3, 4, dtype=torch.bool)
     uniform[1, 2] = True
     uniform[2, 0] = True
-    plan = attention.InterventionPlan(num_configs=3, scale={0: shared}, uniform={2: uniform})
+    plan = attention.InterventionPlan(num_configs=3, edits={**attention.per_layer(attention.HEAD_SCALE, {0: shared}), **attention.per_layer(attention.HEAD_UNIFORM, {2: uniform})})
     with torch.no_grad(), attention.intervene(model, plan):
         together = model(**inputs).logits.reshape(3, 3, -1)
     assert plan.expand_at_layer == 2
     for config in range(3):
-        single = attention.InterventionPlan(scale={0: shared[config:config + 1]}, uniform={2: uniform[config:config + 1]})
+        single = attention.InterventionPlan(edits={**attention.per_layer(attention.HEAD_SCALE, {0: shared[config:config + 1]}), **attention.per_layer(attention.HEAD_UNIFORM, {2: uniform[config:config + 1]})})
         with torch.no_grad(), attention.intervene(model, single):
             separate = model(**inputs).logits
         torch.testing.assert_close(together[config], separate, atol=1e-5, rtol=0)
@@ -209,7 +209,7 @@ def test_first_token_output_leaves_classifier_logits_unchanged(family):
     inputs = batch()
     uniform = torch.zeros(2, 4, dtype=torch.bool)
     uniform[1, 2] = True  # a head of the last layer, the one that is sliced
-    plan = attention.InterventionPlan(num_configs=2, uniform={2: uniform})
+    plan = attention.InterventionPlan(num_configs=2, edits=attention.per_layer(attention.HEAD_UNIFORM, {2: uniform}))
     mlp_input = encoder.structure(model)[-1].mlp_input
     widths = []
     handle = mlp_input.register_forward_hook(lambda m, args, out: widths.append(args[0].shape[1]))
@@ -258,7 +258,7 @@ def test_contexts_do_not_leak_and_hooks_are_removed():
     inputs = batch()
     with torch.no_grad():
         clean = model(**inputs).logits
-    plan = attention.InterventionPlan(num_configs=2, scale={1: torch.zeros(2, 4)})
+    plan = attention.InterventionPlan(num_configs=2, edits=attention.per_layer(attention.HEAD_SCALE, {1: torch.zeros(2, 4)}))
     with pytest.raises(RuntimeError, match="boom"), attention.intervene(model, plan):
         raise RuntimeError("boom")
     with torch.no_grad():
@@ -266,7 +266,7 @@ def test_contexts_do_not_leak_and_hooks_are_removed():
     torch.testing.assert_close(after, clean, atol=0, rtol=0)
     assert all(not layer._forward_pre_hooks for layer in attention.encoder_layers(model))
     # nested contexts: the inner plan wins inside, the outer one is restored after
-    outer = attention.InterventionPlan(scale={0: torch.zeros(1, 4)})
+    outer = attention.InterventionPlan(edits=attention.per_layer(attention.HEAD_SCALE, {0: torch.zeros(1, 4)}))
     with torch.no_grad(), attention.intervene(model, outer):
         outer_logits = model(**inputs).logits
         with attention.intervene(model, attention.InterventionPlan()):
@@ -279,7 +279,7 @@ def test_gate_gradient_matches_finite_difference(family):
     model = attention.use_engine(tiny(family))
     inputs = batch()
     gate = torch.ones(1, 4, requires_grad=True)
-    with attention.intervene(model, attention.InterventionPlan(scale={1: gate})):
+    with attention.intervene(model, attention.InterventionPlan(edits=attention.per_layer(attention.HEAD_SCALE, {1: gate}))):
         model(**inputs).logits.sum().backward()
     epsilon = 1e-3
     for head in range(4):
@@ -287,7 +287,7 @@ def test_gate_gradient_matches_finite_difference(family):
         for sign in (1, -1):
             shifted = torch.ones(1, 4, dtype=torch.float64)
             shifted[0, head] += sign * epsilon
-            with torch.no_grad(), attention.intervene(model.double(), attention.InterventionPlan(scale={1: shifted})):
+            with torch.no_grad(), attention.intervene(model.double(), attention.InterventionPlan(edits=attention.per_layer(attention.HEAD_SCALE, {1: shifted}))):
                 values.append(model(**{k: v for k, v in inputs.items()}).logits.sum().item())
             model.float()
         assert abs((values[0] - values[1]) / (2 * epsilon) - gate.grad[0, head].item()) < 1e-3
@@ -295,18 +295,88 @@ def test_gate_gradient_matches_finite_difference(family):
 
 def test_plan_shapes_and_layers_are_checked():
     model = attention.use_engine(tiny())
-    with pytest.raises(ValueError, match="out of range"), attention.intervene(model, attention.InterventionPlan(scale={7: torch.ones(1, 4)})):
+    with pytest.raises(ValueError, match="out of range"), attention.intervene(model, attention.InterventionPlan(edits=attention.per_layer(attention.HEAD_SCALE, {7: torch.ones(1, 4)}))):
         pass
-    with pytest.raises(ValueError, match=r"\[num_configs=2, heads=4\]"), attention.intervene(
-        model, attention.InterventionPlan(num_configs=2, scale={0: torch.ones(1, 4)})
+    with pytest.raises(ValueError, match=r"blocks.0.heads.scale: values must be \[num_configs=2, num_attention_heads=4\]"), attention.intervene(
+        model, attention.InterventionPlan(num_configs=2, edits=attention.per_layer(attention.HEAD_SCALE, {0: torch.ones(1, 4)}))
     ):
         pass
-    with pytest.raises(ValueError, match=r"mlp_scale must be \[2\]"), attention.intervene(
-        model, attention.InterventionPlan(num_configs=2, mlp_scale={0: torch.ones(3)})
+    with pytest.raises(ValueError, match=r"blocks.0.mlp.scale: values must be \[num_configs=2\]"), attention.intervene(
+        model, attention.InterventionPlan(num_configs=2, edits=attention.per_layer(attention.MLP_SCALE, {0: torch.ones(3)}))
     ):
         pass
+    with pytest.raises(ValueError, match=r"hidden_size=64\], got \(1, 63\)"), attention.intervene(
+        model, attention.InterventionPlan(edits={attention.site(2, attention.OUTPUT_NORM_SCALE): torch.ones(1, 63)})
+    ):
+        pass
+    with pytest.raises(ValueError, match="must be booleans"), attention.intervene(
+        model, attention.InterventionPlan(edits={attention.site(0, attention.HEAD_UNIFORM): torch.ones(1, 4)})
+    ):
+        pass
+    with pytest.raises(TypeError, match=r"attention.site\(layer, point\)"), attention.intervene(
+        model, attention.InterventionPlan(edits={(0, "heads.scale"): torch.ones(1, 4)})
+    ):
+        pass
+    with pytest.raises(ValueError, match="unknown edit point 'heads.gate'"):
+        attention.site(0, "heads.gate")
+    assert str(attention.site(3, attention.MLP_SCALE)) == "blocks.3.mlp.scale"
     eager = tiny()
     with pytest.raises(RuntimeError, match="use_engine"), attention.intervene(eager, attention.InterventionPlan()):
+        pass
+
+
+POST_NORM = [f for f in FAMILIES if f != "modernbert"]
+NORM_POINTS = {"attention_norm": attention.ATTENTION_NORM_SCALE, "output_norm": attention.OUTPUT_NORM_SCALE}
+
+
+def edited_copy(model, values_by_part):
+    """A copy of ``model`` whose LayerNorms' weights and biases are multiplied per dimension, at every depth."""
+    edited = copy.deepcopy(model)
+    parts = encoder.structure(edited)
+    for part, values in values_by_part.items():
+        for norm in dict.fromkeys(getattr(p, part) for p in parts):  # a module shared across depth is edited once
+            norm.weight.mul_(values)
+            if norm.bias is not None:
+                norm.bias.mul_(values)
+    return edited
+
+
+@pytest.mark.parametrize("family", POST_NORM)
+def test_layernorm_dimension_edit_equals_editing_the_weights_of_a_copy(family):
+    """Scaling a LayerNorm's output dimension is scaling its weight and bias there: three configurations in one pass
+    (every depth, the attention norm, the output norm and both; with the first-token cut) against edited copies."""
+    model = attention.use_engine(tiny(family, layers=3))
+    inputs = batch()
+    generator = torch.Generator().manual_seed(3)
+    hidden = model.config.hidden_size
+    values = {part: torch.rand(3, hidden, generator=generator) * (torch.rand(3, hidden, generator=generator) > 0.1)
+              for part in NORM_POINTS}
+    configurations = [{"attention_norm": values["attention_norm"][0]}, {"output_norm": values["output_norm"][1]},
+                      {part: values[part][2] for part in NORM_POINTS}]
+    edits = {}
+    for part, point in NORM_POINTS.items():
+        rows = torch.stack([c.get(part, torch.ones(hidden)) for c in configurations])
+        edits.update(attention.per_layer(point, {layer: rows for layer in range(3)}))
+    with torch.no_grad(), attention.intervene(model, attention.InterventionPlan(3, edits)), attention.first_token_output(model):
+        together = model(**inputs).logits.reshape(3, 3, -1)
+    with torch.no_grad():
+        for index, configuration in enumerate(configurations):
+            reference = edited_copy(model, configuration)(**inputs).logits
+            torch.testing.assert_close(together[index], reference, atol=1e-6, rtol=0)
+        assert not torch.allclose(together[2], model(**inputs).logits, atol=1e-3)
+
+
+def test_layernorm_parts_are_found_and_a_pre_norm_encoder_is_refused():
+    bert = attention.use_engine(tiny("bert"))
+    parts = encoder.structure(bert)
+    assert parts[1].attention_norm is bert.bert.encoder.layer[1].attention.output.LayerNorm
+    assert parts[1].output_norm is bert.bert.encoder.layer[1].output.LayerNorm
+    distil = encoder.structure(attention.use_engine(tiny("distilbert")))[0]
+    assert (distil.attention_norm, distil.output_norm) == (distil.layer.sa_layer_norm, distil.layer.output_layer_norm)
+    modern = attention.use_engine(tiny("modernbert"))
+    assert all(p.attention_norm is None and p.output_norm is None for p in encoder.structure(modern))
+    plan = attention.InterventionPlan(edits={attention.site(1, attention.OUTPUT_NORM_SCALE): torch.zeros(1, 64)})
+    with pytest.raises(encoder.UnsupportedStructure, match="pre-LayerNorm"), attention.intervene(modern, plan):
         pass
 
 
@@ -316,7 +386,7 @@ def test_zero_mlp_scale_equals_removing_the_mlp(family):
     inputs = batch()
     mlp_output = encoder.structure(model)[1].mlp_output
     with torch.no_grad():
-        with attention.intervene(model, attention.InterventionPlan(mlp_scale={1: torch.zeros(1)})):
+        with attention.intervene(model, attention.InterventionPlan(edits=attention.per_layer(attention.MLP_SCALE, {1: torch.zeros(1)}))):
             gated = model(**inputs, output_hidden_states=True).hidden_states[-1]
         clean = model(**inputs, output_hidden_states=True).hidden_states[-1]
         # reference: the MLP's output replaced by zeros at depth 1 (for unshared weights: its weights zeroed)
@@ -344,17 +414,17 @@ def test_mlp_and_head_configurations_in_one_pass_equal_separate_passes(family):
     mlp = torch.tensor([1.0, 0.0, 0.5])
     scale = torch.ones(3, 4)
     scale[0, 1] = 0.0
-    plan = attention.InterventionPlan(num_configs=3, mlp_scale={2: mlp}, scale={3: scale})
+    plan = attention.InterventionPlan(num_configs=3, edits={**attention.per_layer(attention.MLP_SCALE, {2: mlp}), **attention.per_layer(attention.HEAD_SCALE, {3: scale})})
     with torch.no_grad(), attention.intervene(model, plan):
         together = model(**inputs).logits.reshape(3, 3, -1)
     assert plan.expand_at_layer == 2
     for config in range(3):
-        single = attention.InterventionPlan(mlp_scale={2: mlp[config:config + 1]}, scale={3: scale[config:config + 1]})
+        single = attention.InterventionPlan(edits={**attention.per_layer(attention.MLP_SCALE, {2: mlp[config:config + 1]}), **attention.per_layer(attention.HEAD_SCALE, {3: scale[config:config + 1]})})
         with torch.no_grad(), attention.intervene(model, single):
             separate = model(**inputs).logits
         torch.testing.assert_close(together[config], separate, atol=1e-5, rtol=0)
     # an outer plan's MLP gate does not act inside a nested plan
-    with torch.no_grad(), attention.intervene(model, attention.InterventionPlan(mlp_scale={2: torch.zeros(1)})):
+    with torch.no_grad(), attention.intervene(model, attention.InterventionPlan(edits=attention.per_layer(attention.MLP_SCALE, {2: torch.zeros(1)}))):
         with attention.intervene(model, attention.InterventionPlan()):
             inner = model(**inputs).logits
     with torch.no_grad():
@@ -368,7 +438,7 @@ def test_per_example_gates_give_each_examples_own_gradient(family):
     labels = torch.tensor([0, 2, 1])
     heads = torch.ones(3, 4, requires_grad=True)
     mlp = torch.ones(3, requires_grad=True)
-    plan = attention.InterventionPlan(scale={1: heads}, mlp_scale={0: mlp}, per_example=True)
+    plan = attention.InterventionPlan(edits={**attention.per_layer(attention.HEAD_SCALE, {1: heads}), **attention.per_layer(attention.MLP_SCALE, {0: mlp})}, per_example=True)
     loss = torch.nn.functional.cross_entropy
     with attention.intervene(model, plan):
         loss(model(**inputs).logits, labels, reduction="sum").backward()
@@ -376,7 +446,7 @@ def test_per_example_gates_give_each_examples_own_gradient(family):
         one = {k: v[row:row + 1] for k, v in inputs.items()}
         head_gate = torch.ones(1, 4, requires_grad=True)
         mlp_gate = torch.ones(1, requires_grad=True)
-        with attention.intervene(model, attention.InterventionPlan(scale={1: head_gate}, mlp_scale={0: mlp_gate})):
+        with attention.intervene(model, attention.InterventionPlan(edits={**attention.per_layer(attention.HEAD_SCALE, {1: head_gate}), **attention.per_layer(attention.MLP_SCALE, {0: mlp_gate})})):
             loss(model(**one).logits, labels[row:row + 1]).backward()
         torch.testing.assert_close(heads.grad[row], head_gate.grad[0], atol=1e-5, rtol=1e-4)
         torch.testing.assert_close(mlp.grad[row], mlp_gate.grad[0], atol=1e-5, rtol=1e-4)
@@ -394,7 +464,7 @@ def test_shared_weights_count_heads_by_depth():
     assert len(layers) == 3 and len(set(map(id, layers))) == 1
     inputs = batch()
     intact, _ = capture(model, inputs)
-    changed, _ = capture(model, inputs, attention.InterventionPlan(uniform={1: torch.tensor([[False, True, False, False]])}))
+    changed, _ = capture(model, inputs, attention.InterventionPlan(edits=attention.per_layer(attention.HEAD_UNIFORM, {1: torch.tensor([[False, True, False, False]])})))
     torch.testing.assert_close(changed[0][0], intact[0][0], atol=0, rtol=0)
     assert not torch.allclose(changed[1][0][:, 1], intact[1][0][:, 1])
     torch.testing.assert_close(changed[1][0][:, [0, 2, 3]], intact[1][0][:, [0, 2, 3]], atol=0, rtol=0)
@@ -408,12 +478,12 @@ def test_batch_expansion_with_a_head_that_reads_the_mask(pooling):
     inputs = batch()
     uniform = torch.zeros(2, 4, dtype=torch.bool)
     uniform[1, 0] = True
-    plan = attention.InterventionPlan(num_configs=2, uniform={2: uniform})
+    plan = attention.InterventionPlan(num_configs=2, edits=attention.per_layer(attention.HEAD_UNIFORM, {2: uniform}))
     with torch.no_grad(), attention.intervene(model, plan):
         together = model(**inputs).logits.reshape(2, 3, -1)
     assert plan.expand_at_layer == (0 if pooling == "mean" else 2)
     for config in range(2):
-        with torch.no_grad(), attention.intervene(model, attention.InterventionPlan(uniform={2: uniform[config:config + 1]})):
+        with torch.no_grad(), attention.intervene(model, attention.InterventionPlan(edits=attention.per_layer(attention.HEAD_UNIFORM, {2: uniform[config:config + 1]}))):
             torch.testing.assert_close(together[config], model(**inputs).logits, atol=1e-5, rtol=0)
 
 
@@ -421,7 +491,7 @@ def test_deberta_uniform_rows_with_a_float_or_absent_mask():
     """DeBERTa reads a 0/1 mask of any dtype as 'nonzero attends' (and builds a float one when none is given)."""
     model = attention.use_engine(tiny("deberta-v2"))
     inputs = batch()
-    plan = lambda: attention.InterventionPlan(uniform={1: torch.tensor([[True, False, False, False]])})  # noqa: E731
+    plan = lambda: attention.InterventionPlan(edits=attention.per_layer(attention.HEAD_UNIFORM, {1: torch.tensor([[True, False, False, False]])}))  # noqa: E731
     as_long, _ = capture(model, inputs, plan())
     as_float, _ = capture(model, {**inputs, "attention_mask": inputs["attention_mask"].float()}, plan())
     torch.testing.assert_close(as_float[1][0], as_long[1][0], atol=0, rtol=0)
@@ -436,7 +506,7 @@ def test_a_plan_acts_on_its_own_model_only():
     with torch.no_grad():
         clean = other(**inputs).logits
         captured = []
-        plan = attention.InterventionPlan(scale={1: torch.zeros(1, 4)}, sink=lambda layer, probs, real: captured.append(layer))
+        plan = attention.InterventionPlan(edits=attention.per_layer(attention.HEAD_SCALE, {1: torch.zeros(1, 4)}), sink=lambda layer, probs, real: captured.append(layer))
         with attention.intervene(model, plan):
             model(**inputs)
             torch.testing.assert_close(other(**inputs).logits, clean, atol=0, rtol=0)

@@ -95,9 +95,7 @@ def test_gate_importance_matches_finite_differences():
             mlp_values[layer] = value
         else:
             head_values[layer, head] = value
-        plan = attention.InterventionPlan(
-            scale={l: head_values[l][None] for l in range(2)}, mlp_scale={l: mlp_values[l:l + 1] for l in range(2)}
-        )
+        plan = attention.InterventionPlan(edits={**attention.per_layer(attention.HEAD_SCALE, {l: head_values[l][None] for l in range(2)}), **attention.per_layer(attention.MLP_SCALE, {l: mlp_values[l:l + 1] for l in range(2)})})
         batch = data.collate([example])
         with torch.no_grad(), attention.intervene(model, plan):
             out = model(**batch, labels=torch.tensor([int(labels[example])]))
