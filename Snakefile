@@ -29,6 +29,7 @@ include: "rules/disabling.smk"
 include: "rules/pruning.smk"
 include: "rules/probing.smk"
 include: "rules/head_roles.smk"
+include: "rules/layer_mix.smk"
 include: "rules/claims.smk"
 include: "rules/report.smk"
 

@@ -156,6 +156,16 @@ CLAIMS: tuple[Claim, ...] = (
           Region(0.0, None), 100,
           "Voita et al.: NMT encoders, gates trained with the whole model until convergence; here one epoch on the task's "
           "train split, scored on Michel et al.'s dev sample", "roles"),
+    Claim("pos_before_dependencies", "Tenney et al. 2019", "section 4, table 1 and fig. 1",
+          "Part-of-speech information is added at lower layers than dependency relations, in the order of the classical "
+          "NLP pipeline.",
+          "expected layer POS 3.39 < dependencies 5.69 (of 24)",
+          "expected layer (cumulative scoring) of the dependency-relation probe minus the part-of-speech probe's, in layers, "
+          "on the pre-trained encoder; resampling treebank dev sentences (paired)",
+          Region(0.0, None), 1,
+          "BERT-large (24 layers), edge probes (span pooling and a two-layer MLP) on OntoNotes POS and EWT dependencies; here "
+          "linear word-level probes (the relation on the word's and its head's vectors) on a UD EWT sample, each layer "
+          "standardised before the mix", "layer_mix"),
     Claim("probing_peak_middle", "Liu et al. 2019; Tenney et al. 2019", "Liu et al. section 4 (layer-wise transferability)",
           "Linear probes of a transformer do best on its middle layers, not its first or last.",
           "middle layers", "relative depth (best layer / number of layers; embeddings = 0) of the most accurate "
@@ -356,6 +366,28 @@ def l0_gates_beat_michel(gates: pl.DataFrame) -> list[Measured]:
                      r["binary_minus_michel"], r["binary_ci_low"], r["binary_ci_high"], ((r["task"], r["seed"]),),
                      note=f"{r['metric']}; strength {r['strength']:g}; with the learnt gate values {r['gates_minus_michel'] * 100:+.1f} points")
             for r in chosen.sort("task", "seed", "heads_kept").iter_rows(named=True)]
+
+
+POS_FIELDS, DEPENDENCY_FIELDS = ("upos", "xpos"), ("deprels",)
+
+
+def pos_before_dependencies(words: pl.DataFrame, label_specs: Mapping[str, Mapping], resamples: int, level: float,
+                            seed: int) -> list[Measured]:
+    """The pre-trained encoder's expected layer of the dependency-relation label set minus the part-of-speech one's
+    (the label sets named by their treebank ``field`` in ``label_specs``, the probing stage's ``labels``), with a paired
+    interval over dev sentences; nothing when the config probes no such pair."""
+    from bertology_core.layer_mix_stats import expected_layer_difference
+
+    pos = [name for name, spec in label_specs.items() if spec["field"] in POS_FIELDS]
+    dependencies = [name for name, spec in label_specs.items() if spec["field"] in DEPENDENCY_FIELDS]
+    rows = []
+    for lower in pos:
+        for higher in dependencies:
+            value, draws = expected_layer_difference(words, lower, higher, resamples, seed)
+            low, high = _interval(draws, level)
+            rows.append(Measured("pos_before_dependencies", f"{higher} - {lower}", value, low, high,
+                                 note=f"{int(words['layer'].max())} layers"))
+    return rows
 
 
 def claims_table(measured: Sequence[Measured], fit: Mapping[tuple[str, int], bool], stages: Mapping[str, str]) -> pl.DataFrame:

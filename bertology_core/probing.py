@@ -400,6 +400,51 @@ def word_types(frame: pl.DataFrame, lowercase: bool) -> list[str]:
     return [form.lower() for form in forms] if lowercase else forms
 
 
+@dataclass(frozen=True)
+class LabelSetData:
+    """One label set ready for probes: features ``[layers, words, features]`` and class ids of the words that have a
+    representation and a label (for a ``pair`` label set the word's vector next to its head's), each word's sentence,
+    and the word types (for the control task) of every word of the split."""
+
+    name: str
+    vocabulary: list[str]
+    features: dict[str, np.ndarray]
+    targets: dict[str, np.ndarray]
+    sentences: dict[str, np.ndarray]
+    usable: dict[str, np.ndarray]
+    types: dict[str, np.ndarray]
+
+    def x(self, split: str) -> np.ndarray:
+        return self.features[split][:, self.usable[split]]
+
+    def y(self, split: str) -> np.ndarray:
+        return self.targets[split][self.usable[split]]
+
+    def words_sentences(self, split: str) -> np.ndarray:
+        return self.sentences[split][self.usable[split]]
+
+
+def label_set_data(frames: dict[str, pl.DataFrame], tensors: dict[str, np.ndarray], name: str, spec: dict,
+                   min_label_count: int, lowercase: bool) -> LabelSetData:
+    """The words, features and labels of the label set ``spec`` (``field``, ``strip_subtypes``, ``pair``) on word
+    features ``tensors`` (``train``/``dev`` ``[layers, words, hidden]`` and ``<split>_complete`` masks) of the
+    treebank ``frames`` (``train``/``dev``)."""
+    labels = {split: word_labels(frame, spec["field"], spec.get("strip_subtypes", False)) for split, frame in frames.items()}
+    vocabulary = label_vocabulary(labels["train"], min_label_count)
+    targets = {split: encode_labels(labels[split], vocabulary) for split in frames}
+    features, usable = {}, {}
+    for split, frame in frames.items():
+        complete = tensors[f"{split}_complete"].astype(bool)
+        if spec.get("pair", False):  # the word and its head: a relation is a property of the pair
+            features[split] = with_head_words(tensors[split], frame)
+            complete = complete & head_has_representation(complete, frame)
+        else:
+            features[split] = tensors[split]
+        usable[split] = complete & (targets[split] >= 0)
+    return LabelSetData(name, vocabulary, features, targets, {split: word_sentences(frame) for split, frame in frames.items()},
+                        usable, {split: np.array(word_types(frame, lowercase)) for split, frame in frames.items()})
+
+
 def probe_label_sets(
     frames: dict[str, pl.DataFrame], tensors: dict[str, np.ndarray], label_specs: dict[str, dict], settings: ProbeSettings,
     min_label_count: int, control_seed: int, lowercase: bool, reference_regularisation: float | None = None,
@@ -413,22 +458,10 @@ def probe_label_sets(
     accuracy, control accuracy and selectivity) and every dev word's right/wrong per layer (what resampling
     intervals use)."""
     rows, word_rows = [], []
-    train_sentences = word_sentences(frames["train"])
-    dev_sentences_all = word_sentences(frames["dev"])
     for name, spec in label_specs.items():
-        labels = {split: word_labels(frame, spec["field"], spec.get("strip_subtypes", False)) for split, frame in frames.items()}
-        vocabulary = label_vocabulary(labels["train"], min_label_count)
-        targets = {split: encode_labels(labels[split], vocabulary) for split in frames}
-        features, usable = {}, {}
-        for split, frame in frames.items():
-            complete = tensors[f"{split}_complete"].astype(bool)
-            if spec.get("pair", False):  # the word and its head: a relation is a property of the pair
-                features[split] = with_head_words(tensors[split], frame)
-                complete = complete & head_has_representation(complete, frame)
-            else:
-                features[split] = tensors[split]
-            usable[split] = complete & (targets[split] >= 0)
-        types = {split: np.array(word_types(frame, lowercase)) for split, frame in frames.items()}
+        data = label_set_data(frames, tensors, name, spec, min_label_count, lowercase)
+        vocabulary, targets, features, usable, types = data.vocabulary, data.targets, data.features, data.usable, data.types
+        train_sentences, dev_sentences_all = data.sentences["train"], data.sentences["dev"]
         control = control_labels(list(types["train"]) + list(types["dev"]), targets["train"][usable["train"]], len(vocabulary), control_seed)
         results: dict[str, dict[str, np.ndarray]] = {}
         for kind in ("task", "control"):

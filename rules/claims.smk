@@ -17,6 +17,7 @@ rule claims:
         runs=lambda wc: claims_runs(wc.model),
         settings=config["claims"],
         tolerance=config["pruning"]["michel_tolerance"],
+        label_sets=config["probing"]["labels"],
         out="results/claims/{model}/claims",
     log:
         "logs/claims/{model}.log",
