@@ -140,14 +140,35 @@ def evaluate_configurations(
     to save padding; uniform attention covers only an example's own tokens, so results do not depend
     on the batching.
     """
+    num_layers, num_heads = model.config.num_hidden_layers, model.config.num_attention_heads
+    return evaluate_plans(model, data, len(configs), _groups(configs, num_layers, reuse_prefix),
+                          lambda group: build_plan([configs[i] for i in group], mode, num_layers, num_heads),
+                          rows_per_pass, reuse_prefix, examples_per_batch)
+
+
+@torch.inference_mode()
+def evaluate_plans(
+    model: PreTrainedModel,
+    data: Encoded,
+    num_configs: int,
+    groups: Sequence[Sequence[int]],
+    plan_of: Callable[[Sequence[int]], attention.InterventionPlan],
+    rows_per_pass: int = 48,
+    reuse_prefix: bool = True,
+    examples_per_batch: int | None = None,
+) -> np.ndarray:
+    """Logits ``[num_configs, examples, labels]``: each group of configuration indices shares forward passes under the
+    engine plan ``plan_of(group)`` (batch expansion, one row per configuration and example), with the last layer cut
+    to the first token (:func:`~bertology_core.attention.first_token_output`); batches as in
+    :func:`evaluate_configurations`."""
     attention.use_engine(model)
     model.eval()
     device = next(model.parameters()).device
-    num_layers, num_heads = model.config.num_hidden_layers, model.config.num_attention_heads
     order = np.argsort(-data.lengths(), kind="stable")
-    logits = np.zeros((len(configs), len(data), model.config.num_labels), dtype=np.float32)
-    for group in _groups(configs, num_layers, reuse_prefix):
-        plan = build_plan([configs[i] for i in group], mode, num_layers, num_heads)
+    logits = np.zeros((num_configs, len(data), model.config.num_labels), dtype=np.float32)
+    for group in groups:
+        group = list(group)
+        plan = plan_of(group)
         batch_size = examples_per_batch or max(1, rows_per_pass // len(group))
         for start in range(0, len(order), batch_size):
             examples = order[start : start + batch_size]

@@ -79,6 +79,21 @@ class SweepArrays:
         return cls(configs, seeds, idx, labels_frame["label"].to_numpy(), np.stack(predictions))
 
 
+def pooled_over_seeds(per_seed: list[PairedDeltas]) -> PairedDeltas:
+    """The across-seed delta: the mean of the seeds' deltas, on the same example resamples (the seeds share dev)."""
+    return PairedDeltas(np.mean([d.delta for d in per_seed], axis=0), np.mean([d.resampled for d in per_seed], axis=0))
+
+
+def seed_verdicts(deltas: np.ndarray, low: np.ndarray, high: np.ndarray) -> np.ndarray:
+    """The verdict rule (module docstring) from every seed's deltas ``[seeds, C]`` and the across-seed interval."""
+    seeds = deltas.shape[0]
+    positive, negative = (deltas > 0).sum(0), (deltas < 0).sum(0)
+    # a bound of exactly zero, computed as a mean over seeds, can come out as +-1e-17: not above zero
+    tolerance = 1e-9
+    return np.where((positive == seeds) & (low > tolerance), "gain",
+                    np.where((negative == seeds) & (high < -tolerance), "loss", "none"))
+
+
 def deltas_table(arrays: SweepArrays, metric: str, resamples: int, level: float, seed: int, examples: np.ndarray | None = None) -> pl.DataFrame:
     """Per configuration: each seed's score, delta and interval (``seed`` set) and the across-seed
     row (``seed`` null) with the verdict; on all examples or on the ``examples`` mask."""
@@ -96,16 +111,13 @@ def deltas_table(arrays: SweepArrays, metric: str, resamples: int, level: float,
             pl.lit(seed_value, dtype=pl.Int64).alias("seed"),
             pl.Series("delta", deltas.delta), pl.Series("ci_low", low), pl.Series("ci_high", high),
         ))
-    across = PairedDeltas(np.mean([d.delta for d in per_seed], axis=0), np.mean([d.resampled for d in per_seed], axis=0))
+    across = pooled_over_seeds(per_seed)
     mean_delta = across.delta
     low, high = across.interval(level)
     stacked = np.stack([d.delta for d in per_seed])
     positive, negative = (stacked > 0).sum(0), (stacked < 0).sum(0)
     seeds = len(arrays.seeds)
-    # a bound of exactly zero, computed as a mean over seeds, can come out as +-1e-17: not above zero
-    tolerance = 1e-9
-    verdict = np.where((positive == seeds) & (low > tolerance), "gain",
-                       np.where((negative == seeds) & (high < -tolerance), "loss", "none"))
+    verdict = seed_verdicts(stacked, low, high)
     pooled = arrays.configs.with_columns(
         pl.lit(None, dtype=pl.Int64).alias("seed"),
         pl.Series("delta", mean_delta), pl.Series("ci_low", low), pl.Series("ci_high", high),

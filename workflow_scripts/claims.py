@@ -43,6 +43,8 @@ if inputs.michel_curves:
 if "role_relations" in inputs.keys():
     measured += claims.confident_heads_important(pl.read_parquet(inputs.role_relations), head_roles_stats.IMPORTANCE)
     measured += claims.l0_gates_beat_michel(pl.read_parquet(inputs.gates))
+if inputs.outlier_contrast:
+    measured += claims.outliers_disrupt(pl.concat([pl.read_parquet(p) for p in inputs.outlier_contrast], how="diagonal_relaxed"))
 if "mix_words" in inputs.keys():
     measured += claims.pos_before_dependencies(pl.read_parquet(inputs.mix_words), params.label_sets, *bootstrap)
 if "probe_words" in inputs.keys():

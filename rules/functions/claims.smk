@@ -24,6 +24,7 @@ def claims_inputs(wildcards):
     if head_role_dumps(model):
         inputs["role_relations"] = f"results/head_roles/{model}/summary/importance_relations.parquet"
         inputs["gates"] = f"results/head_roles/{model}/summary/gates.parquet"
+    inputs["outlier_contrast"] = [f"results/outliers/{model}/{task}/contrast.parquet" for task in outlier_tasks(model)]
     if states.PRETRAINED in layer_mix_states(model):
         inputs["mix_words"] = f"results/layer_mix/{model}/{states.PRETRAINED}/words.parquet"
     if states.PRETRAINED in probing_states(model):
@@ -33,7 +34,7 @@ def claims_inputs(wildcards):
 
 # the stages whose results the claims read (bertology_core/claims.py names them so), not every registered stage:
 # a new stage does not rerun the claims
-CLAIMED_SECTIONS = ("patterns", "change", "disabling", "pruning", "probing", "roles", "layer_mix")
+CLAIMED_SECTIONS = ("patterns", "change", "disabling", "pruning", "probing", "roles", "outliers", "layer_mix")
 
 
 def claims_runs(model):

@@ -1,0 +1,118 @@
+# Outlier LayerNorm dimensions (Kovaleva et al. 2021, "BERT Busters"): found in the pre-trained encoder and every
+# fine-tuned model of outliers.tasks by the paper's criterion, and disabled through the attention engine against as
+# many random dimensions, per seed and across seeds.
+
+
+include: "functions/outliers.smk"
+
+
+rule outlier_dimensions:
+    conda:
+        "../envs/torch.yaml"
+    input:
+        resolved="results/models/{model}/resolved.json",
+        models=lambda wc: [f"{run_dir(wc.model, t, states.FINETUNED, s)}/model" for t, s in outlier_runs(wc.model)],
+    output:
+        parameters="results/outliers/{model}/parameters.parquet",
+        dimensions="results/outliers/{model}/dimensions.parquet",
+    params:
+        code=script_code("outlier_dimensions"),
+        runs=lambda wc: outlier_runs(wc.model),
+        criterion={key: config["outliers"][key] for key in ("sigmas", "min_layer_share")},
+    resources:
+        mem_mb=scaled(3000),
+        runtime=scaled(20),
+    log:
+        "logs/outlier_dimensions/{model}.log",
+    benchmark:
+        "results/benchmarks/outlier_dimensions/{model}.tsv"
+    script:
+        "../workflow_scripts/outlier_dimensions.py"
+
+
+rule outlier_disabling:
+    conda:
+        "../envs/torch.yaml"
+    input:
+        model=lambda wc: f"{run_dir(wc.model, wc.task, states.FINETUNED, wc.seed)}/model",
+        data="results/data/{task}/dev.parquet",
+    output:
+        predictions="results/outliers/{model}/{task}/seed{seed}/disabling.parquet",
+        record="results/outliers/{model}/{task}/seed{seed}/disabling.json",
+    params:
+        code=script_code("outlier_disabling"),
+        criterion={key: config["outliers"][key] for key in ("sigmas", "min_layer_share")},
+        draws=config["outliers"]["random_draws"],
+        random_seed=config["outliers"]["random_seed"],
+        max_examples=config["outliers"]["max_examples"],
+        subsample_seed=config["data"]["subsample_seed"],
+        max_length=lambda wc: hyperparameters(wc.task, states.FINETUNED)["max_length"],
+    threads: config["outliers"]["threads"]
+    resources:
+        mem_mb=scaled(4000),
+        runtime=scaled(120),
+        cpus_per_task=config["outliers"]["threads"],
+        gpu=MODEL_JOB_GPUS,
+        rows_per_pass=config["disabling"]["rows_per_pass"],  # speed and memory only
+    log:
+        "logs/outlier_disabling/{model}/{task}/seed{seed}.log",
+    benchmark:
+        "results/benchmarks/outlier_disabling/{model}/{task}/seed{seed}.tsv"
+    script:
+        "../workflow_scripts/outlier_disabling.py"
+
+
+rule outlier_stats:
+    conda:
+        "../envs/tables.yaml"
+    input:
+        lambda wc: [f"results/outliers/{wc.model}/{wc.task}/seed{seed}/disabling.parquet" for seed in outlier_seeds(wc.model, wc.task)],
+    output:
+        deltas="results/outliers/{model}/{task}/deltas.parquet",
+        contrast="results/outliers/{model}/{task}/contrast.parquet",
+    params:
+        code=script_code("outlier_stats"),
+        seeds=lambda wc: outlier_seeds(wc.model, wc.task),
+        resamples=config["outliers"]["resamples"],
+        level=config["outliers"]["level"],
+        bootstrap_seed=config["outliers"]["bootstrap_seed"],
+    resources:
+        mem_mb=scaled(3000),
+        runtime=scaled(20),
+    log:
+        "logs/outlier_stats/{model}/{task}.log",
+    benchmark:
+        "results/benchmarks/outlier_stats/{model}/{task}.tsv"
+    script:
+        "../workflow_scripts/outlier_stats.py"
+
+
+rule outliers_summary:
+    conda:
+        "../envs/tables.yaml"
+    input:
+        fitness=fitness_inputs(),
+        parameters="results/outliers/{model}/parameters.parquet",
+        dimensions="results/outliers/{model}/dimensions.parquet",
+        deltas=lambda wc: [f"results/outliers/{wc.model}/{task}/deltas.parquet" for task in outlier_tasks(wc.model)],
+        contrast=lambda wc: [f"results/outliers/{wc.model}/{task}/contrast.parquet" for task in outlier_tasks(wc.model)],
+    output:
+        **summary_outputs("outliers", "dimensions", "results/outliers/{model}/summary/dimensions", ("table", "figure"), ("figure", "table")),
+        **summary_outputs("outliers", "contrast", "results/outliers/{model}/summary/contrast", ("table", "figure"), ("figure", "table")),
+        **summary_outputs("outliers", "deltas", "results/outliers/{model}/summary/deltas", shown=()),
+    params:
+        code=script_code("outliers_summary"),
+        tasks=lambda wc: outlier_tasks(wc.model),
+        fitness_runs=lambda wc: {task: outlier_seeds(wc.model, task) for task in outlier_tasks(wc.model)},
+        criterion={key: config["outliers"][key] for key in ("sigmas", "min_layer_share")},
+        level=config["outliers"]["level"],
+        examples=config["outliers"]["max_examples"],
+    log:
+        "logs/outliers_summary/{model}.log",
+    benchmark:
+        "results/benchmarks/outliers_summary/{model}.tsv"
+    resources:
+        mem_mb=scaled(2000),
+        runtime=scaled(20),
+    script:
+        "../workflow_scripts/outliers_summary.py"

@@ -1,0 +1,18 @@
+"""Paired bootstrap deltas of one task's outlier and random-dimension disablings, per seed and across seeds, and the
+outliers against the random distribution (rule outlier_stats)."""
+
+from _common import log_to
+
+log_to(snakemake.log[0])
+
+import polars as pl
+
+from bertology_core import glue, io, outliers_stats
+from bertology_core.metrics import primary_metric
+
+params = snakemake.params
+task = glue.get_task(snakemake.wildcards.task)
+runs = {seed: pl.read_parquet(path) for seed, path in zip(params.seeds, snakemake.input)}
+deltas, contrast = outliers_stats.disabling_statistics(runs, primary_metric(task), params.resamples, params.level, params.bootstrap_seed)
+io.write_parquet(deltas.with_columns(pl.lit(task.name).alias("task")), snakemake.output.deltas)
+io.write_parquet(contrast.with_columns(pl.lit(task.name).alias("task")), snakemake.output.contrast)
