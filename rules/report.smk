@@ -25,6 +25,27 @@ rule head_atlas:
         "../workflow_scripts/head_atlas.py"
 
 
+rule layer_atlas:
+    conda:
+        "../envs/tables.yaml"
+    input:
+        unpack(layer_atlas_inputs),
+    output:
+        **summary_outputs("atlas", "table", "results/report/{model}/layer_atlas", ("table", "figure"), ("figure", "table")),
+    params:
+        code=script_code("layer_atlas"),
+        sigmas=config["outliers"]["sigmas"],
+    log:
+        "logs/layer_atlas/{model}.log",
+    benchmark:
+        "results/benchmarks/layer_atlas/{model}.tsv"
+    resources:
+        mem_mb=scaled(2000),
+        runtime=scaled(20),
+    script:
+        "../workflow_scripts/layer_atlas.py"
+
+
 rule report:
     conda:
         "../envs/tables.yaml"

@@ -229,7 +229,7 @@ def test_smoke_report_page_shows_every_section_and_chart_in_headless_chromium(sm
     assert found["charts"] == found["rendered"] >= 14
     assert found["screenshot"].stat().st_size > 50_000
     # every smoke model is unfit: each section that shows a fine-tuned model's results warns, visibly
-    shows_fine_tuned = {"baselines", "claims", "patterns", "change", "linguistic", "cls", "disabling", "pruning", "probing", "roles", "atlas"}
+    shows_fine_tuned = {"baselines", "claims", "patterns", "change", "linguistic", "cls", "disabling", "pruning", "probing", "roles", "outliers", "layer_mix", "atlas"}
     assert {anchor for anchor, count in found["warnings"].items() if count} == shows_fine_tuned
     assert {"claims", "warning"} <= set(found["shots"]) and all(p.stat().st_size > 5_000 for p in found["shots"].values())
 

@@ -28,7 +28,8 @@ pytestmark = [
     ),
 ]
 
-MODEL_RULES = {"finetune", "evaluate_pretrained", "dump_attention", "labelled_maps", "disabling_sweep", "disabling_greedy"}
+MODEL_RULES = {"finetune", "evaluate_pretrained", "dump_attention", "labelled_maps", "disabling_sweep", "disabling_greedy",
+               "outlier_disabling"}
 # run models too (and so ask for a GPU), when the config prunes
 PRUNING_MODEL_RULES = {"head_importance", "lottery_pruning", "compact_model", "subnetwork_finetune", "head_gates"}
 PROBING_MODEL_RULES = {"probe_features", "syntactic_heads"}

@@ -275,6 +275,31 @@ def test_smoke_run_writes_head_roles_and_l0_gates(smoke_run):
     assert {"confidence", "positional_share", "rare_share", "roles"} <= set(atlas.columns)
 
 
+def test_smoke_run_writes_outliers_and_layer_mix(smoke_run):
+    results = smoke_run / "results/outliers/tiny-bert"
+    dimensions = pl.read_parquet(results / "summary/dimensions.parquet")
+    # the pre-trained encoder and every disabled fine-tuned model (MRPC seeds 1 and 2, STS-B seed 1)
+    assert sorted(set(dimensions.select("state", "task", "seed").iter_rows()), key=str) == sorted(
+        [("pretrained", None, None), ("finetuned", "MRPC", 1), ("finetuned", "MRPC", 2), ("finetuned", "STS-B", 1)], key=str)
+    parameters = pl.read_parquet(results / "parameters.parquet")
+    assert parameters.group_by("state", "task", "seed").len()["len"].to_list() == [2 * 2 * 32] * 4  # 2 norms x 2 layers x 32
+    for task in ("MRPC", "STS-B"):
+        record = json.loads((results / task / "seed1/disabling.json").read_text())
+        # each model's own outliers, then 3 placements x (outliers + 5 random draws), or the intact model alone
+        assert record["configurations"] == (1 + 3 * 6 if record["outliers"] else 1)
+    contrast = pl.read_parquet(results / "summary/contrast.parquet")
+    assert set(contrast["placement"]) <= {"output", "attention", "both"} and (contrast["draws"] == 5).all()
+    assert (contrast["ci_low"] <= contrast["difference"] + 1e-12).all() and (contrast["difference"] <= contrast["ci_high"] + 1e-12).all()
+    assert (results / "summary/dimensions.png").stat().st_size > 1000 and (results / "summary/contrast.png").stat().st_size > 1000
+    mix = pl.read_parquet(smoke_run / "results/layer_mix/tiny-bert/summary/expected_layers.parquet")
+    # every probed state (pre-trained, random weights, MRPC seed 1) x label set (upos, deprel)
+    assert mix.height == 3 * 2 and set(mix["labels"]) == {"upos", "deprel"} and (mix["layers"] == 2).all()
+    cumulative = pl.read_parquet(smoke_run / "results/layer_mix/tiny-bert/summary/cumulative.parquet")
+    assert cumulative.group_by("state", "labels").agg(pl.col("mix_weight").sum())["mix_weight"].to_list() == pytest.approx([1.0] * 6)
+    claims = pl.read_parquet(smoke_run / "results/claims/tiny-bert/claims.parquet")
+    assert {"outliers_disrupt", "pos_before_dependencies"} <= set(claims["claim"])
+
+
 def test_smoke_run_writes_probes_and_syntactic_heads(smoke_run):
     from safetensors.numpy import load_file
 
@@ -339,7 +364,8 @@ def test_changing_one_tasks_learning_rate_reruns_exactly_its_jobs(smoke_run, tmp
         "attention_change_summary": 1, "linguistic_scores": 1, "linguistic_summary": 1,
         "disabling_sweep": 1, "disabling_greedy": 1, "disabling_stats": 1, "disabling_summary": 1,
         "pruning_summary": 1, "probing_summary": 1, "head_roles": 1, "head_roles_summary": 1, "claims": 1, "head_atlas": 1,
-        "report": 1, "all": 1,
+        "outlier_dimensions": 1, "outlier_disabling": 1, "outlier_stats": 1, "outliers_summary": 1, "layer_mix_summary": 1,
+        "layer_atlas": 1, "report": 1, "all": 1,
     }
     dry_run = snakemake(smoke_run, "-n", configs=configs).stdout
     # each planned job's rule and outputs: "rule finetune:" (or localrule) is followed by its "output:" line
@@ -383,6 +409,7 @@ def test_editing_a_library_module_reruns_exactly_the_jobs_whose_scripts_import_i
     assert planned() == {
         "pattern_summary": 1, "attention_change_summary": 1, "linguistic_summary": 1, "disabling_greedy": 2,
         "disabling_summary": 1, "pruning_summary": 1, "probing_summary": 1, "head_roles_summary": 1, "head_atlas": 1, "report": 1, "all": 1,
+        "outliers_summary": 1, "layer_mix_summary": 1, "layer_atlas": 1,
         "fitness_table": 1, "baselines": 1, "claims": 1,
     }
     # encoder: imported by attention and finetune, so every job that runs a model reruns, but not the probe
@@ -561,6 +588,11 @@ BAD_INPUTS = [
      "pruning.michel_recompute is true. Fix: set pruning.michel_recompute: false"),
     ("L0 gates on a task not pruned", {"head_roles": {"gates": {"tasks": ["STS-B"]}}}, None,
      "head_roles.gates.tasks names STS-B, which is not pruned"),
+    ("outlier disabling on a seed never fine-tuned", {"outliers": {"seeds": [9]}}, None,
+     "outliers.seeds [9] are not fine-tuned for MRPC"),
+    ("layer mix on a state not probed", {"layer_mix": {"states": ["STS-B_seed1"]}}, None,
+     "layer_mix.states names ['STS-B_seed1'], which the probing stage does not probe"),
+    ("outlier criterion on no layer", {"outliers": {"min_layer_share": 1}}, None, "outliers.min_layer_share"),
 ]
 
 
@@ -579,7 +611,7 @@ def _run_with_bad_input(tmp_path, override, breakage=None, env=None):
 
 
 MODEL_RULES = ("resolve_model", "finetune", "evaluate_pretrained", "dump_attention", "labelled_maps", "probe_features",
-               "syntactic_heads", "head_gates")
+               "syntactic_heads", "head_gates", "outlier_dimensions", "outlier_disabling", "layer_mix")
 
 
 @pytest.mark.parametrize(("case", "override", "breakage", "message"), BAD_INPUTS, ids=[c[0] for c in BAD_INPUTS])

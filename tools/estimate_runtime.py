@@ -5,7 +5,7 @@ Each model-running job is priced as (examples it pushes through the model) x (me
 that task on all-MiniLM-L6-v2) x (bert-base's compute per token over all-MiniLM-L6-v2's), then divided by an
 assumed GPU speed-up over one CPU thread. Only the jobs that dominate are priced: training (fine-tuning, the
 from-scratch baseline, the re-fine-tuned lottery subnetworks, the L0 head gates) and forward passes over dev (disabling sweeps, pruning
-searches, dumps); the rest (tables, figures, features) cost about 1,800 CPU seconds in the whole CPU profile.
+searches, dumps, outlier-dimension disablings); the rest (tables, figures, features, the probes) cost about 1,800 CPU seconds in the whole CPU profile.
 
     python tools/estimate_runtime.py            # the table in README.md, "On a GPU workstation"
 """
@@ -49,9 +49,11 @@ def dev_passes(dev: int) -> float:
     s_pruning = 2 * 30 * 0.5  # about 30 iterations (heads, then heads at half the share, then MLPs) on half of dev
     greedy = (GREEDY_STEPS - 1) * LAYERS * HEADS * 0.5  # each step after the first tries every head, on half of dev
     gates = 4 * 4  # 4 gate jobs each score dev with the gates, at gate 1, Michel et al.'s order and the full model
+    # BERT Busters: intact + 3 placements x (outliers + 100 random draws), full passes, on at most 2,000 dev examples
+    outliers = (1 + 3 * (1 + 100)) * min(dev, 2000) / dev
     importance = 2 * 30 * 3 * 512 / dev  # s-pruning recomputes importance on 512 train examples (forward + backward)
     dumps = 2 * 4 * min(dev, 1000) / dev  # 2 states, at most 1000 examples, writing costs ~3 forwards (BENCHMARKS)
-    return (evaluations + michel + m_pruning + s_pruning + greedy + importance + dumps + gates) * dev
+    return (evaluations + michel + m_pruning + s_pruning + greedy + importance + dumps + gates + outliers) * dev
 
 
 # assumed (no GPU here to measure): one workstation GPU (RTX 3090/4090, A5000 class, fp32) trains and runs bert-base

@@ -52,6 +52,20 @@ def head_atlas_inputs(wildcards):
     return inputs
 
 
+def layer_atlas_inputs(wildcards):
+    """The per-layer tables the layer atlas joins (those this config produces)."""
+    model = wildcards.model
+    produced = summary_stems(model)
+    inputs = {}
+    if f"probing/{model}/summary/probes" in produced:
+        inputs["probes"] = f"results/probing/{model}/summary/probes.parquet"
+    if layer_mix_states(model):
+        inputs["mix"] = f"results/layer_mix/{model}/summary/cumulative.parquet"
+    if stage_runs(model, "outliers"):
+        inputs["parameters"] = f"results/outliers/{model}/parameters.parquet"
+    return inputs
+
+
 declare_section("atlas", shows=lambda model: sorted({run for anchor in ("claims", "probing") for run in SECTIONS[anchor].shows(model)}))
 
 

@@ -1,0 +1,28 @@
+"""The layer atlas of one model (rule layer_atlas): every per-layer result joined into one table, and its chart."""
+
+from _common import log_to
+
+log_to(snakemake.log[0])
+
+import polars as pl
+
+from bertology_core import figures, layer_atlas
+
+inputs = snakemake.input
+model = snakemake.wildcards.model
+
+
+def table(name: str) -> pl.DataFrame | None:
+    return pl.read_parquet(inputs[name]) if name in inputs.keys() else None
+
+
+atlas = layer_atlas.layer_atlas(model, probes=table("probes"), mix=table("mix"), parameters=table("parameters"),
+                                sigmas=snakemake.params.sigmas)
+stem = snakemake.output.table[0].removesuffix(".parquet")
+figures.write_table(atlas, stem, note=(
+    "One row per model state and layer (0 = embeddings; l = transformer layer l's output, whose output LayerNorm the "
+    "output_norm columns describe): linear probe accuracy and selectivity per label set, the scalar mix's weight and the "
+    "cumulative probes' gain (Tenney et al. 2019), and how many output LayerNorm weights and biases lie beyond the outlier "
+    "criterion's sigmas (Kovaleva et al. 2021)."))
+joined = ", ".join(name for name in ("probes", "mix", "parameters") if name in inputs.keys())
+figures.save_chart(layer_atlas.layer_atlas_chart(atlas, f"Model {model}: {atlas.height} rows (state x layer) from {joined}."), stem)
