@@ -381,6 +381,7 @@ def _check_edits(model: PreTrainedModel, plan: InterventionPlan) -> None:
         raise ValueError("a per-example plan has one configuration (num_configs=1)")
     num_layers = model.config.num_hidden_layers
     rows = "batch" if plan.per_example else f"num_configs={plan.num_configs}"
+    parts = encoder.structure(model) if any(POINTS[getattr(s, "point", "")].module for s in plan.edits if isinstance(s, Site)) else None
     for edited, values in plan.edits.items():
         if not isinstance(edited, Site):
             raise TypeError(f"plan edits are keyed by attention.site(layer, point), not {edited!r}")
@@ -394,7 +395,7 @@ def _check_edits(model: PreTrainedModel, plan: InterventionPlan) -> None:
             raise ValueError(f"{edited}: values must be [{rows}{names}], got {tuple(values.shape)}")
         if point.boolean and values.dtype != torch.bool:
             raise ValueError(f"{edited}: values must be booleans, got {values.dtype}")
-        if point.module is not None and getattr(encoder.structure(model)[edited.layer], point.module) is None:
+        if point.module is not None and getattr(parts[edited.layer], point.module) is None:
             raise encoder.UnsupportedStructure(encoder.missing_part_reason(model, point.module))
 
 

@@ -179,6 +179,28 @@ def evaluate_plans(
     return logits
 
 
+@dataclass(frozen=True)
+class ScoredModel:
+    """A fine-tuned classifier ready to be scored on its dev sample: the model on the job's device, the sample (sorted
+    by idx) and its encoding."""
+
+    model: PreTrainedModel
+    dev: pl.DataFrame
+    encoded: Encoded
+
+
+def load_scored_model(folder: str, dev_path: str, task: GlueTask, max_examples: int | None, subsample_seed: int,
+                      max_length: int, device: torch.device) -> ScoredModel:
+    """The fine-tuned model at ``folder`` and a seeded sample of at most ``max_examples`` of its task's dev split
+    (``glue.subsample``), encoded with the model's tokenizer: what a disabling job scores."""
+    from bertology_core import glue, models
+    from bertology_core.finetune import encode
+
+    dev = glue.subsample(pl.read_parquet(dev_path), max_examples, subsample_seed).sort("idx")
+    model = models.load_classifier(folder, task, models.SAVED, 0).to(device)
+    return ScoredModel(model, dev, encode(dev, models.load_tokenizer(folder), max_length))
+
+
 def predictions_from_logits(task: GlueTask, logits: np.ndarray) -> np.ndarray:
     """Class ids (classification) or scores (regression) from ``[..., labels]`` logits."""
     return logits[..., 0] if task.is_regression else logits.argmax(-1)

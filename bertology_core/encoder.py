@@ -197,6 +197,10 @@ NORM_TYPES: tuple[type, ...] = (nn.LayerNorm, nn.RMSNorm)
 
 def missing_part_reason(model: PreTrainedModel, part: str) -> str:
     """Why ``model`` has no ``part`` (a :class:`DepthParts` field that is None), and what to do."""
+    if part == "attention_norm" and all(p.output_norm is not None for p in structure(model)):
+        return (f"{type(model).__name__}: the engine found no LayerNorm (nn.LayerNorm or nn.RMSNorm) between its attention "
+                "output projection and its MLP, so the attention-output LayerNorm cannot be edited. Fix: leave the "
+                "attention placement out, or this model out of the outliers stage.")
     if part in ("attention_norm", "output_norm"):
         return (f"{type(model).__name__} normalises before each sub-layer (pre-LayerNorm): no LayerNorm's output is the "
                 "residual stream, so disabling LayerNorm dimensions (Kovaleva et al. 2021, on post-LayerNorm encoders: "

@@ -66,9 +66,17 @@ def _logits(x: torch.Tensor, mix: torch.Tensor, gamma: torch.Tensor, weight: tor
     return torch.einsum("kwf,kfc->kwc", mixed, weight) + bias[:, None]
 
 
+WORDS_PER_CHUNK = 4096  # the mixes are [probes, words, features]: evaluated a chunk of words at a time
+
+
 def _losses(x, y, mix, gamma, weight, bias) -> torch.Tensor:
-    logits = _logits(x, mix, gamma, weight, bias)
-    return torch.nn.functional.cross_entropy(logits.transpose(1, 2), y.expand(len(logits), -1), reduction="none").mean(dim=1)
+    """Each probe's mean cross-entropy on ``x`` ``[layers, words, features]``, a chunk of words at a time."""
+    total = torch.zeros(len(mix))
+    for start in range(0, x.shape[1], WORDS_PER_CHUNK):
+        logits = _logits(x[:, start:start + WORDS_PER_CHUNK], mix, gamma, weight, bias)
+        target = y[start:start + WORDS_PER_CHUNK].expand(len(logits), -1)
+        total += torch.nn.functional.cross_entropy(logits.transpose(1, 2), target, reduction="none").sum(dim=1)
+    return total / max(1, x.shape[1])
 
 
 def fit_cumulative_probes(train: np.ndarray, train_labels: np.ndarray, num_classes: int, settings: ProbeSettings,
@@ -126,7 +134,9 @@ def fit_cumulative_probes(train: np.ndarray, train_labels: np.ndarray, num_class
 def cumulative_correct(probes: MixedProbes, features: np.ndarray, labels: np.ndarray) -> np.ndarray:
     """Whether each cumulative probe labels each word right, ``[probes, words]``."""
     x = (torch.from_numpy(np.ascontiguousarray(features, dtype=np.float32)) - probes.mean) / probes.std
-    predictions = _logits(x, probes.mix, probes.gamma, probes.weight, probes.bias).argmax(-1).numpy()
+    predictions = np.concatenate([
+        _logits(x[:, start:start + WORDS_PER_CHUNK], probes.mix, probes.gamma, probes.weight, probes.bias).argmax(-1).numpy()
+        for start in range(0, x.shape[1], WORDS_PER_CHUNK)] or [np.zeros((len(probes.mix), 0), dtype=np.int64)], axis=1)
     return predictions == np.asarray(labels)[None, :]
 
 

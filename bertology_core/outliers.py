@@ -25,14 +25,18 @@ POINT_OF_NORM = {"output_norm": attention.OUTPUT_NORM_SCALE, "attention_norm": a
 
 def layernorm_parameters(model: PreTrainedModel) -> pl.DataFrame:
     """Every depth's output and attention-output LayerNorm weights and biases: ``norm, layer, dimension, weight,
-    bias`` (a LayerNorm without a bias has bias 0). Raises :class:`~bertology_core.encoder.UnsupportedStructure` for a
+    bias`` (a LayerNorm without a bias has bias 0); a LayerNorm shared across depth (ALBERT) appears once, at its first
+    depth. Raises :class:`~bertology_core.encoder.UnsupportedStructure` for a
     pre-LayerNorm encoder, whose norms are not the residual stream (the criterion does not apply)."""
-    frames = []
+    frames, seen = [], set()
     for layer, part in enumerate(encoder.structure(model)):
         for norm in NORMS:
             module = getattr(part, norm)
             if module is None:
                 raise encoder.UnsupportedStructure(encoder.missing_part_reason(model, norm))
+            if id(module) in seen:  # shared across depth (ALBERT): one LayerNorm, counted once, at its first depth
+                continue
+            seen.add(id(module))
             weight = module.weight.detach().float().cpu().numpy()
             bias = np.zeros_like(weight) if getattr(module, "bias", None) is None else module.bias.detach().float().cpu().numpy()
             frames.append(pl.DataFrame({"norm": norm, "layer": layer, "dimension": np.arange(len(weight)),

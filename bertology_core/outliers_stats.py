@@ -2,19 +2,21 @@
 that disable them or as many random dimensions, and the statistics of those disablings. Needs no torch
 (:mod:`bertology_core.outliers` reads the weights and runs the model).
 
-The criterion, as in the paper and its published analysis code: in a layer's *output* LayerNorm (BERT's
-``output.LayerNorm``, the one that closes each layer after the MLP's residual sum), a scaling factor (weight) or a bias
-is out of range when it lies more than ``sigmas`` (3) standard deviations from the mean of that layer's vector, the mean
-and deviation taken over the hidden dimensions of that one LayerNorm; a dimension is an *outlier dimension* of the model
-when its weight or its bias is out of range in more than ``min_layer_share`` of the layers (the analysis code's "more
-than 3 of BERT-base's 12 layers": 0.25; the paper describes dimensions out of the 3-sigma range "in the same position
-across layers"). Weights and biases are counted separately (a dimension qualifies by either). The attention-output
-LayerNorm is shown beside it but does not take part in the criterion, as in the paper.
+The criterion. What the paper and its authors' blog state: the outliers are scaling factors (weights) and biases of the
+*output* LayerNorm (BERT's ``output.LayerNorm``, the one that closes each layer after the MLP's residual sum) that fall
+"out of the three sigma range", "in the same position" across the model's layers. How many layers a dimension must be
+out of range in is not stated in what we could read of the paper; we follow public analysis code of this literature: a
+weight or a bias is out of range when it lies more than ``sigmas`` (3) sample standard deviations from the mean of its
+LayerNorm's vector (over that LayerNorm's hidden dimensions), and a dimension is an *outlier dimension* of the model when
+its weight or its bias is out of range in more than ``min_layer_share`` of the LayerNorms (that code keeps dimensions out
+of range in more than 3 of BERT-base's 12 layers: 0.25). Weights and biases are counted separately (a dimension
+qualifies by either). A LayerNorm shared across depth (ALBERT) counts once. The attention-output LayerNorm is shown
+beside it but does not take part in the criterion. On a shallow encoder the layer share counts few layers (more than
+1.5 of 6), so the criterion is looser there than on BERT-base.
 
 Disabling, as in the paper: a dimension's LayerNorm weight and bias are set to 0, in the same position in every layer,
 so that LayerNorm outputs 0 there (the engine's ``*_norm.scale`` sites; equal to editing a copy's weights). The paper
-disables the output LayerNorms; the attention-output LayerNorms, then both, are this pipeline's additions (the issue that
-seeds it asks for all three). The baseline is the same number of dimensions drawn at random among the non-outlier ones,
+disables the output LayerNorms; the attention-output LayerNorms, then both, are this pipeline's additions. The baseline is the same number of dimensions drawn at random among the non-outlier ones,
 ``draws`` times (a distribution, not one draw); each draw disables the same dimensions in all three placements, so the
 placements are compared on the same draws.
 """
@@ -145,7 +147,7 @@ DELTA_SCHEMA = {"config": pl.String, "kind": pl.String, "placement": pl.String, 
 CONTRAST_SCHEMA = {"placement": pl.String, "seed": pl.Int64, "outliers_delta": pl.Float64, "random_mean_delta": pl.Float64,
                    "random_low": pl.Float64, "random_high": pl.Float64, "random_worst": pl.Float64,
                    "random_at_or_below_outliers": pl.Float64, "draws": pl.Int32, "difference": pl.Float64,
-                   "ci_low": pl.Float64, "ci_high": pl.Float64, "pooled_seeds": pl.String}
+                   "ci_low": pl.Float64, "ci_high": pl.Float64, "pooled_seeds": pl.String, "seeds_without_outliers": pl.String}
 
 
 def _arrays(frame: pl.DataFrame) -> tuple[pl.DataFrame, np.ndarray, np.ndarray]:
@@ -168,20 +170,25 @@ def disabling_statistics(runs: dict[int, pl.DataFrame], metric: str, resamples: 
     placement: the outliers' delta, the random draws' deltas (mean, their 2.5 and 97.5 percentiles, the share of draws
     that cost at least as much as the outliers), and the outliers' delta minus the mean random delta with a paired
     interval (the same example resamples for every configuration). Across seeds the random statistics pool the seeds'
-    mean deltas draw by draw; a seed's draws may differ from another's when their models have different outliers. A
-    seed whose model has no outlier dimension has nothing to compare and is left out (``pooled_seeds`` names the rest).
+    mean deltas draw by draw: each seed's draw has as many dimensions as that seed's outliers, so a draw is matched to
+    its own model's outliers even when the seeds' outlier sets differ. A seed whose model has no outlier dimension has
+    nothing to compare and is left out (``pooled_seeds`` names the rest, ``seeds_without_outliers`` those). Every seed
+    must be scored on the same dev examples with the same configurations (placements and draws).
     """
     per_seed, frames = {}, []
     labels_first = None
+    without = ",".join(str(s) for s, frame in sorted(runs.items()) if frame["kind"].n_unique() == 1)
     runs = {s: frame for s, frame in runs.items() if frame["kind"].n_unique() > 1}  # a model without outliers: nothing to compare
     if not runs:
         return pl.DataFrame(schema=DELTA_SCHEMA), pl.DataFrame(schema=CONTRAST_SCHEMA)
     for seed_value in sorted(runs):
         configs, labels, predictions = _arrays(runs[seed_value])
+        idx = np.sort(runs[seed_value]["idx"].unique().to_numpy())
         if labels_first is None:
-            labels_first, shared_configs = labels, configs
+            labels_first, idx_first, shared_configs = labels, idx, configs
             indices = resample_indices(len(labels), resamples, seed)
-        elif len(labels) != len(labels_first) or configs.height != shared_configs.height:
+        elif not np.array_equal(idx, idx_first) or configs.select("kind", "placement", "draw").rows() != shared_configs.select(
+                "kind", "placement", "draw").rows():
             raise ValueError(f"seed {seed_value}: its disablings cover other examples or configurations than seed {min(runs)}'s "
                              "(every seed must be scored on the same dev sample with the same number of random draws)")
         per_seed[seed_value] = (configs, paired_deltas(metric, predictions[1:], predictions[0], labels, indices))
@@ -192,6 +199,9 @@ def disabling_statistics(runs: dict[int, pl.DataFrame], metric: str, resamples: 
         frames.append(configs[1:].with_columns(
             pl.lit(seed_value, dtype=pl.Int64).alias("seed"), pl.Series("delta", deltas.delta), pl.Series("ci_low", low),
             pl.Series("ci_high", high)))
+    # the across-seed rows name their dimensions only where every pooled seed disables the same ones
+    same = all(per_seed[s][0]["dimensions"].to_list() == shared_configs["dimensions"].to_list() for s in per_seed)
+    frames[-1] = frames[-1].with_columns(pl.col("dimensions") if same else pl.lit("per seed").alias("dimensions"))
     deltas_table = pl.concat(frames)
     stacked = np.stack([per_seed[s][1].delta for s in seeds])
     low, high = pooled.interval(level)
@@ -200,7 +210,8 @@ def disabling_statistics(runs: dict[int, pl.DataFrame], metric: str, resamples: 
         shared_configs[1:].select("config").with_columns(verdict, pl.lit(len(seeds), dtype=pl.Int32).alias("seeds")), on="config", how="left")
     pooled_seeds = ",".join(map(str, seeds))  # a seed whose model has no outlier dimension is not among them
     contrast = pl.concat([_contrast(configs, deltas, seed_value, level).with_columns(
-        pl.lit(str(seed_value) if seed_value is not None else pooled_seeds).alias("pooled_seeds"))
+        pl.lit(str(seed_value) if seed_value is not None else pooled_seeds).alias("pooled_seeds"),
+        pl.lit(without if seed_value is None else "").alias("seeds_without_outliers"))
         for seed_value, (configs, deltas) in [*per_seed.items(), (None, (shared_configs, pooled))]])
     deltas_table = deltas_table.with_columns(pl.lit(metric).alias("metric"), pl.lit(len(labels_first), dtype=pl.Int32).alias("examples"))
     return deltas_table.select(list(DELTA_SCHEMA)).cast(DELTA_SCHEMA), contrast
@@ -223,7 +234,7 @@ def _contrast(configs: pl.DataFrame, deltas: PairedDeltas, seed_value: int | Non
                      "random_high": float(np.quantile(rand, 0.975)), "random_worst": float(rand.min()),
                      "random_at_or_below_outliers": float(np.mean(rand <= out)), "draws": len(randoms),
                      "difference": float(difference.delta[0]), "ci_low": float(low[0]), "ci_high": float(high[0])})
-    return pl.DataFrame(rows, schema={k: v for k, v in CONTRAST_SCHEMA.items() if k != "pooled_seeds"})
+    return pl.DataFrame(rows, schema={k: v for k, v in CONTRAST_SCHEMA.items() if k not in ("pooled_seeds", "seeds_without_outliers")})
 
 
 def dimensions_summary(dimensions: pl.DataFrame) -> pl.DataFrame:

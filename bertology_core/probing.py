@@ -495,3 +495,19 @@ def probe_label_sets(
                          "train_words": int(usable["train"].sum()), "dev_words": int(usable["dev"].sum())})
     schema = {"layer": pl.Int16, "reference_accuracy": pl.Float64, "reference_control_accuracy": pl.Float64, "reference_selectivity": pl.Float64}
     return pl.DataFrame(rows, schema_overrides=schema), pl.concat(word_rows)
+
+
+def load_probe_inputs(features: str, treebank_splits: dict[str, str], sample: dict) -> tuple[dict[str, np.ndarray], dict[str, pl.DataFrame]]:
+    """A probed state's word features (the ``probe_features`` Safetensors) and the seeded treebank samples they were
+    computed on (``sample``: ``train``/``dev`` sentence counts and ``seed``), checked to hold the same words."""
+    from safetensors.numpy import load_file
+
+    from bertology_core import treebank
+
+    tensors = load_file(features)
+    frames = {split: treebank.sample(pl.read_parquet(path), sample[split], sample["seed"]) for split, path in treebank_splits.items()}
+    for split, frame in frames.items():
+        words = int(frame["forms"].list.len().sum())
+        if tensors[split].shape[1] != words:
+            raise RuntimeError(f"{features}: {tensors[split].shape[1]} {split} words, the treebank sample has {words}: rerun probe_features")
+    return tensors, frames

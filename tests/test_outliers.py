@@ -140,3 +140,41 @@ def test_statistics_separate_a_costly_outlier_set_from_harmless_random_draws():
     empty_deltas, empty_contrast = outliers_stats.disabling_statistics(
         {1: run_frame(configs[:1], np.tile(labels, (1, 1)), labels)}, "accuracy", 100, 0.95, 0)
     assert empty_deltas.is_empty() and empty_contrast.is_empty()
+
+
+def test_a_layernorm_shared_across_depth_counts_once():
+    from transformers import AlbertConfig, AlbertForSequenceClassification
+
+    torch.manual_seed(0)
+    albert = AlbertForSequenceClassification(AlbertConfig(
+        vocab_size=99, embedding_size=16, hidden_size=32, num_hidden_layers=4, num_attention_heads=4, intermediate_size=37,
+        max_position_embeddings=64))
+    table = outliers.layernorm_parameters(albert)
+    # one shared layer: its two LayerNorms once each, not once per depth (a value out of range would count 4 times)
+    assert table.height == 2 * 32 and table["layer"].unique().to_list() == [0]
+
+
+def seed_run(labels, outlier_dims, rng, draws=4):
+    configs = outliers_stats.configurations(outlier_dims, hidden=16, draws=draws, seed=0)
+    predictions = np.tile(labels, (len(configs), 1))
+    for index, config in enumerate(configs):
+        flip = rng.random(len(labels)) < (0.4 if config.kind == "outliers" else 0.02 if config.kind == "random" else 0.0)
+        predictions[index] = np.where(flip, 1 - labels, labels)
+    return run_frame(configs, predictions, labels)
+
+
+def test_seeds_with_different_outliers_pool_and_a_seed_without_is_left_out():
+    rng = np.random.default_rng(1)
+    labels = rng.integers(0, 2, 150)
+    runs = {1: seed_run(labels, [], rng), 2: seed_run(labels, [3, 4], rng), 3: seed_run(labels, [3, 4, 9], rng)}
+    deltas, contrast = outliers_stats.disabling_statistics(runs, "accuracy", 200, 0.95, 0)
+    pooled = contrast.filter(pl.col("seed").is_null())
+    assert pooled["pooled_seeds"].to_list() == ["2,3"] * 3 and pooled["seeds_without_outliers"].to_list() == ["1"] * 3
+    assert set(contrast["seed"].drop_nulls()) == {2, 3}
+    # the across-seed rows cannot name one set of dimensions: the seeds disable different ones
+    assert set(deltas.filter(pl.col("seed").is_null() & (pl.col("kind") == "outliers"))["dimensions"]) == {"per seed"}
+    assert set(deltas.filter((pl.col("seed") == 3) & (pl.col("kind") == "outliers"))["dimensions"]) == {"3,4,9"}
+    # seeds scored on other dev examples cannot be paired
+    shifted = runs[3].with_columns(pl.col("idx") + 1000)
+    with pytest.raises(ValueError, match="other examples or configurations"):
+        outliers_stats.disabling_statistics({2: runs[2], 3: shifted}, "accuracy", 50, 0.95, 0)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import shutil
 
+import numpy as np
 import polars as pl
 import pytest
 import yaml
@@ -283,13 +284,19 @@ def test_smoke_run_writes_outliers_and_layer_mix(smoke_run):
         [("pretrained", None, None), ("finetuned", "MRPC", 1), ("finetuned", "MRPC", 2), ("finetuned", "STS-B", 1)], key=str)
     parameters = pl.read_parquet(results / "parameters.parquet")
     assert parameters.group_by("state", "task", "seed").len()["len"].to_list() == [2 * 2 * 32] * 4  # 2 norms x 2 layers x 32
-    for task in ("MRPC", "STS-B"):
-        record = json.loads((results / task / "seed1/disabling.json").read_text())
+    records = {(task, seed): json.loads((results / task / f"seed{seed}/disabling.json").read_text())
+               for task, seed in (("MRPC", 1), ("MRPC", 2), ("STS-B", 1))}
+    for record in records.values():
         # each model's own outliers, then 3 placements x (outliers + 5 random draws), or the intact model alone
         assert record["configurations"] == (1 + 3 * 6 if record["outliers"] else 1)
+    with_outliers = {key for key, record in records.items() if record["outliers"]}
+    assert with_outliers, "the smoke config's looser criterion (outliers.sigmas 1.5) must find outliers to disable"
     contrast = pl.read_parquet(results / "summary/contrast.parquet")
-    assert set(contrast["placement"]) <= {"output", "attention", "both"} and (contrast["draws"] == 5).all()
-    assert (contrast["ci_low"] <= contrast["difference"] + 1e-12).all() and (contrast["difference"] <= contrast["ci_high"] + 1e-12).all()
+    assert set(contrast.select("task", "seed").drop_nulls().iter_rows()) == with_outliers
+    pooled = contrast.filter(pl.col("seed").is_null())
+    assert sorted(pooled["placement"]) == sorted(["output", "attention", "both"] * len({t for t, _ in with_outliers}))
+    assert (pooled["draws"] == 5).all() and pooled["outliers_delta"].is_finite().all()
+    np.testing.assert_allclose(pooled["difference"], pooled["outliers_delta"] - pooled["random_mean_delta"], atol=1e-12)
     assert (results / "summary/dimensions.png").stat().st_size > 1000 and (results / "summary/contrast.png").stat().st_size > 1000
     mix = pl.read_parquet(smoke_run / "results/layer_mix/tiny-bert/summary/expected_layers.parquet")
     # every probed state (pre-trained, random weights, MRPC seed 1) x label set (upos, deprel)
@@ -297,7 +304,9 @@ def test_smoke_run_writes_outliers_and_layer_mix(smoke_run):
     cumulative = pl.read_parquet(smoke_run / "results/layer_mix/tiny-bert/summary/cumulative.parquet")
     assert cumulative.group_by("state", "labels").agg(pl.col("mix_weight").sum())["mix_weight"].to_list() == pytest.approx([1.0] * 6)
     claims = pl.read_parquet(smoke_run / "results/claims/tiny-bert/claims.parquet")
-    assert {"outliers_disrupt", "pos_before_dependencies"} <= set(claims["claim"])
+    measured = claims.filter(pl.col("claim") == "outliers_disrupt")
+    assert set(measured["scope"]) == {t for t, _ in with_outliers} and measured["this_run"].is_finite().all()
+    assert claims.filter(pl.col("claim") == "pos_before_dependencies")["scope"].to_list() == ["deprel - upos"]
 
 
 def test_smoke_run_writes_probes_and_syntactic_heads(smoke_run):
@@ -592,7 +601,8 @@ BAD_INPUTS = [
      "outliers.seeds [9] are not fine-tuned for MRPC"),
     ("layer mix on a state not probed", {"layer_mix": {"states": ["STS-B_seed1"]}}, None,
      "layer_mix.states names ['STS-B_seed1'], which the probing stage does not probe"),
-    ("outlier criterion on no layer", {"outliers": {"min_layer_share": 1}}, None, "outliers.min_layer_share"),
+    ("outlier criterion on no layer", {"outliers": {"min_layer_share": 1}}, None,
+     "Failed validating 'exclusiveMaximum' in schema['properties']['outliers']['properties']['min_layer_share']"),
 ]
 
 

@@ -10,14 +10,14 @@ log_to(snakemake.log[0])
 
 import polars as pl
 
-from bertology_core import device, disabling, finetune, glue, io, models
+from bertology_core import device, disabling, finetune, glue, io
 
 job_device = device.job_device(snakemake.threads)
 params = snakemake.params
 task = glue.get_task(snakemake.wildcards.task)
-dev = glue.subsample(pl.read_parquet(snakemake.input.data), params.max_examples, params.subsample_seed).sort("idx")
-model = models.load_classifier(snakemake.input.model, task, models.SAVED, 0).to(job_device)
-encoded = finetune.encode(dev, models.load_tokenizer(snakemake.input.model), params.max_length)
+scored = disabling.load_scored_model(snakemake.input.model, snakemake.input.data, task, params.max_examples, params.subsample_seed,
+                                     params.max_length, job_device)
+model, dev, encoded = scored.model, scored.dev, scored.encoded
 config = model.config
 configs = disabling.sweep_configurations(config.num_hidden_layers, config.num_attention_heads, layers=params.layers)
 frames, summary = [], {"task": task.name, "examples": dev.height, "configurations": len(configs), "modes": {}}

@@ -25,4 +25,8 @@ figures.write_table(atlas, stem, note=(
     "cumulative probes' gain (Tenney et al. 2019), and how many output LayerNorm weights and biases lie beyond the outlier "
     "criterion's sigmas (Kovaleva et al. 2021)."))
 joined = ", ".join(name for name in ("probes", "mix", "parameters") if name in inputs.keys())
-figures.save_chart(layer_atlas.layer_atlas_chart(atlas, f"Model {model}: {atlas.height} rows (state x layer) from {joined}."), stem)
+if atlas.height:
+    chart = layer_atlas.layer_atlas_chart(atlas, f"Model {model}: {atlas.height} rows (state x layer) from {joined}.")
+else:  # no probing, no layer mix and a pre-LayerNorm encoder: nothing per layer
+    chart = figures.note_chart("Layer atlas", f"Model {model}: no per-layer result in this config (probing, layer mix, outliers).")
+figures.save_chart(chart, stem)

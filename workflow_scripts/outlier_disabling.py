@@ -10,19 +10,19 @@ log_to(snakemake.log[0])
 
 import polars as pl
 
-from bertology_core import device, disabling, finetune, glue, io, models, outliers, outliers_stats
+from bertology_core import device, disabling, finetune, glue, io, outliers, outliers_stats
 
 job_device = device.job_device(snakemake.threads)
 params = snakemake.params
 task = glue.get_task(snakemake.wildcards.task)
-dev = glue.subsample(pl.read_parquet(snakemake.input.data), params.max_examples, params.subsample_seed).sort("idx")
-model = models.load_classifier(snakemake.input.model, task, models.SAVED, 0).to(job_device)
+scored = disabling.load_scored_model(snakemake.input.model, snakemake.input.data, task, params.max_examples, params.subsample_seed,
+                                     params.max_length, job_device)
+model, dev = scored.model, scored.dev
 _, table, reason = outliers.find_outliers(model, outliers_stats.Criterion(**params.criterion))
 found = [] if reason else outliers_stats.outlier_dimensions(table)
 configs = outliers_stats.configurations(found, model.config.hidden_size, params.draws, params.random_seed)
 started = time.perf_counter()
-logits = outliers.evaluate_dimension_sets(model, finetune.encode(dev, models.load_tokenizer(snakemake.input.model), params.max_length),
-                                          configs, rows_per_pass=snakemake.resources.rows_per_pass)
+logits = outliers.evaluate_dimension_sets(model, scored.encoded, configs, rows_per_pass=snakemake.resources.rows_per_pass)
 predictions = disabling.predictions_from_logits(task, logits)
 frame = outliers_stats.predictions_frame(configs, dev["idx"].to_numpy(), dev["label"].to_numpy(), predictions, task.is_regression)
 io.write_parquet(frame, snakemake.output.predictions)

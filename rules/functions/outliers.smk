@@ -9,7 +9,8 @@ def outlier_configured_tasks():
 
 def outlier_configured_seeds(task):
     """The seeds configured for a task's disablings: outliers.seeds, or the disabling stage's seeds."""
-    return config["outliers"]["seeds"] or disabling_seeds(task)
+    seeds = config["outliers"]["seeds"]
+    return disabling_seeds(task) if seeds is None else seeds
 
 
 def outlier_seeds(model, task):
