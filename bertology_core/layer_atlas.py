@@ -53,7 +53,7 @@ def layer_atlas(model: str, probes: pl.DataFrame | None = None, mix: pl.DataFram
     joined = parts[0]
     for part in parts[1:]:
         joined = joined.join(part, on=["state", "layer"], how="full", coalesce=True)
-    order = {states.PRETRAINED: 0, "random_weights": 1}
+    order = {states.PRETRAINED: 0, states.RANDOM_WEIGHTS: 1}
     return joined.with_columns(pl.lit(model).alias("model")).select(*KEYS, pl.exclude(*KEYS)).with_columns(
         pl.col("state").replace_strict(order, default=2, return_dtype=pl.Int32).alias("_order")
     ).sort("_order", "state", "layer").drop("_order")

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
+from bertology_core import states
 from bertology_core.bootstrap import PairedDeltas, paired_deltas, resample_indices
 from bertology_core.disabling_stats import pooled_over_seeds, seed_verdicts
 
@@ -244,7 +245,7 @@ def dimensions_summary(dimensions: pl.DataFrame) -> pl.DataFrame:
     applicable = dimensions.filter(pl.col("dimension").is_not_null()) if "dimension" in dimensions.columns else pl.DataFrame()
     rows = []
     if applicable.height:
-        pretrained = set(applicable.filter((pl.col("state") == "pretrained") & pl.col("outlier"))["dimension"].to_list())
+        pretrained = set(applicable.filter((pl.col("state") == states.PRETRAINED) & pl.col("outlier"))["dimension"].to_list())
         for key, frame in applicable.group_by(keys, maintain_order=True):
             found = frame.filter(pl.col("outlier")).sort("dimension")
             base = dict(zip(keys, key)) | {"outliers": found.height, "layers": int(frame["layers"][0])}
@@ -265,9 +266,9 @@ def dimensions_summary(dimensions: pl.DataFrame) -> pl.DataFrame:
 def parameters_chart(parameters: pl.DataFrame, summary: pl.DataFrame):
     """The pre-trained encoder's LayerNorm weights and biases per dimension, one line per layer (the paper's fig. 1),
     for the output and the attention-output LayerNorm; its outlier dimensions marked."""
-    frame = parameters.filter(pl.col("state") == "pretrained").unpivot(
+    frame = parameters.filter(pl.col("state") == states.PRETRAINED).unpivot(
         index=["norm", "layer", "dimension"], on=list(PARAMETERS), variable_name="parameter", value_name="value")
-    marked = summary.filter((pl.col("state") == "pretrained") & pl.col("dimension").is_not_null()).select("dimension")
+    marked = summary.filter((pl.col("state") == states.PRETRAINED) & pl.col("dimension").is_not_null()).select("dimension")
     return _faceted(frame, marked)
 
 
