@@ -144,7 +144,8 @@ def layer_mix_tables(labels: str, probes: MixedProbes, correct: np.ndarray, sent
                      level: float, seed: int) -> tuple[pl.DataFrame, pl.DataFrame]:
     """For one label set: the cumulative table (per probe ``k``: its accuracy, the differential score, its mixing
     weight on each layer of the full mix) and the summary row (center of gravity of the full mix; expected layer with
-    a percentile interval over dev sentences; both also as a share of the depth ``L``)."""
+    a percentile interval over dev sentences; both also as a share of the depth ``L``). The expected layer is NaN
+    unless it is defined (a positive total gain) in at least 99% of the resamples."""
     scores = correct.mean(axis=1)
     layers = len(scores)
     full_mix = probes.mix[-1].numpy()
@@ -155,7 +156,10 @@ def layer_mix_tables(labels: str, probes: MixedProbes, correct: np.ndarray, sent
     })
     low, high = interval(resampled_expected_layers({labels: correct}, {labels: sentences}, resamples, seed)[labels], level)
     depth = layers - 1
-    expected = float(expected_layer(scores))
+    # E_Delta divides by the layers' total gain over the embeddings; where that gain is not positive in 99% of the
+    # sentence resamples (an encoder whose layers add nothing, such as random weights) the ratio is noise over
+    # noise and can land anywhere, even beyond the last layer, so it is not reported.
+    expected = float(expected_layer(scores)) if np.isfinite(low) else float("nan")
     gravity = center_of_gravity(full_mix)
     summary = pl.DataFrame([{
         "labels": labels, "layers": depth, "center_of_gravity": gravity, "expected_layer": expected,

@@ -72,5 +72,15 @@ def test_mix_tables_and_the_paired_difference():
         for name, c in (("both", correct), ("first", layer_mix.cumulative_correct(first_only, x[:, 2000:], y[2000:] // 2)))])
     point, draws = layer_mix_stats.expected_layer_difference(words, lower="first", higher="both", resamples=200, seed=0)
     assert point > 0.8 and np.quantile(draws, 0.025) > 0
+    # layers that add (almost) nothing: two more dev words right at the top than in the embeddings is a positive
+    # total gain, so the formula gives a number (8.5 of 4 layers), but resampling sentences flips its sign: no expected layer
+    rng = np.random.default_rng(1)
+    flat = np.repeat(rng.random(1000)[None, :] < 0.5, 5, axis=0)
+    flat[1:4, np.flatnonzero(flat[0])[:3]] = False  # Delta_1 = -0.003
+    flat[4, np.flatnonzero(~flat[0])[:2]] = True  # Delta_4 = +0.005
+    assert layer_mix_stats.expected_layer(flat.mean(axis=1)) == pytest.approx(8.5)  # beyond the last layer
+    _, flat_summary = layer_mix.layer_mix_tables("flat", probes, flat, sentences[2000:], 200, 0.95, 0)
+    flat_row = flat_summary.row(0, named=True)
+    assert np.isnan(flat_row["expected_layer"]) and np.isnan(flat_row["ci_low"]) and np.isnan(flat_row["expected_layer_share"])
     with pytest.raises(ValueError, match="no cumulative probes for label set 'upos'"):
         layer_mix_stats.expected_layer_difference(words, lower="upos", higher="both", resamples=10, seed=0)
