@@ -22,11 +22,14 @@ figures.write_table(verdicts.annotate(summary, state="state"), stems["expected"]
     "columns divide by the depth, to compare with a model of another depth."))
 figures.write_table(verdicts.annotate(cumulative, state="state"), stems["cumulative"])
 sample = f"{params.sample['train_sentences'] or 'all'} train / {params.sample['dev_sentences'] or 'all'} dev sentences"
-means = ", ".join(f"{r['labels']} {r['expected_layer']:.2f}" for r in summary.group_by("labels").agg(pl.col("expected_layer").mean()).sort("labels").iter_rows(named=True))
+# states whose layers add nothing have no expected layer (NaN): the mean is over the others, counted
+means = ", ".join(f"{r['labels']} {r['mean']:.2f} ({r['defined']} of {r['states']} states)" for r in summary.group_by("labels").agg(
+    mean=pl.col("expected_layer").fill_nan(None).mean(), defined=pl.col("expected_layer").is_not_nan().sum(),
+    states=pl.len()).sort("labels").iter_rows(named=True))
 figures.save_chart(figures.with_caption(
     layer_mix_stats.mix_chart(cumulative, summary),
     "Where each label set's information sits across depth (Tenney et al. 2019, fig. 1)",
-    f"Left: the weight of each layer in a scalar-mix probe over all layers. Right: what each layer adds to a probe on the mix "
-    f"of layers 0..l (dev accuracy).\nModel {model}; UD EWT {sample}, {params.sample['pooling']} word piece; mean expected layer "
-    f"over states: {means}.",
+    f"Left: what each layer adds to a probe on the mix of layers 0..l (dev accuracy). Right: the weight of each layer in a "
+    f"scalar-mix probe over all layers.\nModel {model}; UD EWT {sample}, {params.sample['pooling']} word piece; mean expected layer "
+    f"over the states that have one: {means}.",
 ), stems["expected"])
