@@ -71,6 +71,16 @@ def expected_layer_difference(words: pl.DataFrame, lower: str, higher: str, resa
     return point, draws[higher] - draws[lower]
 
 
+def mean_expected_layers(summary: pl.DataFrame) -> str:
+    """Per label set, the mean expected layer over the states that have one and how many do (``"upos 1.43 (9 of 10
+    states)"``): a state whose layers add nothing has none (NaN), and one such state must not blank the mean."""
+    rows = summary.group_by("labels").agg(
+        mean=pl.col("expected_layer").fill_nan(None).mean(), defined=pl.col("expected_layer").is_not_nan().sum(),
+        states=pl.len()).sort("labels").iter_rows(named=True)
+    return ", ".join(f"{r['labels']} {'none' if r['mean'] is None else format(r['mean'], '.2f')} "
+                     f"({r['defined']} of {r['states']} states)" for r in rows)
+
+
 def mix_chart(cumulative: pl.DataFrame, summary: pl.DataFrame):
     """Tenney et al.'s figure 1 for every probed state: per label set (rows), the full mix's weight on each layer and
     each layer's differential score (columns), one line per state; the center of gravity and the expected layer are

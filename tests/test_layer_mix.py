@@ -84,3 +84,9 @@ def test_mix_tables_and_the_paired_difference():
     assert np.isnan(flat_row["expected_layer"]) and np.isnan(flat_row["ci_low"]) and np.isnan(flat_row["expected_layer_share"])
     with pytest.raises(ValueError, match="no cumulative probes for label set 'upos'"):
         layer_mix_stats.expected_layer_difference(words, lower="upos", higher="both", resamples=10, seed=0)
+
+
+def test_mean_expected_layers_skip_states_without_one():
+    summary = pl.DataFrame({"labels": ["upos", "upos", "deprel", "deprel"], "state": ["a", "b", "a", "b"],
+                            "expected_layer": [1.5, float("nan"), float("nan"), float("nan")]})
+    assert layer_mix_stats.mean_expected_layers(summary) == "deprel none (0 of 2 states), upos 1.50 (1 of 2 states)"

@@ -22,10 +22,7 @@ figures.write_table(verdicts.annotate(summary, state="state"), stems["expected"]
     "columns divide by the depth, to compare with a model of another depth."))
 figures.write_table(verdicts.annotate(cumulative, state="state"), stems["cumulative"])
 sample = f"{params.sample['train_sentences'] or 'all'} train / {params.sample['dev_sentences'] or 'all'} dev sentences"
-# states whose layers add nothing have no expected layer (NaN): the mean is over the others, counted
-means = ", ".join(f"{r['labels']} {r['mean']:.2f} ({r['defined']} of {r['states']} states)" for r in summary.group_by("labels").agg(
-    mean=pl.col("expected_layer").fill_nan(None).mean(), defined=pl.col("expected_layer").is_not_nan().sum(),
-    states=pl.len()).sort("labels").iter_rows(named=True))
+means = layer_mix_stats.mean_expected_layers(summary)
 figures.save_chart(figures.with_caption(
     layer_mix_stats.mix_chart(cumulative, summary),
     "Where each label set's information sits across depth (Tenney et al. 2019, fig. 1)",
