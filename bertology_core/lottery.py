@@ -391,14 +391,16 @@ def find_ticket(
     importance_data: tuple[Encoded, np.ndarray] | None = None,
     normalize: bool = True,
     batch_size: int = 32,
+    importance_granularity: str = "token",
 ) -> Ticket:
     """m- or s-pruning of ``model`` (``method``), every iteration scored on ``selection`` only (half A under
     ``held_out``): the 90% rule, and the floor with ``keep_above_constant``, never see ``report``, which
     only scores the full model once, before pruning, as the reference the subnetworks are reported against.
 
     ``method_settings``: m: ``rate``, ``max_iterations``; s: ``head_share``, ``mlps_per_step``, ``refine``
-    (with ``importance_data``, the train examples and labels of the gate-gradient importance, and
-    ``normalize``). m-pruning leaves its masks on ``model``.
+    (with ``importance_data``, the train examples and labels of the gate-gradient importance, ``normalize`` and
+    ``importance_granularity``, :func:`~bertology_core.importance.gate_importance`'s ``granularity``, whose batches
+    are of ``batch_size`` under ``batch``). m-pruning leaves its masks on ``model``.
     """
     metric = primary_metric(task)
     full_report = compute_metrics(task, masked_predictions(model, task, report, None, batch_size), report_labels)
@@ -425,7 +427,7 @@ def find_ticket(
         chosen, history = structured_pruning(
             StructureMask.for_model(model),
             lambda mask: score(mask.plan()),
-            lambda mask: gate_importance(model, task, *importance_data, mask, batch_size),
+            lambda mask: gate_importance(model, task, *importance_data, mask, batch_size, importance_granularity),
             head_share=method_settings["head_share"],
             mlps_per_step=method_settings["mlps_per_step"],
             keep=keep,

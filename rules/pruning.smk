@@ -177,7 +177,8 @@ rule pruning_summary:
         step_share=config["pruning"]["michel_step_share"],
         recompute=config["pruning"]["michel_recompute"],
         # what the captions say each result was chosen and scored on
-        data={key: config["pruning"][key] for key in ("importance_split", "importance_examples", "dev_examples", "split_seed")},
+        data={key: config["pruning"][key] for key in ("importance_split", "importance_examples", "importance_granularity",
+                                                      "dev_examples", "split_seed")},
         bootstrap={k: config["pruning"][f"kappa_{k}"] for k in ("resamples", "level", "seed")},
         recipe_note=lambda wc: (
             "none re-fine-tuned (pruning.subnetworks or every subnetwork_seeds is empty): the table holds the fine-tuned models only"

@@ -18,6 +18,7 @@ job_device = device.job_device(snakemake.threads)
 task = glue.get_task(snakemake.wildcards.task)
 model = attention.use_engine(models.load_classifier(snakemake.input.model, task, models.SAVED, 0).to(job_device))
 tokenizer = models.load_tokenizer(snakemake.input.model)
+# importance_examples null: the whole split (glue.subsample returns it as it is)
 frame = glue.subsample(pl.read_parquet(snakemake.input.importance), params.importance["importance_examples"],
                        params.importance["subsample_seed"])
 examples, labels = finetune.encode(frame, tokenizer, params.max_length), frame["label"].to_numpy()
@@ -25,14 +26,17 @@ dev = glue.subsample(pl.read_parquet(snakemake.input.dev), params.dev_sample["ex
 scored: list[pl.DataFrame] = []  # every step's per-example predictions: what the claims table resamples
 score = importance.dev_scorer(model, task, dev, finetune.encode(dev, tokenizer, params.max_length), batch_size, record=scored)
 normalize = params.importance["normalize_by_layer"]
+granularity = params.importance["importance_granularity"]
+# under batch granularity the batches are part of the result: the configured size, which the job's params carry
+importance_batch_size = params.importance["importance_batch_size"] or batch_size
 
 
 def head_scores(mask: importance.StructureMask) -> np.ndarray:
-    heads, _ = importance.gate_importance(model, task, examples, labels, mask, batch_size)
+    heads, _ = importance.gate_importance(model, task, examples, labels, mask, importance_batch_size, granularity)
     return importance.normalize_by_layer(heads) if normalize else heads
 
 
-heads, mlps = importance.gate_importance(model, task, examples, labels, None, batch_size)
+heads, mlps = importance.gate_importance(model, task, examples, labels, None, importance_batch_size, granularity)
 normalized = importance.normalize_by_layer(heads)
 mlp_normalized = importance.normalize_by_layer(mlps[None, :])[0]  # MLPs: one l2 norm over all layers
 num_layers, num_heads = heads.shape
@@ -63,5 +67,5 @@ curve = pl.DataFrame(
 io.write_parquet(curve, snakemake.output.curve)
 io.write_parquet(pl.concat([frame.with_columns(pl.lit(step, dtype=pl.Int32).alias("step")) for step, frame in enumerate(scored)]),
                  snakemake.output.predictions)
-logging.info("importance on %d %s examples; curve %s", len(examples), params.importance["importance_split"],
-             [round(s.score, 4) for s in steps])
+logging.info("importance (%s granularity) on %d %s examples; curve %s", granularity, len(examples),
+             params.importance["importance_split"], [round(s.score, 4) for s in steps])

@@ -20,7 +20,7 @@ task = glue.get_task(wc.task)
 model = attention.use_engine(models.load_classifier(snakemake.input.model, task, models.SAVED, 0).to(job_device))
 tokenizer = models.load_tokenizer(snakemake.input.model)
 importance_data = None
-if wc.method == "s":  # s-pruning ranks heads and MLPs by Michel et al.'s importance on these examples
+if wc.method == "s":  # s-pruning ranks heads and MLPs by Michel et al.'s importance on these examples (null: the whole split)
     frame = glue.subsample(pl.read_parquet(snakemake.input.importance), params.importance["importance_examples"],
                            params.importance["subsample_seed"])
     importance_data = finetune.encode(frame, tokenizer, params.max_length), frame["label"].to_numpy()
@@ -38,6 +38,7 @@ ticket = lottery.find_ticket(
     importance_data=importance_data,
     normalize=bool(params.importance and params.importance["normalize_by_layer"]),
     batch_size=params.batch_size,
+    importance_granularity=params.importance["importance_granularity"] if params.importance else "token",
 )
 summary = ticket.summary() | params.selection
 io.write_parquet(ticket.curve(), snakemake.output.curve)

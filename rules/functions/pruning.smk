@@ -96,9 +96,14 @@ def importance_data(wildcards):
 
 
 def pruning_params():
-    """The importance settings every pruning job depends on."""
-    keys = ("importance_split", "importance_examples", "normalize_by_layer")
-    return {key: config["pruning"][key] for key in keys} | {"subsample_seed": config["data"]["subsample_seed"]}
+    """The importance settings every pruning job depends on; the batch size only under batch granularity, whose
+    batches it makes (elsewhere it changes speed only, so changing it reruns nothing)."""
+    keys = ("importance_split", "importance_examples", "importance_granularity", "normalize_by_layer")
+    batched = config["pruning"]["importance_granularity"] == "batch"
+    return {key: config["pruning"][key] for key in keys} | {
+        "subsample_seed": config["data"]["subsample_seed"],
+        "importance_batch_size": config["pruning"]["batch_size"] if batched else None,
+    }
 
 
 def pruning_dev_sample():
