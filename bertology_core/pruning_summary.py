@@ -35,12 +35,15 @@ class PruningSettings:
     recompute: bool
     importance_split: str
     importance_examples: int | None
+    importance_granularity: str
     dev_examples: int | None
     split_seed: int
 
     @property
     def importance_note(self) -> str:
-        return f"{self.importance_examples or 'all'} {self.importance_split} examples"
+        reference = {"token": "Michel et al.'s code", "example": "eq. 2 per example", "batch": "Prasanna et al.'s code"}
+        return (f"{self.importance_examples or 'all'} {self.importance_split} examples, |gradient| per "
+                f"{self.importance_granularity} ({reference.get(self.importance_granularity, 'see the config')})")
 
     @property
     def dev_note(self) -> str:
@@ -243,38 +246,66 @@ def layer_and_matrix(name: str) -> tuple[int, str]:
     return int(parts[index]), ".".join(parts[index + 1:])
 
 
-def survival_and_stability(masks: Mapping[tuple[str, str], Sequence[Mapping[str, np.ndarray]]],
+def prunes_something(mask: Mapping[str, np.ndarray]) -> bool:
+    """Whether one seed's mask file removed any element: a mask that keeps everything is no ticket (its pruning
+    stopped at iteration 0), as :func:`bertology_core.pruning_stats.drop_seeds_without_ticket` counts it."""
+    return any(not np.asarray(values, dtype=bool).all() for values in mask.values())
+
+
+def survival_and_stability(masks: Mapping[tuple[str, str], Sequence[tuple[int, Mapping[str, np.ndarray]]]],
                            kappa_interval: Callable[[np.ndarray], tuple[float, float]]) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Which elements survive pruning across seeds, and how much the seeds' masks agree (Fleiss' kappa with an
-    interval). ``masks``: (task, method) -> one mask file's tensors per seed (s: ``heads`` [layers, heads] and
-    ``mlps`` [layers]; m: one mask per weight matrix)."""
+    interval). ``masks``: (task, method) -> (seed, that seed's mask file's tensors) per seed (s: ``heads`` [layers,
+    heads] and ``mlps`` [layers]; m: one mask per weight matrix).
+
+    Only seeds with a ticket count: a seed whose pruning removed nothing contributes an all-ones mask, which is not a
+    subnetwork, and would move kappa for a reason unrelated to stability (two seeds with identical half-size masks
+    plus one all-ones mask give about 0.25); the stability table names those seeds (``seeds_without_ticket``). Beside
+    kappa: the spread of the seeds' kept shares (masks that stop at different sizes lower kappa too), and kappa with
+    each ticket seed left out in turn (``kappa_loo_min``, ``kappa_loo_max``: how much one seed moves it; the bootstrap
+    interval resamples elements with the seeds fixed, which says nothing about seeds)."""
     survival_rows: list[dict[str, Any]] = []
     stability_rows: list[dict[str, Any]] = []
 
-    def stability(task: str, method: str, element: str, stack: np.ndarray) -> dict[str, Any]:
-        low, high = kappa_interval(stack)
-        return {"task": task, "method": method, "element": element, "seeds": len(stack), "kept_share": float(stack.mean()),
-                "fleiss_kappa": pruning_stats.fleiss_kappa(stack), "kappa_ci_low": low, "kappa_ci_high": high}
+    def stability(task: str, method: str, element: str, stack: np.ndarray, without: list[int]) -> dict[str, Any]:
+        low, high = kappa_interval(stack) if len(stack) >= 2 else (float("nan"), float("nan"))
+        kept = stack.reshape(len(stack), -1).mean(1) if len(stack) else np.zeros(0)
+        left_out = [pruning_stats.fleiss_kappa(np.delete(stack, i, axis=0)) for i in range(len(stack))] if len(stack) >= 3 else []
+        return {"task": task, "method": method, "element": element, "seeds": len(stack),
+                "seeds_without_ticket": ", ".join(map(str, without)),
+                "kept_share": float(kept.mean()) if len(kept) else float("nan"),
+                "kept_share_min": float(kept.min()) if len(kept) else float("nan"),
+                "kept_share_max": float(kept.max()) if len(kept) else float("nan"),
+                "fleiss_kappa": pruning_stats.fleiss_kappa(stack) if len(stack) else float("nan"),
+                "kappa_ci_low": low, "kappa_ci_high": high,
+                "kappa_loo_min": float(np.nanmin(left_out)) if left_out and not np.isnan(left_out).all() else float("nan"),
+                "kappa_loo_max": float(np.nanmax(left_out)) if left_out and not np.isnan(left_out).all() else float("nan")}
 
-    for (task, method), per_seed in masks.items():
+    for (task, method), seeded in masks.items():
+        without = [seed for seed, mask in seeded if not prunes_something(mask)]
+        per_seed = [mask for _, mask in seeded if prunes_something(mask)]
         if method == "s":
             for element in ("heads", "mlps"):
-                stack = np.stack([m[element].astype(bool) for m in per_seed])
-                survival = pruning_stats.survival(stack)
-                for index in np.ndindex(survival.shape):
-                    survival_rows.append({"task": task, "method": method, "element": element[:-1], "layer": index[0],
-                                          "head": index[1] if len(index) > 1 else None, "survival": float(survival[index])})
-                stability_rows.append(stability(task, method, element, stack))
+                stack = np.stack([m[element].astype(bool) for m in per_seed]) if per_seed else np.zeros((0, 0), bool)
+                if per_seed:
+                    survival = pruning_stats.survival(stack)
+                    for index in np.ndindex(survival.shape):
+                        survival_rows.append({"task": task, "method": method, "element": element[:-1], "layer": index[0],
+                                              "head": index[1] if len(index) > 1 else None, "survival": float(survival[index])})
+                stability_rows.append(stability(task, method, element, stack, without))
         else:
-            names = sorted(per_seed[0])
-            stack = np.stack([np.concatenate([m[n].astype(bool).reshape(-1) for n in names]) for m in per_seed])
-            stability_rows.append(stability(task, method, "weights", stack))
-            for name in names:  # share of each matrix kept, mean over seeds
+            names = sorted(seeded[0][1])
+            stack = (np.stack([np.concatenate([m[n].astype(bool).reshape(-1) for n in names]) for m in per_seed])
+                     if per_seed else np.zeros((0, 0), bool))
+            stability_rows.append(stability(task, method, "weights", stack, without))
+            for name in names if per_seed else ():  # share of each matrix kept, mean over the ticket seeds
                 layer, matrix = layer_and_matrix(name)
                 survival_rows.append({"task": task, "method": method, "element": matrix, "layer": layer, "head": None,
                                       "survival": float(np.mean([m[name].mean() for m in per_seed]))})
-    survival = pl.DataFrame(survival_rows, schema_overrides={"head": pl.Int64}).sort("task", "method", "element", "layer", "head",
-                                                                                       nulls_last=True)
+    survival_schema = {"task": pl.String, "method": pl.String, "element": pl.String, "layer": pl.Int64, "head": pl.Int64,
+                       "survival": pl.Float64}
+    survival = pl.DataFrame(survival_rows, schema=survival_schema).sort("task", "method", "element", "layer", "head",
+                                                                         nulls_last=True)
     return survival, pl.DataFrame(stability_rows).sort("task", "method", "element")
 
 
@@ -284,8 +315,9 @@ def survival_chart(survival: pl.DataFrame, model: str, runs: Sequence[Run]) -> a
         return alt.Chart(pl.DataFrame({"note": ["no s-pruning configured"]}).to_pandas()).mark_text().encode(text="note")
     return figures.head_heatmap(
         heads, "survival", "Which heads survive s-pruning, across seeds (Prasanna et al. 2020)",
-        "Share of fine-tuning seeds whose s-pruning ticket keeps the head (1 = every seed; the held-out tickets, chosen on half A "
-        f"of dev); Fleiss' kappa of the masks across seeds in stability.md.\nModel {model}; seeds per task: {seeds_note(runs)}.",
+        "Share of the fine-tuning seeds with a ticket whose s-pruning ticket keeps the head (1 = every such seed; the held-out "
+        "tickets, chosen on half A of dev; a seed whose pruning removed nothing is left out, named in stability.md); Fleiss' "
+        f"kappa of the masks across seeds in stability.md.\nModel {model}; seeds per task: {seeds_note(runs)}.",
         facet="task", domain=(0.0, 1.0), tooltip=["task", "Layer", "Head", "survival"],
     )
 

@@ -86,7 +86,7 @@ def test_gate_importance_matches_finite_differences():
     data = encoded(4, seed=5)
     labels = np.array([0, 1, 2, 1])
     mask = StructureMask.for_model(model).without(heads=[(1, 2)])
-    heads, mlps = importance.gate_importance(model, task, data, labels, mask, batch_size=3)
+    heads, mlps = importance.gate_importance(model, task, data, labels, mask, batch_size=3, granularity="example")
 
     def loss(example: int, layer: int, head: int | None, value: float) -> float:
         head_values = torch.from_numpy(mask.heads.astype(np.float64))
@@ -111,6 +111,168 @@ def test_gate_importance_matches_finite_differences():
         got = mlps[layer] if head is None else heads[layer, head]
         assert got == pytest.approx(expected, rel=1e-5, abs=1e-9)
     assert (heads > 0).all() and (mlps > 0).all()
+
+
+def _gated_eager_reference(model, data, labels, batch_size, gate_context: bool):
+    """Batches in the data's order through the plain eager model (no engine), the batch-*mean* loss backpropagated
+    as the reference codes do, through hooks on BERT's modules: each layer's context vectors before the output
+    projection (``attention.output.dense``'s input, ``[batch, position, heads * head_dim]``) and MLP outputs
+    (``output.dense``'s). With ``gate_context`` one gate per head (and per MLP) shared by the batch multiplies them
+    (Prasanna et al.'s head mask). Yields per batch ``(contexts, mlp_outputs, gates, loss, attention_mask)``."""
+    layers = model.bert.encoder.layer
+    heads = model.config.num_attention_heads
+    for start in range(0, len(data), batch_size):
+        rows = np.arange(start, min(start + batch_size, len(data)))
+        batch = data.collate(rows)
+        contexts, outputs = {}, {}
+        head_gates = [torch.ones(heads, dtype=torch.float64, requires_grad=True) for _ in layers]
+        mlp_gates = [torch.ones(1, dtype=torch.float64, requires_grad=True) for _ in layers]
+
+        def keep_context(depth):
+            def hook(module, args):
+                context = args[0]
+                if gate_context:
+                    width = context.shape[-1] // heads
+                    context = (context.unflatten(-1, (heads, width)) * head_gates[depth][:, None]).flatten(-2)
+                contexts[depth] = context
+                return (context,)
+            return hook
+
+        def keep_output(depth):
+            def hook(module, args, output):
+                if gate_context:
+                    output = output * mlp_gates[depth]
+                outputs[depth] = output
+                return output
+            return hook
+
+        handles = [layer.attention.output.dense.register_forward_pre_hook(keep_context(d))
+                   for d, layer in enumerate(layers)]
+        handles += [layer.output.dense.register_forward_hook(keep_output(d)) for d, layer in enumerate(layers)]
+        try:
+            loss = model(**batch, labels=torch.tensor(labels[rows])).loss  # the batch mean
+        finally:
+            for handle in handles:
+                handle.remove()
+        yield contexts, outputs, (head_gates, mlp_gates), loss, batch["attention_mask"]
+
+
+def _importance_model_and_data():
+    model = sharp_tiny(layers=3).double()  # plain eager attention
+    model.config.num_labels = 3
+    data = encoded(6, seed=11)  # lengths differ: every batch is padded
+    labels = np.array([0, 1, 2, 1, 0, 2])
+    assert len(set(data.lengths().tolist())) > 2
+    return model, data, labels
+
+
+def test_token_importance_is_michel_et_al_codes_context_dot_product():
+    """Michel et al.'s calculate_head_importance by hand: per batch the gradient of the batch-mean loss with respect to
+    each head's context vectors, |dot(grad_ctx, ctx)| per position summed over positions and examples, layers below
+    the last divided by the real tokens and the last by the examples (only [CLS] has a gradient there). MLPs alike on
+    the MLP output. gate_importance differentiates the summed loss: with full batches, the batch size times that."""
+    model, data, labels = _importance_model_and_data()
+    task, batch_size = get_task("MRPC"), 3
+    num_layers, num_heads = 3, model.config.num_attention_heads
+    heads_ref, mlps_ref = np.zeros((num_layers, num_heads)), np.zeros(num_layers)
+    tokens, padding_seen = 0, False
+    for contexts, outputs, _, loss, input_mask in _gated_eager_reference(model, data, labels, batch_size, False):
+        depths = range(num_layers)
+        grads = torch.autograd.grad(loss, [contexts[d] for d in depths] + [outputs[d] for d in depths])
+        for depth in depths:
+            ctx = contexts[depth].detach().unflatten(-1, (num_heads, -1))
+            grad = grads[depth].unflatten(-1, (num_heads, -1))
+            dot = torch.einsum("blhi,blhi->bhl", grad, ctx)
+            heads_ref[depth] += dot.abs().sum(-1).sum(0).numpy()
+            mlp_dot = torch.einsum("bli,bli->bl", grads[num_layers + depth], outputs[depth].detach())
+            mlps_ref[depth] += mlp_dot.abs().sum().item()
+            padding = input_mask == 0
+            if padding.any():  # padding positions get no gradient at all: only the token count must leave them out
+                padding_seen = True
+                assert dot.abs().permute(0, 2, 1)[padding].max() < 1e-12
+        tokens += int(input_mask.sum())
+    assert padding_seen and tokens == int(data.lengths().sum()) < 6 * max(data.lengths())
+    heads_ref[:-1] /= tokens
+    heads_ref[-1] /= len(data)
+    mlps_ref[:-1] /= tokens
+    mlps_ref[-1] /= len(data)
+
+    heads, mlps = importance.gate_importance(model, task, data, labels, batch_size=batch_size, granularity="token")
+    np.testing.assert_allclose(heads, batch_size * heads_ref, rtol=1e-5, atol=0)
+    np.testing.assert_allclose(mlps, batch_size * mlps_ref, rtol=1e-5, atol=0)
+    assert (heads > 0).all() and (mlps > 0).all()
+    # the default granularity is token; with the summed loss neither the batch size nor the batches' make-up (sorted
+    # by length here) matters
+    default, _ = importance.gate_importance(model, task, data, labels, batch_size=4)
+    np.testing.assert_allclose(default, heads, rtol=1e-9)
+    # a removed head or MLP has no context, hence no token importance (its gate's gradient would not be zero)
+    mask = StructureMask.for_model(model).without(heads=[(1, 2)], mlps=[0])
+    masked_heads, masked_mlps = importance.gate_importance(model, task, data, labels, mask, batch_size=3)
+    assert masked_heads[1, 2] == 0 and masked_mlps[0] == 0 and (np.delete(masked_heads.ravel(), 6) > 0).all()
+
+
+def test_batch_importance_is_prasanna_et_al_codes_shared_gate():
+    """Prasanna et al.'s compute_heads_importance by hand: one gate per head (and MLP) shared by a batch, on the
+    context vectors (the same as on the probabilities), batches in the data's order, |gradient of the batch-mean
+    loss| summed over batches (the gradients zeroed between batches, which their code forgets) and divided by the
+    real tokens. gate_importance differentiates the batch's summed loss: the batch size times that."""
+    model, data, labels = _importance_model_and_data()
+    task, batch_size = get_task("MRPC"), 3
+    heads_ref, mlps_ref = np.zeros((3, model.config.num_attention_heads)), np.zeros(3)
+    for _, _, (head_gates, mlp_gates), loss, _ in _gated_eager_reference(model, data, labels, batch_size, True):
+        grads = torch.autograd.grad(loss, [*head_gates, *mlp_gates])
+        heads_ref += torch.stack([g.abs() for g in grads[:3]]).numpy()
+        mlps_ref += torch.cat([g.abs() for g in grads[3:]]).numpy()
+    tokens = int(data.lengths().sum())
+    heads, mlps = importance.gate_importance(model, task, data, labels, batch_size=batch_size, granularity="batch")
+    np.testing.assert_allclose(heads, batch_size * heads_ref / tokens, rtol=1e-5, atol=0)
+    np.testing.assert_allclose(mlps, batch_size * mlps_ref / tokens, rtol=1e-5, atol=0)
+    # the batches' make-up matters: one batch of all six examples gives another importance
+    whole, _ = importance.gate_importance(model, task, data, labels, batch_size=6, granularity="batch")
+    assert not np.allclose(whole, 2 * heads, rtol=1e-3)
+    with pytest.raises(ValueError, match="granularity"):
+        importance.gate_importance(model, task, data, labels, granularity="head")
+
+
+def test_the_granularities_rank_heads_differently():
+    """On the same tiny model and examples, token, example and batch importance are not rescalings of one another
+    (not even layer by layer, which the layer normalisation would hide), and they order the heads differently."""
+    model, data, labels = _importance_model_and_data()
+    task = get_task("MRPC")
+    scores = {g: importance.gate_importance(model, task, data, labels, batch_size=3, granularity=g)[0]
+              for g in importance.GRANULARITIES}
+    normalized = {g: importance.normalize_by_layer(s) for g, s in scores.items()}
+    orders = {g: tuple(np.argsort(n, axis=None, kind="stable")) for g, n in normalized.items()}
+    print({g: np.round(n, 3).tolist() for g, n in normalized.items()})
+    for first, second in [("token", "example"), ("token", "batch"), ("example", "batch")]:
+        assert np.abs(normalized[first] - normalized[second]).max() > 0.005, (first, second)
+        assert orders[first] != orders[second], (first, second)
+
+
+@pytest.mark.parametrize("family", [*FAMILIES, "modernbert-mean"])
+def test_token_importance_in_every_family(family):
+    """What ties token to example importance in any encoder, through the engine's sink (DeBERTa's own attention
+    module included) and the MLP output hooks (ALBERT's one module at every depth included): per example and layer
+    the sum over positions of |gradient| is at least the |gradient| of the example's gate (their sum); in the last
+    layer of a first-token classifier only the first position has a gradient, so there the two are equal (both divided
+    by the examples). A mean-pooling head (ModernBERT's option) has every position's gradient in the last layer too,
+    divided by the tokens."""
+    name, extra = ("modernbert", {"classifier_pooling": "mean"}) if family == "modernbert-mean" else (family, {})
+    model = attention.use_engine(tiny(name, layers=3, **extra)).double()
+    data, labels = encoded(5, seed=2), np.array([0, 2, 1, 1, 0])
+    task = get_task("MRPC")
+    token = importance.gate_importance(model, task, data, labels, batch_size=2, granularity="token")
+    example = importance.gate_importance(model, task, data, labels, batch_size=2, granularity="example")
+    examples, tokens = len(data), int(data.lengths().sum())
+    ratios = [got * tokens / (per_example * examples) for got, per_example in zip(token, example)]  # heads, MLPs
+    for ratio in ratios:
+        assert np.isfinite(ratio).all() and (ratio >= 1 - 1e-12).all()  # sum of |.| >= |sum|, in every layer
+    if family != "modernbert-mean":
+        for got, per_example in zip(token, example):  # last layer: the first position alone, divided by the examples
+            np.testing.assert_allclose(got[-1], per_example[-1], rtol=1e-12)
+    else:  # every position of the last layer has a gradient (its MLP runs on all), and they are divided by the tokens
+        # (by the examples, the ratio would be at least tokens / examples, here about 8)
+        assert ratios[1][-1] > 1.01 and ratios[0][-1].min() < 1 + 1e-9
 
 
 def test_normalize_by_layer_and_least_important():
@@ -408,6 +570,32 @@ def test_report_sets_are_the_protocols_halves_and_score_any_networks_predictions
         pruning_stats.scores_on_sets(predictions.head(10), sets, lambda p, y: 0.0)
 
 
+def test_a_seed_without_a_ticket_does_not_lower_the_masks_kappa():
+    """Two seeds with the same half-size s-pruning mask and one seed whose pruning stopped at iteration 0 (an all-ones
+    mask, no ticket): counted as a rater, that seed pulls Fleiss' kappa down to about 0.25, inside Prasanna et al.'s
+    0.18-0.32, although the two tickets agree perfectly. Only ticket seeds count, and the table names the other."""
+    import polars as pl
+
+    from bertology_core import pruning_summary as summary
+
+    rng = np.random.default_rng(0)
+    half = np.zeros(144, dtype=bool)
+    half[rng.choice(144, 72, replace=False)] = True
+    ticket = {"heads": half.reshape(12, 12), "mlps": np.array([1] * 11 + [0])}
+    none = {"heads": np.ones((12, 12), dtype=bool), "mlps": np.ones(12, dtype=bool)}
+    assert 0.18 <= pruning_stats.fleiss_kappa(np.stack([half, half, np.ones(144, bool)])) <= 0.32  # the artefact
+    masks = {("MRPC", "s"): [(1, ticket), (2, ticket), (3, none)]}
+    _, stability = summary.survival_and_stability(masks, lambda stack: pruning_stats.fleiss_kappa_interval(stack, 200, 0.95, 0))
+    heads = stability.filter(pl.col("element") == "heads").row(0, named=True)
+    assert heads["seeds"] == 2 and heads["seeds_without_ticket"] == "3"
+    assert heads["fleiss_kappa"] == pytest.approx(1.0) and heads["kept_share_min"] == heads["kept_share_max"] == 0.5
+    # with three ticket seeds, leaving each out in turn bounds how much one seed moves kappa
+    other = {"heads": ~half.reshape(12, 12), "mlps": np.array([1] * 11 + [0])}
+    _, stability = summary.survival_and_stability({("MRPC", "s"): [(1, ticket), (2, ticket), (3, other)]}, lambda stack: (0.0, 0.0))
+    heads = stability.filter(pl.col("element") == "heads").row(0, named=True)
+    assert heads["kappa_loo_max"] == pytest.approx(1.0) and heads["kappa_loo_min"] == pytest.approx(-1.0)
+
+
 def test_the_pruning_summary_tables_from_hand_made_runs():
     """Survival, stability, prunable shares and the subnetwork rows of bertology_core.pruning_summary on inputs
     whose answers are known by hand."""
@@ -416,7 +604,7 @@ def test_the_pruning_summary_tables_from_hand_made_runs():
     from bertology_core import pruning_summary as summary
 
     heads = [np.array([[1, 1], [0, 1]]), np.array([[1, 0], [0, 1]]), np.array([[1, 1], [0, 0]])]
-    masks = {("MRPC", "s"): [{"heads": h, "mlps": np.array([1, 1])} for h in heads]}
+    masks = {("MRPC", "s"): [(seed, {"heads": h, "mlps": np.array([1, 1])}) for seed, h in enumerate(heads, 1)]}
     survival, stability = summary.survival_and_stability(masks, lambda stack: (-1.0, 1.0))
     head_survival = survival.filter(pl.col("element") == "head").sort("layer", "head")["survival"].to_list()
     assert head_survival == pytest.approx([1.0, 2 / 3, 0.0, 2 / 3])

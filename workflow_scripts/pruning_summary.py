@@ -62,13 +62,16 @@ figures.write_table(verdicts.annotate(seed_table, seed="seed"), f"{out}/lottery_
                     note=f"Re-fine-tuned subnetworks per seed: {params.recipe_note}. {protocol_note}{no_ticket_note}")
 
 mask_paths = dict(zip([(t, s, m) for t, s in runs for m in settings.methods], inputs.masks))
-masks = {(task, method): [load_file(mask_paths[(task, s, method)]) for t, s in runs if t == task]
+masks = {(task, method): [(s, load_file(mask_paths[(task, s, method)])) for t, s in runs if t == task]
          for task in sorted({t for t, _ in runs}) for method in settings.methods}
 bootstrap = params.bootstrap
 survival, stability = summary.survival_and_stability(masks, lambda stack: pruning_stats.fleiss_kappa_interval(
     stack, bootstrap["resamples"], bootstrap["level"], bootstrap["seed"]))
 figures.write_table(verdicts.annotate(survival), f"{out}/survival")
-figures.write_table(verdicts.annotate(stability), f"{out}/stability")
+figures.write_table(verdicts.annotate(stability), f"{out}/stability", note=(
+    "Fleiss' kappa over the seeds whose pruning kept a ticket (seeds_without_ticket: those whose pruning removed nothing, "
+    "left out); kappa_ci: bootstrap over the masked elements, seeds fixed; kappa_loo_min/max: kappa with each ticket seed left "
+    "out in turn; kept_share_min/max: the spread of the ticket seeds' kept shares (masks of different sizes lower kappa)."))
 figures.save_chart(summary.survival_chart(survival, model, runs), f"{out}/survival")
 
 compact = summary.compact_table({run: io.read_json(p) for run, p in zip([r for r in runs if "s" in settings.methods], inputs.compact)})
