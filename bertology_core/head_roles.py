@@ -13,34 +13,53 @@ Definitions, as in the paper, with what an encoder with [CLS]/[SEP] changes:
   token the key of its maximum weight is taken over *all* keys (a head whose maximum is [SEP] is not positional);
   the head's dominant offset is its most frequent (key - query) and ``positional_share`` that offset's share.
   The role holds when the share reaches ``positional_share`` (0.9) for any offset, as the paper's definition says.
-- **Rare tokens** (section 5.3): a head "points to the least frequent tokens in a sentence". Frequency is counted
-  in word pieces (the model's own tokens) over the task's training text: the head sees pieces, and Voita et al.'s
-  NMT models counted their own (BPE) tokens the same way; each piece counts on its own, so a word split into pieces
-  has one rare piece or several. ``rare_share`` is the share of real query tokens whose maximum weight (over all keys) falls on a
-  rarest real token of the example (several when tied). The paper names the head that does this most and sets no
-  threshold; the role here needs ``rare_share`` >= ``rare_share`` of the config (0.5: the majority of tokens, our
-  choice, fixed before any run). There is no chance baseline: in a short example several pieces may tie as rarest.
-- **Syntactic** (section 5.2): a head is syntactic for a dependency relation when its accuracy (Clark et al.'s
-  "most attended word is the relation's head") is "at least 10% higher than" the baseline that predicts the most
-  frequent relative position for that relation: accuracy - baseline >= 0.10 (absolute), for the paper's four major
-  relations (nsubj, dobj, amod, advmod; UD's obj for dobj: the config's ``syntactic_relations``), from the probing
-  stage's syntactic-head tables (:mod:`bertology_core.syntactic_heads`) on UD EWT, not the GLUE dev text of the
-  other roles. Only the pre-trained encoder and the fine-tuned models the probing stage scores have a verdict;
-  ``specialised`` (any role) is null where it is unknown.
+- **Rare tokens** (section 5.3): a head "points to the least frequent tokens in a sentence": "among sentences where
+  the least frequent token in a sentence is not in the top-500 most frequent tokens, this head points to the rarest
+  token in 66% of cases, and to one of the two least frequent tokens in 83% of cases". Frequency is counted in word
+  pieces (the model's own tokens) over the task's training text: the head sees pieces, and Voita et al.'s NMT models
+  counted their own (BPE) tokens the same way; each piece counts on its own, so a word split into pieces has one
+  rare piece or several. Only examples whose rarest real piece is not among the ``top_frequent`` (config
+  ``head_roles.rare_top_frequent``, 500: the paper's) most frequent training pieces count (:func:`frequent_count`;
+  ties at the boundary count as frequent, a piece unseen in training is never frequent). ``rare_share`` is the share
+  of their real query tokens whose maximum weight (over all keys, special tokens included, as for the positional
+  role) falls on a rarest real token of the example (several when tied); ``rare2_share`` the share that falls on
+  one of the two least frequent (the real tokens whose count is at most the second-lowest count of the example:
+  ties included); ``rare_chance`` the hit rate of a head whose maximum falls on a uniformly random key: the mean
+  over the counted queries of (rarest real tokens / keys), the keys being every token of the example as the argmax
+  sees them. In a short example several pieces may tie as rarest, so chance is not small. The paper names the head
+  that does this most and sets no threshold; the role here needs ``rare_share`` >= the config's ``rare_share``
+  (0.5: the majority of the counted tokens, our choice, fixed before any run) *and* ``rare_share`` above
+  ``rare_chance`` by a one-sided binomial test (hits of ``rare_queries`` trials against p = ``rare_chance``) at the
+  config's ``rare_significance`` (0.05): :func:`bertology_core.head_roles_stats.assign_roles`.
+- **Syntactic** (section 5.2): a head is syntactic when, for one of the paper's four major relations (nsubj, dobj,
+  amod, advmod; UD's obj for dobj: the config's ``syntactic_relations``) in one direction (dependent -> head or
+  head -> dependent), its token-level accuracy (how often a query piece's maximum weight, special tokens left out,
+  falls on a piece of the related word) is "at least 10% higher than the baseline that looks at the most frequent
+  relative position for this dependency relation" *in that direction*: accuracy - baseline >= 0.10. The paper's
+  Table 1 prints accuracies in points, and does not say whether 10% is absolute or relative: here absolute. From
+  the probing stage's Voita et al. table (:class:`bertology_core.syntactic_heads.VoitaCounts`) on UD EWT, not the
+  GLUE dev text of the other roles. Only the pre-trained encoder and the fine-tuned models the probing stage scores
+  have a verdict; ``specialised`` (any role) is null where it is unknown.
 
-The roles, their thresholds (``positional_share``, ``rare_share``, ``syntactic_margin``) and the comparisons with
-importance are in :mod:`bertology_core.head_roles_stats`. Everything is counted over every real query token of every example in the dump (the dump's seeded sample of the
-task's dev set): what the paper averages over. The maximum is ``argmax``'s: on a tie the first key (leftmost) wins.
+The roles, their thresholds (``positional_share``, ``rare_share``, ``rare_significance``, ``syntactic_margin``) and
+the comparisons with importance are in :mod:`bertology_core.head_roles_stats`. Confidence and the positional role are
+counted over every real query token of every example in the dump (the dump's seeded sample of the task's dev set):
+what the paper averages over; the rare-token role over those of the examples that pass its filter. The maximum is
+``argmax``'s: on a tie the first key (leftmost) wins.
 """
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
 import polars as pl
+
+RARE_TOP_FREQUENT = 500  # Voita et al. 5.3: sentences whose least frequent token is not in the top-500
+
 
 def piece_frequencies(tokenizer, texts: Iterable[str | None]) -> Counter:
     """How often each word piece (the tokenizer's token string, as dumps store it) occurs in ``texts``, without
@@ -56,19 +75,40 @@ def piece_frequencies(tokenizer, texts: Iterable[str | None]) -> Counter:
     return by_token
 
 
+def frequent_count(frequencies: Counter, top: int = RARE_TOP_FREQUENT) -> float:
+    """The training count from which a piece is among the ``top`` most frequent: the ``top``-th largest count (ties
+    at the boundary are frequent too); every seen piece is frequent when fewer than ``top`` are seen, an unseen one
+    (count 0) never is; ``inf`` (nothing frequent, no filter) when ``top`` is 0 or nothing was counted."""
+    counts = sorted((c for c in frequencies.values() if c > 0), reverse=True)
+    if top <= 0 or not counts:
+        return math.inf
+    return float(counts[min(top, len(counts)) - 1])
+
+
 @dataclass
 class ExampleTokens:
-    """What the roles need of one dumped example: which positions are real tokens, and the rarest of them."""
+    """What the roles need of one dumped example: which positions are real tokens, the rarest of them, and whether
+    the example counts for the rare-token role."""
 
     real: np.ndarray  # [L] bool: not a special token
     rarest: np.ndarray  # [L] bool: a real token of the lowest training frequency in the example
+    two_rarest: np.ndarray  # [L] bool: a real token whose count is at most the example's second-lowest (ties included)
+    rare_counted: bool  # its rarest real piece is not among the training text's most frequent
 
     @classmethod
-    def from_dump_row(cls, tokens: list[str], segment_ids: list[int | None], frequencies: Counter) -> "ExampleTokens":
+    def from_dump_row(cls, tokens: list[str], segment_ids: list[int | None], frequencies: Counter,
+                      frequent_from: float = math.inf) -> "ExampleTokens":
+        """``frequent_from``: the training count from which a piece is frequent (:func:`frequent_count`); the
+        default counts every example."""
         real = np.array([segment is not None for segment in segment_ids], dtype=bool)
         counts = np.array([frequencies.get(token, 0) if is_real else np.inf for token, is_real in zip(tokens, real)], dtype=float)
-        rarest = real & (counts == counts[real].min()) if real.any() else np.zeros_like(real)
-        return cls(real=real, rarest=rarest)
+        if not real.any():
+            nothing = np.zeros_like(real)
+            return cls(real=real, rarest=nothing, two_rarest=nothing.copy(), rare_counted=False)
+        ordered = np.sort(counts[real])
+        rarest = real & (counts == ordered[0])
+        two_rarest = real & (counts <= ordered[min(1, len(ordered) - 1)])
+        return cls(real=real, rarest=rarest, two_rarest=two_rarest, rare_counted=bool(ordered[0] < frequent_from))
 
 
 class RoleCounts:
@@ -78,7 +118,12 @@ class RoleCounts:
         shape = (num_layers, num_heads)
         self.queries = np.zeros(shape, dtype=np.int64)
         self.confidence_sum = np.zeros(shape)
+        # the rare-token role: only queries of the examples that count for it (ExampleTokens.rare_counted)
+        self.rare_examples = 0
+        self.rare_queries = 0
         self.rare_hits = np.zeros(shape, dtype=np.int64)
+        self.rare2_hits = np.zeros(shape, dtype=np.int64)
+        self.rare_chance_sum = 0.0  # sum over counted queries of (rarest tokens / keys)
         self.max_length = max_length
         # offsets -(max_length - 1) .. max_length - 1 of the most attended key
         self.offsets = np.zeros((*shape, 2 * max_length - 1), dtype=np.int64)
@@ -96,19 +141,31 @@ class RoleCounts:
         shifted = attended - queries + self.max_length - 1  # [layers, heads, Q] in 0 .. width - 1
         cells = (np.arange(layers * heads)[:, None] * width + shifted.reshape(layers * heads, -1)).reshape(-1)
         self.offsets += np.bincount(cells, minlength=layers * heads * width).reshape(layers, heads, width)
-        self.rare_hits += example.rarest[attended].sum(-1)
+        if example.rare_counted:
+            self.rare_examples += 1
+            self.rare_queries += queries.size
+            self.rare_hits += example.rarest[attended].sum(-1)
+            self.rare2_hits += example.two_rarest[attended].sum(-1)
+            # a head whose maximum is a uniformly random key (the argmax is over all of them) hits a rarest token
+            # with probability (rarest tokens) / (keys)
+            self.rare_chance_sum += queries.size * example.rarest.sum() / maps.shape[-1]
         self.confidence_sum += rows[..., real].max(-1).sum(-1)
         self.examples += 1
 
     def table(self) -> pl.DataFrame:
         """One row per (layer, head): ``queries``, ``confidence``, ``positional_offset`` (the dominant key - query),
-        ``positional_share`` (its share of the queries), ``rare_share``."""
+        ``positional_share`` (its share of the queries); for the rare-token role ``rare_examples`` and ``rare_queries``
+        (the examples, and their real queries, whose rarest piece is not frequent), ``rare_hits``, ``rare_share``
+        (hits / rare_queries), ``rare_chance`` (a uniformly attending head's expected share) and ``rare2_share`` (on
+        one of the two least frequent tokens); null shares when no example counts."""
         layers, heads = self.queries.shape
         dominant = self.offsets.argmax(-1)
         with np.errstate(invalid="ignore", divide="ignore"):
             share = np.take_along_axis(self.offsets, dominant[..., None], -1)[..., 0] / self.queries
             confidence = self.confidence_sum / self.queries
-            rare = self.rare_hits / self.queries
+            rare = self.rare_hits / self.rare_queries
+            rare2 = self.rare2_hits / self.rare_queries
+            chance = self.rare_chance_sum / self.rare_queries if self.rare_queries else np.nan
         return pl.DataFrame({
             "layer": np.repeat(np.arange(layers), heads).astype(np.int32),
             "head": np.tile(np.arange(heads), layers).astype(np.int32),
@@ -117,17 +174,24 @@ class RoleCounts:
             "confidence": confidence.reshape(-1),
             "positional_offset": (dominant - (self.max_length - 1)).reshape(-1).astype(np.int32),
             "positional_share": share.reshape(-1),
-            "rare_share": rare.reshape(-1),
+            "rare_examples": np.full(layers * heads, self.rare_examples, dtype=np.int64),
+            "rare_queries": np.full(layers * heads, self.rare_queries, dtype=np.int64),
+            "rare_hits": self.rare_hits.reshape(-1),
+            "rare_share": rare.reshape(-1).astype(float),
+            "rare_chance": np.full(layers * heads, chance, dtype=float),
+            "rare2_share": rare2.reshape(-1).astype(float),
         }).with_columns(pl.col(pl.Float64).fill_nan(None))
 
 
-def dump_roles(dump, frequencies: Counter) -> pl.DataFrame:
+def dump_roles(dump, frequencies: Counter, top_frequent: int = RARE_TOP_FREQUENT) -> pl.DataFrame:
     """The roles table of one attention dump (:class:`bertology_core.dumps.AttentionDump`): every example, every
-    head. Reads one example's maps at a time (all its layers and heads)."""
+    head; the rare-token role on the examples whose rarest piece is not among the ``top_frequent`` most frequent of
+    ``frequencies``. Reads one example's maps at a time (all its layers and heads)."""
     from bertology_core.dumps import dequantise
 
     tokens = dump.tokens()
-    examples = {row["example"]: ExampleTokens.from_dump_row(row["tokens"], row["segment_ids"], frequencies)
+    frequent_from = frequent_count(frequencies, top_frequent)
+    examples = {row["example"]: ExampleTokens.from_dump_row(row["tokens"], row["segment_ids"], frequencies, frequent_from)
                 for row in tokens.select("example", "tokens", "segment_ids").iter_rows(named=True)}
     if not any(example.real.any() for example in examples.values()):
         raise ValueError(f"{dump.tokens_path}: no example has a real (non-special) token, so no head has a role to "

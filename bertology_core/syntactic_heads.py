@@ -25,11 +25,34 @@ reported on the other, with a bootstrap interval (over the report half's sentenc
 The paper uses the WSJ with Stanford Dependencies; here Universal Dependencies relations (``obj`` for
 ``dobj``, ``nmod:poss`` for ``poss``, ``aux:pass`` for ``auxpass``; with ``strip_subtypes`` the subtype is
 dropped). Layers and heads are 0-based here; the paper counts from 1 (``clark_name``).
+
+Voita et al. 2019 (section 5.2) score a head differently, and :class:`VoitaCounts` counts their version in the same
+pass over the sentences (the head roles stage's syntactic role reads it; Clark et al.'s tables above serve their
+own claim):
+
+- per relation *and direction*, at token (word-piece) level: "how often it assigns its maximum attention weight
+  (excluding EOS) to a token with which it is in one of the aforementioned dependency relations", each relation
+  "counted separately", "allowed to hold in either direction". For a gold pair (dependent word d, head word h,
+  relation r): in ``dep->head`` the queries are d's pieces and the target is h; in ``head->dep`` the queries are
+  h's pieces and the target is d (the paper's s->v and v->s for nsubj). Each piece of the query word is one trial,
+  a hit when its own row's argmax over the keys, special tokens left out (the end-of-sentence analogue, as the
+  head roles' confidence leaves them out), falls on a piece of the target word. Attention to the query itself is
+  not excluded (the paper excludes EOS only). Their models are BPE; how they handle a split word is not stated:
+  here every piece of the query word is a trial and any piece of the target word is a hit.
+- the baseline "looks at the most frequent relative position for this dependency relation": per (relation,
+  direction), for every token offset o the share of trials where query position + o is a piece of the target word;
+  the baseline is the offset with the highest share (on a tie the smallest |o|, then the leftward one), over every
+  offset the data holds, chosen on the same sentences as the heads (as the paper). When words are single pieces
+  this is exactly the most frequent relative position; the two directions' baselines mirror each other (Table 1
+  of the paper prints one per relation).
+- ``accuracy`` = hits / trials per (relation, direction, layer, head); pairs whose dependent or head word is not
+  complete (truncated, or without pieces) and the root (no head word) are left out.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -37,6 +60,8 @@ import polars as pl
 
 DIRECTIONS = ("dep->head", "head<-dep")
 CLARK_OFFSETS = (-3, -2, -1, 0, 1, 2)
+# Voita et al.'s two directions: whose pieces attend (the query word) -> the word they should attend to
+VOITA_DIRECTIONS = ("dep->head", "head->dep")
 
 
 def word_level_attention(probs: np.ndarray, piece_words: Sequence[int], num_words: int) -> np.ndarray:
@@ -88,6 +113,8 @@ class RelationCounts:
     word_relation: list[str] = field(default_factory=list)
     word_hits: list[np.ndarray] = field(default_factory=list)  # [directions, layers, heads] bool
     word_offset_hits: list[np.ndarray] = field(default_factory=list)  # [offsets] bool
+    # Voita et al.'s token-level counts, filled by :func:`relation_counts` in the same pass (None: not counted)
+    voita: VoitaCounts | None = None
 
     def add(self, word_attention: np.ndarray, heads: Sequence[int], relations: Sequence[str], evaluated: np.ndarray) -> None:
         """One sentence: ``word_attention`` ``[layers, heads, words, words]``, gold 1-based ``heads`` (0 =
@@ -140,6 +167,84 @@ class RelationCounts:
                   "clark_name": pl.String, "accuracy": pl.Float64, "baseline_offset": pl.Int16, "baseline_accuracy": pl.Float64}
         frame = pl.DataFrame(rows, schema=schema)
         return frame.sort(pl.col("relation") != "all", -pl.col("words"))
+
+
+@dataclass
+class VoitaCounts:
+    """Voita et al.'s token-level syntactic accuracy (the module docstring's second part): running counts per
+    (relation, direction) of trials, per-head hits and the offsets of the target word's pieces from each query
+    piece. ``relations``: the relations counted (None: every one)."""
+
+    num_layers: int
+    num_heads: int
+    relations: frozenset[str] | None = None
+    pairs: dict[str, int] = field(default_factory=dict)
+    trials: dict[tuple[str, str], int] = field(default_factory=dict)
+    hits: dict[tuple[str, str], np.ndarray] = field(default_factory=dict)  # [layers, heads]
+    offsets: dict[tuple[str, str], Counter] = field(default_factory=dict)
+
+    def add(self, maps: np.ndarray, piece_words: Sequence[int], heads: Sequence[int], relations: Sequence[str],
+            complete: Sequence[bool]) -> None:
+        """One sentence: piece-level ``maps`` ``[layers, heads, pieces, pieces]`` (query, key), each piece's word
+        (``piece_words``, -1 for special tokens), gold 1-based ``heads`` (0 = root), ``relations`` per word and the
+        ``complete`` words (every piece kept)."""
+        pieces = np.asarray(piece_words)
+        real = pieces >= 0
+        if not real.any():
+            return
+        # each query's argmax over the real keys, as the word it belongs to: [layers, heads, pieces]
+        attended = pieces[np.where(real, maps, -np.inf).argmax(-1)]
+        complete = np.asarray(complete, dtype=bool)
+        for dependent, (head, relation) in enumerate(zip(heads, relations)):
+            if head == 0 or (self.relations is not None and relation not in self.relations):
+                continue
+            governor = head - 1
+            if not (complete[dependent] and complete[governor]):
+                continue
+            self.pairs[relation] = self.pairs.get(relation, 0) + 1
+            for direction, query, target in (("dep->head", dependent, governor), ("head->dep", governor, dependent)):
+                queries, targets = np.flatnonzero(pieces == query), np.flatnonzero(pieces == target)
+                key = (relation, direction)
+                if key not in self.trials:
+                    self.trials[key] = 0
+                    self.hits[key] = np.zeros((self.num_layers, self.num_heads), np.int64)
+                    self.offsets[key] = Counter()
+                self.trials[key] += len(queries)
+                self.hits[key] += (attended[:, :, queries] == target).sum(-1)
+                # one count per (query piece, offset that lands on the target word): a share of the trials
+                self.offsets[key].update((targets[None, :] - queries[:, None]).ravel().tolist())
+
+    def baseline(self, relation: str, direction: str) -> tuple[int, float]:
+        """The most frequent relative position of (``relation``, ``direction``) and its accuracy (share of trials);
+        on a tie the smallest |offset|, then the leftward one."""
+        key = (relation, direction)
+        offset, count = min(self.offsets[key].items(), key=lambda kv: (-kv[1], abs(kv[0]), kv[0]))
+        return int(offset), count / self.trials[key]
+
+    def table(self, exclude: Sequence[str] = ("root", "punct"), min_pairs: int = 1) -> pl.DataFrame:
+        """One row per (relation, direction, layer, head): ``pairs`` (gold pairs of the relation), ``trials`` (query
+        pieces), ``accuracy``, ``baseline_offset``, ``baseline_accuracy``; relations in ``exclude`` or with fewer than
+        ``min_pairs`` pairs are left out."""
+        frames = []
+        layer = np.repeat(np.arange(self.num_layers), self.num_heads)
+        head = np.tile(np.arange(self.num_heads), self.num_layers)
+        for relation, direction in sorted(self.trials, key=lambda k: (k[0], VOITA_DIRECTIONS.index(k[1]))):
+            if relation in exclude or self.pairs[relation] < min_pairs:
+                continue
+            offset, accuracy = self.baseline(relation, direction)
+            trials = self.trials[(relation, direction)]
+            n = len(layer)
+            frames.append(pl.DataFrame({
+                "relation": [relation] * n, "direction": [direction] * n, "pairs": [self.pairs[relation]] * n,
+                "layer": layer, "head": head, "trials": [trials] * n,
+                "accuracy": self.hits[(relation, direction)].reshape(-1) / trials,
+                "baseline_offset": [offset] * n, "baseline_accuracy": [accuracy] * n,
+            }))
+        schema = {"relation": pl.String, "direction": pl.String, "pairs": pl.Int64, "layer": pl.Int16, "head": pl.Int16,
+                  "trials": pl.Int64, "accuracy": pl.Float64, "baseline_offset": pl.Int32, "baseline_accuracy": pl.Float64}
+        if not frames:
+            return pl.DataFrame(schema=schema)
+        return pl.concat([f.cast(schema) for f in frames])
 
 
 def held_out_best(
@@ -201,9 +306,12 @@ def relation_counts(
     relations: Sequence[Sequence[str]],
     batch_size: int = 16,
     offsets: Sequence[int] = CLARK_OFFSETS,
+    voita_relations: Iterable[str] | None = None,
 ) -> RelationCounts:
     """Run ``model`` (on the attention engine) over word-aligned sentences (:func:`probing.align_words`)
-    and count, per relation, every head's correct predictions and the offset baselines'."""
+    and count, per relation, every head's correct predictions and the offset baselines' (Clark et al., on word-level
+    attention), and in the same pass Voita et al.'s token-level counts (``.voita``, :class:`VoitaCounts`) of the
+    ``voita_relations`` (None: every relation) on the piece-level maps."""
     import torch
 
     from bertology_core import attention
@@ -211,6 +319,8 @@ def relation_counts(
 
     config = model.config
     counts = RelationCounts(config.num_hidden_layers, config.num_attention_heads, tuple(offsets))
+    counts.voita = VoitaCounts(config.num_hidden_layers, config.num_attention_heads,
+                               None if voita_relations is None else frozenset(voita_relations))
     sentences = Encoded(aligned.input_ids, None, config.pad_token_id or 0)
     for start in range(0, len(sentences), batch_size):
         rows = list(range(start, min(start + batch_size, len(sentences))))
@@ -224,6 +334,7 @@ def relation_counts(
         maps = torch.stack([captured[layer] for layer in range(config.num_hidden_layers)], dim=1).numpy()  # [B, L, H, T, T]
         for i, r in enumerate(rows):
             n = len(aligned.input_ids[r])
+            counts.voita.add(maps[i, :, :, :n, :n], aligned.piece_words[r], heads[r], relations[r], aligned.complete[r])
             words = word_level_attention(maps[i, :, :, :n, :n], aligned.piece_words[r], len(aligned.complete[r]))
             counts.add(words, heads[r], relations[r], aligned.complete[r])
     return counts

@@ -21,6 +21,8 @@ rule head_roles:
     params:
         code=script_code("head_roles"),
         dump="results/attention/{model}/{task}/{dumped}",
+        # the rare-token role counts only examples whose rarest piece is not among this many most frequent pieces
+        rare_top_frequent=config["head_roles"]["rare_top_frequent"],
     log:
         "logs/head_roles/{model}/{task}/{dumped}.log",
     benchmark:
@@ -86,6 +88,7 @@ rule head_roles_summary:
         runs=lambda wc: head_roles_runs(wc.model),
         thresholds=config["head_roles"]["thresholds"],
         syntactic_relations=config["head_roles"]["syntactic_relations"],
+        rare_top_frequent=config["head_roles"]["rare_top_frequent"],
         bootstrap={k: config["head_roles"][k] for k in ("resamples", "level", "seed")},
         out="results/head_roles/{model}/summary",
     log:

@@ -80,6 +80,8 @@ rule syntactic_heads:
         best="results/probing/{model}/{probed}/syntactic_heads.parquet",
         # chosen on half the sentences, reported on the other half
         held_out="results/probing/{model}/{probed}/syntactic_heads_held_out.parquet",
+        # Voita et al.'s token-level accuracy per relation and direction, with its own offset baseline (head roles)
+        voita="results/probing/{model}/{probed}/syntactic_heads_voita.parquet",
     params:
         code=script_code("syntactic_heads"),
         settings=config["probing"]["syntactic_heads"],

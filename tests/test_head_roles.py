@@ -84,12 +84,65 @@ def test_rare_share_counts_queries_whose_maximum_is_the_rarest_token():
     half = one_hot_rows([0, 3, 3, 1, 1, 5])
     table = roles_of(to_rare, half)
     assert table["rare_share"].to_list() == [1.0, 0.5]
+    # one rarest token ("zyx") among the 6 keys the maximum is taken over
+    assert table["rare_chance"].to_list() == [pytest.approx(1 / 6)] * 2 and table["rare_queries"].to_list() == [4, 4]
+    roles = head_roles_stats.assign_roles(with_keys(table), head_roles_stats.RoleThresholds())
+    # (changed with the chance test) 4 of 4 on the rarest token is above chance (p = (1/6)^4); 2 of 4 is not (p = 0.13)
+    assert roles["rare"].to_list() == [True, False]
+    assert roles["rare_p_value"][0] == pytest.approx((1 / 6) ** 4)
+    # on five such examples, 10 of 20 is well above chance: the share threshold decides
+    counts = head_roles.RoleCounts(1, 2, 6)
+    for _ in range(5):
+        counts.add(np.stack([to_rare, half])[None], example())
+    table = counts.table()
     roles = head_roles_stats.assign_roles(with_keys(table), head_roles_stats.RoleThresholds())
     assert roles["rare"].to_list() == [True, True]  # 0.5 reaches the default threshold
     roles = head_roles_stats.assign_roles(with_keys(table), head_roles_stats.RoleThresholds(rare_share=0.6))
     assert roles["rare"].to_list() == [True, False]
     # no syntactic verdict here: "any role" is known only where a measured role holds
     assert roles["roles"].to_list() == ["rare", "none"] and roles["specialised"].to_list() == [True, None]
+
+
+def test_a_uniform_head_on_tied_rarest_pieces_is_at_chance_and_has_no_rare_role():
+    # three of the four real pieces tie as rarest: a head with no preference hits one half of the time (3 of 6 keys)
+    tied = head_roles.ExampleTokens.from_dump_row(["[CLS]", "ab", "cd", "ef", "the", "[SEP]"], SEGMENTS,
+                                                  Counter({"ab": 1, "cd": 1, "ef": 1, "the": 100}))
+    assert tied.rarest.tolist() == [False, True, True, True, False, False]
+    counts = head_roles.RoleCounts(1, 1, 6)
+    for shift in range(6):  # its maximum visits every key once per query over six examples
+        counts.add(one_hot_rows([(q + shift) % 6 for q in range(6)])[None, None], tied)
+    table = counts.table()
+    roles = head_roles_stats.assign_roles(with_keys(table), head_roles_stats.RoleThresholds())
+    assert roles["rare"].to_list() == [False]
+    row = table.row(0, named=True)
+    assert row["rare_share"] >= head_roles_stats.RoleThresholds().rare_share  # the share alone would give it the role
+    assert row["rare_share"] == 0.5 and row["rare_chance"] == pytest.approx(0.5) and row["rare_queries"] == 24
+    assert roles["rare_p_value"][0] > 0.5
+    # "one of the two least frequent": the three tied pieces (second-lowest count = lowest)
+    assert tied.two_rarest.tolist() == tied.rarest.tolist() and row["rare2_share"] == 0.5
+
+
+def test_only_examples_whose_rarest_piece_is_not_among_the_most_frequent_count_for_the_rare_role():
+    frequencies = Counter({f"p{i}": 1000 - i for i in range(600)})
+    cutoff = head_roles.frequent_count(frequencies, 500)
+    assert cutoff == 1000 - 499  # the 500th most frequent piece's count
+    # rarest piece p3 is among the top 500: the example is left out; p550 is not, nor an unseen piece
+    common = head_roles.ExampleTokens.from_dump_row(["[CLS]", "p0", "p1", "p2", "p3", "[SEP]"], SEGMENTS, frequencies, cutoff)
+    rare = head_roles.ExampleTokens.from_dump_row(["[CLS]", "p0", "p1", "p550", "p3", "[SEP]"], SEGMENTS, frequencies, cutoff)
+    unseen = head_roles.ExampleTokens.from_dump_row(["[CLS]", "p0", "p1", "new", "p3", "[SEP]"], SEGMENTS, frequencies, cutoff)
+    assert (common.rare_counted, rare.rare_counted, unseen.rare_counted) == (False, True, True)
+    counts = head_roles.RoleCounts(1, 1, 6)
+    to_third = one_hot_rows([0, 3, 3, 3, 3, 5])
+    counts.add(to_third[None, None], common)
+    counts.add(to_third[None, None], rare)
+    row = counts.table().row(0, named=True)
+    assert row["examples"] == 2 and row["queries"] == 8  # confidence and the positional role see both
+    assert row["rare_examples"] == 1 and row["rare_queries"] == 4 and row["rare_share"] == 1.0
+    # the two least frequent pieces of the counted example: p550 and p3
+    assert rare.two_rarest.tolist() == [False, False, False, True, True, False]
+    # fewer distinct pieces than the top N: every seen piece is frequent; 0 turns the filter off
+    assert head_roles.frequent_count(Counter({"a": 3, "b": 1}), 500) == 1
+    assert head_roles.frequent_count(frequencies, 0) == float("inf")
 
 
 def test_counts_add_up_over_examples_of_different_lengths():
@@ -102,28 +155,92 @@ def test_counts_add_up_over_examples_of_different_lengths():
     assert row["positional_offset"] == -1 and row["positional_share"] == pytest.approx(5 / 6)
 
 
-def test_syntactic_role_needs_ten_points_over_the_offset_baseline():
-    per_head = pl.DataFrame({
-        "state": ["pretrained"] * 4, "relation": ["nsubj", "nsubj", "obj", "all"], "direction": ["dep->head"] * 4,
-        "layer": [0, 0, 0, 0], "head": [0, 1, 1, 0], "accuracy": [0.75, 0.6, 0.9, 0.99],
+def test_syntactic_role_needs_ten_points_over_its_directions_offset_baseline():
+    # (changed with Voita et al.'s table) each relation and direction has its own most-frequent-offset baseline
+    voita = pl.DataFrame({
+        "state": ["pretrained"] * 5, "relation": ["nsubj", "nsubj", "obj", "obj", "det"],
+        "direction": ["dep->head", "head->dep", "dep->head", "head->dep", "dep->head"],
+        "layer": [0, 0, 0, 0, 0], "head": [0, 1, 1, 1, 1], "accuracy": [0.75, 0.6, 0.9, 0.5, 0.99],
+        "baseline_accuracy": [0.6, 0.6, 0.85, 0.2, 0.1],
     })
-    best = pl.DataFrame({"state": ["pretrained"] * 2, "relation": ["nsubj", "obj"], "baseline_accuracy": [0.6, 0.85]})
-    margins = head_roles_stats.best_relation_margins(per_head, best)
-    assert margins.sort("head").select("head", "best_relation").rows() == [(0, "nsubj"), (1, "obj")]
-    roles = with_keys(pl.DataFrame({"layer": [0, 0], "head": [0, 1], "positional_share": [0.1, 0.1], "rare_share": [0.0, 0.0]},
+    margins = head_roles_stats.best_relation_margins(voita)
+    # det is not one of Voita et al.'s four relations
+    assert margins.sort("head").select("head", "best_relation").rows() == [(0, "nsubj dep->head"), (1, "obj head->dep")]
+    roles = with_keys(pl.DataFrame({"layer": [0, 0], "head": [0, 1], "positional_share": [0.1, 0.1], "rare_share": [0.0, 0.0],
+                                    "rare_hits": [0, 0], "rare_queries": [10, 10], "rare_chance": [0.1, 0.1]},
                                    schema_overrides={"layer": pl.Int32, "head": pl.Int32}))
     assigned = head_roles_stats.assign_roles(roles, head_roles_stats.RoleThresholds(), margins).sort("head")
-    # head 0: nsubj 0.75 vs 0.60 (+15 points); head 1: best is obj, 0.90 vs 0.85 (+5): not syntactic
-    assert assigned["syntactic"].to_list() == [True, False]
-    assert assigned["syntactic_relation"].to_list() == ["nsubj", None]
+    # head 0: nsubj dep->head 0.75 vs 0.60 (+15 points); head 1: obj head->dep 0.50 vs 0.20 (+30)
+    assert assigned["syntactic"].to_list() == [True, True]
+    assert assigned["syntactic_relation"].to_list() == ["nsubj dep->head", "obj head->dep"]
+    stricter = head_roles_stats.assign_roles(roles, head_roles_stats.RoleThresholds(syntactic_margin=0.2), margins).sort("head")
+    assert stricter["syntactic"].to_list() == [False, True] and stricter["syntactic_relation"].to_list() == [None, "obj head->dep"]
     # a state the probing stage did not score has no syntactic verdict
     other = head_roles_stats.assign_roles(with_keys(roles, "finetuned", 1), head_roles_stats.RoleThresholds(), margins)
     assert other["syntactic"].to_list() == [None, None] and other["specialised"].to_list() == [None, None]
 
 
+def test_a_head_syntactic_in_one_direction_only_gets_the_role_for_that_direction():
+    from bertology_core import syntactic_heads
+
+    # pieces: [CLS] the dog bark ##ed [SEP]; det(dog<-the), nsubj(barked<-dog), root; "barked" is split in two
+    piece_words, heads, relations = [-1, 0, 1, 2, 2, -1], [2, 3, 0], ["det", "nsubj", "root"]
+    maps = np.zeros((1, 2, 6, 6))
+    # head 0: both of the verb's pieces attend to their subject; the subject attends to "the", not to its verb
+    for query, key in ((1, 2), (2, 1), (3, 2), (4, 2)):
+        maps[0, 0, query, key] = 1.0
+    # head 1: every piece attends to the previous one
+    for query in range(1, 5):
+        maps[0, 1, query, query - 1] = 1.0
+    counts = syntactic_heads.VoitaCounts(1, 2)
+    for _ in range(3):
+        counts.add(maps, piece_words, heads, relations, np.ones(3, bool))
+    table = counts.table().with_columns(pl.lit("pretrained").alias("state"))
+    nsubj = {(r["direction"], r["head"]): r for r in table.filter(pl.col("relation") == "nsubj").iter_rows(named=True)}
+    # the verb's pieces are two trials each: offsets -1 and -2 to "dog" are each right half of the time
+    assert nsubj[("head->dep", 0)]["trials"] == 6 and nsubj[("head->dep", 0)]["accuracy"] == 1.0
+    assert nsubj[("head->dep", 0)]["baseline_accuracy"] == 0.5
+    assert nsubj[("dep->head", 0)]["accuracy"] == 0.0 and nsubj[("dep->head", 0)]["baseline_accuracy"] == 1.0
+    # the previous-token head is the baseline itself in head->dep (+0 points), and wrong in dep->head
+    assert nsubj[("head->dep", 1)]["accuracy"] == 0.5 and nsubj[("dep->head", 1)]["accuracy"] == 0.0
+    margins = head_roles_stats.best_relation_margins(table)
+    roles = with_keys(pl.DataFrame({"layer": [0, 0], "head": [0, 1], "positional_share": [0.5, 1.0], "rare_share": [0.0, 0.0],
+                                    "rare_hits": [0, 0], "rare_queries": [10, 10], "rare_chance": [0.1, 0.1]},
+                                   schema_overrides={"layer": pl.Int32, "head": pl.Int32}))
+    assigned = head_roles_stats.assign_roles(roles, head_roles_stats.RoleThresholds(), margins).sort("head")
+    assert assigned["syntactic"].to_list() == [True, False]
+    assert assigned["syntactic_relation"].to_list() == ["nsubj head->dep", None]
+    assert assigned.filter(pl.col("head") == 0)["relation_margin"][0] == pytest.approx(0.5)
+
+
 def test_thresholds_must_be_shares():
     with pytest.raises(ValueError, match="positional_share"):
         head_roles_stats.RoleThresholds(positional_share=90)
+
+
+def test_dump_roles_count_the_rare_role_on_the_examples_past_the_frequency_filter(tmp_path):
+    from conftest import tiny_mrpc_dump
+
+    from bertology_core import dumps
+
+    summary, frame, tokenizer = tiny_mrpc_dump(tmp_path / "mrpc", 6)
+    train = glue.read_local(glue.get_task("MRPC"), "train", GLUE_SMOKE)
+    first, second = glue.sentence_texts(train)
+    frequencies = head_roles.piece_frequencies(tokenizer, first + (second or []))
+    dump = dumps.AttentionDump(tmp_path / "mrpc")
+    every = head_roles.dump_roles(dump, frequencies, top_frequent=0)  # no filter: every example counts
+    none = head_roles.dump_roles(dump, frequencies, top_frequent=10 ** 9)  # every seen piece is frequent
+    assert (every["rare_examples"] == every["examples"]).all() and (every["rare_queries"] == every["queries"]).all()
+    assert every["rare_chance"].is_between(0, 1).all() and (every["rare_share"] <= every["rare2_share"]).all()
+    # with every seen piece frequent (the tiny vocabulary has fewer than 500), no example holds an unseen one here
+    assert none["rare_examples"][0] == 0 and none["rare_share"].is_null().all() and none["rare_chance"].is_null().all()
+    assert every.select("confidence", "positional_share").equals(none.select("confidence", "positional_share"))
+    # in between, an example counts when its rarest real piece is rarer than the top-N's lowest count
+    rarest = [min(frequencies.get(t, 0) for t, s in zip(row["tokens"], row["segment_ids"]) if s is not None)
+              for row in dump.tokens().iter_rows(named=True)]
+    for top in (10, 20, 30):
+        expected = sum(count < head_roles.frequent_count(frequencies, top) for count in rarest)
+        assert head_roles.dump_roles(dump, frequencies, top)["rare_examples"][0] == expected
 
 
 def test_piece_frequencies_count_the_tokenizers_pieces_without_special_tokens():
@@ -311,8 +428,10 @@ def test_the_claim_compares_frozen_gates_inside_the_fixed_pruning_range():
                           "gates_minus_michel": [0.0, -0.01, 0.26, -0.02], "binary_minus_michel": [0.01, -0.005, 0.3, 0.0],
                           "binary_ci_low": [-0.01, -0.03, 0.2, -0.02], "binary_ci_high": [0.02, 0.02, 0.4, 0.02]})
     measured = claims.l0_gates_beat_michel(gates)
-    # only the frozen gates that prune 10% to 90% of the heads: 27 kept (62.5% pruned)
-    assert [(m.scope, m.value) for m in measured] == [("SST-2 seed 1, 27 of 72 heads", -0.005)]
+    # only the gates that prune 10% to 90% of the heads (27 and 20 kept); the frozen gates' row is trusted, the trained
+    # gates' (scored on weights trained one more epoch) is shown but not trusted
+    assert [(m.scope, m.value, m.trusted) for m in measured] == [("SST-2 seed 1, 27 of 72 heads, weights frozen", -0.005, True),
+                                                                ("SST-2 seed 1, 20 of 72 heads, weights trained", 0.0, False)]
     assert claims.l0_gates_beat_michel(pl.DataFrame({"note": ["no gates"]})) == []
 
 
@@ -320,6 +439,39 @@ def test_only_fine_tuned_states_take_the_probed_models_syntactic_roles():
     assert head_roles_stats.probed_name("MRPC", "pretrained", None) == "pretrained"
     assert head_roles_stats.probed_name("MRPC", "finetuned", 1) == "MRPC_seed1"
     assert head_roles_stats.probed_name("MRPC", "scratch", 1) is None
+
+
+def test_a_depth_trend_alone_gives_no_within_layer_correlation():
+    # confidence and importance both grow with the layer, but within each layer their ranks are unrelated
+    layers, heads = 6, 4
+    confidence_ranks, importance_ranks = [0, 1, 2, 3], [1, 3, 0, 2]  # centred: (-1.5, -.5, .5, 1.5) . (-.5, 1.5, -1.5, .5) = 0
+    rows = [{"task": "MRPC", "state": "finetuned", "seed": 1, "layer": layer, "head": head,
+             "confidence": 0.1 * layer + 0.01 * confidence_ranks[head], "positional_share": 0.1 * layer + 0.01 * importance_ranks[head],
+             "rare_share": 0.5, "specialised": False, "importance": 1.0 * layer + 0.1 * importance_ranks[head]}
+            for layer in range(layers) for head in range(heads)]
+    roles = pl.DataFrame(rows, schema_overrides={"layer": pl.Int32, "head": pl.Int32})
+    targets = roles.select("task", "seed", "layer", "head", pl.lit(head_roles_stats.IMPORTANCE).alias("target"),
+                           pl.col("importance").alias("value"))
+    table = head_roles_stats.rank_correlations(roles.drop("importance"), targets, 500, 0.95, 0)
+    confidence = table.filter(pl.col("measure") == "confidence").row(0, named=True)
+    # pooled over heads the depth trend alone gives a strong rank correlation (about 0.95) ...
+    from scipy.stats import spearmanr
+    assert spearmanr(roles["confidence"], roles["importance"]).statistic > 0.9
+    # ... within layers there is none, and the stratified bootstrap's interval holds 0
+    assert confidence["spearman"] == pytest.approx(0.0, abs=1e-12)
+    assert confidence["ci_low"] < 0 < confidence["ci_high"]
+    assert confidence["within"] == "layer" and confidence["layers"] == layers and confidence["heads"] == layers * heads
+    # the same ranks within every layer: +1 whatever the depth trend
+    positional = table.filter(pl.col("measure") == "positional_share").row(0, named=True)
+    assert positional["spearman"] == pytest.approx(1.0) and positional["ci_low"] == pytest.approx(1.0)
+
+
+def test_within_layer_resamples_keep_each_layers_heads_in_their_layer():
+    layers = np.array([2, 0, 1, 0, 2, 1, 0])
+    draws = head_roles_stats.layer_resamples(layers, 50, 0)
+    assert draws.shape == (50, 7)
+    # blocks in layer order: 3 heads of layer 0, 2 of layer 1, 2 of layer 2
+    assert (layers[draws] == np.array([0, 0, 0, 1, 1, 2, 2])).all()
 
 
 def test_importance_targets_give_raw_normalised_importance_and_the_drop_when_disabled():

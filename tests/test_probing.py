@@ -271,6 +271,70 @@ def test_held_out_best_head_is_chosen_on_one_half_of_the_sentences_and_scored_on
     assert counts.best(min_words=1).filter(counts.best(min_words=1)["relation"] == "det")["head"][0] == 1
 
 
+def test_voita_accuracy_is_counted_per_direction_at_token_level_with_each_directions_own_baseline():
+    # pieces: [CLS] the dog bark ##ed loudly [SEP]; det(dog<-the), nsubj(barked<-dog), root, advmod(barked<-loudly)
+    piece_words = [-1, 0, 1, 2, 2, 3, -1]
+    heads, relations = [2, 3, 0, 3], ["det", "nsubj", "root", "advmod"]
+    maps = np.zeros((1, 2, 7, 7))
+    # head 0: the verb's two pieces attend to the subject ("dog", piece 2); the subject attends to "the"
+    for query, key in ((1, 2), (2, 1), (3, 2), (4, 2), (5, 1)):
+        maps[0, 0, query, key] = 1.0
+    # head 1: "dog"'s largest weight is [SEP], its largest real one "##ed" (a piece of its head word: a hit);
+    # the verb's first piece attends to the subject, its second to "loudly"
+    maps[0, 1, 2, [6, 4]] = [0.6, 0.3]
+    for query, key in ((1, 5), (3, 2), (4, 5), (5, 4)):
+        maps[0, 1, query, key] = 1.0
+    counts = syntactic_heads.VoitaCounts(1, 2)
+    counts.add(maps, piece_words, heads, relations, np.ones(4, bool))
+    table = counts.table(min_pairs=1)
+    assert set(table["relation"]) == {"det", "nsubj", "advmod"}  # root has no head word; punct would be left out
+    row = {(r["relation"], r["direction"], r["head"]): r for r in table.iter_rows(named=True)}
+    # head->dep: each of the split verb's pieces is a trial; offsets from them to "dog" are -1 and -2, one each
+    verb = row[("nsubj", "head->dep", 0)]
+    assert verb["trials"] == 2 and verb["accuracy"] == 1.0
+    assert verb["baseline_offset"] == -1 and verb["baseline_accuracy"] == 0.5  # a tie: the smallest |offset|
+    assert row[("nsubj", "head->dep", 1)]["accuracy"] == 0.5  # one piece of two
+    # dep->head: one trial ("dog"), offsets +1 and +2 both land on "barked": a baseline that is always right
+    subject = row[("nsubj", "dep->head", 0)]
+    assert subject["trials"] == 1 and subject["accuracy"] == 0.0
+    assert subject["baseline_offset"] == 1 and subject["baseline_accuracy"] == 1.0
+    assert row[("nsubj", "dep->head", 1)]["accuracy"] == 1.0  # [SEP] is not a key the maximum is taken over
+    # a pair with a word that is not complete is left out; min_pairs leaves out a rare relation
+    counts.add(maps, piece_words, heads, relations, np.array([True, False, True, True]))
+    assert counts.pairs == {"det": 1, "nsubj": 1, "advmod": 2}
+    assert set(counts.table(min_pairs=2)["relation"]) == {"advmod"}
+    only = syntactic_heads.VoitaCounts(1, 2, frozenset({"nsubj"}))
+    only.add(maps, piece_words, heads, relations, np.ones(4, bool))
+    assert set(only.table()["relation"]) == {"nsubj"} and only.table().height == 2 * 2  # directions x heads
+
+
+def test_voita_counts_come_from_the_same_pass_as_clark_et_als_and_match_the_models_attention(tokenizer):
+    from bertology_core import attention
+
+    aligned = probing.align_words(tokenizer, [WORDS], max_length=64)  # "barked" 6 pieces (2-7), "loudly" 5 (8-12)
+    heads, relations = [2, 3, 0, 3, 3], ["det", "nsubj", "root", "advmod", "punct"]
+    model = attention.use_engine(AutoModel.from_pretrained(TINY_BERT).eval())
+    counts = syntactic_heads.relation_counts(model, aligned, [heads], [relations])
+    voita = counts.voita.table(min_pairs=1)
+    assert counts.words["all"] == 5 and set(voita["relation"]) == {"det", "nsubj", "advmod"}
+    trials = {(r["relation"], r["direction"]): r["trials"] for r in voita.iter_rows(named=True)}
+    assert trials[("nsubj", "head->dep")] == 6 and trials[("nsubj", "dep->head")] == 1
+    assert trials[("advmod", "dep->head")] == 5 and trials[("advmod", "head->dep")] == 6
+    # by hand from the eager attention: the verb's pieces' argmax over real keys on "dog" (piece 2)
+    eager = AutoModel.from_pretrained(TINY_BERT, attn_implementation="eager").eval()
+    with torch.no_grad():
+        maps = torch.stack(eager(torch.tensor([aligned.input_ids[0]]), output_attentions=True).attentions)[:, 0].numpy()
+    pieces = np.asarray(aligned.piece_words[0])
+    word_of_maximum = pieces[np.where(pieces >= 0, maps, -np.inf).argmax(-1)]  # [layers, heads, pieces]
+    for dependent, (head, relation) in enumerate(zip(heads, relations)):
+        if relation in ("root", "punct"):
+            continue
+        for direction, query, target in (("dep->head", dependent, head - 1), ("head->dep", head - 1, dependent)):
+            expected = (word_of_maximum[:, :, pieces == query] == target).mean(-1)
+            got = voita.filter((voita["relation"] == relation) & (voita["direction"] == direction)).sort("layer", "head")
+            np.testing.assert_allclose(got["accuracy"].to_numpy(), expected.reshape(-1))
+
+
 @parametrize_with_checks([probing.EarlyStoppedProbe(max_epochs=30, batch_size=16, validation_share=0.2)])
 def test_the_probe_estimator_keeps_scikit_learns_estimator_contract(estimator, check):
     check(estimator)

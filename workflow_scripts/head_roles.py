@@ -1,5 +1,6 @@
 """Voita et al.'s head roles of one attention dump (rule head_roles): confidence, dominant offset and its share,
-rare-token share per head."""
+rare-token share (on the examples whose rarest piece is not among the training text's most frequent) and its chance
+rate per head."""
 
 import logging
 
@@ -15,10 +16,11 @@ wc = snakemake.wildcards
 tokenizer = models.load_tokenizer(io.read_json(snakemake.input.resolved)["path"])
 first, second = glue.sentence_texts(pl.read_parquet(snakemake.input.train))
 frequencies = head_roles.piece_frequencies(tokenizer, first + (second or []))
-roles = head_roles.dump_roles(dumps.AttentionDump(snakemake.params.dump), frequencies)
+roles = head_roles.dump_roles(dumps.AttentionDump(snakemake.params.dump), frequencies, snakemake.params.rare_top_frequent)
 state = states.dumped_state(wc.dumped)
 seed = states.split_seeded(wc.dumped)[1] if states.is_seeded(wc.dumped) else None
 roles = roles.with_columns(pl.lit(wc.task).alias("task"), pl.lit(state).alias("state"), pl.lit(seed, pl.Int64).alias("seed"))
 io.write_parquet(roles.select("task", "state", "seed", pl.exclude("task", "state", "seed")), snakemake.output.roles)
-logging.info("%d pieces counted in %s's training text; most confident heads:\n%s", len(frequencies), wc.task,
-             roles.sort("confidence", descending=True).head(5))
+logging.info("%d pieces counted in %s's training text; %d of %d examples count for the rare-token role (rarest piece "
+             "not among the %d most frequent); most confident heads:\n%s", len(frequencies), wc.task, roles["rare_examples"][0],
+             roles["examples"][0], snakemake.params.rare_top_frequent, roles.sort("confidence", descending=True).head(5))

@@ -19,8 +19,7 @@ def concat(paths) -> pl.DataFrame:
     return pl.concat([pl.read_parquet(p) for p in paths], how="diagonal_relaxed")
 
 
-syntactic = (head_roles_stats.best_relation_margins(concat(inputs.relations), concat(inputs.best_relations), params.syntactic_relations)
-             if inputs.relations else None)
+syntactic = head_roles_stats.best_relation_margins(concat(inputs.voita), params.syntactic_relations) if inputs.voita else None
 roles = head_roles_stats.assign_roles(concat(inputs.roles), thresholds, syntactic)
 # each row's model as the fitness verdicts name dumps: pretrained, TASK/finetuned_seedN, TASK/scratch_seedN
 dumped = pl.struct("task", "state", "seed").map_elements(
@@ -31,15 +30,19 @@ roles = verdicts.annotate(roles.with_columns(dumped.alias("_dump")), state="_dum
 scored = sorted(syntactic["state"].unique().to_list()) if syntactic is not None else []
 figures.write_table(roles, f"{params.out}/roles", note=(
     f"Voita et al. 2019's roles: positional = maximum attention on one relative position at least {thresholds.positional_share:.0%} of "
-    f"the time; rare = on the example's rarest word piece at least {thresholds.rare_share:.0%} of the time (our threshold); syntactic = "
-    f"accuracy for one of {', '.join(params.syntactic_relations)} at least {thresholds.syntactic_margin:.2f} above its best offset "
-    f"baseline (UD EWT; only the states the probing stage scores: {', '.join(scored) or 'none'}); specialised = any role (null where "
-    "the syntactic one is unknown). Confidence: mean maximum weight, special tokens left out."))
+    f"the time; rare = on the example's rarest word piece at least {thresholds.rare_share:.0%} of the time (our threshold) and above "
+    f"rare_chance (a uniformly attending head's rate) by a one-sided binomial test at {thresholds.rare_significance:g}, counted on the "
+    f"examples whose rarest piece is not among the training text's {params.rare_top_frequent} most frequent (rare_queries); "
+    f"syntactic = token-level accuracy for one of {', '.join(params.syntactic_relations)} in one direction (dep->head: the dependent's "
+    f"pieces attend to the head word; head->dep: the reverse) at least {thresholds.syntactic_margin:.2f} above that relation and "
+    f"direction's most-frequent-offset baseline (UD EWT; only the states the probing stage scores: {', '.join(scored) or 'none'}); "
+    "specialised = any role (null where the syntactic one is unknown). Confidence: mean maximum weight, special tokens left out."))
 figures.save_chart(head_roles_stats.roles_chart(
     roles, "Head roles (Voita et al. 2019)",
     "Colour: confidence (mean maximum attention weight over real tokens, special tokens left out). Text: P-1/P+1 positional "
-    f"(>= {thresholds.positional_share:.0%} of maxima at one offset), R rare tokens (>= {thresholds.rare_share:.0%} on the rarest piece), "
-    f"S syntactic (>= {thresholds.syntactic_margin:.2f} over the offset baseline for {', '.join(params.syntactic_relations)}).\n"
+    f"(>= {thresholds.positional_share:.0%} of maxima at one offset), R rare tokens (>= {thresholds.rare_share:.0%} on the rarest piece "
+    f"and above chance), S syntactic (>= {thresholds.syntactic_margin:.2f} over the offset baseline of one of "
+    f"{', '.join(params.syntactic_relations)} in one direction).\n"
     f"Syntactic roles only where the probing stage scores the state ({', '.join(scored) or 'none'}); model {model}; each dump's dev "
     "sample; hover a head for its measures.",
 ), f"{params.out}/roles")
@@ -49,14 +52,16 @@ targets = head_roles_stats.importance_targets(
     [pl.read_parquet(path) for path in inputs.deltas])
 relations = head_roles_stats.rank_correlations(roles, targets, *boot)
 figures.write_table(verdicts.annotate(relations, seed="seed"), f"{params.out}/importance_relations", note=(
-    "Spearman correlation over a fine-tuned model's heads between a role measure of its dump and Michel et al.'s importance "
-    "(on train; raw, and normalised by layer as their pruning ranks heads) or the score drop when the head alone is disabled "
-    "(dev); interval: bootstrap over heads."))
+    "Spearman correlation within layers (both measures ranked within each layer, the ranks' Pearson correlation pooled over "
+    "layers) over a fine-tuned model's heads between a role measure of its dump and Michel et al.'s importance (on train; raw, "
+    "and normalised by layer as their pruning ranks heads) or the score drop when the head alone is disabled (dev); interval: "
+    "bootstrap over heads within each layer, the model held fixed."))
 title = "Are the important heads the confident, specialised ones? (Voita et al. 2019)"
 figures.save_chart(head_roles_stats.correlation_chart(
     relations, title,
-    f"Spearman correlation over a fine-tuned model's heads between a role measure of its dump and each target, with its "
-    f"{params.bootstrap['level']:.0%} bootstrap interval over heads (none when a role is too rare to resample); model {model}.",
+    f"Spearman correlation within layers over a fine-tuned model's heads between a role measure of its dump and each target "
+    f"(ranked within each layer: depth trends left out), with its {params.bootstrap['level']:.0%} bootstrap interval over heads "
+    f"resampled within layers (none when a role is too rare to resample); model {model}.",
 ) if relations.height else figures.note_chart(title, "no dumped fine-tuned model with importance or disabling results"),
     f"{params.out}/importance_relations")
 

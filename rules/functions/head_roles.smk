@@ -38,8 +38,8 @@ def head_roles_summary_inputs(wildcards):
     return {
         "fitness": fitness_inputs(),
         "roles": [f"results/head_roles/{model}/{key}.parquet" for key in head_role_dumps(model)],
-        "relations": [f"results/probing/{model}/{state}/head_relations.parquet" for state in syntactic],
-        "best_relations": [f"results/probing/{model}/{state}/syntactic_heads.parquet" for state in syntactic],
+        # Voita et al.'s token-level accuracy per relation and direction (the syntactic role)
+        "voita": [f"results/probing/{model}/{state}/syntactic_heads_voita.parquet" for state in syntactic],
         "importance": [f"{pruning_dir(model, t, s)}/importance.parquet" for t, s in pruning_runs(model)],
         "deltas": [f"results/disabling/{model}/{task}/{state}/deltas.parquet" for task, state in swept],
         "michel": [f"{pruning_dir(model, t, s)}/michel_curve.parquet" for t, s in {(t, s) for t, s, _, _ in jobs}],
