@@ -20,11 +20,22 @@ sentences, the weights of the epoch with the best held-out loss kept per probe).
 train together as one batched model, as :func:`bertology_core.probing.fit_layer_probes` trains one probe per layer;
 they do not interact. The full mix (the last cumulative probe) gives the mixing weights and the center of gravity.
 When the differential scores sum to nothing (a label set no layer improves on the embeddings), the expected layer is
-undefined (NaN): a negative or zero total would make it meaningless.
+undefined (NaN): a negative or zero total would make it meaningless. Negative ``Delta_l`` are kept, as in the paper's
+formula and the authors' notebook, but an expected layer outside ``[1, L]`` is undefined too (see
+:func:`bertology_core.layer_mix_stats.expected_layer`).
+
+Probe seeds (not in the paper, which reports no variance across runs): the cumulative probes are trained once per
+probe seed (``layer_mix.probe_seeds``); a seed sets the minibatch order and which training sentences are held out for
+early stopping (the initialisation is the probing stage's, all zeros: equal mixing weights, ``gamma`` 1). The
+point estimates are the means over probe seeds of each seed's estimate, with the per-seed minimum and maximum beside
+them; the interval resamples dev sentences and, in each resample, draws one probe seed at random
+(:func:`bertology_core.layer_mix_stats.resampled_expected_layers`), so it covers what one probe training could give
+as well as sentence sampling.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -49,6 +60,16 @@ class MixedProbes:
     std: torch.Tensor
     best_epoch: np.ndarray
     epochs_run: int
+
+
+def probe_settings(probe: Mapping, probe_seeds: Sequence[int]) -> list[ProbeSettings]:
+    """One :class:`ProbeSettings` per probe seed: the optimiser settings ``probe`` (``layer_mix.probe``, which holds
+    no seed) with each of ``probe_seeds`` (``layer_mix.probe_seeds``)."""
+    if "seed" in probe:
+        raise ValueError("layer_mix.probe.seed was replaced by layer_mix.probe_seeds (a list: one set of probes per seed)")
+    if not probe_seeds or len(set(probe_seeds)) != len(probe_seeds):
+        raise ValueError(f"probe seeds must be distinct and at least one, got {list(probe_seeds)}")
+    return [ProbeSettings(**probe, seed=int(seed)) for seed in probe_seeds]
 
 
 def _cumulative_mask(layers: int) -> torch.Tensor:
@@ -140,54 +161,83 @@ def cumulative_correct(probes: MixedProbes, features: np.ndarray, labels: np.nda
     return predictions == np.asarray(labels)[None, :]
 
 
-def layer_mix_tables(labels: str, probes: MixedProbes, correct: np.ndarray, sentences: np.ndarray, resamples: int,
-                     level: float, seed: int) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """For one label set: the cumulative table (per probe ``k``: its accuracy, the differential score, its mixing
-    weight on each layer of the full mix) and the summary row (center of gravity of the full mix; expected layer with
-    a percentile interval over dev sentences; both also as a share of the depth ``L``). The expected layer is NaN
-    unless it is defined (a positive total gain) in at least 99% of the resamples."""
-    scores = correct.mean(axis=1)
-    layers = len(scores)
-    full_mix = probes.mix[-1].numpy()
+def layer_mix_tables(labels: str, probes: MixedProbes | Sequence[MixedProbes], correct: np.ndarray, sentences: np.ndarray,
+                     resamples: int, level: float, seed: int) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """For one label set, from its cumulative probes of every probe seed (``probes``, one :class:`MixedProbes` per seed,
+    or one) and their right/wrong ``correct`` ``[probe_seeds, probes, words]`` (``[probes, words]``: one seed):
+
+    - the cumulative table, per probe ``k``: the accuracy, the differential score and the full mix's weight on layer
+      ``k``, each the mean over probe seeds, the per-seed range (``_min``, ``_max``) of the last two, and the range of
+      the epochs kept and the most epochs run;
+    - the summary row: the center of gravity of the full mix and the expected layer, each the mean over probe seeds of
+      one seed's estimate, with the per-seed range; the expected layer's percentile interval over dev sentences and
+      probe seeds (each resample draws one seed at random: :func:`resampled_expected_layers`); both also as a share of
+      the depth ``L``.
+
+    The expected layer (its mean, range and share) is NaN unless it is defined (a positive total gain, within
+    ``[1, L]``) for every probe seed on all of dev and in at least 99% of the resamples."""
+    probes = [probes] if isinstance(probes, MixedProbes) else list(probes)
+    correct = np.asarray(correct)
+    correct = correct[None] if correct.ndim == 2 else correct
+    if len(probes) != correct.shape[0]:
+        raise ValueError(f"{len(probes)} probe seeds' probes but {correct.shape[0]} seeds' right/wrong words")
+    scores = correct.mean(axis=-1)  # [probe_seeds, probes]
+    seeds, layers = scores.shape
+    mixes = np.stack([p.mix[-1].numpy().astype(float) for p in probes])  # [probe_seeds, layers]
+    deltas = np.concatenate([np.full((seeds, 1), np.nan), np.diff(scores, axis=1)], axis=1)
+    epochs = np.stack([p.best_epoch for p in probes])
     cumulative = pl.DataFrame({
-        "labels": labels, "layer": np.arange(layers, dtype=np.int16), "cumulative_accuracy": scores,
-        "delta": np.concatenate([[np.nan], np.diff(scores)]), "mix_weight": full_mix.astype(float),
-        "epoch": probes.best_epoch, "epochs_run": np.full(layers, probes.epochs_run),
+        "labels": labels, "layer": np.arange(layers, dtype=np.int16), "probe_seeds": np.full(layers, seeds, np.int16),
+        "cumulative_accuracy": scores.mean(axis=0), "delta": deltas.mean(axis=0), "delta_min": deltas.min(axis=0),
+        "delta_max": deltas.max(axis=0), "mix_weight": mixes.mean(axis=0), "mix_weight_min": mixes.min(axis=0),
+        "mix_weight_max": mixes.max(axis=0), "epoch_min": epochs.min(axis=0), "epoch_max": epochs.max(axis=0),
+        "epochs_run_max": np.full(layers, max(p.epochs_run for p in probes)),
     })
     low, high = interval(resampled_expected_layers({labels: correct}, {labels: sentences}, resamples, seed)[labels], level)
     depth = layers - 1
     # E_Delta divides by the layers' total gain over the embeddings; where that gain is not positive in 99% of the
-    # sentence resamples (an encoder whose layers add nothing, such as random weights) the ratio is noise over
-    # noise and can land anywhere, even beyond the last layer, so it is not reported.
-    expected = float(expected_layer(scores)) if np.isfinite(low) else float("nan")
-    gravity = center_of_gravity(full_mix)
+    # resamples (an encoder whose layers add nothing, such as random weights) the ratio is noise over noise and can
+    # land anywhere, so it is not reported; nor where one probe seed's own estimate is undefined.
+    per_seed = expected_layer(scores)  # [probe_seeds]
+    defined = bool(np.isfinite(low) and np.isfinite(per_seed).all())
+    expected = per_seed if defined else np.full(seeds, np.nan)
+    gravity = np.array([center_of_gravity(mix) for mix in mixes])
     summary = pl.DataFrame([{
-        "labels": labels, "layers": depth, "center_of_gravity": gravity, "expected_layer": expected,
-        "ci_low": low, "ci_high": high, "center_of_gravity_share": gravity / depth,
-        "expected_layer_share": expected / depth, "embeddings_accuracy": float(scores[0]), "full_mix_accuracy": float(scores[-1]),
-        "gamma": float(probes.gamma[-1]), "dev_words": int(correct.shape[1]),
+        "labels": labels, "layers": depth, "probe_seeds": seeds, "center_of_gravity": float(gravity.mean()),
+        "center_of_gravity_min": float(gravity.min()), "center_of_gravity_max": float(gravity.max()),
+        "expected_layer": float(expected.mean()), "expected_layer_min": float(expected.min()),
+        "expected_layer_max": float(expected.max()), "ci_low": low, "ci_high": high,
+        "center_of_gravity_share": float(gravity.mean()) / depth, "expected_layer_share": float(expected.mean()) / depth,
+        "embeddings_accuracy": float(scores[:, 0].mean()), "full_mix_accuracy": float(scores[:, -1].mean()),
+        "gamma": float(np.mean([float(p.gamma[-1]) for p in probes])), "dev_words": int(correct.shape[-1]),
     }])
     return cumulative, summary
 
 
 def layer_mix_label_sets(frames: dict[str, pl.DataFrame], tensors: dict[str, np.ndarray], label_specs: dict[str, dict],
-                         settings: ProbeSettings, min_label_count: int, lowercase: bool, resamples: int, level: float,
-                         seed: int) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+                         settings: ProbeSettings | Sequence[ProbeSettings], min_label_count: int, lowercase: bool,
+                         resamples: int, level: float, seed: int) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
     """Cumulative scalar-mix probes for every label set of ``label_specs`` on the probing stage's word features
-    (the same words, labels and pairs as :func:`bertology_core.probing.probe_label_sets`). Returns the cumulative
-    table, the summary (center of gravity, expected layer and its interval) and every dev word's right/wrong per
-    cumulative probe (what paired comparisons between label sets resample)."""
+    (the same words, labels and pairs as :func:`bertology_core.probing.probe_label_sets`), trained once per probe seed:
+    ``settings`` holds one :class:`ProbeSettings` per seed (:func:`probe_settings`), each with its own minibatch order
+    and held-out sentences. Returns the cumulative table, the summary (center of gravity, expected layer and its
+    interval over dev sentences and probe seeds: :func:`layer_mix_tables`) and every dev word's right/wrong per probe
+    seed and cumulative probe (what paired comparisons between label sets resample)."""
+    settings = [settings] if isinstance(settings, ProbeSettings) else list(settings)
     cumulative, summaries, words = [], [], []
     for name, spec in label_specs.items():
         data = label_set_data(frames, tensors, name, spec, min_label_count, lowercase)
-        probes = fit_cumulative_probes(data.x("train"), data.y("train"), len(data.vocabulary), settings, data.words_sentences("train"))
-        correct = cumulative_correct(probes, data.x("dev"), data.y("dev"))
-        sentences = data.words_sentences("dev")
+        train, train_labels, train_sentences = data.x("train"), data.y("train"), data.words_sentences("train")
+        dev, dev_labels, sentences = data.x("dev"), data.y("dev"), data.words_sentences("dev")
+        probes = [fit_cumulative_probes(train, train_labels, len(data.vocabulary), seeded, train_sentences) for seeded in settings]
+        correct = np.stack([cumulative_correct(p, dev, dev_labels) for p in probes])  # [probe_seeds, probes, words]
         table, summary = layer_mix_tables(name, probes, correct, sentences, resamples, level, seed)
         cumulative.append(table)
         summaries.append(summary.with_columns(pl.lit(len(data.vocabulary)).alias("classes")))
+        seeds, layers, count = correct.shape
         words.append(pl.DataFrame({
-            "labels": name, "layer": np.repeat(np.arange(correct.shape[0]), correct.shape[1]).astype(np.int16),
-            "sentence": np.tile(sentences, correct.shape[0]).astype(np.int32), "correct": correct.reshape(-1),
+            "labels": name, "probe_seed": np.repeat([s.seed for s in settings], layers * count).astype(np.int32),
+            "layer": np.tile(np.repeat(np.arange(layers), count), seeds).astype(np.int16),
+            "sentence": np.tile(sentences, seeds * layers).astype(np.int32), "correct": correct.reshape(-1),
         }))
     return pl.concat(cumulative), pl.concat(summaries), pl.concat(words)

@@ -16,7 +16,7 @@ rule layer_mix:
     output:
         cumulative="results/layer_mix/{model}/{probed}/cumulative.parquet",
         summary="results/layer_mix/{model}/{probed}/summary.parquet",
-        # per dev word and cumulative probe, right or wrong: what paired comparisons between label sets resample
+        # per probe seed, dev word and cumulative probe, right or wrong: what paired comparisons between label sets resample
         words="results/layer_mix/{model}/{probed}/words.parquet",
     params:
         code=script_code("layer_mix"),
@@ -24,6 +24,7 @@ rule layer_mix:
         labels=config["probing"]["labels"],
         min_label_count=config["probing"]["min_label_count"],
         probe=config["layer_mix"]["probe"],
+        probe_seeds=config["layer_mix"]["probe_seeds"],
         bootstrap={key: config["layer_mix"][key] for key in ("resamples", "level", "seed")},
     threads: config["layer_mix"]["threads"]
     resources:

@@ -1,4 +1,5 @@
-"""Tenney et al.'s scalar mix and cumulative scoring for each label set of one probed state (rule layer_mix)."""
+"""Tenney et al.'s scalar mix and cumulative scoring for each label set of one probed state, once per probe seed
+(rule layer_mix)."""
 
 import logging
 
@@ -17,7 +18,7 @@ tensors, frames = probing.load_probe_inputs(snakemake.input.features, {split: sn
                                             params.sample)
 tokenizer = models.load_tokenizer(io.read_json(snakemake.input.resolved)["path"])
 cumulative, summary, words = layer_mix.layer_mix_label_sets(
-    frames, tensors, params.labels, probing.ProbeSettings(**params.probe), params.min_label_count,
+    frames, tensors, params.labels, layer_mix.probe_settings(params.probe, params.probe_seeds), params.min_label_count,
     tokenizer.tokenize("The") == tokenizer.tokenize("the"), **params.bootstrap)
 state = pl.lit(snakemake.wildcards.probed).alias("state")
 for table, path in ((cumulative, snakemake.output.cumulative), (summary, snakemake.output.summary), (words, snakemake.output.words)):

@@ -18,8 +18,10 @@ stems = {name: snakemake.output[name][0].removesuffix(".parquet") for name in ("
 figures.write_table(verdicts.annotate(summary, state="state"), stems["expected"], note=(
     f"Tenney et al. 2019's measures per probed state and label set: center_of_gravity = sum_l l s_l of the full scalar "
     f"mix's weights; expected_layer = sum_l l Delta_l / sum_l Delta_l of the cumulative probes' differential dev accuracy "
-    f"(layer 0 = embeddings; layers = the encoder's depth), with a {params.level:.0%} interval over dev sentences; the *_share "
-    "columns divide by the depth, to compare with a model of another depth."))
+    f"(layer 0 = embeddings; layers = the encoder's depth; undefined where the total gain is not positive or the ratio "
+    f"leaves [1, layers]). Both are means over the probes' training seeds (probe_seeds of them; *_min and *_max: the "
+    f"seeds' range); the {params.level:.0%} interval resamples dev sentences and draws one probe seed per resample, so it "
+    "covers probe training too. The *_share columns divide by the depth, to compare with a model of another depth."))
 figures.write_table(verdicts.annotate(cumulative, state="state"), stems["cumulative"])
 sample = f"{params.sample['train_sentences'] or 'all'} train / {params.sample['dev_sentences'] or 'all'} dev sentences"
 means = layer_mix_stats.mean_expected_layers(summary)
