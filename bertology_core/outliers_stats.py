@@ -148,7 +148,8 @@ DELTA_SCHEMA = {"config": pl.String, "kind": pl.String, "placement": pl.String, 
 CONTRAST_SCHEMA = {"placement": pl.String, "seed": pl.Int64, "outliers_delta": pl.Float64, "random_mean_delta": pl.Float64,
                    "random_low": pl.Float64, "random_high": pl.Float64, "random_worst": pl.Float64,
                    "random_at_or_below_outliers": pl.Float64, "draws": pl.Int32, "difference": pl.Float64,
-                   "ci_low": pl.Float64, "ci_high": pl.Float64, "pooled_seeds": pl.String, "seeds_without_outliers": pl.String}
+                   "ci_low": pl.Float64, "ci_high": pl.Float64, "minus_worst": pl.Float64, "worst_ci_low": pl.Float64,
+                   "worst_ci_high": pl.Float64, "pooled_seeds": pl.String, "seeds_without_outliers": pl.String}
 
 
 def _arrays(frame: pl.DataFrame) -> tuple[pl.DataFrame, np.ndarray, np.ndarray]:
@@ -169,7 +170,8 @@ def disabling_statistics(runs: dict[int, pl.DataFrame], metric: str, resamples: 
     Returns the deltas (every configuration's score minus the intact model's, per seed and across seeds, with paired
     bootstrap intervals over dev examples and the disabling stage's verdict rule across seeds) and the contrast per
     placement: the outliers' delta, the random draws' deltas (mean, their 2.5 and 97.5 percentiles, the share of draws
-    that cost at least as much as the outliers), and the outliers' delta minus the mean random delta with a paired
+    that cost at least as much as the outliers), and the outliers' delta minus the mean random delta (``difference``) and
+    minus the worst random draw's (``minus_worst``, the worst draw taken anew on every resample), each with a paired
     interval (the same example resamples for every configuration). Across seeds the random statistics pool the seeds'
     mean deltas draw by draw: each seed's draw has as many dimensions as that seed's outliers, so a draw is matched to
     its own model's outliers even when the seeds' outlier sets differ. A seed whose model has no outlier dimension has
@@ -227,14 +229,19 @@ def _contrast(configs: pl.DataFrame, deltas: PairedDeltas, seed_value: int | Non
         if not outliers or not randoms:
             continue
         out, rand = deltas.delta[outliers[0]], deltas.delta[randoms]
-        difference = PairedDeltas(np.array([out - rand.mean()]),
-                                  (deltas.resampled[outliers[0]] - deltas.resampled[randoms].mean(axis=0))[None])
+        resampled = deltas.resampled[outliers[0]]
+        # against the random mean (any loss beyond chance), and against the worst draw on each resample (a loss larger
+        # than every random draw's: the paper's contrast of a large loss with none)
+        difference = PairedDeltas(np.array([out - rand.mean(), out - rand.min()]),
+                                  np.stack([resampled - deltas.resampled[randoms].mean(axis=0),
+                                            resampled - deltas.resampled[randoms].min(axis=0)]))
         low, high = difference.interval(level)
         rows.append({"placement": placement, "seed": seed_value, "outliers_delta": float(out),
                      "random_mean_delta": float(rand.mean()), "random_low": float(np.quantile(rand, 0.025)),
                      "random_high": float(np.quantile(rand, 0.975)), "random_worst": float(rand.min()),
                      "random_at_or_below_outliers": float(np.mean(rand <= out)), "draws": len(randoms),
-                     "difference": float(difference.delta[0]), "ci_low": float(low[0]), "ci_high": float(high[0])})
+                     "difference": float(difference.delta[0]), "ci_low": float(low[0]), "ci_high": float(high[0]),
+                     "minus_worst": float(difference.delta[1]), "worst_ci_low": float(low[1]), "worst_ci_high": float(high[1])})
     return pl.DataFrame(rows, schema={k: v for k, v in CONTRAST_SCHEMA.items() if k not in ("pooled_seeds", "seeds_without_outliers")})
 
 

@@ -428,12 +428,21 @@ def confusion_table(report: dict[str, Any]) -> pl.DataFrame:
     return pl.DataFrame(rows, schema={"labeller": pl.String, "hand_label": pl.String, "predicted": pl.String, "maps": pl.Int64})
 
 
-def hand_label_shares(report: dict[str, Any], test: bool = False) -> pl.DataFrame:
+def hand_label_shares(report: dict[str, Any], test: bool = False, level: float = 0.95) -> pl.DataFrame:
     """Class shares of the hand labels' simple random sample per dump (of the test labels' with ``test``), shaped
-    like :func:`class_shares`."""
+    like :func:`class_shares`, with a Clopper-Pearson interval over maps (``ci_low``, ``ci_high``): a share is a
+    proportion, and a random sample of labelled maps estimates it without any labeller."""
+    from scipy.stats import binomtest
+
     rows = (report.get("test") or {}).get("hand_label_shares_random_sample") if test else report.get("hand_label_shares_random_sample")
-    schema = {"dump": pl.String, "class": pl.String, "maps": pl.UInt32, "share": pl.Float64}
+    schema = {"dump": pl.String, "class": pl.String, "maps": pl.UInt32, "share": pl.Float64, "ci_low": pl.Float64,
+              "ci_high": pl.Float64}
     if not rows:
         return pl.DataFrame(schema=schema)
-    return pl.DataFrame(rows).select(pl.concat_str("task", pl.lit("/"), "state").alias("dump"), pl.col("label").alias("class"),
-                                     pl.col("maps").cast(pl.UInt32), "share")
+    frame = pl.DataFrame(rows).select(pl.concat_str("task", pl.lit("/"), "state").alias("dump"), pl.col("label").alias("class"),
+                                      pl.col("maps").cast(pl.UInt32), "share")
+    totals = dict(frame.group_by("dump").agg(pl.col("maps").sum()).iter_rows())
+    intervals = [binomtest(int(k), int(totals[d])).proportion_ci(confidence_level=level, method="exact")
+                 for d, k in frame.select("dump", "maps").iter_rows()]
+    return frame.with_columns(pl.Series("ci_low", [i.low for i in intervals], pl.Float64),
+                              pl.Series("ci_high", [i.high for i in intervals], pl.Float64))

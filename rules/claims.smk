@@ -17,6 +17,7 @@ rule claims:
         runs=lambda wc: claims_runs(wc.model),
         settings=config["claims"],
         tolerance=config["pruning"]["michel_tolerance"],
+        importance={key: config["pruning"][key] for key in ("importance_split", "importance_examples", "importance_granularity")},
         label_sets=config["probing"]["labels"],
         out="results/claims/{model}/claims",
     log:

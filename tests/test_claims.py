@@ -49,6 +49,8 @@ def test_table_marks_unfit_models_and_lists_claims_that_did_not_run():
     assert rows["MRPC"]["verdict"] == MODEL_UNFIT and "MRPC seed 2" in rows["MRPC"]["note"]
     assert rows["SST-2"]["verdict"] == REPRODUCED
     assert rows["SST-2"]["this_run"] == pytest.approx(1.0) and rows["SST-2"]["ci_low"] == pytest.approx(0.2)  # points
+    # one verdict for the claim over its rows: the unfit row is left out, the fit one holds after Holm's correction
+    assert rows["overall"]["verdict"] == REPRODUCED and "1 rows on unfit models left out" in rows["overall"]["note"]
     others = table.filter(pl.col("claim") != "best_head_disabling_gain")
     assert others.height == len(claims.CLAIMS) - 1
     # analysis.unfit: skip left out every model pruning would analyse: its claims rest on unfit models
@@ -112,5 +114,111 @@ def test_probing_peak_reports_the_relative_depth_of_the_best_layer():
 
 def test_every_claim_names_its_source_and_setup():
     for claim in claims.CLAIMS:
-        assert claim.source and claim.paper_setup and claim.paper_value and not math.isnan(claim.scale)
+        assert claim.source and claim.paper_setup and claim.paper_value and claim.region_source and not math.isnan(claim.scale)
     assert "{level}" in claims.VERDICT_RULE and "95%" in claims.verdict_rule(0.95)
+
+
+def test_a_model_missing_from_the_fitness_table_is_an_error_not_fit():
+    measured = [claims.Measured("best_head_disabling_gain", "MRPC", 0.012, 0.004, 0.02, (("MRPC", 1), ("MRPC", 3)))]
+    with pytest.raises(ValueError, match="MRPC seed 3.*no verdict"):
+        claims.claims_table(measured, {("MRPC", 1): True}, {})
+
+
+@pytest.mark.parametrize("share, expected", [(0.389, REPRODUCED), (0.486, REPRODUCED), (0.583, NOT_REPRODUCED), (0.9, NOT_REPRODUCED)])
+def test_about_forty_percent_prunable_is_a_region_not_a_floor(share, expected):
+    """Michel et al.'s 'about 40%' is 30-50% of the heads: 90% prunable is another effect, not a reproduction."""
+    region = claims.BY_KEY["prunable_share"].region
+    assert claims.verdict(share - 0.01, share + 0.01, region) == expected
+
+
+def test_one_verdict_per_claim_by_holm_over_its_fit_rows():
+    region = Region(0.0, None)
+    # two rows clearly above 0: reproduced
+    assert claims.overall_verdict([(1.0, 0.5, 1.5, False, True), (2.0, 1.0, 3.0, False, True)], region, 0.95)[0] == REPRODUCED
+    # each row's own 95% interval excludes 0, but only just (one-sided p about 0.023 each, above 0.025 / 2): not every
+    # row holds after Holm's correction for two rows; alone, a row keeps its own verdict
+    just = (0.2, 0.004, 0.4, False, True)
+    assert claims.verdict(just[1], just[2], region) == REPRODUCED
+    assert claims.overall_verdict([just], region, 0.95)[0] == REPRODUCED
+    assert claims.overall_verdict([just, just], region, 0.95)[0] == INCONCLUSIVE
+    # one row clearly below 0: the claim does not hold in general
+    assert claims.overall_verdict([(1.0, 0.5, 1.5, False, True), (-1.0, -1.5, -0.5, False, True)], region, 0.95)[0] == NOT_REPRODUCED
+    # an untrusted row never counts as inside; unfit rows are left out, all unfit is model unfit
+    assert claims.overall_verdict([(1.0, 0.5, 1.5, False, False), (1.0, 0.5, 1.5, False, True)], region, 0.95)[0] == INCONCLUSIVE
+    assert claims.overall_verdict([(1.0, 0.5, 1.5, True, True)], region, 0.95)[0] == MODEL_UNFIT
+    # a two-sided region: inside needs both bounds
+    assert claims.overall_verdict([(0.4, 0.35, 0.45, False, True), (0.45, 0.32, 0.58, False, True)],
+                                  Region(0.3, 0.5, closed=True), 0.95)[0] == INCONCLUSIVE
+
+
+def test_outliers_must_cost_more_than_every_random_draw():
+    """Below the random draws' mean is not the paper's effect (a large loss against none): a set of outliers that costs
+    more than the mean draw but less than the worst draw does not reproduce it."""
+    contrast = pl.DataFrame({"task": ["SST-2"], "placement": ["output"], "seed": [None], "outliers_delta": [-0.02], "random_mean_delta": [0.0],
+                             "random_low": [-0.03], "random_high": [0.01], "random_worst": [-0.04],
+                             "random_at_or_below_outliers": [0.1], "draws": [30], "difference": [-0.02], "ci_low": [-0.03],
+                             "ci_high": [-0.01], "minus_worst": [0.02], "worst_ci_low": [0.005], "worst_ci_high": [0.035],
+                             "pooled_seeds": ["1"], "seeds_without_outliers": [""]}, schema_overrides={"seed": pl.Int64})
+    [measured] = claims.outliers_disrupt(contrast)
+    assert claims.verdict(measured.ci_low, measured.ci_high, claims.BY_KEY["outliers_disrupt"].region) == NOT_REPRODUCED
+    assert "random mean" in measured.note
+
+
+def test_gates_trained_with_their_weights_are_shown_but_not_trusted():
+    """Voita et al.'s gates train with the weights: their rows run the claim by default, but they are scored on weights
+    trained one more epoch, so only the frozen-weights rows compare the choice of heads alone."""
+    gates = pl.DataFrame({"task": ["SST-2"] * 2, "seed": [1, 1], "weights": ["trained", "frozen"], "strength": [0.1, 0.1],
+                          "heads_kept": [40, 40], "heads": [72, 72], "share_pruned": [32 / 72] * 2, "metric": ["accuracy"] * 2,
+                          "gates_minus_michel": [0.01, 0.01], "binary_minus_michel": [0.02, 0.02],
+                          "binary_ci_low": [0.01, 0.01], "binary_ci_high": [0.03, 0.03]})
+    rows = {m.scope.split("weights ")[1]: m for m in claims.l0_gates_beat_michel(gates)}
+    assert rows["frozen"].trusted and not rows["trained"].trusted and "one more epoch" in rows["trained"].note
+    assert claims.l0_gates_beat_michel(gates.filter(pl.col("weights") == "trained"))  # runs under the default config
+
+
+def test_kappa_needs_enough_ticket_seeds_and_covers_leaving_one_out():
+    stability = pl.DataFrame({"task": ["MRPC", "SST-2"], "method": ["s", "s"], "element": ["heads", "heads"], "seeds": [2, 3],
+                              "seeds_without_ticket": ["3", ""], "kept_share": [0.5, 0.5], "kept_share_min": [0.5, 0.4],
+                              "kept_share_max": [0.5, 0.6], "fleiss_kappa": [0.3, 0.2], "kappa_ci_low": [0.2, 0.15],
+                              "kappa_ci_high": [0.4, 0.25], "kappa_loo_min": [None, 0.05], "kappa_loo_max": [None, 0.45]},
+                             schema_overrides={"kappa_loo_min": pl.Float64, "kappa_loo_max": pl.Float64})
+    rows = {m.scope: m for m in claims.mask_agreement(stability, {"MRPC": [1, 2, 3], "SST-2": [1, 2, 3]}, min_seeds=3)}
+    assert not rows["MRPC"].trusted and rows["MRPC"].models == (("MRPC", 1), ("MRPC", 2)) and "left out: 3" in rows["MRPC"].note
+    assert rows["SST-2"].trusted and (rows["SST-2"].ci_low, rows["SST-2"].ci_high) == (0.05, 0.45)
+    # one seed moves kappa past 0.40: not reproduced any more, though the heads' bootstrap alone says so
+    assert claims.verdict(0.15, 0.25, claims.BY_KEY["mask_agreement_kappa"].region) == REPRODUCED
+    assert claims.verdict(rows["SST-2"].ci_low, rows["SST-2"].ci_high, claims.BY_KEY["mask_agreement_kappa"].region) == INCONCLUSIVE
+
+
+def test_heterogeneous_share_from_the_hand_labels_random_sample():
+    """A share is a proportion: the hand labels drawn at random from a fine-tuned dump estimate it, with a binomial
+    interval, without any labeller; the pre-trained dumps' labels and other samples do not count."""
+    report = {
+        "hand_label_shares_random_sample": [
+            {"task": "MRPC", "state": "finetuned_seed1", "label": "heterogeneous", "maps": 12, "share": 0.4},
+            {"task": "MRPC", "state": "finetuned_seed1", "label": "vertical", "maps": 18, "share": 0.6},
+            {"task": "MRPC", "state": "pretrained", "label": "heterogeneous", "maps": 30, "share": 1.0}],
+        "test": {"hand_label_shares_random_sample": [
+            {"task": "MRPC", "state": "finetuned_seed1", "label": "heterogeneous", "maps": 8, "share": 0.2},
+            {"task": "MRPC", "state": "finetuned_seed1", "label": "diagonal", "maps": 32, "share": 0.8}]},
+    }
+    [measured] = claims.heterogeneous_share_from_hand_labels(report, 0.95, {"MRPC": 0.9}, "CNN, macro F1 0.75")
+    assert measured.value == pytest.approx(20 / 70) and measured.models == (("MRPC", 1),) and measured.trusted
+    from scipy.stats import binomtest
+    ci = binomtest(20, 70).proportion_ci(0.95, method="exact")
+    assert (measured.ci_low, measured.ci_high) == pytest.approx((ci.low, ci.high))
+    assert "20 of 70" in measured.note and "90.0%" in measured.note
+
+
+def test_every_hand_labelled_class_share_has_a_binomial_interval():
+    from scipy.stats import binomtest
+
+    from bertology_core import pattern_training
+
+    report = {"hand_label_shares_random_sample": [
+        {"task": "RTE", "state": "pretrained", "label": "vertical", "maps": 21, "share": 0.7},
+        {"task": "RTE", "state": "pretrained", "label": "diagonal", "maps": 9, "share": 0.3}]}
+    shares = pattern_training.hand_label_shares(report).sort("class")
+    ci = binomtest(9, 30).proportion_ci(0.95, method="exact")
+    assert shares.row(0, named=True)["class"] == "diagonal"
+    assert (shares["ci_low"][0], shares["ci_high"][0]) == pytest.approx((ci.low, ci.high))

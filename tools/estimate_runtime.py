@@ -35,8 +35,9 @@ EPOCHS = 3
 # the default config: the from-scratch baseline trains like the model; pruning re-fine-tunes good, random and bad
 # subnetworks of m- and s-pruning under both protocols (2 x 3 x 2); disabling sweeps every head, every layer, intact
 TRAININGS = 1 + 1 + 2 * 3 * 2
-# Voita et al.'s L0 head gates (head_roles.gates): 4 strengths, one epoch each, the weights trained with them
-GATE_EPOCHS = 4 * 1
+# Voita et al.'s L0 head gates (head_roles.gates): 4 strengths, one epoch each, with the weights trained and frozen (a
+# frozen run back-propagates through the model all the same: priced as a training epoch)
+GATE_EPOCHS = 4 * 1 * 2
 SWEEP_CONFIGS = LAYERS * HEADS + LAYERS + 1
 # forward passes over dev per task besides the sweep, in passes over all of dev
 GREEDY_STEPS = 5
@@ -48,7 +49,7 @@ def dev_passes(dev: int) -> float:
     m_pruning = 2 * 11 * 0.5  # <= 11 iterations on half of dev, under 2 protocols
     s_pruning = 2 * 30 * 0.5  # about 30 iterations (heads, then heads at half the share, then MLPs) on half of dev
     greedy = (GREEDY_STEPS - 1) * LAYERS * HEADS * 0.5  # each step after the first tries every head, on half of dev
-    gates = 4 * 4  # 4 gate jobs each score dev with the gates, at gate 1, Michel et al.'s order and the full model
+    gates = 2 * 4 * 4  # 2 x 4 gate jobs each score dev with the gates, at gate 1, Michel et al.'s order and the full model
     # BERT Busters: intact + 3 placements x (outliers + 100 random draws), full passes, on at most 2,000 dev examples
     outliers = (1 + 3 * (1 + 100)) * min(dev, 2000) / dev
     importance = 2 * 30 * 3 * 512 / dev  # s-pruning recomputes importance on 512 train examples (forward + backward)

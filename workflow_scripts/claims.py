@@ -25,8 +25,16 @@ fit = {(t, int(s)): bool(f) for t, s, f in verdicts.select("task", "seed", "fit"
 measured = []
 labeller = io.read_json(inputs.report)
 if inputs.classes:
+    # a share is a proportion: where hand labels were drawn at random from a fine-tuned dump they estimate it without any
+    # labeller; the labeller's share over every map stands beside it, and alone (trusted if validated) elsewhere
     validated, description = patterns.labeller_validated(labeller, settings["labeller_min_f1"])
-    measured += claims.heterogeneous_share(keyed("classes", runs["classes"]), *bootstrap, description, validated=validated)
+    by_labeller = claims.heterogeneous_share(keyed("classes", runs["classes"]), *bootstrap, description, validated=validated)
+    agreement = labeller.get("second_labeller")
+    labeller_note = description + (f"; two labellings made apart agree on {agreement['agreement']:.0%} of "
+                                   f"{agreement['maps']} maps" if agreement else "")
+    by_hand = claims.heterogeneous_share_from_hand_labels(labeller, settings["level"], {m.scope: m.value for m in by_labeller},
+                                                          labeller_note)
+    measured += by_hand + [m for m in by_labeller if m.scope not in {h.scope for h in by_hand}]
 if inputs.changes:
     measured += claims.last_layers_change(keyed("changes", runs["changes"]), *bootstrap)
 if inputs.selection:
@@ -35,11 +43,15 @@ if inputs.selection:
 if "syntactic" in inputs.keys():
     measured += claims.syntactic_head(pl.read_parquet(inputs.syntactic))
 if "stability" in inputs.keys():
-    measured += claims.mask_agreement(pl.read_parquet(inputs.stability), runs["pruned_seeds"])
+    measured += claims.mask_agreement(pl.read_parquet(inputs.stability), runs["pruned_seeds"], settings["kappa_min_seeds"])
 if inputs.michel_curves:
     metric_of = {task: primary_metric(glue.get_task(task)) for task, _ in runs["pruned"]}
+    importance = params.importance
     measured += claims.michel_prunable_share(keyed("michel_curves", runs["pruned"]), keyed("michel_predictions", runs["pruned"]),
-                                             metric_of, params.tolerance, *bootstrap)
+                                             metric_of, params.tolerance, *bootstrap,
+                                             importance_note=f"importance on {importance['importance_examples'] or 'all'} "
+                                                             f"{importance['importance_split']} examples, |gradient| per "
+                                                             f"{importance['importance_granularity']}")
 if "role_relations" in inputs.keys():
     measured += claims.confident_heads_important(pl.read_parquet(inputs.role_relations), head_roles_stats.IMPORTANCE)
     measured += claims.l0_gates_beat_michel(pl.read_parquet(inputs.gates))
@@ -49,5 +61,5 @@ if "mix_words" in inputs.keys():
     measured += claims.pos_before_dependencies(pl.read_parquet(inputs.mix_words), params.label_sets, *bootstrap)
 if "probe_words" in inputs.keys():
     measured += claims.probing_peak(pl.read_parquet(inputs.probe_words), *bootstrap)
-table = claims.claims_table(measured, fit, runs["stages"])
+table = claims.claims_table(measured, fit, runs["stages"], settings["level"])
 figures.write_table(table, params.out, float_format="{:.3g}", note=claims.verdict_rule(settings["level"]))

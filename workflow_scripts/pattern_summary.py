@@ -17,7 +17,7 @@ shares = pl.concat([
     pattern_training.class_shares(frames, "cnn_label").with_columns(pl.lit("CNN").alias("labeller")),
     pattern_training.hand_label_shares(report).with_columns(pl.lit("hand labels (random sample)").alias("labeller")),
     pattern_training.hand_label_shares(report, test=True).with_columns(pl.lit("test labels (random sample)").alias("labeller")),
-]).with_columns(pl.lit(source).alias("cnn_labels_source"))
+], how="diagonal_relaxed").with_columns(pl.lit(source).alias("cnn_labels_source"))
 shares = verdicts.annotate(shares, state="dump")
 figures.write_table(shares, snakemake.params.out + "/shares")
 figures.write_table(pattern_training.classifier_table(report), snakemake.params.out + "/classifier")
