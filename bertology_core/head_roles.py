@@ -24,12 +24,12 @@ Definitions, as in the paper, with what an encoder with [CLS]/[SEP] changes:
   of their real query tokens whose maximum weight (over all keys, special tokens included, as for the positional
   role) falls on a rarest real token of the example (several when tied); ``rare2_share`` the share that falls on
   one of the two least frequent (the real tokens whose count is at most the second-lowest count of the example:
-  ties included); ``rare_chance`` the hit rate of a head whose maximum falls on a uniformly random key: the mean
-  over the counted queries of (rarest real tokens / keys), the keys being every token of the example as the argmax
-  sees them. In a short example several pieces may tie as rarest, so chance is not small. The paper names the head
-  that does this most and sets no threshold; the role here needs ``rare_share`` >= the config's ``rare_share``
-  (0.5: the majority of the counted tokens, our choice, fixed before any run) *and* ``rare_share`` above
-  ``rare_chance`` by a one-sided binomial test (hits of ``rare_queries`` trials against p = ``rare_chance``) at the
+  ties included); ``rare_chance`` the hit rate of a head whose maximum falls on a uniformly random real token: the
+  mean over the counted queries of (rarest real tokens / real tokens). In a short example several pieces may tie as
+  rarest, so chance is not small. The paper names the head that does this most and sets no threshold; the role here
+  needs ``rare_share`` >= the config's ``rare_share`` (0.5: the majority of the counted tokens, our choice, fixed
+  before any run) *and* the head above chance by a one-sided t-test over the counted examples of each example's hit
+  share minus its chance rate (the queries of one example share its rarest token, so the example is the unit) at the
   config's ``rare_significance`` (0.05): :func:`bertology_core.head_roles_stats.assign_roles`.
 - **Syntactic** (section 5.2): a head is syntactic when, for one of the paper's four major relations (nsubj, dobj,
   amod, advmod; UD's obj for dobj: the config's ``syntactic_relations``) in one direction (dependent -> head or
@@ -123,7 +123,11 @@ class RoleCounts:
         self.rare_queries = 0
         self.rare_hits = np.zeros(shape, dtype=np.int64)
         self.rare2_hits = np.zeros(shape, dtype=np.int64)
-        self.rare_chance_sum = 0.0  # sum over counted queries of (rarest tokens / keys)
+        self.rare_chance_sum = 0.0  # sum over counted queries of (rarest tokens / real tokens)
+        # per counted example, its hit share minus its chance rate: sums of the excess and of its square per head (the
+        # test against chance is over examples, whose queries share one rarest token and are not independent)
+        self.rare_excess_sum = np.zeros(shape)
+        self.rare_excess_squares = np.zeros(shape)
         self.max_length = max_length
         # offsets -(max_length - 1) .. max_length - 1 of the most attended key
         self.offsets = np.zeros((*shape, 2 * max_length - 1), dtype=np.int64)
@@ -144,11 +148,17 @@ class RoleCounts:
         if example.rare_counted:
             self.rare_examples += 1
             self.rare_queries += queries.size
-            self.rare_hits += example.rarest[attended].sum(-1)
+            hits = example.rarest[attended].sum(-1)
+            self.rare_hits += hits
             self.rare2_hits += example.two_rarest[attended].sum(-1)
-            # a head whose maximum is a uniformly random key (the argmax is over all of them) hits a rarest token
-            # with probability (rarest tokens) / (keys)
-            self.rare_chance_sum += queries.size * example.rarest.sum() / maps.shape[-1]
+            # a head whose maximum falls on a uniformly random real token hits a rarest one with probability (rarest
+            # tokens) / (real tokens): higher than over every key, so a head that only skips the special tokens is
+            # not above chance for that alone
+            chance = example.rarest.sum() / real.sum()
+            self.rare_chance_sum += queries.size * chance
+            excess = hits / queries.size - chance
+            self.rare_excess_sum += excess
+            self.rare_excess_squares += excess**2
         self.confidence_sum += rows[..., real].max(-1).sum(-1)
         self.examples += 1
 
@@ -179,6 +189,8 @@ class RoleCounts:
             "rare_hits": self.rare_hits.reshape(-1),
             "rare_share": rare.reshape(-1).astype(float),
             "rare_chance": np.full(layers * heads, chance, dtype=float),
+            "rare_excess_sum": self.rare_excess_sum.reshape(-1),
+            "rare_excess_squares": self.rare_excess_squares.reshape(-1),
             "rare2_share": rare2.reshape(-1).astype(float),
         }).with_columns(pl.col(pl.Float64).fill_nan(None))
 

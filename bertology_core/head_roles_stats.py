@@ -1,5 +1,5 @@
 """Voita et al.'s head roles from the measures of :mod:`bertology_core.head_roles` (whose docstring gives the
-definitions): the roles by their thresholds (the rare-token role also by a binomial test against chance), the
+definitions): the roles by their thresholds (the rare-token role also by a test against chance over examples), the
 syntactic role from the probing stage's Voita et al. table (token level, per relation and direction, each with its
 own offset baseline), the within-layer rank correlations of the measures with Michel et al.'s importance and with
 disabling, and the figures. Plain tables: no torch, so the summary runs in the light environment."""
@@ -23,7 +23,7 @@ class RoleThresholds:
 
     positional_share: float = 0.9  # Voita et al. 5.1
     rare_share: float = 0.5  # not in the paper (it names the one head that does it most): ours
-    # and above chance: one-sided binomial test at this level (ours: the paper gives no chance rate)
+    # and above chance: one-sided t-test over examples at this level (ours: the paper gives no chance rate)
     rare_significance: float = 0.05
     syntactic_margin: float = 0.10  # Voita et al. 5.2, absolute accuracy over the best offset baseline (paper: "10%")
 
@@ -42,31 +42,38 @@ def probed_name(task: str, state: str, seed: int | None) -> str | None:
     return states.seeded(task, seed) if state == states.FINETUNED and seed is not None else None
 
 
-def rare_p_values(hits: np.ndarray, trials: np.ndarray, chance: np.ndarray) -> np.ndarray:
-    """One-sided binomial test of a rare-token share above chance: P(X >= hits) for X ~ Binomial(trials, chance), as
-    ``scipy.stats.binomtest(hits, trials, chance, alternative="greater").pvalue``; NaN where there are no trials.
-    The chance rate varies from example to example; the test takes its mean, which makes it conservative (a sum of
-    unequal Bernoullis varies less than the binomial with the same mean). The queries of one example are not
-    independent draws; the test treats them as such, as the paper's shares do."""
-    from scipy.stats import binom
+def rare_p_values(excess_sum: np.ndarray, excess_squares: np.ndarray, examples: np.ndarray) -> np.ndarray:
+    """One-sided t-test over examples that a head's rare-token hits exceed chance: each counted example contributes its
+    hit share minus its chance rate (``excess``; the running sums of it and of its square per head), and the p-value
+    is that of a mean excess above 0 (``scipy.stats.ttest_1samp(..., alternative="greater")`` on those values). The
+    example is the unit: its queries share one rarest token, so a test over queries would count one example's choice
+    many times. NaN with fewer than two examples; 0 or 1 where every example's excess is the same."""
+    from scipy.stats import t
 
-    hits, trials, chance = (np.asarray(a, dtype=float) for a in (hits, trials, chance))
-    usable = np.isfinite(hits) & np.isfinite(chance) & (trials > 0)
-    out = np.full(hits.shape, np.nan)
-    out[usable] = binom.sf(hits[usable] - 1, trials[usable], np.clip(chance[usable], 0, 1))
+    total, squares, n = (np.asarray(a, dtype=float) for a in (excess_sum, excess_squares, examples))
+    out = np.full(np.shape(total), np.nan)
+    usable = np.isfinite(total) & (n >= 2)
+    mean = np.divide(total, n, out=np.zeros_like(total), where=usable)
+    variance = np.divide(squares - n * mean**2, n - 1, out=np.zeros_like(total), where=usable)
+    sd = np.sqrt(np.clip(variance, 0, None))
+    spread = usable & (sd > 1e-12)
+    out[spread] = t.sf(mean[spread] / (sd[spread] / np.sqrt(n[spread])), n[spread] - 1)
+    flat = usable & ~spread
+    out[flat] = np.where(mean[flat] > 0, 0.0, 1.0)
     return out
 
 
 def assign_roles(roles: pl.DataFrame, thresholds: RoleThresholds, syntactic: pl.DataFrame | None = None) -> pl.DataFrame:
     """Add the role columns to a roles table (one row per task, state, seed, layer and head): ``positional`` (by its
-    threshold), ``rare_p_value`` (:func:`rare_p_values` of ``rare_hits`` of ``rare_queries`` against ``rare_chance``)
+    threshold), ``rare_p_value`` (:func:`rare_p_values`: the examples' hit shares against their chance rates)
     and ``rare`` (``rare_share`` >= its threshold and ``rare_p_value`` < ``rare_significance``; null when no example
     counts for it), and ``syntactic`` with its ``syntactic_relation`` ("relation direction") from ``syntactic``
     (:func:`best_relation_margins`: probed state, layer, head, best_relation, relation_margin; probed states are named
     as :func:`probed_name` names them), null where the probing stage did not score the state; ``specialised``: any
     role; ``roles``: their names joined by + (or none)."""
-    p_values = rare_p_values(roles["rare_hits"].fill_null(0).to_numpy(), roles["rare_queries"].fill_null(0).to_numpy(),
-                             roles["rare_chance"].cast(pl.Float64).fill_null(float("nan")).to_numpy())
+    p_values = rare_p_values(roles["rare_excess_sum"].cast(pl.Float64).fill_null(float("nan")).to_numpy(),
+                             roles["rare_excess_squares"].cast(pl.Float64).fill_null(float("nan")).to_numpy(),
+                             roles["rare_examples"].fill_null(0).to_numpy())
     frame = roles.with_columns(
         (pl.col("positional_share") >= thresholds.positional_share).alias("positional"),
         pl.Series("rare_p_value", p_values).fill_nan(None),
@@ -117,7 +124,7 @@ def best_relation_margins(voita: pl.DataFrame, relations: Iterable[str] = VOITA_
 MEASURES = ("confidence", "positional_share", "rare_share", "specialised")
 # a role held by fewer heads (or by all but fewer) gives no rank correlation worth reading
 MIN_ROLE_HEADS = 5
-IMPORTANCE = "Michel importance"  # E|dL/dxi| on train, as Michel et al.'s eq. 2, not normalised by layer
+IMPORTANCE = "Michel importance"  # |dL/dxi| on train at pruning.importance_granularity (their code: per token), not normalised by layer
 NORMALIZED_IMPORTANCE = "Michel importance, layer-normalised"  # the order their pruning curve uses
 
 

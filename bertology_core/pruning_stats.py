@@ -93,6 +93,19 @@ def _kappa_from_histogram(subjects_with: np.ndarray, raters: int) -> np.ndarray:
         return np.where(chance < 1.0, (agreement - chance) / (1 - chance), np.nan)
 
 
+def fleiss_kappa_ceiling(masks: np.ndarray) -> float:
+    """The largest Fleiss' kappa masks of these sizes could reach: every rater keeps as many subjects as its own mask,
+    all from one order of the subjects (nested masks, the most two masks of different sizes can agree). Masks that
+    stop at different sizes cannot agree perfectly; where this ceiling is low, a low kappa says little about which
+    elements the seeds choose."""
+    masks = np.asarray(masks, dtype=bool).reshape(len(masks), -1)
+    if len(masks) < 2:
+        return float("nan")
+    kept = masks.sum(1)
+    nested = np.arange(masks.shape[1])[None, :] < kept[:, None]
+    return fleiss_kappa(nested)
+
+
 def fleiss_kappa_interval(masks: np.ndarray, resamples: int = 1000, level: float = 0.95, seed: int = 0) -> tuple[float, float]:
     """Percentile bootstrap interval of :func:`fleiss_kappa` over the subjects (elements resampled with
     replacement; the raters, i.e. seeds, are fixed). A resample of subjects only changes how many subjects

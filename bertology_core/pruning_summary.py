@@ -263,7 +263,8 @@ def survival_and_stability(masks: Mapping[tuple[str, str], Sequence[tuple[int, M
     plus one all-ones mask give about 0.25); the stability table names those seeds (``seeds_without_ticket``). Beside
     kappa: the spread of the seeds' kept shares (masks that stop at different sizes lower kappa too), and kappa with
     each ticket seed left out in turn (``kappa_loo_min``, ``kappa_loo_max``: how much one seed moves it; the bootstrap
-    interval resamples elements with the seeds fixed, which says nothing about seeds)."""
+    interval resamples elements with the seeds fixed, which says nothing about seeds), and ``kappa_max``, the kappa
+    nested masks of the seeds' sizes would reach (:func:`~bertology_core.pruning_stats.fleiss_kappa_ceiling`)."""
     survival_rows: list[dict[str, Any]] = []
     stability_rows: list[dict[str, Any]] = []
 
@@ -277,6 +278,7 @@ def survival_and_stability(masks: Mapping[tuple[str, str], Sequence[tuple[int, M
                 "kept_share_min": float(kept.min()) if len(kept) else float("nan"),
                 "kept_share_max": float(kept.max()) if len(kept) else float("nan"),
                 "fleiss_kappa": pruning_stats.fleiss_kappa(stack) if len(stack) else float("nan"),
+                "kappa_max": pruning_stats.fleiss_kappa_ceiling(stack) if len(stack) else float("nan"),
                 "kappa_ci_low": low, "kappa_ci_high": high,
                 "kappa_loo_min": float(np.nanmin(left_out)) if left_out and not np.isnan(left_out).all() else float("nan"),
                 "kappa_loo_max": float(np.nanmax(left_out)) if left_out and not np.isnan(left_out).all() else float("nan")}
@@ -286,6 +288,9 @@ def survival_and_stability(masks: Mapping[tuple[str, str], Sequence[tuple[int, M
         per_seed = [mask for _, mask in seeded if prunes_something(mask)]
         if method == "s":
             for element in ("heads", "mlps"):
+                # a seed whose pruning removed MLPs but no head has no head ticket (and the other way round)
+                without = [seed for seed, mask in seeded if not prunes_something({element: mask[element]})]
+                per_seed = [mask for _, mask in seeded if prunes_something({element: mask[element]})]
                 stack = np.stack([m[element].astype(bool) for m in per_seed]) if per_seed else np.zeros((0, 0), bool)
                 if per_seed:
                     survival = pruning_stats.survival(stack)

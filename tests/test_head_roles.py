@@ -84,13 +84,12 @@ def test_rare_share_counts_queries_whose_maximum_is_the_rarest_token():
     half = one_hot_rows([0, 3, 3, 1, 1, 5])
     table = roles_of(to_rare, half)
     assert table["rare_share"].to_list() == [1.0, 0.5]
-    # one rarest token ("zyx") among the 6 keys the maximum is taken over
-    assert table["rare_chance"].to_list() == [pytest.approx(1 / 6)] * 2 and table["rare_queries"].to_list() == [4, 4]
+    # one rarest token ("zyx") among the 4 real tokens a uniformly attending head would pick from
+    assert table["rare_chance"].to_list() == [pytest.approx(1 / 4)] * 2 and table["rare_queries"].to_list() == [4, 4]
     roles = head_roles_stats.assign_roles(with_keys(table), head_roles_stats.RoleThresholds())
-    # (changed with the chance test) 4 of 4 on the rarest token is above chance (p = (1/6)^4); 2 of 4 is not (p = 0.13)
-    assert roles["rare"].to_list() == [True, False]
-    assert roles["rare_p_value"][0] == pytest.approx((1 / 6) ** 4)
-    # on five such examples, 10 of 20 is well above chance: the share threshold decides
+    # the test against chance is over examples (an example's queries share its rarest token): one example tests nothing
+    assert roles["rare"].to_list() == [None, None] and roles["rare_p_value"].to_list() == [None, None]
+    # on five such examples, each above chance (1 and 0.5 against 0.25): the share threshold decides
     counts = head_roles.RoleCounts(1, 2, 6)
     for _ in range(5):
         counts.add(np.stack([to_rare, half])[None], example())
@@ -104,7 +103,8 @@ def test_rare_share_counts_queries_whose_maximum_is_the_rarest_token():
 
 
 def test_a_uniform_head_on_tied_rarest_pieces_is_at_chance_and_has_no_rare_role():
-    # three of the four real pieces tie as rarest: a head with no preference hits one half of the time (3 of 6 keys)
+    # three of the four real pieces tie as rarest: a head with no preference among the real pieces hits 3 times in 4;
+    # this one's maximum visits every key, the special tokens included, and hits one time in 2
     tied = head_roles.ExampleTokens.from_dump_row(["[CLS]", "ab", "cd", "ef", "the", "[SEP]"], SEGMENTS,
                                                   Counter({"ab": 1, "cd": 1, "ef": 1, "the": 100}))
     assert tied.rarest.tolist() == [False, True, True, True, False, False]
@@ -116,7 +116,7 @@ def test_a_uniform_head_on_tied_rarest_pieces_is_at_chance_and_has_no_rare_role(
     assert roles["rare"].to_list() == [False]
     row = table.row(0, named=True)
     assert row["rare_share"] >= head_roles_stats.RoleThresholds().rare_share  # the share alone would give it the role
-    assert row["rare_share"] == 0.5 and row["rare_chance"] == pytest.approx(0.5) and row["rare_queries"] == 24
+    assert row["rare_share"] == 0.5 and row["rare_chance"] == pytest.approx(0.75) and row["rare_queries"] == 24
     assert roles["rare_p_value"][0] > 0.5
     # "one of the two least frequent": the three tied pieces (second-lowest count = lowest)
     assert tied.two_rarest.tolist() == tied.rarest.tolist() and row["rare2_share"] == 0.5
@@ -167,7 +167,8 @@ def test_syntactic_role_needs_ten_points_over_its_directions_offset_baseline():
     # det is not one of Voita et al.'s four relations
     assert margins.sort("head").select("head", "best_relation").rows() == [(0, "nsubj dep->head"), (1, "obj head->dep")]
     roles = with_keys(pl.DataFrame({"layer": [0, 0], "head": [0, 1], "positional_share": [0.1, 0.1], "rare_share": [0.0, 0.0],
-                                    "rare_hits": [0, 0], "rare_queries": [10, 10], "rare_chance": [0.1, 0.1]},
+                                    "rare_hits": [0, 0], "rare_queries": [10, 10], "rare_chance": [0.1, 0.1],
+                                    "rare_examples": [2, 2], "rare_excess_sum": [-0.2, -0.2], "rare_excess_squares": [0.02, 0.02]},
                                    schema_overrides={"layer": pl.Int32, "head": pl.Int32}))
     assigned = head_roles_stats.assign_roles(roles, head_roles_stats.RoleThresholds(), margins).sort("head")
     # head 0: nsubj dep->head 0.75 vs 0.60 (+15 points); head 1: obj head->dep 0.50 vs 0.20 (+30)
@@ -205,7 +206,8 @@ def test_a_head_syntactic_in_one_direction_only_gets_the_role_for_that_direction
     assert nsubj[("head->dep", 1)]["accuracy"] == 0.5 and nsubj[("dep->head", 1)]["accuracy"] == 0.0
     margins = head_roles_stats.best_relation_margins(table)
     roles = with_keys(pl.DataFrame({"layer": [0, 0], "head": [0, 1], "positional_share": [0.5, 1.0], "rare_share": [0.0, 0.0],
-                                    "rare_hits": [0, 0], "rare_queries": [10, 10], "rare_chance": [0.1, 0.1]},
+                                    "rare_hits": [0, 0], "rare_queries": [10, 10], "rare_chance": [0.1, 0.1],
+                                    "rare_examples": [2, 2], "rare_excess_sum": [-0.2, -0.2], "rare_excess_squares": [0.02, 0.02]},
                                    schema_overrides={"layer": pl.Int32, "head": pl.Int32}))
     assigned = head_roles_stats.assign_roles(roles, head_roles_stats.RoleThresholds(), margins).sort("head")
     assert assigned["syntactic"].to_list() == [True, False]
@@ -492,3 +494,19 @@ def test_michel_mask_keeps_the_most_important_heads():
     assert head_gates.michel_mask(table, 2, normalized=True).heads.tolist() == [[True, False], [True, False]]
     assert head_gates.michel_mask(table, 2, normalized=False).heads.tolist() == [[False, True], [True, False]]
     assert head_gates.michel_mask(table, 0).heads_kept == 0
+
+
+def test_the_rare_role_is_tested_over_examples_not_over_their_queries():
+    """An example's queries share its rarest token: a head that hits it in every query of a few examples and never
+    elsewhere looks far above chance counted by queries, but over examples it is not (the example is the unit)."""
+    to_rare, away = one_hot_rows([0, 3, 3, 3, 3, 5]), one_hot_rows([0, 1, 1, 1, 1, 5])  # rare share 1 and 0 (chance 1/4)
+    counts = head_roles.RoleCounts(1, 1, 6)
+    for attention in (to_rare, to_rare, to_rare, away, away):
+        counts.add(attention[None, None], example())
+    table = counts.table()
+    row = table.row(0, named=True)
+    assert row["rare_share"] == pytest.approx(0.6) and row["rare_queries"] == 20
+    from scipy.stats import binomtest
+    assert binomtest(12, 20, 0.25, alternative="greater").pvalue < 0.001  # as if queries were independent draws
+    roles = head_roles_stats.assign_roles(with_keys(table), head_roles_stats.RoleThresholds())
+    assert roles["rare_p_value"][0] > 0.05 and roles["rare"].to_list() == [False]

@@ -591,6 +591,8 @@ BAD_INPUTS = [
      "Fix: probing.states: [pretrained, random_weights]."),
     ("s-pruning importance on dev", {"pruning": {"importance_split": "dev"}}, None,
      "pruning.importance_split: dev lets the dev half that reports s-pruning's ticket choose"),
+    ("claims at another level than the stages' intervals", {"claims": {"level": 0.9}}, None,
+     "differ from claims.level (0.9): the claims' verdicts read those stages' intervals as intervals at claims.level"),
     ("L0 gates on no pruned seed", {"head_roles": {"gates": {"seeds": [7]}}}, None,
      "head_roles.gates.seeds [7] names no seed that is pruned"),
     ("L0 gates beside a recomputed Michel curve", {"pruning": {"michel_recompute": True}}, None,

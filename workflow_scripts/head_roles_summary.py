@@ -31,7 +31,8 @@ scored = sorted(syntactic["state"].unique().to_list()) if syntactic is not None 
 figures.write_table(roles, f"{params.out}/roles", note=(
     f"Voita et al. 2019's roles: positional = maximum attention on one relative position at least {thresholds.positional_share:.0%} of "
     f"the time; rare = on the example's rarest word piece at least {thresholds.rare_share:.0%} of the time (our threshold) and above "
-    f"rare_chance (a uniformly attending head's rate) by a one-sided binomial test at {thresholds.rare_significance:g}, counted on the "
+    f"rare_chance (the rate of a head attending uniformly to the real tokens) by a one-sided t-test over examples at "
+    f"{thresholds.rare_significance:g}, counted on the "
     f"examples whose rarest piece is not among the training text's {params.rare_top_frequent} most frequent (rare_queries); "
     f"syntactic = token-level accuracy for one of {', '.join(params.syntactic_relations)} in one direction (dep->head: the dependent's "
     f"pieces attend to the head word; head->dep: the reverse) at least {thresholds.syntactic_margin:.2f} above that relation and "

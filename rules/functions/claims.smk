@@ -54,3 +54,18 @@ def claims_runs(model):
 
 
 declare_section("claims", shows=lambda model: sorted(set(dumped_runs(model) + disabling_runs(model) + SECTIONS["pruning"].shows(model))))
+
+
+@check("choices")
+
+
+def claims_level_problems():
+    """The claims read the intervals the stages computed: each must be at claims.level, which the verdicts assume."""
+    level = config["claims"]["level"]
+    stage_levels = {"disabling.level": config["disabling"]["level"], "pruning.kappa_level": config["pruning"]["kappa_level"],
+                    "probing.syntactic_heads.level": config["probing"]["syntactic_heads"]["level"],
+                    "head_roles.level": config["head_roles"]["level"], "outliers.level": config["outliers"]["level"],
+                    "layer_mix.level": config["layer_mix"]["level"]}
+    differing = {key: value for key, value in stage_levels.items() if value != level}
+    return [f"{', '.join(f'{k}: {v}' for k, v in differing.items())} differ from claims.level ({level}): the claims' verdicts "
+            "read those stages' intervals as intervals at claims.level. Fix: set them to the same level."] if differing else []
