@@ -304,8 +304,10 @@ def test_smoke_run_writes_outliers_and_layer_mix(smoke_run):
     cumulative = pl.read_parquet(smoke_run / "results/layer_mix/tiny-bert/summary/cumulative.parquet")
     assert cumulative.group_by("state", "labels").agg(pl.col("mix_weight").sum())["mix_weight"].to_list() == pytest.approx([1.0] * 6)
     claims = pl.read_parquet(smoke_run / "results/claims/tiny-bert/claims.parquet")
-    measured = claims.filter(pl.col("claim") == "outliers_disrupt")
+    measured = claims.filter((pl.col("claim") == "outliers_disrupt") & (pl.col("scope") != "overall"))
     assert set(measured["scope"]) == {t for t, _ in with_outliers} and measured["this_run"].is_finite().all()
+    # against the worst random draw (the paper's contrast of a large loss with none), the random mean beside it
+    np.testing.assert_allclose(pooled["minus_worst"], pooled["outliers_delta"] - pooled["random_worst"], atol=1e-12)
     assert claims.filter(pl.col("claim") == "pos_before_dependencies")["scope"].to_list() == ["deprel - upos"]
 
 
