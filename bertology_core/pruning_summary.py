@@ -284,8 +284,6 @@ def survival_and_stability(masks: Mapping[tuple[str, str], Sequence[tuple[int, M
                 "kappa_loo_max": float(np.nanmax(left_out)) if left_out and not np.isnan(left_out).all() else float("nan")}
 
     for (task, method), seeded in masks.items():
-        without = [seed for seed, mask in seeded if not prunes_something(mask)]
-        per_seed = [mask for _, mask in seeded if prunes_something(mask)]
         if method == "s":
             for element in ("heads", "mlps"):
                 # a seed whose pruning removed MLPs but no head has no head ticket (and the other way round)
@@ -299,6 +297,8 @@ def survival_and_stability(masks: Mapping[tuple[str, str], Sequence[tuple[int, M
                                               "head": index[1] if len(index) > 1 else None, "survival": float(survival[index])})
                 stability_rows.append(stability(task, method, element, stack, without))
         else:
+            without = [seed for seed, mask in seeded if not prunes_something(mask)]
+            per_seed = [mask for _, mask in seeded if prunes_something(mask)]
             names = sorted(seeded[0][1])
             stack = (np.stack([np.concatenate([m[n].astype(bool).reshape(-1) for n in names]) for m in per_seed])
                      if per_seed else np.zeros((0, 0), bool))
