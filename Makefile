@@ -38,11 +38,15 @@ CPU_CONFIGS := configs/cpu.yaml
 CPU_ENV := HF_HUB_OFFLINE=1
 endif
 
+# each config file checked as YAML first: Snakemake reads a --configfile before the workflow, and its message for
+# invalid YAML names neither the file nor the line
 cpu: install
+	$(BIN)/python -m bertology_core.configuration config.yaml $(CPU_CONFIGS)
 	$(CPU_ENV) $(BIN)/snakemake --profile profiles/cpu --cores $(CORES) --configfile $(CPU_CONFIGS)
 
 # The tiny smoke config, end to end (seconds per job, about a minute in all).
 smoke: install
+	$(BIN)/python -m bertology_core.configuration config.yaml configs/smoke.yaml
 	HF_HUB_OFFLINE=1 $(BIN)/snakemake --profile profiles/smoke
 
 test: install

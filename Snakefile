@@ -1,13 +1,22 @@
 # bertology: the classic BERTology analyses on any Hugging Face encoder, as one DAG.
 import time
 
+from snakemake.exceptions import WorkflowError
 from snakemake.utils import min_version
+
+from bertology_core import configuration
 
 min_version("9.0")
 
 
 # files modified after this are "written by this run" in the disk report
 RUN_STARTED = time.time()
+
+
+# Snakemake's message for a config that is not valid YAML names neither the file nor the line. (A file given with
+# --configfile is read before this Snakefile: the Makefile's targets check theirs the same way first.)
+if problem := configuration.yaml_problem(f"{workflow.basedir}/config.yaml"):
+    raise WorkflowError(problem)
 
 
 # Resolved against the repository so that --directory elsewhere still finds the defaults.

@@ -20,6 +20,9 @@ class Encoded:
     input_ids: list[list[int]]
     token_type_ids: list[list[int]] | None
     pad_token_id: int
+    # examples longer than max_length, cut to it (RTE: 12% of train and dev at 128 word pieces with a BERT
+    # tokenizer, as in the paper's setup): recorded so that a reader sees how much text the model never read
+    truncated: int = 0
 
     def __len__(self) -> int:
         return len(self.input_ids)
@@ -51,8 +54,13 @@ def encode(frame: pl.DataFrame, tokenizer: Any, max_length: int) -> Encoded:
     sets it to return them exactly when the model embeds them)."""
     first, second = sentence_texts(frame)
     out = tokenizer(first, second, truncation=True, max_length=max_length, padding=False)
+    # a second pass without truncation counts the examples cut (the pair strategy decides what is cut, so the
+    # truncated ids are the tokenizer's own)
+    full = tokenizer(first, second, truncation=False, padding=False, return_attention_mask=False,
+                     return_token_type_ids=False)["input_ids"]
     return Encoded(
         input_ids=out["input_ids"],
         token_type_ids=out.get("token_type_ids"),
         pad_token_id=tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0,
+        truncated=sum(len(ids) > max_length for ids in full),
     )

@@ -35,6 +35,7 @@ class EncoderFamily:
     positions_after_padding: bool = False
     layers_field: str = "num_hidden_layers"
     heads_field: str = "num_attention_heads"
+    hidden_field: str = "hidden_size"
     # config fields the engine needs at these values, with why (checked at parse, before any job)
     required: tuple[tuple[str, Any, str], ...] = ()
 
@@ -52,7 +53,7 @@ SUPPORTED_ENCODERS: dict[str, EncoderFamily] = {
         EncoderFamily("roberta", "RoBERTa", positions_after_padding=True),
         EncoderFamily("xlm-roberta", "XLM-RoBERTa", positions_after_padding=True),
         EncoderFamily("electra", "ELECTRA"),
-        EncoderFamily("distilbert", "DistilBERT", layers_field="n_layers", heads_field="n_heads"),
+        EncoderFamily("distilbert", "DistilBERT", layers_field="n_layers", heads_field="n_heads", hidden_field="dim"),
         EncoderFamily("albert", "ALBERT (weights shared across depth; heads counted by depth)", required=(
             ("inner_group_num", 1, "the engine counts one self-attention per depth; ALBERT's released models have 1"),)),
         EncoderFamily("deberta-v2", "DeBERTa-v2 and DeBERTa-v3"),
@@ -174,6 +175,62 @@ def tokenizer_problem(folder: Path, config: Mapping[str, Any]) -> str | None:
     return None
 
 
+def geometry_problems(config: Mapping[str, Any], config_path: Path) -> list[str]:
+    """Why the config's geometry cannot describe a model (empty when it can): layers, heads, hidden size, vocabulary
+    and positions positive integers, and the heads dividing the hidden size (each head gets hidden / heads
+    dimensions). transformers would refuse the first with a traceback in the first model job; the checks run at
+    parse, before any job."""
+    family = SUPPORTED_ENCODERS[config["model_type"]]
+    fields = (family.layers_field, family.heads_field, family.hidden_field, "vocab_size", "max_position_embeddings")
+    problems = [f"{config_path}: field {name!r} = {config.get(name)!r} is not a positive integer. Fix: use the config.json "
+                "saved with the weights." for name in fields
+                if not isinstance(config.get(name), int) or isinstance(config.get(name), bool) or config[name] < 1]
+    if not problems and config[family.hidden_field] % config[family.heads_field]:
+        problems.append(f"{config_path}: field {family.hidden_field!r} = {config[family.hidden_field]} is not a multiple of "
+                        f"field {family.heads_field!r} = {config[family.heads_field]} (each head gets an equal share of the "
+                        "hidden dimensions). Fix: use the config.json saved with the weights.")
+    return problems
+
+
+def _safetensors_header(path: Path) -> tuple[int, dict[str, Any]]:
+    """(header length, header) of a safetensors file: 8 bytes little-endian length, then that much JSON."""
+    with path.open("rb") as handle:
+        length = int.from_bytes(handle.read(8), "little")
+        if length > path.stat().st_size - 8:
+            raise ValueError(f"its header claims {length} bytes but the file holds {path.stat().st_size}")
+        return length, json.loads(handle.read(length))
+
+
+def weights_problems(folder: Path) -> list[str]:
+    """Why the folder's safetensors weights cannot be read whole (empty when they can), from the files' headers
+    alone: a shard the index names is missing, a header that does not parse, or a file shorter or longer than its
+    header says (an interrupted download or copy). The safetensors library would stop the first model job with
+    "incomplete metadata" naming no file."""
+    problems = []
+    index = folder / "model.safetensors.index.json"
+    if index.is_file():
+        try:
+            shards = set(json.loads(index.read_text())["weight_map"].values())
+        except (json.JSONDecodeError, KeyError, AttributeError) as error:
+            return [f"{index}: not a safetensors index ({type(error).__name__}: {error}). Fix: save the model again with "
+                    "save_pretrained()."]
+        problems += [f"{index}: names the shard {name}, which is not in {folder}. Fix: copy or download every shard."
+                     for name in sorted(shards) if not (folder / name).is_file()]
+    for path in sorted(folder.glob("*.safetensors")):
+        size = path.stat().st_size
+        try:
+            length, header = _safetensors_header(path)
+            end = max((int(entry["data_offsets"][1]) for name, entry in header.items() if name != "__metadata__"), default=0)
+        except (ValueError, KeyError, TypeError, IndexError) as error:
+            problems.append(f"{path}: not a readable safetensors file ({error}). Fix: save or download it again.")
+            continue
+        if size != 8 + length + end:
+            problems.append(f"{path}: the file holds {size} bytes but its header describes {8 + length + end} "
+                            f"({'cut short' if size < 8 + length + end else 'trailing bytes'}: an interrupted download or "
+                            "copy). Fix: save or download the weights again.")
+    return problems
+
+
 def classifier_labels(config: Mapping[str, Any]) -> int | None:
     """The label count of a sequence-classifier checkpoint (its head is loaded with the weights), else None."""
     if not any(str(a).endswith("ForSequenceClassification") for a in config.get("architectures") or []):
@@ -190,7 +247,11 @@ def model_problems(folder: Path, label_counts: Mapping[str, int] | None = None,
     problem = architecture_problem(config, config_path)
     if problem:
         return [problem]  # the other checks read fields only an encoder has
-    problems = [problem] if (problem := tokenizer_problem(folder, config)) else []
+    problems = geometry_problems(config, config_path)
+    if problems:
+        return problems  # the other checks read the geometry
+    problems = weights_problems(folder)
+    problems += [problem] if (problem := tokenizer_problem(folder, config)) else []
     labels = classifier_labels(config)
     mismatched = {task: needed for task, needed in (label_counts or {}).items() if labels is not None and labels != needed}
     if mismatched:

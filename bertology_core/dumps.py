@@ -205,13 +205,10 @@ def dump_model_folder(folder: str | Path, frame: pl.DataFrame, prefix: str | Pat
     """Load the encoder and tokenizer of a Hugging Face folder (safetensors, no remote code) onto ``device`` (default:
     :func:`bertology_core.device.default_device`), put it on the bertology engine and :func:`write_dump` ``frame``
     with it; the summary names the folder."""
-    from transformers import AutoModel
-
     from bertology_core import attention, models
     from bertology_core.device import default_device
 
-    encoder = AutoModel.from_pretrained(folder, use_safetensors=True, trust_remote_code=False).to(device or default_device())
-    encoder = attention.use_engine(encoder.eval())
+    encoder = attention.use_engine(models.load_encoder(folder).to(device or default_device()))
     summary = write_dump(encoder, models.load_tokenizer(folder), frame, prefix, **options)
     summary["model_folder"] = str(folder)
     return summary

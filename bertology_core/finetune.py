@@ -242,11 +242,11 @@ def finetune_and_evaluate(
     a freshly initialised, untrained classification head. ``eval_batch_size`` only
     changes speed; ``checkpointer`` makes training resumable (see :func:`train`).
     """
-    from bertology_core.models import load_classifier, load_tokenizer
+    from bertology_core.models import load_classifier_reported, load_tokenizer
 
     trains = state != states.PRETRAINED
     tokenizer = load_tokenizer(model_path)
-    model = load_classifier(model_path, task, states.STARTS_FROM[state], seed)
+    model, loaded = load_classifier_reported(model_path, task, states.STARTS_FROM[state], seed)
     model.to(device or default_device())
     record: dict[str, Any] = {
         "task": task.name,
@@ -255,12 +255,16 @@ def finetune_and_evaluate(
         # an untrained model only depends on how inputs are cut
         "hyperparameters": config.to_dict() if trains else {"max_length": config.max_length},
         "device": str(next(model.parameters()).device),
+        # the weights drawn anew (the task head only: an encoder weight that did not load stops the job) and the
+        # file's tensors not read (a pre-training head); the from-scratch state loads nothing
+        "weights_loaded": loaded.to_json(),
     }
     if trains:
         if train_frame is None:
             raise ValueError(f"state={state!r} needs training data")
         encoded = encode(train_frame, tokenizer, config.max_length)
         record["train_examples"] = len(encoded)
+        record["train_truncated"] = encoded.truncated
         record["training"] = train(
             model, task, encoded, train_frame["label"].to_numpy(), config, seed, progress, checkpointer
         )
@@ -268,11 +272,13 @@ def finetune_and_evaluate(
     record["eval"] = {}
     for split, frame in eval_frames.items():
         started = time.perf_counter()
-        logits = predict(model, encode(frame, tokenizer, config.max_length), eval_batch_size)
+        encoded_split = encode(frame, tokenizer, config.max_length)
+        logits = predict(model, encoded_split, eval_batch_size)
         predictions[split] = predictions_frame(task, frame, logits)
         record["eval"][split] = {
             **score(task, predictions[split]),
             "examples": frame.height,
+            "truncated": encoded_split.truncated,
             "eval_seconds": time.perf_counter() - started,
         }
     model.to("cpu")  # saved and handed on from the CPU, whatever trained it

@@ -224,6 +224,13 @@ def _read_rows(task: GlueTask, path: Path) -> list[tuple[int, str, str | None, o
             label = _parse_label(task, raw_label, path, line_no, header)
             idx = _parse_idx(task, row, path, line_no, header) if task.idx_col is not None else len(rows)
             text_b = row[task.text_b_col] if task.text_b_col is not None else None
+            for column in (task.text_a_col, task.text_b_col):
+                if column is not None and not row[column].strip():
+                    name = header[column] if header else f"column {column + 1}"
+                    raise DataError(
+                        f"{path}:{line_no}: field {name!r} is empty; every example needs its text (an empty sentence "
+                        "would be trained on and scored as [CLS] [SEP] alone). Fix: restore the sentence, or delete the line."
+                    )
             rows.append((idx, row[task.text_a_col], text_b, label))
     return rows
 
@@ -358,7 +365,15 @@ def prepare_split(
 
 
 def check_split(task: GlueTask, frame: pl.DataFrame, origin: str) -> pl.DataFrame:
-    """``frame`` if its idx are unique and its labels in the task's label set, else a DataError naming ``origin``."""
+    """``frame`` if its idx are unique, its texts not empty and its labels in the task's label set, else a DataError
+    naming ``origin``."""
+    for column in ("sentence1", "sentence2"):
+        if column == "sentence2" and frame[column].null_count() == frame.height:
+            continue  # a single-sentence task
+        empty = frame.filter(pl.col(column).is_null() | (pl.col(column).str.strip_chars() == ""))
+        if empty.height:
+            raise DataError(f"{origin}: field {column!r} is empty in {empty.height} example(s), first idx {empty['idx'][0]}; "
+                            "every example needs its text. Fix: restore the sentences, or drop those examples.")
     repeated = frame.filter(pl.col("idx").is_duplicated())
     if repeated.height:
         raise DataError(f"{origin}: field 'idx' is not unique ({repeated['idx'][0]} appears {repeated.height} times in all). "

@@ -467,10 +467,11 @@ def finetune_subnetwork(
     from bertology_core import compaction, finetune
     from bertology_core.device import default_device
     from bertology_core.metrics import compute_metrics
-    from bertology_core.models import load_classifier, load_tokenizer
+    from bertology_core.models import load_classifier_reported, load_tokenizer
 
     tokenizer = load_tokenizer(model_path)
-    model = load_classifier(model_path, task, states.PRETRAINED, seed).to(device or default_device())
+    model, loaded = load_classifier_reported(model_path, task, states.PRETRAINED, seed)
+    model.to(device or default_device())
     total = compaction.parameter_count(attention.encoder_layers(model))
     gates, gated_share = contextlib.nullcontext(), None
     if isinstance(mask, StructureMask):
@@ -502,4 +503,5 @@ def finetune_subnetwork(
         "steps": record["steps"],
         "parameters_kept_share": kept,
         "final_loss_mean_last_20": record["final_loss_mean_last_20"],
+        "weights_loaded": loaded.to_json(),
     }, per_example

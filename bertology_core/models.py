@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import hashlib
 import os
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 import torch
+from safetensors import SafetensorError
 from transformers import (AutoConfig, AutoModel, AutoModelForSequenceClassification, AutoTokenizer, PreTrainedConfig,
                           PreTrainedModel, PreTrainedTokenizerBase)
 
@@ -35,6 +37,9 @@ class ResolvedModel:
     model_type: str
     num_hidden_layers: int
     num_attention_heads: int
+    # the weights a sequence classifier built on the encoder draws anew and the file's tensors it does not read
+    # (LoadReport): every encoder weight loaded, or the model was refused
+    weights_loaded: dict[str, list[str]] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, object]:
         return asdict(self)
@@ -96,6 +101,9 @@ def resolve_model(spec: str) -> ResolvedModel:
     if problems:
         raise ModelSpecError(f"Model spec {spec!r}:\n  " + "\n  ".join(problems))
     config = AutoConfig.from_pretrained(folder, trust_remote_code=False)
+    # instantiated once, here, so that a model whose encoder weights do not all load stops the run before any job
+    # that would analyse it (transformers itself only warns and draws the missing weights at random)
+    _, report = _load_checked(AutoModelForSequenceClassification, folder)
     return ResolvedModel(
         spec=spec,
         kind=kind,
@@ -106,6 +114,7 @@ def resolve_model(spec: str) -> ResolvedModel:
         model_type=config.model_type,
         num_hidden_layers=config.num_hidden_layers,
         num_attention_heads=config.num_attention_heads,
+        weights_loaded=report.to_json(),
     )
 
 
@@ -113,10 +122,26 @@ def _tokenizer_problems(folder: Path) -> list[str]:
     """Beyond what the files say (compatibility.tokenizer_problem): the tokenizer, loaded, must know the pieces of
     an English sentence rather than turn them all into its unknown token."""
     tokenizer = load_tokenizer(folder)
+
+    def unknown(text: str) -> int:
+        ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+        return sum(i == tokenizer.unk_token_id for i in ids) if tokenizer.unk_token_id is not None else 0
+
     ids = tokenizer(_SAMPLE_SENTENCE, add_special_tokens=False)["input_ids"]
-    if ids and tokenizer.unk_token_id is not None and all(i == tokenizer.unk_token_id for i in ids):
+    if ids and unknown(_SAMPLE_SENTENCE) == len(ids):
         return [f"{folder}: the tokenizer turns every word of {_SAMPLE_SENTENCE!r} into {tokenizer.unk_token}. "
                 "Fix: save the tokenizer the model was trained with into the folder."]
+    # an uncased WordPiece vocabulary read by a tokenizer that keeps case (do_lower_case false in its files): every
+    # capitalised word becomes the unknown token (15% of MRPC's word pieces with all-MiniLM-L6-v2), though plain
+    # text tokenizes. (SentencePiece and byte-level vocabularies are checked by the sample sentence alone: the real
+    # ones are cased or byte-level, and the tiny test fixtures' are lower case without being uncased models.)
+    backend = getattr(getattr(tokenizer, "backend_tokenizer", None), "model", None)
+    wordpiece = type(backend).__name__ == "WordPiece"
+    if wordpiece and unknown(_SAMPLE_SENTENCE.title()) and not unknown(_SAMPLE_SENTENCE.lower()):
+        return [f"{folder}: the tokenizer turns capitalised words into {tokenizer.unk_token} "
+                f"({tokenizer.tokenize(_SAMPLE_SENTENCE.title())[:4]}) but not their lower case: the vocabulary is "
+                "uncased and the tokenizer keeps case. Fix: set do_lower_case true in tokenizer_config.json (and "
+                "lowercase: true in tokenizer.json's normalizer), or save the tokenizer the model was trained with."]
     return []
 
 
@@ -158,6 +183,123 @@ def _label_kwargs(task: GlueTask) -> dict[str, object]:
 # load_classifier's start for a folder that already holds a classifier for the task (a fine-tuned model)
 SAVED = "saved"
 
+# at most this many tensor names in a message (the count says how many more)
+_NAMES_SHOWN = 8
+
+
+@dataclass(frozen=True)
+class LoadReport:
+    """What ``from_pretrained`` did with a folder's weights (transformers' ``output_loading_info``): ``new``, the
+    weights drawn anew because the file lacks them (only ever a task head: outside the encoder, or the encoder's
+    pooler, which feeds the classifier only and which a model pre-trained without a sentence-level objective does
+    not have); ``unused``, the file's tensors the model does not read (a pre-training head such as BERT's
+    ``cls.predictions``, or a fine-tuned classifier's head when the encoder alone is loaded)."""
+
+    new: tuple[str, ...]
+    unused: tuple[str, ...]
+
+    def to_json(self) -> dict[str, list[str]]:
+        return {"new": list(self.new), "unused": list(self.unused)}
+
+
+def _names(keys: list[str]) -> str:
+    shown = ", ".join(keys[:_NAMES_SHOWN])
+    return shown + (f" and {len(keys) - _NAMES_SHOWN} more" if len(keys) > _NAMES_SHOWN else "")
+
+
+def _shared_prefix(missing: list[str], unused: list[str]) -> str | None:
+    """A prefix the file's tensor names carry where the model's have none (``wrapper.encoder.`` + the usual name),
+    found from the first missing encoder weight; None when no unused tensor ends with its name."""
+    for name in missing:
+        ends = [key[: -len(name)] for key in unused if key.endswith("." + name)]
+        if ends:
+            return ends[0]
+    return None
+
+
+def checked_load_report(model: PreTrainedModel, info: dict[str, Any], path: str | os.PathLike[str],
+                        strict: bool = False) -> LoadReport:
+    """The :class:`LoadReport` of ``model`` loaded from ``path`` with ``output_loading_info`` and
+    ``ignore_mismatched_sizes``, or a :class:`ModelSpecError` naming the tensors and the fix when an encoder weight
+    did not load: missing from the file, of another shape than the config gives it, or present in the file with no
+    place in the model (layers beyond ``num_hidden_layers``). ``strict``: every weight must load (a saved
+    classifier, whose head is part of what was saved).
+
+    transformers only warns about these (its load report in the log) and draws the missing weights at random, so a
+    folder whose tensor names carry another prefix loads as a random encoder. The encoder is the base model
+    (``model.base_model``) less its pooler; the rest is the task head."""
+    base = model.base_model
+    prefix = "" if base is model else f"{model.base_model_prefix}."
+    parts = {name for name, _ in base.named_children() if name != "pooler"}
+
+    def in_encoder(key: str) -> bool:  # a name of the model's or of the file's (with or without the prefix)
+        rest = key.removeprefix(prefix) if prefix else key
+        return rest.split(".")[0] in parts
+
+    missing = sorted(info.get("missing_keys") or ())
+    unused = sorted(info.get("unexpected_keys") or ())
+    mismatched = sorted(info.get("mismatched_keys") or (), key=lambda item: item[0])
+    problems = []
+    if errors := list(info.get("error_msgs") or ()):
+        problems.append("transformers reported: " + "; ".join(str(error) for error in errors))
+    lost = [key for key in missing if strict or in_encoder(key)]
+    if lost:
+        hint = ""
+        stripped = [key.removeprefix(prefix) for key in lost]
+        if (extra := _shared_prefix(stripped, unused)) is not None:
+            hint = (f" The file holds them under another name: its tensors carry the prefix {extra!r} (e.g. "
+                    f"{extra + stripped[0]!r}). Fix: rename the tensors without that prefix and save the model with "
+                    "save_pretrained(), or load the checkpoint into its model class and save_pretrained() that.")
+        else:
+            hint = (" Fix: point the spec at the folder save_pretrained() wrote for this model (the config.json and the "
+                    "weights saved together).")
+        problems.append(f"{len(lost)} weight(s) of the {'model' if strict else 'encoder'} are not in the weights files, so "
+                        f"they would be drawn at random: {_names(lost)}.{hint}")
+    wrong = [(key, tuple(saved), tuple(wanted)) for key, saved, wanted in mismatched if strict or in_encoder(key)]
+    if wrong:
+        listed = [f"{key} {list(saved)} in the file, {list(wanted)} by config.json" for key, saved, wanted in wrong]
+        problems.append(f"{len(wrong)} weight(s) have another shape in the file than config.json gives them: "
+                        f"{_names(listed)}. Fix: use the config.json saved with these weights.")
+    homeless = [key for key in unused if in_encoder(key)]
+    if homeless and not lost:
+        problems.append(f"{len(homeless)} encoder tensor(s) in the weights files have no place in the model config.json "
+                        f"describes (e.g. layers beyond num_hidden_layers): {_names(homeless)}. Fix: use the config.json "
+                        "saved with these weights.")
+    if problems:
+        raise ModelSpecError(f"{path}: the weights do not all load into the model its config.json describes; no "
+                             "analysis may run on an encoder whose pre-trained weights did not all load.\n  "
+                             + "\n  ".join(problems))
+    new = missing + [key for key, _, _ in mismatched]
+    return LoadReport(new=tuple(sorted(new)), unused=tuple(unused))
+
+
+def _load_checked(model_class: Any, path: str | os.PathLike[str], strict: bool = False,
+                  **kwargs: Any) -> tuple[PreTrainedModel, LoadReport]:
+    """``model_class.from_pretrained(path)`` (safetensors, no remote code) with its :func:`checked_load_report`;
+    a file that is not safetensors or is cut short is an error naming the file and the fix."""
+    try:
+        model, info = model_class.from_pretrained(path, use_safetensors=True, trust_remote_code=False,
+                                                  output_loading_info=True, ignore_mismatched_sizes=True, **kwargs)
+    except (OSError, ValueError, RuntimeError, SafetensorError) as error:  # a bad file, an impossible config
+        raise ModelSpecError(f"{path}: the model does not load ({type(error).__name__}: {error}). Fix: point the spec "
+                             "at a complete folder written by save_pretrained().") from error
+    return model, checked_load_report(model, info, path, strict)
+
+
+def load_classifier_reported(path: str | os.PathLike[str], task: GlueTask, start: str,
+                             seed: int) -> tuple[PreTrainedModel, LoadReport]:
+    """:func:`load_classifier` with the :class:`LoadReport` of its weights (empty lists for ``RANDOM_WEIGHTS``,
+    where nothing is loaded)."""
+    torch.manual_seed(seed)
+    if start == SAVED:
+        return _load_checked(AutoModelForSequenceClassification, path, strict=True)
+    config = AutoConfig.from_pretrained(path, trust_remote_code=False, **_label_kwargs(task))
+    if start == states.PRETRAINED:
+        return _load_checked(AutoModelForSequenceClassification, path, config=config)
+    if start == states.RANDOM_WEIGHTS:
+        return AutoModelForSequenceClassification.from_config(config), LoadReport(new=(), unused=())
+    raise ValueError(f"start must be {states.PRETRAINED!r}, {states.RANDOM_WEIGHTS!r} or {SAVED!r}, not {start!r}")
+
 
 def load_classifier(path: str | os.PathLike[str], task: GlueTask, start: str, seed: int) -> PreTrainedModel:
     """A sequence classifier for ``task`` built on the encoder at ``path``, starting from (``states.STARTS_FROM``):
@@ -167,26 +309,18 @@ def load_classifier(path: str | os.PathLike[str], task: GlueTask, start: str, se
     the model's own initialiser (normal with std ``initializer_range``), as in
     Kovaleva et al.'s randomly initialised baseline. The seed fixes the draw;
     :data:`SAVED`: a folder already holding a classifier for the task, loaded as is.
-    """
-    torch.manual_seed(seed)
-    if start == SAVED:
-        return AutoModelForSequenceClassification.from_pretrained(path, use_safetensors=True, trust_remote_code=False)
-    config = AutoConfig.from_pretrained(path, trust_remote_code=False, **_label_kwargs(task))
-    if start == states.PRETRAINED:
-        return AutoModelForSequenceClassification.from_pretrained(
-            path, config=config, use_safetensors=True, trust_remote_code=False
-        )
-    if start == states.RANDOM_WEIGHTS:
-        return AutoModelForSequenceClassification.from_config(config)
-    raise ValueError(f"start must be {states.PRETRAINED!r}, {states.RANDOM_WEIGHTS!r} or {SAVED!r}, not {start!r}")
 
+    Every encoder weight must load (:func:`checked_load_report`), and for ``SAVED`` the head too.
+    """
+    return load_classifier_reported(path, task, start, seed)[0]
 
 
 def load_encoder(path: str | os.PathLike[str], random_weights_seed: int | None = None) -> PreTrainedModel:
     """The encoder (no task head) at ``path``, in evaluation mode: its own weights (a pre-trained encoder, or a
-    fine-tuned classifier's encoder), or with ``random_weights_seed`` the same architecture with every weight
-    drawn by the model's own initialiser from that seed (the random-weights baseline of probing)."""
+    fine-tuned classifier's encoder), each of which must load (:func:`checked_load_report`), or with
+    ``random_weights_seed`` the same architecture with every weight drawn by the model's own initialiser from that
+    seed (the random-weights baseline of probing)."""
     if random_weights_seed is None:
-        return AutoModel.from_pretrained(path, use_safetensors=True, trust_remote_code=False).eval()
+        return _load_checked(AutoModel, path)[0].eval()
     torch.manual_seed(random_weights_seed)
     return AutoModel.from_config(AutoConfig.from_pretrained(path, trust_remote_code=False)).eval()

@@ -12,6 +12,7 @@ from pathlib import Path
 import polars as pl
 import yaml
 from snakemake.exceptions import WorkflowError
+from snakemake.logging import logger
 from snakemake.utils import validate
 
 from bertology_core import code_imports, compatibility, configuration, glue, pattern_labels, states, treebank
@@ -20,8 +21,16 @@ from bertology_core import code_imports, compatibility, configuration, glue, pat
 # before the schema's (which would only say the key is not allowed)
 if problems := configuration.former_state_names(config):
     raise WorkflowError("config uses the former names of model states (see bertology_core/states.py):\n  " + "\n  ".join(problems))
-# YAML 1.1 reads 2e-5 as a string: where the schema asks for a number, a string that spells one is one
-configuration.numbers_from_strings(config, yaml.safe_load((Path(workflow.basedir) / "schemas" / "config.schema.yaml").read_text()))
+_SCHEMA = yaml.safe_load((Path(workflow.basedir) / "schemas" / "config.schema.yaml").read_text())
+# a number written as text ("32", or 2e-5, which YAML 1.1 reads as text) is read as the number the schema asks for
+_written = {key: value for key, value in configuration.flatten(config).items() if isinstance(value, str)}
+for _key in configuration.numbers_from_strings(config, _SCHEMA):
+    if workflow.is_main_process:
+        logger.warning(configuration.number_warning(_key, _written.get(_key, "?"), configuration.flatten(config)[_key]))
+# the key, the value and what is allowed first (Snakemake's validate leads with a dump of the schema); then
+# Snakemake's validate, which also fills in the schema's defaults
+if problems := configuration.schema_problems(config, _SCHEMA):
+    raise WorkflowError("config does not fit schemas/config.schema.yaml:\n  " + "\n  ".join(problems))
 validate(config, schema="../schemas/config.schema.yaml")
 
 REPO = Path(workflow.basedir)
@@ -33,7 +42,11 @@ FINETUNE_STATES = list(config["finetune"]["states"])
 TRAINED_STATES = [s for s in FINETUNE_STATES if s in states.TRAINED]
 
 if len(MODELS) != len(config["models"]):
-    raise WorkflowError("config 'models': two entries share a name. Fix: give every model a unique name.")
+    _names = [m["name"] for m in config["models"]]
+    raise WorkflowError(f"config 'models': the name(s) {sorted({n for n in _names if _names.count(n) > 1})} are given to "
+                        "more than one entry. Fix: give every model a unique name.")
+if problems := configuration.per_task_problems(config, TASKS):
+    raise WorkflowError("config:\n  " + "\n  ".join(problems))
 
 
 # the files of one tidy table (figures.write_table) and of one figure (figures.save_chart): the
@@ -136,13 +149,16 @@ class Section:
     shown on the page); ``shows(model)``: the fine-tuned models (task, state, seed) whose results it shows (the page
     warns about unfit ones); ``analyses_fine_tuned(model)``: whether it analyses a model fine-tuned from the
     pre-trained encoder (so that ``analysis.unfit: skip`` can leave it empty, and the page says why);
-    ``summaries``: what it shows, (kind, stem under results/ with ``{model}``), in order, added by summary_outputs."""
+    ``summaries``: what it shows, (kind, stem under results/ with ``{model}``), in order, added by summary_outputs;
+    ``files``: every file of its summaries (paths under results/ with ``{model}``), shown or not: the page links each
+    table's files, so each is a target of ``all`` and a deleted one is written again by the next run."""
 
     anchor: str
     runs: Callable[[str], bool]
     shows: Callable[[str], list]
     analyses_fine_tuned: Callable[[str], bool] | None
     summaries: list = dataclasses.field(default_factory=list)
+    files: list = dataclasses.field(default_factory=list)
 
 
 SECTIONS: dict[str, Section] = {}  # in declaration order: the Snakefile's include order
@@ -151,7 +167,12 @@ EARLY_TARGETS: list[Callable[[str], list[str]]] = []  # model -> targets that re
 CHECKS: dict[str, list[Callable[[], list[str]]]] = {"choices": [], "inputs": [], "data": []}
 
 
-def declare_section(anchor, runs=None, shows=None, analyses_fine_tuned=None, summaries=()):
+def summary_files(kind, stem):
+    """The files figures.write_table (kind ``table``) or figures.save_chart (``figure``) writes at ``stem``."""
+    return [stem + ext for ext in (TABLE_FILES if kind == "table" else FIGURE_FILES)]
+
+
+def declare_section(anchor, runs=None, shows=None, analyses_fine_tuned=None, summaries=(), files=()):
     """Declare the report section of a stage (see Section); summary_outputs adds what it shows, or ``summaries``
     ((kind, stem under results/ with ``{model}``)) for files written otherwise. A section may be declared before or
     after the rule whose outputs it shows."""
@@ -160,6 +181,8 @@ def declare_section(anchor, runs=None, shows=None, analyses_fine_tuned=None, sum
     section.shows = shows or section.shows
     section.analyses_fine_tuned = analyses_fine_tuned or section.analyses_fine_tuned
     section.summaries += [item for item in summaries if item not in section.summaries]
+    written = [*files, *(path for kind, stem in summaries for path in summary_files(kind, stem))]
+    section.files += [path for path in written if path not in section.files]
     return section
 
 
@@ -179,7 +202,8 @@ def summary_outputs(section, name, stem, files=("table",), shown=("table",)):
     kept = [ext for kind in files for ext in (TABLE_FILES if kind == "table" else FIGURE_FILES) if ext != registered[kind]]
     outputs = {name: multiext(stem, *kept)}
     outputs.update({f"{name}_{kind}_report": report_file(section, stem + registered[kind], kind) for kind in files})
-    declare_section(section, summaries=[(kind, stem.removeprefix("results/")) for kind in shown])
+    declare_section(section, summaries=[(kind, stem.removeprefix("results/")) for kind in shown],
+                    files=[path for kind in files for path in summary_files(kind, stem.removeprefix("results/"))])
     return outputs
 
 
@@ -195,8 +219,14 @@ def shown_summaries(model):
 
 
 def summary_stems(model):
-    """Every summary stem (each with a ``.md``) this config produces for ``model``: ``all`` asks for these."""
+    """Every shown summary stem this config produces for ``model``."""
     return {stem for _, stem in shown_summaries(model)}
+
+
+def summary_files_of(model):
+    """Every file of every summary this config produces for ``model`` (``Section.runs`` decides): ``all`` asks for
+    these."""
+    return [path.format(model=model) for section in SECTIONS.values() if section.runs(model) for path in section.files]
 
 
 def check(kind):
@@ -243,12 +273,12 @@ def early_targets():
 
 
 def all_targets(wildcards=None):
-    """Every stage's summaries (summary_stems decides which stages this config runs) and every stage's other
-    targets (kept attention dumps, the annotation page, the treebank, the report page)."""
+    """Every file of every stage's summaries (summary_files_of decides which stages this config runs) and every
+    stage's other targets (the fitness table, attention dumps, the annotation page, the treebank, the report page)."""
     targets = []
     for model in MODELS:
         targets += [target for targets_of in TARGETS for target in targets_of(model)]
-        targets += [f"results/{stem}.md" for stem in sorted(summary_stems(model))]
+        targets += [f"results/{path}" for path in sorted(summary_files_of(model))]
     return list(dict.fromkeys(targets))
 
 

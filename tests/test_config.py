@@ -86,3 +86,57 @@ def test_config_yaml_states_the_schemas_defaults():
     differ = {".".join(path): (default, value_at(config, path)) for path, default in defaults.items()
               if value_at(config, path) is not KeyError and value_at(config, path) != default}
     assert not differ, f"config.yaml and the schema's defaults differ (schema, config.yaml): {differ}"
+
+
+def test_every_number_written_as_text_is_read_as_one_and_named_for_the_warning():
+    config = {"finetune": {"hyperparameters": {"batch_size": "32", "epochs": "1", "learning_rate": "2e-5"}}}
+    changed = configuration.numbers_from_strings(config, SCHEMA)
+    assert sorted(changed) == ["finetune.hyperparameters.batch_size", "finetune.hyperparameters.epochs",
+                               "finetune.hyperparameters.learning_rate"]
+    assert config["finetune"]["hyperparameters"] == {"batch_size": 32, "epochs": 1.0, "learning_rate": 2e-5}
+    assert "config 'finetune.hyperparameters.batch_size' = '32' is text" in configuration.number_warning(
+        "finetune.hyperparameters.batch_size", "32", 32)
+    assert configuration.numbers_from_strings({"finetune": {"hyperparameters": {"batch_size": "3.5"}}}, SCHEMA) == []
+
+
+@pytest.mark.parametrize(("config", "expected"), [
+    ({"finetune": {"hyperparameters": {"learnin_rate": 1e-4}}},
+     "config 'finetune.hyperparameters' has no key 'learnin_rate' (did you mean 'learning_rate'?). Allowed keys: batch_size"),
+    ({"taks": ["MRPC"]}, "config has no key 'taks' (did you mean 'tasks'?)"),
+    ({"tasks": ["MRPC", "mrpc"]}, "config 'tasks[1]' = 'mrpc': 'mrpc' is not one of"),
+    ({"analysis": {"unfit": "Skip"}}, "(did you mean 'skip'?). Allowed: What downstream stages do"),
+    ({"outliers": {"min_layer_share": 1}}, "config 'outliers.min_layer_share' = 1: 1 is greater than or equal to the maximum of 1"),
+])
+def test_schema_errors_lead_with_the_key_the_value_and_what_is_allowed_without_the_schema(config, expected):
+    problems = configuration.schema_problems(config, SCHEMA)
+    assert any(expected in problem for problem in problems), problems
+    assert not any("Failed validating" in problem or "On instance" in problem for problem in problems)
+
+
+def test_the_shipped_configs_fit_the_schema():
+    for path in [REPO / "config.yaml", *sorted((REPO / "configs").glob("*.yaml"))]:
+        assert configuration.yaml_problem(path) is None
+        config = yaml.safe_load(path.read_text())
+        configuration.numbers_from_strings(config, SCHEMA)
+        assert configuration.schema_problems(config, SCHEMA) == [], path
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("finetune:\n  hyperparameters:\n\tbatch_size: 3\n", ":3:1: not valid YAML (while scanning for the next token; found character '\\t'"),
+    ("finetune:\n  hyperparameters: {batch_size: 3\ntasks: [MRPC]\n", ":3:6 (in what starts at line 2): not valid YAML (while parsing a flow mapping"),
+    ("- MRPC\n- RTE\n", "the top level is a list, not a mapping of keys"),
+])
+def test_invalid_yaml_is_named_by_file_and_line(tmp_path, text, expected):
+    path = tmp_path / "mine.yaml"
+    path.write_text(text)
+    assert expected in configuration.yaml_problem(path)
+    assert str(path) in configuration.yaml_problem(path)
+
+
+def test_per_task_settings_of_a_task_not_run_are_refused_at_any_depth():
+    config = {"data": {"per_task": {"MRPC": {}}}, "disabling": {"per_task": {"CoLa": {"seeds": [1]}}},
+              "analysis": {"fitness": {"per_task": {"RTE": {}}}}}
+    problems = configuration.per_task_problems(config, ["MRPC", "CoLA"])
+    assert len(problems) == 2
+    assert "config 'disabling.per_task' names 'CoLa', which is not in tasks ['MRPC', 'CoLA'] (did you mean 'CoLA'?)" in problems[0]
+    assert "config 'analysis.fitness.per_task' names 'RTE'" in problems[1]

@@ -137,3 +137,17 @@ def _optimizer_and_scheduler(model):
 
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
     return optimizer, get_linear_schedule_with_warmup(optimizer, 1, 10)
+
+
+def test_encode_counts_the_examples_cut_to_max_length():
+    from bertology_core import models
+    from bertology_core.batching import encode
+
+    tokenizer = models.load_tokenizer(TINY_BERT)
+    frame = pl.DataFrame({"idx": [0, 1], "sentence1": ["the cat sat on the mat", "the cat"],
+                          "sentence2": ["the dog", "the dog"], "label": [0, 1]})
+    full = encode(frame, tokenizer, 64)
+    assert full.truncated == 0
+    lengths = [len(ids) for ids in full.input_ids]
+    cut = encode(frame, tokenizer, min(lengths) + 1)
+    assert cut.truncated == 1 and max(len(ids) for ids in cut.input_ids) == min(lengths) + 1

@@ -124,3 +124,23 @@ def test_prepare_split_rejects_duplicate_idx(tmp_path):
     write(tmp_path / "RTE" / "dev.tsv", "index\tsentence1\tsentence2\tlabel\n0\ta\tb\tentailment\n0\tc\td\tentailment\n")
     with pytest.raises(glue.DataError, match="'idx' is not unique"):
         glue.prepare_split("RTE", "dev", "local", tmp_path, None, 0)
+
+
+@pytest.mark.parametrize(("task", "text", "field"), [
+    ("MRPC", "Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\n1\t1\t2\tfine\tok\n0\t3\t4\t \tok\n", "#1 String"),
+    ("STS-B", "index\tgenre\tfilename\tyear\told_index\tsource1\tsource2\tsentence1\tsentence2\tscore\n"
+              "0\tg\tf\t2012\t0\ts\ts\ta cat\t\t3.0\n", "sentence2"),
+    ("SST-2", "sentence\tlabel\nfine film\t1\n  \t0\n", "sentence"),
+])
+def test_an_empty_or_blank_text_is_refused_with_file_line_and_field(tmp_path, task, text, field):
+    split = "dev"
+    path = write(tmp_path / task / f"{split}.tsv", text)
+    line = len(text.rstrip("\n").split("\n"))
+    with pytest.raises(glue.DataError, match=rf"{path}:{line}: field '{field}' is empty.*Fix: restore the sentence"):
+        glue.read_local(glue.get_task(task), split, tmp_path)
+
+
+def test_an_empty_text_from_the_hub_is_refused_naming_the_example():
+    frame = pl.DataFrame({"idx": [0, 7], "sentence1": ["a", "b"], "sentence2": ["c", ""], "label": [1, 0]})
+    with pytest.raises(glue.DataError, match=r"hub mrpc/train: field 'sentence2' is empty in 1 example\(s\), first idx 7"):
+        glue.check_split(glue.get_task("MRPC"), frame, "hub mrpc/train")

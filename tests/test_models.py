@@ -128,3 +128,107 @@ def test_albert_with_several_layers_per_depth_is_refused(tmp_path):
 def test_geometry_reads_each_familys_own_field_names():
     assert compatibility.geometry({"model_type": "distilbert", "n_layers": 6, "n_heads": 12}) == (6, 12)
     assert compatibility.geometry({"model_type": "modernbert", "num_hidden_layers": 22, "num_attention_heads": 12}) == (22, 12)
+
+
+# --- a model checked as loaded, not as listed ------------------------------------------------------------------
+
+
+def _rewrite_weights(folder, rename=lambda name: name, keep=lambda name: True):
+    from safetensors.torch import load_file, save_file
+
+    tensors = load_file(folder / "model.safetensors")
+    save_file({rename(name): value for name, value in tensors.items() if keep(name)}, folder / "model.safetensors",
+              metadata={"format": "pt"})
+
+
+MRPC = glue.get_task("MRPC")
+
+
+def test_weights_under_another_prefix_are_refused_naming_the_prefix_not_loaded_as_a_random_encoder(tmp_path):
+    folder = _copy(tmp_path)
+    _rewrite_weights(folder, rename=lambda name: "wrapper.encoder." + name)
+    assert compatibility.model_problems(folder) == []  # names need the architecture: the load check catches them
+    for load in (lambda: models.resolve_model(str(folder)), lambda: models.load_encoder(folder),
+                 lambda: models.load_classifier(folder, MRPC, "pretrained", 0)):
+        with pytest.raises(models.ModelSpecError) as error:
+            load()
+        message = str(error.value)
+        assert "weight(s) of the encoder are not in the weights files, so they would be drawn at random" in message
+        assert "embeddings.word_embeddings.weight" in message and "prefix 'wrapper.encoder.'" in message
+
+
+def test_encoder_tensors_with_no_place_in_the_config_are_refused(tmp_path):
+    folder = _copy(tmp_path, num_hidden_layers=1)  # the file holds 2 layers
+    with pytest.raises(models.ModelSpecError, match=r"encoder tensor\(s\) in the weights files have no place .*encoder.layer.1"):
+        models.load_encoder(folder)
+
+
+def test_weights_of_another_shape_than_the_config_says_are_refused(tmp_path):
+    config = json.loads((TINY_BERT / "config.json").read_text())
+    folder = _copy(tmp_path, intermediate_size=config["intermediate_size"] + 4)
+    with pytest.raises(models.ModelSpecError, match=r"have another shape in the file than config.json gives them: .*intermediate"):
+        models.load_classifier(folder, MRPC, "pretrained", 0)
+
+
+def test_only_the_task_head_and_the_pooler_may_be_new_and_the_record_says_which(tmp_path):
+    resolved = models.resolve_model(str(TINY_BERT))
+    assert resolved.weights_loaded["new"] == ["classifier.bias", "classifier.weight"]
+    folder = _copy(tmp_path)
+    _rewrite_weights(folder, keep=lambda name: "pooler" not in name)  # pre-trained without a sentence objective
+    model, report = models.load_classifier_reported(folder, MRPC, "pretrained", 0)
+    assert set(report.new) == {"bert.pooler.dense.bias", "bert.pooler.dense.weight", "classifier.bias", "classifier.weight"}
+    assert report.unused == ()
+    # a saved classifier must load whole: its head was trained
+    with pytest.raises(models.ModelSpecError, match=r"2 weight\(s\) of the model are not in the weights files"):
+        models.load_classifier(TINY_BERT, MRPC, models.SAVED, 0)
+
+
+def test_a_pretraining_head_in_the_file_is_recorded_as_unused(tmp_path):
+    from transformers import BertConfig, BertForMaskedLM
+
+    config = BertConfig.from_pretrained(TINY_BERT)
+    folder = tmp_path / "mlm"
+    BertForMaskedLM(config).save_pretrained(folder)
+    _, report = models.load_classifier_reported(folder, MRPC, "pretrained", 0)
+    assert report.unused and all(name.startswith("cls.predictions") for name in report.unused)
+
+
+def test_a_truncated_weights_file_is_refused_at_parse_with_its_sizes(tmp_path):
+    folder = _copy(tmp_path)
+    data = (folder / "model.safetensors").read_bytes()
+    (folder / "model.safetensors").write_bytes(data[: len(data) // 2])
+    [problem] = compatibility.model_problems(folder)
+    assert f"model.safetensors: the file holds {len(data) // 2} bytes but its header describes {len(data)} (cut short" in problem
+    with pytest.raises(models.ModelSpecError, match="model.safetensors"):
+        models.resolve_model(str(folder))
+
+
+def test_a_missing_shard_is_refused_at_parse(tmp_path):
+    folder = _copy(tmp_path)
+    (folder / "model.safetensors.index.json").write_text(json.dumps(
+        {"metadata": {}, "weight_map": {"a": "model.safetensors", "b": "model-00002-of-00002.safetensors"}}))
+    [problem] = compatibility.model_problems(folder)
+    assert "names the shard model-00002-of-00002.safetensors, which is not in" in problem
+
+
+@pytest.mark.parametrize(("changes", "message"), [
+    ({"num_attention_heads": 3}, "field 'hidden_size' = 32 is not a multiple of field 'num_attention_heads' = 3"),
+    ({"num_hidden_layers": 0}, "field 'num_hidden_layers' = 0 is not a positive integer"),
+    ({"vocab_size": "120"}, "field 'vocab_size' = '120' is not a positive integer"),
+])
+def test_an_impossible_geometry_is_refused_at_parse(tmp_path, changes, message):
+    [problem] = compatibility.model_problems(_copy(tmp_path, **changes))
+    assert message in problem and "Fix:" in problem
+
+
+def test_resolve_refuses_a_tokenizer_that_keeps_case_over_an_uncased_vocabulary(tmp_path, minilm_path):
+    folder = tmp_path / "minilm"
+    shutil.copytree(minilm_path, folder)
+    tokenizer_json = json.loads((folder / "tokenizer.json").read_text())
+    tokenizer_json["normalizer"]["lowercase"] = False
+    (folder / "tokenizer.json").write_text(json.dumps(tokenizer_json))
+    settings = json.loads((folder / "tokenizer_config.json").read_text()) | {"do_lower_case": False}
+    (folder / "tokenizer_config.json").write_text(json.dumps(settings))
+    with pytest.raises(models.ModelSpecError, match="the vocabulary is uncased and the tokenizer keeps case"):
+        models.resolve_model(str(folder))
+    models.resolve_model(str(minilm_path))  # the package as shipped lowercases

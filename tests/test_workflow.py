@@ -7,6 +7,7 @@ never mix with a real run in the repository.
 from __future__ import annotations
 
 import json
+import subprocess
 import shutil
 
 import numpy as np
@@ -37,6 +38,12 @@ def test_smoke_run_writes_every_output(smoke_run):
     assert (run / "model" / "model.safetensors").is_file() and (run / "model" / "tokenizer_config.json").is_file()
     assert not list((run / "model").glob("*.bin"))
     assert metrics["state"] == "finetuned"
+    # the load report: only the task head was drawn anew, in the run's record and the resolved model's
+    assert metrics["weights_loaded"] == {"new": ["classifier.bias", "classifier.weight"], "unused": []}
+    resolved = json.loads((smoke_run / "results" / "models" / "tiny-bert" / "resolved.json").read_text())
+    assert resolved["weights_loaded"]["new"] == ["classifier.bias", "classifier.weight"]
+    scratch = json.loads((run.parents[1] / "scratch" / "seed1" / "evaluation.json").read_text())
+    assert scratch["weights_loaded"] == {"new": [], "unused": []}  # from scratch: nothing loaded
     assert (smoke_run / "logs" / "finetune" / "tiny-bert" / "MRPC" / "finetuned" / "seed1.log").is_file()
     # the pre-trained encoder is evaluated (state pretrained), never trained or saved
     pretrained = smoke_run / "results" / "finetune" / "tiny-bert" / "MRPC" / "pretrained" / "seed1"
@@ -606,7 +613,18 @@ BAD_INPUTS = [
     ("layer mix on a state not probed", {"layer_mix": {"states": ["STS-B_seed1"]}}, None,
      "layer_mix.states names ['STS-B_seed1'], which the probing stage does not probe"),
     ("outlier criterion on no layer", {"outliers": {"min_layer_share": 1}}, None,
-     "Failed validating 'exclusiveMaximum' in schema['properties']['outliers']['properties']['min_layer_share']"),
+     "config 'outliers.min_layer_share' = 1: 1 is greater than or equal to the maximum of 1. Allowed: A dimension is"),
+    ("option misspelt", {"finetune": {"hyperparameters": {"learnin_rate": 1e-4}}}, None,
+     "config 'finetune.hyperparameters' has no key 'learnin_rate' (did you mean 'learning_rate'?)"),
+    ("empty first sentence", {}, lambda g, u: _edit_line(g / "MRPC" / "train.tsv", 3, _replace_field(3, " ")),
+     "MRPC/train.tsv:3: field '#1 String' is empty; every example needs its text"),
+    ("empty second sentence", {}, lambda g, u: _edit_line(g / "STS-B" / "dev.tsv", 2, _replace_field(8, "")),
+     "STS-B/dev.tsv:2: field 'sentence2' is empty"),
+    ("per-task settings of a task not run", {"disabling": {"per_task": {"RTE": {"seeds": [1]}}}}, None,
+     "config 'disabling.per_task' names 'RTE', which is not in tasks ['MRPC', 'STS-B']: its settings would be ignored. "
+     "Fix: add RTE to tasks, or drop disabling.per_task.RTE."),
+    ("one model name twice", {"models": [{"name": "m", "spec": "x"}, {"name": "m", "spec": "y"}]}, None,
+     "config 'models': the name(s) ['m'] are given to more than one entry"),
 ]
 
 
@@ -639,8 +657,9 @@ def test_bad_input_stops_the_run_before_any_model_job_with_a_clear_message(tmp_p
         assert not (workdir / "logs").exists(), sorted(p.name for p in (workdir / "logs").rglob("*"))
 
 
-def _model_folder(tmp_path, edit_config=None, remove=(), vocabulary=None):
-    """A copy of the tiny BERT fixture with its config.json edited, files removed or another vocab.txt."""
+def _model_folder(tmp_path, edit_config=None, remove=(), vocabulary=None, edit_folder=None):
+    """A copy of the tiny BERT fixture with its config.json edited, files removed, another vocab.txt or
+    ``edit_folder(folder)`` applied."""
     folder = tmp_path / "models" / "model"
     shutil.copytree(TINY_BERT, folder)
     config = json.loads((folder / "config.json").read_text())
@@ -652,6 +671,8 @@ def _model_folder(tmp_path, edit_config=None, remove=(), vocabulary=None):
     if vocabulary is not None:
         (folder / "tokenizer.json").unlink()
         (folder / "vocab.txt").write_text("".join(f"{entry}\n" for entry in vocabulary))
+    if edit_folder is not None:
+        edit_folder(folder)
     return folder
 
 
@@ -665,6 +686,20 @@ def _hub_cache(tmp_path, repo_id, **changes):
     (repo / "refs" / "main").write_text(commit)
     shutil.copytree(folder, repo / "snapshots" / commit)
     return {"HF_HUB_CACHE": str(tmp_path / "hub")}
+
+
+def _rename_weights(prefix):
+    def edit(folder):
+        from safetensors.torch import load_file, save_file
+
+        tensors = load_file(folder / "model.safetensors")
+        save_file({prefix + name: value for name, value in tensors.items()}, folder / "model.safetensors", metadata={"format": "pt"})
+    return edit
+
+
+def _truncate_weights(folder):
+    data = (folder / "model.safetensors").read_bytes()
+    (folder / "model.safetensors").write_bytes(data[: len(data) // 2])
 
 
 def _as(model_type, architectures):
@@ -731,6 +766,18 @@ BAD_MODELS = [
      lambda t: (_labels_csv(t, ["MRPC,pretrained,0,0,0,vertical", "MRPC,pretrained_seed1,0,0,1,vertical"]), None),
      "labels.csv:3: field 'state' = 'pretrained_seed1' is a former state name, now 'finetuned_seed1' (untuned -> pretrained, "
      "pretrained_seed<N> -> finetuned_seed<N>, random_seed<N> -> scratch_seed<N>). Fix: python tools/migrate_state_names.py"),
+    ("weights under another tensor name prefix", "resolve_model",
+     lambda t: (_model(t, edit_folder=_rename_weights("wrapper.encoder.")), None),
+     "weight(s) of the encoder are not in the weights files, so they would be drawn at random: bert.embeddings"),
+    ("truncated weights file", "parse", lambda t: (_model(t, edit_folder=_truncate_weights), None),
+     "model.safetensors: the file holds"),
+    ("heads that do not divide the hidden size", "parse",
+     lambda t: (_model(t, edit_config=lambda c: c.update(num_attention_heads=3)), None),
+     "config.json: field 'hidden_size' = 32 is not a multiple of field 'num_attention_heads' = 3"),
+    ("Hub model whose weights carry another prefix", "check_model",
+     lambda t: ({"models": [{"name": "m", "spec": "fake-org/wrapped-bert"}]},
+                _hub_cache(t, "fake-org/wrapped-bert", edit_folder=_rename_weights("wrapper.encoder."))),
+     "prefix 'wrapper.encoder.'"),
     ("Hub model that is GPT-2", "check_model",
      lambda t: ({"models": [{"name": "m", "spec": "fake-org/tiny-gpt2"}]},
                 _hub_cache(t, "fake-org/tiny-gpt2", edit_config=_as("gpt2", ["GPT2LMHeadModel"]))),
@@ -750,9 +797,9 @@ def test_a_model_the_config_cannot_use_stops_the_run_before_any_model_job(tmp_pa
     assert message in output, output[-3000:]
     if caught == "parse":
         assert not (workdir / "logs").exists(), sorted(p.name for p in (workdir / "logs").rglob("*"))
-    else:  # a Hub model: its check job is the first job that touches it
+    else:  # a Hub model's check job, or the resolve job that loads a folder's weights: the first job that touches it
         assert (workdir / "logs" / caught).is_dir()
-        started = [rule for rule in MODEL_RULES if (workdir / "logs" / rule).exists()]
+        started = [rule for rule in MODEL_RULES if rule != caught and (workdir / "logs" / rule).exists()]
         assert started == [], f"{started} started before {caught} refused the model"
 
 
@@ -799,13 +846,70 @@ def test_make_cpu_without_local_data_takes_it_from_the_hub_and_says_how_when_unr
     assert started == [], f"{started} started without data"
 
 
-def test_a_learning_rate_written_2e_5_is_read_as_a_number(tmp_path):
-    # YAML 1.1 reads 2e-5 (no dot) as a string; the schema asks for a number, so the workflow reads it as one
+def test_every_number_written_as_text_is_read_as_a_number_with_a_warning_naming_the_key(tmp_path):
+    # YAML 1.1 reads 2e-5 (no dot) as a string; "32" is one; the schema asks for numbers: one rule reads both
     written = tmp_path / "lr.yaml"
-    written.write_text("finetune:\n  hyperparameters: {learning_rate: 2e-5}\n  per_task: {STS-B: {learning_rate: 1e-4}}\n")
+    written.write_text('finetune:\n  hyperparameters: {learning_rate: 2e-5, batch_size: "32"}\n'
+                       '  per_task: {STS-B: {learning_rate: 1e-4}}\n')
     assert yaml.safe_load(written.read_text())["finetune"]["hyperparameters"]["learning_rate"] == "2e-5"
     result = snakemake(tmp_path / "run", "-n", configs=(SMOKE, written), check=False)
-    assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output[-3000:]
+    assert "config 'finetune.hyperparameters.learning_rate' = '2e-5' is text" in output
+    assert "config 'finetune.hyperparameters.batch_size' = '32' is text" in output
+    assert "config 'finetune.per_task.STS-B.learning_rate' = '1e-4' is text" in output
+
+
+def test_invalid_yaml_in_config_yaml_is_named_by_file_and_line_and_make_checks_its_configfiles(tmp_path):
+    repo = tmp_path / "repo"
+    shutil.copytree(REPO, repo, ignore=shutil.ignore_patterns(".*", "results", "logs", "__pycache__", "*.egg-info"))
+    config = repo / "config.yaml"
+    lines = config.read_text().splitlines()
+    line = next(i for i, text in enumerate(lines) if text.startswith("  batch_size"))
+    lines[line] = "\t" + lines[line].strip()
+    config.write_text("\n".join(lines) + "\n")
+    result = snakemake(tmp_path / "run", "-n", configs=(repo / SMOKE.relative_to(REPO),), check=False,
+                       snakefile=repo / "Snakefile")
+    output = result.stdout + result.stderr
+    assert result.returncode != 0
+    assert f"config.yaml:{line + 1}:1: not valid YAML" in output and "indent with spaces, not tabs" in output, output[-3000:]
+    # a --configfile is read by Snakemake before the workflow: make's targets check theirs with the same function
+    dry = subprocess.run(["make", "-n", "cpu"], cwd=REPO, capture_output=True, text=True, check=True).stdout
+    assert "python -m bertology_core.configuration config.yaml configs/cpu.yaml" in dry
+
+
+def test_a_deleted_result_is_written_again_with_exactly_its_dependants(smoke_run, tmp_path):
+    """Every file a user reads (a kept dump, the fitness table, each table the page links) is a target of `all`:
+    deleted, the next run writes it again, and reruns only the jobs that read it."""
+    deleted = ["results/tables/fitness.csv", "results/attention/tiny-bert/MRPC/pretrained.attention.parquet",
+               "results/pruning/tiny-bert/summary/stability.csv", "results/disabling/tiny-bert/summary/selection.parquet"]
+    aside = tmp_path / "aside"
+    for index, name in enumerate(deleted):
+        assert (smoke_run / name).is_file(), name
+        aside.mkdir(exist_ok=True)
+        (smoke_run / name).rename(aside / str(index))  # keeps the file's mtime for putting it back
+    try:
+        dry = snakemake(smoke_run, "-n").stdout
+    finally:
+        for index, name in enumerate(deleted):
+            (aside / str(index)).rename(smoke_run / name)
+    jobs, current = [], None
+    for line in dry.splitlines():
+        words = line.split()
+        if words and words[0] in ("rule", "localrule", "checkpoint", "localcheckpoint") and line.rstrip().endswith(":"):
+            current = {"rule": words[1].rstrip(":"), "reason": ""}
+            jobs.append(current)
+        elif current is not None and line.strip().startswith("reason:"):
+            current["reason"] = line.split("reason:", 1)[1].strip()
+    missing = {}
+    for job in jobs:
+        if job["reason"].startswith("Missing output files"):
+            missing[job["rule"]] = job["reason"]
+        else:  # everything else reruns only because a rewritten file is its input
+            assert job["reason"].startswith("Input files updated by another job"), job
+    assert set(missing) == {"fitness_table", "dump_attention", "pruning_summary", "disabling_summary"}, missing
+    for name in deleted:
+        assert any(name in reason for reason in missing.values()), name
 
 
 def test_the_families_config_plans_every_stage_for_every_family(tmp_path):

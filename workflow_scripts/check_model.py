@@ -22,5 +22,6 @@ if problems:
     message = f"Model {snakemake.wildcards.model} (spec {spec!r}) cannot be used with this config:\n  " + "\n  ".join(problems)
     print(message, file=sys.__stderr__)  # on the terminal too, not only in the job's log
     raise SystemExit(message)
-io.write_json({"spec": spec, "path": resolved.path, "requirements": snakemake.params.requirements}, snakemake.output[0])
+io.write_json({"spec": spec, "path": resolved.path, "requirements": snakemake.params.requirements,
+               "weights_loaded": resolved.weights_loaded}, snakemake.output[0])
 logging.info("%s fits the config", spec)

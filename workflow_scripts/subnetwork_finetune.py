@@ -12,7 +12,7 @@ import polars as pl
 from safetensors.numpy import load_file as load_numpy
 from safetensors.torch import load_file
 
-from bertology_core import device, finetune, glue, io, lottery
+from bertology_core import device, finetune, glue, io, lottery, models
 from bertology_core.importance import StructureMask
 
 job_device = device.job_device(snakemake.threads)
@@ -32,9 +32,7 @@ if wc.network != "full":
         good = {name: value.bool() for name, value in load_file(snakemake.input.mask).items()}
         magnitudes = None
         if kind == "bad":
-            from transformers import AutoModelForSequenceClassification
-
-            finetuned = AutoModelForSequenceClassification.from_pretrained(snakemake.input.finetuned_model)
+            finetuned = models.load_classifier(snakemake.input.finetuned_model, task, models.SAVED, 0)
             magnitudes = {name: module.weight.detach() for name, module in lottery.encoder_weights(finetuned)}
         mask = lottery.weight_subnetwork(good, kind, draw_seed, magnitudes)
 train = glue.subsample(pl.read_parquet(snakemake.input.train), params.max_train_examples, params.subsample_seed)

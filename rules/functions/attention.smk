@@ -54,9 +54,11 @@ def dump_inputs(model, key):
     return [f"{prefix}.attention.parquet", f"{prefix}.tokens.parquet"]
 
 
-# every dump's summary (the Parquet dumps are temp() unless attention.keep_dumps); the pre-trained encoder's need
-# no fine-tuned model, so they start before the fitness checkpoint
+# every dump's summary, and under attention.keep_dumps its Parquet files (else temp()); the pre-trained encoder's
+# need no fine-tuned model, so they start before the fitness checkpoint
 TARGETS.append(attention_dumps)
+TARGETS.append(lambda model: [path for key in dump_keys(model) for path in dump_inputs(model, key)]
+               if config["attention"]["keep_dumps"] else [])
 
 
 EARLY_TARGETS.append(

@@ -53,3 +53,7 @@ def analysed(model, task, state, seed):
 def fitness_inputs():
     """Every summary's input: the verdicts it labels its rows with."""
     return f"{FITNESS_TABLE}.parquet"
+
+
+# the verdicts' table, which the page links: a target, so a deleted file of it is written again
+TARGETS.append(lambda model: [FITNESS_TABLE + ext for ext in TABLE_FILES])
