@@ -182,7 +182,9 @@ def geometry_problems(config: Mapping[str, Any], config_path: Path) -> list[str]
     parse, before any job."""
     family = SUPPORTED_ENCODERS[config["model_type"]]
     fields = (family.layers_field, family.heads_field, family.hidden_field, "vocab_size", "max_position_embeddings")
-    problems = [f"{config_path}: field {name!r} = {config.get(name)!r} is not a positive integer. Fix: use the config.json "
+    problems = [f"{config_path}: field {name!r} is missing. Fix: add it (the value the model was trained with), or use "
+                "the config.json saved with the weights." if name not in config else
+                f"{config_path}: field {name!r} = {config.get(name)!r} is not a positive integer. Fix: use the config.json "
                 "saved with the weights." for name in fields
                 if not isinstance(config.get(name), int) or isinstance(config.get(name), bool) or config[name] < 1]
     if not problems and config[family.hidden_field] % config[family.heads_field]:
@@ -195,10 +197,16 @@ def geometry_problems(config: Mapping[str, Any], config_path: Path) -> list[str]
 def _safetensors_header(path: Path) -> tuple[int, dict[str, Any]]:
     """(header length, header) of a safetensors file: 8 bytes little-endian length, then that much JSON."""
     with path.open("rb") as handle:
-        length = int.from_bytes(handle.read(8), "little")
+        start = handle.read(8)
+        if start == b"version ":  # a Git LFS pointer: "version https://git-lfs..."
+            raise ValueError("a Git LFS pointer, not the weights; fetch them with `git lfs pull` in the model's repository")
+        length = int.from_bytes(start, "little")
         if length > path.stat().st_size - 8:
             raise ValueError(f"its header claims {length} bytes but the file holds {path.stat().st_size}")
-        return length, json.loads(handle.read(length))
+        header = json.loads(handle.read(length))
+        if not isinstance(header, dict):
+            raise ValueError(f"its header is a JSON {type(header).__name__}, not an object")
+        return length, header
 
 
 def weights_problems(folder: Path) -> list[str]:
@@ -210,8 +218,8 @@ def weights_problems(folder: Path) -> list[str]:
     index = folder / "model.safetensors.index.json"
     if index.is_file():
         try:
-            shards = set(json.loads(index.read_text())["weight_map"].values())
-        except (json.JSONDecodeError, KeyError, AttributeError) as error:
+            shards = {str(name) for name in json.loads(index.read_text())["weight_map"].values()}
+        except (json.JSONDecodeError, KeyError, AttributeError, TypeError) as error:
             return [f"{index}: not a safetensors index ({type(error).__name__}: {error}). Fix: save the model again with "
                     "save_pretrained()."]
         problems += [f"{index}: names the shard {name}, which is not in {folder}. Fix: copy or download every shard."
@@ -221,7 +229,7 @@ def weights_problems(folder: Path) -> list[str]:
         try:
             length, header = _safetensors_header(path)
             end = max((int(entry["data_offsets"][1]) for name, entry in header.items() if name != "__metadata__"), default=0)
-        except (ValueError, KeyError, TypeError, IndexError) as error:
+        except (ValueError, KeyError, TypeError, IndexError, AttributeError) as error:
             problems.append(f"{path}: not a readable safetensors file ({error}). Fix: save or download it again.")
             continue
         if size != 8 + length + end:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import logging
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -57,6 +58,9 @@ class GlueTask:
     expected_columns: int | None = None  # rows with another count are malformed
     hub_columns: tuple[str, str | None] = ("sentence1", "sentence2")
     hub_splits: dict[str, str] = field(default_factory=lambda: {"train": "train", "dev": "validation"})
+    # examples of the official release whose text is empty, by split (idx): left out with a warning; any other
+    # empty text is refused
+    known_empty: dict[str, tuple[int, ...]] = field(default_factory=dict)
 
     @property
     def is_regression(self) -> bool:
@@ -108,6 +112,8 @@ TASKS: dict[str, GlueTask] = {
             # column 0 is Quora's pair id, not a running index: idx is the row number, as on the Hub
             text_a_col=3, text_b_col=4, label_col=5, idx_col=None, expected_columns=6,
             hub_columns=("question1", "question2"),
+            # question2 is empty in these two training pairs, the only ones in any QQP split (huggingface/datasets#277)
+            known_empty={"train": (310137, 362246)},
         ),
         GlueTask(
             "MNLI", "mnli", ("entailment", "neutral", "contradiction"),
@@ -178,7 +184,7 @@ def read_local(task: GlueTask, split: str, glue_dir: str | Path) -> pl.DataFrame
     if not path.is_file():
         raise DataError(missing_files_message([path], glue_dir))
     try:
-        rows = _read_rows(task, path)
+        rows = _read_rows(task, path, split)
     except UnicodeDecodeError:
         raise DataError(io.not_utf8_message(path)) from None
     if not rows:
@@ -197,8 +203,9 @@ def _long_csv_fields() -> Iterator[None]:
         csv.field_size_limit(previous)
 
 
-def _read_rows(task: GlueTask, path: Path) -> list[tuple[int, str, str | None, object]]:
+def _read_rows(task: GlueTask, path: Path, split: str) -> list[tuple[int, str, str | None, object]]:
     rows: list[tuple[int, str, str | None, object]] = []
+    position = 0  # the row's number among the data rows: idx where the layout has no index column
     with _long_csv_fields(), path.open(encoding="utf-8-sig", newline="") as handle:
         reader = csv.reader(handle, delimiter="\t", quoting=csv.QUOTE_NONE)
         header: list[str] | None = next(reader, None) if task.has_header else None
@@ -222,15 +229,19 @@ def _read_rows(task: GlueTask, path: Path) -> list[tuple[int, str, str | None, o
                 )
             raw_label = row[task.label_col].strip()
             label = _parse_label(task, raw_label, path, line_no, header)
-            idx = _parse_idx(task, row, path, line_no, header) if task.idx_col is not None else len(rows)
+            idx = _parse_idx(task, row, path, line_no, header) if task.idx_col is not None else position
+            position += 1
             text_b = row[task.text_b_col] if task.text_b_col is not None else None
-            for column in (task.text_a_col, task.text_b_col):
-                if column is not None and not row[column].strip():
-                    name = header[column] if header else f"column {column + 1}"
-                    raise DataError(
-                        f"{path}:{line_no}: field {name!r} is empty; every example needs its text (an empty sentence "
-                        "would be trained on and scored as [CLS] [SEP] alone). Fix: restore the sentence, or delete the line."
-                    )
+            empty = [column for column in (task.text_a_col, task.text_b_col) if column is not None and not row[column].strip()]
+            if empty and idx in task.known_empty.get(split, ()):
+                logging.warning("%s:%d: idx %d has an empty text in the official release; left out", path, line_no, idx)
+                continue
+            if empty:
+                name = header[empty[0]] if header else f"column {empty[0] + 1}"
+                raise DataError(
+                    f"{path}:{line_no}: field {name!r} is empty; every example needs its text (an empty sentence "
+                    "would be trained on and scored as [CLS] [SEP] alone). Fix: restore the sentence, or delete the line."
+                )
             rows.append((idx, row[task.text_a_col], text_b, label))
     return rows
 
@@ -361,12 +372,20 @@ def prepare_split(
         origin = f"hub nyu-mll/glue {task.hub_config}/{task.hub_splits[split]}"
     else:
         raise DataError(f"data.source must be 'local' or 'hub', not {source!r}.")
-    return subsample(check_split(task, frame, origin), max_examples, seed)
+    return subsample(check_split(task, frame, origin, split), max_examples, seed)
 
 
-def check_split(task: GlueTask, frame: pl.DataFrame, origin: str) -> pl.DataFrame:
+def check_split(task: GlueTask, frame: pl.DataFrame, origin: str, split: str | None = None) -> pl.DataFrame:
     """``frame`` if its idx are unique, its texts not empty and its labels in the task's label set, else a DataError
-    naming ``origin``."""
+    naming ``origin``. The examples of ``split`` whose text the official release leaves empty (``known_empty``) are
+    left out, with a warning."""
+    if known := task.known_empty.get(split or "", ()):
+        blank = pl.any_horizontal(pl.col(c).fill_null("").str.strip_chars() == "" for c in ("sentence1", "sentence2")
+                                  if frame[c].null_count() < frame.height)
+        left_out = pl.col("idx").is_in(list(known)) & blank
+        if dropped := frame.filter(left_out)["idx"].to_list():
+            logging.warning("%s: idx %s have an empty text in the official release; left out", origin, dropped)
+        frame = frame.filter(~left_out)
     for column in ("sentence1", "sentence2"):
         if column == "sentence2" and frame[column].null_count() == frame.height:
             continue  # a single-sentence task

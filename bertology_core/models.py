@@ -197,9 +197,16 @@ class LoadReport:
 
     new: tuple[str, ...]
     unused: tuple[str, ...]
+    # head weights the file held that were drawn anew all the same: a sequence classifier's head trained on some
+    # task, never the start of a pre-trained state
+    redrawn: tuple[str, ...] = ()
+    # head weights taken from the file: a pre-trained pooler, or a pre-training head reused by name (ModernBERT's MLM
+    # transform ``head``); under the pre-trained start never a head trained on a task (those are ``redrawn``)
+    head_loaded: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, list[str]]:
-        return {"new": list(self.new), "unused": list(self.unused)}
+        return {"new": list(self.new), "unused": list(self.unused), "redrawn": list(self.redrawn),
+                "head_loaded": list(self.head_loaded)}
 
 
 def _names(keys: list[str]) -> str:
@@ -208,12 +215,13 @@ def _names(keys: list[str]) -> str:
 
 
 def _shared_prefix(missing: list[str], unused: list[str]) -> str | None:
-    """A prefix the file's tensor names carry where the model's have none (``wrapper.encoder.`` + the usual name),
-    found from the first missing encoder weight; None when no unused tensor ends with its name."""
-    for name in missing:
-        ends = [key[: -len(name)] for key in unused if key.endswith("." + name)]
-        if ends:
-            return ends[0]
+    """A prefix the file's tensor names carry where the model's have none (``wrapper.encoder.`` + the usual name):
+    one under which the file holds most of the missing weights; None when there is none."""
+    held = set(unused)
+    for name in missing[:1]:
+        for prefix in {key[: -len(name)] for key in unused if key.endswith("." + name)}:
+            if sum(prefix + other in held for other in missing) >= 0.9 * len(missing):
+                return prefix
     return None
 
 
@@ -229,12 +237,18 @@ def checked_load_report(model: PreTrainedModel, info: dict[str, Any], path: str 
     folder whose tensor names carry another prefix loads as a random encoder. The encoder is the base model
     (``model.base_model``) less its pooler; the rest is the task head."""
     base = model.base_model
-    prefix = "" if base is model else f"{model.base_model_prefix}."
+    prefix = f"{model.base_model_prefix}."
     parts = {name for name, _ in base.named_children() if name != "pooler"}
+    # a buffer the file also holds (a persisted token_type_ids or position_ids) is not a weight that lost its place
+    buffers = {name for name, _ in base.named_buffers()} | {name.split(".")[-1] for name, _ in base.named_buffers()}
 
-    def in_encoder(key: str) -> bool:  # a name of the model's or of the file's (with or without the prefix)
-        rest = key.removeprefix(prefix) if prefix else key
+    def in_encoder(key: str) -> bool:  # a name of the model's or of the file's, with or without the prefix
+        rest = key.removeprefix(prefix) if (base is not model or key.startswith(prefix)) else key
         return rest.split(".")[0] in parts
+
+    def is_buffer(key: str) -> bool:
+        rest = key.removeprefix(prefix)
+        return rest in buffers or rest.split(".")[-1] in buffers
 
     missing = sorted(info.get("missing_keys") or ())
     unused = sorted(info.get("unexpected_keys") or ())
@@ -245,7 +259,7 @@ def checked_load_report(model: PreTrainedModel, info: dict[str, Any], path: str 
     lost = [key for key in missing if strict or in_encoder(key)]
     if lost:
         hint = ""
-        stripped = [key.removeprefix(prefix) for key in lost]
+        stripped = [key.removeprefix(prefix) if base is not model else key for key in lost]
         if (extra := _shared_prefix(stripped, unused)) is not None:
             hint = (f" The file holds them under another name: its tensors carry the prefix {extra!r} (e.g. "
                     f"{extra + stripped[0]!r}). Fix: rename the tensors without that prefix and save the model with "
@@ -260,7 +274,7 @@ def checked_load_report(model: PreTrainedModel, info: dict[str, Any], path: str 
         listed = [f"{key} {list(saved)} in the file, {list(wanted)} by config.json" for key, saved, wanted in wrong]
         problems.append(f"{len(wrong)} weight(s) have another shape in the file than config.json gives them: "
                         f"{_names(listed)}. Fix: use the config.json saved with these weights.")
-    homeless = [key for key in unused if in_encoder(key)]
+    homeless = [key for key in unused if in_encoder(key) and not is_buffer(key)]
     if homeless and not lost:
         problems.append(f"{len(homeless)} encoder tensor(s) in the weights files have no place in the model config.json "
                         f"describes (e.g. layers beyond num_hidden_layers): {_names(homeless)}. Fix: use the config.json "
@@ -270,7 +284,8 @@ def checked_load_report(model: PreTrainedModel, info: dict[str, Any], path: str 
                              "analysis may run on an encoder whose pre-trained weights did not all load.\n  "
                              + "\n  ".join(problems))
     new = missing + [key for key, _, _ in mismatched]
-    return LoadReport(new=tuple(sorted(new)), unused=tuple(unused))
+    head = [name for name, _ in model.named_parameters() if not in_encoder(name) and name not in new]
+    return LoadReport(new=tuple(sorted(new)), unused=tuple(unused), head_loaded=tuple(sorted(head)))
 
 
 def _load_checked(model_class: Any, path: str | os.PathLike[str], strict: bool = False,
@@ -286,16 +301,43 @@ def _load_checked(model_class: Any, path: str | os.PathLike[str], strict: bool =
     return model, checked_load_report(model, info, path, strict)
 
 
+def _redraw_trained_head(model: PreTrainedModel, report: LoadReport, path: str | os.PathLike[str]) -> LoadReport:
+    """A classifier built on a sequence-classifier checkpoint (its label count fits the task) would start with the
+    head trained on the checkpoint's task; every head weight outside the encoder is drawn anew by the model's own
+    initialiser (after the caller's seed), so the pre-trained state is the encoder with an untrained head. Weights
+    of a pre-training head that the classifier reuses by name (ModernBERT's MLM ``head`` transform, BERT's pooler
+    inside the encoder) are kept: they are pre-trained, not trained on a task."""
+    if compatibility.classifier_labels(compatibility.read_config(Path(path))) is None:
+        return report
+    base = model.base_model
+    modules = [module for module in model.children() if module is not base]
+    names = sorted({f"{name}.{parameter}" for name, module in model.named_children() if module is not base
+                    for parameter, _ in module.named_parameters()} - set(report.new))
+    for module in modules:  # transformers skips weights it marked as loaded
+        for part in module.modules():
+            part._is_hf_initialized = False
+            for tensor in [*part.parameters(recurse=False), *part.buffers(recurse=False)]:
+                tensor._is_hf_initialized = False
+        module.apply(model._init_weights)
+    return LoadReport(new=report.new, unused=report.unused, redrawn=tuple(names),
+                      head_loaded=tuple(name for name in report.head_loaded if name not in names))
+
+
 def load_classifier_reported(path: str | os.PathLike[str], task: GlueTask, start: str,
                              seed: int) -> tuple[PreTrainedModel, LoadReport]:
     """:func:`load_classifier` with the :class:`LoadReport` of its weights (empty lists for ``RANDOM_WEIGHTS``,
     where nothing is loaded)."""
     torch.manual_seed(seed)
     if start == SAVED:
-        return _load_checked(AutoModelForSequenceClassification, path, strict=True)
+        model, report = _load_checked(AutoModelForSequenceClassification, path, strict=True)
+        if model.config.num_labels != task.num_labels:
+            raise ModelSpecError(f"{path}: a saved classifier with {model.config.num_labels} label(s), but {task.name} has "
+                                 f"{task.num_labels}. Fix: give the classifier fine-tuned on {task.name}.")
+        return model, report
     config = AutoConfig.from_pretrained(path, trust_remote_code=False, **_label_kwargs(task))
     if start == states.PRETRAINED:
-        return _load_checked(AutoModelForSequenceClassification, path, config=config)
+        model, report = _load_checked(AutoModelForSequenceClassification, path, config=config)
+        return model, _redraw_trained_head(model, report, path)
     if start == states.RANDOM_WEIGHTS:
         return AutoModelForSequenceClassification.from_config(config), LoadReport(new=(), unused=())
     raise ValueError(f"start must be {states.PRETRAINED!r}, {states.RANDOM_WEIGHTS!r} or {SAVED!r}, not {start!r}")

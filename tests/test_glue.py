@@ -144,3 +144,14 @@ def test_an_empty_text_from_the_hub_is_refused_naming_the_example():
     frame = pl.DataFrame({"idx": [0, 7], "sentence1": ["a", "b"], "sentence2": ["c", ""], "label": [1, 0]})
     with pytest.raises(glue.DataError, match=r"hub mrpc/train: field 'sentence2' is empty in 1 example\(s\), first idx 7"):
         glue.check_split(glue.get_task("MRPC"), frame, "hub mrpc/train")
+
+
+def test_the_official_releases_known_empty_texts_are_left_out_and_any_other_refused(tmp_path, caplog):
+    qqp = glue.get_task("QQP")
+    frame = pl.DataFrame({"idx": [0, 310137, 362246], "sentence1": ["a", "b", "c"], "sentence2": ["d", "", "f"],
+                          "label": [0, 0, 1]})
+    kept = glue.check_split(qqp, frame, "hub qqp/train", "train")
+    assert kept["idx"].to_list() == [0, 362246]  # 362246 is known, but not empty here: kept
+    assert "idx [310137] have an empty text in the official release" in caplog.text
+    with pytest.raises(glue.DataError, match="first idx 310137"):
+        glue.check_split(qqp, frame, "hub qqp/dev", "dev")  # only train's two are known

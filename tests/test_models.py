@@ -232,3 +232,54 @@ def test_resolve_refuses_a_tokenizer_that_keeps_case_over_an_uncased_vocabulary(
     with pytest.raises(models.ModelSpecError, match="the vocabulary is uncased and the tokenizer keeps case"):
         models.resolve_model(str(folder))
     models.resolve_model(str(minilm_path))  # the package as shipped lowercases
+
+
+def test_a_classifier_checkpoints_trained_head_is_drawn_anew_for_the_pretrained_start(tmp_path):
+    from transformers import BertConfig, BertForSequenceClassification
+
+    folder = tmp_path / "classifier"
+    trained = BertForSequenceClassification(BertConfig.from_pretrained(TINY_BERT, num_labels=2))
+    with torch.no_grad():
+        trained.classifier.weight.fill_(5.0)
+    trained.save_pretrained(folder)
+    for name in ("vocab.txt", "tokenizer.json", "tokenizer_config.json"):
+        if (TINY_BERT / name).is_file():
+            shutil.copy(TINY_BERT / name, folder / name)
+    model, report = models.load_classifier_reported(folder, MRPC, "pretrained", 0)
+    assert report.redrawn == ("classifier.bias", "classifier.weight") and report.new == ()
+    assert model.classifier.weight.abs().max() < 1  # the model's normal initialiser, not the trained 5.0
+    saved, _ = models.load_classifier_reported(folder, MRPC, models.SAVED, 0)
+    assert torch.all(saved.classifier.weight == 5.0)  # a saved classifier keeps its head
+    with pytest.raises(models.ModelSpecError, match="a saved classifier with 2 label"):
+        models.load_classifier(folder, glue.get_task("STS-B"), models.SAVED, 0)
+
+
+def test_a_persisted_buffer_in_the_file_is_not_a_weight_without_a_place(tmp_path):
+    import torch as _torch
+
+    folder = _copy(tmp_path)
+    from safetensors.torch import load_file, save_file
+
+    tensors = load_file(folder / "model.safetensors")
+    tensors["embeddings.token_type_ids"] = _torch.zeros(1, 128, dtype=_torch.long)
+    save_file(tensors, folder / "model.safetensors", metadata={"format": "pt"})
+    models.load_classifier(folder, MRPC, "pretrained", 0)
+    models.load_encoder(folder)
+
+
+def test_extra_layers_under_the_files_prefix_are_refused_when_the_encoder_alone_is_loaded(tmp_path):
+    folder = _copy(tmp_path, num_hidden_layers=1)
+    _rewrite_weights(folder, rename=lambda name: "bert." + name)  # as BertForPreTraining saves them
+    with pytest.raises(models.ModelSpecError, match="have no place"):
+        models.load_encoder(folder)
+
+
+def test_an_lfs_pointer_and_a_header_that_is_no_object_are_named(tmp_path):
+    folder = _copy(tmp_path)
+    (folder / "model.safetensors").write_text("version https://git-lfs.github.com/spec/v1\noid sha256:abc\nsize 9\n")
+    [problem] = compatibility.model_problems(folder)
+    assert "a Git LFS pointer, not the weights; fetch them with `git lfs pull`" in problem
+    header = b"[1, 2]"
+    (folder / "model.safetensors").write_bytes(len(header).to_bytes(8, "little") + header)
+    [problem] = compatibility.model_problems(folder)
+    assert "its header is a JSON list, not an object" in problem

@@ -39,11 +39,13 @@ def test_smoke_run_writes_every_output(smoke_run):
     assert not list((run / "model").glob("*.bin"))
     assert metrics["state"] == "finetuned"
     # the load report: only the task head was drawn anew, in the run's record and the resolved model's
-    assert metrics["weights_loaded"] == {"new": ["classifier.bias", "classifier.weight"], "unused": []}
+    loaded = metrics["weights_loaded"]
+    assert (loaded["new"], loaded["unused"], loaded["redrawn"]) == (["classifier.bias", "classifier.weight"], [], [])
+    assert loaded["head_loaded"] == ["bert.pooler.dense.bias", "bert.pooler.dense.weight"]  # the pre-trained pooler
     resolved = json.loads((smoke_run / "results" / "models" / "tiny-bert" / "resolved.json").read_text())
     assert resolved["weights_loaded"]["new"] == ["classifier.bias", "classifier.weight"]
     scratch = json.loads((run.parents[1] / "scratch" / "seed1" / "evaluation.json").read_text())
-    assert scratch["weights_loaded"] == {"new": [], "unused": []}  # from scratch: nothing loaded
+    assert scratch["weights_loaded"]["new"] == []  # from scratch: nothing loaded
     assert (smoke_run / "logs" / "finetune" / "tiny-bert" / "MRPC" / "finetuned" / "seed1.log").is_file()
     # the pre-trained encoder is evaluated (state pretrained), never trained or saved
     pretrained = smoke_run / "results" / "finetune" / "tiny-bert" / "MRPC" / "pretrained" / "seed1"
