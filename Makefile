@@ -41,12 +41,12 @@ endif
 # each config file checked as YAML first: Snakemake reads a --configfile before the workflow, and its message for
 # invalid YAML names neither the file nor the line
 cpu: install
-	$(BIN)/python -m bertology_core.configuration config.yaml $(CPU_CONFIGS)
+	$(BIN)/python -m bertology_core.workflow.configuration config.yaml $(CPU_CONFIGS)
 	$(CPU_ENV) $(BIN)/snakemake --profile profiles/cpu --cores $(CORES) --configfile $(CPU_CONFIGS)
 
 # The tiny smoke config, end to end (seconds per job, about a minute in all).
 smoke: install
-	$(BIN)/python -m bertology_core.configuration config.yaml configs/smoke.yaml
+	$(BIN)/python -m bertology_core.workflow.configuration config.yaml configs/smoke.yaml
 	HF_HUB_OFFLINE=1 $(BIN)/snakemake --profile profiles/smoke
 
 test: install

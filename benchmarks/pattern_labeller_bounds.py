@@ -39,8 +39,8 @@ from sklearn.tree import DecisionTreeClassifier
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bertology_core import pattern_labels, pattern_training, patterns  # noqa: E402
-from bertology_core.dumps import AttentionDump  # noqa: E402
+from bertology_core.patterns import pattern_labels, pattern_training, patterns  # noqa: E402
+from bertology_core.attention.dump_files import AttentionDump  # noqa: E402
 
 CLASSES = ["vertical", "diagonal", "vertical_diagonal", "heterogeneous"]
 
@@ -102,7 +102,7 @@ def main() -> None:
     if args.cnn:
         import yaml
 
-        from bertology_core.pattern_cnn import PatternCNN, cross_validated_f1, pack
+        from bertology_core.patterns.pattern_cnn import PatternCNN, cross_validated_f1, pack
 
         settings = yaml.safe_load((Path(__file__).resolve().parents[1] / "config.yaml").read_text())["patterns"]
         maps, _ = pattern_training.labelled_maps(labels, {k: str(args.labelled / k) for k in keys}, settings["image_size"], patterns.RuleThresholds())

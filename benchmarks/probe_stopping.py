@@ -1,5 +1,5 @@
 """Probes before and after early stopping, on one probed state of a finished run: the probe of an earlier commit
-(a fixed number of epochs; ``git show <commit>:bertology_core/probing.py``) refitted on the run's features, labels
+(a fixed number of epochs; ``git show <commit>:bertology_core/probing/probing.py``) refitted on the run's features, labels
 and control labels, beside the run's own early-stopped probes and their converged reference (``probes.parquet``).
 
     python benchmarks/probe_stopping.py --results results --model minilm-l6 --state pretrained \\
@@ -26,15 +26,17 @@ from safetensors.numpy import load_file
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bertology_core import glue, io, models, probing  # noqa: E402
+from bertology_core.data import glue, io  # noqa: E402
+from bertology_core.models import models
+from bertology_core.probing import probing
 
 
 def old_probing(commit: str) -> types.ModuleType:
-    source = subprocess.run(["git", "-C", str(ROOT), "show", f"{commit}:bertology_core/probing.py"], check=True,
+    source = subprocess.run(["git", "-C", str(ROOT), "show", f"{commit}:bertology_core/probing/probing.py"], check=True,
                             capture_output=True, text=True).stdout
     module = types.ModuleType("old_probing")
     sys.modules["old_probing"] = module  # dataclasses look their module up
-    exec(compile(source, f"{commit}:bertology_core/probing.py", "exec"), module.__dict__)
+    exec(compile(source, f"{commit}:bertology_core/probing/probing.py", "exec"), module.__dict__)
     return module
 
 

@@ -4,7 +4,10 @@ and Clark et al. syntactic heads. Run: HF_HUB_OFFLINE=1 python benchmarks/probin
 from pathlib import Path
 import time, polars as pl, torch, yaml
 from transformers import AutoModel
-from bertology_core import treebank, probing, syntactic_heads, attention, models
+from bertology_core.data import treebank
+from bertology_core.engine import attention
+from bertology_core.models import models
+from bertology_core.probing import probing, syntactic_heads
 torch.set_num_threads(1)
 ROOT = Path(__file__).resolve().parents[1]
 UD = ROOT.parent / "shared" / "data" / "ud_ewt"

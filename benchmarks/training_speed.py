@@ -33,8 +33,10 @@ def run_one(threads: int, steps: int, compile: bool = False, bf16: bool = False)
     import numpy as np
     import torch
 
-    from bertology_core import finetune, glue, models, states
-    from bertology_core.encoder import first_token_output
+    from bertology_core.data import glue, states
+    from bertology_core.finetune import finetune
+    from bertology_core.models import models
+    from bertology_core.engine.encoder import first_token_output
 
     torch.set_num_threads(threads)
     glue_dir = os.environ.get("BERTOLOGY_SHARED_DATA", "../shared/data") + "/glue"

@@ -1,5 +1,5 @@
 # The claims table: each seed paper's claim that this run tests, the paper's number, this run's with its
-# interval, and a verdict (bertology_core/claims.py).
+# interval, and a verdict (bertology_core/report/claims.py).
 
 
 include: "functions/claims.smk"

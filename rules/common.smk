@@ -15,12 +15,15 @@ from snakemake.exceptions import WorkflowError
 from snakemake.logging import logger
 from snakemake.utils import validate
 
-from bertology_core import code_imports, compatibility, configuration, glue, pattern_labels, states, treebank
+from bertology_core.data import glue, states, treebank
 
-# a config written with the state names before bertology_core.states: one message naming every old key and value,
+# a config written with the state names before bertology_core.data.states: one message naming every old key and value,
+from bertology_core.models import compatibility
+from bertology_core.patterns import pattern_labels
+from bertology_core.workflow import code_imports, configuration
 # before the schema's (which would only say the key is not allowed)
 if problems := configuration.former_state_names(config):
-    raise WorkflowError("config uses the former names of model states (see bertology_core/states.py):\n  " + "\n  ".join(problems))
+    raise WorkflowError("config uses the former names of model states (see bertology_core/data/states.py):\n  " + "\n  ".join(problems))
 _SCHEMA = yaml.safe_load((Path(workflow.basedir) / "schemas" / "config.schema.yaml").read_text())
 # a number written as text ("32", or 2e-5, which YAML 1.1 reads as text) is read as the number the schema asks for
 _written = {key: value for key, value in configuration.flatten(config).items() if isinstance(value, str)}
@@ -37,7 +40,7 @@ REPO = Path(workflow.basedir)
 MODELS = {m["name"]: m["spec"] for m in config["models"]}
 TASKS = list(config["tasks"])
 SEEDS = list(config["seeds"])
-# fine-tuning's states this config runs (bertology_core.states), and those a fine-tuning job trains
+# fine-tuning's states this config runs (bertology_core.data.states), and those a fine-tuning job trains
 FINETUNE_STATES = list(config["finetune"]["states"])
 TRAINED_STATES = [s for s in FINETUNE_STATES if s in states.TRAINED]
 
@@ -57,7 +60,7 @@ FIGURE_FILES = (".html", ".png", ".svg", ".vl.json")
 
 def script_code(script):
     """Hash of the library code a workflow script runs: every bertology_core module and script helper it
-    imports, followed through their own imports (:func:`bertology_core.code_imports.reached_modules`). Passed as
+    imports, followed through their own imports (:func:`bertology_core.workflow.code_imports.reached_modules`). Passed as
     a param (``code=``).
 
     Snakemake tracks a job's script but not the library the script imports; without this hash a fix in

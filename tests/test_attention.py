@@ -8,7 +8,7 @@ import pytest
 import torch
 from transformers import AutoConfig, AutoModelForSequenceClassification
 
-from bertology_core import attention, encoder
+from bertology_core.engine import attention, encoder
 
 # one tiny random classifier per supported family (hidden 64, 4 heads, an MLP width of 37 unlike hidden):
 # config arguments beyond the shared ones

@@ -2,7 +2,7 @@ import math
 
 import polars as pl
 
-from bertology_core import baselines
+from bertology_core.baselines import baselines
 
 
 def record(task, state, seed, **values):

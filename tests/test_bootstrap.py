@@ -7,8 +7,10 @@ import polars as pl
 import pytest
 from scipy import stats
 
-from bertology_core import bootstrap, disabling_stats, glue
-from bertology_core.metrics import compute_metrics
+from bertology_core.data import glue
+from bertology_core.disabling import disabling_stats
+from bertology_core.stats import bootstrap
+from bertology_core.stats.metrics import compute_metrics
 
 
 def test_resampled_metrics_equal_the_glue_metrics_on_each_resample():

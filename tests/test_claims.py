@@ -8,8 +8,8 @@ import numpy as np
 import polars as pl
 import pytest
 
-from bertology_core import claims
-from bertology_core.claims import INCONCLUSIVE, MODEL_UNFIT, NOT_REPRODUCED, NOT_RUN, REPRODUCED, Region
+from bertology_core.report import claims
+from bertology_core.report.claims import INCONCLUSIVE, MODEL_UNFIT, NOT_REPRODUCED, NOT_RUN, REPRODUCED, Region
 
 
 @pytest.mark.parametrize(("low", "high", "region", "expected"), [
@@ -229,7 +229,7 @@ def test_heterogeneous_share_from_the_hand_labels_random_sample():
 def test_every_hand_labelled_class_share_has_a_binomial_interval():
     from scipy.stats import binomtest
 
-    from bertology_core import pattern_training
+    from bertology_core.patterns import pattern_training
 
     report = {"hand_label_shares_random_sample": [
         {"task": "RTE", "state": "pretrained", "label": "vertical", "maps": 21, "share": 0.7},
@@ -243,7 +243,7 @@ def test_every_hand_labelled_class_share_has_a_binomial_interval():
 def test_masks_whose_sizes_alone_keep_kappa_low_give_no_verdict():
     """Nested masks agree as much as masks of their sizes can, yet seeds keeping 90%, 50% and 30% of the heads give a
     kappa of about 0.18, inside Prasanna et al.'s range: the sizes, not the choice of heads, would decide the claim."""
-    from bertology_core import pruning_stats, pruning_summary
+    from bertology_core.pruning import pruning_stats, pruning_summary
 
     order = np.arange(144)
     nested = [{"heads": (order < kept).reshape(12, 12), "mlps": np.array([1] * 11 + [0])} for kept in (130, 72, 43)]

@@ -8,7 +8,7 @@ import jsonschema
 import pytest
 import yaml
 
-from bertology_core import configuration
+from bertology_core.workflow import configuration
 from conftest import REPO
 
 SCHEMA = yaml.safe_load((REPO / "schemas" / "config.schema.yaml").read_text())

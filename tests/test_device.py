@@ -9,7 +9,7 @@ import re
 import pytest
 import torch
 
-from bertology_core import device
+from bertology_core.models import device
 from conftest import REPO
 
 SCRIPTS = REPO / "workflow_scripts"

@@ -6,7 +6,9 @@ import numpy as np
 import pytest
 import torch
 
-from bertology_core import attention, disabling, disabling_stats, finetune
+from bertology_core.disabling import disabling, disabling_stats
+from bertology_core.engine import attention
+from bertology_core.finetune import finetune
 from test_attention import tiny
 
 
@@ -133,8 +135,8 @@ def test_greedy_search_reuses_the_sweep_and_reports_each_set_on_the_other_half()
     on the half it was not chosen on, and its report score equals a plain evaluation of that set on that half."""
     import polars as pl
 
-    from bertology_core.glue import get_task
-    from bertology_core.metrics import compute_metrics
+    from bertology_core.data.glue import get_task
+    from bertology_core.stats.metrics import compute_metrics
 
     task, heads, max_steps = get_task("STS-B"), 8, 3  # regression: every head moves the score (Pearson) a little
     model = sharp_tiny(layers=2)

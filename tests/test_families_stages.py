@@ -9,8 +9,14 @@ import numpy as np
 import pytest
 import torch
 
-from bertology_core import attention, compaction, disabling, finetune, glue, importance, models, probing, states, treebank
-from bertology_core.importance import StructureMask
+from bertology_core.data import glue, states, treebank
+from bertology_core.disabling import disabling
+from bertology_core.engine import attention
+from bertology_core.finetune import finetune
+from bertology_core.models import compaction, models
+from bertology_core.probing import probing
+from bertology_core.pruning import importance
+from bertology_core.pruning.importance import StructureMask
 from conftest import FIXTURES, GLUE_SMOKE, UD_SMOKE
 
 FIXTURE_MODELS = ["tiny-bert", "tiny-xlm-roberta", "tiny-distilbert", "tiny-albert", "tiny-deberta-v3", "tiny-modernbert"]

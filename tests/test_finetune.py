@@ -3,7 +3,9 @@ import polars as pl
 import pytest
 import torch
 
-from bertology_core import finetune, glue, models, states
+from bertology_core.data import glue, states
+from bertology_core.finetune import finetune
+from bertology_core.models import models
 from conftest import GLUE_SMOKE, TINY_BERT
 
 
@@ -95,7 +97,7 @@ def test_resuming_from_a_checkpoint_gives_the_uninterrupted_result(tmp_path, mon
     """Kill training right after its second checkpoint (mid-epoch), resume in a fresh model: the loss
     curve, weights and predictions equal a run that never stopped. Shuffling, dropout and AdamW
     state all have to be restored for that; group_by_length exercises the generator state."""
-    from bertology_core import checkpoint
+    from bertology_core.models import checkpoint
 
     # 48 examples / batch 8 = 6 steps per epoch, 3 epochs; checkpoints at steps 4 and 8 (epoch 1, batch 2)
     overrides = {"epochs": 3, "group_by_length": True}
@@ -140,8 +142,8 @@ def _optimizer_and_scheduler(model):
 
 
 def test_encode_counts_the_examples_cut_to_max_length():
-    from bertology_core import models
-    from bertology_core.batching import encode
+    from bertology_core.models import models
+    from bertology_core.models.batching import encode
 
     tokenizer = models.load_tokenizer(TINY_BERT)
     frame = pl.DataFrame({"idx": [0, 1], "sentence1": ["the cat sat on the mat", "the cat"],

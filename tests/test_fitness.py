@@ -6,8 +6,9 @@ import numpy as np
 import polars as pl
 import pytest
 
-from bertology_core import fitness, glue
-from bertology_core.fitness import FitnessSettings, Verdicts
+from bertology_core.data import glue
+from bertology_core.fitness import fitness
+from bertology_core.fitness.fitness import FitnessSettings, Verdicts
 
 MRPC, STSB, COLA = glue.get_task("MRPC"), glue.get_task("STS-B"), glue.get_task("CoLA")
 

@@ -18,8 +18,12 @@ import pytest
 import torch
 from transformers import AutoModel, AutoModelForSequenceClassification, AutoTokenizer
 
-from bertology_core import batching, compatibility, dumps, glue, linguistic, models, probing, treebank
-from bertology_core.word_pieces import blank_pieces, blank_spans_to_next_piece
+from bertology_core.attention import dumps
+from bertology_core.data import glue, treebank
+from bertology_core.linguistic import linguistic
+from bertology_core.models import batching, compatibility, models
+from bertology_core.probing import probing
+from bertology_core.data.word_pieces import blank_pieces, blank_spans_to_next_piece
 from conftest import FIXTURES, GLUE_SMOKE, UD_SMOKE
 
 # folder -> (the class AutoTokenizer loads, whether the tokenizer lower-cases)

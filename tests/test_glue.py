@@ -3,7 +3,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from bertology_core import glue
+from bertology_core.data import glue
 from conftest import GLUE_SMOKE
 
 

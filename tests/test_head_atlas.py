@@ -5,7 +5,7 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from bertology_core import head_atlas
+from bertology_core.report import head_atlas
 
 
 def _grid(task: str, layers: int = 2, heads: int = 3, **columns) -> pl.DataFrame:

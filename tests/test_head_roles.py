@@ -7,7 +7,10 @@ import polars as pl
 import pytest
 import torch
 
-from bertology_core import finetune, glue, head_gates, head_gates_stats, head_roles, head_roles_stats, models, states
+from bertology_core.data import glue, states
+from bertology_core.finetune import finetune
+from bertology_core.head_roles import head_gates, head_gates_stats, head_roles, head_roles_stats
+from bertology_core.models import models
 from conftest import GLUE_SMOKE, TINY_BERT
 
 # [CLS] a b c d [SEP]: positions 0 and 5 are special
@@ -182,7 +185,7 @@ def test_syntactic_role_needs_ten_points_over_its_directions_offset_baseline():
 
 
 def test_a_head_syntactic_in_one_direction_only_gets_the_role_for_that_direction():
-    from bertology_core import syntactic_heads
+    from bertology_core.probing import syntactic_heads
 
     # pieces: [CLS] the dog bark ##ed [SEP]; det(dog<-the), nsubj(barked<-dog), root; "barked" is split in two
     piece_words, heads, relations = [-1, 0, 1, 2, 2, -1], [2, 3, 0], ["det", "nsubj", "root"]
@@ -223,13 +226,13 @@ def test_thresholds_must_be_shares():
 def test_dump_roles_count_the_rare_role_on_the_examples_past_the_frequency_filter(tmp_path):
     from conftest import tiny_mrpc_dump
 
-    from bertology_core import dumps
+    from bertology_core.attention import dump_files
 
     summary, frame, tokenizer = tiny_mrpc_dump(tmp_path / "mrpc", 6)
     train = glue.read_local(glue.get_task("MRPC"), "train", GLUE_SMOKE)
     first, second = glue.sentence_texts(train)
     frequencies = head_roles.piece_frequencies(tokenizer, first + (second or []))
-    dump = dumps.AttentionDump(tmp_path / "mrpc")
+    dump = dump_files.AttentionDump(tmp_path / "mrpc")
     every = head_roles.dump_roles(dump, frequencies, top_frequent=0)  # no filter: every example counts
     none = head_roles.dump_roles(dump, frequencies, top_frequent=10 ** 9)  # every seen piece is frequent
     assert (every["rare_examples"] == every["examples"]).all() and (every["rare_queries"] == every["queries"]).all()
@@ -332,7 +335,8 @@ def test_open_gates_leave_the_classifier_unchanged_and_closed_ones_equal_masking
         assert float(gated(**batch, labels=torch.tensor(labels[:8])).task_loss) == pytest.approx(
             float(torch.nn.functional.cross_entropy(reference, torch.tensor(labels[:8]))), abs=1e-5)
         gated.gates.log_alpha[1, 0] = -10.0  # layer 1, head 0 closed
-        from bertology_core import attention, importance
+        from bertology_core.engine import attention
+        from bertology_core.pruning import importance
         masked = importance.StructureMask.for_model(model).without(heads=[(1, 0)])
         with attention.intervene(model, masked.plan()):
             expected = model(**batch).logits
@@ -369,7 +373,7 @@ def test_a_stronger_penalty_closes_more_gates_and_training_is_deterministic():
 
 
 def test_gate_training_resumes_from_a_checkpoint(tmp_path, monkeypatch):
-    from bertology_core import checkpoint
+    from bertology_core.models import checkpoint
 
     _, reference = run_gates(5.0, train_weights=False)
 
@@ -422,7 +426,7 @@ def test_gates_table_pairs_every_column_on_the_same_dev_examples():
 
 
 def test_the_claim_compares_frozen_gates_inside_the_fixed_pruning_range():
-    from bertology_core import claims
+    from bertology_core.report import claims
 
     gates = pl.DataFrame({"task": ["SST-2"] * 4, "seed": [1] * 4, "weights": ["frozen", "frozen", "frozen", "trained"],
                           "strength": [0.01, 0.1, 0.3, 0.1], "heads_kept": [70, 27, 4, 20], "heads": [72] * 4,

@@ -8,7 +8,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from bertology_core import finetune, glue
+from bertology_core.data import glue
+from bertology_core.finetune import finetune
 
 pytestmark = pytest.mark.integration
 

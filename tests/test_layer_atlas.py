@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from bertology_core import layer_atlas
+from bertology_core.report import layer_atlas
 
 
 def test_layer_atlas_joins_probes_mix_and_layernorms_on_state_and_layer():

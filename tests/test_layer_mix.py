@@ -9,8 +9,8 @@ import polars as pl
 import pytest
 import torch
 
-from bertology_core import layer_mix, layer_mix_stats
-from bertology_core.probing import ProbeSettings
+from bertology_core.layer_mix import layer_mix, layer_mix_stats
+from bertology_core.probing.probing import ProbeSettings
 
 SETTINGS = ProbeSettings(max_epochs=50, patience=3, validation_share=0.1, batch_size=256, learning_rate=0.01,
                          weight_decay=1e-4, seed=0)

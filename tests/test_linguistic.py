@@ -6,8 +6,8 @@ import numpy as np
 import polars as pl
 import pytest
 
-from bertology_core import linguistic
-from bertology_core.attention_change import cosine_similarity
+from bertology_core.linguistic import linguistic
+from bertology_core.attention_change.attention_change import cosine_similarity
 
 # "[CLS] she did n't eat apples . [SEP]" as word pieces with character offsets into "she didn't eat apples."
 # config.yaml's linguistic.directions: both directions of each of the paper's relations

@@ -2,8 +2,8 @@ import math
 
 import numpy as np
 
-from bertology_core import glue
-from bertology_core.metrics import compute_metrics
+from bertology_core.data import glue
+from bertology_core.stats.metrics import compute_metrics
 
 
 def test_accuracy_and_f1_match_hand_computation():

@@ -4,7 +4,8 @@ import shutil
 import pytest
 import torch
 
-from bertology_core import compatibility, glue, models
+from bertology_core.data import glue
+from bertology_core.models import compatibility, models
 from conftest import TINY_BERT
 
 

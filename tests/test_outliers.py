@@ -11,8 +11,9 @@ import pytest
 import torch
 from transformers import BertConfig, BertForSequenceClassification
 
-from bertology_core import attention, encoder, outliers, outliers_stats
-from bertology_core.batching import Encoded
+from bertology_core.engine import attention, encoder
+from bertology_core.outliers import outliers, outliers_stats
+from bertology_core.models.batching import Encoded
 
 
 def parameters(layers=4, hidden=16, seed=0):

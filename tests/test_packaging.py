@@ -14,7 +14,7 @@ import yaml
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-from bertology_core import code_imports
+from bertology_core.workflow import code_imports
 from conftest import REPO
 
 # Packages a rule needs that no import statement names: altair writes PNG and SVG through vl-convert-python; the
@@ -91,7 +91,7 @@ def test_every_rule_environment_holds_every_package_its_script_reaches(rule, env
 
 def test_the_import_finder_follows_the_library_and_lazy_imports():
     reached = code_imports.reached_modules(REPO / "workflow_scripts" / "prepare_data.py", REPO)
-    assert REPO / "bertology_core" / "glue.py" in reached and REPO / "workflow_scripts" / "_common.py" in reached
+    assert REPO / "bertology_core" / "data" / "glue.py" in reached and REPO / "workflow_scripts" / "_common.py" in reached
     # glue imports datasets inside a function: the environment must still hold it
     assert "datasets" in code_imports.third_party_imports(REPO / "workflow_scripts" / "prepare_data.py", REPO)
 
@@ -122,7 +122,7 @@ def test_every_third_party_import_of_the_library_is_a_declared_dependency():
     declared = {canonicalize_name(Requirement(t).name) for t in
                 [*project["dependencies"], *(r for group in project["optional-dependencies"].values() for r in group)]}
     imported = set()
-    for module in (REPO / "bertology_core").glob("*.py"):
+    for module in (REPO / "bertology_core").rglob("*.py"):
         imported |= code_imports.third_party_imports(module, REPO)
     providers = packages_distributions()
     undeclared = {name for name in imported if not {canonicalize_name(d) for d in providers.get(name, [name])} & declared}

@@ -11,8 +11,8 @@ import pytest
 import torch
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from bertology_core import patterns
-from bertology_core.pattern_cnn import PatternCNN, PatternNet, cross_validated_f1, pack, resize_map
+from bertology_core.patterns import patterns
+from bertology_core.patterns.pattern_cnn import PatternCNN, PatternNet, cross_validated_f1, pack, resize_map
 
 # [CLS] a a a a a [SEP] b b b b b [SEP]: two segments of 5 words
 SEGMENT_IDS = [None, 0, 0, 0, 0, 0, None, 1, 1, 1, 1, 1, None]
@@ -269,12 +269,12 @@ def test_the_cnn_reads_the_features_beside_the_map():
 
 @pytest.fixture(scope="module")
 def small_dump(tmp_path_factory):
-    from bertology_core import dumps
+    from bertology_core.attention import dump_files
     from conftest import tiny_mrpc_dump
 
     prefix = tmp_path_factory.mktemp("dump") / "pretrained"
     tiny_mrpc_dump(prefix, 10)
-    return dumps.AttentionDump(prefix), str(prefix)
+    return dump_files.AttentionDump(prefix), str(prefix)
 
 
 RESOLVED = {"weights_sha256": "any", "num_hidden_layers": 2, "num_attention_heads": 4}
@@ -289,7 +289,7 @@ def hand_label_csv(features, path, task="MRPC", state="pretrained"):
 
 
 def test_classifier_trains_on_hand_labels_and_says_so(small_dump, tmp_path):
-    from bertology_core import pattern_labels, pattern_training
+    from bertology_core.patterns import pattern_labels, pattern_training
 
     dump, prefix = small_dump
     features = patterns.dump_features(dump)
@@ -338,7 +338,7 @@ def test_classifier_trains_on_hand_labels_and_says_so(small_dump, tmp_path):
 def test_the_rule_fit_never_starts_from_the_configured_thresholds(small_dump, tmp_path):
     """The configured thresholds may have been fitted on the same labels: the fitted thresholds and every split of
     the repeated validation start from a neutral point, so they do not depend on what is configured."""
-    from bertology_core import pattern_labels, pattern_training
+    from bertology_core.patterns import pattern_labels, pattern_training
 
     dump, prefix = small_dump
     features = patterns.dump_features(dump)
@@ -358,7 +358,7 @@ def test_the_rule_fit_never_starts_from_the_configured_thresholds(small_dump, tm
 def test_a_classifier_of_other_features_is_refused_with_the_fix(tmp_path):
     from safetensors.torch import save_file
 
-    from bertology_core import pattern_training
+    from bertology_core.patterns import pattern_training
 
     path = tmp_path / "model.safetensors"
     save_file({"x": torch.zeros(1)}, str(path), metadata={"classes": '["vertical"]', "image_size": "8", "width": "8",
@@ -368,7 +368,7 @@ def test_a_classifier_of_other_features_is_refused_with_the_fix(tmp_path):
 
 
 def test_without_hand_labels_the_cnn_learns_the_rule_labels_and_says_so(small_dump):
-    from bertology_core import pattern_training
+    from bertology_core.patterns import pattern_training
 
     dump, prefix = small_dump
     features = patterns.dump_features(dump)
@@ -384,7 +384,7 @@ def test_without_hand_labels_the_cnn_learns_the_rule_labels_and_says_so(small_du
 def test_labels_keyed_by_idx_find_the_same_maps_in_another_sample(small_dump, tmp_path):
     """A label names task, state, GLUE idx, layer and head: a dump of another sample (other examples, other
     example numbers) that holds the labelled examples gives the same maps and features."""
-    from bertology_core import pattern_labels, pattern_training
+    from bertology_core.patterns import pattern_labels, pattern_training
     from conftest import tiny_mrpc_dump
 
     dump, prefix = small_dump
@@ -398,7 +398,7 @@ def test_labels_keyed_by_idx_find_the_same_maps_in_another_sample(small_dump, tm
     X_b, features_b = pattern_training.labelled_maps(labels, {"MRPC/pretrained": str(shifted)}, 16, patterns.RuleThresholds())
     assert np.allclose(X_a, X_b, atol=1e-4)
     assert np.allclose(features_a["stripe_mass"].to_numpy(), features_b["stripe_mass"].to_numpy(), atol=1e-4)
-    from bertology_core.dumps import AttentionDump
+    from bertology_core.attention.dump_files import AttentionDump
 
     examples_a = dict(dump.tokens().select("idx", "example").iter_rows())
     examples_b = dict(AttentionDump(shifted).tokens().select("idx", "example").iter_rows())
@@ -419,7 +419,7 @@ def test_labels_keyed_by_idx_find_the_same_maps_in_another_sample(small_dump, tm
     ],
 )
 def test_bad_labels_are_rejected_with_file_line_and_fix(tmp_path, rows, message):
-    from bertology_core import pattern_labels
+    from bertology_core.patterns import pattern_labels
 
     csv = tmp_path / "labels.csv"
     csv.write_text(rows)
@@ -427,33 +427,8 @@ def test_bad_labels_are_rejected_with_file_line_and_fix(tmp_path, rows, message)
         pattern_labels.read_labels(csv, layers=2, heads=4)
 
 
-@pytest.mark.parametrize(("state", "now"), [("untuned", "pretrained"), ("pretrained_seed2", "finetuned_seed2"),
-                                            ("random_seed1", "scratch_seed1")])
-def test_former_state_names_are_refused_with_the_new_name_and_the_migration_script(tmp_path, state, now):
-    from bertology_core import pattern_labels
-
-    csv = tmp_path / "labels.csv"
-    csv.write_text(f"task,state,idx,layer,head,label\nMRPC,pretrained,3,0,1,vertical\nMRPC,{state},3,0,1,vertical\n")
-    message = (f"{csv}:3: field 'state' = {state!r} is a former state name, now {now!r} (untuned -> pretrained, "
-               "pretrained_seed<N> -> finetuned_seed<N>, random_seed<N> -> scratch_seed<N>). "
-               f"Fix: python tools/migrate_state_names.py {tmp_path} ")
-    with pytest.raises(pattern_labels.LabelsError, match=re.escape(message)):
-        pattern_labels.read_labels(csv)
-
-
-def test_a_label_card_naming_a_former_state_is_refused(tmp_path):
-    from bertology_core import pattern_labels
-
-    card = tmp_path / "m.json"
-    card.write_text(json.dumps({"model_spec": "x", "weights_sha256": "aaaa", "labels": "labels.csv",
-                                "states": {"MRPC/pretrained_seed1": "f" * 64}}))
-    with pytest.raises(pattern_labels.LabelsError, match=re.escape(
-            f"{card}: field 'states' names 'MRPC/pretrained_seed1', a former state name, now MRPC/finetuned_seed1 ")):
-        pattern_labels.LabelCard.read(card)
-
-
 def test_a_conflicting_label_names_both_lines(tmp_path):
-    from bertology_core import pattern_labels
+    from bertology_core.patterns import pattern_labels
 
     csv = tmp_path / "labels.csv"
     csv.write_text("task,state,idx,layer,head,label\nMRPC,pretrained,3,0,1,vertical\nMRPC,pretrained,3,0,1,vertical\nMRPC,pretrained,3,0,1,block\n")
@@ -466,8 +441,8 @@ def test_a_conflicting_label_names_both_lines(tmp_path):
 def test_test_labels_score_the_final_classifiers_once_and_never_train_them(small_dump, tmp_path):
     from sklearn.metrics import f1_score
 
-    from bertology_core import pattern_labels, pattern_training
-    from bertology_core.pattern_cnn import pack
+    from bertology_core.patterns import pattern_labels, pattern_training
+    from bertology_core.patterns.pattern_cnn import pack
 
     dump, prefix = small_dump
     features = patterns.dump_features(dump)
@@ -517,7 +492,7 @@ def test_test_labels_score_the_final_classifiers_once_and_never_train_them(small
 
 
 def test_a_frequent_class_without_test_labels_is_left_out_of_the_test_score(small_dump, tmp_path):
-    from bertology_core import pattern_labels, pattern_training
+    from bertology_core.patterns import pattern_labels, pattern_training
 
     dump, prefix = small_dump
     features = patterns.dump_features(dump)
@@ -539,7 +514,7 @@ def test_a_frequent_class_without_test_labels_is_left_out_of_the_test_score(smal
 
 
 def test_test_labels_of_no_dump_of_the_run_are_said_and_the_gate_falls_back_to_cross_validation(small_dump, tmp_path):
-    from bertology_core import pattern_labels, pattern_training
+    from bertology_core.patterns import pattern_labels, pattern_training
 
     dump, prefix = small_dump
     features = patterns.dump_features(dump)
@@ -555,7 +530,7 @@ def test_test_labels_of_no_dump_of_the_run_are_said_and_the_gate_falls_back_to_c
 
 
 def test_a_second_labeller_naming_maps_the_labels_lack_is_refused_with_its_line(tmp_path):
-    from bertology_core import pattern_labels
+    from bertology_core.patterns import pattern_labels
 
     (tmp_path / "labels.csv").write_text("task,state,idx,layer,head,label\nMRPC,pretrained,3,0,1,vertical\n")
     (tmp_path / "second.csv").write_text("task,state,idx,layer,head,label\nMRPC,pretrained,3,0,1,diagonal\nMRPC,pretrained,9,0,1,vertical\n")
@@ -566,7 +541,7 @@ def test_a_second_labeller_naming_maps_the_labels_lack_is_refused_with_its_line(
 
 
 def test_a_card_naming_a_missing_test_file_names_the_field(tmp_path):
-    from bertology_core import pattern_labels
+    from bertology_core.patterns import pattern_labels
 
     (tmp_path / "labels.csv").write_text("task,state,idx,layer,head,label\nMRPC,pretrained,3,0,1,vertical\n")
     card = tmp_path / "m.json"
@@ -576,7 +551,7 @@ def test_a_card_naming_a_missing_test_file_names_the_field(tmp_path):
 
 
 def test_test_labels_that_name_a_training_map_are_refused_with_both_lines(tmp_path):
-    from bertology_core import pattern_labels
+    from bertology_core.patterns import pattern_labels
 
     (tmp_path / "labels.csv").write_text("task,state,idx,layer,head,label\nMRPC,pretrained,3,0,1,vertical\nMRPC,pretrained,4,0,1,diagonal\n")
     (tmp_path / "test.csv").write_text("task,state,idx,layer,head,label\nMRPC,pretrained,5,0,1,vertical\nMRPC,pretrained,4,0,1,vertical\n")
@@ -586,7 +561,7 @@ def test_test_labels_that_name_a_training_map_are_refused_with_both_lines(tmp_pa
 
 
 def test_a_label_card_made_on_other_weights_is_refused(tmp_path):
-    from bertology_core import pattern_labels
+    from bertology_core.patterns import pattern_labels
 
     (tmp_path / "labels.csv").write_text("task,state,idx,layer,head,label\nMRPC,pretrained,3,0,1,vertical\n")
     card = tmp_path / "m.json"
@@ -602,7 +577,7 @@ def test_a_label_card_made_on_other_weights_is_refused(tmp_path):
 
 
 def test_labels_of_a_model_fine_tuned_with_another_recipe_are_left_out(tmp_path):
-    from bertology_core import pattern_labels
+    from bertology_core.patterns import pattern_labels
 
     evaluation = {"model": {"weights_sha256": "aaaa"}, "task": "MRPC", "state": "finetuned", "seed": 1, "train_examples": 3668,
                   "hyperparameters": {"learning_rate": 2e-5, "epochs": 3}}
@@ -618,8 +593,8 @@ def test_labels_of_a_model_fine_tuned_with_another_recipe_are_left_out(tmp_path)
     other = {**evaluation, "hyperparameters": {"learning_rate": 1e-4, "epochs": 3}}
     changed = pattern_labels.load_label_set(tmp_path / "labels.csv", card, None, resolved, keys, {"MRPC/finetuned_seed1": other})
     assert changed.labels["state"].to_list() == ["pretrained"] and "another recipe" in changed.left_out["MRPC/finetuned_seed1"]
-    # the fingerprint's format predates the state names: cards made before them (the state hashed as its former
-    # fine-tuning name, "init": "pretrained") still match; this is what that code computed for `evaluation`
+    # the fingerprint's format predates the state names (the state hashed as states.FINGERPRINT_NAMES spells it,
+    # "init": "pretrained" for finetuned), so the shipped cards still match; this is what that format gives for `evaluation`
     assert pattern_labels.recipe_fingerprint(evaluation) == "765265590b6df30ae2a7e68a575a8ac9fe0dfef4153a4c18795f8b677ad290b2"
 
 
@@ -627,7 +602,7 @@ def test_labels_of_a_model_fine_tuned_with_another_recipe_are_left_out(tmp_path)
 def test_rule_thresholds_fitted_to_labels_recover_the_labelling_rule(truth_structure):
     """Labels made with more structure required than the start: coordinate ascent finds it, above 1 too (the
     structure is a sum of two excesses)."""
-    from bertology_core import pattern_labels
+    from bertology_core.patterns import pattern_labels
 
     rng = np.random.default_rng(0)
     stripe, band = rng.uniform(0, 1.5, 400), rng.uniform(0, 0.05, 400)
@@ -642,7 +617,7 @@ def test_rule_thresholds_fitted_to_labels_recover_the_labelling_rule(truth_struc
 
 
 def test_validation_split_is_stratified_and_seeded():
-    from bertology_core import pattern_labels
+    from bertology_core.patterns import pattern_labels
 
     labels = np.array(["vertical"] * 60 + ["diagonal"] * 30 + ["block"] * 10)
     split = pattern_labels.validation_split(labels, 0.3, seed=0)
@@ -652,7 +627,7 @@ def test_validation_split_is_stratified_and_seeded():
 
 
 def test_blind_second_pass_kappa():
-    from bertology_core import pattern_labels
+    from bertology_core.patterns import pattern_labels
 
     keys = {"task": ["MRPC"] * 4, "state": ["pretrained"] * 4, "idx": [1, 2, 3, 4], "layer": [0] * 4, "head": [0] * 4}
     first = pl.DataFrame({**keys, "label": ["vertical", "vertical", "diagonal", "diagonal"]})
@@ -664,7 +639,7 @@ def test_blind_second_pass_kappa():
 
 
 def test_label_sheet_is_a_png_of_the_grid():
-    from bertology_core import pattern_labels
+    from bertology_core.patterns import pattern_labels
 
     maps = [np.eye(5), np.full((7, 7), 1 / 7)]
     specials = [np.array([True, False, False, False, True]), np.zeros(7, dtype=bool)]

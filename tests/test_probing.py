@@ -10,7 +10,7 @@ import yaml
 from sklearn.utils.estimator_checks import parametrize_with_checks
 from transformers import AutoModel, AutoTokenizer
 
-from bertology_core import probing, syntactic_heads
+from bertology_core.probing import probing, syntactic_heads
 from conftest import REPO, TINY_BERT
 
 WORDS = ["A", "dog", "barked", "loudly", "."]
@@ -309,7 +309,7 @@ def test_voita_accuracy_is_counted_per_direction_at_token_level_with_each_direct
 
 
 def test_voita_counts_come_from_the_same_pass_as_clark_et_als_and_match_the_models_attention(tokenizer):
-    from bertology_core import attention
+    from bertology_core.engine import attention
 
     aligned = probing.align_words(tokenizer, [WORDS], max_length=64)  # "barked" 6 pieces (2-7), "loudly" 5 (8-12)
     heads, relations = [2, 3, 0, 3, 3], ["det", "nsubj", "root", "advmod", "punct"]

@@ -6,9 +6,12 @@ import numpy as np
 import pytest
 import torch
 
-from bertology_core import attention, compaction, disabling_stats, importance, lottery, pruning_stats
-from bertology_core.glue import get_task
-from bertology_core.importance import StructureMask
+from bertology_core.disabling import disabling_stats
+from bertology_core.engine import attention
+from bertology_core.models import compaction
+from bertology_core.pruning import importance, lottery, pruning_stats
+from bertology_core.data.glue import get_task
+from bertology_core.pruning.importance import StructureMask
 from test_attention import FAMILIES, batch, tiny
 from test_disabling import encoded, sharp_tiny
 
@@ -483,7 +486,7 @@ def test_held_out_halves_are_disjoint_cover_dev_and_only_half_a_is_sampled():
 def test_the_ticket_is_chosen_on_the_selection_half_alone(method):
     import polars as pl
 
-    from bertology_core import finetune
+    from bertology_core.finetune import finetune
 
     task = get_task("MNLI")  # three labels, as the tiny model has
     data = encoded(12, seed=7)
@@ -576,7 +579,7 @@ def test_a_seed_without_a_ticket_does_not_lower_the_masks_kappa():
     0.18-0.32, although the two tickets agree perfectly. Only ticket seeds count, and the table names the other."""
     import polars as pl
 
-    from bertology_core import pruning_summary as summary
+    from bertology_core.pruning import pruning_summary as summary
 
     rng = np.random.default_rng(0)
     half = np.zeros(144, dtype=bool)
@@ -597,11 +600,11 @@ def test_a_seed_without_a_ticket_does_not_lower_the_masks_kappa():
 
 
 def test_the_pruning_summary_tables_from_hand_made_runs():
-    """Survival, stability, prunable shares and the subnetwork rows of bertology_core.pruning_summary on inputs
+    """Survival, stability, prunable shares and the subnetwork rows of bertology_core.pruning.pruning_summary on inputs
     whose answers are known by hand."""
     import polars as pl
 
-    from bertology_core import pruning_summary as summary
+    from bertology_core.pruning import pruning_summary as summary
 
     heads = [np.array([[1, 1], [0, 1]]), np.array([[1, 0], [0, 1]]), np.array([[1, 1], [0, 0]])]
     masks = {("MRPC", "s"): [(seed, {"heads": h, "mlps": np.array([1, 1])}) for seed, h in enumerate(heads, 1)]}
@@ -632,7 +635,7 @@ def test_the_pruning_summary_tables_from_hand_made_runs():
 
 
 def test_weight_masks_are_placed_by_their_module_names_in_every_family():
-    from bertology_core.pruning_summary import layer_and_matrix
+    from bertology_core.pruning.pruning_summary import layer_and_matrix
 
     assert layer_and_matrix("bert.encoder.layer.3.attention.self.query") == (3, "attention.self.query")
     assert layer_and_matrix("model.layers.11.attn.Wqkv") == (11, "attn.Wqkv")

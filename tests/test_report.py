@@ -12,7 +12,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from bertology_core import report
+from bertology_core.report import report
 from report_browser import check_page
 
 

@@ -6,7 +6,7 @@ import hashlib
 
 import pytest
 
-from bertology_core import treebank
+from bertology_core.data import treebank
 from conftest import UD_SMOKE
 
 DEV = UD_SMOKE / "smoke-ud-dev.conllu"

@@ -424,7 +424,7 @@ def test_editing_a_library_module_reruns_exactly_the_jobs_whose_scripts_import_i
     assert planned() == {}  # the copy itself changes nothing
     # figures: imported by every summary script, disabling_greedy's (write_table), head_atlas's, the claims' and
     # the fitness table's; by no module. The new fitness table then reruns the baselines, which label rows with it
-    with (repo / "bertology_core" / "figures.py").open("a") as module:
+    with (repo / "bertology_core" / "report" / "figures.py").open("a") as module:
         module.write("\n# an edit\n")
     assert planned() == {
         "pattern_summary": 1, "attention_change_summary": 1, "linguistic_summary": 1, "disabling_greedy": 2,
@@ -434,7 +434,7 @@ def test_editing_a_library_module_reruns_exactly_the_jobs_whose_scripts_import_i
     }
     # encoder: imported by attention and finetune, so every job that runs a model reruns, but not the probe
     # features of the pre-trained and random encoders, whose scripts import neither
-    with (repo / "bertology_core" / "encoder.py").open("a") as module:
+    with (repo / "bertology_core" / "engine" / "encoder.py").open("a") as module:
         module.write("\n# an edit\n")
     jobs = planned()
     assert jobs["finetune"] == 5 and jobs["dump_attention"] == 4 and jobs["probe_features"] == 1
@@ -593,7 +593,7 @@ BAD_INPUTS = [
     ("subnetworks of a method not run", {"pruning": {"methods": ["s"], "subnetwork_methods": ["m"]}}, None,
      "pruning.subnetwork_methods names ['m'], not in pruning.methods ['s']"),
     ("unfit policy misspelt", {"analysis": {"unfit": "Skip"}}, None, "'Skip' is not one of ['warn', 'skip', 'fail']"),
-    # a config written before bertology_core/states.py: the former pretrained meant fine-tuned, so it is never read anew
+    # a config written before bertology_core/data/states.py: the former pretrained meant fine-tuned, so it is never read anew
     ("former state config key", {"finetune": {"inits": ["untuned", "pretrained"]}, "attention": {"states": ["untuned"]}}, None,
      "config 'finetune.inits' was renamed 'finetune.states' (untuned -> pretrained, pretrained -> finetuned, random -> scratch). "
      "Fix: replace it with finetune.states: [pretrained, finetuned].\n  config 'attention.states' was renamed 'attention.dumped'"),
@@ -877,7 +877,7 @@ def test_invalid_yaml_in_config_yaml_is_named_by_file_and_line_and_make_checks_i
     assert f"config.yaml:{line + 1}:1: not valid YAML" in output and "indent with spaces, not tabs" in output, output[-3000:]
     # a --configfile is read by Snakemake before the workflow: make's targets check theirs with the same function
     dry = subprocess.run(["make", "-n", "cpu"], cwd=REPO, capture_output=True, text=True, check=True).stdout
-    assert "python -m bertology_core.configuration config.yaml configs/cpu.yaml" in dry
+    assert "python -m bertology_core.workflow.configuration config.yaml configs/cpu.yaml" in dry
 
 
 def test_a_deleted_result_is_written_again_with_exactly_its_dependants(smoke_run, tmp_path):

@@ -1,4 +1,4 @@
-"""Check that two results folders, made before and after the model states were renamed (bertology_core/states.py),
+"""Check that two results folders, made before and after the model states were renamed (bertology_core/data/states.py),
 are identical apart from the renames.
 
     python tools/compare_results.py OLD_RESULTS_DIR NEW_RESULTS_DIR [--show N]
@@ -42,7 +42,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO), str(REPO / "tests")]
 
-from bertology_core import states  # noqa: E402
+from bertology_core.data import states  # noqa: E402
 from workflow_utils import VOLATILE_KEYS, _normalised_json, result_files  # noqa: E402
 
 FINE_TUNING = states.FORMER_FINE_TUNING

@@ -18,7 +18,7 @@ SIZES = {"MRPC": (3668, 408), "STS-B": (5749, 1500), "SST-2": (67349, 872), "QQP
 
 # CPU seconds per training example and epoch, all-MiniLM-L6-v2 (BENCHMARKS.md, "CPU profile: wall time per job":
 # finetune/<task>/pretrained/seed1 CPU s / (train examples x 3 epochs), measured before the state names of
-# bertology_core/states.py: that run is now finetune/<task>/finetuned/seed1; SST-2 trained on 8,000 sentences)
+# bertology_core/data/states.py: that run is now finetune/<task>/finetuned/seed1; SST-2 trained on 8,000 sentences)
 TRAIN = {"MRPC": 647 / (3668 * 3), "RTE": 549 / (2490 * 3), "STS-B": 567 / (5749 * 3), "SST-2": 392 / (8000 * 3)}
 # CPU seconds per forward example, all-MiniLM-L6-v2: disabling_sweep/<task> CPU s / (79 configurations x examples)
 FORWARD = {"MRPC": 213 / (79 * 300), "RTE": 238 / (79 * 277), "STS-B": 72 / (79 * 200), "SST-2": 126 / (79 * 400)}

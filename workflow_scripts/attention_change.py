@@ -4,8 +4,9 @@ from _common import log_to
 
 log_to(snakemake.log[0])
 
-from bertology_core import attention_change, io
-from bertology_core.dumps import AttentionDump
+from bertology_core.attention_change import attention_change
+from bertology_core.data import io
+from bertology_core.attention.dump_files import AttentionDump
 
 before, after = AttentionDump(snakemake.params.before), AttentionDump(snakemake.params.after)
 layers = before.scan().select("layer").unique().collect()["layer"].sort().to_list()

@@ -4,7 +4,8 @@ log_to(snakemake.log[0])
 
 import polars as pl
 
-from bertology_core import baselines, io
+from bertology_core.baselines import baselines
+from bertology_core.data import io
 
 model = snakemake.wildcards.model
 records = [io.read_json(path) for path in snakemake.input.metrics]

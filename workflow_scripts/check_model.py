@@ -8,7 +8,9 @@ from _common import log_to
 
 log_to(snakemake.log[0])
 
-from bertology_core import compatibility, io, models, pattern_labels
+from bertology_core.data import io
+from bertology_core.models import compatibility, models
+from bertology_core.patterns import pattern_labels
 
 spec = snakemake.params.spec
 try:

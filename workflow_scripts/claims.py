@@ -7,8 +7,11 @@ log_to(snakemake.log[0])
 
 import polars as pl
 
-from bertology_core import claims, figures, glue, head_roles_stats, io, patterns, states
-from bertology_core.metrics import primary_metric
+from bertology_core.data import glue, io, states
+from bertology_core.head_roles import head_roles_stats
+from bertology_core.patterns import patterns
+from bertology_core.report import claims, figures
+from bertology_core.stats.metrics import primary_metric
 
 inputs, params = snakemake.input, snakemake.params
 runs, settings = params.runs, params.settings

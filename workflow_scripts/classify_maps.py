@@ -8,8 +8,9 @@ log_to(snakemake.log[0])
 
 import polars as pl
 
-from bertology_core import io, pattern_training
-from bertology_core.dumps import AttentionDump
+from bertology_core.data import io
+from bertology_core.patterns import pattern_training
+from bertology_core.attention.dump_files import AttentionDump
 
 classifier = pattern_training.load_classifier(snakemake.input.weights)
 features = pl.read_parquet(snakemake.input.features)

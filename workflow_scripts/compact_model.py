@@ -13,7 +13,11 @@ import numpy as np
 import polars as pl
 from safetensors.numpy import load_file
 
-from bertology_core import attention, compaction, device, finetune, glue, importance, io, models
+from bertology_core.data import glue, io
+from bertology_core.engine import attention
+from bertology_core.finetune import finetune
+from bertology_core.models import compaction, device, models
+from bertology_core.pruning import importance
 
 job_device = device.job_device(snakemake.threads)
 task = glue.get_task(snakemake.wildcards.task)

@@ -8,8 +8,11 @@ log_to(snakemake.log[0])
 
 import polars as pl
 
-from bertology_core import device, disabling, disabling_stats, finetune, glue, models
-from bertology_core.figures import write_table
+from bertology_core.data import glue
+from bertology_core.disabling import disabling, disabling_stats
+from bertology_core.finetune import finetune
+from bertology_core.models import device, models
+from bertology_core.report.figures import write_table
 
 job_device = device.job_device(snakemake.threads)
 params = snakemake.params

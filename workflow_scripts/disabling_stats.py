@@ -6,8 +6,9 @@ log_to(snakemake.log[0])
 
 import polars as pl
 
-from bertology_core import disabling_stats, glue, io
-from bertology_core.metrics import primary_metric
+from bertology_core.data import glue, io
+from bertology_core.disabling import disabling_stats
+from bertology_core.stats.metrics import primary_metric
 
 params = snakemake.params
 task = glue.get_task(snakemake.wildcards.task)

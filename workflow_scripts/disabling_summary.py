@@ -8,7 +8,9 @@ log_to(snakemake.log[0])
 
 import polars as pl
 
-from bertology_core import disabling_stats, figures, fitness
+from bertology_core.disabling import disabling_stats
+from bertology_core.fitness import fitness
+from bertology_core.report import figures
 
 params = snakemake.params
 out = params.out

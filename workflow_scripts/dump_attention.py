@@ -8,7 +8,9 @@ log_to(snakemake.log[0])
 
 import polars as pl
 
-from bertology_core import device, dumps, glue, io
+from bertology_core.attention import dumps
+from bertology_core.data import glue, io
+from bertology_core.models import device
 
 job_device = device.job_device(snakemake.threads)
 resolved = io.read_json(snakemake.input.resolved)

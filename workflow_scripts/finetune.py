@@ -10,7 +10,9 @@ log_to(snakemake.log[0])
 
 import polars as pl
 
-from bertology_core import checkpoint, device, finetune, glue, io, states
+from bertology_core.data import glue, io, states
+from bertology_core.finetune import finetune
+from bertology_core.models import checkpoint, device
 
 job_device = device.job_device(snakemake.threads)
 wc = snakemake.wildcards

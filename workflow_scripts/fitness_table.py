@@ -7,7 +7,9 @@ from _common import log_to
 
 log_to(snakemake.log[0])
 
-from bertology_core import figures, fitness, io, states
+from bertology_core.data import io, states
+from bertology_core.fitness import fitness
+from bertology_core.report import figures
 
 records = [io.read_json(path) for path in snakemake.input]
 table = fitness.verdict_table([fitness.verdict_row(r["model"]["name"], r) for r in records])

@@ -6,7 +6,8 @@ log_to(snakemake.log[0])
 
 import polars as pl
 
-from bertology_core import figures, fitness, head_atlas
+from bertology_core.fitness import fitness
+from bertology_core.report import figures, head_atlas
 
 inputs = snakemake.input
 model = snakemake.wildcards.model

@@ -12,7 +12,11 @@ log_to(snakemake.log[0])
 import numpy as np
 import polars as pl
 
-from bertology_core import checkpoint, device, finetune, glue, head_gates, head_gates_stats, importance, io, models
+from bertology_core.data import glue, io
+from bertology_core.finetune import finetune
+from bertology_core.head_roles import head_gates, head_gates_stats
+from bertology_core.models import checkpoint, device, models
+from bertology_core.pruning import importance
 
 params, wc, runtime = snakemake.params, snakemake.wildcards, snakemake.resources
 settings = params.settings

@@ -10,7 +10,11 @@ log_to(snakemake.log[0])
 import numpy as np
 import polars as pl
 
-from bertology_core import attention, device, finetune, glue, importance, io, models
+from bertology_core.data import glue, io
+from bertology_core.engine import attention
+from bertology_core.finetune import finetune
+from bertology_core.models import device, models
+from bertology_core.pruning import importance
 
 params = snakemake.params
 batch_size = snakemake.resources.batch_size

@@ -7,8 +7,11 @@ log_to(snakemake.log[0])
 
 import polars as pl
 
-from bertology_core import figures, fitness, glue, head_gates_stats, head_roles_stats, io, states
-from bertology_core.metrics import primary_metric
+from bertology_core.data import glue, io, states
+from bertology_core.fitness import fitness
+from bertology_core.head_roles import head_gates_stats, head_roles_stats
+from bertology_core.report import figures
+from bertology_core.stats.metrics import primary_metric
 
 inputs, params, model = snakemake.input, snakemake.params, snakemake.wildcards.model
 runs, boot = params.runs, (params.bootstrap["resamples"], params.bootstrap["level"], params.bootstrap["seed"])

@@ -9,7 +9,10 @@ log_to(snakemake.log[0])
 
 import polars as pl
 
-from bertology_core import device, dumps, io, pattern_labels
+from bertology_core.attention import dumps
+from bertology_core.data import io
+from bertology_core.models import device
+from bertology_core.patterns import pattern_labels
 
 job_device = device.job_device(snakemake.threads)
 resolved = io.read_json(snakemake.input.resolved)

@@ -6,7 +6,7 @@ log_to(snakemake.log[0])
 
 import polars as pl
 
-from bertology_core import figures, layer_atlas
+from bertology_core.report import figures, layer_atlas
 
 inputs = snakemake.input
 model = snakemake.wildcards.model

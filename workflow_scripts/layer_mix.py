@@ -10,7 +10,10 @@ log_to(snakemake.log[0])
 import polars as pl
 import torch
 
-from bertology_core import io, layer_mix, models, probing
+from bertology_core.data import io
+from bertology_core.layer_mix import layer_mix
+from bertology_core.models import models
+from bertology_core.probing import probing
 
 torch.set_num_threads(snakemake.threads)  # the same thread count every run: identical sums, identical probes
 params = snakemake.params

@@ -7,7 +7,9 @@ log_to(snakemake.log[0])
 
 import polars as pl
 
-from bertology_core import figures, fitness, layer_mix_stats
+from bertology_core.fitness import fitness
+from bertology_core.layer_mix import layer_mix_stats
+from bertology_core.report import figures
 
 params, inputs = snakemake.params, snakemake.input
 model = snakemake.wildcards.model

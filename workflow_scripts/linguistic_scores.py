@@ -7,9 +7,10 @@ log_to(snakemake.log[0])
 
 import polars as pl
 
-from bertology_core import io, linguistic
-from bertology_core.dumps import AttentionDump
-from bertology_core.models import load_tokenizer
+from bertology_core.data import io
+from bertology_core.linguistic import linguistic
+from bertology_core.attention.dump_files import AttentionDump
+from bertology_core.models.models import load_tokenizer
 
 tokenizer = load_tokenizer(io.read_json(snakemake.input.resolved)["path"])
 frames = linguistic.score_dump(

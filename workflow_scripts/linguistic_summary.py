@@ -9,7 +9,10 @@ log_to(snakemake.log[0])
 import altair as alt
 import polars as pl
 
-from bertology_core import figures, fitness, linguistic, states
+from bertology_core.data import states
+from bertology_core.fitness import fitness
+from bertology_core.linguistic import linguistic
+from bertology_core.report import figures
 
 PRE_TRAINED, FINE_TUNED = states.label(states.PRETRAINED), states.label(states.FINETUNED)
 

@@ -11,7 +11,11 @@ log_to(snakemake.log[0])
 import polars as pl
 from safetensors.torch import save_file
 
-from bertology_core import attention, device, finetune, glue, io, lottery, models
+from bertology_core.data import glue, io
+from bertology_core.engine import attention
+from bertology_core.finetune import finetune
+from bertology_core.models import device, models
+from bertology_core.pruning import lottery
 
 params = snakemake.params
 wc = snakemake.wildcards

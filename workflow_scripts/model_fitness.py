@@ -8,7 +8,8 @@ import logging
 
 import polars as pl
 
-from bertology_core import fitness, glue, io
+from bertology_core.data import glue, io
+from bertology_core.fitness import fitness
 
 record = io.read_json(snakemake.input.evaluation)
 task = glue.get_task(snakemake.wildcards.task)

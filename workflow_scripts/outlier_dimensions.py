@@ -9,7 +9,9 @@ log_to(snakemake.log[0])
 
 import polars as pl
 
-from bertology_core import io, models, outliers, outliers_stats, states
+from bertology_core.data import io, states
+from bertology_core.models import models
+from bertology_core.outliers import outliers, outliers_stats
 
 params = snakemake.params
 criterion = outliers_stats.Criterion(**params.criterion)

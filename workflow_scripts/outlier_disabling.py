@@ -10,7 +10,11 @@ log_to(snakemake.log[0])
 
 import polars as pl
 
-from bertology_core import device, disabling, finetune, glue, io, outliers, outliers_stats
+from bertology_core.data import glue, io
+from bertology_core.disabling import disabling
+from bertology_core.finetune import finetune
+from bertology_core.models import device
+from bertology_core.outliers import outliers, outliers_stats
 
 job_device = device.job_device(snakemake.threads)
 params = snakemake.params

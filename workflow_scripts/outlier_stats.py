@@ -7,8 +7,9 @@ log_to(snakemake.log[0])
 
 import polars as pl
 
-from bertology_core import glue, io, outliers_stats
-from bertology_core.metrics import primary_metric
+from bertology_core.data import glue, io
+from bertology_core.outliers import outliers_stats
+from bertology_core.stats.metrics import primary_metric
 
 params = snakemake.params
 task = glue.get_task(snakemake.wildcards.task)

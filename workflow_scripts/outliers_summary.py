@@ -7,7 +7,9 @@ log_to(snakemake.log[0])
 
 import polars as pl
 
-from bertology_core import figures, fitness, outliers_stats
+from bertology_core.fitness import fitness
+from bertology_core.outliers import outliers_stats
+from bertology_core.report import figures
 
 params, inputs = snakemake.params, snakemake.input
 model = snakemake.wildcards.model

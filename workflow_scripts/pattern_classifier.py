@@ -9,7 +9,8 @@ log_to(snakemake.log[0])
 
 import polars as pl
 
-from bertology_core import io, pattern_labels, pattern_training, patterns
+from bertology_core.data import io
+from bertology_core.patterns import pattern_labels, pattern_training, patterns
 
 label_set = None
 if snakemake.input.get("labels"):

@@ -6,8 +6,9 @@ from _common import log_to
 
 log_to(snakemake.log[0])
 
-from bertology_core import io, patterns
-from bertology_core.dumps import AttentionDump
+from bertology_core.data import io
+from bertology_core.patterns import patterns
+from bertology_core.attention.dump_files import AttentionDump
 
 dump = AttentionDump(snakemake.params.dump_prefix)
 frame = patterns.dump_features(dump, patterns.RuleThresholds.from_dict(snakemake.params.rules))

@@ -6,7 +6,10 @@ log_to(snakemake.log[0])
 
 import polars as pl
 
-from bertology_core import figures, fitness, io, pattern_training
+from bertology_core.data import io
+from bertology_core.fitness import fitness
+from bertology_core.patterns import pattern_training
+from bertology_core.report import figures
 
 frames = {key: pl.read_parquet(path) for key, path in zip(snakemake.params.dump_keys, snakemake.input.classes)}
 report = io.read_json(snakemake.input.report)

@@ -5,7 +5,7 @@ from _common import log_to
 
 log_to(snakemake.log[0])
 
-from bertology_core import glue, io
+from bertology_core.data import glue, io
 
 frame = glue.prepare_split(
     snakemake.wildcards.task,

@@ -6,7 +6,7 @@ from _common import log_to
 
 log_to(snakemake.log[0])
 
-from bertology_core import io, treebank
+from bertology_core.data import io, treebank
 
 frame = treebank.read_conllu(snakemake.input[0], snakemake.params.max_sentences)
 io.write_parquet(frame, snakemake.output[0])

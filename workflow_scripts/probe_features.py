@@ -11,7 +11,9 @@ import polars as pl
 import torch
 from safetensors.torch import save_file
 
-from bertology_core import device, io, models, probing, states, treebank
+from bertology_core.data import io, states, treebank
+from bertology_core.models import device, models
+from bertology_core.probing import probing
 
 params = snakemake.params
 job_device = device.job_device(snakemake.threads)

@@ -9,7 +9,9 @@ log_to(snakemake.log[0])
 import polars as pl
 import torch
 
-from bertology_core import io, models, probing
+from bertology_core.data import io
+from bertology_core.models import models
+from bertology_core.probing import probing
 
 torch.set_num_threads(snakemake.threads)  # the same thread count every run: identical sums, identical probes
 params = snakemake.params

@@ -8,7 +8,8 @@ log_to(snakemake.log[0])
 import altair as alt
 import polars as pl
 
-from bertology_core import figures, fitness
+from bertology_core.fitness import fitness
+from bertology_core.report import figures
 
 params = snakemake.params
 model = snakemake.wildcards.model

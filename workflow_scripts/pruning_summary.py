@@ -1,7 +1,7 @@
 """Tables and figures of head importance and pruning for one model (rule pruning_summary): importance maps,
 Michel et al.'s pruning curves and prunable shares, the lottery-ticket curves, the full / good / random / bad
 table (Prasanna et al. 2020) under each protocol, over seeds and per seed, survival maps, Fleiss' kappa and the
-compacted models (bertology_core.pruning_summary)."""
+compacted models (bertology_core.pruning.pruning_summary)."""
 
 from _common import log_to
 
@@ -10,8 +10,11 @@ log_to(snakemake.log[0])
 import polars as pl
 from safetensors.numpy import load_file
 
-from bertology_core import figures, fitness, io, pruning_stats
-from bertology_core import pruning_summary as summary
+from bertology_core.data import io
+from bertology_core.fitness import fitness
+from bertology_core.pruning import pruning_stats
+from bertology_core.report import figures
+from bertology_core.pruning import pruning_summary as summary
 
 params, inputs, model = snakemake.params, snakemake.input, snakemake.wildcards.model
 out = snakemake.output.importance[0].rsplit("/", 1)[0]

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import polars as pl
 
-from bertology_core import claims, report, states
+from bertology_core.data import states
+from bertology_core.report import claims, report
 
 started = time.perf_counter()
 models = snakemake.params.models

@@ -6,9 +6,10 @@ from _common import log_to
 
 log_to(snakemake.log[0])
 
-from bertology_core import io, models
+from bertology_core.data import io
 
 # a local folder arrives as input files (its config.json); hub ids and packages by name
+from bertology_core.models import models
 target = str(Path(snakemake.input.config).parent) if "config" in snakemake.input.keys() else snakemake.params.spec
 resolved = dataclasses.replace(models.resolve_model(target), spec=snakemake.params.spec)
 io.write_json(resolved.to_json(), snakemake.output[0])

@@ -9,7 +9,8 @@ log_to(snakemake.log[0])
 
 import polars as pl
 
-from bertology_core import io, linguistic
+from bertology_core.data import io
+from bertology_core.linguistic import linguistic
 
 nlp = importlib.import_module(snakemake.params.model).load()
 frame = linguistic.spacy_tokens(nlp, pl.read_parquet(snakemake.input[0]))

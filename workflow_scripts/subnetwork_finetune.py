@@ -12,8 +12,11 @@ import polars as pl
 from safetensors.numpy import load_file as load_numpy
 from safetensors.torch import load_file
 
-from bertology_core import device, finetune, glue, io, lottery, models
-from bertology_core.importance import StructureMask
+from bertology_core.data import glue, io
+from bertology_core.finetune import finetune
+from bertology_core.models import device, models
+from bertology_core.pruning import lottery
+from bertology_core.pruning.importance import StructureMask
 
 job_device = device.job_device(snakemake.threads)
 params = snakemake.params

@@ -11,8 +11,11 @@ log_to(snakemake.log[0])
 import numpy as np
 import polars as pl
 
-from bertology_core import attention, device, io, models, probing, states, syntactic_heads, treebank
-from bertology_core.disabling_stats import split_halves
+from bertology_core.data import io, states, treebank
+from bertology_core.engine import attention
+from bertology_core.models import device, models
+from bertology_core.probing import probing, syntactic_heads
+from bertology_core.disabling.disabling_stats import split_halves
 
 settings = snakemake.params.settings
 job_device = device.job_device(snakemake.threads)

@@ -32,7 +32,7 @@ def claims_inputs(wildcards):
     return inputs
 
 
-# the stages whose results the claims read (bertology_core/claims.py names them so), not every registered stage:
+# the stages whose results the claims read (bertology_core/report/claims.py names them so), not every registered stage:
 # a new stage does not rerun the claims
 CLAIMED_SECTIONS = ("patterns", "change", "disabling", "pruning", "probing", "roles", "outliers", "layer_mix")
 

@@ -4,7 +4,7 @@
 
 def report_inputs(wildcards):
     """The figure specs and tables the report page shows, for every model: those of the sections whose stage runs."""
-    from bertology_core.report import item_file
+    from bertology_core.report.report import item_file
 
     items = [f"results/{item_file(kind, stem)}" for model in MODELS for kind, stem in shown_summaries(model)]
     # the page's layout and section texts (report/) and its template, style and script (package data the code hash
@@ -12,7 +12,7 @@ def report_inputs(wildcards):
     texts = [REPO / "report" / "sections" / f"{anchor}.rst" for anchor in SECTIONS]
     return {"shown": items, "fitness": fitness_inputs(), "layout": str(REPO / "report" / "layout.yaml"),
             "texts": [str(path) for path in texts],  # every one exists (section_texts_problems)
-            "page": sorted(str(path) for pattern in ("*.j2", "*.css", "*.js") for path in (REPO / "bertology_core" / "page").glob(pattern))}
+            "page": sorted(str(path) for pattern in ("*.j2", "*.css", "*.js") for path in (REPO / "bertology_core" / "report" / "page").glob(pattern))}
 
 
 def analysed_seeds(model, task):

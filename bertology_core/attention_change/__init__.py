@@ -1,0 +1,1 @@
+"""The attention_change stage: its model-running side (imports torch) and its torch-free tables."""

@@ -1,0 +1,93 @@
+"""The one vocabulary of model states: what every config key, path, wildcard value, table and page calls a model.
+
+- ``pretrained``: the pre-trained encoder as published, not fine-tuned (scored with an untrained classifier head);
+- ``finetuned``: fine-tuned from the pre-trained weights;
+- ``scratch``: the same architecture with every weight drawn anew, then fine-tuned (the random-init baseline);
+- ``random_weights``: the same architecture with every weight drawn anew, never trained.
+
+A dumped or probed model of one fine-tuning seed adds the seed: ``finetuned_seed1``, ``scratch_seed1`` (attention
+dumps); a probed fine-tuned model is named by its task, ``MRPC_seed1``. Every other module imports these names
+and their display labels from here.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class State:
+    name: str
+    meaning: str
+    label: str  # how figures and the page name it
+
+
+PRETRAINED = "pretrained"
+FINETUNED = "finetuned"
+SCRATCH = "scratch"
+RANDOM_WEIGHTS = "random_weights"
+
+STATES: dict[str, State] = {
+    state.name: state
+    for state in (
+        State(PRETRAINED, "the pre-trained encoder as published, not fine-tuned (scored with an untrained classifier head)",
+              "pre-trained"),
+        State(FINETUNED, "fine-tuned from the pre-trained weights", "fine-tuned"),
+        State(SCRATCH, "the same architecture, every weight drawn anew by the model's initialiser, then fine-tuned",
+              "from scratch"),
+        State(RANDOM_WEIGHTS, "the same architecture, every weight drawn anew by the model's initialiser, never trained",
+              "random weights"),
+    )
+}
+
+# the states of fine-tuning's runs (results/finetune/<model>/<task>/<state>/), in the baselines table's order
+FINE_TUNING = (PRETRAINED, SCRATCH, FINETUNED)
+# the states a fine-tuning job trains
+TRAINED = (FINETUNED, SCRATCH)
+# the states an attention dump can hold (the trained ones per seed: finetuned_seed1)
+DUMPED = (PRETRAINED, FINETUNED, SCRATCH)
+# the states probing.states chooses (the finetuned ones are named <TASK>_seed<N>)
+PROBED = (PRETRAINED, FINETUNED, RANDOM_WEIGHTS)
+# the weights each fine-tuning state starts from (models.load_classifier)
+STARTS_FROM = {PRETRAINED: PRETRAINED, FINETUNED: PRETRAINED, SCRATCH: RANDOM_WEIGHTS}
+
+# a dumped state: pretrained, or a trained state and its seed (a regular expression for wildcards and label files)
+DUMPED_PATTERN = rf"{PRETRAINED}|(?:{'|'.join(TRAINED)})_seed\d+"
+_SEEDED = re.compile(r"(?P<prefix>.+)_seed(?P<seed>\d+)")
+
+
+# the label of the fine-tuned minus pre-trained rows of per-state tables (linguistic.state_means), beside the labels
+DIFFERENCE = "difference"
+
+
+def label(name: str) -> str:
+    """The display label of a state (``finetuned`` -> ``fine-tuned``)."""
+    return STATES[name].label
+
+
+def seeded(prefix: str, seed: int | str) -> str:
+    """``finetuned``, 1 -> ``finetuned_seed1`` (a dumped state); ``MRPC``, 1 -> ``MRPC_seed1`` (a probed one)."""
+    return f"{prefix}_seed{seed}"
+
+
+def split_seeded(name: str) -> tuple[str, int]:
+    """``<prefix>_seed<N>`` -> (prefix, N): a dumped state (``finetuned_seed1``) or a probed one (``MRPC_seed1``)."""
+    match = _SEEDED.fullmatch(name)
+    if match is None:
+        raise ValueError(f"{name!r} is not <state or task>_seed<N>")
+    return match["prefix"], int(match["seed"])
+
+
+def is_seeded(name: str) -> bool:
+    return _SEEDED.fullmatch(name) is not None
+
+
+def dumped_state(name: str) -> str:
+    """The state of a dumped model: ``pretrained`` -> ``pretrained``; ``finetuned_seed1`` -> ``finetuned``."""
+    return name if name == PRETRAINED else split_seeded(name)[0]
+
+
+# how a label card's recipe fingerprint spells each fine-tuning state (pattern_labels.recipe_fingerprint): a frozen
+# hash format, older than these names, so that the shipped cards' fingerprints (data/pattern_labels/*.json) match
+FINGERPRINT_NAMES = {PRETRAINED: "untuned", FINETUNED: "pretrained", SCRATCH: "random"}

@@ -1,0 +1,334 @@
+"""Head and layer disabling sweeps (Kovaleva et al. 2019, section 4.6) on the attention engine.
+
+Definitions, as in the paper:
+
+- *disabling* a head in ``uniform`` mode replaces its attention weights by uniform attention: each query
+  attends 1/L to each of the L (non-padding) tokens of its example. ``zero`` mode instead multiplies the
+  head's weights by 0 (Michel et al. 2019's masking: the head contributes nothing but the output bias).
+- a *configuration* is a set of disabled heads: the intact model (none), one head, one whole layer (all
+  its heads), or any set (the greedy search below). Layers and heads are zero-indexed in tables;
+  configuration names are one-indexed as papers print them (``L1H3`` is layer 0, head 2).
+
+Speed: configurations are evaluated several per forward pass. They are grouped by the first layer where
+they differ (``l``); the engine computes layers below ``l`` once per batch and repeats the batch once per
+configuration only from ``l`` on (prefix reuse + batch expansion). Every head of layer ``l`` (and the
+whole layer ``l``) shares one pass, so a full single-head sweep costs about sum_l (L - l) / L^2 of the
+naive method's one full forward pass per configuration (0.58 for 6 layers, 0.54 for 12). Both methods
+also run the last layer after its attention on the [CLS] token alone
+(:func:`~bertology_core.engine.attention.first_token_output`): a quarter of that layer's cost is left where the cut
+is at the attention output block (BERT, DeBERTa), about a third where it is at the MLP (DistilBERT, ALBERT,
+ModernBERT), which moves the bound to about 0.52 for 6 layers and 0.51 for 12.
+
+Beyond the paper: greedy multi-head disabling (:func:`greedy_disable`), choosing on one half of dev and
+reporting on the other (:func:`~bertology_core.disabling.disabling_stats.split_halves`), so the reported gain is not selected on the data it is
+measured on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from itertools import groupby
+
+import numpy as np
+import polars as pl
+import torch
+from transformers import PreTrainedModel
+
+from bertology_core.engine import attention
+from bertology_core.stats.bootstrap import metric_on_resamples, paired_deltas, resample_indices
+from bertology_core.finetune.finetune import Encoded
+from bertology_core.data.glue import GlueTask
+from bertology_core.stats.metrics import primary_metric
+
+MODES = ("uniform", "zero")
+Head = tuple[int, int]  # (layer, head), zero-indexed
+
+
+@dataclass(frozen=True)
+class Configuration:
+    """A set of disabled heads, with what it is for the tables (``kind``: intact | head | layer | set)."""
+
+    name: str
+    kind: str
+    disabled: frozenset[Head] = field(default_factory=frozenset)
+    layer: int | None = None
+    head: int | None = None
+
+
+INTACT = Configuration("intact", "intact")
+
+
+def head_name(layer: int, head: int) -> str:
+    return f"L{layer + 1}H{head + 1}"
+
+
+def single_heads(num_layers: int, num_heads: int) -> list[Configuration]:
+    """Every head alone: ``num_layers x num_heads`` configurations (the paper's fig. 8)."""
+    return [
+        Configuration(head_name(layer, head), "head", frozenset({(layer, head)}), layer, head)
+        for layer in range(num_layers)
+        for head in range(num_heads)
+    ]
+
+
+def whole_layers(num_layers: int, num_heads: int) -> list[Configuration]:
+    """Every layer with all its heads disabled (the paper's fig. 9)."""
+    return [
+        Configuration(f"L{layer + 1}", "layer", frozenset((layer, head) for head in range(num_heads)), layer, None)
+        for layer in range(num_layers)
+    ]
+
+
+def head_set(disabled: frozenset[Head] | set[Head]) -> Configuration:
+    name = "+".join(head_name(*h) for h in sorted(disabled)) or "intact"
+    return Configuration(name, "set" if disabled else "intact", frozenset(disabled))
+
+
+def sweep_configurations(num_layers: int, num_heads: int, layers: bool = True) -> list[Configuration]:
+    """The intact model, every single head and (``layers``) every whole layer."""
+    return [INTACT, *single_heads(num_layers, num_heads), *(whole_layers(num_layers, num_heads) if layers else [])]
+
+
+def build_plan(configs: Sequence[Configuration], mode: str, num_layers: int, num_heads: int) -> attention.InterventionPlan:
+    """One engine plan evaluating ``configs`` side by side (configuration-major batch expansion)."""
+    if mode not in MODES:
+        raise ValueError(f"disabling mode must be one of {MODES}, not {mode!r}")
+    disabled: dict[int, torch.Tensor] = {}
+    for index, config in enumerate(configs):
+        for layer, head in config.disabled:
+            if not (0 <= layer < num_layers and 0 <= head < num_heads):
+                raise ValueError(f"{config.name}: head ({layer}, {head}) outside the model's {num_layers} x {num_heads}")
+            disabled.setdefault(layer, torch.zeros(len(configs), num_heads, dtype=torch.bool))[index, head] = True
+    if mode == "uniform":
+        return attention.InterventionPlan(len(configs), attention.per_layer(attention.HEAD_UNIFORM, disabled))
+    return attention.InterventionPlan(len(configs), attention.per_layer(attention.HEAD_SCALE, {k: (~v).float() for k, v in disabled.items()}))
+
+
+def _groups(configs: Sequence[Configuration], num_layers: int, reuse_prefix: bool) -> list[list[int]]:
+    """Indices of the configurations sharing a forward pass: those whose first disabled head beyond what
+    all of them disable lies in the same layer (the intact model joins the last layer's pass)."""
+    if not reuse_prefix:
+        return [[i] for i in range(len(configs))]
+    shared = frozenset.intersection(*(c.disabled for c in configs)) if configs else frozenset()
+
+    def first_layer(i: int) -> int:
+        own = configs[i].disabled - shared
+        return min(layer for layer, _ in own) if own else num_layers - 1
+
+    ordered = sorted(range(len(configs)), key=first_layer)
+    return [list(g) for _, g in groupby(ordered, key=first_layer)]
+
+
+@torch.inference_mode()
+def evaluate_configurations(
+    model: PreTrainedModel,
+    data: Encoded,
+    configs: Sequence[Configuration],
+    mode: str = "uniform",
+    rows_per_pass: int = 48,
+    reuse_prefix: bool = True,
+    examples_per_batch: int | None = None,
+) -> np.ndarray:
+    """Logits ``[configs, examples, labels]`` of ``model`` with each configuration's heads disabled.
+
+    A pass evaluates a group of G configurations on ``max(1, rows_per_pass // G)`` examples (or a fixed
+    ``examples_per_batch``): on CPU a batch of many more rows than that is slower *per row* (the
+    attention tensors fall out of cache), which would eat the savings of prefix reuse.
+    ``reuse_prefix=False`` is the naive method (one full forward pass per configuration, same engine):
+    the benchmark's reference, run with the same ``examples_per_batch``. Examples are sorted by length
+    to save padding; uniform attention covers only an example's own tokens, so results do not depend
+    on the batching.
+    """
+    num_layers, num_heads = model.config.num_hidden_layers, model.config.num_attention_heads
+    return evaluate_plans(model, data, len(configs), _groups(configs, num_layers, reuse_prefix),
+                          lambda group: build_plan([configs[i] for i in group], mode, num_layers, num_heads),
+                          rows_per_pass, reuse_prefix, examples_per_batch)
+
+
+@torch.inference_mode()
+def evaluate_plans(
+    model: PreTrainedModel,
+    data: Encoded,
+    num_configs: int,
+    groups: Sequence[Sequence[int]],
+    plan_of: Callable[[Sequence[int]], attention.InterventionPlan],
+    rows_per_pass: int = 48,
+    reuse_prefix: bool = True,
+    examples_per_batch: int | None = None,
+) -> np.ndarray:
+    """Logits ``[num_configs, examples, labels]``: each group of configuration indices shares forward passes under the
+    engine plan ``plan_of(group)`` (batch expansion, one row per configuration and example), with the last layer cut
+    to the first token (:func:`~bertology_core.engine.attention.first_token_output`); batches as in
+    :func:`evaluate_configurations`."""
+    attention.use_engine(model)
+    model.eval()
+    device = next(model.parameters()).device
+    order = np.argsort(-data.lengths(), kind="stable")
+    logits = np.zeros((num_configs, len(data), model.config.num_labels), dtype=np.float32)
+    for group in groups:
+        group = list(group)
+        plan = plan_of(group)
+        batch_size = examples_per_batch or max(1, rows_per_pass // len(group))
+        for start in range(0, len(order), batch_size):
+            examples = order[start : start + batch_size]
+            batch = {k: v.to(device) for k, v in data.collate(examples).items()}
+            with attention.intervene(model, plan, reuse_prefix=reuse_prefix), attention.first_token_output(model):
+                out = model(**batch).logits.float().cpu().numpy()
+            logits[np.ix_(group, examples)] = out.reshape(len(group), len(examples), -1)
+    return logits
+
+
+@dataclass(frozen=True)
+class ScoredModel:
+    """A fine-tuned classifier ready to be scored on its dev sample: the model on the job's device, the sample (sorted
+    by idx) and its encoding."""
+
+    model: PreTrainedModel
+    dev: pl.DataFrame
+    encoded: Encoded
+
+
+def load_scored_model(folder: str, dev_path: str, task: GlueTask, max_examples: int | None, subsample_seed: int,
+                      max_length: int, device: torch.device) -> ScoredModel:
+    """The fine-tuned model at ``folder`` and a seeded sample of at most ``max_examples`` of its task's dev split
+    (``glue.subsample``), encoded with the model's tokenizer: what a disabling job scores."""
+    from bertology_core.data import glue
+    from bertology_core.models import models
+    from bertology_core.finetune.finetune import encode
+
+    dev = glue.subsample(pl.read_parquet(dev_path), max_examples, subsample_seed).sort("idx")
+    model = models.load_classifier(folder, task, models.SAVED, 0).to(device)
+    return ScoredModel(model, dev, encode(dev, models.load_tokenizer(folder), max_length))
+
+
+def predictions_from_logits(task: GlueTask, logits: np.ndarray) -> np.ndarray:
+    """Class ids (classification) or scores (regression) from ``[..., labels]`` logits."""
+    return logits[..., 0] if task.is_regression else logits.argmax(-1)
+
+
+def sweep_frame(task: GlueTask, dev: pl.DataFrame, configs: Sequence[Configuration], predictions: np.ndarray, mode: str) -> pl.DataFrame:
+    """Tidy per-example predictions: ``mode, config, kind, layer, head, idx, label, prediction``."""
+    n = dev.height
+    dtype = pl.Float64 if task.is_regression else pl.Int64
+    return pl.DataFrame(
+        {
+            "mode": [mode] * (len(configs) * n),
+            "config": np.repeat([c.name for c in configs], n),
+            "kind": np.repeat([c.kind for c in configs], n),
+            "layer": pl.Series(np.repeat([c.layer for c in configs], n).tolist(), dtype=pl.Int16),
+            "head": pl.Series(np.repeat([c.head for c in configs], n).tolist(), dtype=pl.Int16),
+            "idx": np.tile(dev["idx"].to_numpy(), len(configs)),
+            "label": np.tile(dev["label"].to_numpy(), len(configs)),
+            "prediction": pl.Series(predictions.reshape(-1), dtype=dtype),
+        }
+    )
+
+
+def score(metric: str, predictions: np.ndarray, labels: np.ndarray) -> np.ndarray:
+    """``metric`` of each row of ``predictions`` ``[C, n]`` on all examples -> ``[C]``."""
+    return metric_on_resamples(metric, predictions, labels, np.arange(labels.shape[0])[None, :])[:, 0]
+
+
+@dataclass(frozen=True)
+class GreedyStep:
+    step: int
+    added: Head
+    disabled: frozenset[Head]
+    selection_score: float
+    selection_gain: float  # over the previous step's set, on the selection half
+
+
+def greedy_disable(
+    evaluate: Callable[[list[Configuration]], np.ndarray],
+    labels: np.ndarray,
+    metric: str,
+    heads: Sequence[Head],
+    max_steps: int,
+) -> tuple[float, list[GreedyStep]]:
+    """Greedy multi-head disabling on one set of examples (the selection half).
+
+    Starting from the intact model, repeatedly add the head whose disabling raises ``metric`` most
+    (ties: the lowest layer, then head), and stop when no head raises it or after ``max_steps``.
+    ``evaluate(configs)`` returns predictions ``[len(configs), n]``. Returns the intact score and the steps.
+    """
+    chosen: frozenset[Head] = frozenset()
+    current = float(score(metric, evaluate([INTACT]), labels)[0])
+    intact_score, steps = current, []
+    while len(steps) < max_steps:
+        candidates = [h for h in sorted(heads) if h not in chosen]
+        if not candidates:
+            break
+        scores = score(metric, evaluate([head_set(chosen | {h}) for h in candidates]), labels)
+        scores = np.where(np.isnan(scores), -np.inf, scores)
+        best = int(np.argmax(scores))  # first maximum: lowest (layer, head)
+        if not scores[best] > current:
+            break
+        chosen = chosen | {candidates[best]}
+        steps.append(GreedyStep(len(steps) + 1, candidates[best], chosen, float(scores[best]), float(scores[best] - current)))
+        current = float(scores[best])
+    return intact_score, steps
+
+
+@dataclass(frozen=True)
+class GreedySettings:
+    """The greedy search's choices (config ``disabling``): the disabling mode, the most heads to add, the seed of
+    the selection/report split, and the bootstrap of the report half's deltas."""
+
+    mode: str
+    max_steps: int
+    split_seed: int
+    resamples: int
+    level: float
+    bootstrap_seed: int
+
+
+def greedy_search(model: PreTrainedModel, task: GlueTask, dev: pl.DataFrame, selection: np.ndarray,
+                  encode: Callable[[pl.DataFrame], Encoded], sweep: pl.DataFrame, settings: GreedySettings,
+                  rows_per_pass: int) -> tuple[pl.DataFrame, int]:
+    """Greedy multi-head disabling (:func:`greedy_disable`) chosen on the ``selection`` half of ``dev`` (sorted by
+    idx; a mask) and every step's set reported on the other half against the intact model, with paired bootstrap
+    intervals. The single-head sweep's predictions (``sweep``, same examples and mode) are reused, so the first
+    step costs no forward pass. Returns the table (step 0 = intact) and the number of configurations computed
+    beyond the sweep."""
+    metric, labels = primary_metric(task), dev["label"].to_numpy()
+    halves = {"selection": encode(dev.filter(pl.Series(selection))), "report": encode(dev.filter(pl.Series(~selection)))}
+    known = {name: group.sort("idx")["prediction"].to_numpy()[selection]
+             for (name,), group in sweep.partition_by("config", as_dict=True).items()}
+    computed = []
+
+    def evaluate_selection(configs: list[Configuration]) -> np.ndarray:
+        missing = [c for c in configs if c.name not in known]
+        if missing:
+            computed.extend(c.name for c in missing)
+            logits = evaluate_configurations(model, halves["selection"], missing, settings.mode, rows_per_pass=rows_per_pass)
+            known.update(zip([c.name for c in missing], predictions_from_logits(task, logits)))
+        return np.stack([known[c.name] for c in configs])
+
+    heads = [(layer, head) for layer in range(model.config.num_hidden_layers) for head in range(model.config.num_attention_heads)]
+    intact_score, steps = greedy_disable(evaluate_selection, labels[selection], metric, heads, settings.max_steps)
+    configs = [INTACT, *[head_set(step.disabled) for step in steps]]
+    report = predictions_from_logits(
+        task, evaluate_configurations(model, halves["report"], configs, settings.mode, rows_per_pass=rows_per_pass))
+    deltas = paired_deltas(metric, report[1:], report[0], labels[~selection],
+                           resample_indices(int((~selection).sum()), settings.resamples, settings.bootstrap_seed))
+    low, high = deltas.interval(settings.level)
+    report_scores = score(metric, report, labels[~selection])
+    rows = [{
+        "step": 0, "added": None, "layer": None, "head": None, "disabled": "intact",
+        "selection_score": intact_score, "selection_delta": 0.0,
+        "report_score": float(report_scores[0]), "report_delta": 0.0, "report_ci_low": 0.0, "report_ci_high": 0.0,
+    }]
+    for position, step in enumerate(steps):
+        rows.append({
+            "step": step.step, "added": head_name(*step.added), "layer": step.added[0], "head": step.added[1],
+            "disabled": configs[position + 1].name,
+            "selection_score": step.selection_score, "selection_delta": step.selection_score - intact_score,
+            "report_score": float(report_scores[position + 1]), "report_delta": float(deltas.delta[position]),
+            "report_ci_low": float(low[position]), "report_ci_high": float(high[position]),
+        })
+    table = pl.DataFrame(rows, schema_overrides={"added": pl.String, "layer": pl.Int16, "head": pl.Int16}).with_columns(
+        pl.lit(settings.mode).alias("mode"), pl.lit(metric).alias("metric"),
+        pl.lit(int(selection.sum())).alias("selection_examples"), pl.lit(int((~selection).sum())).alias("report_examples"),
+    )
+    return table, len(computed)

@@ -1,0 +1,178 @@
+"""Statistics of disabling sweeps: paired bootstrap intervals per seed and across seeds, and selection
+without leakage (choose on one half of dev, report on the other).
+
+A configuration's *delta* is its metric minus the intact model's, on the same examples, in points of the
+task's primary GLUE metric (accuracy; Pearson for STS-B). Across seeds the delta is the mean of the
+seeds' deltas, and its interval comes from the same example resamples applied to every seed (the seeds
+share the dev set), so it reflects the choice of dev examples for the average model. Seed-to-seed
+variance is shown by the per-seed rows and enters the verdict:
+
+- ``gain``: every seed's delta is positive and the across-seed interval excludes zero;
+- ``loss``: every seed's delta is negative and the interval excludes zero;
+- ``none`` otherwise. With one seed, "every seed" is that seed (``seeds`` says how many there were).
+
+These are per-configuration intervals: over the ~L x H configurations of a sweep some will exclude zero
+by chance (about 5% at level 0.95), which is why the best head is chosen and reported on different halves.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+
+from bertology_core.stats.bootstrap import PairedDeltas, paired_deltas, resample_indices
+
+CONFIG_COLUMNS = ["mode", "config", "kind", "layer", "head"]
+
+
+def split_halves(labels: np.ndarray, stratify: bool, seed: int) -> np.ndarray:
+    """Boolean mask of the *selection* half of the examples (the rest is the *report* half).
+
+    A seeded permutation; with ``stratify`` each class is split in two separately, so both halves
+    keep dev's label balance. Odd counts give the extra example to the report half.
+    """
+    rng = np.random.default_rng(seed)
+    selection = np.zeros(len(labels), dtype=bool)
+    groups = [np.flatnonzero(labels == value) for value in np.unique(labels)] if stratify else [np.arange(len(labels))]
+    for members in groups:
+        chosen = rng.permutation(members)[: len(members) // 2]
+        selection[chosen] = True
+    return selection
+
+
+@dataclass(frozen=True)
+class SweepArrays:
+    """One mode's sweep of every seed as arrays aligned by example (dev ``idx`` order)."""
+
+    configs: pl.DataFrame  # CONFIG_COLUMNS, one row per configuration, intact first
+    seeds: list[int]
+    idx: np.ndarray  # [n]
+    labels: np.ndarray  # [n]
+    predictions: np.ndarray  # [seeds, configs, n]
+
+    @classmethod
+    def from_frame(cls, sweeps: pl.DataFrame) -> "SweepArrays":
+        """``sweeps``: the sweep Parquets of one mode with a ``seed`` column."""
+        if sweeps["mode"].n_unique() != 1:
+            raise ValueError("SweepArrays holds one mode; filter the sweeps by mode first")
+        configs = (
+            sweeps.select(CONFIG_COLUMNS).unique()
+            .with_columns((pl.col("kind") != "intact").alias("_not_intact"))
+            .sort("_not_intact", "kind", "layer", "head", nulls_last=True).drop("_not_intact")
+        )
+        seeds = sorted(sweeps["seed"].unique().to_list())
+        idx = np.sort(sweeps["idx"].unique().to_numpy())
+        predictions = []
+        for seed in seeds:
+            wide = (
+                sweeps.filter(pl.col("seed") == seed).pivot(on="idx", index="config", values="prediction")
+            )
+            wide = configs.select("config").join(wide, on="config", how="left")
+            if wide.null_count().sum_horizontal().item():
+                raise ValueError(f"seed {seed}: the sweep lacks some (configuration, example) predictions")
+            predictions.append(wide.select([str(i) for i in idx]).to_numpy())
+        labels_frame = sweeps.filter((pl.col("seed") == seeds[0]) & (pl.col("kind") == "intact")).sort("idx")
+        if not np.array_equal(labels_frame["idx"].to_numpy(), idx):
+            raise ValueError("every seed's sweep must cover the same dev examples")
+        return cls(configs, seeds, idx, labels_frame["label"].to_numpy(), np.stack(predictions))
+
+
+def pooled_over_seeds(per_seed: list[PairedDeltas]) -> PairedDeltas:
+    """The across-seed delta: the mean of the seeds' deltas, on the same example resamples (the seeds share dev)."""
+    return PairedDeltas(np.mean([d.delta for d in per_seed], axis=0), np.mean([d.resampled for d in per_seed], axis=0))
+
+
+def seed_verdicts(deltas: np.ndarray, low: np.ndarray, high: np.ndarray) -> np.ndarray:
+    """The verdict rule (module docstring) from every seed's deltas ``[seeds, C]`` and the across-seed interval."""
+    seeds = deltas.shape[0]
+    positive, negative = (deltas > 0).sum(0), (deltas < 0).sum(0)
+    # a bound of exactly zero, computed as a mean over seeds, can come out as +-1e-17: not above zero
+    tolerance = 1e-9
+    return np.where((positive == seeds) & (low > tolerance), "gain",
+                    np.where((negative == seeds) & (high < -tolerance), "loss", "none"))
+
+
+def deltas_table(arrays: SweepArrays, metric: str, resamples: int, level: float, seed: int, examples: np.ndarray | None = None) -> pl.DataFrame:
+    """Per configuration: each seed's score, delta and interval (``seed`` set) and the across-seed
+    row (``seed`` null) with the verdict; on all examples or on the ``examples`` mask."""
+    mask = np.ones(arrays.idx.shape[0], bool) if examples is None else examples
+    labels = arrays.labels[mask]
+    indices = resample_indices(int(mask.sum()), resamples, seed)
+    rows = []
+    per_seed = []
+    for position, seed_value in enumerate(arrays.seeds):
+        predictions = arrays.predictions[position][:, mask]  # [C, n]; row 0 is intact
+        deltas = paired_deltas(metric, predictions, predictions[0], labels, indices)
+        low, high = deltas.interval(level)
+        per_seed.append(deltas)
+        rows.append(arrays.configs.with_columns(
+            pl.lit(seed_value, dtype=pl.Int64).alias("seed"),
+            pl.Series("delta", deltas.delta), pl.Series("ci_low", low), pl.Series("ci_high", high),
+        ))
+    across = pooled_over_seeds(per_seed)
+    mean_delta = across.delta
+    low, high = across.interval(level)
+    stacked = np.stack([d.delta for d in per_seed])
+    positive, negative = (stacked > 0).sum(0), (stacked < 0).sum(0)
+    seeds = len(arrays.seeds)
+    verdict = seed_verdicts(stacked, low, high)
+    pooled = arrays.configs.with_columns(
+        pl.lit(None, dtype=pl.Int64).alias("seed"),
+        pl.Series("delta", mean_delta), pl.Series("ci_low", low), pl.Series("ci_high", high),
+    )
+    table = pl.concat(rows + [pooled])
+    summary = arrays.configs.with_columns(
+        pl.Series("seeds", [seeds] * arrays.configs.height, dtype=pl.Int64),
+        pl.Series("seeds_positive", positive, dtype=pl.Int64),
+        pl.Series("seeds_negative", negative, dtype=pl.Int64),
+        pl.Series("delta_std_over_seeds", stacked.std(0, ddof=1) if seeds > 1 else np.full(stacked.shape[1], np.nan)),
+        pl.Series("verdict", verdict),
+    )
+    return table.join(summary, on=CONFIG_COLUMNS, how="left", nulls_equal=True).with_columns(
+        pl.lit(metric).alias("metric"), pl.lit(int(mask.sum())).alias("examples")
+    )
+
+
+def selection_table(arrays: SweepArrays, selection: np.ndarray, metric: str, resamples: int, level: float, seed: int) -> pl.DataFrame:
+    """The best configuration of each kind (head, layer) chosen on the selection half, reported on the
+    other half: per seed, and across seeds (chosen by the mean selection-half delta)."""
+    choose = deltas_table(arrays, metric, resamples, level, seed, selection)
+    report = deltas_table(arrays, metric, resamples, level, seed, ~selection)
+    rows = []
+    for kind in ("head", "layer"):
+        candidates = choose.filter(pl.col("kind") == kind)
+        if candidates.is_empty():
+            continue
+        for seed_value in [*arrays.seeds, None]:
+            pool = candidates.filter(pl.col("seed").is_null() if seed_value is None else pl.col("seed") == seed_value)
+            best = pool.sort(["delta", "layer", "head"], descending=[True, False, False], nulls_last=True).row(0, named=True)
+            reported = report.filter(
+                (pl.col("config") == best["config"])
+                & (pl.col("seed").is_null() if seed_value is None else pl.col("seed") == seed_value)
+            ).row(0, named=True)
+            rows.append({
+                "mode": best["mode"], "kind": kind, "seed": seed_value, "config": best["config"],
+                "layer": best["layer"], "head": best["head"],
+                "selection_delta": best["delta"], "report_delta": reported["delta"],
+                "report_ci_low": reported["ci_low"], "report_ci_high": reported["ci_high"],
+                "selection_examples": int(selection.sum()), "report_examples": int((~selection).sum()),
+            })
+    return pl.DataFrame(rows, schema_overrides={"seed": pl.Int64, "layer": pl.Int16, "head": pl.Int16})
+
+
+def extremes(pooled: pl.DataFrame, count: int, columns: list[str]) -> pl.DataFrame:
+    """The ``count`` best and worst configurations of each kind (head, layer) per task and mode, by their
+    across-seed delta (``pooled``: the rows of :func:`deltas_table` with no seed); ties keep the table's (layer, head)
+    order, so the choice is deterministic. ``columns``: what to keep after ``task, mode, kind, end``."""
+    ranked = pooled.filter(pl.col("kind").is_in(["head", "layer"])).with_columns(
+        pl.col("delta").rank("ordinal", descending=True).over("task", "mode", "kind").alias("rank_best"),
+        pl.col("delta").rank("ordinal").over("task", "mode", "kind").alias("rank_worst"),
+    )
+    return pl.concat([
+        ranked.filter(pl.col("rank_best") <= count).with_columns(pl.lit("best").alias("end")),
+        ranked.filter(pl.col("rank_worst") <= count).with_columns(pl.lit("worst").alias("end")),
+    ]).select(["task", "mode", "kind", "end", *columns]).sort(
+        "task", "mode", "kind", "end", "delta", "layer", "head", descending=[False, False, False, False, True, False, False],
+        nulls_last=True)

@@ -1,0 +1,285 @@
+"""Fine-tuning and evaluation of sequence classifiers on GLUE, in one plain loop.
+
+Defaults are those of Kovaleva et al. 2019 (from BERT's ``run_classifier``):
+batch 32, 3 epochs, learning rate 2e-5, max length 128, AdamW with linear decay
+after a 10% linear warm-up. Batches are padded dynamically; optionally examples
+of similar length are batched together (``group_by_length``, as HF Trainer's
+option), which changes batch composition, not the objective.
+
+Everything random (head init, dropout, shuffling) derives from ``seed``, so a
+run on CPU is repeatable bit for bit.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+import polars as pl
+import torch
+from tqdm.auto import tqdm
+from transformers import PreTrainedModel, get_linear_schedule_with_warmup
+
+from bertology_core.data import states
+from bertology_core.models.batching import Encoded, encode  # noqa: F401 - part of this module's API
+from bertology_core.models.checkpoint import Checkpointer, TrainingState
+from bertology_core.models.device import default_device
+from bertology_core.engine.encoder import first_token_output
+from bertology_core.workflow.faults import failpoint
+from bertology_core.data.glue import GlueTask
+from bertology_core.stats.metrics import compute_metrics
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class FinetuneConfig:
+    batch_size: int = 32
+    epochs: float = 3.0
+    learning_rate: float = 2e-5
+    warmup_ratio: float = 0.1
+    weight_decay: float = 0.01
+    max_grad_norm: float = 1.0
+    max_length: int = 128
+    group_by_length: bool = False
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any]) -> "FinetuneConfig":
+        known = {k: v for k, v in values.items() if k in cls.__dataclass_fields__}
+        return cls(**known)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def training_batches(
+    lengths: np.ndarray, batch_size: int, generator: np.random.Generator, group_by_length: bool
+) -> list[np.ndarray]:
+    """One epoch of batches: a seeded shuffle, optionally grouped by length in mega-batches of 50."""
+    order = generator.permutation(len(lengths))
+    if not group_by_length:
+        return [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
+    mega = batch_size * 50
+    batches: list[np.ndarray] = []
+    for start in range(0, len(order), mega):
+        chunk = order[start : start + mega]
+        chunk = chunk[np.argsort(-lengths[chunk], kind="stable")]
+        batches.extend(chunk[i : i + batch_size] for i in range(0, len(chunk), batch_size))
+    return [batches[i] for i in generator.permutation(len(batches))]
+
+
+# no weight decay for biases and normalisation weights (BERT's recipe)
+NO_DECAY = ("bias", "LayerNorm.weight", "layer_norm.weight", "norm.weight")
+
+
+def parameter_groups(model: torch.nn.Module, weight_decay: float) -> list[dict[str, Any]]:
+    """Fine-tuning's optimiser groups: weight decay on every weight but biases and normalisation weights."""
+    named = list(model.named_parameters())
+    return [
+        {"params": [p for n, p in named if not n.endswith(NO_DECAY)], "weight_decay": weight_decay},
+        {"params": [p for n, p in named if n.endswith(NO_DECAY)], "weight_decay": 0.0},
+    ]
+
+
+def _labels_tensor(task: GlueTask, labels: np.ndarray) -> torch.Tensor:
+    return torch.tensor(labels, dtype=torch.float32 if task.is_regression else torch.long)
+
+
+def _to(batch: dict[str, torch.Tensor], device: torch.device) -> dict[str, torch.Tensor]:
+    return {key: value.to(device) for key, value in batch.items()}
+
+
+def train(
+    model: PreTrainedModel,
+    task: GlueTask,
+    data: Encoded,
+    labels: np.ndarray,
+    config: FinetuneConfig,
+    seed: int,
+    progress: bool = True,
+    checkpointer: Checkpointer | None = None,
+    on_epoch_end: Callable[[int], None] | None = None,
+    optimizer_groups: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """Fine-tune ``model`` in place; return a training record (losses, steps, seconds).
+
+    ``model(**batch, labels=...)`` must return an object with a ``loss``; the optimiser (AdamW, fine-tuning's
+    learning rate unless a group sets its own) trains ``optimizer_groups`` (default: :func:`parameter_groups`).
+
+    ``on_epoch_end(epoch)`` is called after each complete epoch with the model in eval mode (to score
+    it along the way: ``benchmarks/finetune_recipes.py``); it must not change the model or draw random
+    numbers from torch's global generator, else the run is no longer the one without it.
+
+    With a ``checkpointer`` the loop saves its whole state now and then and, when a
+    checkpoint of the same run exists, resumes from it; the result is identical to an
+    uninterrupted run (the epoch's batch order is redrawn from the saved generator state).
+    """
+    torch.manual_seed(seed)
+    device = next(model.parameters()).device
+    generator = np.random.default_rng(seed)
+    lengths = data.lengths()
+    steps_per_epoch = math.ceil(len(data) / config.batch_size)
+    total_steps = max(1, math.ceil(steps_per_epoch * config.epochs))
+    groups = parameter_groups(model, config.weight_decay) if optimizer_groups is None else optimizer_groups
+    optimizer = torch.optim.AdamW(groups, lr=config.learning_rate)
+    scheduler = get_linear_schedule_with_warmup(optimizer, int(config.warmup_ratio * total_steps), total_steps)
+    state = (checkpointer.load(model, optimizer, scheduler) if checkpointer else None) or TrainingState()
+    resumed_at = state.step
+    model.train()
+    started = time.perf_counter() - state.train_seconds
+    last_save_step, last_save_time = state.step, time.perf_counter()
+    bar = tqdm(total=total_steps, initial=state.step, desc=f"fine-tune {task.name}", disable=not progress, mininterval=5.0)
+    while state.step < total_steps:
+        if state.epoch_generator_state is None:
+            state.epoch_generator_state = generator.bit_generator.state
+        else:  # resumed mid-epoch: redraw this epoch's batches from the same generator state
+            generator.bit_generator.state = state.epoch_generator_state
+        batches = training_batches(lengths, config.batch_size, generator, config.group_by_length)
+        for batch_indices in batches[state.batch_in_epoch :]:
+            if state.step >= total_steps:
+                break
+            batch = _to(data.collate(batch_indices), device)
+            # the classifier reads [CLS] alone: the last layer's feed-forward runs on it only (exact, ~1/8 faster)
+            with first_token_output(model):
+                output = model(**batch, labels=_labels_tensor(task, labels[batch_indices]).to(device))
+            output.loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), config.max_grad_norm)
+            optimizer.step()
+            scheduler.step()
+            optimizer.zero_grad(set_to_none=True)
+            state.losses.append(float(output.loss.detach()))
+            state.step += 1
+            state.batch_in_epoch += 1
+            state.examples_seen += len(batch_indices)
+            bar.update(1)
+            bar.set_postfix(loss=f"{np.mean(state.losses[-20:]):.4f}", refresh=False)
+            if checkpointer and state.step < total_steps and checkpointer.due(
+                state.step - last_save_step, time.perf_counter() - last_save_time
+            ):
+                state.train_seconds = time.perf_counter() - started
+                checkpointer.save(state, model, optimizer, scheduler)
+                last_save_step, last_save_time = state.step, time.perf_counter()
+                failpoint("finetune.after_checkpoint")
+        state.epoch += 1
+        state.batch_in_epoch = 0
+        state.epoch_generator_state = None
+        if on_epoch_end is not None:
+            model.eval()
+            on_epoch_end(state.epoch)
+            model.train()
+    bar.close()
+    model.eval()
+    return {
+        "steps": state.step,
+        "resumed_at_step": resumed_at,
+        "examples_seen": state.examples_seen,
+        "train_seconds": time.perf_counter() - started,
+        "final_loss_mean_last_20": float(np.mean(state.losses[-20:])) if state.losses else float("nan"),
+        "loss_curve": state.losses,
+    }
+
+
+@torch.inference_mode()
+def predict(model: PreTrainedModel, data: Encoded, batch_size: int) -> np.ndarray:
+    """Logits for every example, in the input order; batches sorted by length to save padding."""
+    model.eval()
+    device = next(model.parameters()).device
+    order = np.argsort(-data.lengths(), kind="stable")
+    logits = np.zeros((len(data), model.config.num_labels), dtype=np.float32)
+    for start in range(0, len(order), batch_size):
+        indices = order[start : start + batch_size]
+        logits[indices] = model(**_to(data.collate(indices), device)).logits.float().cpu().numpy()
+    return logits
+
+
+def predictions_frame(task: GlueTask, frame: pl.DataFrame, logits: np.ndarray) -> pl.DataFrame:
+    """Per-example predictions: ``idx, label, prediction, logits`` (the later sweeps and bootstraps need them)."""
+    prediction = logits[:, 0] if task.is_regression else logits.argmax(axis=1)
+    return pl.DataFrame(
+        {
+            "idx": frame["idx"],
+            "label": frame["label"],
+            "prediction": pl.Series(prediction, dtype=pl.Float64 if task.is_regression else pl.Int64),
+            "logits": pl.Series([row.tolist() for row in logits], dtype=pl.List(pl.Float32)),
+        }
+    )
+
+
+def score(task: GlueTask, predictions: pl.DataFrame) -> dict[str, float]:
+    return compute_metrics(task, predictions["prediction"].to_numpy(), predictions["label"].to_numpy())
+
+
+@dataclass
+class RunResult:
+    model: PreTrainedModel
+    tokenizer: Any
+    metrics: dict[str, Any]
+    predictions: dict[str, pl.DataFrame]  # eval split -> per-example predictions
+
+
+def finetune_and_evaluate(
+    model_path: str,
+    task: GlueTask,
+    state: str,
+    seed: int,
+    train_frame: pl.DataFrame | None,
+    eval_frames: dict[str, pl.DataFrame],
+    config: FinetuneConfig,
+    progress: bool = True,
+    device: torch.device | None = None,
+    eval_batch_size: int = 64,
+    checkpointer: Checkpointer | None = None,
+) -> RunResult:
+    """Build the classifier of ``state`` (:mod:`bertology_core.data.states`: finetuned, scratch or pretrained), train it
+    unless pretrained, evaluate.
+
+    ``pretrained`` is the paper's "pre-trained" column: the pre-trained encoder with
+    a freshly initialised, untrained classification head. ``eval_batch_size`` only
+    changes speed; ``checkpointer`` makes training resumable (see :func:`train`).
+    """
+    from bertology_core.models.models import load_classifier_reported, load_tokenizer
+
+    trains = state != states.PRETRAINED
+    tokenizer = load_tokenizer(model_path)
+    model, loaded = load_classifier_reported(model_path, task, states.STARTS_FROM[state], seed)
+    model.to(device or default_device())
+    record: dict[str, Any] = {
+        "task": task.name,
+        "state": state,
+        "seed": seed,
+        # an untrained model only depends on how inputs are cut
+        "hyperparameters": config.to_dict() if trains else {"max_length": config.max_length},
+        "device": str(next(model.parameters()).device),
+        # the weights drawn anew (the task head only: an encoder weight that did not load stops the job) and the
+        # file's tensors not read (a pre-training head); the from-scratch state loads nothing
+        "weights_loaded": loaded.to_json(),
+    }
+    if trains:
+        if train_frame is None:
+            raise ValueError(f"state={state!r} needs training data")
+        encoded = encode(train_frame, tokenizer, config.max_length)
+        record["train_examples"] = len(encoded)
+        record["train_truncated"] = encoded.truncated
+        record["training"] = train(
+            model, task, encoded, train_frame["label"].to_numpy(), config, seed, progress, checkpointer
+        )
+    predictions: dict[str, pl.DataFrame] = {}
+    record["eval"] = {}
+    for split, frame in eval_frames.items():
+        started = time.perf_counter()
+        encoded_split = encode(frame, tokenizer, config.max_length)
+        logits = predict(model, encoded_split, eval_batch_size)
+        predictions[split] = predictions_frame(task, frame, logits)
+        record["eval"][split] = {
+            **score(task, predictions[split]),
+            "examples": frame.height,
+            "truncated": encoded_split.truncated,
+            "eval_seconds": time.perf_counter() - started,
+        }
+    model.to("cpu")  # saved and handed on from the CPU, whatever trained it
+    return RunResult(model=model, tokenizer=tokenizer, metrics=record, predictions=predictions)

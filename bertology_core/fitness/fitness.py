@@ -1,0 +1,213 @@
+"""Is a fine-tuned model fit for analysis? Its dev score against the task's trivial predictor.
+
+An analysis of a model that has learnt nothing of its task (Kovaleva et al. 2019, Michel et al. 2019 and
+Prasanna et al. 2020 all study models 15-30 points above the majority class) says nothing about what
+fine-tuning put into the model: disabling a head cannot hurt a constant predictor, and every pruned
+subnetwork is as good as the full one. So every fine-tuned model gets a verdict before it is analysed.
+
+- **Trivial predictor**: for a classification task the best constant prediction, i.e. the class that scores
+  best when predicted for every dev example (for accuracy: the majority class of dev, 0.684 on MRPC); for a
+  regression task (STS-B) a constant prediction, whose Pearson correlation is undefined and counted as 0.
+  The class is picked on each bootstrap resample anew, so a model that predicts one class everywhere is never
+  fit, whatever the training labels' majority. Choosing the baseline on dev only makes the test harder to
+  pass: the verdict is conservative.
+- **Difference**: the task's primary GLUE metric (accuracy; Matthews correlation for CoLA; Pearson for
+  STS-B) of the model minus that of the trivial predictor, on the full dev set, with a paired bootstrap
+  percentile interval over dev examples (:mod:`bertology_core.stats.bootstrap`: both scored on the same resamples).
+- **Verdict**: the model is *fit for analysis* when the interval's lower bound is above ``margin`` (default
+  0: the model beats the trivial predictor beyond what the choice of dev examples explains) and dev holds at
+  least ``min_examples`` examples (a bootstrap of a handful says nothing). A margin is in the metric's own
+  units (0.02 = 2 accuracy points).
+
+Models fine-tuned from scratch (random weights) are baselines: their verdict is reported (they are expected to be
+unfit), never acted on. The table's ``state`` column names each model's state (:mod:`bertology_core.data.states`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from bertology_core.data import states
+from bertology_core.stats.bootstrap import metric_on_resamples, percentile_interval, resample_indices
+from bertology_core.data.glue import GlueTask
+from bertology_core.stats.metrics import primary_metric
+
+FIT, UNFIT = "fit", "UNFIT"
+# the column every summary table gets: null for rows that rest on no fine-tuned model (the pre-trained encoder)
+COLUMN = "fit_for_analysis"
+VERDICT_COLUMNS = ("model", "task", "state", "seed", "metric", "score", "trivial_score", "delta", "ci_low", "ci_high",
+                   "margin", "fit", "trivial_predictor")
+
+
+@dataclass(frozen=True)
+class FitnessSettings:
+    """``margin``: the lower bound of the interval must be above it; ``min_examples``: fewer dev examples
+    cannot make a model fit; ``resamples``, ``level`` and ``seed``: the paired bootstrap's."""
+
+    margin: float = 0.0
+    min_examples: int = 20
+    resamples: int = 1000
+    level: float = 0.95
+    seed: int = 0
+
+    @classmethod
+    def from_dict(cls, values: Mapping[str, Any]) -> "FitnessSettings":
+        return cls(**{k: v for k, v in values.items() if k in cls.__dataclass_fields__})
+
+
+def constant_scores(task: GlueTask, labels: np.ndarray, indices: np.ndarray) -> np.ndarray:
+    """``[classes, resamples]``: the primary metric of predicting each class for every example, on each
+    resample ``indices`` ``[R, n]`` (a regression task has no class: ``[0, R]``)."""
+    if task.is_regression:
+        return np.zeros((0, indices.shape[0]))
+    constants = np.repeat(np.arange(task.num_labels)[:, None], labels.shape[0], axis=1)
+    return metric_on_resamples(primary_metric(task), constants, labels, indices)
+
+
+def assess(task: GlueTask, predictions: np.ndarray, labels: np.ndarray, settings: FitnessSettings) -> dict[str, Any]:
+    """The verdict of one model from its dev ``predictions`` (class ids, or scores for regression) and the dev
+    ``labels``: score, trivial score, difference with its interval, ``fit``."""
+    metric = primary_metric(task)
+    predictions, labels = np.asarray(predictions), np.asarray(labels)
+    n = labels.shape[0]
+    indices = resample_indices(n, settings.resamples, settings.seed)
+    full = np.arange(n)[None, :]
+    score = float(metric_on_resamples(metric, predictions[None, :], labels, full)[0, 0])
+    resampled_score = metric_on_resamples(metric, predictions[None, :], labels, indices)[0]
+    if task.is_regression:
+        trivial_score, resampled_trivial = 0.0, np.zeros_like(resampled_score)
+        described = "a constant prediction (its correlation is undefined: counted as 0)"
+    else:
+        on_dev = constant_scores(task, labels, full)[:, 0]
+        trivial_score, best = float(on_dev.max()), int(on_dev.argmax())
+        resampled_trivial = constant_scores(task, labels, indices).max(axis=0)
+        name = task.label_names[best] if task.label_names else str(best)
+        described = f"the best constant prediction on dev (class {best}: {name}), re-chosen on every resample"
+    low, high = (float(x) for x in percentile_interval(resampled_score - resampled_trivial, settings.level))
+    enough = n >= settings.min_examples
+    fit = bool(enough and np.isfinite(low) and low > settings.margin)
+    return {
+        "metric": metric, "score": score, "trivial_score": trivial_score, "trivial_predictor": described,
+        "delta": score - trivial_score, "ci_low": low, "ci_high": high, "examples": int(n), "fit": fit,
+        "reason": _reason(metric, score, trivial_score, low, high, settings, fit, n),
+        **{f"settings_{k}": v for k, v in asdict(settings).items()},
+    }
+
+
+def _reason(metric: str, score: float, trivial: float, low: float, high: float, settings: FitnessSettings, fit: bool,
+            examples: int) -> str:
+    if examples < settings.min_examples:
+        return (f"only {examples} dev examples, fewer than analysis.fitness.min_examples ({settings.min_examples}): "
+                "too few to judge the model, so it is not fit")
+    interval = f"{settings.level:.0%} interval of the difference [{low:+.3f}, {high:+.3f}]"
+    relation = "above" if fit else "not above"
+    return (f"{metric} {score:.3f} vs trivial {trivial:.3f}: {interval}; its lower bound is {relation} the margin "
+            f"{settings.margin:+.3f}")
+
+
+def verdict_row(model: str, record: Mapping[str, Any]) -> dict[str, Any]:
+    """One row of the verdict table from a fine-tuned model's ``metrics.json`` record."""
+    fitness = record["fitness"]
+    return {
+        "model": model, "task": record["task"], "state": record["state"], "seed": int(record["seed"]),
+        "metric": fitness["metric"], "score": fitness["score"], "trivial_score": fitness["trivial_score"],
+        "delta": fitness["delta"], "ci_low": fitness["ci_low"], "ci_high": fitness["ci_high"],
+        "margin": fitness["settings_margin"], "fit": fitness["fit"], "trivial_predictor": fitness["trivial_predictor"],
+    }
+
+
+def verdict_table(rows: Sequence[Mapping[str, Any]]) -> pl.DataFrame:
+    schema = {"model": pl.String, "task": pl.String, "state": pl.String, "seed": pl.Int64, "metric": pl.String,
+              "score": pl.Float64, "trivial_score": pl.Float64, "delta": pl.Float64, "ci_low": pl.Float64,
+              "ci_high": pl.Float64, "margin": pl.Float64, "fit": pl.Boolean, "trivial_predictor": pl.String}
+    return pl.DataFrame(list(rows), schema=schema).sort("model", "task", "state", "seed")
+
+
+def unfit_message(unfit: pl.DataFrame) -> str:
+    """What the ``fail`` policy prints: every unfit model, its numbers, and the fixes."""
+    lines = [
+        f"  {r['model']} {r['task']} seed {r['seed']}: {r['metric']} {r['score']:.3f} vs trivial {r['trivial_score']:.3f}, "
+        f"difference {r['delta']:+.3f} [{r['ci_low']:+.3f}, {r['ci_high']:+.3f}], not above the margin {r['margin']:+.3f}"
+        for r in unfit.iter_rows(named=True)
+    ]
+    return (
+        "analysis.unfit is 'fail' and these models fine-tuned from the pre-trained encoder are not fit for analysis:\n"
+        + "\n".join(lines)
+        + "\nFix: fine-tune them better (finetune.hyperparameters / finetune.per_task: more data, epochs, another "
+        "learning rate), or set analysis.unfit: skip (leave them out of the analyses) or warn (analyse them with a "
+        "warning); analysis.fitness.margin sets how far above the trivial predictor a model must be."
+    )
+
+
+def seeds_by_task(runs: Iterable[Sequence[Any]]) -> dict[str, list[int]]:
+    """``(task, seed)`` pairs -> task -> its seeds, in order (the ``runs`` a :class:`Verdicts` pools)."""
+    grouped: dict[str, list[int]] = {}
+    for task, seed in runs:
+        grouped.setdefault(str(task), []).append(int(seed))
+    return grouped
+
+
+class Verdicts:
+    """The verdicts of one model's fine-tuned runs, to label the rows of a summary table.
+
+    ``runs`` maps each task to the fine-tuning seeds (of ``state``, by default finetuned) that the table's
+    task-level rows aggregate; a row resting on several seeds is fit only when every one of them is."""
+
+    def __init__(self, table: pl.DataFrame, model: str, runs: Mapping[str, Sequence[int]] | None = None,
+                 state: str = states.FINETUNED):
+        rows = table.filter((pl.col("model") == model) & (pl.col("state") == state))
+        self.fit = {(t, int(s)): bool(f) for t, s, f in rows.select("task", "seed", "fit").iter_rows()}
+        self.runs = {task: [int(s) for s in seeds] for task, seeds in (runs or {}).items()}
+
+    def label(self, task: str, seeds: Sequence[int]) -> str | None:
+        """``fit``, ``UNFIT`` (one seed), ``UNFIT: seed 2 (1 of 3)``, ``UNFIT: all 3 seeds``; None when no
+        verdict applies (no fine-tuned model of those seeds)."""
+        known = [s for s in seeds if (task, s) in self.fit]
+        if not known:
+            return None
+        unfit = [s for s in known if not self.fit[(task, s)]]
+        if not unfit:
+            return FIT
+        if len(known) == 1:
+            return UNFIT
+        if len(unfit) == len(known):
+            return f"{UNFIT}: all {len(known)} seeds"
+        return f"{UNFIT}: seed{'s' if len(unfit) > 1 else ''} {', '.join(map(str, unfit))} ({len(unfit)} of {len(known)})"
+
+    def annotate(self, frame: pl.DataFrame, *, seed: str | None = None, state: str | None = None) -> pl.DataFrame:
+        """``frame`` with the :data:`COLUMN` column. Each row's models are found from, in this order:
+
+        - ``state``: a column naming the model state: ``TASK/finetuned_seedN`` (attention dumps),
+          ``TASK_seedN`` (probing), ``fine-tuned`` (the label) or ``difference`` (all of ``runs[task]``); any other
+          value (``pretrained``, ``random_weights``, ``TASK/scratch_seedN``, ``pre-trained``) rests on no model
+          fine-tuned from the pre-trained encoder: null;
+        - ``seed``: a column of seeds (a null seed: the row pools ``runs[task]``);
+        - neither: the row pools ``runs[task]``.
+        """
+        values = []
+        for row in frame.iter_rows(named=True):
+            task, seeds = row.get("task"), None
+            if state is not None:
+                task, seeds = self._parse_state(row[state], task)
+            elif seed is not None and row[seed] is not None:
+                seeds = [int(row[seed])]
+            elif task is not None:
+                seeds = self.runs.get(task, [])
+            values.append(None if task is None or seeds is None else self.label(task, seeds))
+        return frame.with_columns(pl.Series(COLUMN, values, dtype=pl.String))
+
+    def _parse_state(self, value: str | None, task: str | None) -> tuple[str | None, list[int] | None]:
+        if value is None:
+            return task, None
+        if value in (states.label(states.FINETUNED), states.DIFFERENCE):
+            return task, self.runs.get(task, []) if task else None
+        match = re.fullmatch(rf"(?:(?P<task>[^/]+)/)?(?:{states.FINETUNED}_seed|(?P<probed>.+)_seed)(?P<seed>\d+)", value)
+        if match is None or match["probed"] in states.STATES:  # a model fine-tuned from scratch: no verdict applies
+            return task, None
+        return match["task"] or match["probed"] or task, [int(match["seed"])]

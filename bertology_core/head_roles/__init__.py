@@ -1,0 +1,1 @@
+"""The head_roles stage: its model-running side (imports torch) and its torch-free tables."""

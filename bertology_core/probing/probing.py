@@ -1,0 +1,513 @@
+"""Layer-wise linear probes on word representations, with control tasks.
+
+Words are UD syntactic words (:mod:`bertology_core.data.treebank`); each is aligned to its word pieces by the
+fast tokenizer (``is_split_into_words``, every word given the pieces it has in the running text of the
+sentence: :func:`align_words`), and its representation at every layer (embeddings = layer 0) is its first
+piece's vector or the mean of its pieces' (``pooling``; the first piece that holds a character of the word:
+:func:`pooling_matrix`).
+
+Probes follow the layer-wise setup of Liu et al. 2019 and Tenney et al. 2019 (a linear classifier on frozen
+features of one layer) and are trained for every layer at once, as one batched softmax regression. The
+control task is Hewitt and Liang's 2019: every word *type* gets a label drawn once from the empirical
+distribution of the task's training labels, the same label wherever the type occurs (train or dev); a
+probe's *selectivity* is its task accuracy minus its control accuracy. A linear probe is the most selective
+kind they found; selectivity says how much of the accuracy the probe could get by memorising word types.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+import torch
+from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import check_is_fitted, validate_data
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+from bertology_core.models.batching import Encoded
+from bertology_core.data.word_pieces import as_in_running_text, blank_pieces
+
+POOLINGS = ("first", "mean")
+
+
+@dataclass(frozen=True)
+class AlignedSentences:
+    """Word-piece encodings of word-split sentences. ``piece_words[s][t]`` is the index of the word the
+    piece ``t`` of sentence ``s`` belongs to (-1 for special tokens); ``complete[s]`` marks the words that
+    have a representation: at least one piece, and all of them inside ``max_length`` (truncation may cut
+    the last words; a tokenizer may turn a word such as a lone control character into no piece at all);
+    ``blank[s][t]`` marks the pieces that decode to whitespace only: a bare word-start marker (SentencePiece's
+    ``▁``, byte-level BPE's ``Ġ``) that the tokenizer split off a word whose first character it cannot join
+    to it. Such a piece belongs to its word (``piece_words``) but holds none of its characters."""
+
+    input_ids: list[list[int]]
+    piece_words: list[list[int]]
+    complete: list[np.ndarray]
+    blank: list[list[bool]]
+
+    @property
+    def num_words(self) -> list[int]:
+        return [len(c) for c in self.complete]
+
+
+def align_words(tokenizer: PreTrainedTokenizerBase, sentences: Sequence[Sequence[str]], max_length: int) -> AlignedSentences:
+    """Tokenise pre-split words with a fast tokenizer (``word_ids`` maps pieces back to words), each word into
+    the pieces it has in the sentence's running text (:func:`bertology_core.data.word_pieces.as_in_running_text`),
+    truncated to ``max_length``; ``blank`` by :func:`bertology_core.data.word_pieces.blank_pieces`."""
+    if not getattr(tokenizer, "is_fast", False):
+        raise ValueError("word alignment needs a fast tokenizer (tokenizer.json); this model ships a slow one only")
+    input_ids, piece_words, complete, blank = [], [], [], []
+    cache: dict[int, bool] = {}
+    for words in sentences:
+        spaced = as_in_running_text(words)
+        full = tokenizer(spaced, is_split_into_words=True, truncation=False).word_ids()
+        encoding = tokenizer(spaced, is_split_into_words=True, truncation=True, max_length=max_length)
+        kept = [-1 if w is None else w for w in encoding.word_ids()]
+        pieces_full = np.bincount([w for w in full if w is not None], minlength=len(words))
+        pieces_kept = np.bincount([w for w in kept if w >= 0], minlength=len(words))
+        input_ids.append(encoding["input_ids"])
+        piece_words.append(kept)
+        complete.append((pieces_kept > 0) & (pieces_kept == pieces_full))
+        blank.append([w >= 0 and b for w, b in zip(kept, blank_pieces(tokenizer, encoding["input_ids"], cache))])
+    return AlignedSentences(input_ids, piece_words, complete, blank)
+
+
+def pooling_matrix(piece_words: Sequence[int], num_words: int, pooling: str, length: int,
+                   blank: Sequence[bool] | None = None) -> np.ndarray:
+    """``[num_words, length]`` weights turning piece vectors into word vectors: ``first``, a one-hot row on the
+    word's first piece that holds one of its characters (not ``blank``: a bare word-start marker such as ``▁``
+    is a piece many words share, not the word's first piece; a word of blank pieces only falls back to its
+    first piece); ``mean``, a uniform row over all its pieces, word-start markers included. A word without
+    pieces gets a zero row."""
+    if pooling not in POOLINGS:
+        raise ValueError(f"pooling must be one of {POOLINGS}, not {pooling!r}")
+    matrix = np.zeros((num_words, length), dtype=np.float32)
+    held: dict[int, list[int]] = {}
+    for position, word in enumerate(piece_words):
+        if word >= 0:
+            held.setdefault(word, []).append(position)
+    for word, positions in held.items():
+        if pooling == "mean":
+            matrix[word, positions] = 1.0
+        else:
+            filled = [p for p in positions if blank is None or not blank[p]]
+            matrix[word, (filled or positions)[0]] = 1.0
+    if pooling == "mean":
+        counts = matrix.sum(axis=1, keepdims=True)
+        matrix = np.divide(matrix, counts, out=np.zeros_like(matrix), where=counts > 0)
+    return matrix
+
+
+@torch.no_grad()
+def word_representations(
+    model: PreTrainedModel, aligned: AlignedSentences, pooling: str, batch_size: int = 32
+) -> tuple[np.ndarray, np.ndarray]:
+    """Every layer's word vectors, ``[layers + 1, words, hidden]`` float32 (layer 0: the embeddings), for
+    the words of all sentences in order, and the ``[words]`` mask of words that have a representation."""
+    model.eval()
+    device = next(model.parameters()).device
+    sentences = Encoded(aligned.input_ids, None, model.config.pad_token_id or 0)
+    chunks, masks = [], []
+    for start in range(0, len(sentences), batch_size):
+        rows = range(start, min(start + batch_size, len(sentences)))
+        batch = {k: v.to(device) for k, v in sentences.collate(rows).items()}
+        length = batch["input_ids"].shape[1]
+        states = torch.stack(model(**batch, output_hidden_states=True).hidden_states).float().cpu()  # [layers + 1, batch, length, hidden]
+        for i, r in enumerate(rows):
+            pool = torch.from_numpy(pooling_matrix(aligned.piece_words[r], aligned.num_words[r], pooling, length, aligned.blank[r]))
+            chunks.append(torch.einsum("wt,lth->lwh", pool, states[:, i]).numpy())
+            masks.append(aligned.complete[r])
+    hidden = model.config.hidden_size
+    if not chunks:
+        return np.zeros((model.config.num_hidden_layers + 1, 0, hidden), np.float32), np.zeros(0, bool)
+    return np.concatenate(chunks, axis=1), np.concatenate(masks)
+
+
+def control_labels(types: Sequence[str], train_labels: np.ndarray, num_classes: int, seed: int) -> dict[str, int]:
+    """Hewitt and Liang's control task: one label per word type, drawn from the empirical distribution of
+    ``train_labels`` (class ids), fixed by ``seed`` (types drawn in sorted order, so the draw does not
+    depend on the order they are met in).
+
+    Word types unseen in training are handled as their code does (``CorruptedPartOfSpeechLabelTask.prepare``
+    registers every type of the train, dev and test observations before training): pass the types of every
+    split, so a dev type the probe never saw still has a fixed label, which the probe can only guess, as the
+    task probe guesses the tag of an unseen word. Differs from their code: for an uncased model the types are
+    lower-cased (:func:`word_types`), and their labels follow the task's train distribution of this run."""
+    counts = np.bincount(train_labels, minlength=num_classes).astype(float)
+    rng = np.random.default_rng(seed)
+    unique = sorted(set(types))
+    draws = rng.choice(num_classes, size=len(unique), p=counts / counts.sum())
+    return dict(zip(unique, (int(d) for d in draws)))
+
+
+@dataclass(frozen=True)
+class ProbeSettings:
+    """Softmax regression per layer: AdamW on standardised features in minibatches, decoupled L2 penalty
+    ``weight_decay``, seeded init and order, early stopping on held-out training sentences.
+
+    No defaults here: they live in the config schema (``probing.probe``), the one source."""
+
+    max_epochs: int
+    patience: int  # stop when no layer's held-out loss improved for this many epochs
+    validation_share: float  # share of the training sentences held out to stop on (never dev)
+    batch_size: int
+    learning_rate: float
+    weight_decay: float
+    seed: int
+
+
+@dataclass
+class LayerProbes:
+    """Probes of :func:`fit_layer_probes`: weights ``[layers, features, classes]``, biases ``[layers, classes]``,
+    the per-layer standardisation, and for each layer the epoch whose weights were kept (best held-out loss),
+    the epochs run and the held-out loss."""
+
+    weight: torch.Tensor
+    bias: torch.Tensor
+    mean: torch.Tensor
+    std: torch.Tensor
+    best_epoch: np.ndarray
+    epochs_run: int
+    held_out_loss: np.ndarray
+
+
+def held_out_sentences(sentences: np.ndarray, share: float, seed: int) -> np.ndarray:
+    """Mask of the words whose sentence is in a seeded ``share`` of the distinct ``sentences`` (at least one
+    sentence, and never all of them): words of one sentence stay on one side."""
+    unique = np.unique(sentences)
+    if len(unique) < 2:
+        raise ValueError(f"early stopping needs at least 2 training sentences, got {len(unique)}")
+    count = min(len(unique) - 1, max(1, round(share * len(unique))))
+    chosen = np.random.default_rng(seed).choice(unique, size=count, replace=False)
+    return np.isin(sentences, chosen)
+
+
+def _layer_losses(x: torch.Tensor, y: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+    logits = torch.einsum("lwf,lfc->lwc", x, weight) + bias[:, None]
+    return torch.nn.functional.cross_entropy(logits.transpose(1, 2), y.expand(len(x), -1), reduction="none").mean(dim=1)
+
+
+def fit_layer_probes(
+    train: np.ndarray, train_labels: np.ndarray, num_classes: int, settings: ProbeSettings, sentences: np.ndarray
+) -> LayerProbes:
+    """One linear probe per layer of ``train`` ``[layers, words, features]``, all trained together (the
+    layers do not interact: the loss is a sum of per-layer losses).
+
+    Stopping is chosen, not an accident of an epoch count: the words of ``settings.validation_share`` of the
+    training ``sentences`` (sentence id per word) are held out; after every epoch each layer keeps its
+    weights if its held-out cross-entropy is the best so far, and training stops when no layer improved for
+    ``patience`` epochs or at ``max_epochs``. The same rule serves task and control probes. The
+    standardisation is computed on the words the probe trains on."""
+    generator = torch.Generator().manual_seed(settings.seed)
+    held = held_out_sentences(np.asarray(sentences), settings.validation_share, settings.seed)
+    x_all = torch.from_numpy(np.ascontiguousarray(train, dtype=np.float32))
+    y_all = torch.from_numpy(np.asarray(train_labels, dtype=np.int64))
+    x, y = x_all[:, torch.from_numpy(~held)], y_all[torch.from_numpy(~held)]
+    mean, std = x.mean(dim=1, keepdim=True), x.std(dim=1, keepdim=True).clamp_min(1e-6)
+    x = (x - mean) / std
+    x_held, y_held = (x_all[:, torch.from_numpy(held)] - mean) / std, y_all[torch.from_numpy(held)]
+    layers, words, features = x.shape
+    weight = torch.zeros(layers, features, num_classes, requires_grad=True)
+    bias = torch.zeros(layers, num_classes, requires_grad=True)
+    optimizer = torch.optim.AdamW([weight, bias], lr=settings.learning_rate, weight_decay=settings.weight_decay)
+    best_weight, best_bias = weight.detach().clone(), bias.detach().clone()
+    with torch.no_grad():
+        best_loss = _layer_losses(x_held, y_held, best_weight, best_bias)
+    best_epoch = np.zeros(layers, dtype=np.int64)
+    epoch = 0
+    for epoch in range(1, settings.max_epochs + 1):
+        order = torch.randperm(words, generator=generator)
+        for start in range(0, words, settings.batch_size):
+            rows = order[start : start + settings.batch_size]
+            logits = torch.einsum("lbf,lfc->lbc", x[:, rows], weight) + bias[:, None]
+            loss = torch.nn.functional.cross_entropy(logits.reshape(-1, num_classes), y[rows].repeat(layers)) * layers
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+        with torch.no_grad():
+            losses = _layer_losses(x_held, y_held, weight, bias)
+            better = losses < best_loss
+            best_loss = torch.where(better, losses, best_loss)
+            best_weight[better], best_bias[better] = weight[better], bias[better]
+        best_epoch[better.numpy()] = epoch
+        if epoch - best_epoch.max() >= settings.patience:
+            break
+    return LayerProbes(best_weight, best_bias, mean, std, best_epoch, epoch, best_loss.numpy())
+
+
+class EarlyStoppedProbe(ClassifierMixin, BaseEstimator):
+    """One layer's probe as a scikit-learn classifier: the softmax regression of :func:`fit_layer_probes` (the
+    same fitting, stopping and standardisation; the workflow trains every layer at once with that function), for
+    use in scikit-learn's tools (``clone``, ``cross_val_score``, pipelines). ``fit(X, y, groups)``: ``X``
+    ``[words, features]``, ``groups`` the sentence of each word, so held-out sentences stay whole (without it,
+    each word is its own group). Parameters are :class:`ProbeSettings`' fields; defaults are the config
+    schema's (``probing.probe``)."""
+
+    def __init__(self, max_epochs: int = 50, patience: int = 3, validation_share: float = 0.1, batch_size: int = 512,
+                 learning_rate: float = 0.01, weight_decay: float = 1e-4, seed: int = 0):
+        self.max_epochs = max_epochs
+        self.patience = patience
+        self.validation_share = validation_share
+        self.batch_size = batch_size
+        self.learning_rate = learning_rate
+        self.weight_decay = weight_decay
+        self.seed = seed
+
+    def fit(self, X: np.ndarray, y: np.ndarray, groups: np.ndarray | None = None) -> "EarlyStoppedProbe":
+        X, y = validate_data(self, X, y, dtype=np.float32)
+        check_classification_targets(y)
+        self.classes_, encoded = np.unique(y, return_inverse=True)
+        if len(self.classes_) < 2:
+            raise ValueError(f"a probe needs at least two classes, got one class: {self.classes_[0]!r}")
+        sentences = np.arange(len(y)) if groups is None else np.asarray(groups)
+        settings = ProbeSettings(**self.get_params())
+        self.probes_ = fit_layer_probes(X[None], encoded, len(self.classes_), settings, sentences)
+        self.best_epoch_ = int(self.probes_.best_epoch[0])
+        self.n_epochs_ = self.probes_.epochs_run
+        return self
+
+    @torch.no_grad()
+    def _logits(self, X: np.ndarray) -> np.ndarray:
+        check_is_fitted(self)
+        X = validate_data(self, X, dtype=np.float32, reset=False)
+        x = (torch.from_numpy(np.ascontiguousarray(X))[None] - self.probes_.mean) / self.probes_.std
+        return (torch.einsum("lwf,lfc->lwc", x, self.probes_.weight) + self.probes_.bias[:, None])[0].numpy()
+
+    def decision_function(self, X: np.ndarray) -> np.ndarray:
+        """Logits ``[words, classes]``; for two classes, as scikit-learn's classifiers do, the second class's
+        logit minus the first's."""
+        check_is_fitted(self)
+        logits = self._logits(X)
+        return logits[:, 1] - logits[:, 0] if len(self.classes_) == 2 else logits
+
+    def predict_proba(self, X: np.ndarray) -> np.ndarray:
+        return torch.softmax(torch.from_numpy(self._logits(X)), dim=1).numpy()
+
+    def predict(self, X: np.ndarray) -> np.ndarray:
+        check_is_fitted(self)
+        return self.classes_[self._logits(X).argmax(axis=1)]
+
+
+REFERENCE_MAX_ITERATIONS = 5000  # lbfgs iterations before the reference counts as not converged
+
+
+def reference_accuracy(train: np.ndarray, train_labels: np.ndarray, dev: np.ndarray, dev_labels: np.ndarray,
+                       regularisation: float) -> np.ndarray:
+    """Dev accuracy per layer of scikit-learn's ``LogisticRegression`` (lbfgs run to convergence, ``C =
+    regularisation``, features standardised on train): a converged reference for :func:`fit_layer_probes`,
+    so a reader sees how much the probe's own stopping and regularisation move its accuracy. Give it the
+    words the probe trained on (not its held-out sentences), so that only the fitting differs. Raises if
+    lbfgs stops at its iteration cap: an unconverged reference would be no reference."""
+    import warnings
+
+    from sklearn.exceptions import ConvergenceWarning
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    out = np.empty(len(train))
+    for layer in range(len(train)):
+        model = make_pipeline(StandardScaler(), LogisticRegression(C=regularisation, max_iter=REFERENCE_MAX_ITERATIONS))
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", ConvergenceWarning)
+            try:
+                model.fit(np.asarray(train[layer], np.float64), train_labels)
+            except ConvergenceWarning:
+                raise RuntimeError(f"layer {layer}: the reference LogisticRegression did not converge in {REFERENCE_MAX_ITERATIONS} "
+                                   "lbfgs iterations. Fix: a smaller probing.reference.regularisation (stronger L2).") from None
+        out[layer] = model.score(np.asarray(dev[layer], np.float64), dev_labels)
+    return out
+
+
+@torch.no_grad()
+def probe_correct(probe, features: np.ndarray, labels: np.ndarray) -> np.ndarray:
+    """Whether a :func:`fit_layer_probes` probe labels each word right, ``[layers, words]``, on ``features``
+    ``[layers, words, features]``."""
+    x = (torch.from_numpy(np.ascontiguousarray(features, dtype=np.float32)) - probe.mean) / probe.std
+    predictions = (torch.einsum("lwf,lfc->lwc", x, probe.weight) + probe.bias[:, None]).argmax(-1).numpy()
+    return predictions == np.asarray(labels)[None, :]
+
+
+def probe_accuracy(probe, features: np.ndarray, labels: np.ndarray) -> np.ndarray:
+    """Accuracy per layer of a :func:`fit_layer_probes` probe on ``features`` ``[layers, words, features]``."""
+    return probe_correct(probe, features, labels).mean(axis=1)
+
+
+def word_sentences(frame: pl.DataFrame) -> np.ndarray:
+    """The sentence (row number) of every word, in the flat word order of all sentences."""
+    lengths = frame["forms"].list.len().to_numpy()
+    return np.repeat(np.arange(len(lengths)), lengths)
+
+
+# --- probing data from a treebank -----------------------------------------------------------------
+
+OTHER = "<other>"
+
+
+def word_labels(frame: pl.DataFrame, field: str, strip_subtypes: bool = False) -> list[str]:
+    """Every word's label from a treebank frame (:func:`bertology_core.data.treebank.read_conllu`), sentences in
+    order: ``upos``, ``xpos`` or ``deprels`` (``strip_subtypes``: ``nmod:poss`` -> ``nmod``)."""
+    labels = [label for sentence in frame[field].to_list() for label in sentence]
+    return [label.split(":")[0] for label in labels] if strip_subtypes else labels
+
+
+def label_vocabulary(train_labels: Sequence[str], min_count: int = 1) -> list[str]:
+    """The label set: train labels seen at least ``min_count`` times, most frequent first (ties by name);
+    the rest share one class, :data:`OTHER`, listed last when it occurs."""
+    counts: dict[str, int] = {}
+    for label in train_labels:
+        counts[label] = counts.get(label, 0) + 1
+    kept = sorted((label for label, n in counts.items() if n >= min_count), key=lambda label: (-counts[label], label))
+    return kept + ([OTHER] if len(kept) < len(counts) else [])
+
+
+def encode_labels(labels: Sequence[str], vocabulary: Sequence[str]) -> np.ndarray:
+    """Class ids; labels outside the vocabulary (rare in train, or unseen) map to :data:`OTHER`, or to -1
+    when the vocabulary has no such class (those words are then left out)."""
+    index = {label: i for i, label in enumerate(vocabulary)}
+    other = index.get(OTHER, -1)
+    return np.array([index.get(label, other) for label in labels], dtype=np.int64)
+
+
+def head_positions(frame: pl.DataFrame) -> np.ndarray:
+    """Each word's head as a position in the flat word order of all sentences (-1 for the root)."""
+    heads = frame["heads"].to_list()
+    starts = np.cumsum([0] + [len(h) for h in heads[:-1]])
+    return np.concatenate([np.where(np.asarray(h) > 0, start + np.asarray(h) - 1, -1) for start, h in zip(starts, heads)])
+
+
+def with_head_words(features: np.ndarray, frame: pl.DataFrame) -> np.ndarray:
+    """``[layers, words, 2 x hidden]``: each word's vector next to its syntactic head's (zeros for the
+    root), the input of the dependency-relation probe (a relation is a property of the word pair)."""
+    index = head_positions(frame)
+    head_vectors = np.where((index >= 0)[None, :, None], features[:, np.maximum(index, 0)], 0.0).astype(features.dtype)
+    return np.concatenate([features, head_vectors], axis=-1)
+
+
+def head_has_representation(mask: np.ndarray, frame: pl.DataFrame) -> np.ndarray:
+    """Words whose head is the root or a word with a representation."""
+    index = head_positions(frame)
+    return (index < 0) | mask[np.maximum(index, 0)]
+
+
+def word_types(frame: pl.DataFrame, lowercase: bool) -> list[str]:
+    """Word types for the control task: the word form (Hewitt and Liang key on the token string),
+    lower-cased for an uncased model, which cannot tell "The" from "the"."""
+    forms = [form for sentence in frame["forms"].to_list() for form in sentence]
+    return [form.lower() for form in forms] if lowercase else forms
+
+
+@dataclass(frozen=True)
+class LabelSetData:
+    """One label set ready for probes: features ``[layers, words, features]`` and class ids of the words that have a
+    representation and a label (for a ``pair`` label set the word's vector next to its head's), each word's sentence,
+    and the word types (for the control task) of every word of the split."""
+
+    name: str
+    vocabulary: list[str]
+    features: dict[str, np.ndarray]
+    targets: dict[str, np.ndarray]
+    sentences: dict[str, np.ndarray]
+    usable: dict[str, np.ndarray]
+    types: dict[str, np.ndarray]
+
+    def x(self, split: str) -> np.ndarray:
+        return self.features[split][:, self.usable[split]]
+
+    def y(self, split: str) -> np.ndarray:
+        return self.targets[split][self.usable[split]]
+
+    def words_sentences(self, split: str) -> np.ndarray:
+        return self.sentences[split][self.usable[split]]
+
+
+def label_set_data(frames: dict[str, pl.DataFrame], tensors: dict[str, np.ndarray], name: str, spec: dict,
+                   min_label_count: int, lowercase: bool) -> LabelSetData:
+    """The words, features and labels of the label set ``spec`` (``field``, ``strip_subtypes``, ``pair``) on word
+    features ``tensors`` (``train``/``dev`` ``[layers, words, hidden]`` and ``<split>_complete`` masks) of the
+    treebank ``frames`` (``train``/``dev``)."""
+    labels = {split: word_labels(frame, spec["field"], spec.get("strip_subtypes", False)) for split, frame in frames.items()}
+    vocabulary = label_vocabulary(labels["train"], min_label_count)
+    targets = {split: encode_labels(labels[split], vocabulary) for split in frames}
+    features, usable = {}, {}
+    for split, frame in frames.items():
+        complete = tensors[f"{split}_complete"].astype(bool)
+        if spec.get("pair", False):  # the word and its head: a relation is a property of the pair
+            features[split] = with_head_words(tensors[split], frame)
+            complete = complete & head_has_representation(complete, frame)
+        else:
+            features[split] = tensors[split]
+        usable[split] = complete & (targets[split] >= 0)
+    return LabelSetData(name, vocabulary, features, targets, {split: word_sentences(frame) for split, frame in frames.items()},
+                        usable, {split: np.array(word_types(frame, lowercase)) for split, frame in frames.items()})
+
+
+def probe_label_sets(
+    frames: dict[str, pl.DataFrame], tensors: dict[str, np.ndarray], label_specs: dict[str, dict], settings: ProbeSettings,
+    min_label_count: int, control_seed: int, lowercase: bool, reference_regularisation: float | None = None,
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Task and control probes per layer for every label set of ``label_specs`` (name -> ``field``,
+    ``strip_subtypes``, ``pair``) on word features ``tensors`` (``train``/``dev`` ``[layers, words, hidden]``
+    and ``<split>_complete`` masks) of the treebank ``frames`` (``train``/``dev``).
+
+    Returns the table (per label set and layer: accuracy, control accuracy, selectivity, the epoch each probe
+    kept, the majority baseline; with ``reference_regularisation`` also the converged logistic regression's
+    accuracy, control accuracy and selectivity) and every dev word's right/wrong per layer (what resampling
+    intervals use)."""
+    rows, word_rows = [], []
+    for name, spec in label_specs.items():
+        data = label_set_data(frames, tensors, name, spec, min_label_count, lowercase)
+        vocabulary, targets, features, usable, types = data.vocabulary, data.targets, data.features, data.usable, data.types
+        train_sentences, dev_sentences_all = data.sentences["train"], data.sentences["dev"]
+        control = control_labels(list(types["train"]) + list(types["dev"]), targets["train"][usable["train"]], len(vocabulary), control_seed)
+        results: dict[str, dict[str, np.ndarray]] = {}
+        for kind in ("task", "control"):
+            train_y = targets["train"] if kind == "task" else np.array([control[t] for t in types["train"]])
+            dev_y = targets["dev"] if kind == "task" else np.array([control[t] for t in types["dev"]])
+            x_train, y_train = features["train"][:, usable["train"]], train_y[usable["train"]]
+            x_dev, y_dev = features["dev"][:, usable["dev"]], dev_y[usable["dev"]]
+            probe = fit_layer_probes(x_train, y_train, len(vocabulary), settings, train_sentences[usable["train"]])
+            correct = probe_correct(probe, x_dev, y_dev)
+            results[kind] = {"accuracy": correct.mean(axis=1), "epoch": probe.best_epoch, "epochs_run": np.full(len(correct), probe.epochs_run)}
+            if reference_regularisation is not None:  # on the words the probe trained on: only the fitting differs
+                fitted = ~held_out_sentences(train_sentences[usable["train"]], settings.validation_share, settings.seed)
+                results[kind]["reference"] = reference_accuracy(x_train[:, fitted], y_train[fitted], x_dev, y_dev, reference_regularisation)
+            word_rows.append(pl.DataFrame({
+                "labels": name, "kind": kind, "layer": np.repeat(np.arange(correct.shape[0]), correct.shape[1]).astype(np.int16),
+                "sentence": np.tile(dev_sentences_all[usable["dev"]], correct.shape[0]).astype(np.int32), "correct": correct.reshape(-1),
+            }))
+        majority = float(np.mean(targets["dev"][usable["dev"]] == np.bincount(targets["train"][usable["train"]]).argmax()))
+        task, ctrl = results["task"], results["control"]
+        for layer in range(len(task["accuracy"])):
+            reference = {"reference_accuracy": None, "reference_control_accuracy": None, "reference_selectivity": None}
+            if reference_regularisation is not None:
+                reference = {"reference_accuracy": float(task["reference"][layer]), "reference_control_accuracy": float(ctrl["reference"][layer]),
+                             "reference_selectivity": float(task["reference"][layer] - ctrl["reference"][layer])}
+            rows.append({"labels": name, "layer": layer, "accuracy": float(task["accuracy"][layer]),
+                         "control_accuracy": float(ctrl["accuracy"][layer]),
+                         "selectivity": float(task["accuracy"][layer] - ctrl["accuracy"][layer]),
+                         "epoch": int(task["epoch"][layer]), "control_epoch": int(ctrl["epoch"][layer]),
+                         "epochs_run": int(task["epochs_run"][layer]), "control_epochs_run": int(ctrl["epochs_run"][layer]),
+                         **reference, "majority_accuracy": majority, "classes": len(vocabulary),
+                         "train_words": int(usable["train"].sum()), "dev_words": int(usable["dev"].sum())})
+    schema = {"layer": pl.Int16, "reference_accuracy": pl.Float64, "reference_control_accuracy": pl.Float64, "reference_selectivity": pl.Float64}
+    return pl.DataFrame(rows, schema_overrides=schema), pl.concat(word_rows)
+
+
+def load_probe_inputs(features: str, treebank_splits: dict[str, str], sample: dict) -> tuple[dict[str, np.ndarray], dict[str, pl.DataFrame]]:
+    """A probed state's word features (the ``probe_features`` Safetensors) and the seeded treebank samples they were
+    computed on (``sample``: ``train``/``dev`` sentence counts and ``seed``), checked to hold the same words."""
+    from safetensors.numpy import load_file
+
+    from bertology_core.data import treebank
+
+    tensors = load_file(features)
+    frames = {split: treebank.sample(pl.read_parquet(path), sample[split], sample["seed"]) for split, path in treebank_splits.items()}
+    for split, frame in frames.items():
+        words = int(frame["forms"].list.len().sum())
+        if tensors[split].shape[1] != words:
+            raise RuntimeError(f"{features}: {tensors[split].shape[1]} {split} words, the treebank sample has {words}: rerun probe_features")
+    return tensors, frames

@@ -1,0 +1,1 @@
+"""The report: figures, the page, the head and layer atlases, and the claims table. Never imports torch."""

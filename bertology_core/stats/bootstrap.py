@@ -1,0 +1,116 @@
+"""Paired bootstrap over evaluation examples, vectorised over configurations and resamples.
+
+The question a disabling sweep asks is "does configuration c score better than the intact model on this
+dev set, beyond what the choice of dev examples explains?". The paired bootstrap answers it (Efron &
+Tibshirani 1993; Koehn 2004 for NLP): draw ``R`` resamples of the ``n`` dev examples with replacement,
+score the configuration and the reference on the *same* resample, and take the percentile interval of
+the ``R`` differences. Pairing removes the between-example variance both models share, which is why
+the intervals of small deltas are much narrower than those of the scores themselves.
+
+Metrics are computed from sufficient statistics (counts, sums), so ``[configs, resamples]`` scores
+come out of a few array operations; their definitions are the GLUE ones of :mod:`bertology_core.stats.metrics`
+(accuracy, binary F1 of class 1, binary Matthews correlation, Pearson, Spearman with average ranks).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import warnings
+
+import numpy as np
+from scipy import stats
+
+SUPPORTED_METRICS = ("accuracy", "f1", "matthews_correlation", "pearson", "spearman")
+
+
+def resample_indices(n: int, resamples: int, seed: int) -> np.ndarray:
+    """``[resamples, n]`` example indices drawn with replacement (a seeded numpy Generator)."""
+    if n < 1:
+        raise ValueError("the bootstrap needs at least one example")
+    return np.random.default_rng(seed).integers(0, n, size=(resamples, n))
+
+
+def metric_on_resamples(metric: str, predictions: np.ndarray, labels: np.ndarray, indices: np.ndarray) -> np.ndarray:
+    """``metric`` of each row of ``predictions`` ``[C, n]`` on each resample ``indices`` ``[R, n]`` -> ``[C, R]``.
+
+    Undefined values (F1 without positives, a constant prediction's correlation) are NaN, as in
+    :func:`bertology_core.stats.metrics.compute_metrics`.
+    """
+    predictions = np.atleast_2d(predictions)
+    labels = np.asarray(labels)
+    n = labels.shape[0]
+    if metric in ("accuracy", "f1", "matthews_correlation"):
+        weights = np.stack([np.bincount(row, minlength=n) for row in indices]).T.astype(np.float64)  # [n, R]
+        size = indices.shape[1]
+        if metric == "accuracy":
+            return ((predictions == labels).astype(np.float64) @ weights) / size
+        if not set(np.unique(labels)) <= {0, 1}:
+            raise ValueError(f"{metric} is implemented for binary labels 0/1 only")
+        positive, truth = (predictions == 1).astype(np.float64), (labels == 1).astype(np.float64)
+        tp = (positive * truth) @ weights
+        fp = (positive * (1 - truth)) @ weights
+        fn = ((1 - positive) * truth) @ weights
+        with np.errstate(invalid="ignore", divide="ignore"):
+            if metric == "f1":
+                return np.where(2 * tp + fp + fn > 0, 2 * tp / (2 * tp + fp + fn), np.nan)
+            tn = size - tp - fp - fn
+            denominator = np.sqrt((tp + fp) * (tp + fn) * (tn + fp) * (tn + fn))
+            # sklearn's convention: MCC is 0 when a marginal is empty
+            return np.where(denominator > 0, (tp * tn - fp * fn) / np.where(denominator > 0, denominator, 1), 0.0)
+    if metric in ("pearson", "spearman"):
+        out = np.empty((predictions.shape[0], indices.shape[0]))
+        truth = labels[indices].astype(np.float64)  # [R, n]
+        if metric == "spearman":
+            truth = stats.rankdata(truth, axis=-1)
+        for row, values in enumerate(predictions):
+            drawn = values[indices].astype(np.float64)
+            if metric == "spearman":
+                drawn = stats.rankdata(drawn, axis=-1)
+            out[row] = _rowwise_pearson(drawn, truth)
+        return out
+    raise ValueError(f"unknown metric {metric!r}; supported: {SUPPORTED_METRICS}")
+
+
+def _rowwise_pearson(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    a = a - a.mean(-1, keepdims=True)
+    b = b - b.mean(-1, keepdims=True)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return (a * b).sum(-1) / np.sqrt((a * a).sum(-1) * (b * b).sum(-1))
+
+
+def percentile_interval(draws: np.ndarray, level: float) -> tuple[np.ndarray, np.ndarray]:
+    """The ``level`` (e.g. 0.95) percentile interval of bootstrap ``draws`` along the last axis, ignoring NaN
+    draws (an undefined statistic on a resample); NaN where every draw is NaN or there are none."""
+    draws = np.asarray(draws, dtype=np.float64)
+    tail = 100 * (1 - level) / 2
+    if draws.size == 0:  # no statistics (shape [0, R]) or no draws (shape [C, 0])
+        empty = np.full(draws.shape[:-1], np.nan)
+        return empty, empty.copy()
+    with np.errstate(invalid="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN slices give NaN, as documented
+        low, high = np.nanpercentile(draws, [tail, 100 - tail], axis=-1)
+    return low, high
+
+
+@dataclass(frozen=True)
+class PairedDeltas:
+    """Point estimates and resampled differences of ``C`` configurations against one reference."""
+
+    delta: np.ndarray  # [C] metric(config) - metric(reference) on the full sample
+    resampled: np.ndarray  # [C, R] the same difference on each resample
+
+    def interval(self, level: float) -> tuple[np.ndarray, np.ndarray]:
+        """Percentile interval at ``level`` (e.g. 0.95), NaN-aware."""
+        return percentile_interval(self.resampled, level)
+
+
+def paired_deltas(
+    metric: str, predictions: np.ndarray, reference: np.ndarray, labels: np.ndarray, indices: np.ndarray
+) -> PairedDeltas:
+    """Each configuration's metric minus the reference's, on the full sample and on the same resamples."""
+    full = np.arange(labels.shape[0])[None, :]
+    both = np.vstack([reference[None, :], np.atleast_2d(predictions)])
+    point = metric_on_resamples(metric, both, labels, full)[:, 0]
+    resampled = metric_on_resamples(metric, both, labels, indices)
+    return PairedDeltas(delta=point[1:] - point[0], resampled=resampled[1:] - resampled[0])

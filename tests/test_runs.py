@@ -1,0 +1,299 @@
+"""The runs table (bertology_core.workflow.runs) of the shipped configs, without Snakemake: what each stage runs, what
+the fitness verdicts take away, the targets of ``all`` and the problems with a config's choices."""
+
+from __future__ import annotations
+
+import copy
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+import yaml
+
+from bertology_core.data import states
+from bertology_core.workflow import configuration, runs
+from conftest import REPO
+
+SCHEMA = yaml.safe_load((REPO / "schemas" / "config.schema.yaml").read_text())
+FT, SCRATCH = states.FINETUNED, states.SCRATCH
+
+
+def _merged(base: dict[str, Any], overlay: dict[str, Any]) -> dict[str, Any]:
+    """``overlay`` over ``base`` as Snakemake layers --configfile over the Snakefile's configfile: mappings merged key
+    by key, anything else (lists included) replaced."""
+    for key, value in overlay.items():
+        base[key] = _merged(base.get(key, {}), value) if isinstance(value, dict) else value
+    return base
+
+
+def _with_defaults() -> type:
+    """The schema's validator that also fills in each missing key's default, as Snakemake's validate does."""
+    validator = jsonschema.Draft202012Validator
+    check_properties = validator.VALIDATORS["properties"]
+
+    def properties(checker, wanted, instance, schema):
+        if isinstance(instance, dict):
+            for name, subschema in wanted.items():
+                if "default" in subschema:
+                    instance.setdefault(name, copy.deepcopy(subschema["default"]))
+        yield from check_properties(checker, wanted, instance, schema)
+
+    return jsonschema.validators.extend(validator, {"properties": properties})
+
+
+def load_config(*overlays: str | Path | dict[str, Any]) -> dict[str, Any]:
+    """config.yaml with each overlay (a file under the repository or a mapping) layered on top, then read as
+    rules/common.smk reads it: numbers written as text made numbers, checked against the schema, defaults filled in."""
+    config = yaml.safe_load((REPO / "config.yaml").read_text())
+    for overlay in overlays:
+        _merged(config, overlay if isinstance(overlay, dict) else yaml.safe_load((REPO / overlay).read_text()))
+    configuration.numbers_from_strings(config, SCHEMA)
+    assert configuration.schema_problems(config, SCHEMA) == []
+    _with_defaults()(SCHEMA).validate(config)
+    return config
+
+
+def plan_of(*overlays: str | Path | dict[str, Any]) -> runs.Plan:
+    return runs.Plan(load_config(*overlays), REPO)
+
+
+SMOKE = "configs/smoke.yaml"
+CPU = "configs/cpu.yaml"
+
+
+@pytest.fixture(scope="module")
+def smoke() -> runs.Plan:
+    return plan_of(SMOKE)
+
+
+@pytest.fixture(scope="module")
+def cpu() -> runs.Plan:
+    return plan_of(CPU)
+
+
+@pytest.fixture(scope="module")
+def default() -> runs.Plan:
+    return plan_of()
+
+
+def every_fine_tuned(plan: runs.Plan, fit: bool = True, **unfit: bool) -> dict[tuple[str, str, str, int], bool]:
+    """Verdicts of every fine-tuned run of every model: ``fit``, but for ``unfit`` (``MRPC_2=False``)."""
+    return {(model, task, state, seed): unfit.get(f"{task}_{seed}".replace("-", "_"), fit) if state == FT else True
+            for model in plan.models for task, state, seed in plan.fine_tuned_runs()}
+
+
+# --- every shipped config ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("overlays", [(), (SMOKE,), (CPU,), (CPU, "configs/cpu_subnetworks.yaml"),
+                                      (CPU, "configs/cpu_online_data.yaml"), (SMOKE, "configs/smoke_families.yaml")],
+                         ids=["default", "smoke", "cpu", "cpu_subnetworks", "cpu_online_data", "smoke_families"])
+def test_the_shipped_configs_choose_only_runs_they_make(overlays):
+    assert plan_of(*overlays).problems() == []
+
+
+def test_the_module_imports_neither_torch_nor_snakemake():
+    code = ("import sys; import bertology_core.workflow.runs; "
+            "print(sorted(m for m in ('torch', 'transformers', 'snakemake') if m in sys.modules))")
+    found = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO)
+    assert found.stdout.strip() == "[]"
+
+
+def test_every_section_has_its_text_and_every_summary_is_found_by_its_stem():
+    assert runs.section_texts_missing(REPO) == []
+    for section in runs.SECTIONS:
+        for summary in section.summaries:
+            assert runs.summary(section.anchor, summary.stem) is summary
+    with pytest.raises(KeyError, match="declares no summary at 'patterns/{model}/summary/nothing'"):
+        runs.summary("patterns", "patterns/{model}/summary/nothing")
+    with pytest.raises(KeyError):  # a stem of another section
+        runs.summary("patterns", "disabling/{model}/summary/heads")
+
+
+# --- the smoke config --------------------------------------------------------------------------------------------
+
+
+def test_smoke_fine_tunes_the_extra_seeds_of_sweeps_and_pruning_once(smoke):
+    # MRPC seed 2: disabling and pruning both ask for it (one run); scratch only on the top-level seed
+    assert smoke.fine_tuned_runs() == [("MRPC", FT, 1), ("MRPC", FT, 2), ("MRPC", SCRATCH, 1), ("STS-B", FT, 1), ("STS-B", SCRATCH, 1)]
+    assert smoke.fitness_inputs() == [f"results/finetune/tiny-bert/{t}/{s}/seed{n}/metrics.json" for t, s, n in smoke.fine_tuned_runs()]
+    # the baselines table: the pre-trained encoder's evaluation on the top-level seeds first
+    assert smoke.metrics_files("tiny-bert")[:2] == ["results/finetune/tiny-bert/MRPC/pretrained/seed1/metrics.json",
+                                                    "results/finetune/tiny-bert/STS-B/pretrained/seed1/metrics.json"]
+    assert len(smoke.metrics_files("tiny-bert")) == 2 + 5
+
+
+def test_smoke_runs_of_every_stage(smoke):
+    model = smoke.every_model_fit.of("tiny-bert")
+    assert model.dump_keys == ["MRPC/pretrained", "MRPC/finetuned_seed1", "STS-B/pretrained", "STS-B/finetuned_seed1"]
+    assert model.attention_change == [("MRPC", 1), ("STS-B", 1)]
+    assert model.sweeps == [("MRPC", FT, 1), ("MRPC", FT, 2), ("STS-B", FT, 1)]
+    assert model.greedy == [("MRPC", FT, 1), ("STS-B", FT, 1)]  # greedy_seeds: [1]
+    assert model.pruned == [("MRPC", 1), ("MRPC", 2)]
+    # two methods x two protocols (paper_protocol) x two kinds, for both pruned seeds; no "full" (the recipe is fine-tuning's)
+    assert len(model.subnetworks) == 16 and ("MRPC", 2, "m-bad-paper") in model.subnetworks
+    assert model.gates == [("MRPC", 1, weights, strength) for weights in ("trained", "frozen") for strength in ("0.1", "10.0")]
+    assert model.probed == ["pretrained", "random_weights", "MRPC_seed1"]
+    assert model.syntactic_heads == ["pretrained", "MRPC_seed1"]
+    assert model.layer_mix == model.probed
+    # outliers.seeds null: the disabling stage's seeds
+    assert model.outliers == [("MRPC", 1), ("MRPC", 2), ("STS-B", 1)]
+
+
+def test_smoke_targets_begin_with_what_needs_no_fine_tuned_model(smoke):
+    assert smoke.early_targets() == [
+        "results/treebank/train.parquet", "results/treebank/dev.parquet",
+        "results/attention/tiny-bert/MRPC/pretrained.json", "results/attention/tiny-bert/STS-B/pretrained.json",
+        "results/probing/tiny-bert/pretrained/probes.parquet", "results/probing/tiny-bert/random_weights/probes.parquet",
+        "results/probing/tiny-bert/pretrained/syntactic_heads.parquet",
+    ]
+    targets = smoke.every_model_fit.all_targets()
+    assert targets[:3] == [runs.FITNESS_TABLE + ext for ext in runs.TABLE_FILES]
+    assert "results/report/index.html" in targets and "results/patterns/tiny-bert/annotate.html" in targets
+    # keep_dumps (config.yaml): every dump's Parquet files are kept, so they are targets
+    assert "results/attention/tiny-bert/MRPC/finetuned_seed1.attention.parquet" in targets
+    # every file of every summary: a figure's four, a table's three
+    assert {f"results/disabling/tiny-bert/summary/heads{ext}" for ext in runs.TABLE_FILES + runs.FIGURE_FILES} <= set(targets)
+    assert len(targets) == len(set(targets))
+
+
+def test_an_unfit_model_drops_out_of_every_analysis_under_skip(smoke):
+    plan = runs.Plan(load_config(SMOKE, {"analysis": {"unfit": "skip"}}), REPO)
+    assert plan.needs_verdicts
+    gated = plan.runs(every_fine_tuned(plan, MRPC_2=False)).of("tiny-bert")
+    assert gated.sweeps == [("MRPC", FT, 1), ("STS-B", FT, 1)]
+    assert gated.pruned == [("MRPC", 1)]
+    assert gated.outliers == [("MRPC", 1), ("STS-B", 1)]
+    assert all(seed == 1 for _, seed, _ in gated.subnetworks)
+    # seed 2 was never dumped or probed (top-level seeds, probing.seeds): those stages are unchanged
+    assert gated.dump_keys == plan.every_model_fit.of("tiny-bert").dump_keys
+    # the rules that gather a stage ask for the fit models only
+    summary = plan.runs(every_fine_tuned(plan, MRPC_2=False)).pruning_summary_inputs("tiny-bert")
+    assert not any("/seed2/" in path for path in summary["importance"] + summary["finetuned_predictions"])
+
+
+def test_with_no_fit_model_the_stages_that_analyse_one_are_skipped_and_say_so(smoke):
+    plan = runs.Plan(load_config(SMOKE, {"analysis": {"unfit": "skip"}}), REPO)
+    table = plan.runs(every_fine_tuned(plan, fit=False))
+    assert table.skipped_sections("tiny-bert") == ["change", "disabling", "layer_mix", "outliers", "patterns", "pruning", "roles"]
+    targets = table.all_targets()
+    assert not any(path.startswith("results/disabling/") for path in targets)
+    assert "results/probing/tiny-bert/summary/probes.vl.json" in targets  # the pre-trained encoder is still probed
+    assert table.claims_runs("tiny-bert")["stages"] == {
+        "patterns": "skipped", "change": "skipped", "disabling": "skipped", "pruning": "skipped", "probing": "ran",
+        "roles": "skipped", "outliers": "skipped", "layer_mix": "skipped"}
+    # the same verdicts under warn change nothing
+    warned = smoke.runs(every_fine_tuned(smoke, fit=False))
+    assert warned.skipped_sections("tiny-bert") == [] and warned.all_targets() == smoke.every_model_fit.all_targets()
+
+
+def test_verdicts_are_needed_only_where_they_decide_something():
+    assert not plan_of(SMOKE).needs_verdicts  # warn
+    assert plan_of(SMOKE, {"analysis": {"unfit": "fail"}}).needs_verdicts
+    # nothing fine-tuned from the pre-trained encoder: no verdict decides anything, nothing waits for the checkpoint
+    assert not plan_of(SMOKE, {"analysis": {"unfit": "skip"}, "finetune": {"states": ["pretrained", "scratch"]},
+                               "probing": {"syntactic_heads": {"states": ["pretrained"]}}}).needs_verdicts
+
+
+def test_hand_labels_train_on_the_dumps_this_run_makes(smoke):
+    labels = runs.hand_labels({"labels": "l.csv", "test": "t.csv"}, "card.yaml",
+                              [("MRPC", "finetuned_seed1", 3), ("MRPC", "pretrained", 1), ("MRPC", "pretrained", 1), ("RTE", "pretrained", 2)])
+    table = smoke.every_model_fit
+    assert table.hand_label_set("tiny-bert", labels) == {
+        "labels": "l.csv", "test": "t.csv", "card": "card.yaml", "idx": {"MRPC/finetuned_seed1": [3], "MRPC/pretrained": [1]}}
+    assert table.labelled_recipe_keys("tiny-bert", labels) == ["MRPC/finetuned_seed1"]
+    inputs = table.pattern_classifier_inputs("tiny-bert", labels)
+    assert inputs["recipes"] == ["results/finetune/tiny-bert/MRPC/finetuned/seed1/evaluation.json"]
+    assert inputs["labels"] == "l.csv" and inputs["card"] == "card.yaml"
+    # an unfit model is not dumped, so its labels train nothing
+    plan = runs.Plan(load_config(SMOKE, {"analysis": {"unfit": "skip"}}), REPO)
+    gated = plan.runs(every_fine_tuned(plan, MRPC_1=False))
+    assert gated.hand_label_set("tiny-bert", labels)["idx"] == {"MRPC/pretrained": [1]}
+    assert table.hand_label_set("tiny-bert", None) is None
+
+
+# --- the CPU profile ---------------------------------------------------------------------------------------------
+
+
+def test_cpu_fine_tunes_three_seeds_of_the_swept_tasks(cpu):
+    fine_tuned = cpu.fine_tuned_runs()
+    assert len(fine_tuned) == 12
+    assert [seed for task, state, seed in fine_tuned if task == "SST-2" and state == FT] == [1, 2, 3]
+    assert [seed for task, state, seed in fine_tuned if task == "RTE"] == [1, 1]  # finetuned and scratch
+    assert cpu.hyperparameters("RTE", FT)["learning_rate"] == 1.0e-4
+    assert cpu.hyperparameters("MRPC", SCRATCH)["epochs"] == 0.25 and cpu.hyperparameters("MRPC", FT)["epochs"] == 3
+
+
+def test_cpu_subnetworks_gates_and_outliers_as_its_comments_count_them(cpu):
+    model = cpu.every_model_fit.of("minilm-l6")
+    # "3 more fine-tuning runs": SST-2 seed 1, structured pruning, the held-out protocol
+    assert model.subnetworks == [("SST-2", 1, f"s-{kind}-held_out") for kind in ("good", "random", "bad")]
+    assert len(model.gates) == 8  # "8 jobs"
+    # "MRPC and SST-2 seeds 1-3, RTE and STS-B seed 1"
+    assert sorted(model.outliers) == sorted([*((t, s) for t in ("MRPC", "SST-2") for s in (1, 2, 3)), ("RTE", 1), ("STS-B", 1)])
+    assert model.greedy == [("MRPC", FT, 1)]  # greedy_steps 0 but for MRPC
+    assert model.syntactic_heads == ["pretrained", "MRPC_seed1"]
+    assert cpu.every_model_fit.pruning_recipe_note("minilm-l6") == "re-fine-tuned with the fine-tuning recipe; full = the fine-tuned model"
+
+
+def test_cpu_subnetworks_overlay_re_fine_tunes_every_pruned_model_under_both_protocols():
+    model = plan_of(CPU, "configs/cpu_subnetworks.yaml").every_model_fit.of("minilm-l6")
+    assert len(model.subnetworks) == 6 * 2 * 2 * 3  # pruned models x methods x protocols x kinds
+
+
+# --- the default config ------------------------------------------------------------------------------------------
+
+
+def test_default_config_runs_no_treebank_stage_and_dumps_every_task(default):
+    assert default.treebank_splits == []
+    assert len(default.fine_tuned_runs()) == 7 * 2
+    assert default.early_targets() == [f"results/attention/bert-base-uncased/{task}/pretrained.json" for task in default.tasks]
+    table = default.every_model_fit
+    sections = table.sections("bert-base-uncased")
+    assert not sections["probing"].runs and not sections["layer_mix"].runs and sections["pruning"].runs
+    assert "probing" not in table.claims_inputs("bert-base-uncased") and "syntactic" not in table.claims_inputs("bert-base-uncased")
+    assert default.model_requirements() == {
+        "label_counts": {"MRPC": 2, "STS-B": 1, "SST-2": 2, "QQP": 2, "RTE": 2, "QNLI": 2, "MNLI": 3},
+        "max_lengths": {"finetune.hyperparameters.max_length": 128}}
+
+
+def test_head_gates_michel_curves_are_listed_in_the_order_of_their_keys(default):
+    """The summary pairs each curve with its (task, seed) key by position."""
+    table = default.every_model_fit
+    keys = table.head_roles_runs("bert-base-uncased")["michel"]
+    assert len(keys) == 7
+    assert table.head_roles_summary_inputs("bert-base-uncased")["michel"] == [
+        f"results/pruning/bert-base-uncased/{task}/finetuned/seed{seed}/michel_curve.parquet" for task, seed in keys]
+
+
+# --- problems with a config's choices ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("override", "problem"), [
+    ({"pruning": {"tasks": ["MRPC", "RTE"]}},
+     "pruning.tasks names RTE, which is not in tasks ['MRPC', 'STS-B']. Fix: add RTE to tasks, or drop RTE from pruning.tasks."),
+    ({"probing": {"syntactic_heads": {"states": ["pretrained", "RTE_seed1"]}}},
+     "probing.syntactic_heads.states names RTE_seed1, whose task RTE is not in tasks ['MRPC', 'STS-B']."),
+    ({"disabling": {"per_task": {"RTE": {"seeds": [1]}}}}, "config 'disabling.per_task' names 'RTE', which is not in tasks"),
+    ({"models": [{"name": "m", "spec": "x"}, {"name": "m", "spec": "y"}]}, "config 'models': the name(s) ['m'] are given to more than one entry"),
+    ({"treebank": {"url": "https://example.org/{file}"}}, "config 'treebank': both dir and url are set"),
+    ({"pruning": {"per_task": {"MRPC": {"seeds": [1, 2], "subnetwork_seeds": [5]}}}},
+     "pruning.per_task.MRPC.subnetwork_seeds [5] names seeds that are not pruned ([1, 2])"),
+    ({"head_roles": {"gates": {"tasks": ["STS-B"]}}}, "head_roles.gates.tasks names STS-B, which is not pruned"),
+    ({"head_roles": {"gates": {"seeds": [7]}}}, "head_roles.gates.seeds [7] names no seed that is pruned"),
+    ({"outliers": {"seeds": [9]}}, "outliers.seeds [9] are not fine-tuned for MRPC"),
+    ({"layer_mix": {"states": ["STS-B_seed1"]}}, "layer_mix.states names ['STS-B_seed1'], which the probing stage does not probe"),
+    ({"claims": {"level": 0.9}}, "differ from claims.level (0.9)"),
+    ({"pruning": {"importance_split": "dev"}}, "pruning.importance_split: dev lets the dev half that reports"),
+])
+def test_a_choice_the_config_does_not_make_is_a_problem(override, problem):
+    problems = plan_of(SMOKE, override).problems()
+    assert any(problem in line for line in problems), problems
+
+
+def test_every_problem_is_reported_at_once():
+    problems = plan_of(SMOKE, {"pruning": {"tasks": ["RTE"]}, "outliers": {"tasks": ["QQP"]}, "claims": {"level": 0.9}}).problems()
+    assert len(problems) == 3 and problems[0].startswith("pruning.tasks names RTE") and "claims.level" in problems[2]
