@@ -24,37 +24,21 @@ configfile: f"{workflow.basedir}/config.yaml"
 
 
 include: "rules/common.smk"
-include: "rules/fitness.smk"
-include: "rules/data.smk"
-include: "rules/treebank.smk"
-include: "rules/models.smk"
-include: "rules/finetune.smk"
-include: "rules/baselines.smk"
-include: "rules/attention.smk"
-include: "rules/patterns.smk"
-include: "rules/attention_change.smk"
-include: "rules/linguistic.smk"
-include: "rules/disabling.smk"
-include: "rules/pruning.smk"
-include: "rules/probing.smk"
-include: "rules/head_roles.smk"
-include: "rules/outliers.smk"
-include: "rules/layer_mix.smk"
-include: "rules/claims.smk"
-include: "rules/report.smk"
 
 
-# every stage's parse-time checks, once all of them are declared: bad config or data stops here, before any job
-run_checks()
+# one rule file per stage (bertology_core.workflow.runs.STAGES); which jobs each makes is data (rules/common.smk)
+for stage in run_table.STAGES:
+
+    include: f"rules/{stage}.smk"
 
 
 rule all:
     default_target: True
     input:
         # what needs no fine-tuned model starts at once, whatever analysis.unfit says
-        early=early_targets(),
+        early=PLAN.early_targets(),
         # a function: under analysis.unfit skip or fail, these depend on the fitness checkpoint
-        rest=all_targets,
+        rest=lambda wc: runs().all_targets(),
 
 
 onsuccess:

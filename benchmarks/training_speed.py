@@ -36,7 +36,7 @@ def run_one(threads: int, steps: int, compile: bool = False, bf16: bool = False)
     from bertology_core.data import glue, states
     from bertology_core.finetune import finetune
     from bertology_core.models import models
-    from bertology_core.engine.encoder import first_token_output
+    from bertology_core.engine.first_token import first_token_output
 
     torch.set_num_threads(threads)
     glue_dir = os.environ.get("BERTOLOGY_SHARED_DATA", "../shared/data") + "/glue"

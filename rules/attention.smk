@@ -1,14 +1,11 @@
 # Attention dumps per (model, task, model state): the input of every attention analysis.
 
 
-include: "functions/attention.smk"
-
-
 rule dump_attention:
     conda:
         "../envs/torch.yaml"
     input:
-        unpack(dump_attention_inputs),
+        unpack(lambda wc: PLAN.encoder_inputs(wc.model, wc.task, wc.dumped)),
     output:
         attention=dump_file("results/attention/{model}/{task}/{dumped}.attention.parquet"),
         tokens=dump_file("results/attention/{model}/{task}/{dumped}.tokens.parquet"),
@@ -20,7 +17,7 @@ rule dump_attention:
         batch_size=config["attention"]["batch_size"],
         bits=config["attention"]["bits"],
         # cut inputs as the dumped model was trained
-        max_length=lambda wc: hyperparameters(wc.task, states.dumped_state(wc.dumped))["max_length"],
+        max_length=lambda wc: PLAN.max_length(wc.task, states.dumped_state(wc.dumped)),
     threads: config["attention"]["threads"]
     resources:
         mem_mb=scaled(4000),

@@ -2,15 +2,12 @@
 # cosine between the pre-trained and the fine-tuned model's maps of the same dev examples.
 
 
-include: "functions/attention_change.smk"
-
-
 rule attention_change:
     conda:
         "../envs/torch.yaml"
     input:
-        before=lambda wc: dump_inputs(wc.model, f"{wc.task}/{states.PRETRAINED}"),
-        after=lambda wc: dump_inputs(wc.model, f"{wc.task}/{states.seeded(states.FINETUNED, wc.seed)}"),
+        before=lambda wc: PLAN.dump_files(wc.model, f"{wc.task}/{states.PRETRAINED}"),
+        after=lambda wc: PLAN.dump_files(wc.model, f"{wc.task}/{states.seeded(states.FINETUNED, wc.seed)}"),
     output:
         heads="results/attention_change/{model}/{task}/seed{seed}.parquet",
         # per example, layer and head: what the claims table resamples
@@ -34,14 +31,14 @@ rule attention_change_summary:
     conda:
         "../envs/tables.yaml"
     input:
-        changes=lambda wc: [f"results/attention_change/{wc.model}/{task}/seed{seed}.parquet" for task, seed in attention_change_runs(wc.model)],
-        fitness=fitness_inputs(),
+        changes=lambda wc: [f"results/attention_change/{wc.model}/{task}/seed{seed}.parquet" for task, seed in runs().of(wc.model).attention_change],
+        fitness=f"{FITNESS_TABLE}.parquet",
     output:
-        **summary_outputs("change", "cosine", "results/attention_change/{model}/summary/cosine", ("table", "figure"), ("figure",)),
-        **summary_outputs("change", "layers", "results/attention_change/{model}/summary/cosine_by_layer", shown=()),
+        **summary_outputs("attention_change", "results/attention_change/{model}/summary/cosine"),
+        **summary_outputs("attention_change", "results/attention_change/{model}/summary/cosine_by_layer"),
     params:
         code=script_code("attention_change_summary"),
-        task_seeds=lambda wc: attention_change_runs(wc.model),
+        task_seeds=lambda wc: runs().of(wc.model).attention_change,
         out="results/attention_change/{model}/summary",
         examples=config["attention"]["max_examples"],
     log:

@@ -1,20 +1,17 @@
 # The baselines table per model (Kovaleva et al. 2019, Table 1 shape).
 
 
-include: "functions/baselines.smk"
-
-
 rule baselines:
     conda:
         "../envs/tables.yaml"
     input:
-        metrics=lambda wc: metrics_files(wc.model),
-        fitness=fitness_inputs(),
+        metrics=lambda wc: PLAN.metrics_files(wc.model),
+        fitness=f"{FITNESS_TABLE}.parquet",
     output:
-        long="results/tables/{model}/baselines_long.parquet",
-        parquet="results/tables/{model}/baselines.parquet",
-        csv=report_file("baselines", "results/tables/{model}/baselines.csv", "table"),
-        markdown="results/tables/{model}/baselines.md",
+        # the table (Table 1 shape), and beside it one row per run and metric, and their mean and std as numbers
+        **summary_outputs("baselines", "results/baselines/{model}/baselines"),
+        long="results/baselines/{model}/baselines_long.parquet",
+        summary="results/baselines/{model}/baselines_summary.parquet",
     params:
         code=script_code("baselines"),
     log:

@@ -2,19 +2,16 @@
 # interval, and a verdict (bertology_core/report/claims.py).
 
 
-include: "functions/claims.smk"
-
-
 rule claims:
     conda:
         "../envs/torch.yaml"
     input:
-        unpack(claims_inputs),
+        unpack(lambda wc: runs().claims_inputs(wc.model)),
     output:
-        **summary_outputs("claims", "table", "results/claims/{model}/claims"),
+        **summary_outputs("claims", "results/claims/{model}/claims"),
     params:
         code=script_code("claims"),
-        runs=lambda wc: claims_runs(wc.model),
+        runs=lambda wc: runs().claims_runs(wc.model),
         settings=config["claims"],
         tolerance=config["pruning"]["michel_tolerance"],
         importance={key: config["pruning"][key] for key in ("importance_split", "importance_examples", "importance_granularity")},

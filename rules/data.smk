@@ -1,20 +1,17 @@
 # GLUE splits normalised to Parquet (idx, sentence1, sentence2, label), optionally subsampled.
 
 
-include: "functions/data.smk"
-
-
 rule prepare_data:
     conda:
         "../envs/tables.yaml"
     input:
-        prepare_data_input,
+        lambda wc: PLAN.local_glue_file(wc.task, wc.split),
     output:
         "results/data/{task}/{split}.parquet",
     params:
         code=script_code("prepare_data"),
         source=config["data"]["source"],
-        max_examples=max_examples,
+        max_examples=lambda wc: PLAN.max_examples(wc.task, wc.split),
         seed=config["data"]["subsample_seed"],
     log:
         "logs/prepare_data/{task}/{split}.log",

@@ -3,14 +3,11 @@
 # selection and a greedy multi-head search.
 
 
-include: "functions/disabling.smk"
-
-
 rule disabling_sweep:
     conda:
         "../envs/torch.yaml"
     input:
-        model=lambda wc: f"{run_dir(wc.model, wc.task, wc.state, wc.seed)}/model",
+        model=lambda wc: f"{PLAN.run_dir(wc.model, wc.task, wc.state, wc.seed)}/model",
         data="results/data/{task}/dev.parquet",
     output:
         sweep="results/disabling/{model}/{task}/{state}/seed{seed}/sweep.parquet",
@@ -21,9 +18,9 @@ rule disabling_sweep:
         code=script_code("disabling_sweep"),
         modes=config["disabling"]["modes"],
         layers=config["disabling"]["layers"],
-        max_examples=lambda wc: disabling_setting(wc.task, "max_examples"),
+        max_examples=lambda wc: PLAN.disabling_setting(wc.task, "max_examples"),
         subsample_seed=config["data"]["subsample_seed"],
-        max_length=lambda wc: hyperparameters(wc.task, wc.state)["max_length"],
+        max_length=lambda wc: PLAN.max_length(wc.task, wc.state),
     threads: config["disabling"]["threads"]
     priority: 10  # long, and the statistics wait for every seed's sweep
     resources:
@@ -44,22 +41,22 @@ rule disabling_greedy:
     conda:
         "../envs/torch.yaml"
     input:
-        model=lambda wc: f"{run_dir(wc.model, wc.task, wc.state, wc.seed)}/model",
+        model=lambda wc: f"{PLAN.run_dir(wc.model, wc.task, wc.state, wc.seed)}/model",
         data="results/data/{task}/dev.parquet",
         sweep="results/disabling/{model}/{task}/{state}/seed{seed}/sweep.parquet",
     output:
-        table=multiext("results/disabling/{model}/{task}/{state}/seed{seed}/greedy", ".parquet", ".csv", ".md"),
+        table=multiext("results/disabling/{model}/{task}/{state}/seed{seed}/greedy", *TABLE_FILES),
     wildcard_constraints:
         state="|".join(states.TRAINED),
     params:
         code=script_code("disabling_greedy"),
         mode=config["disabling"]["modes"][0],
-        max_steps=lambda wc: disabling_setting(wc.task, "greedy_steps"),
+        max_steps=lambda wc: PLAN.disabling_setting(wc.task, "greedy_steps"),
         split_seed=config["disabling"]["split_seed"],
         resamples=config["disabling"]["resamples"],
         level=config["disabling"]["level"],
         bootstrap_seed=config["disabling"]["bootstrap_seed"],
-        max_length=lambda wc: hyperparameters(wc.task, wc.state)["max_length"],
+        max_length=lambda wc: PLAN.max_length(wc.task, wc.state),
     threads: config["disabling"]["threads"]
     resources:
         mem_mb=scaled(4000),
@@ -79,13 +76,13 @@ rule disabling_stats:
     conda:
         "../envs/tables.yaml"
     input:
-        lambda wc: [f"{disabling_dir(wc.model, wc.task, wc.state, seed)}/sweep.parquet" for seed in swept_seeds(wc.model, wc.task, wc.state)],
+        lambda wc: [f"{PLAN.disabling_dir(wc.model, wc.task, wc.state, seed)}/sweep.parquet" for seed in runs().of(wc.model).swept_seeds(wc.task, wc.state)],
     output:
         deltas="results/disabling/{model}/{task}/{state}/deltas.parquet",
         selection="results/disabling/{model}/{task}/{state}/selection.parquet",
     params:
         code=script_code("disabling_stats"),
-        seeds=lambda wc: swept_seeds(wc.model, wc.task, wc.state),
+        seeds=lambda wc: runs().of(wc.model).swept_seeds(wc.task, wc.state),
         resamples=config["disabling"]["resamples"],
         level=config["disabling"]["level"],
         bootstrap_seed=config["disabling"]["bootstrap_seed"],
@@ -105,23 +102,23 @@ rule disabling_summary:
     conda:
         "../envs/tables.yaml"
     input:
-        unpack(disabling_summary_inputs),
+        unpack(lambda wc: runs().disabling_summary_inputs(wc.model)),
     output:
-        **summary_outputs("disabling", "heads", "results/disabling/{model}/summary/heads", ("table", "figure"), ("figure",)),
-        **summary_outputs("disabling", "layers", "results/disabling/{model}/summary/layers", ("table", "figure"), ("figure",)),
-        **summary_outputs("disabling", "extremes", "results/disabling/{model}/summary/extremes"),
-        **summary_outputs("disabling", "greedy", "results/disabling/{model}/summary/greedy"),
-        **summary_outputs("disabling", "selection", "results/disabling/{model}/summary/selection", shown=()),
+        **summary_outputs("disabling", "results/disabling/{model}/summary/heads"),
+        **summary_outputs("disabling", "results/disabling/{model}/summary/layers"),
+        **summary_outputs("disabling", "results/disabling/{model}/summary/extremes"),
+        **summary_outputs("disabling", "results/disabling/{model}/summary/greedy"),
+        **summary_outputs("disabling", "results/disabling/{model}/summary/selection"),
     params:
         code=script_code("disabling_summary"),
         out="results/disabling/{model}/summary",
         modes=config["disabling"]["modes"],
         level=config["disabling"]["level"],
         extremes=config["disabling"]["extremes"],
-        greedy_runs=lambda wc: [(t, s) for t, _, s in greedy_runs(wc.model)],
-        seed_note=lambda wc: ", ".join(f"{t} {len(swept_seeds(wc.model, t, i))}" for t, i in disabling_task_states(wc.model)),
-        fitness_runs=lambda wc: {t: swept_seeds(wc.model, t, states.FINETUNED) for t in TASKS},
-        example_note=lambda wc: ", ".join(f"{t} {disabling_setting(t, 'max_examples') or 'all'}" for t in TASKS),
+        greedy_runs=lambda wc: [(t, s) for t, _, s in runs().of(wc.model).greedy],
+        seed_note=lambda wc: runs().disabling_seed_note(wc.model),
+        fitness_runs=lambda wc: runs().disabling_fitness_runs(wc.model),
+        example_note=PLAN.disabling_example_note(),
     log:
         "logs/disabling_summary/{model}.log",
     benchmark:

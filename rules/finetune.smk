@@ -2,16 +2,13 @@
 # task, state, seed).
 
 
-include: "functions/finetune.smk"
-
-
 rule finetune:
     conda:
         "../envs/torch.yaml"
     input:
         resolved="results/models/{model}/resolved.json",
         train="results/data/{task}/train.parquet",
-        eval=eval_inputs,
+        eval=lambda wc: PLAN.eval_inputs(wc.task),
     output:
         model=directory("results/finetune/{model}/{task}/{state}/seed{seed}/model"),
         # the run's record; metrics.json adds the fitness verdict to it (rule model_fitness)
@@ -21,8 +18,8 @@ rule finetune:
         state="|".join(states.TRAINED),
     params:
         code=script_code("finetune"),
-        hyperparameters=lambda wc: hyperparameters(wc.task, wc.state),
-        eval_splits=lambda wc: eval_splits(wc.task),
+        hyperparameters=lambda wc: PLAN.hyperparameters(wc.task, wc.state),
+        eval_splits=lambda wc: PLAN.eval_splits(wc.task),
         # not a declared output: Snakemake deletes the outputs of a failed job, and this must survive it
         checkpoint_dir="results/checkpoints/finetune/{model}/{task}/{state}/seed{seed}",
     threads: config["finetune"]["threads"]
@@ -34,7 +31,7 @@ rule finetune:
         runtime=scaled(240),
         cpus_per_task=config["finetune"]["threads"],
         gpu=MODEL_JOB_GPUS,
-        **FINETUNE_RUNTIME,
+        **PLAN.finetune_runtime(),
     log:
         "logs/finetune/{model}/{task}/{state}/seed{seed}.log",
     benchmark:
@@ -48,15 +45,15 @@ rule evaluate_pretrained:
         "../envs/torch.yaml"
     input:
         resolved="results/models/{model}/resolved.json",
-        eval=eval_inputs,
+        eval=lambda wc: PLAN.eval_inputs(wc.task),
     output:
         metrics=f"results/finetune/{{model}}/{{task}}/{states.PRETRAINED}/seed{{seed}}/metrics.json",
         predictions=f"results/finetune/{{model}}/{{task}}/{states.PRETRAINED}/seed{{seed}}/predictions.parquet",
     params:
         code=script_code("finetune"),
         # no training settings, so changing them never reruns it
-        hyperparameters=lambda wc: evaluation_parameters(wc.task),
-        eval_splits=lambda wc: eval_splits(wc.task),
+        hyperparameters=lambda wc: PLAN.evaluation_parameters(wc.task),
+        eval_splits=lambda wc: PLAN.eval_splits(wc.task),
     threads: config["finetune"]["threads"]
     resources:
         mem_mb=scaled(config["finetune"]["mem_mb"]),

@@ -3,9 +3,6 @@
 # unfit model fine-tuned from the pre-trained encoder.
 
 
-include: "functions/fitness.smk"
-
-
 rule model_fitness:
     conda:
         "../envs/tables.yaml"
@@ -18,7 +15,7 @@ rule model_fitness:
         state="|".join(states.TRAINED),
     params:
         code=script_code("model_fitness"),
-        settings=lambda wc: fitness_settings(wc.task),
+        settings=lambda wc: PLAN.fitness_settings(wc.task),
     log:
         "logs/model_fitness/{model}/{task}/{state}/seed{seed}.log",
     benchmark:
@@ -36,7 +33,7 @@ checkpoint fitness_table:
     conda:
         "../envs/tables.yaml"
     input:
-        lambda wc: [f"{run_dir(model, t, i, s)}/metrics.json" for model in MODELS for t, i, s in fine_tuned_runs()],
+        PLAN.fitness_inputs(),
     output:
         multiext(FITNESS_TABLE, *TABLE_FILES),
     params:

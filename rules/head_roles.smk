@@ -3,14 +3,11 @@
 # penalty on the pruned fine-tuned models, against Michel et al.'s pruning curve of the same model.
 
 
-include: "functions/head_roles.smk"
-
-
 rule head_roles:
     conda:
         "../envs/torch.yaml"
     input:
-        dump=lambda wc: dump_inputs(wc.model, f"{wc.task}/{wc.dumped}"),
+        dump=lambda wc: PLAN.dump_files(wc.model, f"{wc.task}/{wc.dumped}"),
         # rare tokens are counted in the training text of the task (in the model's word pieces)
         train="results/data/{task}/train.parquet",
         resolved="results/models/{model}/resolved.json",
@@ -38,23 +35,23 @@ rule head_gates:
     conda:
         "../envs/torch.yaml"
     input:
-        model=lambda wc: f"{run_dir(wc.model, wc.task, states.FINETUNED, wc.seed)}/model",
+        model=lambda wc: f"{PLAN.run_dir(wc.model, wc.task, states.FINETUNED, wc.seed)}/model",
         train="results/data/{task}/train.parquet",
         dev="results/data/{task}/dev.parquet",
         # Michel et al.'s ordering, scored at the gates' number of heads
         importance=f"{PRUNE_DIR}/importance.parquet",
     output:
-        record=f"{PRUNE_DIR}/gates/{{weights}}_strength{{strength}}.json",
-        predictions=f"{PRUNE_DIR}/gates/{{weights}}_strength{{strength}}.predictions.parquet",
+        record=f"{GATE_DIR}/{{weights}}_strength{{strength}}.json",
+        predictions=f"{GATE_DIR}/{{weights}}_strength{{strength}}.predictions.parquet",
     wildcard_constraints:
         weights="trained|frozen",
         strength=r"[0-9.e+-]+",
     params:
         code=script_code("head_gates"),
         settings={k: v for k, v in config["head_roles"]["gates"].items() if k not in ("tasks", "seeds", "strengths", "weights")},
-        hyperparameters=lambda wc: hyperparameters(wc.task, states.FINETUNED),
+        hyperparameters=lambda wc: PLAN.hyperparameters(wc.task, states.FINETUNED),
         subsample_seed=config["data"]["subsample_seed"],
-        dev_sample=pruning_dev_sample(),
+        dev_sample=PLAN.pruning_dev_sample(),
         normalize_by_layer=config["pruning"]["normalize_by_layer"],
         # not a declared output: Snakemake deletes the outputs of a failed job, and this must survive it
         checkpoint_dir="results/checkpoints/head_gates/{model}/{task}/seed{seed}/{weights}_strength{strength}",
@@ -65,7 +62,7 @@ rule head_gates:
         runtime=scaled(120),
         cpus_per_task=config["head_roles"]["threads"],
         gpu=MODEL_JOB_GPUS,
-        **FINETUNE_RUNTIME,
+        **PLAN.finetune_runtime(),
     log:
         "logs/head_gates/{model}/{task}/seed{seed}/{weights}_strength{strength}.log",
     benchmark:
@@ -78,14 +75,14 @@ rule head_roles_summary:
     conda:
         "../envs/tables.yaml"
     input:
-        unpack(head_roles_summary_inputs),
+        unpack(lambda wc: runs().head_roles_summary_inputs(wc.model)),
     output:
-        **summary_outputs("roles", "roles", "results/head_roles/{model}/summary/roles", ("table", "figure"), ("figure",)),
-        **summary_outputs("roles", "relations", "results/head_roles/{model}/summary/importance_relations", ("table", "figure"), ("table", "figure")),
-        **summary_outputs("roles", "gates", "results/head_roles/{model}/summary/gates", ("table", "figure"), ("table", "figure")),
+        **summary_outputs("head_roles", "results/head_roles/{model}/summary/roles"),
+        **summary_outputs("head_roles", "results/head_roles/{model}/summary/importance_relations"),
+        **summary_outputs("head_roles", "results/head_roles/{model}/summary/gates"),
     params:
         code=script_code("head_roles_summary"),
-        runs=lambda wc: head_roles_runs(wc.model),
+        runs=lambda wc: runs().head_roles_runs(wc.model),
         thresholds=config["head_roles"]["thresholds"],
         syntactic_relations=config["head_roles"]["syntactic_relations"],
         rare_top_frequent=config["head_roles"]["rare_top_frequent"],

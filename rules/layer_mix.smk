@@ -2,9 +2,6 @@
 # 0..l for every l (cumulative scoring), on the probing stage's word features, for the probed states.
 
 
-include: "functions/layer_mix.smk"
-
-
 rule layer_mix:
     conda:
         "../envs/torch.yaml"
@@ -20,7 +17,7 @@ rule layer_mix:
         words="results/layer_mix/{model}/{probed}/words.parquet",
     params:
         code=script_code("layer_mix"),
-        sample=probing_sample(),
+        sample=PLAN.probing_sample(),
         labels=config["probing"]["labels"],
         min_label_count=config["probing"]["min_label_count"],
         probe=config["layer_mix"]["probe"],
@@ -43,15 +40,15 @@ rule layer_mix_summary:
     conda:
         "../envs/tables.yaml"
     input:
-        fitness=fitness_inputs(),
-        summaries=lambda wc: [f"results/layer_mix/{wc.model}/{state}/summary.parquet" for state in layer_mix_states(wc.model)],
-        cumulative=lambda wc: [f"results/layer_mix/{wc.model}/{state}/cumulative.parquet" for state in layer_mix_states(wc.model)],
+        fitness=f"{FITNESS_TABLE}.parquet",
+        summaries=lambda wc: [f"results/layer_mix/{wc.model}/{state}/summary.parquet" for state in runs().of(wc.model).layer_mix],
+        cumulative=lambda wc: [f"results/layer_mix/{wc.model}/{state}/cumulative.parquet" for state in runs().of(wc.model).layer_mix],
     output:
-        **summary_outputs("layer_mix", "expected", "results/layer_mix/{model}/summary/expected_layers", ("table", "figure"), ("figure", "table")),
-        **summary_outputs("layer_mix", "cumulative", "results/layer_mix/{model}/summary/cumulative", shown=()),
+        **summary_outputs("layer_mix", "results/layer_mix/{model}/summary/expected_layers"),
+        **summary_outputs("layer_mix", "results/layer_mix/{model}/summary/cumulative"),
     params:
         code=script_code("layer_mix_summary"),
-        states=lambda wc: layer_mix_states(wc.model),
+        states=lambda wc: runs().of(wc.model).layer_mix,
         sample={key: config["probing"][key] for key in ("pooling", "train_sentences", "dev_sentences")},
         level=config["layer_mix"]["level"],
     log:

@@ -1,9 +1,6 @@
 # Attention to linguistic features and token-to-token attention (Kovaleva et al. 2019, sections 4.4-4.5).
 
 
-include: "functions/linguistic.smk"
-
-
 rule spacy_tokens:
     conda:
         "../envs/torch.yaml"
@@ -29,7 +26,7 @@ rule linguistic_scores:
     conda:
         "../envs/torch.yaml"
     input:
-        dump=lambda wc: dump_inputs(wc.model, f"{wc.task}/{wc.dumped}"),
+        dump=lambda wc: PLAN.dump_files(wc.model, f"{wc.task}/{wc.dumped}"),
         data="results/data/{task}/dev.parquet",
         spacy="results/linguistic/spacy/{task}.parquet",
         resolved="results/models/{model}/resolved.json",
@@ -54,15 +51,15 @@ rule linguistic_summary:
     conda:
         "../envs/torch.yaml"
     input:
-        unpack(linguistic_inputs),
+        unpack(lambda wc: runs().linguistic_inputs(wc.model)),
     output:
-        **summary_outputs("linguistic", "features", "results/linguistic/{model}/summary/features", ("table", "figure"), ("figure",)),
-        **summary_outputs("linguistic", "relations", "results/linguistic/{model}/summary/relations", ("table", "figure"), ("figure",)),
-        **summary_outputs("cls", "cls", "results/linguistic/{model}/summary/cls", ("table", "figure"), ("figure",)),
+        **summary_outputs("linguistic", "results/linguistic/{model}/summary/features"),
+        **summary_outputs("linguistic", "results/linguistic/{model}/summary/relations"),
+        **summary_outputs("linguistic", "results/linguistic/{model}/summary/cls"),
     params:
         code=script_code("linguistic_summary"),
-        dump_keys=lambda wc: dump_keys(wc.model),
-        fine_tuned=lambda wc: dumped_fine_tuned(wc.model),
+        dump_keys=lambda wc: runs().of(wc.model).dump_keys,
+        fine_tuned=lambda wc: runs().of(wc.model).dumped_fine_tuned,
         out="results/linguistic/{model}/summary",
         examples=config["attention"]["max_examples"],
     log:

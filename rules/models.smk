@@ -1,9 +1,6 @@
 # Resolve every model spec once; downstream jobs read the folder and hashes from the record.
 
 
-include: "functions/models.smk"
-
-
 rule check_model:
     # A Hub model only (folders and packages are checked when the workflow is parsed): fetched once and checked
     # against this config (architecture, tokenizer, label counts, positions, hand-label layers and heads) before
@@ -11,13 +8,13 @@ rule check_model:
     conda:
         "../envs/torch.yaml"
     input:
-        hand_labels=lambda wc: hand_label_files(wc.model),
+        hand_labels=lambda wc: run_table.label_files(hand_labels(wc.model)),
     output:
         "results/models/{model}/checked.json",
     params:
         code=script_code("check_model"),
-        spec=lambda wc: MODELS[wc.model],
-        requirements=model_requirements(),
+        spec=lambda wc: PLAN.models[wc.model],
+        requirements=PLAN.model_requirements(),
     log:
         "logs/check_model/{model}.log",
     benchmark:
@@ -34,12 +31,12 @@ rule resolve_model:
     conda:
         "../envs/torch.yaml"
     input:
-        unpack(local_model_files),
+        unpack(lambda wc: model_files(wc.model)),
     output:
         "results/models/{model}/resolved.json",
     params:
         code=script_code("resolve_model"),
-        spec=lambda wc: MODELS[wc.model],
+        spec=lambda wc: PLAN.models[wc.model],
     log:
         "logs/resolve_model/{model}.log",
     benchmark:

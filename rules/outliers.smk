@@ -3,21 +3,18 @@
 # many random dimensions, per seed and across seeds.
 
 
-include: "functions/outliers.smk"
-
-
 rule outlier_dimensions:
     conda:
         "../envs/torch.yaml"
     input:
         resolved="results/models/{model}/resolved.json",
-        models=lambda wc: [f"{run_dir(wc.model, t, states.FINETUNED, s)}/model" for t, s in outlier_runs(wc.model)],
+        models=lambda wc: [f"{PLAN.run_dir(wc.model, t, states.FINETUNED, s)}/model" for t, s in runs().of(wc.model).outliers],
     output:
         parameters="results/outliers/{model}/parameters.parquet",
         dimensions="results/outliers/{model}/dimensions.parquet",
     params:
         code=script_code("outlier_dimensions"),
-        runs=lambda wc: outlier_runs(wc.model),
+        runs=lambda wc: runs().of(wc.model).outliers,
         criterion={key: config["outliers"][key] for key in ("sigmas", "min_layer_share")},
     resources:
         mem_mb=scaled(3000),
@@ -34,7 +31,7 @@ rule outlier_disabling:
     conda:
         "../envs/torch.yaml"
     input:
-        model=lambda wc: f"{run_dir(wc.model, wc.task, states.FINETUNED, wc.seed)}/model",
+        model=lambda wc: f"{PLAN.run_dir(wc.model, wc.task, states.FINETUNED, wc.seed)}/model",
         data="results/data/{task}/dev.parquet",
     output:
         predictions="results/outliers/{model}/{task}/seed{seed}/disabling.parquet",
@@ -46,7 +43,7 @@ rule outlier_disabling:
         random_seed=config["outliers"]["random_seed"],
         max_examples=config["outliers"]["max_examples"],
         subsample_seed=config["data"]["subsample_seed"],
-        max_length=lambda wc: hyperparameters(wc.task, states.FINETUNED)["max_length"],
+        max_length=lambda wc: PLAN.max_length(wc.task, states.FINETUNED),
     threads: config["outliers"]["threads"]
     resources:
         mem_mb=scaled(4000),
@@ -66,13 +63,13 @@ rule outlier_stats:
     conda:
         "../envs/tables.yaml"
     input:
-        lambda wc: [f"results/outliers/{wc.model}/{wc.task}/seed{seed}/disabling.parquet" for seed in outlier_seeds(wc.model, wc.task)],
+        lambda wc: [f"results/outliers/{wc.model}/{wc.task}/seed{seed}/disabling.parquet" for seed in runs().of(wc.model).outlier_seeds(wc.task)],
     output:
         deltas="results/outliers/{model}/{task}/deltas.parquet",
         contrast="results/outliers/{model}/{task}/contrast.parquet",
     params:
         code=script_code("outlier_stats"),
-        seeds=lambda wc: outlier_seeds(wc.model, wc.task),
+        seeds=lambda wc: runs().of(wc.model).outlier_seeds(wc.task),
         resamples=config["outliers"]["resamples"],
         level=config["outliers"]["level"],
         bootstrap_seed=config["outliers"]["bootstrap_seed"],
@@ -91,19 +88,19 @@ rule outliers_summary:
     conda:
         "../envs/tables.yaml"
     input:
-        fitness=fitness_inputs(),
+        fitness=f"{FITNESS_TABLE}.parquet",
         parameters="results/outliers/{model}/parameters.parquet",
         dimensions="results/outliers/{model}/dimensions.parquet",
-        deltas=lambda wc: [f"results/outliers/{wc.model}/{task}/deltas.parquet" for task in outlier_tasks(wc.model)],
-        contrast=lambda wc: [f"results/outliers/{wc.model}/{task}/contrast.parquet" for task in outlier_tasks(wc.model)],
+        deltas=lambda wc: [f"results/outliers/{wc.model}/{task}/deltas.parquet" for task in runs().of(wc.model).outlier_tasks],
+        contrast=lambda wc: [f"results/outliers/{wc.model}/{task}/contrast.parquet" for task in runs().of(wc.model).outlier_tasks],
     output:
-        **summary_outputs("outliers", "dimensions", "results/outliers/{model}/summary/dimensions", ("table", "figure"), ("figure", "table")),
-        **summary_outputs("outliers", "contrast", "results/outliers/{model}/summary/contrast", ("table", "figure"), ("figure", "table")),
-        **summary_outputs("outliers", "deltas", "results/outliers/{model}/summary/deltas", shown=()),
+        **summary_outputs("outliers", "results/outliers/{model}/summary/dimensions"),
+        **summary_outputs("outliers", "results/outliers/{model}/summary/contrast"),
+        **summary_outputs("outliers", "results/outliers/{model}/summary/deltas"),
     params:
         code=script_code("outliers_summary"),
-        tasks=lambda wc: outlier_tasks(wc.model),
-        fitness_runs=lambda wc: {task: outlier_seeds(wc.model, task) for task in outlier_tasks(wc.model)},
+        tasks=lambda wc: runs().of(wc.model).outlier_tasks,
+        fitness_runs=lambda wc: runs().of(wc.model).outlier_seeds_by_task,
         criterion={key: config["outliers"][key] for key in ("sigmas", "min_layer_share")},
         level=config["outliers"]["level"],
         examples=config["outliers"]["max_examples"],

@@ -4,14 +4,11 @@
 # per-head dominant class. Plus the annotation page to make hand labels.
 
 
-include: "functions/patterns.smk"
-
-
 rule pattern_features:
     conda:
         "../envs/torch.yaml"
     input:
-        lambda wc: dump_inputs(wc.model, f"{wc.task}/{wc.dumped}"),
+        lambda wc: PLAN.dump_files(wc.model, f"{wc.task}/{wc.dumped}"),
     output:
         "results/patterns/{model}/{task}/{dumped}.features.parquet",
     params:
@@ -33,17 +30,17 @@ rule labelled_maps:
     conda:
         "../envs/torch.yaml"
     input:
-        unpack(dump_attention_inputs),
+        unpack(lambda wc: PLAN.encoder_inputs(wc.model, wc.task, wc.dumped)),
     output:
         attention="results/patterns/{model}/labelled/{task}/{dumped}.attention.parquet",
         tokens="results/patterns/{model}/labelled/{task}/{dumped}.tokens.parquet",
         summary="results/patterns/{model}/labelled/{task}/{dumped}.json",
     params:
         code=script_code("labelled_maps"),
-        only_idx=lambda wc: hand_label_set(wc.model)["idx"][f"{wc.task}/{wc.dumped}"],
+        only_idx=lambda wc: runs().hand_label_set(wc.model, hand_labels(wc.model))["idx"][f"{wc.task}/{wc.dumped}"],
         batch_size=config["attention"]["batch_size"],
         bits=config["attention"]["bits"],
-        max_length=lambda wc: hyperparameters(wc.task, states.dumped_state(wc.dumped))["max_length"],
+        max_length=lambda wc: PLAN.max_length(wc.task, states.dumped_state(wc.dumped)),
     threads: config["attention"]["threads"]
     resources:
         mem_mb=scaled(4000),
@@ -62,27 +59,18 @@ rule pattern_classifier:
     conda:
         "../envs/torch.yaml"
     input:
-        unpack(
-            lambda wc: {
-                "features": [f"results/patterns/{wc.model}/{key}.features.parquet" for key in dump_keys(wc.model)],
-                "dumps": [f for key in dump_keys(wc.model) for f in dump_inputs(wc.model, key)],
-                "resolved": f"results/models/{wc.model}/resolved.json",
-                "labelled": [f"{prefix}.{kind}.parquet" for prefix in labelled_dump_inputs(wc.model).values() for kind in ("attention", "tokens")],
-                "recipes": [labelled_recipe(wc.model, key) for key in labelled_recipe_keys(wc.model)],
-                **{name: path for name, path in (hand_label_set(wc.model) or {}).items() if name in LABEL_FILE_ROLES and path},
-            }
-        ),
+        unpack(lambda wc: runs().pattern_classifier_inputs(wc.model, hand_labels(wc.model))),
     output:
         weights="results/patterns/{model}/classifier/model.safetensors",
         report="results/patterns/{model}/classifier/report.json",
         training_maps="results/patterns/{model}/classifier/training_maps.parquet",
     params:
         code=script_code("pattern_classifier"),
-        dump_keys=lambda wc: dump_keys(wc.model),
-        dump_prefixes=lambda wc: [f"results/attention/{wc.model}/{key}" for key in dump_keys(wc.model)],
-        labelled_keys=lambda wc: list(labelled_dump_inputs(wc.model)),
-        recipe_keys=lambda wc: labelled_recipe_keys(wc.model),
-        labelled_prefixes=lambda wc: list(labelled_dump_inputs(wc.model).values()),
+        dump_keys=lambda wc: runs().of(wc.model).dump_keys,
+        dump_prefixes=lambda wc: [f"results/attention/{wc.model}/{key}" for key in runs().of(wc.model).dump_keys],
+        labelled_keys=lambda wc: list(runs().labelled_dumps(wc.model, hand_labels(wc.model))),
+        recipe_keys=lambda wc: runs().labelled_recipe_keys(wc.model, hand_labels(wc.model)),
+        labelled_prefixes=lambda wc: list(runs().labelled_dumps(wc.model, hand_labels(wc.model)).values()),
         rules=config["patterns"]["rules"],
         validation_share=config["patterns"]["validation_share"],
         min_class_labels=config["patterns"]["min_class_labels"],
@@ -110,7 +98,7 @@ rule classify_maps:
     input:
         weights="results/patterns/{model}/classifier/model.safetensors",
         features="results/patterns/{model}/{task}/{dumped}.features.parquet",
-        dump=lambda wc: dump_inputs(wc.model, f"{wc.task}/{wc.dumped}"),
+        dump=lambda wc: PLAN.dump_files(wc.model, f"{wc.task}/{wc.dumped}"),
     output:
         "results/patterns/{model}/{task}/{dumped}.classes.parquet",
     params:
@@ -132,17 +120,17 @@ rule pattern_summary:
     conda:
         "../envs/torch.yaml"
     input:
-        classes=lambda wc: [f"results/patterns/{wc.model}/{key}.classes.parquet" for key in dump_keys(wc.model)],
+        classes=lambda wc: [f"results/patterns/{wc.model}/{key}.classes.parquet" for key in runs().of(wc.model).dump_keys],
         report="results/patterns/{model}/classifier/report.json",
-        fitness=fitness_inputs(),
+        fitness=f"{FITNESS_TABLE}.parquet",
     output:
-        **summary_outputs("patterns", "classifier", "results/patterns/{model}/summary/classifier"),
-        **summary_outputs("patterns", "shares", "results/patterns/{model}/summary/shares", ("table", "figure"), ("figure",)),
-        **summary_outputs("patterns", "heads", "results/patterns/{model}/summary/heads", ("table", "figure"), ("figure",)),
-        **summary_outputs("patterns", "confusion", "results/patterns/{model}/summary/confusion", shown=()),
+        **summary_outputs("patterns", "results/patterns/{model}/summary/classifier"),
+        **summary_outputs("patterns", "results/patterns/{model}/summary/shares"),
+        **summary_outputs("patterns", "results/patterns/{model}/summary/heads"),
+        **summary_outputs("patterns", "results/patterns/{model}/summary/confusion"),
     params:
         code=script_code("pattern_summary"),
-        dump_keys=lambda wc: dump_keys(wc.model),
+        dump_keys=lambda wc: runs().of(wc.model).dump_keys,
         out="results/patterns/{model}/summary",
         examples=config["attention"]["max_examples"],
     log:
@@ -160,13 +148,13 @@ rule annotation_page:
     conda:
         "../envs/torch.yaml"
     input:
-        lambda wc: [f for key in dump_keys(wc.model) for f in dump_inputs(wc.model, key)],
+        lambda wc: [f for key in runs().of(wc.model).dump_keys for f in PLAN.dump_files(wc.model, key)],
     output:
         "results/patterns/{model}/annotate.html",
     params:
         code=script_code("annotation_page"),
-        dump_keys=lambda wc: dump_keys(wc.model),
-        dump_prefixes=lambda wc: [f"results/attention/{wc.model}/{key}" for key in dump_keys(wc.model)],
+        dump_keys=lambda wc: runs().of(wc.model).dump_keys,
+        dump_prefixes=lambda wc: [f"results/attention/{wc.model}/{key}" for key in runs().of(wc.model).dump_keys],
         maps=config["patterns"]["annotation_maps"],
         seed=config["patterns"]["seed"],
     log:

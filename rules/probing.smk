@@ -2,21 +2,18 @@
 # syntactic heads (Clark et al. 2019) on the Universal Dependencies treebank, per model state.
 
 
-include: "functions/probing.smk"
-
-
 rule probe_features:
     conda:
         "../envs/torch.yaml"
     input:
-        unpack(probing_model_inputs),
+        unpack(lambda wc: PLAN.probed_encoder_inputs(wc.model, wc.probed)),
         train="results/treebank/train.parquet",
         dev="results/treebank/dev.parquet",
     output:
         "results/probing/{model}/{probed}/features.safetensors",
     params:
         code=script_code("probe_features"),
-        sample=probing_sample(),
+        sample=PLAN.probing_sample(),
         pooling=config["probing"]["pooling"],
         max_length=config["probing"]["max_length"],
         batch_size=config["probing"]["batch_size"],
@@ -49,13 +46,12 @@ rule probe_layers:
         words="results/probing/{model}/{probed}/probe_words.parquet",
     params:
         code=script_code("probe_layers"),
-        sample=probing_sample(),
+        sample=PLAN.probing_sample(),
         labels=config["probing"]["labels"],
         min_label_count=config["probing"]["min_label_count"],
         probe=config["probing"]["probe"],
         control_seed=config["probing"]["control_seed"],
-        reference_regularisation=lambda wc: config["probing"]["reference"]["regularisation"]
-        if wc.probed in config["probing"]["reference"]["states"] else None,
+        reference_regularisation=lambda wc: PLAN.reference_regularisation(wc.probed),
     threads: config["probing"]["threads"]
     resources:
         mem_mb=scaled(6000),
@@ -73,7 +69,7 @@ rule syntactic_heads:
     conda:
         "../envs/torch.yaml"
     input:
-        unpack(probing_model_inputs),
+        unpack(lambda wc: PLAN.probed_encoder_inputs(wc.model, wc.probed)),
         treebank=lambda wc: f"results/treebank/{config['probing']['syntactic_heads']['split']}.parquet",
     output:
         per_head="results/probing/{model}/{probed}/head_relations.parquet",
@@ -105,15 +101,15 @@ rule probing_summary:
     conda:
         "../envs/tables.yaml"
     input:
-        unpack(probing_summary_inputs),
+        unpack(lambda wc: runs().probing_summary_inputs(wc.model)),
     output:
-        **summary_outputs("probing", "probes", "results/probing/{model}/summary/probes", ("table", "figure"), ("figure", "table")),
-        **summary_outputs("probing", "heads", "results/probing/{model}/summary/syntactic_heads"),
-        **summary_outputs("probing", "held_out", "results/probing/{model}/summary/syntactic_heads_held_out"),
+        **summary_outputs("probing", "results/probing/{model}/summary/probes"),
+        **summary_outputs("probing", "results/probing/{model}/summary/syntactic_heads"),
+        **summary_outputs("probing", "results/probing/{model}/summary/syntactic_heads_held_out"),
     params:
         code=script_code("probing_summary"),
-        states=lambda wc: probing_states(wc.model),
-        head_states=lambda wc: syntactic_head_states(wc.model),
+        states=lambda wc: runs().of(wc.model).probed,
+        head_states=lambda wc: runs().of(wc.model).syntactic_heads,
         # what the caption says the probes were trained and scored on
         sample={key: config["probing"][key] for key in ("pooling", "train_sentences", "dev_sentences")},
     log:

@@ -5,15 +5,12 @@
 # chooses and reports on dev.
 
 
-include: "functions/pruning.smk"
-
-
 rule head_importance:
     conda:
         "../envs/torch.yaml"
     input:
-        model=lambda wc: f"{run_dir(wc.model, wc.task, states.FINETUNED, wc.seed)}/model",
-        importance=importance_data,
+        model=lambda wc: f"{PLAN.run_dir(wc.model, wc.task, states.FINETUNED, wc.seed)}/model",
+        importance=lambda wc: PLAN.importance_data(wc.task),
         dev="results/data/{task}/dev.parquet",
     output:
         importance=f"{PRUNE_DIR}/importance.parquet",
@@ -22,11 +19,11 @@ rule head_importance:
         predictions=f"{PRUNE_DIR}/michel_predictions.parquet",
     params:
         code=script_code("head_importance"),
-        importance=pruning_params(),
+        importance=PLAN.pruning_params(),
         step_share=config["pruning"]["michel_step_share"],
         recompute=config["pruning"]["michel_recompute"],
-        max_length=lambda wc: hyperparameters(wc.task, states.FINETUNED)["max_length"],
-        dev_sample=pruning_dev_sample(),
+        max_length=lambda wc: PLAN.max_length(wc.task, states.FINETUNED),
+        dev_sample=PLAN.pruning_dev_sample(),
     # the long single jobs start beside the sweeps instead of trailing the run alone
     priority: 10
     threads: config["pruning"]["threads"]
@@ -48,8 +45,8 @@ rule lottery_pruning:
     conda:
         "../envs/torch.yaml"
     input:
-        model=lambda wc: f"{run_dir(wc.model, wc.task, states.FINETUNED, wc.seed)}/model",
-        importance=importance_data,
+        model=lambda wc: f"{PLAN.run_dir(wc.model, wc.task, states.FINETUNED, wc.seed)}/model",
+        importance=lambda wc: PLAN.importance_data(wc.task),
         dev="results/data/{task}/dev.parquet",
     output:
         mask=f"{PRUNE_DIR}/{{method}}_{{protocol}}_mask.safetensors",
@@ -61,17 +58,14 @@ rule lottery_pruning:
         protocol="held_out|paper",
     params:
         code=script_code("lottery_pruning"),
-        selection=lambda wc: lottery_split(wc.protocol),
-        importance=lambda wc: pruning_params() if wc.method == "s" else None,
+        selection=lambda wc: PLAN.lottery_split(wc.protocol),
+        importance=lambda wc: PLAN.pruning_params() if wc.method == "s" else None,
         keep=config["pruning"]["keep"],
         keep_above_constant=config["pruning"]["keep_above_constant"],
-        method=lambda wc: {
-            "m": {"rate": config["pruning"]["m_rate"], "max_iterations": config["pruning"]["m_max_iterations"]},
-            "s": {k: config["pruning"][f"s_{k}"] for k in ("head_share", "mlps_per_step", "refine")},
-        }[wc.method],
-        max_length=lambda wc: hyperparameters(wc.task, states.FINETUNED)["max_length"],
+        method=lambda wc: PLAN.lottery_method(wc.method),
+        max_length=lambda wc: PLAN.max_length(wc.task, states.FINETUNED),
         # a sample of the choosing examples (held_out's half A); the paper's protocol chooses on all of dev
-        dev_sample=lambda wc: pruning_dev_sample() if wc.protocol == "held_out" else {"examples": None, "seed": 0},
+        dev_sample=lambda wc: PLAN.pruning_dev_sample() if wc.protocol == "held_out" else {"examples": None, "seed": 0},
         batch_size=config["pruning"]["batch_size"],
     priority: 10
     threads: config["pruning"]["threads"]
@@ -92,7 +86,7 @@ rule compact_model:
     conda:
         "../envs/torch.yaml"
     input:
-        model=lambda wc: f"{run_dir(wc.model, wc.task, states.FINETUNED, wc.seed)}/model",
+        model=lambda wc: f"{PLAN.run_dir(wc.model, wc.task, states.FINETUNED, wc.seed)}/model",
         mask=f"{PRUNE_DIR}/s_held_out_mask.safetensors",
         dev="results/data/{task}/dev.parquet",
     output:
@@ -100,8 +94,8 @@ rule compact_model:
         summary=f"{PRUNE_DIR}/s_compact.json",
     params:
         code=script_code("compact_model"),
-        max_length=lambda wc: hyperparameters(wc.task, states.FINETUNED)["max_length"],
-        dev_sample=pruning_dev_sample(),
+        max_length=lambda wc: PLAN.max_length(wc.task, states.FINETUNED),
+        dev_sample=PLAN.pruning_dev_sample(),
     threads: config["pruning"]["threads"]
     resources:
         mem_mb=scaled(4000),
@@ -121,7 +115,7 @@ rule subnetwork_finetune:
     conda:
         "../envs/torch.yaml"
     input:
-        unpack(subnetwork_inputs),
+        unpack(lambda wc: PLAN.subnetwork_inputs(wc.model, wc.task, wc.seed, wc.network)),
     output:
         metrics=f"{PRUNE_DIR}/subnetworks/{{network}}.json",
         predictions=f"{PRUNE_DIR}/subnetworks/{{network}}.predictions.parquet",
@@ -129,7 +123,7 @@ rule subnetwork_finetune:
         network="full|[ms]-(good|random|bad)-(held_out|paper)",
     params:
         code=script_code("subnetwork_finetune"),
-        hyperparameters=lambda wc: subnetwork_recipe(wc.task),
+        hyperparameters=lambda wc: PLAN.subnetwork_recipe(wc.task),
         eval_batch_size=config["finetune"]["eval_batch_size"],
         max_train_examples=config["pruning"]["subnetwork_max_train_examples"],
         subsample_seed=config["data"]["subsample_seed"],
@@ -154,23 +148,23 @@ rule pruning_summary:
     conda:
         "../envs/tables.yaml"
     input:
-        unpack(pruning_summary_inputs),
+        unpack(lambda wc: runs().pruning_summary_inputs(wc.model)),
     output:
-        **summary_outputs("pruning", "importance", "results/pruning/{model}/summary/importance", ("table", "figure"), ("figure",)),
-        **summary_outputs("pruning", "michel", "results/pruning/{model}/summary/michel", ("table", "figure"), ("figure",)),
-        **summary_outputs("pruning", "curves", "results/pruning/{model}/summary/lottery_curves", ("table", "figure"), ("figure",)),
-        **summary_outputs("pruning", "survival", "results/pruning/{model}/summary/survival", ("table", "figure"), ("figure",)),
-        **summary_outputs("pruning", "lottery", "results/pruning/{model}/summary/lottery"),
-        **summary_outputs("pruning", "lottery_seeds", "results/pruning/{model}/summary/lottery_seeds"),
-        **summary_outputs("pruning", "stability", "results/pruning/{model}/summary/stability"),
-        **summary_outputs("pruning", "compact", "results/pruning/{model}/summary/compact"),
+        **summary_outputs("pruning", "results/pruning/{model}/summary/importance"),
+        **summary_outputs("pruning", "results/pruning/{model}/summary/michel"),
+        **summary_outputs("pruning", "results/pruning/{model}/summary/lottery_curves"),
+        **summary_outputs("pruning", "results/pruning/{model}/summary/survival"),
+        **summary_outputs("pruning", "results/pruning/{model}/summary/lottery"),
+        **summary_outputs("pruning", "results/pruning/{model}/summary/lottery_seeds"),
+        **summary_outputs("pruning", "results/pruning/{model}/summary/stability"),
+        **summary_outputs("pruning", "results/pruning/{model}/summary/compact"),
     params:
         code=script_code("pruning_summary"),
-        runs=lambda wc: pruning_runs(wc.model),
-        subnetwork_runs=lambda wc: subnetwork_runs(wc.model),
+        runs=lambda wc: runs().of(wc.model).pruned,
+        subnetwork_runs=lambda wc: runs().of(wc.model).subnetworks,
         methods=config["pruning"]["methods"],
-        protocols=lottery_protocols(),
-        networks=subnetwork_names(),
+        protocols=PLAN.lottery_protocols(),
+        networks=PLAN.subnetwork_names(),
         keep=config["pruning"]["keep"],
         keep_above_constant=config["pruning"]["keep_above_constant"],
         tolerance=config["pruning"]["michel_tolerance"],
@@ -180,13 +174,7 @@ rule pruning_summary:
         data={key: config["pruning"][key] for key in ("importance_split", "importance_examples", "importance_granularity",
                                                       "dev_examples", "split_seed")},
         bootstrap={k: config["pruning"][f"kappa_{k}"] for k in ("resamples", "level", "seed")},
-        recipe_note=lambda wc: (
-            "none re-fine-tuned (pruning.subnetworks or every subnetwork_seeds is empty): the table holds the fine-tuned models only"
-            if not subnetwork_runs(wc.model) else
-            f"re-fine-tuned on {config['pruning']['subnetwork_max_train_examples'] or 'all'} train examples, "
-            f"{config['pruning']['subnetwork_epochs'] or 'the fine-tuning'} epochs; full = the same recipe"
-            if subnetwork_reference_retrained() else "re-fine-tuned with the fine-tuning recipe; full = the fine-tuned model"
-        ),
+        recipe_note=lambda wc: runs().pruning_recipe_note(wc.model),
     log:
         "logs/pruning_summary/{model}.log",
     benchmark:

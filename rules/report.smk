@@ -1,19 +1,17 @@
-# The report: every stage's tables and figures on one self-contained page, and the head atlas.
-
-
-include: "functions/report.smk"
+# The report: every stage's tables and figures on one self-contained page, and the head and layer atlases (its own
+# section of the page, "report").
 
 
 rule head_atlas:
     conda:
         "../envs/tables.yaml"
     input:
-        unpack(head_atlas_inputs),
+        unpack(lambda wc: runs().head_atlas_inputs(wc.model)),
     output:
-        **summary_outputs("atlas", "table", "results/report/{model}/head_atlas", ("table", "figure"), ("figure", "table")),
+        **summary_outputs("report", "results/report/{model}/head_atlas"),
     params:
         code=script_code("head_atlas"),
-        fitness_runs=lambda wc: {task: analysed_seeds(wc.model, task) for task in TASKS},
+        fitness_runs=lambda wc: runs().atlas_fitness_runs(wc.model),
     log:
         "logs/head_atlas/{model}.log",
     benchmark:
@@ -29,9 +27,9 @@ rule layer_atlas:
     conda:
         "../envs/tables.yaml"
     input:
-        unpack(layer_atlas_inputs),
+        unpack(lambda wc: runs().layer_atlas_inputs(wc.model)),
     output:
-        **summary_outputs("atlas", "table", "results/report/{model}/layer_atlas", ("table", "figure"), ("figure", "table")),
+        **summary_outputs("report", "results/report/{model}/layer_atlas"),
     params:
         code=script_code("layer_atlas"),
         sigmas=config["outliers"]["sigmas"],
@@ -50,27 +48,27 @@ rule report:
     conda:
         "../envs/tables.yaml"
     input:
-        unpack(report_inputs),
+        unpack(lambda wc: runs().report_inputs()),
     output:
         report(
             "results/report/index.html",
             caption="../report/index.rst",
-            category="Report",
+            # beside the atlases, the report stage's tables (category: its section)
+            category="report",
+            subcategory="page",
             labels={"page": "all stages, one page"},
         ),
     params:
         code=script_code("report"),
-        models=list(MODELS),
-        # what each section shows, as the stages declare it (rules/*.smk); how it looks is report/'s
-        # a function: read when the job is planned, so stages included after this file are on the page too
-        sections=lambda wc: {anchor: list(section.summaries) for anchor, section in SECTIONS.items()},
-        section_runs=lambda wc: {model: section_runs(model) for model in MODELS},
+        models=list(PLAN.models),
+        # what each section shows (bertology_core/workflow/runs.py, SECTIONS); how it looks is report/'s
+        sections=PLAN.section_summaries(),
+        section_runs=lambda wc: {model: runs().section_shows(model) for model in PLAN.models},
         unfit=config["analysis"]["unfit"],
-        claims_level=config["claims"]["level"],
-        skipped=lambda wc: {model: skipped_sections(model) for model in MODELS},
-        model_specs=MODELS,
-        tasks=TASKS,
-        seeds=SEEDS,
+        skipped=lambda wc: {model: runs().skipped_sections(model) for model in PLAN.models},
+        model_specs=PLAN.models,
+        tasks=PLAN.tasks,
+        seeds=PLAN.seeds,
     log:
         "logs/report/report.log",
     benchmark:

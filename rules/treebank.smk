@@ -1,14 +1,11 @@
 # Universal Dependencies treebank splits, validated and normalised to Parquet (one row per sentence).
 
 
-include: "functions/treebank.smk"
-
-
 rule prepare_treebank:
     conda:
         "../envs/tables.yaml"
     input:
-        lambda wc: treebank_file(wc.split),
+        lambda wc: PLAN.treebank_file(wc.split),
     output:
         "results/treebank/{split}.parquet",
     wildcard_constraints:

@@ -8,7 +8,12 @@ import pytest
 import torch
 from transformers import AutoConfig, AutoModelForSequenceClassification
 
-from bertology_core.engine import attention, encoder
+from bertology_core.engine.attention_function import use_engine
+from bertology_core.engine.first_token import first_token_output, reads_first_token_only
+from bertology_core.engine.intervention import intervene
+from bertology_core.engine.plan import (ATTENTION_NORM_SCALE, HEAD_SCALE, HEAD_UNIFORM, MLP_SCALE, OUTPUT_NORM_SCALE,
+                                        InterventionPlan, per_layer, site)
+from bertology_core.engine.structure import UnsupportedStructure, depth_layers, encoder_layers, structure, track_depth
 
 # one tiny random classifier per supported family (hidden 64, 4 heads, an MLP width of 37 unlike hidden):
 # config arguments beyond the shared ones
@@ -55,9 +60,9 @@ ALL = pytest.mark.parametrize("family", list(FAMILIES))
 def capture(model, inputs, plan=None):
     """Every layer's probabilities as the engine computes them, and the logits."""
     captured = {}
-    plan = plan or attention.InterventionPlan()
+    plan = plan or InterventionPlan()
     plan.sink = lambda layer, probs, real: captured.__setitem__(layer, (probs.clone(), real))
-    with torch.no_grad(), attention.intervene(model, plan):
+    with torch.no_grad(), intervene(model, plan):
         logits = model(**inputs).logits
     return captured, logits
 
@@ -68,7 +73,7 @@ def test_engine_without_plan_reproduces_eager(family):
     inputs = batch()
     with torch.no_grad():
         reference = model(**inputs, output_hidden_states=True, output_attentions=True)
-    attention.use_engine(model)
+    use_engine(model)
     with torch.no_grad():
         ours = model(**inputs, output_hidden_states=True)
     torch.testing.assert_close(ours.logits, reference.logits, atol=1e-5, rtol=0)
@@ -91,7 +96,7 @@ def test_engine_reproduces_eager_on_minilm(minilm_path):
     tokenizer = AutoTokenizer.from_pretrained(minilm_path)
     inputs = tokenizer(["A short one.", "A much longer sentence, with padding for the other."], padding=True, return_tensors="pt")
     eager = AutoModel.from_pretrained(minilm_path, attn_implementation="eager").eval()
-    ours = attention.use_engine(AutoModel.from_pretrained(minilm_path).eval())
+    ours = use_engine(AutoModel.from_pretrained(minilm_path).eval())
     with torch.inference_mode():
         a, b = eager(**inputs, output_hidden_states=True), ours(**inputs, output_hidden_states=True)
     for mine, theirs in zip(b.hidden_states, a.hidden_states, strict=True):
@@ -103,10 +108,10 @@ def test_uniform_mode_is_one_over_the_keys_a_head_may_attend_to(family):
     """Rows of a disabled head are 1/L over the keys its query may attend to: the real tokens, and in a local
     (sliding-window) layer only those inside the window; 0 elsewhere. The allowed keys are read off the eager
     probabilities (non-zero exactly where allowed)."""
-    model = attention.use_engine(tiny(family))
+    model = use_engine(tiny(family))
     inputs = batch()
     intact, _ = capture(model, inputs)
-    disabled, _ = capture(model, inputs, attention.InterventionPlan(edits=attention.per_layer(attention.HEAD_UNIFORM, {1: torch.tensor([[True, False, False, True]])})))
+    disabled, _ = capture(model, inputs, InterventionPlan(edits=per_layer(HEAD_UNIFORM, {1: torch.tensor([[True, False, False, True]])})))
     lengths = inputs["attention_mask"].sum(1).tolist()
     for example, length in enumerate(lengths):
         for head in (0, 3):
@@ -128,7 +133,7 @@ def at_depth(model, depth, module, hook):
 
     @contextlib.contextmanager
     def block():
-        with encoder.track_depth(model) as tracker:
+        with track_depth(model) as tracker:
             handle = module.register_forward_pre_hook(lambda m, args: hook(args) if tracker.depth == depth else None)
             try:
                 yield
@@ -140,14 +145,14 @@ def at_depth(model, depth, module, hook):
 
 @ALL
 def test_zero_scale_equals_removing_the_heads_output(family):
-    model = attention.use_engine(tiny(family))
+    model = use_engine(tiny(family))
     inputs = batch()
     scale = torch.ones(1, 4)
     scale[0, 2] = 0.0
-    with torch.no_grad(), attention.intervene(model, attention.InterventionPlan(edits=attention.per_layer(attention.HEAD_SCALE, {1: scale}))):
+    with torch.no_grad(), intervene(model, InterventionPlan(edits=per_layer(HEAD_SCALE, {1: scale}))):
         masked = model(**inputs).logits
     # reference: zero the head's slice of the context before the output projection
-    projection = encoder.structure(model)[1].output_projection
+    projection = structure(model)[1].output_projection
     head_dim = 64 // 4
 
     def zero_head(args):
@@ -166,57 +171,57 @@ def test_zero_scale_equals_removing_the_heads_output(family):
 @ALL
 @pytest.mark.parametrize("reuse_prefix", [True, False])
 def test_batch_expansion_equals_separate_passes(family, reuse_prefix):
-    model = attention.use_engine(tiny(family, layers=4))
+    model = use_engine(tiny(family, layers=4))
     inputs = batch()
     uniform = torch.zeros(3, 4, dtype=torch.bool)
     uniform[1, 0] = True
     scale = torch.ones(3, 4)
     scale[2, 3] = 0.0
-    plan = attention.InterventionPlan(num_configs=3, edits={**attention.per_layer(attention.HEAD_UNIFORM, {2: uniform}), **attention.per_layer(attention.HEAD_SCALE, {2: scale, 3: torch.ones(3, 4)})})
-    with torch.no_grad(), attention.intervene(model, plan, reuse_prefix=reuse_prefix):
+    plan = InterventionPlan(num_configs=3, edits={**per_layer(HEAD_UNIFORM, {2: uniform}), **per_layer(HEAD_SCALE, {2: scale, 3: torch.ones(3, 4)})})
+    with torch.no_grad(), intervene(model, plan, reuse_prefix=reuse_prefix):
         together = model(**inputs).logits.reshape(3, 3, -1)
     assert plan.expand_at_layer == (2 if reuse_prefix else 0)
     for config in range(3):
-        single = attention.InterventionPlan(edits={**attention.per_layer(attention.HEAD_UNIFORM, {2: uniform[config:config + 1]}), **attention.per_layer(attention.HEAD_SCALE, {2: scale[config:config + 1]})})
-        with torch.no_grad(), attention.intervene(model, single):
+        single = InterventionPlan(edits={**per_layer(HEAD_UNIFORM, {2: uniform[config:config + 1]}), **per_layer(HEAD_SCALE, {2: scale[config:config + 1]})})
+        with torch.no_grad(), intervene(model, single):
             separate = model(**inputs).logits
         torch.testing.assert_close(together[config], separate, atol=1e-5, rtol=0)
 
 
 @ALL
 def test_shared_interventions_below_the_first_difference_are_applied_once(family):
-    model = attention.use_engine(tiny(family, layers=4))
+    model = use_engine(tiny(family, layers=4))
     inputs = batch()
     shared = torch.ones(3, 4)
     shared[:, 1] = 0.0  # every configuration masks head 1 of layer 0
     uniform = torch.zeros(3, 4, dtype=torch.bool)
     uniform[1, 2] = True
     uniform[2, 0] = True
-    plan = attention.InterventionPlan(num_configs=3, edits={**attention.per_layer(attention.HEAD_SCALE, {0: shared}), **attention.per_layer(attention.HEAD_UNIFORM, {2: uniform})})
-    with torch.no_grad(), attention.intervene(model, plan):
+    plan = InterventionPlan(num_configs=3, edits={**per_layer(HEAD_SCALE, {0: shared}), **per_layer(HEAD_UNIFORM, {2: uniform})})
+    with torch.no_grad(), intervene(model, plan):
         together = model(**inputs).logits.reshape(3, 3, -1)
     assert plan.expand_at_layer == 2
     for config in range(3):
-        single = attention.InterventionPlan(edits={**attention.per_layer(attention.HEAD_SCALE, {0: shared[config:config + 1]}), **attention.per_layer(attention.HEAD_UNIFORM, {2: uniform[config:config + 1]})})
-        with torch.no_grad(), attention.intervene(model, single):
+        single = InterventionPlan(edits={**per_layer(HEAD_SCALE, {0: shared[config:config + 1]}), **per_layer(HEAD_UNIFORM, {2: uniform[config:config + 1]})})
+        with torch.no_grad(), intervene(model, single):
             separate = model(**inputs).logits
         torch.testing.assert_close(together[config], separate, atol=1e-5, rtol=0)
 
 
 @ALL
 def test_first_token_output_leaves_classifier_logits_unchanged(family):
-    model = attention.use_engine(tiny(family, layers=3))
+    model = use_engine(tiny(family, layers=3))
     inputs = batch()
     uniform = torch.zeros(2, 4, dtype=torch.bool)
     uniform[1, 2] = True  # a head of the last layer, the one that is sliced
-    plan = attention.InterventionPlan(num_configs=2, edits=attention.per_layer(attention.HEAD_UNIFORM, {2: uniform}))
-    mlp_input = encoder.structure(model)[-1].mlp_input
+    plan = InterventionPlan(num_configs=2, edits=per_layer(HEAD_UNIFORM, {2: uniform}))
+    mlp_input = structure(model)[-1].mlp_input
     widths = []
     handle = mlp_input.register_forward_hook(lambda m, args, out: widths.append(args[0].shape[1]))
     try:
-        with torch.no_grad(), attention.intervene(model, plan):
+        with torch.no_grad(), intervene(model, plan):
             full = model(**inputs).logits
-            with attention.first_token_output(model):
+            with first_token_output(model):
                 sliced = model(**inputs).logits
     finally:
         handle.remove()
@@ -228,15 +233,15 @@ def test_first_token_output_leaves_classifier_logits_unchanged(family):
 
 
 def test_first_token_output_leaves_a_mean_pooling_classifier_whole():
-    model = attention.use_engine(tiny("modernbert", classifier_pooling="mean"))
-    assert not encoder.reads_first_token_only(model)
+    model = use_engine(tiny("modernbert", classifier_pooling="mean"))
+    assert not reads_first_token_only(model)
     inputs = batch()
     with torch.no_grad():
         full = model(**inputs).logits
-        with attention.first_token_output(model):
+        with first_token_output(model):
             same = model(**inputs).logits
     torch.testing.assert_close(same, full, atol=0, rtol=0)
-    assert encoder.reads_first_token_only(tiny("modernbert", classifier_pooling="cls"))
+    assert reads_first_token_only(tiny("modernbert", classifier_pooling="cls"))
 
 
 @ALL
@@ -246,7 +251,7 @@ def test_first_token_output_gives_the_same_training_gradients(family):
     model(**inputs).loss.backward()
     full = {name: p.grad.clone() for name, p in model.named_parameters() if p.grad is not None}
     model.zero_grad()
-    with attention.first_token_output(model):
+    with first_token_output(model):
         model(**inputs).loss.backward()
     for name, p in model.named_parameters():
         if name in full:
@@ -254,32 +259,32 @@ def test_first_token_output_gives_the_same_training_gradients(family):
 
 
 def test_contexts_do_not_leak_and_hooks_are_removed():
-    model = attention.use_engine(tiny())
+    model = use_engine(tiny())
     inputs = batch()
     with torch.no_grad():
         clean = model(**inputs).logits
-    plan = attention.InterventionPlan(num_configs=2, edits=attention.per_layer(attention.HEAD_SCALE, {1: torch.zeros(2, 4)}))
-    with pytest.raises(RuntimeError, match="boom"), attention.intervene(model, plan):
+    plan = InterventionPlan(num_configs=2, edits=per_layer(HEAD_SCALE, {1: torch.zeros(2, 4)}))
+    with pytest.raises(RuntimeError, match="boom"), intervene(model, plan):
         raise RuntimeError("boom")
     with torch.no_grad():
         after = model(**inputs).logits
     torch.testing.assert_close(after, clean, atol=0, rtol=0)
-    assert all(not layer._forward_pre_hooks for layer in attention.encoder_layers(model))
+    assert all(not layer._forward_pre_hooks for layer in encoder_layers(model))
     # nested contexts: the inner plan wins inside, the outer one is restored after
-    outer = attention.InterventionPlan(edits=attention.per_layer(attention.HEAD_SCALE, {0: torch.zeros(1, 4)}))
-    with torch.no_grad(), attention.intervene(model, outer):
+    outer = InterventionPlan(edits=per_layer(HEAD_SCALE, {0: torch.zeros(1, 4)}))
+    with torch.no_grad(), intervene(model, outer):
         outer_logits = model(**inputs).logits
-        with attention.intervene(model, attention.InterventionPlan()):
+        with intervene(model, InterventionPlan()):
             torch.testing.assert_close(model(**inputs).logits, clean, atol=1e-6, rtol=0)
         torch.testing.assert_close(model(**inputs).logits, outer_logits, atol=0, rtol=0)
 
 
 @ALL
 def test_gate_gradient_matches_finite_difference(family):
-    model = attention.use_engine(tiny(family))
+    model = use_engine(tiny(family))
     inputs = batch()
     gate = torch.ones(1, 4, requires_grad=True)
-    with attention.intervene(model, attention.InterventionPlan(edits=attention.per_layer(attention.HEAD_SCALE, {1: gate}))):
+    with intervene(model, InterventionPlan(edits=per_layer(HEAD_SCALE, {1: gate}))):
         model(**inputs).logits.sum().backward()
     epsilon = 1e-3
     for head in range(4):
@@ -287,52 +292,52 @@ def test_gate_gradient_matches_finite_difference(family):
         for sign in (1, -1):
             shifted = torch.ones(1, 4, dtype=torch.float64)
             shifted[0, head] += sign * epsilon
-            with torch.no_grad(), attention.intervene(model.double(), attention.InterventionPlan(edits=attention.per_layer(attention.HEAD_SCALE, {1: shifted}))):
+            with torch.no_grad(), intervene(model.double(), InterventionPlan(edits=per_layer(HEAD_SCALE, {1: shifted}))):
                 values.append(model(**{k: v for k, v in inputs.items()}).logits.sum().item())
             model.float()
         assert abs((values[0] - values[1]) / (2 * epsilon) - gate.grad[0, head].item()) < 1e-3
 
 
 def test_plan_shapes_and_layers_are_checked():
-    model = attention.use_engine(tiny())
-    with pytest.raises(ValueError, match="out of range"), attention.intervene(model, attention.InterventionPlan(edits=attention.per_layer(attention.HEAD_SCALE, {7: torch.ones(1, 4)}))):
+    model = use_engine(tiny())
+    with pytest.raises(ValueError, match="out of range"), intervene(model, InterventionPlan(edits=per_layer(HEAD_SCALE, {7: torch.ones(1, 4)}))):
         pass
-    with pytest.raises(ValueError, match=r"blocks.0.heads.scale: values must be \[num_configs=2, num_attention_heads=4\]"), attention.intervene(
-        model, attention.InterventionPlan(num_configs=2, edits=attention.per_layer(attention.HEAD_SCALE, {0: torch.ones(1, 4)}))
+    with pytest.raises(ValueError, match=r"blocks.0.heads.scale: values must be \[num_configs=2, num_attention_heads=4\]"), intervene(
+        model, InterventionPlan(num_configs=2, edits=per_layer(HEAD_SCALE, {0: torch.ones(1, 4)}))
     ):
         pass
-    with pytest.raises(ValueError, match=r"blocks.0.mlp.scale: values must be \[num_configs=2\]"), attention.intervene(
-        model, attention.InterventionPlan(num_configs=2, edits=attention.per_layer(attention.MLP_SCALE, {0: torch.ones(3)}))
+    with pytest.raises(ValueError, match=r"blocks.0.mlp.scale: values must be \[num_configs=2\]"), intervene(
+        model, InterventionPlan(num_configs=2, edits=per_layer(MLP_SCALE, {0: torch.ones(3)}))
     ):
         pass
-    with pytest.raises(ValueError, match=r"hidden_size=64\], got \(1, 63\)"), attention.intervene(
-        model, attention.InterventionPlan(edits={attention.site(2, attention.OUTPUT_NORM_SCALE): torch.ones(1, 63)})
+    with pytest.raises(ValueError, match=r"hidden_size=64\], got \(1, 63\)"), intervene(
+        model, InterventionPlan(edits={site(2, OUTPUT_NORM_SCALE): torch.ones(1, 63)})
     ):
         pass
-    with pytest.raises(ValueError, match="must be booleans"), attention.intervene(
-        model, attention.InterventionPlan(edits={attention.site(0, attention.HEAD_UNIFORM): torch.ones(1, 4)})
+    with pytest.raises(ValueError, match="must be booleans"), intervene(
+        model, InterventionPlan(edits={site(0, HEAD_UNIFORM): torch.ones(1, 4)})
     ):
         pass
-    with pytest.raises(TypeError, match=r"attention.site\(layer, point\)"), attention.intervene(
-        model, attention.InterventionPlan(edits={(0, "heads.scale"): torch.ones(1, 4)})
+    with pytest.raises(TypeError, match=r"site\(layer, point\)"), intervene(
+        model, InterventionPlan(edits={(0, "heads.scale"): torch.ones(1, 4)})
     ):
         pass
     with pytest.raises(ValueError, match="unknown edit point 'heads.gate'"):
-        attention.site(0, "heads.gate")
-    assert str(attention.site(3, attention.MLP_SCALE)) == "blocks.3.mlp.scale"
+        site(0, "heads.gate")
+    assert str(site(3, MLP_SCALE)) == "blocks.3.mlp.scale"
     eager = tiny()
-    with pytest.raises(RuntimeError, match="use_engine"), attention.intervene(eager, attention.InterventionPlan()):
+    with pytest.raises(RuntimeError, match="use_engine"), intervene(eager, InterventionPlan()):
         pass
 
 
 POST_NORM = [f for f in FAMILIES if f != "modernbert"]
-NORM_POINTS = {"attention_norm": attention.ATTENTION_NORM_SCALE, "output_norm": attention.OUTPUT_NORM_SCALE}
+NORM_POINTS = {"attention_norm": ATTENTION_NORM_SCALE, "output_norm": OUTPUT_NORM_SCALE}
 
 
 def edited_copy(model, values_by_part):
     """A copy of ``model`` whose LayerNorms' weights and biases are multiplied per dimension, at every depth."""
     edited = copy.deepcopy(model)
-    parts = encoder.structure(edited)
+    parts = structure(edited)
     for part, values in values_by_part.items():
         for norm in dict.fromkeys(getattr(p, part) for p in parts):  # a module shared across depth is edited once
             norm.weight.mul_(values)
@@ -345,7 +350,7 @@ def edited_copy(model, values_by_part):
 def test_layernorm_dimension_edit_equals_editing_the_weights_of_a_copy(family):
     """Scaling a LayerNorm's output dimension is scaling its weight and bias there: three configurations in one pass
     (every depth, the attention norm, the output norm and both; with the first-token cut) against edited copies."""
-    model = attention.use_engine(tiny(family, layers=3))
+    model = use_engine(tiny(family, layers=3))
     inputs = batch()
     generator = torch.Generator().manual_seed(3)
     hidden = model.config.hidden_size
@@ -356,8 +361,8 @@ def test_layernorm_dimension_edit_equals_editing_the_weights_of_a_copy(family):
     edits = {}
     for part, point in NORM_POINTS.items():
         rows = torch.stack([c.get(part, torch.ones(hidden)) for c in configurations])
-        edits.update(attention.per_layer(point, {layer: rows for layer in range(3)}))
-    with torch.no_grad(), attention.intervene(model, attention.InterventionPlan(3, edits)), attention.first_token_output(model):
+        edits.update(per_layer(point, {layer: rows for layer in range(3)}))
+    with torch.no_grad(), intervene(model, InterventionPlan(3, edits)), first_token_output(model):
         together = model(**inputs).logits.reshape(3, 3, -1)
     with torch.no_grad():
         for index, configuration in enumerate(configurations):
@@ -367,38 +372,38 @@ def test_layernorm_dimension_edit_equals_editing_the_weights_of_a_copy(family):
 
 
 def test_layernorm_parts_are_found_and_a_pre_norm_encoder_is_refused():
-    bert = attention.use_engine(tiny("bert"))
-    parts = encoder.structure(bert)
+    bert = use_engine(tiny("bert"))
+    parts = structure(bert)
     assert parts[1].attention_norm is bert.bert.encoder.layer[1].attention.output.LayerNorm
     assert parts[1].output_norm is bert.bert.encoder.layer[1].output.LayerNorm
-    distil = encoder.structure(attention.use_engine(tiny("distilbert")))[0]
+    distil = structure(use_engine(tiny("distilbert")))[0]
     assert (distil.attention_norm, distil.output_norm) == (distil.layer.sa_layer_norm, distil.layer.output_layer_norm)
-    modern = attention.use_engine(tiny("modernbert"))
-    assert all(p.attention_norm is None and p.output_norm is None for p in encoder.structure(modern))
-    plan = attention.InterventionPlan(edits={attention.site(1, attention.OUTPUT_NORM_SCALE): torch.zeros(1, 64)})
-    with pytest.raises(encoder.UnsupportedStructure, match="pre-LayerNorm"), attention.intervene(modern, plan):
+    modern = use_engine(tiny("modernbert"))
+    assert all(p.attention_norm is None and p.output_norm is None for p in structure(modern))
+    plan = InterventionPlan(edits={site(1, OUTPUT_NORM_SCALE): torch.zeros(1, 64)})
+    with pytest.raises(UnsupportedStructure, match="pre-LayerNorm"), intervene(modern, plan):
         pass
 
 
 @ALL
 def test_zero_mlp_scale_equals_removing_the_mlp(family):
-    model = attention.use_engine(tiny(family, layers=3))
+    model = use_engine(tiny(family, layers=3))
     inputs = batch()
-    mlp_output = encoder.structure(model)[1].mlp_output
+    mlp_output = structure(model)[1].mlp_output
     with torch.no_grad():
-        with attention.intervene(model, attention.InterventionPlan(edits=attention.per_layer(attention.MLP_SCALE, {1: torch.zeros(1)}))):
+        with intervene(model, InterventionPlan(edits=per_layer(MLP_SCALE, {1: torch.zeros(1)}))):
             gated = model(**inputs, output_hidden_states=True).hidden_states[-1]
         clean = model(**inputs, output_hidden_states=True).hidden_states[-1]
         # reference: the MLP's output replaced by zeros at depth 1 (for unshared weights: its weights zeroed)
-        if encoder.depth_layers(model).count(encoder.depth_layers(model)[1]) == 1:
+        if depth_layers(model).count(depth_layers(model)[1]) == 1:
             removed = copy.deepcopy(model)
-            removed_output = encoder.structure(removed)[1].mlp_output
+            removed_output = structure(removed)[1].mlp_output
             removed_output.weight.zero_()
             if removed_output.bias is not None:
                 removed_output.bias.zero_()
             reference = removed(**inputs, output_hidden_states=True).hidden_states[-1]
         else:
-            with encoder.track_depth(model) as tracker:
+            with track_depth(model) as tracker:
                 handle = mlp_output.register_forward_hook(lambda m, a, out: out * 0 if tracker.depth == 1 else None)
                 reference = model(**inputs, output_hidden_states=True).hidden_states[-1]
                 handle.remove()
@@ -409,23 +414,23 @@ def test_zero_mlp_scale_equals_removing_the_mlp(family):
 
 @ALL
 def test_mlp_and_head_configurations_in_one_pass_equal_separate_passes(family):
-    model = attention.use_engine(tiny(family, layers=4))
+    model = use_engine(tiny(family, layers=4))
     inputs = batch()
     mlp = torch.tensor([1.0, 0.0, 0.5])
     scale = torch.ones(3, 4)
     scale[0, 1] = 0.0
-    plan = attention.InterventionPlan(num_configs=3, edits={**attention.per_layer(attention.MLP_SCALE, {2: mlp}), **attention.per_layer(attention.HEAD_SCALE, {3: scale})})
-    with torch.no_grad(), attention.intervene(model, plan):
+    plan = InterventionPlan(num_configs=3, edits={**per_layer(MLP_SCALE, {2: mlp}), **per_layer(HEAD_SCALE, {3: scale})})
+    with torch.no_grad(), intervene(model, plan):
         together = model(**inputs).logits.reshape(3, 3, -1)
     assert plan.expand_at_layer == 2
     for config in range(3):
-        single = attention.InterventionPlan(edits={**attention.per_layer(attention.MLP_SCALE, {2: mlp[config:config + 1]}), **attention.per_layer(attention.HEAD_SCALE, {3: scale[config:config + 1]})})
-        with torch.no_grad(), attention.intervene(model, single):
+        single = InterventionPlan(edits={**per_layer(MLP_SCALE, {2: mlp[config:config + 1]}), **per_layer(HEAD_SCALE, {3: scale[config:config + 1]})})
+        with torch.no_grad(), intervene(model, single):
             separate = model(**inputs).logits
         torch.testing.assert_close(together[config], separate, atol=1e-5, rtol=0)
     # an outer plan's MLP gate does not act inside a nested plan
-    with torch.no_grad(), attention.intervene(model, attention.InterventionPlan(edits=attention.per_layer(attention.MLP_SCALE, {2: torch.zeros(1)}))):
-        with attention.intervene(model, attention.InterventionPlan()):
+    with torch.no_grad(), intervene(model, InterventionPlan(edits=per_layer(MLP_SCALE, {2: torch.zeros(1)}))):
+        with intervene(model, InterventionPlan()):
             inner = model(**inputs).logits
     with torch.no_grad():
         torch.testing.assert_close(inner, model(**inputs).logits, atol=1e-6, rtol=0)
@@ -433,25 +438,25 @@ def test_mlp_and_head_configurations_in_one_pass_equal_separate_passes(family):
 
 @ALL
 def test_per_example_gates_give_each_examples_own_gradient(family):
-    model = attention.use_engine(tiny(family, layers=3))
+    model = use_engine(tiny(family, layers=3))
     inputs = batch()
     labels = torch.tensor([0, 2, 1])
     heads = torch.ones(3, 4, requires_grad=True)
     mlp = torch.ones(3, requires_grad=True)
-    plan = attention.InterventionPlan(edits={**attention.per_layer(attention.HEAD_SCALE, {1: heads}), **attention.per_layer(attention.MLP_SCALE, {0: mlp})}, per_example=True)
+    plan = InterventionPlan(edits={**per_layer(HEAD_SCALE, {1: heads}), **per_layer(MLP_SCALE, {0: mlp})}, per_example=True)
     loss = torch.nn.functional.cross_entropy
-    with attention.intervene(model, plan):
+    with intervene(model, plan):
         loss(model(**inputs).logits, labels, reduction="sum").backward()
     for row in range(3):
         one = {k: v[row:row + 1] for k, v in inputs.items()}
         head_gate = torch.ones(1, 4, requires_grad=True)
         mlp_gate = torch.ones(1, requires_grad=True)
-        with attention.intervene(model, attention.InterventionPlan(edits={**attention.per_layer(attention.HEAD_SCALE, {1: head_gate}), **attention.per_layer(attention.MLP_SCALE, {0: mlp_gate})})):
+        with intervene(model, InterventionPlan(edits={**per_layer(HEAD_SCALE, {1: head_gate}), **per_layer(MLP_SCALE, {0: mlp_gate})})):
             loss(model(**one).logits, labels[row:row + 1]).backward()
         torch.testing.assert_close(heads.grad[row], head_gate.grad[0], atol=1e-5, rtol=1e-4)
         torch.testing.assert_close(mlp.grad[row], mlp_gate.grad[0], atol=1e-5, rtol=1e-4)
-    with pytest.raises(ValueError, match="one configuration"), attention.intervene(
-        model, attention.InterventionPlan(num_configs=2, per_example=True)
+    with pytest.raises(ValueError, match="one configuration"), intervene(
+        model, InterventionPlan(num_configs=2, per_example=True)
     ):
         pass
 
@@ -459,12 +464,12 @@ def test_per_example_gates_give_each_examples_own_gradient(family):
 def test_shared_weights_count_heads_by_depth():
     """ALBERT runs one layer's weights at every depth; a head is (depth, head): an intervention at depth 1 leaves
     depth 0 as it was and acts at depth 1 alone."""
-    model = attention.use_engine(tiny("albert", layers=3))
-    layers = encoder.depth_layers(model)
+    model = use_engine(tiny("albert", layers=3))
+    layers = depth_layers(model)
     assert len(layers) == 3 and len(set(map(id, layers))) == 1
     inputs = batch()
     intact, _ = capture(model, inputs)
-    changed, _ = capture(model, inputs, attention.InterventionPlan(edits=attention.per_layer(attention.HEAD_UNIFORM, {1: torch.tensor([[False, True, False, False]])})))
+    changed, _ = capture(model, inputs, InterventionPlan(edits=per_layer(HEAD_UNIFORM, {1: torch.tensor([[False, True, False, False]])})))
     torch.testing.assert_close(changed[0][0], intact[0][0], atol=0, rtol=0)
     assert not torch.allclose(changed[1][0][:, 1], intact[1][0][:, 1])
     torch.testing.assert_close(changed[1][0][:, [0, 2, 3]], intact[1][0][:, [0, 2, 3]], atol=0, rtol=0)
@@ -474,24 +479,24 @@ def test_shared_weights_count_heads_by_depth():
 def test_batch_expansion_with_a_head_that_reads_the_mask(pooling):
     """ModernBERT's mean pooling reads the input mask after the encoder: configurations are then repeated at the
     input (no prefix reuse) and still equal separate passes."""
-    model = attention.use_engine(tiny("modernbert", layers=3, classifier_pooling=pooling))
+    model = use_engine(tiny("modernbert", layers=3, classifier_pooling=pooling))
     inputs = batch()
     uniform = torch.zeros(2, 4, dtype=torch.bool)
     uniform[1, 0] = True
-    plan = attention.InterventionPlan(num_configs=2, edits=attention.per_layer(attention.HEAD_UNIFORM, {2: uniform}))
-    with torch.no_grad(), attention.intervene(model, plan):
+    plan = InterventionPlan(num_configs=2, edits=per_layer(HEAD_UNIFORM, {2: uniform}))
+    with torch.no_grad(), intervene(model, plan):
         together = model(**inputs).logits.reshape(2, 3, -1)
     assert plan.expand_at_layer == (0 if pooling == "mean" else 2)
     for config in range(2):
-        with torch.no_grad(), attention.intervene(model, attention.InterventionPlan(edits=attention.per_layer(attention.HEAD_UNIFORM, {2: uniform[config:config + 1]}))):
+        with torch.no_grad(), intervene(model, InterventionPlan(edits=per_layer(HEAD_UNIFORM, {2: uniform[config:config + 1]}))):
             torch.testing.assert_close(together[config], model(**inputs).logits, atol=1e-5, rtol=0)
 
 
 def test_deberta_uniform_rows_with_a_float_or_absent_mask():
     """DeBERTa reads a 0/1 mask of any dtype as 'nonzero attends' (and builds a float one when none is given)."""
-    model = attention.use_engine(tiny("deberta-v2"))
+    model = use_engine(tiny("deberta-v2"))
     inputs = batch()
-    plan = lambda: attention.InterventionPlan(edits=attention.per_layer(attention.HEAD_UNIFORM, {1: torch.tensor([[True, False, False, False]])}))  # noqa: E731
+    plan = lambda: InterventionPlan(edits=per_layer(HEAD_UNIFORM, {1: torch.tensor([[True, False, False, False]])}))  # noqa: E731
     as_long, _ = capture(model, inputs, plan())
     as_float, _ = capture(model, {**inputs, "attention_mask": inputs["attention_mask"].float()}, plan())
     torch.testing.assert_close(as_float[1][0], as_long[1][0], atol=0, rtol=0)
@@ -501,31 +506,31 @@ def test_deberta_uniform_rows_with_a_float_or_absent_mask():
 
 
 def test_a_plan_acts_on_its_own_model_only():
-    model, other = attention.use_engine(tiny("bert")), attention.use_engine(tiny("bert", layers=2))
+    model, other = use_engine(tiny("bert")), use_engine(tiny("bert", layers=2))
     inputs = batch()
     with torch.no_grad():
         clean = other(**inputs).logits
         captured = []
-        plan = attention.InterventionPlan(edits=attention.per_layer(attention.HEAD_SCALE, {1: torch.zeros(1, 4)}), sink=lambda layer, probs, real: captured.append(layer))
-        with attention.intervene(model, plan):
+        plan = InterventionPlan(edits=per_layer(HEAD_SCALE, {1: torch.zeros(1, 4)}), sink=lambda layer, probs, real: captured.append(layer))
+        with intervene(model, plan):
             model(**inputs)
             torch.testing.assert_close(other(**inputs).logits, clean, atol=0, rtol=0)
     assert captured == [0, 1, 2]
 
 
 def test_gradient_checkpointing_is_refused():
-    model = attention.use_engine(tiny("bert"))
+    model = use_engine(tiny("bert"))
     model.gradient_checkpointing_enable()
-    with pytest.raises(RuntimeError, match="gradient checkpointing"), attention.intervene(model, attention.InterventionPlan()):
+    with pytest.raises(RuntimeError, match="gradient checkpointing"), intervene(model, InterventionPlan()):
         pass
 
 
 def test_first_token_output_leaves_an_encoder_without_head_whole():
     from transformers import AutoModel
 
-    model = attention.use_engine(AutoModel.from_config(tiny("bert").config).eval())
+    model = use_engine(AutoModel.from_config(tiny("bert").config).eval())
     inputs = batch()
     with torch.no_grad():
         full = model(**inputs).last_hidden_state
-        with attention.first_token_output(model):
+        with first_token_output(model):
             torch.testing.assert_close(model(**inputs).last_hidden_state, full, atol=0, rtol=0)

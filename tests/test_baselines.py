@@ -24,8 +24,7 @@ def test_mean_and_std_over_seeds_match_hand_computation():
     assert table.columns == ["task", "metric", "pre-trained", "fine-tuned"]  # the states' labels, in Table 1's order
     row = table.filter(pl.col("metric") == "accuracy").row(0, named=True)
     assert row["fine-tuned"] == "0.75 ± 0.071" and row["pre-trained"] == "0.5"
-    markdown = baselines.to_markdown(table, "Baselines")
-    assert "| MRPC | accuracy | 0.5 | 0.75 ± 0.071 |" in markdown
+    assert table.filter(pl.col("metric") == "accuracy").rows() == [("MRPC", "accuracy", "0.5", "0.75 ± 0.071")]
 
 
 def test_extra_dev_sets_are_labelled():

@@ -115,3 +115,13 @@ def test_percentile_interval_of_nothing_is_empty_or_nan_not_an_error():
     assert np.isnan(low).all() and np.isnan(high).all() and low.shape == (3,)
     low, high = bootstrap.percentile_interval(np.array([[np.nan, np.nan], [1.0, 3.0]]), 0.5)
     assert np.isnan(low[0]) and low[1] == 1.5 and high[1] == 2.5
+
+
+def test_percentile_interval_of_one_statistic_is_two_floats_and_min_share_asks_for_defined_draws():
+    draws = np.array([1.0, 2.0, 3.0, np.nan])
+    low, high = bootstrap.percentile_interval(draws, 0.5)  # NaN draws left out: the quartiles of (1, 2, 3)
+    assert type(low) is float and (low, high) == (1.5, 2.5)
+    assert np.isnan(bootstrap.percentile_interval(draws, 0.5, min_share=bootstrap.DEFINED_SHARE)).all()  # 1 of 4 undefined
+    assert bootstrap.percentile_interval(draws, 0.5, min_share=0.75) == (1.5, 2.5)  # 3 of 4 defined is enough
+    low, high = bootstrap.percentile_interval(np.array([draws, [1.0, 2.0, 3.0, 4.0]]), 0.5, min_share=0.75 + 1e-9)
+    assert np.isnan(low[0]) and np.isnan(high[0]) and (low[1], high[1]) == (1.75, 3.25)

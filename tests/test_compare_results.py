@@ -1,4 +1,5 @@
-"""tools/compare_results.py: old results mapped to the new state names, and a difference beyond the renames reported."""
+"""tools/compare_results.py: two results folders compared file by file, by value, with renamed paths declared, the
+volatile files left out, and every difference and one-sided file reported."""
 
 from __future__ import annotations
 
@@ -6,6 +7,8 @@ import json
 import sys
 
 import polars as pl
+import pytest
+from safetensors.numpy import save_file
 
 from conftest import REPO
 
@@ -14,48 +17,97 @@ sys.path.insert(0, str(REPO / "tools"))
 import compare_results  # noqa: E402
 
 
-def test_old_paths_map_to_new_paths():
-    assert compare_results.new_path("finetune/m/MRPC/untuned/seed1/metrics.json") == "finetune/m/MRPC/pretrained/seed1/metrics.json"
-    assert compare_results.new_path("finetune/m/MRPC/pretrained/seed1/metrics.json") == "finetune/m/MRPC/finetuned/seed1/metrics.json"
-    assert compare_results.new_path("disabling/m/MRPC/random/deltas.parquet") == "disabling/m/MRPC/scratch/deltas.parquet"
-    assert compare_results.new_path("pruning/m/MRPC/pretrained/seed2/importance.parquet") == "pruning/m/MRPC/finetuned/seed2/importance.parquet"
-    assert compare_results.new_path("pruning/m/summary/lottery.md") == "pruning/m/summary/lottery.md"
-    assert compare_results.new_path("probing/m/random/probes.parquet") == "probing/m/random_weights/probes.parquet"
-    assert compare_results.new_path("attention/m/MRPC/untuned.attention.parquet") == "attention/m/MRPC/pretrained.attention.parquet"
-    assert compare_results.new_path("patterns/m/labelled/MRPC/random_seed3.json") == "patterns/m/labelled/MRPC/scratch_seed3.json"
-    assert compare_results.new_path("linguistic/spacy/MRPC.parquet") == "linguistic/spacy/MRPC.parquet"
-
-
-def test_old_values_map_to_new_values_by_their_column():
-    assert compare_results.new_cell("init", "pretrained") == "finetuned" and compare_results.new_cell("init", "untuned") == "pretrained"
-    assert compare_results.new_cell("state", "random") == "random_weights"  # probing's random: random weights
-    assert compare_results.new_cell("kind", "random") == "random"  # a lottery subnetwork stays one
-    assert compare_results.new_cell("dump", "MRPC/pretrained_seed1") == "MRPC/finetuned_seed1"
-    assert compare_results.new_text("<workdir>/results/finetune/m/MRPC/pretrained/seed1/model, untuned obj") == \
-        "<workdir>/results/finetune/m/MRPC/finetuned/seed1/model, pretrained obj"
-    assert compare_results.new_text("| pre-trained (untuned) | random init + fine-tuned |") == "| pre-trained | from scratch |"
-    assert compare_results.new_text("states: untuned, random, MRPC_seed1.") == "states: pretrained, random_weights, MRPC_seed1."
-    assert compare_results.new_text("probing.random_seed and pretrained") == "probing.random_seed and pretrained"
-
-
-def _run(root, state, dump, score):
+def _run(root, score=0.6, dump="pretrained", rows=("a", "b"), seconds=1.0, model_folder="finetune/m/MRPC/finetuned"):
+    """A small results folder: a table (Parquet, CSV, Markdown), a JSON record naming a result path, weights and a
+    benchmark file."""
     results = root / "results"
     (results / "tables").mkdir(parents=True)
-    table = pl.DataFrame({"model": ["m", "m"], state[0]: [state[1], state[2]], "seed": [1, 1], "score": [0.5, score]})
+    table = pl.DataFrame({"model": ["m", "m"], "state": list(rows), "score": [0.5, score] if rows[0] == "a" else [score, 0.5]})
     table.write_parquet(results / "tables" / "fitness.parquet")
     table.write_csv(results / "tables" / "fitness.csv")
+    (results / "tables" / "fitness.md").write_text(
+        "| model | state | score |\n|---|---|---|\n" + "".join(f"| {r['model']} | {r['state']} | {r['score']} |\n"
+                                                            for r in table.iter_rows(named=True)))
     folder = results / "attention" / "m" / "MRPC"
     folder.mkdir(parents=True)
-    (folder / f"{dump}.json").write_text(json.dumps({"state": dump, "examples": 8}))
+    (folder / f"{dump}.json").write_text(json.dumps({
+        "state": "pretrained", "examples": 8, "seconds": seconds, "model": f"{root.resolve()}/results/{model_folder}/model"}))
+    save_file({"w": pl.Series([1.0, 2.0]).to_numpy()}, str(folder / f"{dump}.safetensors"), metadata={"seed": "1"})
+    (results / "benchmarks").mkdir()
+    (results / "benchmarks" / "job.tsv").write_text(f"s\n{seconds}\n")
     return results
 
 
-def test_a_run_identical_apart_from_the_renames_passes_and_a_changed_number_is_reported(tmp_path, capsys):
-    old = _run(tmp_path / "old", ("init", "pretrained", "random"), "pretrained_seed1", 0.6)
-    new = _run(tmp_path / "new", ("state", "finetuned", "scratch"), "finetuned_seed1", 0.6)
-    assert compare_results.main([str(old), str(new)]) == 0
-    assert "3 result files compared" in capsys.readouterr().out
-    changed = _run(tmp_path / "changed", ("state", "finetuned", "scratch"), "finetuned_seed1", 0.61)
-    assert compare_results.main([str(old), str(changed)]) == 1
+def test_two_runs_with_the_same_results_pass_and_timings_and_benchmarks_are_left_out(tmp_path, capsys):
+    before, after = _run(tmp_path / "before"), _run(tmp_path / "after", seconds=9.0)
+    assert compare_results.main([str(before), str(after)]) == 0
     out = capsys.readouterr().out
-    assert "tables/fitness.parquet: table: row 2: column 'score': 0.6 -> 0.61" in out and "tables/fitness.csv" in out
+    assert "5 result files compared" in out and "every result file has the same values in both runs" in out
+    result = compare_results.compare(before, after)
+    # the record names its run's own folder and a timing: the same values, not byte-identical
+    assert result.outcomes["attention/m/MRPC/pretrained.json"] == compare_results.SAME_VALUES
+    assert result.outcomes["tables/fitness.parquet"] == compare_results.IDENTICAL and result.ok
+
+
+def test_a_changed_number_is_reported_where_it_is(tmp_path, capsys):
+    before, after = _run(tmp_path / "before"), _run(tmp_path / "after", score=0.61)
+    assert compare_results.main([str(before), str(after)]) == 1
+    out = capsys.readouterr().out
+    assert "tables/fitness.parquet: table: row 2: column 'score': 0.6 -> 0.61" in out
+    assert "tables/fitness.csv: csv: row 2" in out and "tables/fitness.md: line 4" in out
+
+
+def test_rows_in_another_order_are_accepted_and_reported_as_such(tmp_path):
+    before, after = _run(tmp_path / "before", score=0.5), _run(tmp_path / "after", score=0.5, rows=("b", "a"))
+    result = compare_results.compare(before, after)
+    assert result.ok
+    assert {result.outcomes[f"tables/fitness.{s}"] for s in ("parquet", "csv", "md")} == {compare_results.REORDERED}
+
+
+def test_renamed_paths_are_compared_with_their_new_path_and_named_by_it_inside_files(tmp_path, capsys):
+    before = _run(tmp_path / "before", dump="untuned", model_folder="finetune/m/MRPC/pretrained")
+    after = _run(tmp_path / "after")
+    result = compare_results.compare(before, after)
+    assert not result.ok and result.before_only == ["attention/m/MRPC/untuned.json", "attention/m/MRPC/untuned.safetensors"]
+    assert result.after_only == ["attention/m/MRPC/pretrained.json", "attention/m/MRPC/pretrained.safetensors"]
+    renames = ["--rename", "attention/m/MRPC/untuned.=attention/m/MRPC/pretrained.",
+               "--rename", "finetune/m/MRPC/pretrained/=finetune/m/MRPC/finetuned/"]
+    assert compare_results.main([str(before), str(after), *renames]) == 0
+    assert "2 of them under a renamed path" in capsys.readouterr().out
+    # without the second rename the record's model path differs
+    assert compare_results.main([str(before), str(after), *renames[:2]]) == 1
+    assert "attention/m/MRPC/pretrained.json: $.model" in capsys.readouterr().out
+
+
+def test_a_file_in_one_run_only_fails_unless_ignored(tmp_path, capsys):
+    before, after = _run(tmp_path / "before"), _run(tmp_path / "after")
+    (after / "tables" / "extra.parquet").write_bytes(b"")
+    assert compare_results.main([str(before), str(after)]) == 1
+    assert "in the run after only:\n       tables/extra.parquet" in capsys.readouterr().out
+    assert compare_results.main([str(before), str(after), "--ignore", "tables/extra.*"]) == 0
+
+
+def test_weights_are_compared_tensor_by_tensor(tmp_path):
+    before, after = _run(tmp_path / "before"), _run(tmp_path / "after")
+    save_file({"w": pl.Series([1.0, 2.5]).to_numpy()}, str(after / "attention/m/MRPC/pretrained.safetensors"),
+              metadata={"seed": "1"})
+    assert compare_results.compare(before, after).differing == {
+        "attention/m/MRPC/pretrained.safetensors": "tensor w differs (1 in all)"}
+
+
+def test_a_drawing_of_a_spec_with_the_same_values_is_accepted(tmp_path):
+    before, after = _run(tmp_path / "before"), _run(tmp_path / "after")
+    for results, digest, pixels in ((before, "0" * 32, b"png 1"), (after, "f" * 32, b"png 2")):
+        spec = {"data": {"name": f"data-{digest}"}, "datasets": {f"data-{digest}": [{"x": 1}]}, "mark": "point"}
+        (results / "tables" / "fitness.vl.json").write_text(json.dumps(spec))
+        (results / "tables" / "fitness.png").write_bytes(pixels)
+    result = compare_results.compare(before, after)
+    assert result.ok and result.outcomes["tables/fitness.vl.json"] == compare_results.SAME_VALUES
+    assert result.outcomes["tables/fitness.png"] == compare_results.REDRAWN
+    (after / "tables" / "fitness.vl.json").write_text(json.dumps({"mark": "line"}))
+    assert set(compare_results.compare(before, after).differing) == {"tables/fitness.vl.json", "tables/fitness.png"}
+
+
+def test_a_rename_must_be_old_equals_new():
+    with pytest.raises(SystemExit):
+        compare_results.main(["a", "b", "--rename", "no-equals-sign"])

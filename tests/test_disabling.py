@@ -7,7 +7,8 @@ import pytest
 import torch
 
 from bertology_core.disabling import disabling, disabling_stats
-from bertology_core.engine import attention
+from bertology_core.engine.intervention import intervene
+from bertology_core.engine.structure import encoder_layers
 from bertology_core.finetune import finetune
 from test_attention import tiny
 
@@ -25,7 +26,7 @@ def sharp_tiny(layers: int = 3):
     every head's effect on the logits is far above float noise."""
     model = tiny(layers=layers)
     with torch.no_grad():
-        for layer in attention.encoder_layers(model):
+        for layer in encoder_layers(model):
             layer.attention.self.query.weight.mul_(6)
             layer.attention.self.key.weight.mul_(6)
         model.classifier.weight.mul_(100)
@@ -44,7 +45,7 @@ def test_sweep_equals_a_plain_forward_with_the_same_plan(mode):
         # reference: one example at a time (no padding at all), the configuration's plan alone
         for example, ids in enumerate(data.input_ids):
             plan = disabling.build_plan([config], mode, 3, 4)
-            with torch.no_grad(), attention.intervene(model, plan):
+            with torch.no_grad(), intervene(model, plan):
                 plain = model(input_ids=torch.tensor([ids])).logits[0].numpy()
             np.testing.assert_allclose(fast[index, example], plain, atol=1e-4, rtol=0)
             np.testing.assert_allclose(naive[index, example], plain, atol=1e-4, rtol=0)
@@ -57,7 +58,7 @@ def test_a_disabled_layer_in_zero_mode_leaves_only_the_attention_bias():
     data = encoded(3)
     (layer_config,) = [c for c in disabling.whole_layers(2, 4) if c.layer == 1]
     logits = disabling.evaluate_configurations(model, data, [layer_config], "zero")
-    dense = attention.encoder_layers(model)[1].attention.output.dense
+    dense = encoder_layers(model)[1].attention.output.dense
 
     def zero_context(module, args):
         return (torch.zeros_like(args[0]),)

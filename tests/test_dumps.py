@@ -11,7 +11,7 @@ from transformers import AutoModel, AutoTokenizer
 
 from bertology_core.attention import dump_files, dumps
 from bertology_core.data import glue
-from bertology_core.engine import attention
+from bertology_core.engine.attention_function import use_engine
 from conftest import GLUE_SMOKE, TINY_BERT, tiny_mrpc_dump
 
 
@@ -78,7 +78,7 @@ def test_reader_filters_lazily(dumped):
 
 
 def test_interrupted_dump_leaves_no_file(tmp_path):
-    model = attention.use_engine(AutoModel.from_pretrained(TINY_BERT).eval())
+    model = use_engine(AutoModel.from_pretrained(TINY_BERT).eval())
     tokenizer = AutoTokenizer.from_pretrained(TINY_BERT)
     frame = glue.read_local(glue.get_task("RTE"), "dev", GLUE_SMOKE)
     calls = {"n": 0}
@@ -105,7 +105,7 @@ def test_every_family_dumps_its_eager_attention(family, tmp_path):
     from conftest import FIXTURES
 
     folder = FIXTURES / family
-    model = attention.use_engine(AutoModel.from_pretrained(folder).eval())
+    model = use_engine(AutoModel.from_pretrained(folder).eval())
     eager = AutoModel.from_pretrained(folder, attn_implementation="eager").eval()
     tokenizer = models.load_tokenizer(folder)
     frame = glue.read_local(glue.get_task("MRPC"), "dev", GLUE_SMOKE).slice(0, 5)

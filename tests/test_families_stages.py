@@ -11,7 +11,6 @@ import torch
 
 from bertology_core.data import glue, states, treebank
 from bertology_core.disabling import disabling
-from bertology_core.engine import attention
 from bertology_core.finetune import finetune
 from bertology_core.models import compaction, models
 from bertology_core.probing import probing

@@ -335,12 +335,12 @@ def test_open_gates_leave_the_classifier_unchanged_and_closed_ones_equal_masking
         assert float(gated(**batch, labels=torch.tensor(labels[:8])).task_loss) == pytest.approx(
             float(torch.nn.functional.cross_entropy(reference, torch.tensor(labels[:8]))), abs=1e-5)
         gated.gates.log_alpha[1, 0] = -10.0  # layer 1, head 0 closed
-        from bertology_core.engine import attention
+        from bertology_core.engine.intervention import intervene
         from bertology_core.pruning import importance
         masked = importance.StructureMask.for_model(model).without(heads=[(1, 0)])
-        with attention.intervene(model, masked.plan()):
+        with intervene(model, masked.plan()):
             expected = model(**batch).logits
-        with attention.intervene(model, gated.evaluation_plan()):
+        with intervene(model, gated.evaluation_plan()):
             np.testing.assert_allclose(model(**batch).logits.numpy(), expected.numpy(), atol=1e-6)
     assert gated.kept().sum() == gated.kept().size - 1
 

@@ -11,6 +11,7 @@ import torch
 
 from bertology_core.layer_mix import layer_mix, layer_mix_stats
 from bertology_core.probing.probing import ProbeSettings
+from bertology_core.stats.bootstrap import DEFINED_SHARE, percentile_interval
 
 SETTINGS = ProbeSettings(max_epochs=50, patience=3, validation_share=0.1, batch_size=256, learning_rate=0.01,
                          weight_decay=1e-4, seed=0)
@@ -43,7 +44,7 @@ def test_an_expected_layer_outside_the_layers_is_undefined():
     correct[1, 100:600] = True  # ... 0.6 at layer 1, 0.2 from layer 2 on
     correct[2:, 100:200] = True
     draws = layer_mix_stats.resampled_expected_layers({"odd": correct}, {"odd": np.arange(1000) // 10}, 200, 0)["odd"]
-    assert np.isnan(draws).all() and np.isnan(layer_mix_stats.interval(draws, 0.95)).all()
+    assert np.isnan(draws).all() and np.isnan(percentile_interval(draws, 0.95, min_share=DEFINED_SHARE)).all()
 
 
 def residual_stream(n: int, seed: int = 0):

@@ -11,7 +11,8 @@ import pytest
 import torch
 from transformers import BertConfig, BertForSequenceClassification
 
-from bertology_core.engine import attention, encoder
+from bertology_core.engine.attention_function import use_engine
+from bertology_core.engine.structure import UnsupportedStructure, structure
 from bertology_core.outliers import outliers, outliers_stats
 from bertology_core.models.batching import Encoded
 
@@ -76,7 +77,7 @@ def tiny_bert(layers=3):
 
 def zeroed_copy(model, dimensions, norms):
     edited = copy.deepcopy(model)
-    for part in encoder.structure(edited):
+    for part in structure(edited):
         for norm in norms:
             module = getattr(part, norm)
             module.weight.data[list(dimensions)] = 0
@@ -85,7 +86,7 @@ def zeroed_copy(model, dimensions, norms):
 
 
 def test_engine_disabling_equals_zeroing_the_weights_of_a_copy():
-    model = attention.use_engine(tiny_bert())
+    model = use_engine(tiny_bert())
     generator = torch.Generator().manual_seed(1)
     data = Encoded([torch.randint(5, 99, (n,), generator=generator).tolist() for n in (7, 12, 4, 9)], None, 0)
     configs = outliers_stats.configurations([3, 17], hidden=32, draws=4, seed=0)
@@ -111,7 +112,7 @@ def test_layernorm_parameters_read_the_modules_and_refuse_a_pre_norm_encoder():
     modern = ModernBertForSequenceClassification(ModernBertConfig(
         vocab_size=99, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=37, pad_token_id=0,
         bos_token_id=1, eos_token_id=2, cls_token_id=1, sep_token_id=2))
-    with pytest.raises(encoder.UnsupportedStructure, match="pre-LayerNorm"):
+    with pytest.raises(UnsupportedStructure, match="pre-LayerNorm"):
         outliers.layernorm_parameters(modern)
 
 

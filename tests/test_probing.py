@@ -6,12 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-import yaml
-from sklearn.utils.estimator_checks import parametrize_with_checks
 from transformers import AutoModel, AutoTokenizer
 
 from bertology_core.probing import probing, syntactic_heads
-from conftest import REPO, TINY_BERT
+from conftest import TINY_BERT
 
 WORDS = ["A", "dog", "barked", "loudly", "."]
 
@@ -309,11 +307,11 @@ def test_voita_accuracy_is_counted_per_direction_at_token_level_with_each_direct
 
 
 def test_voita_counts_come_from_the_same_pass_as_clark_et_als_and_match_the_models_attention(tokenizer):
-    from bertology_core.engine import attention
+    from bertology_core.engine.attention_function import use_engine
 
     aligned = probing.align_words(tokenizer, [WORDS], max_length=64)  # "barked" 6 pieces (2-7), "loudly" 5 (8-12)
     heads, relations = [2, 3, 0, 3, 3], ["det", "nsubj", "root", "advmod", "punct"]
-    model = attention.use_engine(AutoModel.from_pretrained(TINY_BERT).eval())
+    model = use_engine(AutoModel.from_pretrained(TINY_BERT).eval())
     counts = syntactic_heads.relation_counts(model, aligned, [heads], [relations])
     voita = counts.voita.table(min_pairs=1)
     assert counts.words["all"] == 5 and set(voita["relation"]) == {"det", "nsubj", "advmod"}
@@ -333,30 +331,3 @@ def test_voita_counts_come_from_the_same_pass_as_clark_et_als_and_match_the_mode
             expected = (word_of_maximum[:, :, pieces == query] == target).mean(-1)
             got = voita.filter((voita["relation"] == relation) & (voita["direction"] == direction)).sort("layer", "head")
             np.testing.assert_allclose(got["accuracy"].to_numpy(), expected.reshape(-1))
-
-
-@parametrize_with_checks([probing.EarlyStoppedProbe(max_epochs=30, batch_size=16, validation_share=0.2)])
-def test_the_probe_estimator_keeps_scikit_learns_estimator_contract(estimator, check):
-    check(estimator)
-
-
-def test_the_probe_estimator_defaults_are_the_config_schemas():
-    schema = yaml.safe_load((REPO / "schemas" / "config.schema.yaml").read_text())
-    defaults = {k: v["default"] for k, v in schema["properties"]["probing"]["properties"]["probe"]["properties"].items()}
-    assert probing.EarlyStoppedProbe().get_params() == defaults
-
-
-def test_the_probe_estimator_fits_as_the_layer_probes_do_and_scores_like_logistic_regression():
-    """The estimator is the same fitting as fit_layer_probes on one layer, and on the data of the test above its
-    dev accuracy is within 0.03 of the converged LogisticRegression's."""
-    rng = np.random.default_rng(1)
-    labels = rng.integers(0, 5, size=3000)
-    features = (rng.normal(size=(5, 16))[labels] * 0.8 + rng.normal(size=(3000, 16))).astype(np.float32)
-    sentences = np.arange(3000) // 12
-    estimator = probing.EarlyStoppedProbe(**SETTINGS).fit(features[:2000], labels[:2000], groups=sentences[:2000])
-    layer = probing.fit_layer_probes(features[None, :2000], labels[:2000], 5, probing.ProbeSettings(**SETTINGS), sentences[:2000])
-    assert estimator.n_epochs_ == layer.epochs_run and estimator.best_epoch_ == layer.best_epoch[0]
-    x = (features[2000:] - layer.mean[0].numpy()) / layer.std[0].numpy()
-    np.testing.assert_allclose(estimator.decision_function(features[2000:]), x @ layer.weight[0].numpy() + layer.bias[0].numpy(), atol=1e-5)
-    reference = probing.reference_accuracy(features[None, :2000], labels[:2000], features[None, 2000:], labels[2000:], 1.0)[0]
-    assert abs(estimator.score(features[2000:], labels[2000:]) - reference) < 0.03

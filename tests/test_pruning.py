@@ -7,7 +7,11 @@ import pytest
 import torch
 
 from bertology_core.disabling import disabling_stats
-from bertology_core.engine import attention
+from bertology_core.engine.attention_function import use_engine
+from bertology_core.engine.first_token import first_token_output
+from bertology_core.engine.intervention import intervene
+from bertology_core.engine.plan import HEAD_SCALE, MLP_SCALE, InterventionPlan, per_layer
+from bertology_core.engine.structure import encoder_layers
 from bertology_core.models import compaction
 from bertology_core.pruning import importance, lottery, pruning_stats
 from bertology_core.data.glue import get_task
@@ -18,12 +22,12 @@ from test_disabling import encoded, sharp_tiny
 
 def logits(model, data, plan=None):
     batch = data.collate(np.arange(len(data)))
-    with torch.no_grad(), attention.intervene(model, plan or attention.InterventionPlan()):
+    with torch.no_grad(), intervene(model, plan or InterventionPlan()):
         return model(**batch).logits
 
 
 def test_compacted_model_equals_gating_and_survives_a_round_trip(tmp_path):
-    model = attention.use_engine(sharp_tiny(layers=3))
+    model = use_engine(sharp_tiny(layers=3))
     data = encoded(5)
     mask = StructureMask.for_model(model).without(
         heads=[(0, 1), (0, 3), (2, 0), *[(1, h) for h in range(4)]], mlps=[2]
@@ -38,7 +42,7 @@ def test_compacted_model_equals_gating_and_survives_a_round_trip(tmp_path):
     compaction.save_compact(compact, mask, tmp_path / "compact")
     loaded, loaded_mask = compaction.load_compact(tmp_path / "compact")
     assert np.array_equal(loaded_mask.heads, mask.heads) and np.array_equal(loaded_mask.mlps, mask.mlps)
-    torch.testing.assert_close(logits(attention.use_engine(loaded), data), gated, atol=1e-5, rtol=0)
+    torch.testing.assert_close(logits(use_engine(loaded), data), gated, atol=1e-5, rtol=0)
 
 
 @pytest.mark.parametrize("family", list(FAMILIES))
@@ -46,10 +50,10 @@ def test_compaction_predicts_as_the_gated_model_in_every_family(family, tmp_path
     """Heads cut in two layers (one of them entirely) and one MLP: the compacted model computes the gated one. With
     weights shared across depth (ALBERT) the depths disagree, so nothing can be cut there and the residual mask
     gates it instead."""
-    model = attention.use_engine(tiny(family, layers=3))
+    model = use_engine(tiny(family, layers=3))
     inputs = batch()
     mask = StructureMask.for_model(model).without(heads=[(0, 1), (0, 3), *[(1, h) for h in range(4)]], mlps=[2])
-    with torch.no_grad(), attention.intervene(model, mask.plan()):
+    with torch.no_grad(), intervene(model, mask.plan()):
         gated = model(**inputs).logits
     with torch.no_grad():
         assert not torch.allclose(gated, model(**inputs).logits, atol=1e-4)  # the mask matters
@@ -57,34 +61,34 @@ def test_compaction_predicts_as_the_gated_model_in_every_family(family, tmp_path
     before = compaction.parameter_count(model)
     share = compaction.kept_parameter_share(model, mask)
     compact = compaction.compact(model, mask)
-    shared = len(set(map(id, attention.encoder_layers(model)))) < model.config.num_hidden_layers
+    shared = len(set(map(id, encoder_layers(model)))) < model.config.num_hidden_layers
     plan = None if residual.heads.all() and residual.mlps.all() else residual.plan()
     assert (plan is not None) == shared
-    with torch.no_grad(), attention.intervene(compact, plan or attention.InterventionPlan()):
+    with torch.no_grad(), intervene(compact, plan or InterventionPlan()):
         compacted = compact(**inputs).logits
     print(f"{family}: max |compacted - gated| logit = {(compacted - gated).abs().max().item():.2e}, "
           f"parameters {before} -> {compaction.parameter_count(compact)}")
     torch.testing.assert_close(compacted, gated, atol=1e-5, rtol=0)
     if shared:  # nothing cut, but the mask's units are counted by depth
         assert compaction.parameter_count(compact) == before and 0.3 < share < 1
-    with torch.no_grad(), attention.intervene(compact, plan or attention.InterventionPlan()), attention.first_token_output(compact):
+    with torch.no_grad(), intervene(compact, plan or InterventionPlan()), first_token_output(compact):
         torch.testing.assert_close(compact(**inputs).logits, gated, atol=1e-5, rtol=0)
     if not shared:
         with pytest.raises(ValueError, match="already compacted"):
             compaction.compact(compact, mask)
         assert compaction.parameter_count(compact) < before
-        layers = compaction.parameter_count(attention.encoder_layers(model))
+        layers = compaction.parameter_count(encoder_layers(model))
         layers_before = layers + before - compaction.parameter_count(compact)  # the cut parameters are all in the layers
         assert share == pytest.approx(layers / layers_before, abs=1e-12)  # per-depth count = what compaction leaves
         compaction.save_compact(compact, mask, tmp_path / "compact")
         loaded, _ = compaction.load_compact(tmp_path / "compact")
         with torch.no_grad():
-            torch.testing.assert_close(attention.use_engine(loaded)(**inputs).logits, gated, atol=1e-5, rtol=0)
+            torch.testing.assert_close(use_engine(loaded)(**inputs).logits, gated, atol=1e-5, rtol=0)
 
 
 def test_gate_importance_matches_finite_differences():
     task = get_task("MRPC")
-    model = attention.use_engine(sharp_tiny(layers=2)).double()
+    model = use_engine(sharp_tiny(layers=2)).double()
     model.config.num_labels = 3  # the tiny model has 3 outputs; labels below stay in range
     data = encoded(4, seed=5)
     labels = np.array([0, 1, 2, 1])
@@ -98,9 +102,9 @@ def test_gate_importance_matches_finite_differences():
             mlp_values[layer] = value
         else:
             head_values[layer, head] = value
-        plan = attention.InterventionPlan(edits={**attention.per_layer(attention.HEAD_SCALE, {l: head_values[l][None] for l in range(2)}), **attention.per_layer(attention.MLP_SCALE, {l: mlp_values[l:l + 1] for l in range(2)})})
+        plan = InterventionPlan(edits={**per_layer(HEAD_SCALE, {l: head_values[l][None] for l in range(2)}), **per_layer(MLP_SCALE, {l: mlp_values[l:l + 1] for l in range(2)})})
         batch = data.collate([example])
-        with torch.no_grad(), attention.intervene(model, plan):
+        with torch.no_grad(), intervene(model, plan):
             out = model(**batch, labels=torch.tensor([int(labels[example])]))
         return float(out.loss)
 
@@ -261,7 +265,7 @@ def test_token_importance_in_every_family(family):
     by the examples). A mean-pooling head (ModernBERT's option) has every position's gradient in the last layer too,
     divided by the tokens."""
     name, extra = ("modernbert", {"classifier_pooling": "mean"}) if family == "modernbert-mean" else (family, {})
-    model = attention.use_engine(tiny(name, layers=3, **extra)).double()
+    model = use_engine(tiny(name, layers=3, **extra)).double()
     data, labels = encoded(5, seed=2), np.array([0, 2, 1, 1, 0])
     task = get_task("MRPC")
     token = importance.gate_importance(model, task, data, labels, batch_size=2, granularity="token")
@@ -490,7 +494,7 @@ def test_the_ticket_is_chosen_on_the_selection_half_alone(method):
 
     task = get_task("MNLI")  # three labels, as the tiny model has
     data = encoded(12, seed=7)
-    labels = importance.masked_predictions(attention.use_engine(sharp_tiny(layers=2)), task, data)  # the full model scores 1
+    labels = importance.masked_predictions(use_engine(sharp_tiny(layers=2)), task, data)  # the full model scores 1
     dev = pl.DataFrame({"idx": np.arange(12), "label": labels})
     chooses, reports = lottery.protocol_examples(dev, "held_out", stratify=False, split_seed=0)
 
@@ -501,7 +505,7 @@ def test_the_ticket_is_chosen_on_the_selection_half_alone(method):
 
     def run(report_labels, choosing_labels=labels[chooses]):
         return lottery.find_ticket(
-            attention.use_engine(sharp_tiny(layers=2)), task, method, "held_out", subset(chooses), choosing_labels, subset(reports),
+            use_engine(sharp_tiny(layers=2)), task, method, "held_out", subset(chooses), choosing_labels, subset(reports),
             report_labels, keep=0.5, keep_above_constant=True, method_settings=settings, importance_data=(data, labels), batch_size=4,
         )
 

@@ -99,7 +99,7 @@ def test_page_shows_hostile_text_as_text_everywhere_escaped_as_html_escape_does(
     assert [text for _, text in found.all("p", **{"class": "missing"})] == [HOSTILE]
     assert [text for _, text in found.all("h3")] == [HOSTILE]
     caption = found.all("figcaption")[0][1]
-    assert caption.startswith(f"{HOSTILE}. {HOSTILE}second line") and f"Files: results/{HOSTILE}.{{html,png,svg}}" in caption
+    assert caption.startswith(f"{HOSTILE}. {HOSTILE}second line") and f"Files: results/{HOSTILE}.{{vl.json,png}}" in caption
     assert found.all("th")[0][0]["title"] == f"sort by {HOSTILE}"
     assert found.all("input", **{"class": "filter"})[0][0]["aria-label"] == f"filter {HOSTILE}"
 
@@ -191,16 +191,21 @@ def test_layout_orders_declared_sections_and_presents_unknown_ones_after_by_thei
     assert layout.title("new_stage") == "New stage" and layout.texts == {"b": "First line second line."}
     assert layout.table_title("x/{model}/t") == "The table" and layout.table_note("x/{model}/t") == "Read it so."
     assert layout.table_title("x/{model}/other_one") == "Other one" and layout.table_note("x/{model}/other_one") == ""
+    from bertology_core.report import figures
+
     results = tmp_path / "results"
     (results / "x" / "m").mkdir(parents=True)
-    pl.DataFrame({"v": [1]}).write_parquet(results / "x" / "m" / "t.parquet")
+    # a table is written once, as Parquet (which keeps its note) and CSV
+    figures.write_table(pl.DataFrame({"v": [1]}), results / "x" / "m" / "t", note="Kept with the table.")
+    assert sorted(p.name for p in (results / "x" / "m").iterdir()) == ["t.csv", "t.parquet"]
     declared = {"a": [], "new_stage": [("table", "x/{model}/t")], "b": [("table", "x/{model}/gone")]}
     available = {str(results / "x" / "m" / "t.parquet")}
     sections = report.build_sections(results, ["m"], available, declared, layout)
     assert [(s.anchor, s.title) for s in sections] == [("b", "Bee: second"), ("a", "Ay"), ("new_stage", "New stage")]
     assert sections[0].intro == "First line second line." and sections[0].missing == ["x/m/gone: not computed for m in this config."]
     table = sections[2].items[0]
-    assert table.title == "The table" and table.caption.endswith("Read it so.")
+    assert table.title == "The table" and table.source == str(results / "x" / "m" / "t.csv")
+    assert table.caption == f"From {results}/x/m/t.{{parquet,csv}}. Kept with the table. Read it so."
 
 
 def test_a_layout_section_without_a_title_is_refused_naming_the_file(tmp_path):
@@ -229,7 +234,8 @@ def test_smoke_report_page_shows_every_section_and_chart_in_headless_chromium(sm
     assert found["charts"] == found["rendered"] >= 14
     assert found["screenshot"].stat().st_size > 50_000
     # every smoke model is unfit: each section that shows a fine-tuned model's results warns, visibly
-    shows_fine_tuned = {"baselines", "claims", "patterns", "change", "linguistic", "cls", "disabling", "pruning", "probing", "roles", "outliers", "layer_mix", "atlas"}
+    shows_fine_tuned = {"baselines", "claims", "patterns", "attention_change", "linguistic", "disabling", "pruning", "probing",
+                        "head_roles", "outliers", "layer_mix", "report"}
     assert {anchor for anchor, count in found["warnings"].items() if count} == shows_fine_tuned
     assert {"claims", "warning"} <= set(found["shots"]) and all(p.stat().st_size > 5_000 for p in found["shots"].values())
 
@@ -240,10 +246,10 @@ def test_smoke_report_page_shows_every_section_and_chart_in_headless_chromium(sm
     page.goto(page_file.as_uri())
     page.wait_for_selector("body[data-charts-rendered]", state="attached")
     assert page.locator("select[data-chart]").count() >= 8
-    labels = "Array.from(document.querySelectorAll('#change-0 svg text')).map(e => e.textContent)"
+    labels = "Array.from(document.querySelectorAll('#attention_change-0 svg text')).map(e => e.textContent)"
     assert {"MRPC", "STS-B"} <= set(page.evaluate(labels))
-    page.select_option("select[data-chart='change-0']", "STS-B")
-    page.wait_for_selector("#change-0[data-rendered='true']")
+    page.select_option("select[data-chart='attention_change-0']", "STS-B")
+    page.wait_for_selector("#attention_change-0[data-rendered='true']")
     shown = set(page.evaluate(labels))
     assert "STS-B" in shown and "MRPC" not in shown and errors == []
     page.close()

@@ -113,6 +113,18 @@ def test_every_section_has_its_text_and_every_summary_is_found_by_its_stem():
         runs.summary("patterns", "disabling/{model}/summary/heads")
 
 
+def test_each_section_is_named_as_its_stage_and_lies_in_its_results_folder():
+    """One name per stage: a section's anchor names its stage's rule file (rules/<stage>.smk) and the folder under
+    results/ its summaries lie in; the claims read each stage's status by that name."""
+    from bertology_core.report import claims
+
+    for section in runs.SECTIONS:
+        assert (REPO / "rules" / f"{section.anchor}.smk").is_file(), section.anchor
+        assert all(summary.stem.startswith(f"{section.anchor}/") for summary in section.summaries), section.anchor
+    assert {claim.stage for claim in claims.CLAIMS} <= set(runs.CLAIMED_SECTIONS) <= {s.anchor for s in runs.SECTIONS}
+    assert runs.FITNESS_TABLE == "results/fitness/fitness" and (REPO / "rules" / "fitness.smk").is_file()
+
+
 # --- the smoke config --------------------------------------------------------------------------------------------
 
 
@@ -151,11 +163,11 @@ def test_smoke_targets_begin_with_what_needs_no_fine_tuned_model(smoke):
         "results/probing/tiny-bert/pretrained/syntactic_heads.parquet",
     ]
     targets = smoke.every_model_fit.all_targets()
-    assert targets[:3] == [runs.FITNESS_TABLE + ext for ext in runs.TABLE_FILES]
+    assert targets[:len(runs.TABLE_FILES)] == [runs.FITNESS_TABLE + ext for ext in runs.TABLE_FILES]
     assert "results/report/index.html" in targets and "results/patterns/tiny-bert/annotate.html" in targets
     # keep_dumps (config.yaml): every dump's Parquet files are kept, so they are targets
     assert "results/attention/tiny-bert/MRPC/finetuned_seed1.attention.parquet" in targets
-    # every file of every summary: a figure's four, a table's three
+    # every file of every summary: a table's Parquet and CSV, a figure's PNG and Vega-Lite spec
     assert {f"results/disabling/tiny-bert/summary/heads{ext}" for ext in runs.TABLE_FILES + runs.FIGURE_FILES} <= set(targets)
     assert len(targets) == len(set(targets))
 
@@ -178,13 +190,14 @@ def test_an_unfit_model_drops_out_of_every_analysis_under_skip(smoke):
 def test_with_no_fit_model_the_stages_that_analyse_one_are_skipped_and_say_so(smoke):
     plan = runs.Plan(load_config(SMOKE, {"analysis": {"unfit": "skip"}}), REPO)
     table = plan.runs(every_fine_tuned(plan, fit=False))
-    assert table.skipped_sections("tiny-bert") == ["change", "disabling", "layer_mix", "outliers", "patterns", "pruning", "roles"]
+    assert table.skipped_sections("tiny-bert") == ["attention_change", "disabling", "head_roles", "layer_mix", "outliers", "patterns",
+                                                   "pruning"]
     targets = table.all_targets()
     assert not any(path.startswith("results/disabling/") for path in targets)
     assert "results/probing/tiny-bert/summary/probes.vl.json" in targets  # the pre-trained encoder is still probed
     assert table.claims_runs("tiny-bert")["stages"] == {
-        "patterns": "skipped", "change": "skipped", "disabling": "skipped", "pruning": "skipped", "probing": "ran",
-        "roles": "skipped", "outliers": "skipped", "layer_mix": "skipped"}
+        "patterns": "skipped", "attention_change": "skipped", "disabling": "skipped", "pruning": "skipped", "probing": "ran",
+        "head_roles": "skipped", "outliers": "skipped", "layer_mix": "skipped"}
     # the same verdicts under warn change nothing
     warned = smoke.runs(every_fine_tuned(smoke, fit=False))
     assert warned.skipped_sections("tiny-bert") == [] and warned.all_targets() == smoke.every_model_fit.all_targets()

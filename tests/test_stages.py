@@ -1,5 +1,6 @@
-"""The stage registry: a stage declares in its own rule file what it produces and when it runs, so adding one touches
-only new files plus the Snakefile's include, the config schema and the README."""
+"""Adding a stage: its rule file, script and section text are new files; the one shared file of code it changes is
+the runs table (bertology_core/workflow/runs.py: its name in STAGES, its section and summaries, when it runs), plus
+its settings in the config schema. The Snakefile includes it by its name."""
 
 from __future__ import annotations
 
@@ -18,16 +19,13 @@ pytestmark = pytest.mark.workflow
 TOY_RULES = '''# A test-only stage: the label counts of each task's dev split.
 
 
-declare_section("toy", runs=lambda model: config["toy"]["enabled"])
-
-
 rule toy_summary:
     conda:
         "../envs/tables.yaml"
     input:
-        dev=expand("results/data/{task}/dev.parquet", task=TASKS),
+        dev=expand("results/data/{task}/dev.parquet", task=PLAN.tasks),
     output:
-        **summary_outputs("toy", "counts", "results/toy/{model}/summary/counts"),
+        **summary_outputs("toy", "results/toy/{model}/summary/counts"),
     params:
         code=script_code("toy_summary"),
         min_count=config["toy"]["min_count"],
@@ -70,8 +68,8 @@ def _tracked_files(root):
 
 @pytest.fixture(scope="module")
 def repo_with_toy_stage(tmp_path_factory):
-    """A copy of the repository with a new stage added the way the README says: new files, one include line in the
-    Snakefile, one section of the schema, one line of the README."""
+    """A copy of the repository with a new stage added the way the README says: new files, three entries in the runs
+    table (its name, its section, when it runs) and one section of the schema."""
     if shutil.which("git") is None or not (REPO / ".git").exists():
         pytest.skip("needs the repository's git checkout to copy its files")
     copy = tmp_path_factory.mktemp("repo")
@@ -81,23 +79,31 @@ def repo_with_toy_stage(tmp_path_factory):
     (copy / "rules" / "toy.smk").write_text(TOY_RULES)
     (copy / "workflow_scripts" / "toy_summary.py").write_text(TOY_SCRIPT)
     (copy / "report" / "sections" / "toy.rst").write_text("Label counts of each task's dev split (a test-only stage).\n")
-    snakefile = (copy / "Snakefile").read_text()
-    last = 'include: "rules/report.smk"\n'
-    assert last in snakefile
-    (copy / "Snakefile").write_text(snakefile.replace(last, last + 'include: "rules/toy.smk"\n'))
+    runs = copy / "bertology_core" / "workflow" / "runs.py"
+    text = runs.read_text()
+    edits = {
+        # its one name, after the report's
+        '"claims", "report")': '"claims", "report", "toy")',
+        # its section and summary, after the last section
+        "\n)\n\n\ndef summary(": '\n    Section("toy", (Summary("counts", "toy/{model}/summary/counts"),)),\n)\n\n\ndef summary(',
+        # when it runs: its config switch
+        '            "claims": SectionRuns(': '            "toy": SectionRuns(self.plan.config["toy"]["enabled"], [], None),\n            "claims": SectionRuns(',
+    }
+    for old, new in edits.items():
+        assert text.count(old) == 1, old
+        text = text.replace(old, new)
+    runs.write_text(text)
     with open(copy / "schemas" / "config.schema.yaml", "a") as schema:
         schema.write(TOY_SCHEMA)
-    with open(copy / "README.md", "a") as readme:
-        readme.write("\nThe toy stage counts each task's dev labels (`toy:` in the config).\n")
     return copy
 
 
-def test_the_toy_stage_changes_only_new_files_and_the_three_shared_ones(repo_with_toy_stage):
+def test_the_toy_stage_changes_only_new_files_the_runs_table_and_the_schema(repo_with_toy_stage):
     original = set(_tracked_files(REPO))
     copied = {path.relative_to(repo_with_toy_stage).as_posix() for path in repo_with_toy_stage.rglob("*") if path.is_file()}
     assert copied - original == {"rules/toy.smk", "workflow_scripts/toy_summary.py", "report/sections/toy.rst"}
     changed = {name for name in original if not filecmp.cmp(REPO / name, repo_with_toy_stage / name, shallow=False)}
-    assert changed == {"Snakefile", "schemas/config.schema.yaml", "README.md"}
+    assert changed == {"bertology_core/workflow/runs.py", "schemas/config.schema.yaml"}
 
 
 def test_a_new_stage_joins_the_dag_the_report_and_rule_all_from_its_own_files(repo_with_toy_stage, tmp_path):
@@ -131,9 +137,9 @@ def test_the_new_stage_runs_shows_on_the_page_and_registers_its_table_with_snake
     page = (workdir / "results" / "report" / "index.html").read_text()
     section = page.split('<section id="toy">', 1)[1].split("</section>", 1)[0]  # after the layout's sections
     assert "<h2>Toy</h2>" in section and "Label counts of each task&#x27;s dev split" in section and "<h3>Counts</h3>" in section
-    assert page.index('<section id="atlas">') < page.index('<section id="toy">')
+    assert page.index('<section id="report">') < page.index('<section id="toy">')
     import zipfile
 
-    snakemake(workdir, "--report", str(tmp_path / "report.zip"), "results/toy/tiny-bert/summary/counts.md", snakefile=snakefile)
+    snakemake(workdir, "--report", str(tmp_path / "report.zip"), "results/toy/tiny-bert/summary/counts.csv", snakefile=snakefile)
     names = zipfile.ZipFile(tmp_path / "report.zip").namelist()
     assert any(name.endswith("/counts.csv") for name in names), names

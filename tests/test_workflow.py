@@ -23,11 +23,13 @@ pytestmark = pytest.mark.workflow
 
 
 def test_smoke_run_writes_every_output(smoke_run):
-    table = smoke_run / "results" / "tables" / "tiny-bert"
-    for name in ("baselines.md", "baselines.csv", "baselines.parquet", "baselines_long.parquet"):
+    table = smoke_run / "results" / "baselines" / "tiny-bert"
+    for name in ("baselines.csv", "baselines.parquet", "baselines_long.parquet", "baselines_summary.parquet"):
         assert (table / name).stat().st_size > 0
-    markdown = (table / "baselines.md").read_text()
-    assert "| MRPC | f1 |" in markdown and "| STS-B | pearson |" in markdown
+    assert not (table / "baselines.md").exists()  # a table is written once: Parquet, and CSV for Snakemake's report
+    rows = pl.read_parquet(table / "baselines.parquet").select("task", "metric").rows()
+    assert ("MRPC", "f1") in rows and ("STS-B", "pearson") in rows
+    assert pl.read_csv(table / "baselines.csv").select("task", "metric").rows() == rows
     run = smoke_run / "results" / "finetune" / "tiny-bert" / "MRPC" / "finetuned" / "seed1"
     metrics = json.loads((run / "metrics.json").read_text())
     assert metrics["model"]["kind"] == "local" and len(metrics["model"]["config_sha256"]) == 64
@@ -62,15 +64,15 @@ def test_smoke_run_writes_every_output(smoke_run):
 
 def test_every_fine_tuned_model_has_a_verdict_that_every_summary_and_the_atlas_repeat(smoke_run):
     results = smoke_run / "results"
-    verdicts = pl.read_parquet(results / "tables" / "fitness.parquet")
+    verdicts = pl.read_parquet(results / "fitness" / "fitness.parquet")
     # every fine-tuned run: MRPC seeds 1-2 (finetuned), STS-B seed 1, and each task's from-scratch baseline
     assert sorted(verdicts.select("task", "state", "seed").iter_rows()) == [
         ("MRPC", "finetuned", 1), ("MRPC", "finetuned", 2), ("MRPC", "scratch", 1), ("STS-B", "finetuned", 1), ("STS-B", "scratch", 1)]
     assert not verdicts["fit"].any()  # a tiny random BERT on 40 examples learns nothing: all unfit
-    baselines = (results / "tables" / "tiny-bert" / "baselines.md").read_text()
-    assert "| task | metric | pre-trained | from scratch | fine-tuned | trivial predictor | fine-tuned: fit for analysis | " \
-           "from scratch: fit for analysis |" in baselines
-    assert "| MRPC | accuracy | 0.5 | 0.5 | 0.5 ± 0.0 | 0.5 | UNFIT: all 2 seeds | UNFIT |" in baselines
+    baselines = pl.read_parquet(results / "baselines" / "tiny-bert" / "baselines.parquet")
+    assert baselines.columns == ["task", "metric", "pre-trained", "from scratch", "fine-tuned", "trivial predictor",
+                                 "fine-tuned: fit for analysis", "from scratch: fit for analysis"]
+    assert ("MRPC", "accuracy", "0.5", "0.5", "0.5 ± 0.0", "0.5", "UNFIT: all 2 seeds", "UNFIT") in baselines.rows()
     for stem in ("patterns/tiny-bert/summary/shares", "patterns/tiny-bert/summary/heads", "attention_change/tiny-bert/summary/cosine",
                  "linguistic/tiny-bert/summary/features", "disabling/tiny-bert/summary/heads", "disabling/tiny-bert/summary/layers",
                  "pruning/tiny-bert/summary/lottery", "pruning/tiny-bert/summary/michel", "probing/tiny-bert/summary/probes",
@@ -129,12 +131,14 @@ def test_smoke_run_writes_every_attention_analysis(smoke_run):
     for stem in ("patterns/tiny-bert/summary/shares", "patterns/tiny-bert/summary/heads",
                  "attention_change/tiny-bert/summary/cosine", "linguistic/tiny-bert/summary/features",
                  "linguistic/tiny-bert/summary/relations", "linguistic/tiny-bert/summary/cls"):
-        for suffix in (".parquet", ".csv", ".md"):
+        for suffix in (".parquet", ".csv"):
             assert (results / f"{stem}{suffix}").stat().st_size > 0, stem
     for stem in ("patterns/tiny-bert/summary/shares", "attention_change/tiny-bert/summary/cosine",
                  "linguistic/tiny-bert/summary/features"):
-        for suffix in (".html", ".png", ".svg"):
+        for suffix in (".png", ".vl.json"):
             assert (results / f"{stem}{suffix}").stat().st_size > 1000, stem
+        # each summary writes its table and figure once, for both reports: no Markdown, HTML or SVG copies
+        assert not any((results / f"{stem}{suffix}").exists() for suffix in (".md", ".html", ".svg")), stem
     classes = pl.read_parquet(results / "patterns/tiny-bert/MRPC/pretrained.classes.parquet")
     assert classes.height == 8 * 2 * 4  # examples x layers x heads
     assert {"rule_label", "cnn_label", "special_mass", "diagonal_mass"} <= set(classes.columns)
@@ -154,7 +158,7 @@ def test_smoke_run_writes_every_attention_analysis(smoke_run):
     assert classifier["labeller"].to_list()[:3] == ["CNN", "rules, thresholds fitted on every training label", "CNN"]
     assert classifier["evaluation"][0].startswith("test labels (32 maps") and classifier["interval_low"][0] is not None
     assert classifier.filter(pl.col("labeller") == "second labelling pass")["cohen_kappa"][0] < 1  # one label differs
-    assert "hand labels from" in (results / "patterns/tiny-bert/summary/shares.md").read_text()
+    assert "hand labels from" in (results / "patterns/tiny-bert/summary/shares.csv").read_text()
     cosine = pl.read_parquet(results / "attention_change/tiny-bert/summary/cosine.parquet")
     assert cosine.height == 2 * 2 * 4 and cosine["cosine"].is_between(-1, 1.0000001).all()
     assert "ITEMS" in (results / "patterns/tiny-bert/annotate.html").read_text()
@@ -187,10 +191,10 @@ def test_smoke_run_writes_the_disabling_sweeps_and_their_statistics(smoke_run):
     results = smoke_run / "results"
     summary = results / "disabling/tiny-bert/summary"
     for stem in ("heads", "layers", "extremes", "selection", "greedy"):
-        for suffix in (".parquet", ".csv", ".md"):
+        for suffix in (".parquet", ".csv"):
             assert (summary / f"{stem}{suffix}").stat().st_size > 0, stem
     for stem in ("heads", "layers"):
-        for suffix in (".html", ".png", ".svg"):
+        for suffix in (".png", ".vl.json"):
             assert (summary / f"{stem}{suffix}").stat().st_size > 1000, stem
     # MRPC is swept for two seeds (smoke config), STS-B for the top-level seed only
     heads = pl.read_parquet(summary / "heads.parquet")
@@ -278,7 +282,7 @@ def test_smoke_run_writes_head_roles_and_l0_gates(smoke_run):
     assert gates.select("weights", "strength").sort("weights", "strength").rows() == [
         ("frozen", 0.1), ("frozen", 10.0), ("trained", 0.1), ("trained", 10.0)]
     assert gates["heads_kept"].is_between(0, 8).all() and (gates["ci_low"] <= gates["gates_minus_michel"]).all()
-    record = json.loads((smoke_run / "results/pruning/tiny-bert/MRPC/finetuned/seed1/gates/frozen_strength10.0.json").read_text())
+    record = json.loads((results / "gates/MRPC/seed1/frozen_strength10.0.json").read_text())
     assert sum(map(sum, record["michel_heads"])) == record["heads_kept"]  # Michel et al.'s cut at the gates' count
     assert (results / "summary/gates.png").stat().st_size > 1000 and (results / "summary/roles.png").stat().st_size > 1000
     atlas = pl.read_parquet(smoke_run / "results/report/tiny-bert/head_atlas.parquet")
@@ -324,7 +328,7 @@ def test_smoke_run_writes_probes_and_syntactic_heads(smoke_run):
     from safetensors.numpy import load_file
 
     summary = smoke_run / "results/probing/tiny-bert/summary"
-    for suffix in (".parquet", ".csv", ".md", ".html", ".png", ".svg"):
+    for suffix in (".parquet", ".csv", ".png", ".vl.json"):
         assert (summary / f"probes{suffix}").stat().st_size > 0
     probes = pl.read_parquet(summary / "probes.parquet")
     # the pre-trained, random and MRPC-fine-tuned states; two label sets; embeddings + 2 layers
@@ -339,7 +343,8 @@ def test_smoke_run_writes_probes_and_syntactic_heads(smoke_run):
 
 def test_run_reports_disk_use_per_stage(smoke_run):
     report = (smoke_run / "results" / "disk_usage.md").read_text()
-    for stage in ("attention", "data", "finetune", "models", "tables", "treebank", "patterns", "linguistic", "disabling", "pruning", "probing", "report"):
+    for stage in ("attention", "data", "finetune", "fitness", "baselines", "models", "treebank", "patterns", "linguistic", "disabling",
+                  "pruning", "probing", "head_roles", "report"):
         assert f"| {stage} | " in report
     assert "| **total** |" in report and "checkpoints" not in report  # finished runs leave no checkpoint
 
@@ -422,8 +427,8 @@ def test_editing_a_library_module_reruns_exactly_the_jobs_whose_scripts_import_i
                            snakefile=repo / "Snakefile")
 
     assert planned() == {}  # the copy itself changes nothing
-    # figures: imported by every summary script, disabling_greedy's (write_table), head_atlas's, the claims' and
-    # the fitness table's; by no module. The new fitness table then reruns the baselines, which label rows with it
+    # figures: imported by every summary script, disabling_greedy's (write_table), head_atlas's, the claims', the
+    # fitness table's and the baselines'; by no module
     with (repo / "bertology_core" / "report" / "figures.py").open("a") as module:
         module.write("\n# an edit\n")
     assert planned() == {
@@ -432,9 +437,10 @@ def test_editing_a_library_module_reruns_exactly_the_jobs_whose_scripts_import_i
         "outliers_summary": 1, "layer_mix_summary": 1, "layer_atlas": 1,
         "fitness_table": 1, "baselines": 1, "claims": 1,
     }
-    # encoder: imported by attention and finetune, so every job that runs a model reruns, but not the probe
-    # features of the pre-trained and random encoders, whose scripts import neither
-    with (repo / "bertology_core" / "engine" / "encoder.py").open("a") as module:
+    # the engine's structure: imported by every engine module but the attention function, and by finetune (through
+    # first_token), so every job that runs a model reruns, but not the probe features of the pre-trained and random
+    # encoders, whose scripts import no engine module
+    with (repo / "bertology_core" / "engine" / "structure.py").open("a") as module:
         module.write("\n# an edit\n")
     jobs = planned()
     assert jobs["finetune"] == 5 and jobs["dump_attention"] == 4 and jobs["probe_features"] == 1
@@ -593,13 +599,6 @@ BAD_INPUTS = [
     ("subnetworks of a method not run", {"pruning": {"methods": ["s"], "subnetwork_methods": ["m"]}}, None,
      "pruning.subnetwork_methods names ['m'], not in pruning.methods ['s']"),
     ("unfit policy misspelt", {"analysis": {"unfit": "Skip"}}, None, "'Skip' is not one of ['warn', 'skip', 'fail']"),
-    # a config written before bertology_core/data/states.py: the former pretrained meant fine-tuned, so it is never read anew
-    ("former state config key", {"finetune": {"inits": ["untuned", "pretrained"]}, "attention": {"states": ["untuned"]}}, None,
-     "config 'finetune.inits' was renamed 'finetune.states' (untuned -> pretrained, pretrained -> finetuned, random -> scratch). "
-     "Fix: replace it with finetune.states: [pretrained, finetuned].\n  config 'attention.states' was renamed 'attention.dumped'"),
-    ("former probing state name", {"probing": {"states": ["untuned", "random"]}}, None,
-     "config 'probing.states': 'untuned', 'random' were renamed (untuned -> pretrained, random -> random_weights). "
-     "Fix: probing.states: [pretrained, random_weights]."),
     ("s-pruning importance on dev", {"pruning": {"importance_split": "dev"}}, None,
      "pruning.importance_split: dev lets the dev half that reports s-pruning's ticket choose"),
     ("claims at another level than the stages' intervals", {"claims": {"level": 0.9}}, None,
@@ -764,10 +763,6 @@ BAD_MODELS = [
     ("test label on a map the training labels name", "parse",
      lambda t: (_label_card_with_test(t, "MRPC,pretrained,0,0,1,vertical,test-random"), None),
      "tiny-bert.test.csv:34: the map {'task': 'MRPC', 'state': 'pretrained', 'idx': 0, 'layer': 0, 'head': 1} is also a training label"),
-    ("hand label with a former state name", "parse",
-     lambda t: (_labels_csv(t, ["MRPC,pretrained,0,0,0,vertical", "MRPC,pretrained_seed1,0,0,1,vertical"]), None),
-     "labels.csv:3: field 'state' = 'pretrained_seed1' is a former state name, now 'finetuned_seed1' (untuned -> pretrained, "
-     "pretrained_seed<N> -> finetuned_seed<N>, random_seed<N> -> scratch_seed<N>). Fix: python tools/migrate_state_names.py"),
     ("weights under another tensor name prefix", "resolve_model",
      lambda t: (_model(t, edit_folder=_rename_weights("wrapper.encoder.")), None),
      "weight(s) of the encoder are not in the weights files, so they would be drawn at random: bert.embeddings"),
@@ -883,7 +878,7 @@ def test_invalid_yaml_in_config_yaml_is_named_by_file_and_line_and_make_checks_i
 def test_a_deleted_result_is_written_again_with_exactly_its_dependants(smoke_run, tmp_path):
     """Every file a user reads (a kept dump, the fitness table, each table the page links) is a target of `all`:
     deleted, the next run writes it again, and reruns only the jobs that read it."""
-    deleted = ["results/tables/fitness.csv", "results/attention/tiny-bert/MRPC/pretrained.attention.parquet",
+    deleted = ["results/fitness/fitness.csv", "results/attention/tiny-bert/MRPC/pretrained.attention.parquet",
                "results/pruning/tiny-bert/summary/stability.csv", "results/disabling/tiny-bert/summary/selection.parquet"]
     aside = tmp_path / "aside"
     for index, name in enumerate(deleted):

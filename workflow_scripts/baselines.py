@@ -6,6 +6,7 @@ import polars as pl
 
 from bertology_core.baselines import baselines
 from bertology_core.data import io
+from bertology_core.report import figures
 
 model = snakemake.wildcards.model
 records = [io.read_json(path) for path in snakemake.input.metrics]
@@ -17,7 +18,5 @@ for record in records:
 verdicts = pl.read_parquet(snakemake.input.fitness).filter(pl.col("model") == model)
 table = baselines.with_fitness(baselines.wide(summary), verdicts, seeds)
 io.write_parquet(long, snakemake.output.long)
-io.write_parquet(summary, snakemake.output.parquet)
-with io.atomic_path(snakemake.output.csv) as tmp:
-    table.write_csv(tmp)
-io.write_text(baselines.to_markdown(table, f"Baselines: {snakemake.wildcards.model}"), snakemake.output.markdown)
+io.write_parquet(summary, snakemake.output.summary)
+figures.write_table(table, snakemake.output.table[0].removesuffix(".parquet"))

@@ -65,4 +65,4 @@ if "mix_words" in inputs.keys():
 if "probe_words" in inputs.keys():
     measured += claims.probing_peak(pl.read_parquet(inputs.probe_words), *bootstrap)
 table = claims.claims_table(measured, fit, runs["stages"], settings["level"])
-figures.write_table(table, params.out, float_format="{:.3g}", note=claims.verdict_rule(settings["level"]))
+figures.write_table(table, params.out, note=claims.verdict_rule(settings["level"]))

@@ -14,14 +14,14 @@ import polars as pl
 from safetensors.numpy import load_file
 
 from bertology_core.data import glue, io
-from bertology_core.engine import attention
+from bertology_core.engine.attention_function import use_engine
 from bertology_core.finetune import finetune
 from bertology_core.models import compaction, device, models
 from bertology_core.pruning import importance
 
 job_device = device.job_device(snakemake.threads)
 task = glue.get_task(snakemake.wildcards.task)
-model = attention.use_engine(models.load_classifier(snakemake.input.model, task, models.SAVED, 0).to(job_device))
+model = use_engine(models.load_classifier(snakemake.input.model, task, models.SAVED, 0).to(job_device))
 tokenizer = models.load_tokenizer(snakemake.input.model)
 saved = load_file(snakemake.input.mask)
 mask = importance.StructureMask(saved["heads"].astype(bool), saved["mlps"].astype(bool))

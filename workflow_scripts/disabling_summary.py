@@ -21,19 +21,19 @@ pooled = deltas.filter(pl.col("seed").is_null())
 columns = ["task", "mode", "config", "layer", "head", "metric", "delta", "ci_low", "ci_high", "seeds", "seeds_positive",
            "seeds_negative", "delta_std_over_seeds", "verdict", "examples"]
 heads = pooled.filter(pl.col("kind") == "head").select(columns).sort(sort[:-1])
-figures.write_table(verdicts.annotate(heads), f"{out}/heads", float_format="{:+.4f}")
+figures.write_table(verdicts.annotate(heads), f"{out}/heads")
 layers = deltas.filter(pl.col("kind") == "layer").select(["seed", *columns]).sort(sort, nulls_last=True)
-figures.write_table(verdicts.annotate(layers, seed="seed"), f"{out}/layers", float_format="{:+.4f}")
+figures.write_table(verdicts.annotate(layers, seed="seed"), f"{out}/layers")
 # best and worst: the across-seed estimates, three of each kind per task and mode
 extremes = disabling_stats.extremes(pooled, params.extremes, columns[2:])
-figures.write_table(verdicts.annotate(extremes), f"{out}/extremes", float_format="{:+.4f}")
+figures.write_table(verdicts.annotate(extremes), f"{out}/extremes")
 selection = pl.concat([pl.read_parquet(p) for p in snakemake.input.selection]).sort("task", "mode", "kind", "seed", nulls_last=True)
-figures.write_table(verdicts.annotate(selection, seed="seed"), f"{out}/selection", float_format="{:+.4f}")
+figures.write_table(verdicts.annotate(selection, seed="seed"), f"{out}/selection")
 greedy = pl.concat([
     pl.read_parquet(p).with_columns(pl.lit(task).alias("task"), pl.lit(seed).alias("seed"))
     for (task, seed), p in zip(params.greedy_runs, snakemake.input.greedy)
 ], how="diagonal_relaxed") if snakemake.input.greedy else pl.DataFrame({"task": [], "seed": [], "step": []})
-figures.write_table(verdicts.annotate(greedy.sort("task", "seed", "step"), seed="seed"), f"{out}/greedy", float_format="{:+.4f}")
+figures.write_table(verdicts.annotate(greedy.sort("task", "seed", "step"), seed="seed"), f"{out}/greedy")
 
 first_mode = params.modes[0]
 metric_note = "accuracy; Pearson r for STS-B"

@@ -29,7 +29,7 @@ for mode in params.modes:
     logits = disabling.evaluate_configurations(model, encoded, configs, mode, rows_per_pass=snakemake.resources.rows_per_pass)
     predictions = disabling.predictions_from_logits(task, logits)
     frames.append(disabling.sweep_frame(task, dev, configs, predictions, mode))
-    intact = finetune.score(task, frames[-1].filter(pl.col("kind") == "intact"))
+    intact = finetune.prediction_metrics(task, frames[-1].filter(pl.col("kind") == "intact"))
     summary["modes"][mode] = {"seconds": time.perf_counter() - started, "intact": intact}
     logging.info("%s: %d configurations x %d examples in %.0f s; intact %s", mode, len(configs), dev.height,
                  summary["modes"][mode]["seconds"], intact)

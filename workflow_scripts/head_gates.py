@@ -55,7 +55,7 @@ predictions = dev.select("idx", "label").with_columns(
 )
 record |= {"task": task.name, "seed": int(wc.seed), "weights": wc.weights, "train_examples": train.height,
            "dev_examples": dev.height, "michel_heads": michel.heads.astype(int).tolist(),
-           "scores": {name: finetune.score(task, predictions.select("idx", "label", pl.col(name).alias("prediction")))
+           "scores": {name: finetune.prediction_metrics(task, predictions.select("idx", "label", pl.col(name).alias("prediction")))
                       for name in head_gates_stats.PREDICTIONS}}
 io.write_parquet(predictions, snakemake.output.predictions)
 io.write_json(record, snakemake.output.record)  # last: its presence marks a finished job

@@ -11,7 +11,7 @@ import numpy as np
 import polars as pl
 
 from bertology_core.data import glue, io
-from bertology_core.engine import attention
+from bertology_core.engine.attention_function import use_engine
 from bertology_core.finetune import finetune
 from bertology_core.models import device, models
 from bertology_core.pruning import importance
@@ -20,7 +20,7 @@ params = snakemake.params
 batch_size = snakemake.resources.batch_size
 job_device = device.job_device(snakemake.threads)
 task = glue.get_task(snakemake.wildcards.task)
-model = attention.use_engine(models.load_classifier(snakemake.input.model, task, models.SAVED, 0).to(job_device))
+model = use_engine(models.load_classifier(snakemake.input.model, task, models.SAVED, 0).to(job_device))
 tokenizer = models.load_tokenizer(snakemake.input.model)
 # importance_examples null: the whole split (glue.subsample returns it as it is)
 frame = glue.subsample(pl.read_parquet(snakemake.input.importance), params.importance["importance_examples"],

@@ -12,7 +12,7 @@ import polars as pl
 from safetensors.torch import save_file
 
 from bertology_core.data import glue, io
-from bertology_core.engine import attention
+from bertology_core.engine.attention_function import use_engine
 from bertology_core.finetune import finetune
 from bertology_core.models import device, models
 from bertology_core.pruning import lottery
@@ -21,7 +21,7 @@ params = snakemake.params
 wc = snakemake.wildcards
 job_device = device.job_device(snakemake.threads)
 task = glue.get_task(wc.task)
-model = attention.use_engine(models.load_classifier(snakemake.input.model, task, models.SAVED, 0).to(job_device))
+model = use_engine(models.load_classifier(snakemake.input.model, task, models.SAVED, 0).to(job_device))
 tokenizer = models.load_tokenizer(snakemake.input.model)
 importance_data = None
 if wc.method == "s":  # s-pruning ranks heads and MLPs by Michel et al.'s importance on these examples (null: the whole split)

@@ -31,6 +31,6 @@ predictions = disabling.predictions_from_logits(task, logits)
 frame = outliers_stats.predictions_frame(configs, dev["idx"].to_numpy(), dev["label"].to_numpy(), predictions, task.is_regression)
 io.write_parquet(frame, snakemake.output.predictions)
 record = {"task": task.name, "examples": dev.height, "outliers": found, "not_applicable": reason, "configurations": len(configs),
-          "seconds": time.perf_counter() - started, "intact": finetune.score(task, frame.filter(pl.col("kind") == "intact"))}
+          "seconds": time.perf_counter() - started, "intact": finetune.prediction_metrics(task, frame.filter(pl.col("kind") == "intact"))}
 io.write_json(record, snakemake.output.record)
 logging.info("%s", record)

@@ -24,7 +24,7 @@ settings = summary.PruningSettings(params.methods, params.protocols, params.keep
                                    params.step_share, params.recompute, **params.data)
 
 importance = summary.importance_table({run: pl.read_parquet(p) for run, p in zip(runs, inputs.importance)})
-figures.write_table(verdicts.annotate(importance), f"{out}/importance", float_format="{:.4f}")
+figures.write_table(verdicts.annotate(importance), f"{out}/importance")
 figures.save_chart(summary.importance_chart(importance, model, settings, runs), f"{out}/importance")
 
 michel = summary.michel_curves({run: pl.read_parquet(p) for run, p in zip(runs, inputs.michel)})
@@ -34,7 +34,7 @@ figures.save_chart(summary.michel_chart(michel, model, settings, runs), f"{out}/
 
 tickets = [(t, s, m, p) for t, s in runs for m in settings.methods for p in settings.protocols]
 curves = summary.lottery_curves({ticket: pl.read_parquet(p) for ticket, p in zip(tickets, inputs.curves)})
-figures.write_table(verdicts.annotate(curves, seed="seed"), f"{out}/lottery_curves", float_format="{:.4f}")
+figures.write_table(verdicts.annotate(curves, seed="seed"), f"{out}/lottery_curves")
 figures.save_chart(summary.lottery_chart(curves, model, settings, runs), f"{out}/lottery_curves")
 
 # full / good / random / bad under each protocol; the full model is compared on the seeds whose subnetworks were
@@ -58,10 +58,10 @@ lottery_table = lottery_table.with_columns(
     pl.col("seed_list").list.eval(pl.element().cast(pl.String)).list.join(", "),
 )
 protocol_note, no_ticket_note = summary.protocol_note(settings), summary.no_ticket_note(no_ticket)
-figures.write_table(lottery_table, f"{out}/lottery", float_format="{:.4f}", note=(
+figures.write_table(lottery_table, f"{out}/lottery", note=(
     f"Re-fine-tuned subnetworks: {params.recipe_note}. {protocol_note} Scores: {summary.METRIC_NOTE}, mean ± std over seeds "
-    f"(seeds per task: {summary.seeds_note(runs)}; per seed in lottery_seeds.md).{no_ticket_note}"))
-figures.write_table(verdicts.annotate(seed_table, seed="seed"), f"{out}/lottery_seeds", float_format="{:.4f}",
+    f"(seeds per task: {summary.seeds_note(runs)}; per seed in the lottery_seeds table).{no_ticket_note}"))
+figures.write_table(verdicts.annotate(seed_table, seed="seed"), f"{out}/lottery_seeds",
                     note=f"Re-fine-tuned subnetworks per seed: {params.recipe_note}. {protocol_note}{no_ticket_note}")
 
 mask_paths = dict(zip([(t, s, m) for t, s in runs for m in settings.methods], inputs.masks))

@@ -11,16 +11,15 @@ from pathlib import Path
 import polars as pl
 
 from bertology_core.data import states
-from bertology_core.report import claims, report
+from bertology_core.report import report
 
 started = time.perf_counter()
 models = snakemake.params.models
 verdicts = pl.read_parquet(snakemake.input.fitness)
-notes = {"claims/{model}/claims": claims.verdict_rule(snakemake.params.claims_level)}
 results = str(Path(snakemake.output[0]).parents[1])  # the page is results/report/index.html
 layout = report.load_layout(snakemake.input.layout, snakemake.input.texts)
 sections = report.build_sections(results, models, set(snakemake.input.shown), snakemake.params.sections, layout, verdicts,
-                                 snakemake.params.section_runs, notes, snakemake.params.skipped)
+                                 snakemake.params.section_runs, snakemake.params.skipped)
 params = snakemake.params
 subtitle = [
     "Models: " + ", ".join(f"{name} ({spec})" for name, spec in params.model_specs.items()) + f". Tasks: {', '.join(params.tasks)}. "

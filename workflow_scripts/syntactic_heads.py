@@ -12,7 +12,7 @@ import numpy as np
 import polars as pl
 
 from bertology_core.data import io, states, treebank
-from bertology_core.engine import attention
+from bertology_core.engine.attention_function import use_engine
 from bertology_core.models import device, models
 from bertology_core.probing import probing, syntactic_heads
 from bertology_core.disabling.disabling_stats import split_halves
@@ -24,7 +24,7 @@ folder = snakemake.input.get("model", io.read_json(snakemake.input.resolved)["pa
 random_seed = snakemake.params.get("random_seed", 0) if snakemake.wildcards.probed == states.RANDOM_WEIGHTS else None
 encoder = models.load_encoder(folder, random_seed).to(job_device)
 tokenizer = models.load_tokenizer(folder)
-encoder = attention.use_engine(encoder)
+encoder = use_engine(encoder)
 frame = treebank.sample(pl.read_parquet(snakemake.input.treebank), settings["sentences"], snakemake.params.seed)
 aligned = probing.align_words(tokenizer, frame["forms"].to_list(), snakemake.params.max_length)
 relations = [[r.split(":")[0] for r in s] if settings["strip_subtypes"] else s for s in frame["deprels"].to_list()]

@@ -19,7 +19,9 @@ import torch
 from bertology_core.attention.dump_files import ATTENTION_SCHEMA, DEFAULT_BITS, SCALE_KEY, TOKENS_SCHEMA, dump_paths, quantise
 from bertology_core.data.glue import sentence_texts
 from bertology_core.data.io import atomic_path
-from bertology_core.engine import attention
+from bertology_core.engine.attention_function import use_engine
+from bertology_core.engine.intervention import intervene
+from bertology_core.engine.plan import InterventionPlan
 from bertology_core.models import models
 from bertology_core.models.batching import Encoded
 from bertology_core.models.device import default_device
@@ -66,7 +68,7 @@ def write_dump(
 ) -> dict[str, Any]:
     """Run ``model`` over ``frame`` and dump its attention maps; return a summary record.
 
-    The model must use the bertology engine (``attention.use_engine``); capture goes
+    The model must use the bertology engine (:func:`~bertology_core.engine.attention_function.use_engine`); capture goes
     through an ``InterventionPlan`` sink, so dumping is just an intervention that stores.
     """
     if not 8 <= bits <= 16:
@@ -141,7 +143,7 @@ def dump_model_folder(folder: str | Path, frame: pl.DataFrame, prefix: str | Pat
     """Load the encoder and tokenizer of a Hugging Face folder (safetensors, no remote code) onto ``device`` (default:
     :func:`bertology_core.models.device.default_device`), put it on the bertology engine and :func:`write_dump` ``frame``
     with it; the summary names the folder."""
-    encoder = attention.use_engine(models.load_encoder(folder).to(device or default_device()))
+    encoder = use_engine(models.load_encoder(folder).to(device or default_device()))
     summary = write_dump(encoder, models.load_tokenizer(folder), frame, prefix, **options)
     summary["model_folder"] = str(folder)
     return summary
@@ -159,8 +161,8 @@ def _forward_batch(
     def sink(layer: int, probs: torch.Tensor, real: torch.Tensor) -> None:
         captured[layer] = probs  # [batch, head, query, key]; quantised below, after padding is dropped
 
-    plan = attention.InterventionPlan(sink=sink, capture_layers=frozenset(layers))
-    with torch.inference_mode(), attention.intervene(model, plan):
+    plan = InterventionPlan(sink=sink, capture_layers=frozenset(layers))
+    with torch.inference_mode(), intervene(model, plan):
         model(**inputs)
     return captured, lengths
 

@@ -14,6 +14,7 @@ from typing import Any
 import polars as pl
 
 from bertology_core.data import states
+from bertology_core.fitness.fitness import Verdicts
 
 
 def collect(model: str, records: Iterable[dict[str, Any]]) -> pl.DataFrame:
@@ -69,8 +70,6 @@ def with_fitness(table: pl.DataFrame, verdicts: pl.DataFrame, seeds: dict[tuple[
     """``table`` (from :func:`wide`) with the trivial predictor's dev score on each task's primary-metric row
     and, per trained state, whether its models are fit for analysis (:mod:`bertology_core.fitness.fitness`).
     ``verdicts``: the fitness table of this model; ``seeds``: (task, state) -> the seeds in the table."""
-    from bertology_core.fitness.fitness import Verdicts
-
     model = verdicts["model"][0] if verdicts.height else ""
     labels = {state: Verdicts(verdicts, model, state=state) for state in states.TRAINED}
     rows = []
@@ -84,10 +83,3 @@ def with_fitness(table: pl.DataFrame, verdicts: pl.DataFrame, seeds: dict[tuple[
         return table
     extra = pl.DataFrame(rows).with_columns(pl.col("trivial predictor").round(3).cast(pl.String))
     return table.join(extra, on=["task", "metric"], how="left")
-
-
-def to_markdown(table: pl.DataFrame, title: str) -> str:
-    header = "| " + " | ".join(table.columns) + " |"
-    rule = "|" + "|".join("---" for _ in table.columns) + "|"
-    body = ["| " + " | ".join("" if v is None else str(v) for v in row) + " |" for row in table.iter_rows()]
-    return "\n".join([f"# {title}", "", header, rule, *body, ""])

@@ -48,9 +48,10 @@ def write_json(data: Any, path: str | os.PathLike[str]) -> None:
         tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
 
 
-def write_parquet(frame: pl.DataFrame, path: str | os.PathLike[str]) -> None:
+def write_parquet(frame: pl.DataFrame, path: str | os.PathLike[str], metadata: dict[str, str] | None = None) -> None:
+    """``frame`` as zstd Parquet, atomically; ``metadata``: key-value pairs kept in the file's footer."""
     with atomic_path(path) as tmp:
-        frame.write_parquet(tmp, compression="zstd")
+        frame.write_parquet(tmp, compression="zstd", metadata=metadata)
 
 
 def write_text(text: str, path: str | os.PathLike[str]) -> None:

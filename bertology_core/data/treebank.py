@@ -22,6 +22,7 @@ import conllu
 import polars as pl
 
 from bertology_core.data import io
+from bertology_core.data.glue import subsample
 
 FIELDS = ("id", "form", "lemma", "upos", "xpos", "feats", "head", "deprel", "deps", "misc")
 WORD_ID = re.compile(r"[1-9][0-9]*")
@@ -162,6 +163,4 @@ def download(url: str, path: str | os.PathLike[str], sha256: str | None = None, 
 
 def sample(frame: pl.DataFrame, sentences: int | None, seed: int) -> pl.DataFrame:
     """A seeded sample of at most ``sentences`` sentences of a prepared split, in treebank order (all when None)."""
-    from bertology_core.data.glue import subsample
-
     return subsample(frame, sentences, seed, order="sentence")

@@ -15,7 +15,7 @@ configuration only from ``l`` on (prefix reuse + batch expansion). Every head of
 whole layer ``l``) shares one pass, so a full single-head sweep costs about sum_l (L - l) / L^2 of the
 naive method's one full forward pass per configuration (0.58 for 6 layers, 0.54 for 12). Both methods
 also run the last layer after its attention on the [CLS] token alone
-(:func:`~bertology_core.engine.attention.first_token_output`): a quarter of that layer's cost is left where the cut
+(:func:`~bertology_core.engine.first_token.first_token_output`): a quarter of that layer's cost is left where the cut
 is at the attention output block (BERT, DeBERTa), about a third where it is at the MLP (DistilBERT, ALBERT,
 ModernBERT), which moves the bound to about 0.52 for 6 layers and 0.51 for 12.
 
@@ -35,10 +35,15 @@ import polars as pl
 import torch
 from transformers import PreTrainedModel
 
-from bertology_core.engine import attention
+from bertology_core.engine.attention_function import use_engine
+from bertology_core.engine.first_token import first_token_output
+from bertology_core.engine.intervention import intervene
+from bertology_core.engine.plan import HEAD_SCALE, HEAD_UNIFORM, InterventionPlan, per_layer
 from bertology_core.stats.bootstrap import metric_on_resamples, paired_deltas, resample_indices
-from bertology_core.finetune.finetune import Encoded
+from bertology_core.finetune.finetune import Encoded, encode
+from bertology_core.data import glue
 from bertology_core.data.glue import GlueTask
+from bertology_core.models import models
 from bertology_core.stats.metrics import primary_metric
 
 MODES = ("uniform", "zero")
@@ -90,7 +95,7 @@ def sweep_configurations(num_layers: int, num_heads: int, layers: bool = True) -
     return [INTACT, *single_heads(num_layers, num_heads), *(whole_layers(num_layers, num_heads) if layers else [])]
 
 
-def build_plan(configs: Sequence[Configuration], mode: str, num_layers: int, num_heads: int) -> attention.InterventionPlan:
+def build_plan(configs: Sequence[Configuration], mode: str, num_layers: int, num_heads: int) -> InterventionPlan:
     """One engine plan evaluating ``configs`` side by side (configuration-major batch expansion)."""
     if mode not in MODES:
         raise ValueError(f"disabling mode must be one of {MODES}, not {mode!r}")
@@ -101,8 +106,8 @@ def build_plan(configs: Sequence[Configuration], mode: str, num_layers: int, num
                 raise ValueError(f"{config.name}: head ({layer}, {head}) outside the model's {num_layers} x {num_heads}")
             disabled.setdefault(layer, torch.zeros(len(configs), num_heads, dtype=torch.bool))[index, head] = True
     if mode == "uniform":
-        return attention.InterventionPlan(len(configs), attention.per_layer(attention.HEAD_UNIFORM, disabled))
-    return attention.InterventionPlan(len(configs), attention.per_layer(attention.HEAD_SCALE, {k: (~v).float() for k, v in disabled.items()}))
+        return InterventionPlan(len(configs), per_layer(HEAD_UNIFORM, disabled))
+    return InterventionPlan(len(configs), per_layer(HEAD_SCALE, {k: (~v).float() for k, v in disabled.items()}))
 
 
 def _groups(configs: Sequence[Configuration], num_layers: int, reuse_prefix: bool) -> list[list[int]]:
@@ -152,16 +157,16 @@ def evaluate_plans(
     data: Encoded,
     num_configs: int,
     groups: Sequence[Sequence[int]],
-    plan_of: Callable[[Sequence[int]], attention.InterventionPlan],
+    plan_of: Callable[[Sequence[int]], InterventionPlan],
     rows_per_pass: int = 48,
     reuse_prefix: bool = True,
     examples_per_batch: int | None = None,
 ) -> np.ndarray:
     """Logits ``[num_configs, examples, labels]``: each group of configuration indices shares forward passes under the
     engine plan ``plan_of(group)`` (batch expansion, one row per configuration and example), with the last layer cut
-    to the first token (:func:`~bertology_core.engine.attention.first_token_output`); batches as in
+    to the first token (:func:`~bertology_core.engine.first_token.first_token_output`); batches as in
     :func:`evaluate_configurations`."""
-    attention.use_engine(model)
+    use_engine(model)
     model.eval()
     device = next(model.parameters()).device
     order = np.argsort(-data.lengths(), kind="stable")
@@ -173,7 +178,7 @@ def evaluate_plans(
         for start in range(0, len(order), batch_size):
             examples = order[start : start + batch_size]
             batch = {k: v.to(device) for k, v in data.collate(examples).items()}
-            with attention.intervene(model, plan, reuse_prefix=reuse_prefix), attention.first_token_output(model):
+            with intervene(model, plan, reuse_prefix=reuse_prefix), first_token_output(model):
                 out = model(**batch).logits.float().cpu().numpy()
             logits[np.ix_(group, examples)] = out.reshape(len(group), len(examples), -1)
     return logits
@@ -193,10 +198,6 @@ def load_scored_model(folder: str, dev_path: str, task: GlueTask, max_examples: 
                       max_length: int, device: torch.device) -> ScoredModel:
     """The fine-tuned model at ``folder`` and a seeded sample of at most ``max_examples`` of its task's dev split
     (``glue.subsample``), encoded with the model's tokenizer: what a disabling job scores."""
-    from bertology_core.data import glue
-    from bertology_core.models import models
-    from bertology_core.finetune.finetune import encode
-
     dev = glue.subsample(pl.read_parquet(dev_path), max_examples, subsample_seed).sort("idx")
     model = models.load_classifier(folder, task, models.SAVED, 0).to(device)
     return ScoredModel(model, dev, encode(dev, models.load_tokenizer(folder), max_length))
@@ -225,7 +226,7 @@ def sweep_frame(task: GlueTask, dev: pl.DataFrame, configs: Sequence[Configurati
     )
 
 
-def score(metric: str, predictions: np.ndarray, labels: np.ndarray) -> np.ndarray:
+def configuration_scores(metric: str, predictions: np.ndarray, labels: np.ndarray) -> np.ndarray:
     """``metric`` of each row of ``predictions`` ``[C, n]`` on all examples -> ``[C]``."""
     return metric_on_resamples(metric, predictions, labels, np.arange(labels.shape[0])[None, :])[:, 0]
 
@@ -253,13 +254,13 @@ def greedy_disable(
     ``evaluate(configs)`` returns predictions ``[len(configs), n]``. Returns the intact score and the steps.
     """
     chosen: frozenset[Head] = frozenset()
-    current = float(score(metric, evaluate([INTACT]), labels)[0])
+    current = float(configuration_scores(metric, evaluate([INTACT]), labels)[0])
     intact_score, steps = current, []
     while len(steps) < max_steps:
         candidates = [h for h in sorted(heads) if h not in chosen]
         if not candidates:
             break
-        scores = score(metric, evaluate([head_set(chosen | {h}) for h in candidates]), labels)
+        scores = configuration_scores(metric, evaluate([head_set(chosen | {h}) for h in candidates]), labels)
         scores = np.where(np.isnan(scores), -np.inf, scores)
         best = int(np.argmax(scores))  # first maximum: lowest (layer, head)
         if not scores[best] > current:
@@ -313,7 +314,7 @@ def greedy_search(model: PreTrainedModel, task: GlueTask, dev: pl.DataFrame, sel
     deltas = paired_deltas(metric, report[1:], report[0], labels[~selection],
                            resample_indices(int((~selection).sum()), settings.resamples, settings.bootstrap_seed))
     low, high = deltas.interval(settings.level)
-    report_scores = score(metric, report, labels[~selection])
+    report_scores = configuration_scores(metric, report, labels[~selection])
     rows = [{
         "step": 0, "added": None, "layer": None, "head": None, "disabled": "intact",
         "selection_score": intact_score, "selection_delta": 0.0,

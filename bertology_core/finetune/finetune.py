@@ -29,7 +29,8 @@ from bertology_core.data import states
 from bertology_core.models.batching import Encoded, encode  # noqa: F401 - part of this module's API
 from bertology_core.models.checkpoint import Checkpointer, TrainingState
 from bertology_core.models.device import default_device
-from bertology_core.engine.encoder import first_token_output
+from bertology_core.models.models import load_classifier_reported, load_tokenizer
+from bertology_core.engine.first_token import first_token_output
 from bertology_core.workflow.faults import failpoint
 from bertology_core.data.glue import GlueTask
 from bertology_core.stats.metrics import compute_metrics
@@ -210,7 +211,9 @@ def predictions_frame(task: GlueTask, frame: pl.DataFrame, logits: np.ndarray) -
     )
 
 
-def score(task: GlueTask, predictions: pl.DataFrame) -> dict[str, float]:
+def prediction_metrics(task: GlueTask, predictions: pl.DataFrame) -> dict[str, float]:
+    """The task's metrics (:func:`bertology_core.stats.metrics.compute_metrics`) of a predictions table's
+    ``prediction`` column against its ``label`` column."""
     return compute_metrics(task, predictions["prediction"].to_numpy(), predictions["label"].to_numpy())
 
 
@@ -242,8 +245,6 @@ def finetune_and_evaluate(
     a freshly initialised, untrained classification head. ``eval_batch_size`` only
     changes speed; ``checkpointer`` makes training resumable (see :func:`train`).
     """
-    from bertology_core.models.models import load_classifier_reported, load_tokenizer
-
     trains = state != states.PRETRAINED
     tokenizer = load_tokenizer(model_path)
     model, loaded = load_classifier_reported(model_path, task, states.STARTS_FROM[state], seed)
@@ -276,7 +277,7 @@ def finetune_and_evaluate(
         logits = predict(model, encoded_split, eval_batch_size)
         predictions[split] = predictions_frame(task, frame, logits)
         record["eval"][split] = {
-            **score(task, predictions[split]),
+            **prediction_metrics(task, predictions[split]),
             "examples": frame.height,
             "truncated": encoded_split.truncated,
             "eval_seconds": time.perf_counter() - started,

@@ -37,10 +37,12 @@ import torch
 from torch import nn
 from transformers import PreTrainedModel
 
-from bertology_core.engine import attention
+from bertology_core.engine.attention_function import use_engine
+from bertology_core.engine.intervention import intervene
+from bertology_core.engine.plan import HEAD_SCALE, InterventionPlan, per_layer
 from bertology_core.finetune import finetune
 from bertology_core.models.checkpoint import Checkpointer
-from bertology_core.engine.encoder import first_token_output
+from bertology_core.engine.first_token import first_token_output
 from bertology_core.data.glue import GlueTask
 from bertology_core.pruning.importance import StructureMask, least_important
 
@@ -116,20 +118,20 @@ class GatedClassifier(nn.Module):
     def __init__(self, classifier: PreTrainedModel, strength: float, settings: GateSettings = GateSettings(),
                  train_weights: bool = True):
         super().__init__()
-        self.classifier = attention.use_engine(classifier)
+        self.classifier = use_engine(classifier)
         config = classifier.config
         self.gates = HardConcreteGates(config.num_hidden_layers, config.num_attention_heads, settings)
         self.strength = float(strength)
         self.train_weights = train_weights
         self.classifier.requires_grad_(train_weights)
 
-    def plan(self, gates: torch.Tensor) -> attention.InterventionPlan:
-        return attention.InterventionPlan(
-            edits=attention.per_layer(attention.HEAD_SCALE, {layer: gates[layer][None, :] for layer in range(gates.shape[0])}))
+    def plan(self, gates: torch.Tensor) -> InterventionPlan:
+        return InterventionPlan(
+            edits=per_layer(HEAD_SCALE, {layer: gates[layer][None, :] for layer in range(gates.shape[0])}))
 
     def forward(self, labels: torch.Tensor | None = None, **batch: torch.Tensor) -> GatedOutput:
         penalty = self.gates.penalty()
-        with attention.intervene(self.classifier, self.plan(self.gates())), first_token_output(self.classifier):
+        with intervene(self.classifier, self.plan(self.gates())), first_token_output(self.classifier):
             output = self.classifier(**batch, labels=labels)
         return GatedOutput(loss=output.loss + self.strength * penalty, task_loss=output.loss, penalty=penalty)
 
@@ -139,7 +141,7 @@ class GatedClassifier(nn.Module):
         groups = finetune.parameter_groups(self.classifier, config.weight_decay) if self.train_weights else []
         return groups + [{"params": [self.gates.log_alpha], "weight_decay": 0.0, "lr": self.gates.settings.learning_rate}]
 
-    def evaluation_plan(self) -> attention.InterventionPlan:
+    def evaluation_plan(self) -> InterventionPlan:
         """The deterministic gates as a plan for the classifier alone (no gradient)."""
         with torch.no_grad():
             return self.plan(self.gates.deterministic().detach())

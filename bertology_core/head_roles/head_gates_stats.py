@@ -6,8 +6,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import altair as alt
 import numpy as np
 import polars as pl
+
+from bertology_core.stats.bootstrap import metric_on_resamples, paired_deltas, resample_indices
 
 PREDICTIONS = ("gates", "gates_binary", "michel", "full")  # the columns of a gate job's predictions, after idx and label
 
@@ -19,8 +22,6 @@ def gates_table(records: list[dict[str, Any]], predictions: list[pl.DataFrame], 
     order cut at the same number of heads and with the full model; each gated score minus Michel's, with a paired
     bootstrap interval over the dev examples (every column scored on the same resamples). ``metric``: task -> the
     task's primary metric."""
-    from bertology_core.stats.bootstrap import metric_on_resamples, paired_deltas, resample_indices
-
     rows = []
     for record, frame in zip(records, predictions):
         name, labels = metric[record["task"]], frame["label"].to_numpy()
@@ -45,8 +46,6 @@ def gates_table(records: list[dict[str, Any]], predictions: list[pl.DataFrame], 
 def gates_chart(table: pl.DataFrame, curves: pl.DataFrame, title: str, caption: str):
     """Dev score against heads kept, per fine-tuned model: Michel et al.'s iterative pruning curve (line) and the L0
     gates at each strength (points, by weights setting). ``curves``: task, seed, heads_kept, score."""
-    import altair as alt
-
     curve = curves.select("task", "seed", "heads_kept", "score", pl.lit("Michel et al. (importance order)").alias("method"))
     points = table.select("task", "seed", "heads_kept", pl.col("gates_score").alias("score"),
                           pl.format("L0 gates, weights {}", "weights").alias("method"), "weights", "strength", "michel_score",

@@ -58,6 +58,8 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
+from bertology_core.attention.dump_files import dequantise
+
 RARE_TOP_FREQUENT = 500  # Voita et al. 5.3: sentences whose least frequent token is not in the top-500
 
 
@@ -199,8 +201,6 @@ def dump_roles(dump, frequencies: Counter, top_frequent: int = RARE_TOP_FREQUENT
     """The roles table of one attention dump (:class:`bertology_core.attention.dump_files.AttentionDump`): every example, every
     head; the rare-token role on the examples whose rarest piece is not among the ``top_frequent`` most frequent of
     ``frequencies``. Reads one example's maps at a time (all its layers and heads)."""
-    from bertology_core.attention.dump_files import dequantise
-
     tokens = dump.tokens()
     frequent_from = frequent_count(frequencies, top_frequent)
     examples = {row["example"]: ExampleTokens.from_dump_row(row["tokens"], row["segment_ids"], frequencies, frequent_from)

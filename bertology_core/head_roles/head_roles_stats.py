@@ -9,10 +9,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+import altair as alt
 import numpy as np
 import polars as pl
+from scipy.stats import rankdata
+from scipy.stats import t as student_t
 
 from bertology_core.data import states
+from bertology_core.stats.bootstrap import DEFINED_SHARE, percentile_interval
 
 ROLES = ("positional", "rare", "syntactic")
 
@@ -48,8 +52,6 @@ def rare_p_values(excess_sum: np.ndarray, excess_squares: np.ndarray, examples: 
     is that of a mean excess above 0 (``scipy.stats.ttest_1samp(..., alternative="greater")`` on those values). The
     example is the unit: its queries share one rarest token, so a test over queries would count one example's choice
     many times. NaN with fewer than two examples; 0 or 1 where every example's excess is the same."""
-    from scipy.stats import t
-
     total, squares, n = (np.asarray(a, dtype=float) for a in (excess_sum, excess_squares, examples))
     out = np.full(np.shape(total), np.nan)
     usable = np.isfinite(total) & (n >= 2)
@@ -57,7 +59,7 @@ def rare_p_values(excess_sum: np.ndarray, excess_squares: np.ndarray, examples: 
     variance = np.divide(squares - n * mean**2, n - 1, out=np.zeros_like(total), where=usable)
     sd = np.sqrt(np.clip(variance, 0, None))
     spread = usable & (sd > 1e-12)
-    out[spread] = t.sf(mean[spread] / (sd[spread] / np.sqrt(n[spread])), n[spread] - 1)
+    out[spread] = student_t.sf(mean[spread] / (sd[spread] / np.sqrt(n[spread])), n[spread] - 1)
     flat = usable & ~spread
     out[flat] = np.where(mean[flat] > 0, 0.0, 1.0)
     return out
@@ -150,8 +152,6 @@ def importance_targets(importance: dict[tuple[str, int], pl.DataFrame], deltas: 
 def within_layer_ranks(values: np.ndarray, blocks: list[np.ndarray]) -> np.ndarray:
     """``values`` ``[..., n]`` ranked within each block of columns (``blocks``: column indices of each layer), average
     ranks on ties, centred on each block's mean rank, so that pooling the blocks adds no between-layer variation."""
-    from scipy.stats import rankdata
-
     out = np.empty(values.shape, dtype=float)
     for columns in blocks:
         ranks = rankdata(values[..., columns], axis=-1)
@@ -212,8 +212,6 @@ def rank_correlations(roles: pl.DataFrame, targets: pl.DataFrame, resamples: int
     No correlation (NaN) for ``specialised`` when it is unknown for some head or fewer than :data:`MIN_ROLE_HEADS`
     heads are on either side, none when a measure is constant within every layer, and no interval when more than 1%
     of the draws leave no correlation. One row per task, seed, measure and target, with ``heads`` and ``layers``."""
-    from bertology_core.stats.bootstrap import percentile_interval
-
     tuned = roles.filter(pl.col("state") == states.FINETUNED).with_columns(pl.col("specialised").cast(pl.Float64))
     joined = tuned.join(targets, on=["task", "seed", "layer", "head"], how="inner")
     rows = []
@@ -232,8 +230,8 @@ def rank_correlations(roles: pl.DataFrame, targets: pl.DataFrame, resamples: int
                 resampled = within_layer_spearman(x, y, layers, draws)
                 # a resample where a measure is constant within every layer has no correlation: an interval over the
                 # others would be conditioned on drawing varied heads
-                if np.isfinite(rho) and np.isfinite(resampled).mean() >= 0.99:
-                    low, high = (float(v) for v in percentile_interval(resampled, level))
+                if np.isfinite(rho):
+                    low, high = percentile_interval(resampled, level, min_share=DEFINED_SHARE)
             rows.append({"task": task, "seed": run_seed, "measure": measure, "target": target, "within": "layer",
                          "heads": frame.height, "layers": len(np.unique(layers)), "spearman": rho, "ci_low": low,
                          "ci_high": high})
@@ -257,8 +255,6 @@ def role_label(row: dict) -> str:
 def roles_chart(roles: pl.DataFrame, title: str, caption: str):
     """Per task (rows) and model state (columns), the layer x head map of confidence with each head's roles written
     in its cell (P-1/P+1 positional, R rare tokens, S syntactic); the tooltip gives every measure."""
-    import altair as alt  # (imported here: altair is slow to import, and only the chart needs it)
-
     data = roles.with_columns(
         (pl.col("layer") + 1).alias("Layer"), (pl.col("head") + 1).alias("Head"),
         pl.struct("positional", "positional_offset", "rare", "syntactic").map_elements(role_label, return_dtype=pl.String).alias("role"),
@@ -283,8 +279,6 @@ def roles_chart(roles: pl.DataFrame, title: str, caption: str):
 def correlation_chart(relations: pl.DataFrame, title: str, caption: str):
     """Per fine-tuned model (panel), each measure's within-layer Spearman correlation with each target: point and
     interval."""
-    import altair as alt
-
     data = relations.with_columns(pl.format("{} seed {}", "task", "seed").alias("model")).to_pandas()
     base = alt.Chart().encode(
         y=alt.Y("measure:N", title=None, sort=list(MEASURES)), yOffset=alt.YOffset("target:N"),

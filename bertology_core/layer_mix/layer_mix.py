@@ -42,8 +42,9 @@ import numpy as np
 import polars as pl
 import torch
 
-from bertology_core.layer_mix.layer_mix_stats import center_of_gravity, expected_layer, interval, resampled_expected_layers
+from bertology_core.layer_mix.layer_mix_stats import center_of_gravity, expected_layer, resampled_expected_layers
 from bertology_core.probing.probing import ProbeSettings, held_out_sentences, label_set_data
+from bertology_core.stats.bootstrap import DEFINED_SHARE, percentile_interval
 
 
 @dataclass
@@ -193,7 +194,8 @@ def layer_mix_tables(labels: str, probes: MixedProbes | Sequence[MixedProbes], c
         "mix_weight_max": mixes.max(axis=0), "epoch_min": epochs.min(axis=0), "epoch_max": epochs.max(axis=0),
         "epochs_run_max": np.full(layers, max(p.epochs_run for p in probes)),
     })
-    low, high = interval(resampled_expected_layers({labels: correct}, {labels: sentences}, resamples, seed)[labels], level)
+    low, high = percentile_interval(resampled_expected_layers({labels: correct}, {labels: sentences}, resamples, seed)[labels],
+                                    level, min_share=DEFINED_SHARE)
     depth = layers - 1
     # E_Delta divides by the layers' total gain over the embeddings; where that gain is not positive in 99% of the
     # resamples (an encoder whose layers add nothing, such as random weights) the ratio is noise over noise and can

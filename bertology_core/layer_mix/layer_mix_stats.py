@@ -4,10 +4,11 @@ needs no torch)."""
 
 from __future__ import annotations
 
+import altair as alt
 import numpy as np
 import polars as pl
 
-from bertology_core.stats.bootstrap import percentile_interval, resample_indices
+from bertology_core.stats.bootstrap import resample_indices
 
 
 def center_of_gravity(mix: np.ndarray) -> float:
@@ -85,14 +86,6 @@ def resampled_expected_layers(correct: dict[str, np.ndarray], sentences: dict[st
     return out
 
 
-def interval(draws: np.ndarray, level: float, min_share: float = 0.99) -> tuple[float, float]:
-    """Percentile interval of ``draws``; NaN when more than ``1 - min_share`` of them are undefined."""
-    if np.isfinite(draws).sum() < min_share * len(draws):
-        return float("nan"), float("nan")
-    low, high = percentile_interval(draws, level)
-    return float(low), float(high)
-
-
 def words_correct(words: pl.DataFrame, name: str) -> tuple[list, np.ndarray, np.ndarray]:
     """From the per-word table of :func:`bertology_core.layer_mix.layer_mix.layer_mix_label_sets`, label set ``name``'s probe
     seeds (sorted; ``[None]`` for a table written before it had a ``probe_seed`` column: one seed), right or wrong
@@ -144,8 +137,6 @@ def mix_chart(cumulative: pl.DataFrame, summary: pl.DataFrame):
     """Tenney et al.'s figure 1 for every probed state: per label set (rows), the full mix's weight on each layer and
     each layer's differential score (columns), one line per state; the center of gravity and the expected layer are
     in the table beside it."""
-    import altair as alt
-
     long = cumulative.unpivot(index=["state", "labels", "layer"], on=["mix_weight", "delta"], variable_name="measure",
                               value_name="value").with_columns(pl.col("measure").replace_strict(
                                   {"mix_weight": "mixing weight s_l (full mix)", "delta": "differential score Delta_l"}))

@@ -58,6 +58,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from bertology_core.attention.dump_files import dequantise
 from bertology_core.data import states
 from bertology_core.data.glue import tokenizer_text
 from bertology_core.data.word_pieces import blank_pieces, blank_spans_to_next_piece
@@ -297,8 +298,6 @@ def score_dump(
 ) -> dict[str, pl.DataFrame]:
     """Per-head feature scores, scores of every direction in ``directions`` (every layer) and [CLS]'s
     distribution (last layer) of a dump."""
-    from bertology_core.attention.dump_files import dequantise
-
     directions = check_directions(directions)
 
     dump_tokens = dump.tokens()

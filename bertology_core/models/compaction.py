@@ -1,7 +1,7 @@
 """Physically smaller models from structured masks: heads and MLPs cut out of the weight matrices.
 
 transformers 5 dropped ``prune_heads``; this does the same for every supported encoder, and for MLPs too, on the
-parts :mod:`bertology_core.engine.encoder` finds. A removed head's rows leave the head projections (query, key, value;
+parts :mod:`bertology_core.engine.structure` finds. A removed head's rows leave the head projections (query, key, value;
 fused or not; DeBERTa's positional projections when not shared) and its columns leave the attention output
 projection; the attention module's head count follows. A removed MLP keeps an input map with no outputs and an
 output map ``Linear(0, hidden)`` without a bias (it adds nothing, and has nothing to train). A layer with no head left
@@ -31,7 +31,7 @@ from safetensors.torch import load_file, save_file
 from torch import nn
 from transformers import AutoConfig, AutoModelForSequenceClassification, PreTrainedModel
 
-from bertology_core.engine import encoder
+from bertology_core.engine.structure import DepthParts, depth_layers, structure
 from bertology_core.pruning.importance import StructureMask
 from bertology_core.data.io import atomic_path
 
@@ -109,7 +109,7 @@ def _cuttable(model: PreTrainedModel, mask: StructureMask) -> tuple[set[int], se
     """The depths whose heads, and whose MLP, can be cut out: every depth for unshared weights; for weights shared
     across depth, the depths of a module whose depths all remove the same heads (or all remove its MLP)."""
     depths_of: dict[int, list[int]] = {}
-    for depth, layer in enumerate(encoder.depth_layers(model)):
+    for depth, layer in enumerate(depth_layers(model)):
         depths_of.setdefault(id(layer), []).append(depth)
     heads, mlps = set(), set()
     for depths in depths_of.values():
@@ -137,7 +137,7 @@ def compact(model: PreTrainedModel, mask: StructureMask) -> PreTrainedModel:
     """Cut the removed heads and MLPs of ``mask`` out of ``model`` (in place) and return it; what cannot be cut is
     in :func:`residual_mask` (call it before compacting)."""
     cut_heads, cut_mlps = _cuttable(model, mask)
-    parts = encoder.structure(model)
+    parts = structure(model)
     heads = int(model.config.num_attention_heads)
     # head rows are found from the configured geometry: a model already cut would be cut wrong
     all_heads = heads * int(getattr(model.config, "attention_head_size", None) or model.config.hidden_size // heads)
@@ -162,7 +162,7 @@ def compact(model: PreTrainedModel, mask: StructureMask) -> PreTrainedModel:
     return model
 
 
-def _cut_heads(model: PreTrainedModel, part: encoder.DepthParts, kept: np.ndarray) -> None:
+def _cut_heads(model: PreTrainedModel, part: DepthParts, kept: np.ndarray) -> None:
     heads = int(model.config.num_attention_heads)
     if len(kept) == heads:
         return
@@ -199,7 +199,7 @@ def kept_parameter_share(model: PreTrainedModel, mask: StructureMask) -> float:
     across depth (ALBERT), where a unit gated at some depths removes no parameter, it is the share the mask keeps."""
     heads = int(model.config.num_attention_heads)
     total = removed = 0
-    for depth, part in enumerate(encoder.structure(model)):
+    for depth, part in enumerate(structure(model)):
         total += parameter_count(part.layer)
         head_size = part.output_projection.in_features // heads
         per_head = head_size * part.output_projection.out_features + sum(
@@ -221,16 +221,16 @@ def save_compact(model: PreTrainedModel, mask: StructureMask, folder: str | os.P
         model.config.to_json_file(tmp / "config.json")
         state = {k: v.detach().contiguous().cpu() for k, v in model.state_dict().items()}
         save_file(state, tmp / "model.safetensors")
-        structure = {"heads": mask.heads.astype(int).tolist(), "mlps": mask.mlps.astype(int).tolist()}
-        (tmp / "structure.json").write_text(json.dumps(structure))
+        kept = {"heads": mask.heads.astype(int).tolist(), "mlps": mask.mlps.astype(int).tolist()}
+        (tmp / "structure.json").write_text(json.dumps(kept))
 
 
 def load_compact(folder: str | os.PathLike[str]) -> tuple[PreTrainedModel, StructureMask]:
     """The compacted model and its mask. Where weights are shared across depth, what could not be cut must still be
     gated: run it under ``intervene(model, residual_mask(model, mask).plan())`` (an empty plan for unshared weights)."""
     folder = Path(folder)
-    structure = json.loads((folder / "structure.json").read_text())
-    mask = StructureMask(np.array(structure["heads"], dtype=bool), np.array(structure["mlps"], dtype=bool))
+    kept = json.loads((folder / "structure.json").read_text())
+    mask = StructureMask(np.array(kept["heads"], dtype=bool), np.array(kept["mlps"], dtype=bool))
     config = AutoConfig.from_pretrained(folder)
     model = compact(AutoModelForSequenceClassification.from_config(config), mask)
     model.load_state_dict(load_file(folder / "model.safetensors"), strict=True)

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from huggingface_hub import snapshot_download
 from safetensors import SafetensorError
 from transformers import (AutoConfig, AutoModel, AutoModelForSequenceClassification, AutoTokenizer, PreTrainedConfig,
                           PreTrainedModel, PreTrainedTokenizerBase)
@@ -78,8 +79,6 @@ def resolve_model(spec: str) -> ResolvedModel:
                 "Fix: save the model with save_pretrained() (safetensors; .bin pickles are refused)."
             )
     else:
-        from huggingface_hub import snapshot_download
-
         kind = "hub"
         try:
             folder = Path(

@@ -17,24 +17,25 @@ import torch
 from transformers import PreTrainedModel
 
 from bertology_core.disabling import disabling
-from bertology_core.engine import attention, encoder
+from bertology_core.engine.plan import ATTENTION_NORM_SCALE, OUTPUT_NORM_SCALE, InterventionPlan, per_layer
+from bertology_core.engine.structure import UnsupportedStructure, missing_part_reason, structure
 from bertology_core.models.batching import Encoded
 from bertology_core.outliers.outliers_stats import NORMS, Criterion, DimensionSet, outlier_table, standardised
 
-POINT_OF_NORM = {"output_norm": attention.OUTPUT_NORM_SCALE, "attention_norm": attention.ATTENTION_NORM_SCALE}
+POINT_OF_NORM = {"output_norm": OUTPUT_NORM_SCALE, "attention_norm": ATTENTION_NORM_SCALE}
 
 
 def layernorm_parameters(model: PreTrainedModel) -> pl.DataFrame:
     """Every depth's output and attention-output LayerNorm weights and biases: ``norm, layer, dimension, weight,
     bias`` (a LayerNorm without a bias has bias 0); a LayerNorm shared across depth (ALBERT) appears once, at its first
-    depth. Raises :class:`~bertology_core.engine.encoder.UnsupportedStructure` for a
+    depth. Raises :class:`~bertology_core.engine.structure.UnsupportedStructure` for a
     pre-LayerNorm encoder, whose norms are not the residual stream (the criterion does not apply)."""
     frames, seen = [], set()
-    for layer, part in enumerate(encoder.structure(model)):
+    for layer, part in enumerate(structure(model)):
         for norm in NORMS:
             module = getattr(part, norm)
             if module is None:
-                raise encoder.UnsupportedStructure(encoder.missing_part_reason(model, norm))
+                raise UnsupportedStructure(missing_part_reason(model, norm))
             if id(module) in seen:  # shared across depth (ALBERT): one LayerNorm, counted once, at its first depth
                 continue
             seen.add(id(module))
@@ -45,7 +46,7 @@ def layernorm_parameters(model: PreTrainedModel) -> pl.DataFrame:
     return pl.concat(frames).with_columns(pl.col("layer").cast(pl.Int16), pl.col("dimension").cast(pl.Int32))
 
 
-def build_plan(configs: Sequence[DimensionSet], num_layers: int, hidden: int) -> attention.InterventionPlan:
+def build_plan(configs: Sequence[DimensionSet], num_layers: int, hidden: int) -> InterventionPlan:
     """One engine plan evaluating ``configs`` side by side: each configuration's dimensions at 0 in its placement's
     LayerNorms of every layer (configuration-major batch expansion)."""
     edits = {}
@@ -57,8 +58,8 @@ def build_plan(configs: Sequence[DimensionSet], num_layers: int, hidden: int) ->
                     raise ValueError(f"{config.name}: dimensions outside the model's {hidden}: {config.dimensions}")
                 values[index, list(config.dimensions)] = 0.0
         if not bool((values == 1).all()):
-            edits.update(attention.per_layer(point, {layer: values for layer in range(num_layers)}))
-    return attention.InterventionPlan(len(configs), edits)
+            edits.update(per_layer(point, {layer: values for layer in range(num_layers)}))
+    return InterventionPlan(len(configs), edits)
 
 
 def evaluate_dimension_sets(model: PreTrainedModel, data: Encoded, configs: Sequence[DimensionSet],
@@ -79,6 +80,6 @@ def find_outliers(model: PreTrainedModel, criterion: Criterion) -> tuple[pl.Data
     both tables are empty and the reason says why, so a workflow over several encoders goes on."""
     try:
         parameters = layernorm_parameters(model)
-    except encoder.UnsupportedStructure as error:
+    except UnsupportedStructure as error:
         return pl.DataFrame(), pl.DataFrame(), str(error)
     return standardised(parameters), outlier_table(parameters, criterion), ""

@@ -26,6 +26,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import altair as alt
 import numpy as np
 import polars as pl
 
@@ -33,7 +34,7 @@ from bertology_core.data import states
 from bertology_core.stats.bootstrap import PairedDeltas, paired_deltas, resample_indices
 from bertology_core.disabling.disabling_stats import pooled_over_seeds, seed_verdicts
 
-NORMS = ("output_norm", "attention_norm")  # the engine's DepthParts fields (bertology_core.engine.encoder)
+NORMS = ("output_norm", "attention_norm")  # the engine's DepthParts fields (bertology_core.engine.structure)
 CRITERION_NORM = "output_norm"
 PARAMETERS = ("weight", "bias")
 # placement -> the LayerNorms whose dimensions are disabled, in every layer
@@ -280,8 +281,6 @@ def parameters_chart(parameters: pl.DataFrame, summary: pl.DataFrame):
 
 
 def _faceted(frame: pl.DataFrame, marked: pl.DataFrame):
-    import altair as alt
-
     charts = []
     for parameter in PARAMETERS:
         row = []
@@ -302,8 +301,6 @@ def _faceted(frame: pl.DataFrame, marked: pl.DataFrame):
 def contrast_chart(deltas: pl.DataFrame):
     """Per task (columns) and placement (rows): every random draw's delta across seeds (grey ticks) and the outliers'
     delta with its interval (red)."""
-    import altair as alt
-
     pooled = deltas.filter(pl.col("seed").is_null() & (pl.col("kind") != "intact")).with_columns(
         (pl.col("delta") * 100).alias("delta_points"), (pl.col("ci_low") * 100).alias("low"), (pl.col("ci_high") * 100).alias("high"))
     base = alt.Chart(pooled.to_pandas())

@@ -26,13 +26,16 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import polars as pl
 import torch
 import torch.nn.functional as F
 from sklearn.base import BaseEstimator, ClassifierMixin, clone
-from sklearn.metrics import f1_score
+from sklearn.metrics import confusion_matrix, f1_score
 from sklearn.model_selection import StratifiedKFold
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
+
+from bertology_core.attention.dump_files import dequantise
 
 
 def resize_map(attention: np.ndarray, size: int) -> np.ndarray:
@@ -40,6 +43,24 @@ def resize_map(attention: np.ndarray, size: int) -> np.ndarray:
     tensor = torch.from_numpy(np.ascontiguousarray(attention, dtype=np.float32))[None, None]
     mode = "area" if attention.shape[0] >= size else "nearest"
     return F.interpolate(tensor, size=(size, size), mode=mode)[0, 0].numpy()
+
+
+def resized_maps(dump: Any, keys: pl.DataFrame, size: int) -> np.ndarray:
+    """``[n, size, size]`` resized maps for the ``(example, layer, head)`` rows of ``keys``, in its order."""
+    wanted = keys.select("example", "layer", "head").with_row_index("order")
+    found = (
+        dump.scan()
+        .join(wanted.lazy(), on=["example", "layer", "head"])
+        .select("order", "length", "weights")
+        .collect()
+        .sort("order")
+    )
+    if found.height != wanted.height:
+        raise KeyError(f"{wanted.height - found.height} requested maps are not in {dump.attention_path}")
+    out = np.empty((found.height, size, size), dtype=np.float32)
+    for i, (length, weights) in enumerate(found.select("length", "weights").iter_rows()):
+        out[i] = resize_map(dequantise(np.asarray(weights, dtype=np.uint16), dump.scale).reshape(length, length), size)
+    return out
 
 
 def pack(maps: np.ndarray, features: np.ndarray | None = None) -> np.ndarray:
@@ -211,7 +232,5 @@ def cross_validated_f1(model: PatternCNN, X: np.ndarray, y: np.ndarray, folds: i
 
 def confusion(truth: np.ndarray, predicted: np.ndarray, classes: list[str]) -> dict[str, Any]:
     """Confusion matrix as JSON-ready ``{"labels": classes, "matrix": rows = hand label, columns = predicted}``."""
-    from sklearn.metrics import confusion_matrix
-
     matrix = confusion_matrix(np.asarray(truth), np.asarray(predicted), labels=classes)
     return {"labels": list(classes), "matrix": matrix.tolist()}

@@ -24,7 +24,7 @@ import re
 import os
 import struct
 import zlib
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -269,14 +269,13 @@ def label_sheet(maps: list[np.ndarray], specials: list[np.ndarray], columns: int
 def pass_agreement(first: pl.DataFrame, second: pl.DataFrame, frequent: list[str] | None = None) -> dict[str, Any]:
     """Cohen's kappa and raw agreement of a blind second pass with the first, on the keys both label, and the
     second pass's macro F1 against the first (over every class, and over ``frequent`` classes when given)."""
-    from sklearn.metrics import cohen_kappa_score
+    # lazy: this module is read while the workflow is parsed (rules/common.smk); sklearn takes ~1.5 s
+    from sklearn.metrics import cohen_kappa_score, f1_score
 
     joined = first.select(*KEY, "label").join(second.select(*KEY, pl.col("label").alias("second")), on=list(KEY))
     if joined.height < second.height:
         raise LabelsError(f"{second.height - joined.height} label(s) of the second pass name maps the first pass does not label. "
                           "Fix: draw the second pass from the first (tools/label_patterns.py second-pass).")
-    from sklearn.metrics import f1_score
-
     classes = [c for c in patterns.CLASSES if c in set(joined["label"])]
     return {
         "maps": joined.height,
@@ -302,6 +301,7 @@ def rule_labels(features: pl.DataFrame, thresholds: patterns.RuleThresholds) -> 
 def validation_split(labels: np.ndarray, held_out_share: float, seed: int) -> np.ndarray:
     """``"fit"`` or ``"held_out"`` per label, stratified by class (not stratified at all when a class has a
     single label)."""
+    # lazy: this module is read while the workflow is parsed (rules/common.smk); sklearn takes ~1.5 s
     from sklearn.model_selection import train_test_split
 
     labels = np.asarray(labels)
@@ -322,9 +322,7 @@ def fit_rule_thresholds(features: pl.DataFrame, labels: np.ndarray, start: patte
     by coordinate ascent from ``start``: each threshold in turn over a grid of 0.025 steps (``structure``:
     0.05 steps up to 2), keeping a change only when it raises macro F1, until a round changes nothing.
     Deterministic; fit it on labels you do not report it on."""
-    from dataclasses import fields as dataclass_fields
-    from dataclasses import replace
-
+    # lazy: this module is read while the workflow is parsed (rules/common.smk); sklearn takes ~1.5 s
     from sklearn.metrics import f1_score
 
     labels = np.asarray(labels, dtype=object)
@@ -336,7 +334,7 @@ def fit_rule_thresholds(features: pl.DataFrame, labels: np.ndarray, start: patte
     best, best_score = start, score(start)
     for _ in range(rounds):
         changed = False
-        for field in dataclass_fields(patterns.RuleThresholds):
+        for field in fields(patterns.RuleThresholds):
             grid = tuple(round(2 * v, 3) for v in THRESHOLD_GRID) if field.name == "structure" else THRESHOLD_GRID
             for value in grid:
                 try:

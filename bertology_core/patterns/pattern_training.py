@@ -20,12 +20,17 @@ from typing import Any
 import numpy as np
 import polars as pl
 import torch
+from safetensors import safe_open
 from safetensors.torch import load_file, save_file
+from scipy.stats import binomtest
+from sklearn.metrics import f1_score
 
 from bertology_core.patterns import pattern_labels, patterns
 from bertology_core.attention.dump_files import AttentionDump
 from bertology_core.data.io import atomic_path
-from bertology_core.patterns.pattern_cnn import PatternCNN, PatternEnsemble, PatternNet, confusion, cross_validated_f1, pack
+from bertology_core.stats.bootstrap import percentile_interval, resample_indices
+from bertology_core.patterns.pattern_cnn import (PatternCNN, PatternEnsemble, PatternNet, confusion, cross_validated_f1,
+                                                 pack, resized_maps)
 
 PAPER_F1 = 0.86  # Kovaleva et al. 2019, on ~400 hand-labelled maps
 LabelsError = pattern_labels.LabelsError
@@ -69,7 +74,7 @@ def maps_for(rows: pl.DataFrame, dump_prefixes: dict[str, str], image_size: int)
     out = np.empty((rows.height, image_size, image_size), dtype=np.float32)
     indexed = rows.with_row_index("row")
     for (key,), group in indexed.group_by("dump"):
-        out[group["row"].to_numpy()] = patterns.resized_maps(AttentionDump(dump_prefixes[key]), group, image_size)
+        out[group["row"].to_numpy()] = resized_maps(AttentionDump(dump_prefixes[key]), group, image_size)
     return out
 
 
@@ -91,7 +96,7 @@ def labelled_maps(labels: pl.DataFrame, labelled_prefixes: dict[str, str], image
         if missing.height:
             raise LabelsError(f"{key}: labelled idx {missing['idx'].unique().sort().to_list()[:5]} are not in {dump.attention_path}")
         keyed = keyed.with_columns(pl.col("example").cast(pl.Int32), pl.col("layer").cast(pl.Int16), pl.col("head").cast(pl.Int16))
-        out[keyed["row"].to_numpy()] = patterns.resized_maps(dump, keyed, image_size)
+        out[keyed["row"].to_numpy()] = resized_maps(dump, keyed, image_size)
         found = patterns.dump_features(dump, thresholds, keys=keyed.select("example", "layer", "head"))
         parts.append(keyed.select("row", "example", "layer", "head").join(
             found.drop("idx", "length"), on=["example", "layer", "head"], how="left").drop("example", "layer", "head"))
@@ -100,16 +105,12 @@ def labelled_maps(labels: pl.DataFrame, labelled_prefixes: dict[str, str], image
 
 
 def _macro_f1(truth: np.ndarray, predicted: np.ndarray, classes: list[str]) -> float | None:
-    from sklearn.metrics import f1_score
-
     # None (JSON null, not NaN) when no class qualifies
     return float(f1_score(truth, predicted, labels=classes, average="macro", zero_division=0)) if classes else None
 
 
 def _scores(truth: np.ndarray, predicted: np.ndarray, frequent: list[str]) -> dict[str, Any]:
     """Macro F1 over every class the hand labels hold and over the frequent ones, per-class F1, confusion."""
-    from sklearn.metrics import f1_score
-
     classes = [c for c in patterns.CLASSES if c in set(truth)]
     per_class = f1_score(truth, predicted, labels=classes, average=None, zero_division=0)
     return {
@@ -149,10 +150,6 @@ def score_on_test(model: PatternCNN, rules: patterns.RuleThresholds, test: pl.Da
                   level: float = 0.95) -> dict[str, Any]:
     """The final CNN and rule labeller (both trained or fitted on every training label) scored once on the test
     labels, with a percentile bootstrap interval of each macro F1 over the test maps and of their difference."""
-    from sklearn.metrics import f1_score
-
-    from bertology_core.stats.bootstrap import percentile_interval, resample_indices
-
     maps, labelled = labelled_maps(test, labelled_prefixes, image_size, thresholds)
     truth = labelled["label"].to_numpy()
     # a frequent class the test labels lack would score F1 0 for want of maps, not for errors: scored over the rest
@@ -302,8 +299,6 @@ class LoadedClassifier:
 
 
 def load_classifier(path: str | os.PathLike[str]) -> LoadedClassifier:
-    from safetensors import safe_open
-
     with safe_open(str(path), framework="pt") as handle:
         metadata = handle.metadata()
     classes = np.array(json.loads(metadata["classes"]))
@@ -326,7 +321,7 @@ def classify_dump(classifier: LoadedClassifier, dump: AttentionDump, features: p
     features = features.with_columns(pl.Series("rule_label", pattern_labels.rule_labels(features, classifier.thresholds)))
     parts = []
     for (layer,), group in features.sort("example", "layer", "head").group_by("layer", maintain_order=True):
-        maps = torch.from_numpy(patterns.resized_maps(dump, group, classifier.image_size))[:, None]
+        maps = torch.from_numpy(resized_maps(dump, group, classifier.image_size))[:, None]
         values = torch.from_numpy(patterns.feature_matrix(group))
         probabilities = torch.cat([classifier.net(maps[s : s + 1024], values[s : s + 1024]) for s in range(0, len(maps), 1024)])
         parts.append(group.with_columns(pl.Series("cnn_label", classifier.classes[probabilities.argmax(1).numpy()])))
@@ -432,8 +427,6 @@ def hand_label_shares(report: dict[str, Any], test: bool = False, level: float =
     """Class shares of the hand labels' simple random sample per dump (of the test labels' with ``test``), shaped
     like :func:`class_shares`, with a Clopper-Pearson interval over maps (``ci_low``, ``ci_high``): a share is a
     proportion, and a random sample of labelled maps estimates it without any labeller."""
-    from scipy.stats import binomtest
-
     rows = (report.get("test") or {}).get("hand_label_shares_random_sample") if test else report.get("hand_label_shares_random_sample")
     schema = {"dump": pl.String, "class": pl.String, "maps": pl.UInt32, "share": pl.Float64, "ci_low": pl.Float64,
               "ci_high": pl.Float64}

@@ -70,6 +70,8 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from bertology_core.attention.dump_files import dequantise
+
 # how a classifier's labels_source begins when it learnt people's labels (pattern_training), not the rules'
 HAND_LABELS = "hand labels"
 
@@ -301,8 +303,6 @@ def dump_features(dump: Any, thresholds: RuleThresholds = RuleThresholds(), laye
     """One row per map of an :class:`~bertology_core.attention.dump_files.AttentionDump`: ``example, idx, layer, head,
     length``, the features and ``rule_label``; only ``layers`` or only the ``(example, layer, head)`` rows of
     ``keys`` when given."""
-    from bertology_core.attention.dump_files import dequantise
-
     tokens = dump.tokens()
     masks = {row["example"]: special_masks(row["segment_ids"]) for row in tokens.iter_rows(named=True)}
     frame = dump.scan()
@@ -319,24 +319,3 @@ def dump_features(dump: Any, thresholds: RuleThresholds = RuleThresholds(), laye
         rows.append({"example": example, "idx": idx, "layer": layer, "head": head, "length": length, **features,
                      "rule_label": rule_label(features, thresholds)})
     return pl.DataFrame(rows).sort("example", "layer", "head")
-
-
-def resized_maps(dump: Any, keys: pl.DataFrame, size: int) -> np.ndarray:
-    """``[n, size, size]`` resized maps for the ``(example, layer, head)`` rows of ``keys``, in its order."""
-    from bertology_core.attention.dump_files import dequantise
-    from bertology_core.patterns.pattern_cnn import resize_map
-
-    wanted = keys.select("example", "layer", "head").with_row_index("order")
-    found = (
-        dump.scan()
-        .join(wanted.lazy(), on=["example", "layer", "head"])
-        .select("order", "length", "weights")
-        .collect()
-        .sort("order")
-    )
-    if found.height != wanted.height:
-        raise KeyError(f"{wanted.height - found.height} requested maps are not in {dump.attention_path}")
-    out = np.empty((found.height, size, size), dtype=np.float32)
-    for i, (length, weights) in enumerate(found.select("length", "weights").iter_rows()):
-        out[i] = resize_map(dequantise(np.asarray(weights, dtype=np.uint16), dump.scale).reshape(length, length), size)
-    return out

@@ -16,19 +16,23 @@ kind they found; selectivity says how much of the accuracy the probe could get b
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import polars as pl
 import torch
-from sklearn.base import BaseEstimator, ClassifierMixin
-from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import check_is_fitted, validate_data
+from safetensors.numpy import load_file
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.linear_model import LogisticRegression
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from bertology_core.models.batching import Encoded
+from bertology_core.data import treebank
 from bertology_core.data.word_pieces import as_in_running_text, blank_pieces
+from bertology_core.models.batching import Encoded
 
 POOLINGS = ("first", "mean")
 
@@ -238,59 +242,6 @@ def fit_layer_probes(
     return LayerProbes(best_weight, best_bias, mean, std, best_epoch, epoch, best_loss.numpy())
 
 
-class EarlyStoppedProbe(ClassifierMixin, BaseEstimator):
-    """One layer's probe as a scikit-learn classifier: the softmax regression of :func:`fit_layer_probes` (the
-    same fitting, stopping and standardisation; the workflow trains every layer at once with that function), for
-    use in scikit-learn's tools (``clone``, ``cross_val_score``, pipelines). ``fit(X, y, groups)``: ``X``
-    ``[words, features]``, ``groups`` the sentence of each word, so held-out sentences stay whole (without it,
-    each word is its own group). Parameters are :class:`ProbeSettings`' fields; defaults are the config
-    schema's (``probing.probe``)."""
-
-    def __init__(self, max_epochs: int = 50, patience: int = 3, validation_share: float = 0.1, batch_size: int = 512,
-                 learning_rate: float = 0.01, weight_decay: float = 1e-4, seed: int = 0):
-        self.max_epochs = max_epochs
-        self.patience = patience
-        self.validation_share = validation_share
-        self.batch_size = batch_size
-        self.learning_rate = learning_rate
-        self.weight_decay = weight_decay
-        self.seed = seed
-
-    def fit(self, X: np.ndarray, y: np.ndarray, groups: np.ndarray | None = None) -> "EarlyStoppedProbe":
-        X, y = validate_data(self, X, y, dtype=np.float32)
-        check_classification_targets(y)
-        self.classes_, encoded = np.unique(y, return_inverse=True)
-        if len(self.classes_) < 2:
-            raise ValueError(f"a probe needs at least two classes, got one class: {self.classes_[0]!r}")
-        sentences = np.arange(len(y)) if groups is None else np.asarray(groups)
-        settings = ProbeSettings(**self.get_params())
-        self.probes_ = fit_layer_probes(X[None], encoded, len(self.classes_), settings, sentences)
-        self.best_epoch_ = int(self.probes_.best_epoch[0])
-        self.n_epochs_ = self.probes_.epochs_run
-        return self
-
-    @torch.no_grad()
-    def _logits(self, X: np.ndarray) -> np.ndarray:
-        check_is_fitted(self)
-        X = validate_data(self, X, dtype=np.float32, reset=False)
-        x = (torch.from_numpy(np.ascontiguousarray(X))[None] - self.probes_.mean) / self.probes_.std
-        return (torch.einsum("lwf,lfc->lwc", x, self.probes_.weight) + self.probes_.bias[:, None])[0].numpy()
-
-    def decision_function(self, X: np.ndarray) -> np.ndarray:
-        """Logits ``[words, classes]``; for two classes, as scikit-learn's classifiers do, the second class's
-        logit minus the first's."""
-        check_is_fitted(self)
-        logits = self._logits(X)
-        return logits[:, 1] - logits[:, 0] if len(self.classes_) == 2 else logits
-
-    def predict_proba(self, X: np.ndarray) -> np.ndarray:
-        return torch.softmax(torch.from_numpy(self._logits(X)), dim=1).numpy()
-
-    def predict(self, X: np.ndarray) -> np.ndarray:
-        check_is_fitted(self)
-        return self.classes_[self._logits(X).argmax(axis=1)]
-
-
 REFERENCE_MAX_ITERATIONS = 5000  # lbfgs iterations before the reference counts as not converged
 
 
@@ -301,13 +252,6 @@ def reference_accuracy(train: np.ndarray, train_labels: np.ndarray, dev: np.ndar
     so a reader sees how much the probe's own stopping and regularisation move its accuracy. Give it the
     words the probe trained on (not its held-out sentences), so that only the fitting differs. Raises if
     lbfgs stops at its iteration cap: an unconverged reference would be no reference."""
-    import warnings
-
-    from sklearn.exceptions import ConvergenceWarning
-    from sklearn.linear_model import LogisticRegression
-    from sklearn.pipeline import make_pipeline
-    from sklearn.preprocessing import StandardScaler
-
     out = np.empty(len(train))
     for layer in range(len(train)):
         model = make_pipeline(StandardScaler(), LogisticRegression(C=regularisation, max_iter=REFERENCE_MAX_ITERATIONS))
@@ -500,10 +444,6 @@ def probe_label_sets(
 def load_probe_inputs(features: str, treebank_splits: dict[str, str], sample: dict) -> tuple[dict[str, np.ndarray], dict[str, pl.DataFrame]]:
     """A probed state's word features (the ``probe_features`` Safetensors) and the seeded treebank samples they were
     computed on (``sample``: ``train``/``dev`` sentence counts and ``seed``), checked to hold the same words."""
-    from safetensors.numpy import load_file
-
-    from bertology_core.data import treebank
-
     tensors = load_file(features)
     frames = {split: treebank.sample(pl.read_parquet(path), sample[split], sample["seed"]) for split, path in treebank_splits.items()}
     for split, frame in frames.items():

@@ -57,6 +57,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import polars as pl
+import torch
+
+from bertology_core.engine.intervention import intervene
+from bertology_core.engine.plan import InterventionPlan
+from bertology_core.models.batching import Encoded
+from bertology_core.stats.bootstrap import percentile_interval, resample_indices
 
 DIRECTIONS = ("dep->head", "head<-dep")
 CLARK_OFFSETS = (-3, -2, -1, 0, 1, 2)
@@ -255,8 +261,6 @@ def held_out_best(
     (over both directions) and the best offset are chosen on the sentences where ``selection`` (one bool per
     sentence) is true and scored on the others; ``difference`` is the head's accuracy minus the baseline's
     there, with a percentile interval from ``resamples`` bootstrap draws of the report half's sentences."""
-    from bertology_core.stats.bootstrap import resample_indices
-
     sentence = np.asarray(counts.word_sentence)
     relation = np.asarray(counts.word_relation, dtype=object)
     hits = np.stack(counts.word_hits) if counts.word_hits else np.zeros((0, len(DIRECTIONS), counts.num_layers, counts.num_heads), bool)
@@ -264,7 +268,6 @@ def held_out_best(
     chosen_half = np.asarray(selection, dtype=bool)[sentence] if sentence.size else np.zeros(0, bool)
     report_sentences = np.flatnonzero(~np.asarray(selection, dtype=bool))
     position = {s: i for i, s in enumerate(report_sentences)}
-    tail = 100 * (1 - level) / 2
     rows = []
     for name, total in counts.words.items():
         if name in exclude or total < min_words:
@@ -284,7 +287,7 @@ def held_out_best(
         draws = resample_indices(len(report_sentences), resamples, seed)
         with np.errstate(invalid="ignore", divide="ignore"):
             resampled = (h[draws].sum(1) - b[draws].sum(1)) / n[draws].sum(1)
-        low, high = np.nanpercentile(resampled, [tail, 100 - tail])
+        low, high = percentile_interval(resampled, level)
         rows.append({
             "relation": name, "selection_words": int(choose.sum()), "report_words": int(report.sum()),
             "direction": DIRECTIONS[d], "layer": int(layer), "head": int(head), "clark_name": f"{layer + 1}-{head + 1}",
@@ -312,11 +315,6 @@ def relation_counts(
     and count, per relation, every head's correct predictions and the offset baselines' (Clark et al., on word-level
     attention), and in the same pass Voita et al.'s token-level counts (``.voita``, :class:`VoitaCounts`) of the
     ``voita_relations`` (None: every relation) on the piece-level maps."""
-    import torch
-
-    from bertology_core.engine import attention
-    from bertology_core.models.batching import Encoded
-
     config = model.config
     counts = RelationCounts(config.num_hidden_layers, config.num_attention_heads, tuple(offsets))
     counts.voita = VoitaCounts(config.num_hidden_layers, config.num_attention_heads,
@@ -329,7 +327,7 @@ def relation_counts(
         def sink(layer: int, probs: torch.Tensor, real: torch.Tensor) -> None:
             captured[layer] = probs.float().cpu()
 
-        with torch.inference_mode(), attention.intervene(model, attention.InterventionPlan(sink=sink)):
+        with torch.inference_mode(), intervene(model, InterventionPlan(sink=sink)):
             model(**{key: value.to(model.device) for key, value in sentences.collate(rows).items()})
         maps = torch.stack([captured[layer] for layer in range(config.num_hidden_layers)], dim=1).numpy()  # [B, L, H, T, T]
         for i, r in enumerate(rows):

@@ -47,7 +47,11 @@ import torch
 from torch import nn
 from transformers import PreTrainedModel
 
-from bertology_core.engine import attention, encoder
+from bertology_core.engine.attention_function import use_engine
+from bertology_core.engine.first_token import first_token_output, reads_first_token_only
+from bertology_core.engine.intervention import intervene
+from bertology_core.engine.plan import HEAD_SCALE, MLP_SCALE, AttentionSink, InterventionPlan, per_layer
+from bertology_core.engine.structure import UnsupportedStructure, structure
 from bertology_core.finetune import finetune
 from bertology_core.finetune.finetune import Encoded, _labels_tensor
 from bertology_core.data.glue import GlueTask
@@ -85,7 +89,7 @@ class StructureMask:
             new_mlps[layer] = False
         return StructureMask(new_heads, new_mlps)
 
-    def plan(self) -> attention.InterventionPlan:
+    def plan(self) -> InterventionPlan:
         """An engine plan masking (gate 0) every removed head and MLP; layers left whole are untouched."""
         scale = {
             layer: torch.from_numpy(self.heads[layer].astype(np.float32))[None, :]
@@ -93,8 +97,8 @@ class StructureMask:
             if not self.heads[layer].all()
         }
         mlp_scale = {layer: torch.zeros(1) for layer in range(self.mlps.shape[0]) if not self.mlps[layer]}
-        return attention.InterventionPlan(edits={**attention.per_layer(attention.HEAD_SCALE, scale),
-                                                 **attention.per_layer(attention.MLP_SCALE, mlp_scale)})
+        return InterventionPlan(edits={**per_layer(HEAD_SCALE, scale),
+                                       **per_layer(MLP_SCALE, mlp_scale)})
 
 
 GRANULARITIES = ("token", "example", "batch")
@@ -137,7 +141,7 @@ def gate_importance(
     """
     if granularity not in GRANULARITIES:
         raise ValueError(f"unknown importance granularity {granularity!r}: one of {GRANULARITIES}")
-    attention.use_engine(model)
+    use_engine(model)
     model.eval()
     num_layers, num_heads = model.config.num_hidden_layers, model.config.num_attention_heads
     mask = mask or StructureMask.full(num_layers, num_heads)
@@ -150,24 +154,24 @@ def gate_importance(
     dtype = torch.promote_types(torch.float32, next(model.parameters()).dtype)
     head_values = torch.from_numpy(mask.heads).to(dtype)
     mlp_values = torch.from_numpy(mask.mlps).to(dtype)
-    parts = encoder.structure(model) if granularity == "token" else None
+    parts = structure(model) if granularity == "token" else None
     for start in range(0, len(order), batch_size):
         rows = order[start : start + batch_size]
         batch = {k: v.to(device) for k, v in data.collate(rows).items()}
         real = batch["attention_mask"].bool()  # [batch, position]
         heads = [head_values[layer].expand(len(rows), -1).clone().to(device).requires_grad_(True) for layer in range(num_layers)]
         mlps = [mlp_values[layer].expand(len(rows)).clone().to(device).requires_grad_(True) for layer in range(num_layers)]
-        plan = attention.InterventionPlan(edits={**attention.per_layer(attention.HEAD_SCALE, dict(enumerate(heads))),
-                                                 **attention.per_layer(attention.MLP_SCALE, dict(enumerate(mlps)))},
-                                          per_example=True,
-                                          sink=_token_head_sink(head_sum) if granularity == "token" else None)
+        plan = InterventionPlan(edits={**per_layer(HEAD_SCALE, dict(enumerate(heads))),
+                                       **per_layer(MLP_SCALE, dict(enumerate(mlps)))},
+                                per_example=True,
+                                sink=_token_head_sink(head_sum) if granularity == "token" else None)
         with contextlib.ExitStack() as stack:
-            stack.enter_context(attention.intervene(model, plan))
+            stack.enter_context(intervene(model, plan))
             if granularity == "token":
                 # registered after the plan's own hooks: they see the MLP output after its gate
                 for module in dict.fromkeys(part.mlp_output for part in parts):
                     stack.callback(module.register_forward_hook(_token_mlp_hook(plan, mlp_sum, real)).remove)
-            stack.enter_context(attention.first_token_output(model))
+            stack.enter_context(first_token_output(model))
             output = model(**batch, labels=_labels_tensor(task, labels[rows]).to(device))
             # the model's loss is a mean over the batch: times the batch size it is the sum of per-example
             # losses, whose gradient with respect to example b's gate is example b's own gradient (and their sum
@@ -184,12 +188,12 @@ def gate_importance(
         divisor = np.full(num_layers, examples, dtype=float)
     else:
         divisor = np.full(num_layers, tokens, dtype=float)
-        if granularity == "token" and encoder.reads_first_token_only(model):
+        if granularity == "token" and reads_first_token_only(model):
             divisor[-1] = examples
     return head_sum.cpu().numpy() / divisor[:, None], mlp_sum.cpu().numpy() / divisor
 
 
-def _token_head_sink(head_sum: torch.Tensor) -> attention.AttentionSink:
+def _token_head_sink(head_sum: torch.Tensor) -> AttentionSink:
     """An engine sink adding, once the backward pass reaches each layer's (gated) probabilities ``p``, every head's
     ``sum over real query positions of |sum_k p[q, k] * dL/dp[q, k]|`` (the gradient with respect to a gate on the
     head's context at ``q``) to ``head_sum[layer]``."""
@@ -209,20 +213,20 @@ def _token_head_sink(head_sum: torch.Tensor) -> attention.AttentionSink:
     return sink
 
 
-def _token_mlp_hook(plan: attention.InterventionPlan, mlp_sum: torch.Tensor, real: torch.Tensor):
+def _token_mlp_hook(plan: InterventionPlan, mlp_sum: torch.Tensor, real: torch.Tensor):
     """A forward hook on a depth's MLP output module (shared across depth in ALBERT: the plan's depth says which)
     adding, in the backward pass, ``sum over real positions of |sum_hidden out * dL/dout|`` to ``mlp_sum[depth]``.
-    Where the last layer runs on the first position alone (:func:`attention.first_token_output`) its output has one
-    position."""
+    Where the last layer runs on the first position alone
+    (:func:`~bertology_core.engine.first_token.first_token_output`) its output has one position."""
 
     def hook(module: nn.Module, args: tuple, output: torch.Tensor) -> None:
         depth = plan.depth
         if depth is None or not output.requires_grad:
             return
         if output.dim() != 3 or output.shape[1] not in (1, real.shape[1]):
-            raise encoder.UnsupportedStructure(f"token importance: the MLP output of depth {depth} is "
-                                               f"{tuple(output.shape)}, not [batch, {real.shape[1]} positions (or 1), "
-                                               "hidden]")
+            raise UnsupportedStructure(f"token importance: the MLP output of depth {depth} is "
+                                       f"{tuple(output.shape)}, not [batch, {real.shape[1]} positions (or 1), "
+                                       "hidden]")
         kept = output.detach()
         weights = real[:, : output.shape[1]].to(kept.dtype)  # one position: the first token's, always real
 
@@ -286,17 +290,17 @@ def iterative_head_pruning(
 
 @torch.inference_mode()
 def masked_logits(
-    model: PreTrainedModel, data: Encoded, plan: attention.InterventionPlan | None = None, batch_size: int = 64
+    model: PreTrainedModel, data: Encoded, plan: InterventionPlan | None = None, batch_size: int = 64
 ) -> np.ndarray:
     """Logits ``[examples, labels]`` with ``plan`` active, through the engine (only [CLS] goes past the
     last layer's attention); batches sorted by length."""
-    attention.use_engine(model)
-    with attention.intervene(model, plan or attention.InterventionPlan()), attention.first_token_output(model):
+    use_engine(model)
+    with intervene(model, plan or InterventionPlan()), first_token_output(model):
         return finetune.predict(model, data, batch_size)
 
 
 def masked_predictions(
-    model: PreTrainedModel, task: GlueTask, data: Encoded, plan: attention.InterventionPlan | None = None, batch_size: int = 64
+    model: PreTrainedModel, task: GlueTask, data: Encoded, plan: InterventionPlan | None = None, batch_size: int = 64
 ) -> np.ndarray:
     """Class ids (scores for regression) from :func:`masked_logits`."""
     logits = masked_logits(model, data, plan, batch_size)
@@ -304,12 +308,12 @@ def masked_predictions(
 
 
 def dev_scorer(model: PreTrainedModel, task: GlueTask, dev: pl.DataFrame, encoded: Encoded, batch_size: int,
-               record: list | None = None) -> Callable[[attention.InterventionPlan | None], float]:
+               record: list | None = None) -> Callable[[InterventionPlan | None], float]:
     """The task's primary metric on ``dev`` (encoded as ``encoded``) for a plan (None: the model as it is); logs
     each score. ``record``: each call appends its per-example frame (``idx, label, prediction``)."""
     labels, metric = dev["label"].to_numpy(), primary_metric(task)
 
-    def score(plan: attention.InterventionPlan | None) -> float:
+    def score(plan: InterventionPlan | None) -> float:
         predictions = masked_predictions(model, task, encoded, plan, batch_size)
         value = compute_metrics(task, predictions, labels)[metric]
         logging.info("dev %s %.4f", metric, value)

@@ -46,9 +46,16 @@ from torch.nn.utils import prune
 from transformers import PreTrainedModel
 
 from bertology_core.data import states
-from bertology_core.engine import attention
+from bertology_core.engine.attention_function import use_engine
+from bertology_core.engine.intervention import intervene
+from bertology_core.engine.plan import InterventionPlan
+from bertology_core.engine.structure import encoder_layers
 from bertology_core.disabling.disabling_stats import split_halves
+from bertology_core.finetune import finetune
 from bertology_core.finetune.finetune import Encoded, FinetuneConfig
+from bertology_core.models import compaction
+from bertology_core.models.device import default_device
+from bertology_core.models.models import load_classifier_reported, load_tokenizer
 from bertology_core.data.glue import GlueTask, subsample
 from bertology_core.stats.metrics import compute_metrics, primary_metric
 from bertology_core.pruning.importance import StructureMask, gate_importance, least_important, masked_predictions, normalize_by_layer
@@ -125,7 +132,7 @@ def prune_while_above(
 def encoder_weights(model: PreTrainedModel) -> list[tuple[str, nn.Linear]]:
     """The weight matrices m-pruning acts on: every ``nn.Linear`` inside the encoder layers (Q, K, V,
     attention output, the two MLP matrices), by their module name; a matrix shared across depth (ALBERT) once."""
-    inside = {id(module) for layer in attention.encoder_layers(model) for module in layer.modules()}
+    inside = {id(module) for layer in encoder_layers(model) for module in layer.modules()}
     return [(name, module) for name, module in model.named_modules() if isinstance(module, nn.Linear) and id(module) in inside]
 
 
@@ -407,7 +414,7 @@ def find_ticket(
     full_report = compute_metrics(task, masked_predictions(model, task, report, None, batch_size), report_labels)
     floor = best_constant_score(task, selection_labels) if keep_above_constant else None
 
-    def score(plan: attention.InterventionPlan | None) -> float:
+    def score(plan: InterventionPlan | None) -> float:
         value = compute_metrics(task, masked_predictions(model, task, selection, plan, batch_size), selection_labels)[metric]
         logging.getLogger(__name__).info("%s %s-pruning: %s %.4f on %d choosing examples", protocol, method, metric, value, len(selection_labels))
         return value
@@ -465,16 +472,10 @@ def finetune_subnetwork(
     (``idx, label, prediction``), from which a summary scores any protocol's report examples, so that how
     dev is split never reruns the fine-tuning.
     """
-    from bertology_core.finetune import finetune
-    from bertology_core.models import compaction
-    from bertology_core.models.device import default_device
-    from bertology_core.stats.metrics import compute_metrics
-    from bertology_core.models.models import load_classifier_reported, load_tokenizer
-
     tokenizer = load_tokenizer(model_path)
     model, loaded = load_classifier_reported(model_path, task, states.PRETRAINED, seed)
     model.to(device or default_device())
-    total = compaction.parameter_count(attention.encoder_layers(model))
+    total = compaction.parameter_count(encoder_layers(model))
     gates, gated_share = contextlib.nullcontext(), None
     if isinstance(mask, StructureMask):
         residual = compaction.residual_mask(model, mask)
@@ -482,7 +483,7 @@ def finetune_subnetwork(
             gated_share = compaction.kept_parameter_share(model, mask)
         compaction.compact(model, mask)
         if gated_share is not None:
-            gates = attention.intervene(attention.use_engine(model), residual.plan())
+            gates = intervene(use_engine(model), residual.plan())
     elif mask is not None:
         apply_weight_masks(model, mask)
     encoded = finetune.encode(train_frame, tokenizer, config.max_length)
@@ -495,7 +496,7 @@ def finetune_subnetwork(
     elif gated_share is not None:  # weights shared across depth: the share the mask keeps, counted per depth
         kept = gated_share
     else:  # s-pruning: share of the encoder layers' parameters left after compaction
-        kept = compaction.parameter_count(attention.encoder_layers(model)) / total
+        kept = compaction.parameter_count(encoder_layers(model)) / total
     labels = eval_frame["label"].to_numpy()
     per_example = eval_frame.select("idx", "label").with_columns(pl.Series("prediction", predictions))
     return {

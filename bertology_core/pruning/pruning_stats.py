@@ -9,6 +9,9 @@ from collections.abc import Sequence
 import numpy as np
 import polars as pl
 
+from bertology_core.disabling.disabling_stats import split_halves
+from bertology_core.stats.bootstrap import percentile_interval
+
 # How a lottery ticket is chosen and reported (bertology_core.pruning.lottery.protocol_examples); the labels are
 # the tables' ``protocol`` column. held_out is the reference the other protocol is compared with.
 PROTOCOLS: dict[str, str] = {
@@ -25,8 +28,6 @@ def report_sets(dev: pl.DataFrame, stratify: bool, split_seed: int) -> dict[str,
     ``half_b`` (it reports on it) and ``dev``; the halves are
     :func:`bertology_core.disabling.disabling_stats.split_halves` of ``dev``'s labels in its row order, as
     :func:`bertology_core.pruning.lottery.protocol_examples` draws them."""
-    from bertology_core.disabling.disabling_stats import split_halves
-
     half_a = split_halves(dev["label"].to_numpy(), stratify, split_seed)
     idx = dev["idx"].to_numpy()
     return {"half_a": idx[half_a], "half_b": idx[~half_a], "dev": idx}
@@ -117,11 +118,7 @@ def fleiss_kappa_interval(masks: np.ndarray, resamples: int = 1000, level: float
     histogram = _kept_histogram(masks)
     draws = np.random.default_rng(seed).multinomial(int(histogram.sum()), histogram / histogram.sum(), size=resamples)
     kappas = _kappa_from_histogram(draws.astype(float), raters)
-    tail = 100 * (1 - level) / 2
-    if np.isnan(kappas).all():
-        return float("nan"), float("nan")
-    low, high = np.nanpercentile(kappas, [tail, 100 - tail])
-    return float(low), float(high)
+    return percentile_interval(kappas, level)
 
 
 def drop_seeds_without_ticket(subnetworks: pl.DataFrame) -> tuple[pl.DataFrame, list[tuple[str, str, int, str]]]:

@@ -123,7 +123,7 @@ def michel_chart(curves: pl.DataFrame, model: str, settings: PruningSettings, ru
         line, "Iterative head pruning (Michel et al. 2019, fig. 3)",
         f"Dev score ({METRIC_NOTE}) as the least important heads are masked, {settings.step_share:.0%} of heads per step "
         f"(importance {'recomputed each step' if settings.recompute else 'computed once'}).\n"
-        f"{michel_note(settings)}\nModel {model}; seeds per task: {seeds_note(runs)}. Prunable shares in michel.md.",
+        f"{michel_note(settings)}\nModel {model}; seeds per task: {seeds_note(runs)}. Prunable shares in the michel table.",
     )
 
 
@@ -323,8 +323,8 @@ def survival_chart(survival: pl.DataFrame, model: str, runs: Sequence[Run]) -> a
     return figures.head_heatmap(
         heads, "survival", "Which heads survive s-pruning, across seeds (Prasanna et al. 2020)",
         "Share of the fine-tuning seeds with a ticket whose s-pruning ticket keeps the head (1 = every such seed; the held-out "
-        "tickets, chosen on half A of dev; a seed whose pruning removed nothing is left out, named in stability.md); Fleiss' "
-        f"kappa of the masks across seeds in stability.md.\nModel {model}; seeds per task: {seeds_note(runs)}.",
+        "tickets, chosen on half A of dev; a seed whose pruning removed nothing is left out, named in the stability table); Fleiss' "
+        f"kappa of the masks across seeds in the stability table.\nModel {model}; seeds per task: {seeds_note(runs)}.",
         facet="task", domain=(0.0, 1.0), tooltip=["task", "Layer", "Head", "survival"],
     )
 

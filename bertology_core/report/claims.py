@@ -53,8 +53,9 @@ import polars as pl
 from scipy import stats
 
 from bertology_core.data import states
-from bertology_core.stats.bootstrap import metric_on_resamples, percentile_interval, resample_indices
+from bertology_core.layer_mix.layer_mix_stats import expected_layer_difference
 from bertology_core.pruning.pruning_stats import prunable_share
+from bertology_core.stats.bootstrap import DEFINED_SHARE, metric_on_resamples, percentile_interval, resample_indices
 
 REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE, MODEL_UNFIT, NOT_RUN = (
     "reproduced", "not reproduced", "inconclusive", "model unfit", "not run")
@@ -128,7 +129,7 @@ CLAIMS: tuple[Claim, ...] = (
           "last two layers lowest cosine",
           "lowest mean cosine (pre-trained vs fine-tuned maps) of the layers before the last two, minus the highest of "
           "the last two; > 0 when the last two changed most; resampling dev examples",
-          Region(0.0, None), 1, "BERT-base, 12 layers; cosine of flattened maps padded to a fixed length", "change",
+          Region(0.0, None), 1, "BERT-base, 12 layers; cosine of flattened maps padded to a fixed length", "attention_change",
           "an ordering: the claim is which layers change most (fig. 5 gives no size), so any positive gap is the effect"),
     Claim("best_head_disabling_gain", "Kovaleva et al. 2019", "section 4.6, fig. 8",
           "Disabling a single head can raise the score: from +0.1 (STS-B) to +1.2 points (MRPC).",
@@ -186,7 +187,7 @@ CLAIMS: tuple[Claim, ...] = (
           Region(0.0, None), 1,
           "Transformer NMT encoders (6 layers x 8 heads; WMT and OpenSubtitles), importance by layer-wise relevance "
           "propagation, compared within layers by eye; here a fine-tuned classifier with Michel et al.'s gradient importance",
-          "roles", "a direction: the paper shows the ordering within layers, with no size; both measures trend with depth, so "
+          "head_roles", "a direction: the paper shows the ordering within layers, with no size; both measures trend with depth, so "
           "only a within-layer correlation tests it (whether the very top heads are the confident ones is not tested apart)"),
     Claim("l0_gates_beat_michel", "Voita et al. 2019 against Michel et al. 2019", "Voita et al. section 6",
           "The heads L0-penalised gates keep do better than the same number kept in Michel et al.'s importance order (the "
@@ -199,7 +200,7 @@ CLAIMS: tuple[Claim, ...] = (
           "are shown but not trusted",
           Region(0.0, None), 100,
           "Voita et al.: NMT encoders, gates trained with the whole model until convergence; here one epoch on the task's "
-          "train split, scored on Michel et al.'s dev sample", "roles",
+          "train split, scored on Michel et al.'s dev sample", "head_roles",
           "a comparison the papers never made: better, by any margin"),
     Claim("outliers_disrupt", "Kovaleva et al. 2021", "abstract; the authors' blog post (figs. 1-3)",
           "Disabling the outlier LayerNorm dimensions (weight and bias at 0 in every layer's output LayerNorm) degrades the "
@@ -252,11 +253,6 @@ class Measured:
     counted: bool = True  # whether the row counts towards the claim's one verdict (False: shown for comparison only)
 
 
-def _interval(draws: np.ndarray, level: float) -> tuple[float, float]:
-    low, high = percentile_interval(np.asarray(draws, dtype=float), level)
-    return float(low), float(high)
-
-
 def heterogeneous_share(classes: Mapping[tuple[str, int], pl.DataFrame], resamples: int, level: float, seed: int,
                         labels_source: str, validated: bool) -> list[Measured]:
     """Per task: the share of maps the CNN labels heterogeneous in the fine-tuned dumps (``classes``:
@@ -271,7 +267,7 @@ def heterogeneous_share(classes: Mapping[tuple[str, int], pl.DataFrame], resampl
             (pl.col("cnn_label") == "heterogeneous").sum().alias("hits"), pl.len().alias("maps")).sort("idx")
         hits, total = per_example["hits"].to_numpy().astype(float), per_example["maps"].to_numpy().astype(float)
         draws = resample_indices(len(hits), resamples, seed)
-        low, high = _interval(hits[draws].sum(1) / total[draws].sum(1), level)
+        low, high = percentile_interval(hits[draws].sum(1) / total[draws].sum(1), level)
         note = f"labeller: {labels_source}" if validated else (
             f"the pattern labeller is not validated against hand labels ({labels_source}): its shares cannot be "
             "compared with the paper's yet")
@@ -335,7 +331,7 @@ def last_layers_change(changes: Mapping[tuple[str, int], pl.DataFrame], resample
             return means[..., :-2].min(-1) - means[..., -2:].max(-1)
 
         draws = resample_indices(per_example.shape[0], resamples, seed)
-        low, high = _interval(statistic(per_example[draws]), level)
+        low, high = percentile_interval(statistic(per_example[draws]), level)
         means = np.nanmean(per_example, axis=0)
         note = "layers by mean cosine, most changed first: " + ", ".join(f"{layers[i] + 1}" for i in np.argsort(means))
         rows.append(Measured("last_layers_change_most", task, float(statistic(per_example)), low, high,
@@ -433,7 +429,7 @@ def michel_prunable_share(curves: Mapping[tuple[str, int], pl.DataFrame], predic
             per_seed.append(prunable_share(shares, full.tolist(), tolerance))
             scores = metric_on_resamples(metric_of[task], matrix, labels, draws)  # [steps, resamples]
             resampled.append([prunable_share(shares, scores[:, r].tolist(), tolerance) for r in range(scores.shape[1])])
-        low, high = _interval(np.mean(resampled, axis=0), level)
+        low, high = percentile_interval(np.mean(resampled, axis=0), level)
         rows.append(Measured("prunable_share", task, float(np.mean(per_seed)), low, high, tuple((task, s) for s in seeds),
                              note=f"tolerance {tolerance:.0%} of the full score; seeds: " + ", ".join(f"{v:.0%}" for v in per_seed)
                                   + (f"; {importance_note}" if importance_note else "")))
@@ -456,7 +452,7 @@ def probing_peak(words: pl.DataFrame, resamples: int, level: float, seed: int) -
         best = int(np.argmax(r.sum(0) / n.sum(0)))
         draws = resample_indices(r.shape[0], resamples, seed)
         accuracy = r[draws].sum(1) / n[draws].sum(1)  # [resamples, layers]
-        low, high = _interval(np.argmax(accuracy, axis=1) / depth, level)
+        low, high = percentile_interval(np.argmax(accuracy, axis=1) / depth, level)
         state = frame["state"][0] if "state" in frame.columns else ""
         rows.append(Measured("probing_peak_middle", f"{state} {name}".strip(), best / depth, low, high,
                              note=f"best layer {layers[best]} of {depth} (accuracy {r.sum(0)[best] / n.sum(0)[best]:.3f})"))
@@ -521,8 +517,6 @@ def pos_before_dependencies(words: pl.DataFrame, label_specs: Mapping[str, Mappi
     """The pre-trained encoder's expected layer of the dependency-relation label set minus the part-of-speech one's
     (the label sets named by their treebank ``field`` in ``label_specs``, the probing stage's ``labels``), with a paired
     interval over dev sentences; nothing when the config probes no such pair."""
-    from bertology_core.layer_mix.layer_mix_stats import expected_layer_difference, interval
-
     pos = [name for name, spec in label_specs.items() if spec["field"] in POS_FIELDS]
     dependencies = [name for name, spec in label_specs.items() if spec["field"] in DEPENDENCY_FIELDS]
     rows = []
@@ -530,7 +524,7 @@ def pos_before_dependencies(words: pl.DataFrame, label_specs: Mapping[str, Mappi
         for higher in dependencies:
             value, draws = expected_layer_difference(words, lower, higher, resamples, seed)
             # NaN (no interval) when more than 1% of the resamples leave an expected layer undefined
-            low, high = interval(draws, level)
+            low, high = percentile_interval(draws, level, min_share=DEFINED_SHARE)
             rows.append(Measured("pos_before_dependencies", f"{higher} - {lower}", value, low, high,
                                  note=f"{int(words['layer'].max())} layers"))
     return rows
@@ -615,7 +609,7 @@ def claims_table(measured: Sequence[Measured], fit: Mapping[tuple[str, int], boo
         missing = [f"{t} seed {s}" for t, s in m.models if (t, s) not in fit]
         if missing:
             raise ValueError(f"claim {m.key} ({m.scope}) rests on {', '.join(missing)}, which the fitness table "
-                             "(results/tables/fitness.parquet) has no verdict for. Fix: rerun the fitness rules for this model "
+                             "(results/fitness/fitness.parquet) has no verdict for. Fix: rerun the fitness rules for this model "
                              "(snakemake --forcerun model_fitness).")
         unfit_models = [f"{t} seed {s}" for t, s in m.models if not fit[(t, s)]]
         note = "; ".join(filter(None, [m.note, f"unfit: {', '.join(unfit_models)}" if unfit_models else ""]))

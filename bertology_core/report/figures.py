@@ -1,4 +1,5 @@
-"""Altair figures shared by the analyses, saved as interactive HTML and as PNG/SVG (vl-convert).
+"""Altair figures shared by the analyses, each saved once as its Vega-Lite spec (which the report page embeds) and as
+PNG (vl-convert; what Snakemake's report shows), and the tidy tables beside them (Parquet and CSV).
 
 Every figure gets a title and a two-line ``caption`` (what it shows; the config it came from),
 written into the chart as a subtitle so an exported PNG still says what it is.
@@ -12,7 +13,7 @@ from pathlib import Path
 import altair as alt
 import polars as pl
 
-from bertology_core.data.io import atomic_path
+from bertology_core.data.io import atomic_path, write_parquet
 
 
 def head_heatmap(
@@ -33,13 +34,15 @@ def head_heatmap(
     return chart.properties(title=alt.TitleParams(title, subtitle=caption.split("\n"), anchor="start"))
 
 
-FIGURE_FORMATS = ("html", "png", "svg", "vl.json")
+# a figure's files (bertology_core.workflow.runs.FIGURE_FILES): the PNG for Snakemake's report, the Vega-Lite spec
+# with its data for the report page, which draws it interactively
+FIGURE_FORMATS = ("png", "vl.json")
 
 
 def save_chart(chart: alt.Chart, stem: str | os.PathLike[str], formats: tuple[str, ...] = FIGURE_FORMATS) -> list[Path]:
-    """Write ``<stem>.html`` (interactive), ``.png``, ``.svg`` and ``.vl.json`` (the Vega-Lite spec with its
-    data, which the report page embeds), atomically; return the paths. Every row of the chart's data is kept
-    (altair refuses more than 5,000 by default; the limit is lifted for this call only)."""
+    """Write ``<stem>.png`` and ``<stem>.vl.json`` (the Vega-Lite spec with its data, which the report page embeds),
+    atomically; return the paths. Every row of the chart's data is kept (altair refuses more than 5,000 by default;
+    the limit is lifted for this call only)."""
     written = []
     with alt.data_transformers.disable_max_rows():
         for fmt in formats:
@@ -53,20 +56,13 @@ def save_chart(chart: alt.Chart, stem: str | os.PathLike[str], formats: tuple[st
     return written
 
 
-def write_table(frame: pl.DataFrame, stem: str | os.PathLike[str], float_format: str = "{:.3f}", note: str = "") -> None:
-    """``<stem>.parquet``, ``.csv`` and a Markdown ``.md`` of a tidy table; ``note``: a paragraph above the .md's
-    table (what a reader needs to read it)."""
-    from bertology_core.data.io import write_parquet, write_text
-
-    write_parquet(frame, f"{stem}.parquet")
+def write_table(frame: pl.DataFrame, stem: str | os.PathLike[str], note: str = "") -> None:
+    """``<stem>.parquet`` and ``<stem>.csv`` of a tidy table, atomically (runs.TABLE_FILES). ``note``: what a reader
+    needs to read it (a paragraph, which may name this run's settings), kept in the Parquet file's metadata as ``note``;
+    the report page shows it under the table's title (bertology_core.report.report.table_note)."""
+    write_parquet(frame, f"{stem}.parquet", metadata={"note": note} if note else None)
     with atomic_path(f"{stem}.csv") as tmp:
         frame.write_csv(tmp)
-    header = "| " + " | ".join(frame.columns) + " |\n|" + "---|" * len(frame.columns) + "\n"
-    rows = "".join(
-        "| " + " | ".join("" if v is None else float_format.format(v) if isinstance(v, float) else str(v) for v in row) + " |\n"
-        for row in frame.iter_rows()
-    )
-    write_text((f"{note}\n\n" if note else "") + header + rows, f"{stem}.md")
 
 
 PATTERN_COLORS = alt.Scale(

@@ -10,14 +10,10 @@ the report page shows both like any other stage's table and figure.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+import altair as alt
 import polars as pl
 
 from bertology_core.data import states
-
-if TYPE_CHECKING:
-    import altair as alt
 
 # the atlas's state column holds the states' display labels
 PRE_TRAINED, FINE_TUNED = states.label(states.PRETRAINED), states.label(states.FINETUNED)
@@ -166,8 +162,6 @@ def _best_relation_per_head(relations: pl.DataFrame, best: pl.DataFrame, rows: p
 def atlas_chart(atlas: pl.DataFrame, caption: str) -> alt.FacetChart:
     """Layer x head maps of one atlas measure at a time (a drop-down picks it, another the task), one panel
     per model state; the tooltip shows the head's whole atlas row."""
-    import altair as alt  # (imported here: altair is slow to import, and only the chart needs it)
-
     measures = [c for c, t in zip(atlas.columns, atlas.dtypes) if t.is_float() and not c.endswith(("_ci_low", "_ci_high"))]
     if not measures:
         raise ValueError("the head atlas has no numeric column to draw")

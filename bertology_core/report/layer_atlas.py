@@ -11,6 +11,7 @@ layer ``l`` are that layer's output LayerNorm).
 
 from __future__ import annotations
 
+import altair as alt
 import polars as pl
 
 from bertology_core.data import states
@@ -69,8 +70,6 @@ def _renamed(column: str, prefixes: dict[str, str]) -> str:
 
 def layer_atlas_chart(atlas: pl.DataFrame, caption: str):
     """One small chart per atlas measure against depth, one line per model state."""
-    import altair as alt
-
     measures = [c for c, t in zip(atlas.columns, atlas.dtypes) if (t.is_float() or t.is_integer()) and c != "layer"]
     if not measures:
         raise ValueError("the layer atlas has no numeric column to draw")

@@ -17,12 +17,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import altair as alt
 import jinja2
 import polars as pl
+import vl_convert
+import yaml
 from markupsafe import Markup
 
 from bertology_core.data import states
 from bertology_core.data.io import write_text
+from bertology_core.fitness.fitness import COLUMN, UNFIT
+from bertology_core.workflow.runs import item_file
 
 _PAGE = Path(__file__).with_name("page")  # the page's template, style and script (package data)
 
@@ -179,9 +184,6 @@ def render_page(title: str, subtitle: Sequence[str], sections: Sequence[Section]
 
 def write_page(path: str | os.PathLike[str], title: str, subtitle: Sequence[str], sections: Sequence[Section]) -> int:
     """Render and write the page atomically; returns its size in bytes."""
-    import altair as alt
-    import vl_convert
-
     page = render_page(title, subtitle, sections, vl_convert.javascript_bundle(vl_version=".".join(alt.SCHEMA_VERSION.split(".")[:2])))
     write_text(page, path)
     return len(page.encode())
@@ -225,8 +227,6 @@ def read_section_text(path: str | os.PathLike[str]) -> str:
 def load_layout(layout_file: str | os.PathLike[str], text_files: Sequence[str | os.PathLike[str]] = ()) -> Layout:
     """The layout of ``layout_file`` (YAML: ``sections``, a list of {anchor, title}; ``tables``, stem -> {title,
     note}) with the section texts of ``text_files`` (``<anchor>.rst``)."""
-    import yaml
-
     data = yaml.safe_load(Path(layout_file).read_text(encoding="utf-8")) or {}
     sections = data.get("sections") or []
     bad = [entry for entry in sections if not isinstance(entry, dict) or not {"anchor", "title"} <= set(entry)]
@@ -241,17 +241,10 @@ def load_layout(layout_file: str | os.PathLike[str], text_files: Sequence[str | 
     )
 
 
-def item_file(kind: str, stem: str) -> str:
-    """The file behind a layout item: a figure's Vega-Lite spec, a table's Parquet."""
-    return f"{stem}.{'vl.json' if kind == 'figure' else 'parquet'}"
-
-
 def unfit_warning(verdicts: pl.DataFrame, runs: Sequence[Sequence[object]], model: str, baselines: bool = False) -> str | None:
     """The warning of a section showing results of ``runs`` ((task, state, seed) of ``model``) when some of
     them are models fine-tuned from the pre-trained encoder (state finetuned) that are not fit for analysis; None
     otherwise. Models fine-tuned from scratch are baselines, expected to be unfit: they never raise the warning."""
-    from bertology_core.fitness.fitness import COLUMN, UNFIT
-
     wanted = {(str(t), int(s)) for t, state, s in runs if state == states.FINETUNED}
     unfit = [
         r for r in verdicts.filter((pl.col("model") == model) & (pl.col("state") == states.FINETUNED) & ~pl.col("fit")).iter_rows(named=True)
@@ -276,15 +269,15 @@ def build_sections(results: str | os.PathLike[str], models: Sequence[str], avail
                    declared: dict[str, Sequence[Sequence[str]]], layout: Layout,
                    verdicts: pl.DataFrame | None = None,
                    section_runs: dict[str, dict[str, Sequence[Sequence[object]]]] | None = None,
-                   notes: dict[str, str] | None = None, skipped: dict[str, Sequence[str]] | None = None) -> list[Section]:
+                   skipped: dict[str, Sequence[str]] | None = None) -> list[Section]:
     """The page's sections for ``models``. ``declared``: section anchor -> the (kind, stem with ``{model}``) it shows,
     as the stages declare them (a figure's ``.vl.json``, a table's ``.parquet``, under ``results``); ``layout``: how
     they are ordered and titled; ``available``: the files (paths as given to the job) this config produced. Items it
     did not produce are listed as such, so a reader knows a stage was left out. ``verdicts`` (the fitness table) and
     ``section_runs`` (model -> section anchor -> the (task, state, seed) whose results it shows) put a warning on each
-    section that shows an unfit model's results. ``notes``: more table notes by stem (with ``{model}``), e.g. the
-    claims table's verdict rule. ``skipped``: model -> the sections left empty because analysis.unfit: skip left out
-    every model their stage would analyse."""
+    section that shows an unfit model's results. A table's note: where its files are, the note its stage kept in the
+    Parquet file (:func:`table_note`, e.g. the claims table's verdict rule) and the layout's. ``skipped``: model -> the
+    sections left empty because analysis.unfit: skip left out every model their stage would analyse."""
     results = Path(results)
     sections = []
     for anchor in layout.ordered(list(declared)):
@@ -308,11 +301,16 @@ def build_sections(results: str | os.PathLike[str], models: Sequence[str], avail
                     title = layout.table_title(template)
                     shown = f"{title} ({model})" if len(models) > 1 else title
                     frame = pl.read_parquet(path)
-                    note = " ".join(filter(None, (_table_note(path), layout.table_note(template), (notes or {}).get(template, ""))))
+                    note = " ".join(filter(None, (_table_files(path), table_note(path), layout.table_note(template))))
                     section.items.append(Table(shown, note, frame, source=str(path.with_suffix(".csv"))))
         sections.append(section)
     return sections
 
 
-def _table_note(path: Path) -> str:
-    return f"From {path.with_suffix('')}.{{parquet,csv,md}}."
+def _table_files(path: Path) -> str:
+    return f"From {path.with_suffix('')}.{{parquet,csv}}."
+
+
+def table_note(path: str | os.PathLike[str]) -> str:
+    """The note a stage kept in a table's Parquet file (bertology_core.report.figures.write_table), '' if none."""
+    return pl.read_parquet_metadata(path).get("note", "")

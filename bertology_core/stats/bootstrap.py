@@ -22,6 +22,9 @@ import numpy as np
 from scipy import stats
 
 SUPPORTED_METRICS = ("accuracy", "f1", "matthews_correlation", "pearson", "spearman")
+# the share of resamples that must define a statistic for its interval (percentile_interval's min_share) where a
+# statistic can be undefined on a resample: no interval when more than 1% of them leave it undefined
+DEFINED_SHARE = 0.99
 
 
 def resample_indices(n: int, resamples: int, seed: int) -> np.ndarray:
@@ -79,17 +82,27 @@ def _rowwise_pearson(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         return (a * b).sum(-1) / np.sqrt((a * a).sum(-1) * (b * b).sum(-1))
 
 
-def percentile_interval(draws: np.ndarray, level: float) -> tuple[np.ndarray, np.ndarray]:
-    """The ``level`` (e.g. 0.95) percentile interval of bootstrap ``draws`` along the last axis, ignoring NaN
-    draws (an undefined statistic on a resample); NaN where every draw is NaN or there are none."""
+def percentile_interval(draws: np.ndarray, level: float,
+                        min_share: float = 0.0) -> tuple[np.ndarray, np.ndarray] | tuple[float, float]:
+    """The ``level`` (e.g. 0.95) percentile interval of bootstrap ``draws`` along the last axis: numpy's
+    ``nanpercentile`` (linear interpolation) at ``100 (1 - level) / 2`` and its complement, ignoring NaN draws (an
+    undefined statistic on a resample). NaN where every draw is NaN or there are none, and where fewer than
+    ``min_share`` of the draws are finite (``min_share=0.99``: no interval when more than 1% of the resamples leave
+    the statistic undefined; 0, the default, never). Arrays of ``draws``' leading shape; for 1-D ``draws``, two
+    floats. The one percentile interval of the library: every stage's bootstrap interval is this one."""
     draws = np.asarray(draws, dtype=np.float64)
     tail = 100 * (1 - level) / 2
     if draws.size == 0:  # no statistics (shape [0, R]) or no draws (shape [C, 0])
-        empty = np.full(draws.shape[:-1], np.nan)
-        return empty, empty.copy()
-    with np.errstate(invalid="ignore"), warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN slices give NaN, as documented
-        low, high = np.nanpercentile(draws, [tail, 100 - tail], axis=-1)
+        low, high = np.full(draws.shape[:-1], np.nan), np.full(draws.shape[:-1], np.nan)
+    else:
+        with np.errstate(invalid="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN slices give NaN, as documented
+            low, high = np.nanpercentile(draws, [tail, 100 - tail], axis=-1)
+        if min_share:
+            undefined = np.isfinite(draws).sum(-1) < min_share * draws.shape[-1]
+            low, high = np.where(undefined, np.nan, low), np.where(undefined, np.nan, high)
+    if draws.ndim == 1:
+        return float(low), float(high)
     return low, high
 
 

@@ -12,9 +12,13 @@ from __future__ import annotations
 
 import difflib
 import re
+import sys
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
+
+import jsonschema
+import yaml
 
 # what Python's float() accepts as a plain decimal number (no inf, nan or underscores)
 _NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
@@ -87,8 +91,6 @@ def number_warning(key: str, written: str, value: float | int) -> str:
 def yaml_problem(path: str | Path) -> str | None:
     """Why the YAML file at ``path`` cannot be a config (None when it can): the parser's problem with its file,
     line and column, or a top level that is not a mapping."""
-    import yaml
-
     path = Path(path)
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
@@ -131,8 +133,6 @@ def schema_problems(config: Any, schema: dict[str, Any]) -> list[str]:
     """One line per place where ``config`` does not fit ``schema``, each leading with the key and the value, then
     what is allowed, and "did you mean" for a misspelt key or choice; empty when it fits. (Snakemake's
     ``validate`` prints the whole schema node before the line that matters.)"""
-    import jsonschema
-
     validator = jsonschema.validators.validator_for(schema)(schema)
     problems: list[str] = []
     for error in sorted(validator.iter_errors(config), key=lambda e: [str(p) for p in e.absolute_path]):
@@ -176,8 +176,6 @@ def per_task_problems(config: Any, tasks: list[str], path: str = "") -> list[str
 
 
 if __name__ == "__main__":  # python -m bertology_core.workflow.configuration FILE...: the YAML check before snakemake reads them
-    import sys
-
     found = [problem for name in sys.argv[1:] if (problem := yaml_problem(name))]
     print("\n".join(found), file=sys.stderr) if found else None
     raise SystemExit(1 if found else 0)

@@ -36,24 +36,38 @@ Subnetwork = tuple[str, int, str]  # (task, seed, network): one re-fine-tuned su
 GateJob = tuple[str, int, str, str]  # (task, seed, weights, strength as paths spell it): one head-gate training
 Verdicts = Mapping[tuple[str, str, str, int], bool]  # (model, task, state, seed) -> fit for analysis
 
-# the files of one tidy table (figures.write_table) and of one figure (figures.save_chart): the Vega-Lite spec is
-# what the report page embeds
-TABLE_FILES = (".parquet", ".csv", ".md")
-FIGURE_FILES = (".html", ".png", ".svg", ".vl.json")
+# the files of one tidy table (figures.write_table) and of one figure (figures.save_chart), each written once and
+# read by both reports: the report page shows a table's Parquet and embeds a figure's Vega-Lite spec; Snakemake's
+# report (`snakemake --report`) holds a table's CSV and a figure's PNG (rules/common.smk, summary_outputs)
+TABLE_FILES = (".parquet", ".csv")
+FIGURE_FILES = (".png", ".vl.json")
 
 # the fitness verdicts (a table: TABLE_FILES), which every summary reads to label its rows
-FITNESS_TABLE = "results/tables/fitness"
+FITNESS_TABLE = "results/fitness/fitness"
 # where the treebank's files are downloaded to under treebank.url
 TREEBANK_DOWNLOADED = "results/treebank/source"
 # one pruned model's folder: the models fine-tuned from the pre-trained encoder are pruned (state finetuned)
 PRUNE_DIR = f"results/pruning/{{model}}/{{task}}/{states.FINETUNED}/seed{{seed}}"
+# the head gates of one pruned model (the head_roles stage trains them beside Michel et al.'s curve of that model)
+GATE_DIR = "results/head_roles/{model}/gates/{task}/seed{seed}"
 # the probed states that are no fine-tuned model (their own names; a fine-tuned one is <TASK>_seed<N>)
 UNTRAINED_PROBED = (states.PRETRAINED, states.RANDOM_WEIGHTS)
 # the hand-label files the pattern classifier reads, by role
 LABEL_FILE_ROLES = ("labels", "card", "second_pass", "second_labeller", "test")
 # the sections whose results the claims read (bertology_core/report/claims.py names them so), not every section: a
 # new stage does not rerun the claims
-CLAIMED_SECTIONS = ("patterns", "change", "disabling", "pruning", "probing", "roles", "outliers", "layer_mix")
+CLAIMED_SECTIONS = ("patterns", "attention_change", "disabling", "pruning", "probing", "head_roles", "outliers", "layer_mix")
+
+
+# every stage, by its one name: its rule file (rules/<stage>.smk, which the Snakefile includes), its package
+# (bertology_core/<stage>/ where it has code of its own), its folder under results/, its report section and its config
+# key. The order is the pipeline's, for a reader: Snakemake orders jobs by their files, not by this list.
+STAGES = ("data", "treebank", "models", "finetune", "fitness", "baselines", "attention", "patterns", "attention_change",
+          "linguistic", "disabling", "pruning", "probing", "head_roles", "outliers", "layer_mix", "claims", "report")
+
+def item_file(kind: str, stem: str) -> str:
+    """The file behind an item the report page shows: a figure's Vega-Lite spec, a table's Parquet."""
+    return f"{stem}.{'vl.json' if kind == 'figure' else 'parquet'}"
 
 
 # --- the report's sections -------------------------------------------------------------------------------------
@@ -97,23 +111,23 @@ _BOTH = ("table", "figure")
 
 # in the order the page's sections are declared (report/layout.yaml orders how they look)
 SECTIONS: tuple[Section, ...] = (
-    # written by rule baselines itself (a long table beside it)
-    Section("baselines", (Summary("table", "tables/{model}/baselines"),)),
+    # the long table and the numeric summary beside it are rule baselines' own outputs
+    Section("baselines", (Summary("table", "baselines/{model}/baselines"),)),
     Section("patterns", (
         Summary("classifier", "patterns/{model}/summary/classifier"),
         Summary("shares", "patterns/{model}/summary/shares", _BOTH, ("figure",)),
         Summary("heads", "patterns/{model}/summary/heads", _BOTH, ("figure",)),
         Summary("confusion", "patterns/{model}/summary/confusion", shown=()),
     )),
-    Section("change", (
+    Section("attention_change", (
         Summary("cosine", "attention_change/{model}/summary/cosine", _BOTH, ("figure",)),
         Summary("layers", "attention_change/{model}/summary/cosine_by_layer", shown=()),
     )),
     Section("linguistic", (
         Summary("features", "linguistic/{model}/summary/features", _BOTH, ("figure",)),
         Summary("relations", "linguistic/{model}/summary/relations", _BOTH, ("figure",)),
+        Summary("cls", "linguistic/{model}/summary/cls", _BOTH, ("figure",)),
     )),
-    Section("cls", (Summary("cls", "linguistic/{model}/summary/cls", _BOTH, ("figure",)),)),
     Section("disabling", (
         Summary("heads", "disabling/{model}/summary/heads", _BOTH, ("figure",)),
         Summary("layers", "disabling/{model}/summary/layers", _BOTH, ("figure",)),
@@ -136,7 +150,7 @@ SECTIONS: tuple[Section, ...] = (
         Summary("heads", "probing/{model}/summary/syntactic_heads"),
         Summary("held_out", "probing/{model}/summary/syntactic_heads_held_out"),
     )),
-    Section("roles", (
+    Section("head_roles", (
         Summary("roles", "head_roles/{model}/summary/roles", _BOTH, ("figure",)),
         Summary("relations", "head_roles/{model}/summary/importance_relations", _BOTH, _BOTH),
         Summary("gates", "head_roles/{model}/summary/gates", _BOTH, _BOTH),
@@ -151,7 +165,8 @@ SECTIONS: tuple[Section, ...] = (
         Summary("cumulative", "layer_mix/{model}/summary/cumulative", shown=()),
     )),
     Section("claims", (Summary("table", "claims/{model}/claims"),)),
-    Section("atlas", (
+    # the head and layer atlases: the report stage's own tables (rules/report.smk, results/report/)
+    Section("report", (
         Summary("table", "report/{model}/head_atlas", _BOTH, ("figure", "table")),
         Summary("table", "report/{model}/layer_atlas", _BOTH, ("figure", "table")),
     )),
@@ -654,9 +669,11 @@ class Plan:
             return []
         probed = {state for model in self.models for state in self.every_model_fit.of(model).probed}
         missing = [state for state in chosen if state not in probed]
-        return [f"layer_mix.states names {missing}, which the probing stage does not probe (probed: {sorted(probed)}). "
-                "Fix: choose among them (probing.states, probing.tasks, probing.seeds decide what is probed) or set "
-                "layer_mix.states: null."] if missing else []
+        if not missing:
+            return []
+        return [(f"layer_mix.states names {missing}, which the probing stage does not probe (probed: {sorted(probed)}). "
+                 "Fix: choose among them (probing.states, probing.tasks, probing.seeds decide what is probed) or set "
+                 "layer_mix.states: null.")]
 
     def _claims_problems(self) -> list[str]:
         """The claims read the intervals the stages computed: each must be at claims.level, which the verdicts assume."""
@@ -667,8 +684,10 @@ class Plan:
                         "head_roles.level": config["head_roles"]["level"], "outliers.level": config["outliers"]["level"],
                         "layer_mix.level": config["layer_mix"]["level"]}
         differing = {key: value for key, value in stage_levels.items() if value != level}
-        return [f"{', '.join(f'{k}: {v}' for k, v in differing.items())} differ from claims.level ({level}): the claims' "
-                "verdicts read those stages' intervals as intervals at claims.level. Fix: set them to the same level."] if differing else []
+        if not differing:
+            return []
+        return [(f"{', '.join(f'{k}: {v}' for k, v in differing.items())} differ from claims.level ({level}): the claims' "
+                 "verdicts read those stages' intervals as intervals at claims.level. Fix: set them to the same level.")]
 
 
 # --- the runs under verdicts -----------------------------------------------------------------------------------
@@ -853,22 +872,22 @@ class Runs:
         found = {
             "baselines": SectionRuns(True, self.plan.fine_tuned_runs(), None),
             "patterns": SectionRuns(True, runs.dumped_runs, bool(runs.dumped_fine_tuned)),
-            "change": SectionRuns(bool(runs.attention_change), [(t, finetuned, s) for t, s in runs.attention_change],
-                                  bool(runs.attention_change)),
+            "attention_change": SectionRuns(bool(runs.attention_change), [(t, finetuned, s) for t, s in runs.attention_change],
+                                            bool(runs.attention_change)),
             "linguistic": SectionRuns(True, runs.dumped_runs, None),
-            "cls": SectionRuns(True, runs.dumped_runs, None),
             "disabling": SectionRuns(bool(runs.sweeps), runs.sweeps, bool(runs.sweeps)),
             "pruning": SectionRuns(bool(runs.pruned), pruning_shows, bool(runs.pruned)),
             "probing": SectionRuns(bool(runs.probed), probing_shows, bool(runs.probed)),
-            "roles": SectionRuns(bool(runs.dumps), sorted(set(runs.dumped_runs) | {(t, finetuned, s) for t, s in runs.gated}),
-                                 bool(runs.dumped_runs or runs.gated)),
+            "head_roles": SectionRuns(bool(runs.dumps), sorted(set(runs.dumped_runs) | {(t, finetuned, s) for t, s in runs.gated}),
+                                      bool(runs.dumped_runs or runs.gated)),
             # the pre-trained encoder's outlier dimensions are found whatever else runs
             "outliers": SectionRuns(True, [(t, finetuned, s) for t, s in runs.outliers], bool(runs.outliers)),
             "layer_mix": SectionRuns(bool(runs.layer_mix), runs.layer_mix_fine_tuned, bool(runs.layer_mix_fine_tuned)),
             "claims": SectionRuns(True, claims_shows, None),
-            "atlas": SectionRuns(True, sorted(set(claims_shows) | set(probing_shows)), None),
+            "report": SectionRuns(True, sorted(set(claims_shows) | set(probing_shows)), None),
         }
-        return {section.anchor: found[section.anchor] for section in SECTIONS}
+        # a section with no rule here shows no fine-tuned model and runs whenever its summaries are asked for
+        return {section.anchor: found.get(section.anchor, SectionRuns(True, [], None)) for section in SECTIONS}
 
     def stage_runs(self, model: str, anchor: str) -> bool:
         """Whether this config runs the stage behind a report section for ``model``."""
@@ -1027,7 +1046,7 @@ class Runs:
 
     def gate_file(self, model: str, job: GateJob, suffix: str) -> str:
         task, seed, weights, strength = job
-        return f"{self.plan.pruning_dir(model, task, seed)}/gates/{weights}_strength{strength}.{suffix}"
+        return f"{GATE_DIR.format(model=model, task=task, seed=seed)}/{weights}_strength{strength}.{suffix}"
 
     def head_roles_summary_inputs(self, model: str) -> dict[str, Any]:
         runs = self.of(model)
@@ -1136,8 +1155,6 @@ class Runs:
         """The figure specs and tables the report page shows for every model (those of the sections whose stage runs),
         and the page's layout and section texts (report/) and its template, style and script (package data the code
         hash does not cover): editing them reruns the page only."""
-        from bertology_core.report.report import item_file
-
         repo = self.plan.repo
         page = repo / "bertology_core" / "report" / "page"
         return {

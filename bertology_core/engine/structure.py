@@ -15,9 +15,9 @@ How the parts are found, with no attribute path per family:
   whose class is a ``...SelfAttention``.
 - *where the attention probabilities are*: models that route attention through transformers' ``AttentionInterface``
   (``_supports_attention_backend``: BERT, RoBERTa, ELECTRA, DistilBERT, ALBERT, ModernBERT, XLM-R) call the engine's
-  registered function (:mod:`bertology_core.engine.attention`); DeBERTa's disentangled attention computes them inside its
-  own module and passes them through its dropout (the attention module's ``nn.Dropout`` called on a 4-D
-  ``[batch, head, query, key]`` tensor), where the engine takes them instead.
+  registered function (:mod:`bertology_core.engine.attention_function`); DeBERTa's disentangled attention computes
+  them inside its own module and passes them through its dropout (the attention module's ``nn.Dropout`` called on a
+  4-D ``[batch, head, query, key]`` tensor), where the engine takes them instead.
 - *which linear map is which*: one traced forward pass of a few tokens records, per depth, the order in which the
   depth's ``nn.Linear`` modules run around the attention probabilities: those inside the attention module before
   them project the input to heads (query, key, value, fused or not, and DeBERTa's positional projections); the first
@@ -36,7 +36,6 @@ How the parts are found, with no attribute path per family:
 from __future__ import annotations
 
 import contextlib
-import contextvars
 import functools
 import inspect
 import weakref
@@ -46,6 +45,9 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 from transformers import PreTrainedModel
+
+from bertology_core.engine.attention_function import (ATTN_IMPLEMENTATION, Interceptor, intercepting,
+                                                      uses_attention_interface)
 
 
 class UnsupportedStructure(TypeError):
@@ -99,12 +101,6 @@ def encoder_layers(model: PreTrainedModel) -> nn.ModuleList:
     """The layer modules of the encoder, one per depth (for a model sharing weights across depth the same module
     appears at each of its depths; ``parameters()`` of the list counts it once)."""
     return nn.ModuleList(depth_layers(model))
-
-
-def uses_attention_interface(model: PreTrainedModel) -> bool:
-    """Whether the model computes attention through transformers' ``AttentionInterface`` (where the engine's
-    registered function serves it) rather than inside its own module (DeBERTa-v2/v3)."""
-    return bool(getattr(model, "_supports_attention_backend", False))
 
 
 # --- depth of the running layer ----------------------------------------------------------------
@@ -209,9 +205,6 @@ def missing_part_reason(model: PreTrainedModel, part: str) -> str:
     return f"{type(model).__name__}: the engine found no {part} in its layers"
 
 
-# while tracing: called by the engine's attention function with the module whose probabilities it computed
-TRACE: contextvars.ContextVar[Callable[[nn.Module], None] | None] = contextvars.ContextVar("bertology_trace", default=None)
-
 _STRUCTURES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
@@ -244,8 +237,6 @@ def structure(model: PreTrainedModel) -> list[DepthParts]:
 
 
 def _trace(model: PreTrainedModel) -> list[DepthParts]:
-    from bertology_core.engine import attention as engine  # the engine's function records the probabilities when traced
-
     layers, attentions = depth_layers(model), depth_attentions(model)
     events: list[tuple[int, str, nn.Module]] = []
     handles = []
@@ -256,17 +247,23 @@ def _trace(model: PreTrainedModel) -> list[DepthParts]:
                 if kind is not None:
                     handles.append(module.register_forward_hook(
                         lambda m, args, out, kind=kind: events.append((tracker.depth, kind, m))))
+        recorder = None
         if uses_attention_interface(model):
             previous = model.config._attn_implementation
-            if previous != engine.ATTN_IMPLEMENTATION:
-                model.set_attn_implementation(engine.ATTN_IMPLEMENTATION)
+            if previous != ATTN_IMPLEMENTATION:
+                model.set_attn_implementation(ATTN_IMPLEMENTATION)
                 stack.callback(model.set_attn_implementation, previous)
-            stack.enter_context(_set(TRACE, lambda m: events.append((tracker.depth, "attention", m))))
+
+            def record(module: nn.Module, probs: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor:
+                events.append((tracker.depth, "attention", module))  # the engine's function records the probabilities
+                return probs
+
+            recorder = Interceptor(structure, record)
         else:
             for dropout in dict.fromkeys(probability_modules(model)):
                 handles.append(dropout.register_forward_hook(
                     lambda m, args, out: events.append((tracker.depth, "attention", m)) if args[0].dim() == 4 else None))
-        stack.enter_context(_set(engine._ACTIVE_PLAN, None))  # an active plan must neither act on nor capture the trace
+        stack.enter_context(intercepting(recorder))  # an active plan must neither act on nor capture the trace
         modes = {module: module.training for module in model.modules()}
         try:
             model.eval()
@@ -280,15 +277,6 @@ def _trace(model: PreTrainedModel) -> list[DepthParts]:
                 handle.remove()
     return [_classify(model, depth, layers[depth], attentions[depth], [(kind, m) for d, kind, m in events if d == depth])
             for depth in range(len(layers))]
-
-
-@contextlib.contextmanager
-def _set(variable: contextvars.ContextVar, value) -> Iterator[None]:
-    token = variable.set(value)
-    try:
-        yield
-    finally:
-        variable.reset(token)
 
 
 def _classify(model: PreTrainedModel, depth: int, layer: nn.Module, attention: nn.Module,
@@ -317,61 +305,3 @@ def _classify(model: PreTrainedModel, depth: int, layer: nn.Module, attention: n
     post_norm = bool(last)
     return DepthParts(layer, attention, tuple(before), output_projection, mlp_input, mlp_output,
                       between[-1] if post_norm and between else None, last[-1] if post_norm else None)
-
-
-# --- classifiers that read the first token -----------------------------------------------------
-
-
-def reads_first_token_only(model: PreTrainedModel) -> bool:
-    """Whether the model is a sequence classifier whose head reads the first token's final state alone: BERT's pooler,
-    the classification heads of RoBERTa, ELECTRA and XLM-R, DistilBERT's and ALBERT's, DeBERTa's ``ContextPooler``,
-    and ModernBERT's with ``classifier_pooling="cls"`` (not with ``"mean"``, which averages every token)."""
-    is_sequence_classifier = type(model).__name__.endswith("ForSequenceClassification")
-    return is_sequence_classifier and getattr(model.config, "classifier_pooling", "cls") == "cls"
-
-
-def first_token_cut(part: DepthParts) -> tuple[nn.Module, bool]:
-    """Where the last layer can be cut to the first position, and whether every 3-D argument is cut there (True) or
-    only the first. Where the attention output projection sits in its own block with the residual stream, called as
-    ``block(context, residual)`` (BERT's ``BertSelfOutput`` and its kin in RoBERTa, ELECTRA, XLM-R and DeBERTa), that
-    block and all after it run on one position; where the projection is inside the attention module (DistilBERT,
-    ALBERT, ModernBERT), the cut is at the feed-forward network's input."""
-    owner = next(m for m in part.layer.modules() if any(c is part.output_projection for c in m.children()))
-    inside_attention = any(m is owner for m in part.attention.modules())
-    takes_residual = len(inspect.signature(owner.forward).parameters) >= 2
-    if not inside_attention and takes_residual:
-        return owner, True
-    return part.mlp_input, False
-
-
-@contextlib.contextmanager
-def first_token_output(model: PreTrainedModel) -> Iterator[None]:
-    """Inside the block the last layer's computation after its attention runs on position 0 alone.
-
-    Exact for sequence classifiers whose head reads the first token alone (:func:`reads_first_token_only`; for any
-    other model the block changes nothing). Where the attention output block takes the context and the residual
-    stream (BERT, RoBERTa, ELECTRA, XLM-R, DeBERTa) both are cut to the first position, so the output projection and
-    the feed-forward network (about three quarters of the layer's cost) run on one token; elsewhere (DistilBERT,
-    ALBERT, ModernBERT) the feed-forward network's input is cut and its output (``[batch, 1, hidden]``) joins the
-    residual stream by broadcasting, right at position 0 (what the head reads) and unused elsewhere (two thirds of
-    the layer's cost in DistilBERT and ALBERT, about half in ModernBERT-base, whose gated MLP is narrower). It saves the same share in every configuration of a sweep and in the naive method alike.
-    """
-    if not reads_first_token_only(model):
-        yield
-        return
-    cut_at, every_argument = first_token_cut(structure(model)[-1])
-    with track_depth(model) as tracker:
-        final = tracker.num_layers - 1
-
-        def first_position(module, args):
-            if tracker.depth != final:  # weights shared across depth: only the last depth is cut
-                return None
-            if every_argument:
-                return tuple(a[:, :1] if isinstance(a, torch.Tensor) and a.dim() == 3 else a for a in args)
-            return (args[0][:, :1],) + tuple(args[1:])
-
-        handle = cut_at.register_forward_pre_hook(first_position)
-        try:
-            yield
-        finally:
-            handle.remove()
