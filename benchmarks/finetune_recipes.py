@@ -29,7 +29,7 @@ import torch
 from bertology_core.data import glue, states
 from bertology_core.finetune import finetune
 from bertology_core.fitness import fitness
-from bertology_core.models import models
+from bertology_core.models import batching, models
 from bertology_core.stats.metrics import compute_metrics, primary_metric
 
 HELD_OUT = {"MRPC": 400, "RTE": 250, "STS-B": 600, "SST-2": 1000, "CoLA": 800}
@@ -109,7 +109,7 @@ def main() -> None:
     config = finetune.FinetuneConfig(
         batch_size=args.batch_size, epochs=args.epochs, learning_rate=args.lr, group_by_length=True, max_length=128
     )
-    encoded_held = finetune.encode(held_out, tokenizer, config.max_length)
+    encoded_held = batching.encode(held_out, tokenizer, config.max_length)
     labels_held = held_out["label"].to_numpy()
     # the best constant prediction on the held-out slice (as the fitness verdict judges dev); Pearson 0 for STS-B
     full = np.arange(len(labels_held))[None, :]
@@ -131,7 +131,7 @@ def main() -> None:
             handle.write(json.dumps(record) + "\n")
         print(json.dumps(record), flush=True)
 
-    finetune.train(model, task, finetune.encode(rest, tokenizer, config.max_length), rest["label"].to_numpy(), config,
+    finetune.train(model, task, batching.encode(rest, tokenizer, config.max_length), rest["label"].to_numpy(), config,
                    args.seed, progress=False, on_epoch_end=score)
 
 

@@ -1,5 +1,6 @@
 """Probes before and after early stopping, on one probed state of a finished run: the probe of an earlier commit
-(a fixed number of epochs; ``git show <commit>:bertology_core/probing/probing.py``) refitted on the run's features, labels
+(a fixed number of epochs; ``git show <commit>:bertology_core/probing.py``, the path before the library's packages)
+refitted on the run's features, labels
 and control labels, beside the run's own early-stopped probes and their converged reference (``probes.parquet``).
 
     python benchmarks/probe_stopping.py --results results --model minilm-l6 --state pretrained \\
@@ -12,6 +13,7 @@ the early-stopped probes kept, and the reference's accuracy and selectivity.
 from __future__ import annotations
 
 import argparse
+import importlib
 import subprocess
 import sys
 import types
@@ -31,12 +33,21 @@ from bertology_core.models import models
 from bertology_core.probing import probing
 
 
+# where the modules an earlier commit's flat library imported from live now
+FLAT_MODULES = {"bertology_core.batching": "bertology_core.models.batching", "bertology_core.treebank": "bertology_core.data.treebank",
+                "bertology_core.word_pieces": "bertology_core.data.word_pieces", "bertology_core.bootstrap": "bertology_core.stats.bootstrap"}
+
+
 def old_probing(commit: str) -> types.ModuleType:
-    source = subprocess.run(["git", "-C", str(ROOT), "show", f"{commit}:bertology_core/probing/probing.py"], check=True,
-                            capture_output=True, text=True).stdout
+    """``probing.py`` as it was at ``commit`` (flat layout: bertology_core/probing.py), its imports of the flat library
+    answered by today's modules."""
+    path = "bertology_core/probing.py"
+    source = subprocess.run(["git", "-C", str(ROOT), "show", f"{commit}:{path}"], check=True, capture_output=True, text=True).stdout
+    for flat, now in FLAT_MODULES.items():
+        sys.modules.setdefault(flat, importlib.import_module(now))
     module = types.ModuleType("old_probing")
     sys.modules["old_probing"] = module  # dataclasses look their module up
-    exec(compile(source, f"{commit}:bertology_core/probing/probing.py", "exec"), module.__dict__)
+    exec(compile(source, f"{commit}:{path}", "exec"), module.__dict__)
     return module
 
 

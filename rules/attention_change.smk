@@ -31,8 +31,7 @@ rule attention_change_summary:
     conda:
         "../envs/tables.yaml"
     input:
-        changes=lambda wc: [f"results/attention_change/{wc.model}/{task}/seed{seed}.parquet" for task, seed in runs().of(wc.model).attention_change],
-        fitness=f"{FITNESS_TABLE}.parquet",
+        unpack(lambda wc: runs().attention_change_summary_inputs(wc.model)),
     output:
         **summary_outputs("attention_change", "results/attention_change/{model}/summary/cosine"),
         **summary_outputs("attention_change", "results/attention_change/{model}/summary/cosine_by_layer"),

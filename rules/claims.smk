@@ -4,7 +4,7 @@
 
 rule claims:
     conda:
-        "../envs/torch.yaml"
+        "../envs/tables.yaml"
     input:
         unpack(lambda wc: runs().claims_inputs(wc.model)),
     output:

@@ -76,7 +76,7 @@ rule disabling_stats:
     conda:
         "../envs/tables.yaml"
     input:
-        lambda wc: [f"{PLAN.disabling_dir(wc.model, wc.task, wc.state, seed)}/sweep.parquet" for seed in runs().of(wc.model).swept_seeds(wc.task, wc.state)],
+        lambda wc: runs().sweep_files(wc.model, wc.task, wc.state),
     output:
         deltas="results/disabling/{model}/{task}/{state}/deltas.parquet",
         selection="results/disabling/{model}/{task}/{state}/selection.parquet",
@@ -115,7 +115,7 @@ rule disabling_summary:
         modes=config["disabling"]["modes"],
         level=config["disabling"]["level"],
         extremes=config["disabling"]["extremes"],
-        greedy_runs=lambda wc: [(t, s) for t, _, s in runs().of(wc.model).greedy],
+        greedy_runs=lambda wc: runs().of(wc.model).greedy_task_seeds,
         seed_note=lambda wc: runs().disabling_seed_note(wc.model),
         fitness_runs=lambda wc: runs().disabling_fitness_runs(wc.model),
         example_note=PLAN.disabling_example_note(),

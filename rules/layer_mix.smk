@@ -40,9 +40,7 @@ rule layer_mix_summary:
     conda:
         "../envs/tables.yaml"
     input:
-        fitness=f"{FITNESS_TABLE}.parquet",
-        summaries=lambda wc: [f"results/layer_mix/{wc.model}/{state}/summary.parquet" for state in runs().of(wc.model).layer_mix],
-        cumulative=lambda wc: [f"results/layer_mix/{wc.model}/{state}/cumulative.parquet" for state in runs().of(wc.model).layer_mix],
+        unpack(lambda wc: runs().layer_mix_summary_inputs(wc.model)),
     output:
         **summary_outputs("layer_mix", "results/layer_mix/{model}/summary/expected_layers"),
         **summary_outputs("layer_mix", "results/layer_mix/{model}/summary/cumulative"),

@@ -49,7 +49,7 @@ rule linguistic_scores:
 
 rule linguistic_summary:
     conda:
-        "../envs/torch.yaml"
+        "../envs/tables.yaml"
     input:
         unpack(lambda wc: runs().linguistic_inputs(wc.model)),
     output:

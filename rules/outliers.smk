@@ -8,7 +8,7 @@ rule outlier_dimensions:
         "../envs/torch.yaml"
     input:
         resolved="results/models/{model}/resolved.json",
-        models=lambda wc: [f"{PLAN.run_dir(wc.model, t, states.FINETUNED, s)}/model" for t, s in runs().of(wc.model).outliers],
+        models=lambda wc: runs().outlier_models(wc.model),
     output:
         parameters="results/outliers/{model}/parameters.parquet",
         dimensions="results/outliers/{model}/dimensions.parquet",
@@ -63,7 +63,7 @@ rule outlier_stats:
     conda:
         "../envs/tables.yaml"
     input:
-        lambda wc: [f"results/outliers/{wc.model}/{wc.task}/seed{seed}/disabling.parquet" for seed in runs().of(wc.model).outlier_seeds(wc.task)],
+        lambda wc: runs().outlier_disabling_files(wc.model, wc.task),
     output:
         deltas="results/outliers/{model}/{task}/deltas.parquet",
         contrast="results/outliers/{model}/{task}/contrast.parquet",
@@ -88,11 +88,7 @@ rule outliers_summary:
     conda:
         "../envs/tables.yaml"
     input:
-        fitness=f"{FITNESS_TABLE}.parquet",
-        parameters="results/outliers/{model}/parameters.parquet",
-        dimensions="results/outliers/{model}/dimensions.parquet",
-        deltas=lambda wc: [f"results/outliers/{wc.model}/{task}/deltas.parquet" for task in runs().of(wc.model).outlier_tasks],
-        contrast=lambda wc: [f"results/outliers/{wc.model}/{task}/contrast.parquet" for task in runs().of(wc.model).outlier_tasks],
+        unpack(lambda wc: runs().outliers_summary_inputs(wc.model)),
     output:
         **summary_outputs("outliers", "results/outliers/{model}/summary/dimensions"),
         **summary_outputs("outliers", "results/outliers/{model}/summary/contrast"),

@@ -67,7 +67,7 @@ rule pattern_classifier:
     params:
         code=script_code("pattern_classifier"),
         dump_keys=lambda wc: runs().of(wc.model).dump_keys,
-        dump_prefixes=lambda wc: [f"results/attention/{wc.model}/{key}" for key in runs().of(wc.model).dump_keys],
+        dump_prefixes=lambda wc: runs().dump_prefixes(wc.model),
         labelled_keys=lambda wc: list(runs().labelled_dumps(wc.model, hand_labels(wc.model))),
         recipe_keys=lambda wc: runs().labelled_recipe_keys(wc.model, hand_labels(wc.model)),
         labelled_prefixes=lambda wc: list(runs().labelled_dumps(wc.model, hand_labels(wc.model)).values()),
@@ -118,11 +118,9 @@ rule classify_maps:
 
 rule pattern_summary:
     conda:
-        "../envs/torch.yaml"
+        "../envs/tables.yaml"
     input:
-        classes=lambda wc: [f"results/patterns/{wc.model}/{key}.classes.parquet" for key in runs().of(wc.model).dump_keys],
-        report="results/patterns/{model}/classifier/report.json",
-        fitness=f"{FITNESS_TABLE}.parquet",
+        unpack(lambda wc: runs().pattern_summary_inputs(wc.model)),
     output:
         **summary_outputs("patterns", "results/patterns/{model}/summary/classifier"),
         **summary_outputs("patterns", "results/patterns/{model}/summary/shares"),
@@ -148,13 +146,13 @@ rule annotation_page:
     conda:
         "../envs/torch.yaml"
     input:
-        lambda wc: [f for key in runs().of(wc.model).dump_keys for f in PLAN.dump_files(wc.model, key)],
+        lambda wc: runs().every_dump_file(wc.model),
     output:
         "results/patterns/{model}/annotate.html",
     params:
         code=script_code("annotation_page"),
         dump_keys=lambda wc: runs().of(wc.model).dump_keys,
-        dump_prefixes=lambda wc: [f"results/attention/{wc.model}/{key}" for key in runs().of(wc.model).dump_keys],
+        dump_prefixes=lambda wc: runs().dump_prefixes(wc.model),
         maps=config["patterns"]["annotation_maps"],
         seed=config["patterns"]["seed"],
     log:

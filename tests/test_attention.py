@@ -13,7 +13,7 @@ from bertology_core.engine.first_token import first_token_output, reads_first_to
 from bertology_core.engine.intervention import intervene
 from bertology_core.engine.plan import (ATTENTION_NORM_SCALE, HEAD_SCALE, HEAD_UNIFORM, MLP_SCALE, OUTPUT_NORM_SCALE,
                                         InterventionPlan, per_layer, site)
-from bertology_core.engine.structure import UnsupportedStructure, depth_layers, encoder_layers, structure, track_depth
+from bertology_core.engine.structure import UnsupportedStructure, depth_layers, structure, track_depth
 
 # one tiny random classifier per supported family (hidden 64, 4 heads, an MLP width of 37 unlike hidden):
 # config arguments beyond the shared ones
@@ -269,7 +269,7 @@ def test_contexts_do_not_leak_and_hooks_are_removed():
     with torch.no_grad():
         after = model(**inputs).logits
     torch.testing.assert_close(after, clean, atol=0, rtol=0)
-    assert all(not layer._forward_pre_hooks for layer in encoder_layers(model))
+    assert all(not layer._forward_pre_hooks for layer in depth_layers(model))
     # nested contexts: the inner plan wins inside, the outer one is restored after
     outer = InterventionPlan(edits=per_layer(HEAD_SCALE, {0: torch.zeros(1, 4)}))
     with torch.no_grad(), intervene(model, outer):

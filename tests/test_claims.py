@@ -229,12 +229,12 @@ def test_heterogeneous_share_from_the_hand_labels_random_sample():
 def test_every_hand_labelled_class_share_has_a_binomial_interval():
     from scipy.stats import binomtest
 
-    from bertology_core.patterns import pattern_training
+    from bertology_core.patterns import pattern_tables
 
     report = {"hand_label_shares_random_sample": [
         {"task": "RTE", "state": "pretrained", "label": "vertical", "maps": 21, "share": 0.7},
         {"task": "RTE", "state": "pretrained", "label": "diagonal", "maps": 9, "share": 0.3}]}
-    shares = pattern_training.hand_label_shares(report).sort("class")
+    shares = pattern_tables.hand_label_shares(report).sort("class")
     ci = binomtest(9, 30).proportion_ci(0.95, method="exact")
     assert shares.row(0, named=True)["class"] == "diagonal"
     assert (shares["ci_low"][0], shares["ci_high"][0]) == pytest.approx((ci.low, ci.high))

@@ -8,16 +8,16 @@ import torch
 
 from bertology_core.disabling import disabling, disabling_stats
 from bertology_core.engine.intervention import intervene
-from bertology_core.engine.structure import encoder_layers
-from bertology_core.finetune import finetune
+from bertology_core.engine.structure import depth_layers
+from bertology_core.models import batching
 from test_attention import tiny
 
 
-def encoded(examples: int = 7, seed: int = 3) -> finetune.Encoded:
+def encoded(examples: int = 7, seed: int = 3) -> batching.Encoded:
     """Examples of different lengths (so batches are padded) from a tiny vocabulary."""
     generator = np.random.default_rng(seed)
     ids = [[2, *generator.integers(5, 99, size=int(n)).tolist(), 3] for n in generator.integers(3, 12, size=examples)]
-    return finetune.Encoded(input_ids=ids, token_type_ids=None, pad_token_id=0)
+    return batching.Encoded(input_ids=ids, token_type_ids=None, pad_token_id=0)
 
 
 def sharp_tiny(layers: int = 3):
@@ -26,7 +26,7 @@ def sharp_tiny(layers: int = 3):
     every head's effect on the logits is far above float noise."""
     model = tiny(layers=layers)
     with torch.no_grad():
-        for layer in encoder_layers(model):
+        for layer in depth_layers(model):
             layer.attention.self.query.weight.mul_(6)
             layer.attention.self.key.weight.mul_(6)
         model.classifier.weight.mul_(100)
@@ -58,7 +58,7 @@ def test_a_disabled_layer_in_zero_mode_leaves_only_the_attention_bias():
     data = encoded(3)
     (layer_config,) = [c for c in disabling.whole_layers(2, 4) if c.layer == 1]
     logits = disabling.evaluate_configurations(model, data, [layer_config], "zero")
-    dense = encoder_layers(model)[1].attention.output.dense
+    dense = depth_layers(model)[1].attention.output.dense
 
     def zero_context(module, args):
         return (torch.zeros_like(args[0]),)
@@ -152,7 +152,7 @@ def test_greedy_search_reuses_the_sweep_and_reports_each_set_on_the_other_half()
     selection = disabling_stats.split_halves(labels, stratify=False, seed=0)
 
     def encode(frame):
-        return finetune.Encoded([data.input_ids[i] for i in frame["idx"]], None, 0)
+        return batching.Encoded([data.input_ids[i] for i in frame["idx"]], None, 0)
 
     settings = disabling.GreedySettings("uniform", max_steps, 0, 200, 0.95, 0)
     table, computed = disabling.greedy_search(model, task, dev, selection, encode, sweep, settings, rows_per_pass=16)

@@ -12,7 +12,7 @@ import torch
 from bertology_core.data import glue, states, treebank
 from bertology_core.disabling import disabling
 from bertology_core.finetune import finetune
-from bertology_core.models import compaction, models
+from bertology_core.models import batching, compaction, models
 from bertology_core.probing import probing
 from bertology_core.pruning import importance
 from bertology_core.pruning.importance import StructureMask
@@ -31,9 +31,9 @@ def fine_tuned(request):
     dev = glue.read_local(MRPC, "dev", GLUE_SMOKE).head(6)
     model = models.load_classifier(folder, MRPC, states.PRETRAINED, 1)
     config = finetune.FinetuneConfig(batch_size=8, epochs=1, learning_rate=1e-3, max_length=32)
-    record = finetune.train(model, MRPC, finetune.encode(train, tokenizer, 32), train["label"].to_numpy(), config, 1, progress=False)
+    record = finetune.train(model, MRPC, batching.encode(train, tokenizer, 32), train["label"].to_numpy(), config, 1, progress=False)
     assert record["steps"] == 3 and np.isfinite(record["final_loss_mean_last_20"])
-    return request.param, model.eval(), finetune.encode(dev, tokenizer, 32), dev["label"].to_numpy()
+    return request.param, model.eval(), batching.encode(dev, tokenizer, 32), dev["label"].to_numpy()
 
 
 def test_disabling_sweep_equals_the_naive_method(fine_tuned):

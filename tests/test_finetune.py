@@ -5,7 +5,7 @@ import torch
 
 from bertology_core.data import glue, states
 from bertology_core.finetune import finetune
-from bertology_core.models import models
+from bertology_core.models import batching, models
 from conftest import GLUE_SMOKE, TINY_BERT
 
 
@@ -22,7 +22,7 @@ def test_training_batches_cover_every_example_once_per_epoch():
 
 
 def test_collate_pads_dynamically_and_masks_padding():
-    data = finetune.Encoded(input_ids=[[2, 5, 3], [2, 7, 8, 9, 3]], token_type_ids=[[0, 0, 0], [0, 0, 0, 1, 1]], pad_token_id=0)
+    data = batching.Encoded(input_ids=[[2, 5, 3], [2, 7, 8, 9, 3]], token_type_ids=[[0, 0, 0], [0, 0, 0, 1, 1]], pad_token_id=0)
     batch = data.collate([0, 1])
     assert batch["input_ids"].tolist() == [[2, 5, 3, 0, 0], [2, 7, 8, 9, 3]]
     assert batch["attention_mask"].tolist() == [[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]]
@@ -69,10 +69,10 @@ def test_predict_is_independent_of_batch_size_and_order():
     task = glue.get_task("RTE")
     dev = glue.read_local(task, "dev", GLUE_SMOKE)
     model = models.load_classifier(TINY_BERT, task, states.PRETRAINED, 0)
-    data = finetune.encode(dev, models.load_tokenizer(TINY_BERT), 32)
+    data = batching.encode(dev, models.load_tokenizer(TINY_BERT), 32)
     np.testing.assert_allclose(finetune.predict(model, data, 3), finetune.predict(model, data, 100), atol=1e-5)
     one_by_one = np.concatenate(
-        [finetune.predict(model, finetune.Encoded([ids], [types], 0), 1) for ids, types in zip(data.input_ids, data.token_type_ids)]
+        [finetune.predict(model, batching.Encoded([ids], [types], 0), 1) for ids, types in zip(data.input_ids, data.token_type_ids)]
     )
     np.testing.assert_allclose(one_by_one, finetune.predict(model, data, 100), atol=1e-5)
 

@@ -10,7 +10,7 @@ import torch
 from bertology_core.data import glue, states
 from bertology_core.finetune import finetune
 from bertology_core.head_roles import head_gates, head_gates_stats, head_roles, head_roles_stats
-from bertology_core.models import models
+from bertology_core.models import batching, models
 from conftest import GLUE_SMOKE, TINY_BERT
 
 # [CLS] a b c d [SEP]: positions 0 and 5 are special
@@ -321,7 +321,7 @@ def classifier():
 def smoke_data(task_name: str = "SST-2"):
     task = glue.get_task(task_name)
     frame = glue.read_local(task, "train", GLUE_SMOKE)
-    return task, finetune.encode(frame, models.load_tokenizer(TINY_BERT), 32), frame["label"].to_numpy()
+    return task, batching.encode(frame, models.load_tokenizer(TINY_BERT), 32), frame["label"].to_numpy()
 
 
 def test_open_gates_leave_the_classifier_unchanged_and_closed_ones_equal_masking():

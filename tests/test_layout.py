@@ -2,18 +2,24 @@
 
 The torch-free half is what runs at parse time and in the light environment (envs/tables.yaml): the shared packages
 ``data``, ``stats``, ``report`` and ``workflow``, and each stage's tables (the modules listed in ``TORCH_FREE``).
-Imports are followed through the whole package, lazy ones included (:mod:`bertology_core.workflow.code_imports`)."""
+Imports are followed through the whole package, lazy ones included (:mod:`bertology_core.workflow.code_imports`), and
+compared by their full dotted names (``safetensors.torch`` imports torch). The workflow scripts of every rule that runs in
+envs/tables.yaml must not reach torch either (the rules as tests/test_packaging.py reads them)."""
 
+import ast
 import graphlib
 from pathlib import Path
 
 import pytest
 
 from bertology_core.workflow import code_imports
+from test_packaging import rules_with_scripts
 
 REPO = Path(__file__).resolve().parents[1]
 LIBRARY = REPO / "bertology_core"
-HEAVY = {"torch", "transformers"}
+# an import name equal to or starting with these, or ending in ".torch" (safetensors.torch), reaches torch
+HEAVY = ("torch", "transformers")
+LIGHT_ENV = "tables"
 # the torch-free packages, whole
 TORCH_FREE_PACKAGES = ("data", "stats", "report", "workflow")
 # the torch-free side of each stage (its tables and statistics), and the model checks read from files alone
@@ -22,7 +28,7 @@ TORCH_FREE = (
     "head_roles/head_roles.py", "head_roles/head_roles_stats.py", "head_roles/head_gates_stats.py",
     "layer_mix/layer_mix_stats.py", "linguistic/linguistic.py", "models/compatibility.py", "outliers/outliers_stats.py",
     "patterns/annotation.py", "patterns/pattern_labels.py", "patterns/patterns.py", "pruning/pruning_stats.py",
-    "pruning/pruning_summary.py",
+    "pruning/pruning_summary.py", "patterns/pattern_tables.py",
 )
 
 
@@ -50,6 +56,48 @@ def test_a_cycle_is_found():
         list(graphlib.TopologicalSorter(graph).static_order())
 
 
+def is_heavy(imported):
+    return imported.startswith(HEAVY) or imported.endswith(".torch")
+
+
+def dotted_imports(path):
+    """Every absolute import of a file by its full dotted name: :func:`code_imports.imported_names`, plus ``a.b`` for
+    every ``from a import b`` (``from safetensors import torch`` is ``safetensors.torch``)."""
+    names = set(code_imports.imported_names(path))
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return names
+
+
+def heavy_imports(path, repo=REPO):
+    """{file (relative to ``repo``): its heavy imports} over ``path`` and every project module it reaches."""
+    found = {}
+    for module in sorted({path} | code_imports.reached_modules(path, repo)):
+        heavy = sorted(imported for imported in dotted_imports(module) if is_heavy(imported))
+        if heavy:
+            found[module.relative_to(repo).as_posix()] = heavy
+    return found
+
+
+def test_a_heavy_import_is_found(tmp_path):
+    # the check below can fail: a torch import behind a module of the project's own, in each spelling
+    (tmp_path / "bertology_core" / "pkg").mkdir(parents=True)
+    (tmp_path / "bertology_core" / "pkg" / "weights.py").write_text(
+        "def load(path):\n    from safetensors.torch import load_file\n    return load_file(path)\n")
+    (tmp_path / "bertology_core" / "pkg" / "other.py").write_text("from safetensors import torch\nimport transformers.utils\n")
+    (tmp_path / "bertology_core" / "pkg" / "fine.py").write_text("import safetensors\nimport numpy.torchlike\n")
+    script = tmp_path / "script.py"
+    script.write_text("import polars\nfrom bertology_core.pkg import fine, other, weights\n")
+    assert heavy_imports(script, tmp_path) == {
+        "bertology_core/pkg/other.py": ["safetensors.torch", "transformers.utils"],
+        "bertology_core/pkg/weights.py": ["safetensors.torch"],
+    }
+    # and in the library: the classifier's training half imports torch, its tables do not
+    assert heavy_imports(LIBRARY / "patterns" / "pattern_training.py")
+    assert not heavy_imports(LIBRARY / "patterns" / "pattern_tables.py")
+
+
 def torch_free_modules():
     shared = [path for package in TORCH_FREE_PACKAGES for path in (LIBRARY / package).rglob("*.py")]
     return sorted(shared + [LIBRARY / path for path in TORCH_FREE])
@@ -58,10 +106,26 @@ def torch_free_modules():
 @pytest.mark.parametrize("path", torch_free_modules(), ids=name)
 def test_the_torch_free_half_never_imports_torch(path):
     assert path.is_file()
-    heavy = code_imports.third_party_imports(path, REPO) & HEAVY
-    reached = [name(module) for module in code_imports.reached_modules(path, REPO)
-               if {n.split(".")[0] for n in code_imports.imported_names(module)} & HEAVY]
-    assert not heavy, f"{name(path)} reaches {sorted(heavy)} (through {sorted(reached)})"
+    heavy = heavy_imports(path)
+    assert not heavy, f"{name(path)} reaches torch: {heavy}"
+
+
+def light_environment_scripts():
+    """The workflow scripts of the rules whose conda environment is envs/tables.yaml."""
+    return sorted({script for _, env, script in rules_with_scripts() if env == LIGHT_ENV})
+
+
+def test_the_light_environment_runs_the_summaries():
+    # the rule parser found the light rules (an empty list would leave the test below with nothing to check)
+    assert {"pattern_summary", "linguistic_summary", "claims"} <= set(light_environment_scripts())
+
+
+@pytest.mark.parametrize("script", light_environment_scripts())
+def test_the_light_environment_scripts_never_import_torch(script):
+    path = REPO / "workflow_scripts" / f"{script}.py"
+    assert path.is_file()
+    heavy = heavy_imports(path)
+    assert not heavy, f"workflow_scripts/{script}.py runs in envs/{LIGHT_ENV}.yaml but reaches torch: {heavy}"
 
 
 def test_every_package_is_a_boundary_the_test_knows():

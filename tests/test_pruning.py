@@ -11,7 +11,7 @@ from bertology_core.engine.attention_function import use_engine
 from bertology_core.engine.first_token import first_token_output
 from bertology_core.engine.intervention import intervene
 from bertology_core.engine.plan import HEAD_SCALE, MLP_SCALE, InterventionPlan, per_layer
-from bertology_core.engine.structure import encoder_layers
+from bertology_core.engine.structure import depth_layers
 from bertology_core.models import compaction
 from bertology_core.pruning import importance, lottery, pruning_stats
 from bertology_core.data.glue import get_task
@@ -61,7 +61,7 @@ def test_compaction_predicts_as_the_gated_model_in_every_family(family, tmp_path
     before = compaction.parameter_count(model)
     share = compaction.kept_parameter_share(model, mask)
     compact = compaction.compact(model, mask)
-    shared = len(set(map(id, encoder_layers(model)))) < model.config.num_hidden_layers
+    shared = len(set(map(id, depth_layers(model)))) < model.config.num_hidden_layers
     plan = None if residual.heads.all() and residual.mlps.all() else residual.plan()
     assert (plan is not None) == shared
     with torch.no_grad(), intervene(compact, plan or InterventionPlan()):
@@ -77,7 +77,7 @@ def test_compaction_predicts_as_the_gated_model_in_every_family(family, tmp_path
         with pytest.raises(ValueError, match="already compacted"):
             compaction.compact(compact, mask)
         assert compaction.parameter_count(compact) < before
-        layers = compaction.parameter_count(encoder_layers(model))
+        layers = compaction.parameter_count(torch.nn.ModuleList(depth_layers(model)))
         layers_before = layers + before - compaction.parameter_count(compact)  # the cut parameters are all in the layers
         assert share == pytest.approx(layers / layers_before, abs=1e-12)  # per-depth count = what compaction leaves
         compaction.save_compact(compact, mask, tmp_path / "compact")
@@ -490,7 +490,7 @@ def test_held_out_halves_are_disjoint_cover_dev_and_only_half_a_is_sampled():
 def test_the_ticket_is_chosen_on_the_selection_half_alone(method):
     import polars as pl
 
-    from bertology_core.finetune import finetune
+    from bertology_core.models import batching
 
     task = get_task("MNLI")  # three labels, as the tiny model has
     data = encoded(12, seed=7)
@@ -499,7 +499,7 @@ def test_the_ticket_is_chosen_on_the_selection_half_alone(method):
     chooses, reports = lottery.protocol_examples(dev, "held_out", stratify=False, split_seed=0)
 
     def subset(rows):
-        return finetune.Encoded(input_ids=[data.input_ids[i] for i in np.flatnonzero(rows)], token_type_ids=None, pad_token_id=0)
+        return batching.Encoded(input_ids=[data.input_ids[i] for i in np.flatnonzero(rows)], token_type_ids=None, pad_token_id=0)
 
     settings = {"rate": 0.5, "max_iterations": 4} if method == "m" else {"head_share": 0.25, "mlps_per_step": 1, "refine": True}
 

@@ -158,26 +158,21 @@ def test_template_line_breaks_stay_out_of_the_page_and_style_and_script_are_embe
 LAYOUT_FILE = Path(__file__).resolve().parents[1] / "report" / "layout.yaml"
 
 
-def _declared_in_rules() -> tuple[set[str], str]:
-    """The section anchors the rule files declare, and their text."""
-    import re
-
-    rules = "".join(p.read_text() for p in (LAYOUT_FILE.parents[1] / "rules").rglob("*.smk"))
-    return set(re.findall(r'(?:declare_section|summary_outputs|report_file)\(\s*"(\w+)"', rules)), rules
-
-
 def test_every_section_and_table_of_the_layout_is_one_a_stage_declares():
-    """The layout only presents: each section it orders is declared by a rule file and has its text; each table it
-    titles is a summary a rule writes (a renamed stem must not silently drop the note a reader needs)."""
+    """The layout only presents: each section it orders is one the runs table declares and has its text; each table it
+    titles is a summary a stage writes (a renamed stem must not silently drop the note a reader needs)."""
     import yaml
 
+    from bertology_core.workflow.runs import SECTIONS
+
     data = yaml.safe_load(LAYOUT_FILE.read_text())
-    anchors, rules = _declared_in_rules()
+    anchors = {section.anchor for section in SECTIONS}
+    stems = {summary.stem for section in SECTIONS for summary in section.summaries}
     for entry in data["sections"]:
         assert entry["anchor"] in anchors, entry
         assert (LAYOUT_FILE.parent / "sections" / f"{entry['anchor']}.rst").is_file(), entry
     for stem in data["tables"]:
-        assert f'"results/{stem}"' in rules or f'"results/{stem}.csv"' in rules or f'"{stem}"' in rules, stem
+        assert stem in stems, stem
 
 
 def test_layout_orders_declared_sections_and_presents_unknown_ones_after_by_their_anchor(tmp_path):

@@ -4,6 +4,7 @@ the fitness verdicts take away, the targets of ``all`` and the problems with a c
 from __future__ import annotations
 
 import copy
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -14,6 +15,7 @@ import pytest
 import yaml
 
 from bertology_core.data import states
+from bertology_core.report import files
 from bertology_core.workflow import configuration, runs
 from conftest import REPO
 
@@ -155,6 +157,29 @@ def test_smoke_runs_of_every_stage(smoke):
     assert model.outliers == [("MRPC", 1), ("MRPC", 2), ("STS-B", 1)]
 
 
+def test_the_rules_that_gather_a_stage_look_up_its_files(smoke):
+    table, m = smoke.every_model_fit, "tiny-bert"
+    assert table.sweep_files(m, "MRPC", FT) == [f"results/disabling/{m}/MRPC/{FT}/seed{s}/sweep.parquet" for s in (1, 2)]
+    assert table.outlier_models(m) == [f"results/finetune/{m}/{t}/{FT}/seed{s}/model" for t, s in [("MRPC", 1), ("MRPC", 2), ("STS-B", 1)]]
+    assert table.outlier_disabling_files(m, "STS-B") == [f"results/outliers/{m}/STS-B/seed1/disabling.parquet"]
+    assert table.outliers_summary_inputs(m)["contrast"] == [f"results/outliers/{m}/{t}/contrast.parquet" for t in ("MRPC", "STS-B")]
+    assert table.layer_mix_summary_inputs(m)["summaries"] == [f"results/layer_mix/{m}/{s}/summary.parquet" for s in table.of(m).layer_mix]
+    assert table.attention_change_summary_inputs(m)["changes"] == [f"results/attention_change/{m}/{t}/seed1.parquet" for t in ("MRPC", "STS-B")]
+    assert table.dump_prefixes(m)[1] == f"results/attention/{m}/MRPC/finetuned_seed1"
+    assert table.every_dump_file(m)[:2] == [f"results/attention/{m}/MRPC/pretrained.{kind}.parquet" for kind in ("attention", "tokens")]
+    assert table.pattern_summary_inputs(m)["classes"][0] == f"results/patterns/{m}/MRPC/pretrained.classes.parquet"
+    assert table.of(m).greedy_task_seeds == [("MRPC", 1), ("STS-B", 1)]
+    assert table.report_skipped_sections() == {m: []} and set(table.report_section_shows()[m]) == {s.anchor for s in runs.SECTIONS}
+
+
+def test_no_rule_builds_a_list_of_runs_inline():
+    # every input or param that lists runs is a lookup here (Plan, Runs), so the unit tests see what the rules read
+    inline = [f"{path.name}:{number}" for path in sorted((REPO / "rules").glob("*.smk"))
+              for number, line in enumerate(path.read_text().splitlines(), 1)
+              if "lambda" in line and re.search(r" for \w[\w, ]* in ", line)]
+    assert inline == []
+
+
 def test_smoke_targets_begin_with_what_needs_no_fine_tuned_model(smoke):
     assert smoke.early_targets() == [
         "results/treebank/train.parquet", "results/treebank/dev.parquet",
@@ -163,12 +188,12 @@ def test_smoke_targets_begin_with_what_needs_no_fine_tuned_model(smoke):
         "results/probing/tiny-bert/pretrained/syntactic_heads.parquet",
     ]
     targets = smoke.every_model_fit.all_targets()
-    assert targets[:len(runs.TABLE_FILES)] == [runs.FITNESS_TABLE + ext for ext in runs.TABLE_FILES]
+    assert targets[:len(files.TABLE_FILES)] == [runs.FITNESS_TABLE + ext for ext in files.TABLE_FILES]
     assert "results/report/index.html" in targets and "results/patterns/tiny-bert/annotate.html" in targets
     # keep_dumps (config.yaml): every dump's Parquet files are kept, so they are targets
     assert "results/attention/tiny-bert/MRPC/finetuned_seed1.attention.parquet" in targets
     # every file of every summary: a table's Parquet and CSV, a figure's PNG and Vega-Lite spec
-    assert {f"results/disabling/tiny-bert/summary/heads{ext}" for ext in runs.TABLE_FILES + runs.FIGURE_FILES} <= set(targets)
+    assert {f"results/disabling/tiny-bert/summary/heads{ext}" for ext in files.TABLE_FILES + files.FIGURE_FILES} <= set(targets)
     assert len(targets) == len(set(targets))
 
 

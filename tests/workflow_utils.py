@@ -65,15 +65,15 @@ def result_files(workdir: Path) -> dict[str, Path]:
     return files
 
 
-def _normalised_json(value, workdir: str):
+def normalised_json(value, workdir: str):
     if isinstance(value, dict):
         return {
-            k: _normalised_json(v, workdir)
+            k: normalised_json(v, workdir)
             for k, v in value.items()
             if k not in VOLATILE_KEYS and not k.endswith("_seconds") and k != "seconds"
         }
     if isinstance(value, list):
-        return [_normalised_json(v, workdir) for v in value]
+        return [normalised_json(v, workdir) for v in value]
     if isinstance(value, str):
         return value.replace(workdir, "<workdir>")
     return value
@@ -97,8 +97,8 @@ def assert_same_results(a: Path, b: Path, *, partial: bool = False) -> int:
             assert tensors_a.keys() == tensors_b.keys(), relative
             assert all(torch.equal(tensors_a[k], tensors_b[k]) for k in tensors_a), relative
         elif path_a.suffix == ".json":
-            data_a = _normalised_json(json.loads(path_a.read_text()), str(a.resolve()))
-            data_b = _normalised_json(json.loads(path_b.read_text()), str(b.resolve()))
+            data_a = normalised_json(json.loads(path_a.read_text()), str(a.resolve()))
+            data_b = normalised_json(json.loads(path_b.read_text()), str(b.resolve()))
             assert data_a == data_b, relative
         else:
             assert path_a.read_bytes() == path_b.read_bytes(), relative

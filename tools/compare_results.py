@@ -47,7 +47,7 @@ import polars as pl
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO), str(REPO / "tests")]
 
-from workflow_utils import VOLATILE_DIRS, VOLATILE_FILES, VOLATILE_KEYS, _normalised_json  # noqa: E402
+from workflow_utils import VOLATILE_DIRS, VOLATILE_FILES, VOLATILE_KEYS, normalised_json  # noqa: E402
 
 IDENTICAL, SAME_VALUES, REORDERED, REDRAWN = ("identical", "same values", "same values, another row order",
                                               "redrawn from the same spec")
@@ -203,8 +203,8 @@ def _first_json_difference(a, b, where) -> str:
 
 
 def _json(before: Path, after: Path, renames: Renames, workdirs: tuple[Path, Path]) -> str:
-    a = _comparable(renames.value(_normalised_json(json.loads(before.read_text()), str(workdirs[0].resolve()))))
-    b = _comparable(_normalised_json(json.loads(after.read_text()), str(workdirs[1].resolve())))
+    a = _comparable(renames.value(normalised_json(json.loads(before.read_text()), str(workdirs[0].resolve()))))
+    b = _comparable(normalised_json(json.loads(after.read_text()), str(workdirs[1].resolve())))
     if after.name.endswith(".vl.json"):
         a, b = _dataset_names(a, {}), _dataset_names(b, {})
     if a == b:

@@ -18,7 +18,7 @@ try:
     problems = compatibility.model_problems(Path(resolved.path), **snakemake.params.requirements)
     for labels in snakemake.input.hand_labels:
         pattern_labels.read_labels(labels, resolved.num_hidden_layers, resolved.num_attention_heads)
-except (models.ModelSpecError, pattern_labels.LabelsError) as error:
+except (compatibility.ModelSpecError, pattern_labels.LabelsError) as error:
     problems = [str(error)]
 if problems:
     message = f"Model {snakemake.wildcards.model} (spec {spec!r}) cannot be used with this config:\n  " + "\n  ".join(problems)

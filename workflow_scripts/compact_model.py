@@ -15,8 +15,7 @@ from safetensors.numpy import load_file
 
 from bertology_core.data import glue, io
 from bertology_core.engine.attention_function import use_engine
-from bertology_core.finetune import finetune
-from bertology_core.models import compaction, device, models
+from bertology_core.models import batching, compaction, device, models
 from bertology_core.pruning import importance
 
 job_device = device.job_device(snakemake.threads)
@@ -27,7 +26,7 @@ saved = load_file(snakemake.input.mask)
 mask = importance.StructureMask(saved["heads"].astype(bool), saved["mlps"].astype(bool))
 # the dev examples Michel's curve is scored on: enough to time and compare
 dev = glue.subsample(pl.read_parquet(snakemake.input.dev), snakemake.params.dev_sample["examples"], snakemake.params.dev_sample["seed"])
-encoded = finetune.encode(dev, tokenizer, snakemake.params.max_length)
+encoded = batching.encode(dev, tokenizer, snakemake.params.max_length)
 batch_size = snakemake.resources.batch_size
 
 

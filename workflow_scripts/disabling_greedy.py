@@ -10,8 +10,7 @@ import polars as pl
 
 from bertology_core.data import glue
 from bertology_core.disabling import disabling, disabling_stats
-from bertology_core.finetune import finetune
-from bertology_core.models import device, models
+from bertology_core.models import batching, device, models
 from bertology_core.report.figures import write_table
 
 job_device = device.job_device(snakemake.threads)
@@ -24,7 +23,7 @@ dev = pl.read_parquet(snakemake.input.data).filter(pl.col("idx").is_in(sweep["id
 selection = disabling_stats.split_halves(dev["label"].to_numpy(), stratify=not task.is_regression, seed=settings.split_seed)
 model = models.load_classifier(snakemake.input.model, task, models.SAVED, 0).to(job_device)
 tokenizer = models.load_tokenizer(snakemake.input.model)
-table, computed = disabling.greedy_search(model, task, dev, selection, lambda frame: finetune.encode(frame, tokenizer, params.max_length),
+table, computed = disabling.greedy_search(model, task, dev, selection, lambda frame: batching.encode(frame, tokenizer, params.max_length),
                                           sweep, settings, snakemake.resources.rows_per_pass)
 logging.info("greedy: %d steps, %d configurations computed beyond the sweep", table.height - 1, computed)
 write_table(table, snakemake.output.table[0].removesuffix(".parquet"))

@@ -15,7 +15,7 @@ import polars as pl
 from bertology_core.data import glue, io
 from bertology_core.finetune import finetune
 from bertology_core.head_roles import head_gates, head_gates_stats
-from bertology_core.models import checkpoint, device, models
+from bertology_core.models import batching, checkpoint, device, models
 from bertology_core.pruning import importance
 
 params, wc, runtime = snakemake.params, snakemake.wildcards, snakemake.resources
@@ -36,11 +36,11 @@ checkpointer = checkpoint.Checkpointer(
 )
 gated, record = head_gates.train_gates(
     models.load_classifier(snakemake.input.model, task, models.SAVED, 0).to(job_device), task,
-    finetune.encode(train, tokenizer, config.max_length), train["label"].to_numpy(), config, float(wc.strength),
+    batching.encode(train, tokenizer, config.max_length), train["label"].to_numpy(), config, float(wc.strength),
     gate_settings, wc.weights == "trained", int(wc.seed), checkpointer,
 )
 dev = glue.subsample(pl.read_parquet(snakemake.input.dev), params.dev_sample["examples"], params.dev_sample["seed"])
-encoded = finetune.encode(dev, tokenizer, config.max_length)
+encoded = batching.encode(dev, tokenizer, config.max_length)
 # Michel et al.'s ordering prunes the fine-tuned model as it is (never retrained)
 finetuned = models.load_classifier(snakemake.input.model, task, models.SAVED, 0).to(job_device)
 michel = head_gates.michel_mask(pl.read_parquet(snakemake.input.importance), record["heads_kept"], params.normalize_by_layer)

@@ -12,8 +12,7 @@ import polars as pl
 
 from bertology_core.data import glue, io
 from bertology_core.engine.attention_function import use_engine
-from bertology_core.finetune import finetune
-from bertology_core.models import device, models
+from bertology_core.models import batching, device, models
 from bertology_core.pruning import importance
 
 params = snakemake.params
@@ -25,10 +24,10 @@ tokenizer = models.load_tokenizer(snakemake.input.model)
 # importance_examples null: the whole split (glue.subsample returns it as it is)
 frame = glue.subsample(pl.read_parquet(snakemake.input.importance), params.importance["importance_examples"],
                        params.importance["subsample_seed"])
-examples, labels = finetune.encode(frame, tokenizer, params.max_length), frame["label"].to_numpy()
+examples, labels = batching.encode(frame, tokenizer, params.max_length), frame["label"].to_numpy()
 dev = glue.subsample(pl.read_parquet(snakemake.input.dev), params.dev_sample["examples"], params.dev_sample["seed"])
 scored: list[pl.DataFrame] = []  # every step's per-example predictions: what the claims table resamples
-score = importance.dev_scorer(model, task, dev, finetune.encode(dev, tokenizer, params.max_length), batch_size, record=scored)
+score = importance.dev_scorer(model, task, dev, batching.encode(dev, tokenizer, params.max_length), batch_size, record=scored)
 normalize = params.importance["normalize_by_layer"]
 granularity = params.importance["importance_granularity"]
 # under batch granularity the batches are part of the result: the configured size, which the job's params carry

@@ -13,8 +13,7 @@ from safetensors.torch import save_file
 
 from bertology_core.data import glue, io
 from bertology_core.engine.attention_function import use_engine
-from bertology_core.finetune import finetune
-from bertology_core.models import device, models
+from bertology_core.models import batching, device, models
 from bertology_core.pruning import lottery
 
 params = snakemake.params
@@ -27,7 +26,7 @@ importance_data = None
 if wc.method == "s":  # s-pruning ranks heads and MLPs by Michel et al.'s importance on these examples (null: the whole split)
     frame = glue.subsample(pl.read_parquet(snakemake.input.importance), params.importance["importance_examples"],
                            params.importance["subsample_seed"])
-    importance_data = finetune.encode(frame, tokenizer, params.max_length), frame["label"].to_numpy()
+    importance_data = batching.encode(frame, tokenizer, params.max_length), frame["label"].to_numpy()
 dev = pl.read_parquet(snakemake.input.dev)
 selection, report = lottery.protocol_examples(
     dev, wc.protocol, stratify=not task.is_regression, examples=params.dev_sample["examples"],
@@ -36,8 +35,8 @@ selection, report = lottery.protocol_examples(
 chosen, reported = dev.filter(pl.Series(selection)), dev.filter(pl.Series(report))
 ticket = lottery.find_ticket(
     model, task, wc.method, wc.protocol,
-    finetune.encode(chosen, tokenizer, params.max_length), chosen["label"].to_numpy(),
-    finetune.encode(reported, tokenizer, params.max_length), reported["label"].to_numpy(),
+    batching.encode(chosen, tokenizer, params.max_length), chosen["label"].to_numpy(),
+    batching.encode(reported, tokenizer, params.max_length), reported["label"].to_numpy(),
     keep=params.keep, keep_above_constant=params.keep_above_constant, method_settings=params.method,
     importance_data=importance_data,
     normalize=bool(params.importance and params.importance["normalize_by_layer"]),

@@ -40,7 +40,7 @@ from bertology_core.engine.first_token import first_token_output
 from bertology_core.engine.intervention import intervene
 from bertology_core.engine.plan import HEAD_SCALE, HEAD_UNIFORM, InterventionPlan, per_layer
 from bertology_core.stats.bootstrap import metric_on_resamples, paired_deltas, resample_indices
-from bertology_core.finetune.finetune import Encoded, encode
+from bertology_core.models.batching import Encoded, encode
 from bertology_core.data import glue
 from bertology_core.data.glue import GlueTask
 from bertology_core.models import models

@@ -97,12 +97,6 @@ def depth_attentions(model: PreTrainedModel) -> list[nn.Module]:
     return found
 
 
-def encoder_layers(model: PreTrainedModel) -> nn.ModuleList:
-    """The layer modules of the encoder, one per depth (for a model sharing weights across depth the same module
-    appears at each of its depths; ``parameters()`` of the list counts it once)."""
-    return nn.ModuleList(depth_layers(model))
-
-
 # --- depth of the running layer ----------------------------------------------------------------
 
 

@@ -26,7 +26,7 @@ from tqdm.auto import tqdm
 from transformers import PreTrainedModel, get_linear_schedule_with_warmup
 
 from bertology_core.data import states
-from bertology_core.models.batching import Encoded, encode  # noqa: F401 - part of this module's API
+from bertology_core.models.batching import Encoded, encode
 from bertology_core.models.checkpoint import Checkpointer, TrainingState
 from bertology_core.models.device import default_device
 from bertology_core.models.models import load_classifier_reported, load_tokenizer
@@ -87,7 +87,7 @@ def parameter_groups(model: torch.nn.Module, weight_decay: float) -> list[dict[s
     ]
 
 
-def _labels_tensor(task: GlueTask, labels: np.ndarray) -> torch.Tensor:
+def labels_tensor(task: GlueTask, labels: np.ndarray) -> torch.Tensor:
     return torch.tensor(labels, dtype=torch.float32 if task.is_regression else torch.long)
 
 
@@ -147,7 +147,7 @@ def train(
             batch = _to(data.collate(batch_indices), device)
             # the classifier reads [CLS] alone: the last layer's feed-forward runs on it only (exact, ~1/8 faster)
             with first_token_output(model):
-                output = model(**batch, labels=_labels_tensor(task, labels[batch_indices]).to(device))
+                output = model(**batch, labels=labels_tensor(task, labels[batch_indices]).to(device))
             output.loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), config.max_grad_norm)
             optimizer.step()

@@ -41,6 +41,7 @@ from bertology_core.engine.attention_function import use_engine
 from bertology_core.engine.intervention import intervene
 from bertology_core.engine.plan import HEAD_SCALE, InterventionPlan, per_layer
 from bertology_core.finetune import finetune
+from bertology_core.models.batching import Encoded
 from bertology_core.models.checkpoint import Checkpointer
 from bertology_core.engine.first_token import first_token_output
 from bertology_core.data.glue import GlueTask
@@ -155,7 +156,7 @@ class GatedClassifier(nn.Module):
 def train_gates(
     classifier: PreTrainedModel,
     task: GlueTask,
-    data: finetune.Encoded,
+    data: Encoded,
     labels: np.ndarray,
     config: finetune.FinetuneConfig,
     strength: float,

@@ -21,7 +21,7 @@ from transformers import (AutoConfig, AutoModel, AutoModelForSequenceClassificat
 
 from bertology_core.data import states
 from bertology_core.models import compatibility
-from bertology_core.models.compatibility import PACKAGE_PREFIX, ModelSpecError, is_hf_folder, package_model_folder  # noqa: F401
+from bertology_core.models.compatibility import PACKAGE_PREFIX, ModelSpecError, is_hf_folder, package_model_folder
 from bertology_core.data.glue import GlueTask
 
 # an English sentence any tokenizer of a GLUE model must cut into known pieces

@@ -53,7 +53,8 @@ from bertology_core.engine.intervention import intervene
 from bertology_core.engine.plan import HEAD_SCALE, MLP_SCALE, AttentionSink, InterventionPlan, per_layer
 from bertology_core.engine.structure import UnsupportedStructure, structure
 from bertology_core.finetune import finetune
-from bertology_core.finetune.finetune import Encoded, _labels_tensor
+from bertology_core.finetune.finetune import labels_tensor
+from bertology_core.models.batching import Encoded
 from bertology_core.data.glue import GlueTask
 from bertology_core.stats.metrics import compute_metrics, primary_metric
 
@@ -172,7 +173,7 @@ def gate_importance(
                 for module in dict.fromkeys(part.mlp_output for part in parts):
                     stack.callback(module.register_forward_hook(_token_mlp_hook(plan, mlp_sum, real)).remove)
             stack.enter_context(first_token_output(model))
-            output = model(**batch, labels=_labels_tensor(task, labels[rows]).to(device))
+            output = model(**batch, labels=labels_tensor(task, labels[rows]).to(device))
             # the model's loss is a mean over the batch: times the batch size it is the sum of per-example
             # losses, whose gradient with respect to example b's gate is example b's own gradient (and their sum
             # the gradient with respect to one gate shared by the batch); under token the hooks read the gradients

@@ -49,11 +49,12 @@ from bertology_core.data import states
 from bertology_core.engine.attention_function import use_engine
 from bertology_core.engine.intervention import intervene
 from bertology_core.engine.plan import InterventionPlan
-from bertology_core.engine.structure import encoder_layers
+from bertology_core.engine.structure import depth_layers
 from bertology_core.disabling.disabling_stats import split_halves
 from bertology_core.finetune import finetune
-from bertology_core.finetune.finetune import Encoded, FinetuneConfig
+from bertology_core.finetune.finetune import FinetuneConfig
 from bertology_core.models import compaction
+from bertology_core.models.batching import Encoded, encode
 from bertology_core.models.device import default_device
 from bertology_core.models.models import load_classifier_reported, load_tokenizer
 from bertology_core.data.glue import GlueTask, subsample
@@ -132,7 +133,7 @@ def prune_while_above(
 def encoder_weights(model: PreTrainedModel) -> list[tuple[str, nn.Linear]]:
     """The weight matrices m-pruning acts on: every ``nn.Linear`` inside the encoder layers (Q, K, V,
     attention output, the two MLP matrices), by their module name; a matrix shared across depth (ALBERT) once."""
-    inside = {id(module) for layer in encoder_layers(model) for module in layer.modules()}
+    inside = {id(module) for layer in depth_layers(model) for module in layer.modules()}
     return [(name, module) for name, module in model.named_modules() if isinstance(module, nn.Linear) and id(module) in inside]
 
 
@@ -475,7 +476,8 @@ def finetune_subnetwork(
     tokenizer = load_tokenizer(model_path)
     model, loaded = load_classifier_reported(model_path, task, states.PRETRAINED, seed)
     model.to(device or default_device())
-    total = compaction.parameter_count(encoder_layers(model))
+    # the encoder layers' parameters; a ModuleList counts a layer shared across depth (ALBERT) once
+    total = compaction.parameter_count(nn.ModuleList(depth_layers(model)))
     gates, gated_share = contextlib.nullcontext(), None
     if isinstance(mask, StructureMask):
         residual = compaction.residual_mask(model, mask)
@@ -486,17 +488,17 @@ def finetune_subnetwork(
             gates = intervene(use_engine(model), residual.plan())
     elif mask is not None:
         apply_weight_masks(model, mask)
-    encoded = finetune.encode(train_frame, tokenizer, config.max_length)
+    encoded = encode(train_frame, tokenizer, config.max_length)
     with gates:
         record = finetune.train(model, task, encoded, train_frame["label"].to_numpy(), config, seed, progress)
-        logits = finetune.predict(model, finetune.encode(eval_frame, tokenizer, config.max_length), eval_batch_size)
+        logits = finetune.predict(model, encode(eval_frame, tokenizer, config.max_length), eval_batch_size)
     predictions = logits[:, 0] if task.is_regression else logits.argmax(-1)
     if isinstance(mask, dict):  # m-pruning: share of the prunable weight matrices' entries
         kept = kept_weight_share(current_weight_masks(model))
     elif gated_share is not None:  # weights shared across depth: the share the mask keeps, counted per depth
         kept = gated_share
     else:  # s-pruning: share of the encoder layers' parameters left after compaction
-        kept = compaction.parameter_count(encoder_layers(model)) / total
+        kept = compaction.parameter_count(nn.ModuleList(depth_layers(model))) / total
     labels = eval_frame["label"].to_numpy()
     per_example = eval_frame.select("idx", "label").with_columns(pl.Series("prediction", predictions))
     return {

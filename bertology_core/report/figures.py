@@ -34,7 +34,7 @@ def head_heatmap(
     return chart.properties(title=alt.TitleParams(title, subtitle=caption.split("\n"), anchor="start"))
 
 
-# a figure's files (bertology_core.workflow.runs.FIGURE_FILES): the PNG for Snakemake's report, the Vega-Lite spec
+# a figure's files (bertology_core.report.files.FIGURE_FILES): the PNG for Snakemake's report, the Vega-Lite spec
 # with its data for the report page, which draws it interactively
 FIGURE_FORMATS = ("png", "vl.json")
 
@@ -57,7 +57,7 @@ def save_chart(chart: alt.Chart, stem: str | os.PathLike[str], formats: tuple[st
 
 
 def write_table(frame: pl.DataFrame, stem: str | os.PathLike[str], note: str = "") -> None:
-    """``<stem>.parquet`` and ``<stem>.csv`` of a tidy table, atomically (runs.TABLE_FILES). ``note``: what a reader
+    """``<stem>.parquet`` and ``<stem>.csv`` of a tidy table, atomically (files.TABLE_FILES). ``note``: what a reader
     needs to read it (a paragraph, which may name this run's settings), kept in the Parquet file's metadata as ``note``;
     the report page shows it under the table's title (bertology_core.report.report.table_note)."""
     write_parquet(frame, f"{stem}.parquet", metadata={"note": note} if note else None)

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from bertology_core.data import glue, states
+from bertology_core.report.files import FIGURE_FILES, TABLE_FILES, item_file
 from bertology_core.workflow import configuration
 
 FineTuned = tuple[str, str, int]  # (task, state, seed): one fine-tuning run of a model
@@ -36,11 +37,6 @@ Subnetwork = tuple[str, int, str]  # (task, seed, network): one re-fine-tuned su
 GateJob = tuple[str, int, str, str]  # (task, seed, weights, strength as paths spell it): one head-gate training
 Verdicts = Mapping[tuple[str, str, str, int], bool]  # (model, task, state, seed) -> fit for analysis
 
-# the files of one tidy table (figures.write_table) and of one figure (figures.save_chart), each written once and
-# read by both reports: the report page shows a table's Parquet and embeds a figure's Vega-Lite spec; Snakemake's
-# report (`snakemake --report`) holds a table's CSV and a figure's PNG (rules/common.smk, summary_outputs)
-TABLE_FILES = (".parquet", ".csv")
-FIGURE_FILES = (".png", ".vl.json")
 
 # the fitness verdicts (a table: TABLE_FILES), which every summary reads to label its rows
 FITNESS_TABLE = "results/fitness/fitness"
@@ -64,11 +60,6 @@ CLAIMED_SECTIONS = ("patterns", "attention_change", "disabling", "pruning", "pro
 # key. The order is the pipeline's, for a reader: Snakemake orders jobs by their files, not by this list.
 STAGES = ("data", "treebank", "models", "finetune", "fitness", "baselines", "attention", "patterns", "attention_change",
           "linguistic", "disabling", "pruning", "probing", "head_roles", "outliers", "layer_mix", "claims", "report")
-
-def item_file(kind: str, stem: str) -> str:
-    """The file behind an item the report page shows: a figure's Vega-Lite spec, a table's Parquet."""
-    return f"{stem}.{'vl.json' if kind == 'figure' else 'parquet'}"
-
 
 # --- the report's sections -------------------------------------------------------------------------------------
 
@@ -736,6 +727,11 @@ class ModelRuns:
         """(task, seed) of every pruned model with head gates: Michel et al.'s curve of each is scored beside them."""
         return sorted({(task, seed) for task, seed, _, _ in self.gates})
 
+    @property
+    def greedy_task_seeds(self) -> list[TaskSeed]:
+        """(task, seed) of every greedy search, in order (what the disabling summary reads them by)."""
+        return [(task, seed) for task, _, seed in self.greedy]
+
     def swept_seeds(self, task: str, state: str) -> list[int]:
         return [seed for t, i, seed in self.sweeps if (t, i) == (task, state)]
 
@@ -927,7 +923,7 @@ class Runs:
         targets += [f"results/treebank/{split}.parquet" for split in self.plan.treebank_splits]
         targets += [f"results/attention/{model}/{key}.json" for key in runs.dump_keys]
         if self.config["attention"]["keep_dumps"]:
-            targets += [path for key in runs.dump_keys for path in self.plan.dump_files(model, key)]
+            targets += self.every_dump_file(model)
         targets += [f"results/patterns/{model}/annotate.html", "results/report/index.html"]
         return targets + [f"results/{path}" for path in sorted(self.summary_files(model))]
 
@@ -935,6 +931,15 @@ class Runs:
         return list(dict.fromkeys(target for model in self.plan.models for target in self.targets(model)))
 
     # -- what the rules that gather a stage read --
+
+    def dump_prefixes(self, model: str) -> list[str]:
+        """The path prefix of every attention dump of ``model`` (``results/attention/<model>/<task>/<dumped state>``),
+        in the order of its dump keys."""
+        return [f"results/attention/{model}/{key}" for key in self.of(model).dump_keys]
+
+    def every_dump_file(self, model: str) -> list[str]:
+        """Both Parquet files of every attention dump of ``model`` (the annotation page and the pattern CNN read them)."""
+        return [path for key in self.of(model).dump_keys for path in self.plan.dump_files(model, key)]
 
     def hand_label_set(self, model: str, labels: HandLabels | None) -> dict[str, Any] | None:
         """The hand labels that train ``model``'s pattern CNN, or None: the label files by role, ``card``, and ``idx``:
@@ -970,7 +975,7 @@ class Runs:
         labelled = self.hand_label_set(model, labels) or {}
         return {
             "features": [f"results/patterns/{model}/{key}.features.parquet" for key in keys],
-            "dumps": [path for key in keys for path in self.plan.dump_files(model, key)],
+            "dumps": self.every_dump_file(model),
             "resolved": f"results/models/{model}/resolved.json",
             "labelled": [f"{prefix}.{kind}.parquet" for prefix in self.labelled_dumps(model, labels).values()
                          for kind in ("attention", "tokens")],
@@ -978,11 +983,30 @@ class Runs:
             **{name: path for name, path in labelled.items() if name in LABEL_FILE_ROLES and path},
         }
 
+    def pattern_summary_inputs(self, model: str) -> dict[str, Any]:
+        """Every dump's classified maps, the classifier's report and the verdicts."""
+        return {
+            "classes": [f"results/patterns/{model}/{key}.classes.parquet" for key in self.of(model).dump_keys],
+            "report": f"results/patterns/{model}/classifier/report.json",
+            "fitness": f"{FITNESS_TABLE}.parquet",
+        }
+
+    def attention_change_summary_inputs(self, model: str) -> dict[str, Any]:
+        """The per-head cosines of every fine-tuned model compared with the pre-trained encoder, and the verdicts."""
+        return {
+            "changes": [f"results/attention_change/{model}/{task}/seed{seed}.parquet" for task, seed in self.of(model).attention_change],
+            "fitness": f"{FITNESS_TABLE}.parquet",
+        }
+
     def linguistic_inputs(self, model: str) -> dict[str, Any]:
         """Every dump's linguistic score tables, by kind."""
         keys = self.of(model).dump_keys
         return {kind: [f"results/linguistic/{model}/{key}.{kind}.parquet" for key in keys]
                 for kind in ("features", "relations", "cls_shares", "cls_max")} | {"fitness": f"{FITNESS_TABLE}.parquet"}
+
+    def sweep_files(self, model: str, task: str, state: str) -> list[str]:
+        """The sweep of every swept seed of ``task`` fine-tuned into ``state``: what its statistics pool."""
+        return [f"{self.plan.disabling_dir(model, task, state, seed)}/sweep.parquet" for seed in self.of(model).swept_seeds(task, state)]
 
     def disabling_summary_inputs(self, model: str) -> dict[str, Any]:
         runs = self.of(model)
@@ -1070,6 +1094,34 @@ class Runs:
         runs = self.of(model)
         return {"roles": runs.dump_keys, "importance": runs.pruned, "michel": runs.gate_curves, "gates": runs.gates}
 
+    def outlier_models(self, model: str) -> list[str]:
+        """The folder of every fine-tuned model whose outlier dimensions are found (and disabled)."""
+        return [f"{self.plan.run_dir(model, t, states.FINETUNED, s)}/model" for t, s in self.of(model).outliers]
+
+    def outlier_disabling_files(self, model: str, task: str) -> list[str]:
+        """The outlier disabling of every seed of ``task``: what its statistics pool."""
+        return [f"results/outliers/{model}/{task}/seed{seed}/disabling.parquet" for seed in self.of(model).outlier_seeds(task)]
+
+    def outliers_summary_inputs(self, model: str) -> dict[str, Any]:
+        """The verdicts, the outlier dimensions found and every task's statistics."""
+        tasks = self.of(model).outlier_tasks
+        return {
+            "fitness": f"{FITNESS_TABLE}.parquet",
+            "parameters": f"results/outliers/{model}/parameters.parquet",
+            "dimensions": f"results/outliers/{model}/dimensions.parquet",
+            "deltas": [f"results/outliers/{model}/{task}/deltas.parquet" for task in tasks],
+            "contrast": [f"results/outliers/{model}/{task}/contrast.parquet" for task in tasks],
+        }
+
+    def layer_mix_summary_inputs(self, model: str) -> dict[str, Any]:
+        """The verdicts and the scalar mixes of every mixed state."""
+        mixed = self.of(model).layer_mix
+        return {
+            "fitness": f"{FITNESS_TABLE}.parquet",
+            "summaries": [f"results/layer_mix/{model}/{state}/summary.parquet" for state in mixed],
+            "cumulative": [f"results/layer_mix/{model}/{state}/cumulative.parquet" for state in mixed],
+        }
+
     def claims_inputs(self, model: str) -> dict[str, Any]:
         """Every per-example or per-element table the claims resample, from the stages this config runs."""
         runs, plan = self.of(model), self.plan
@@ -1150,6 +1202,14 @@ class Runs:
         if self.stage_runs(model, "outliers"):
             inputs["parameters"] = f"results/outliers/{model}/parameters.parquet"
         return inputs
+
+    def report_section_shows(self) -> dict[str, dict[str, list[FineTuned]]]:
+        """Model -> :meth:`section_shows`: what the report page warns about, for every model."""
+        return {model: self.section_shows(model) for model in self.plan.models}
+
+    def report_skipped_sections(self) -> dict[str, list[str]]:
+        """Model -> :meth:`skipped_sections`: the sections the report page says were skipped, for every model."""
+        return {model: self.skipped_sections(model) for model in self.plan.models}
 
     def report_inputs(self) -> dict[str, Any]:
         """The figure specs and tables the report page shows for every model (those of the sections whose stage runs),

@@ -1,0 +1,258 @@
+"""The checks made when the workflow is parsed, before any job: the config's choices, then the input files it names.
+
+Each check is a function of the :class:`~bertology_core.workflow.runs.Plan` that returns its problems, one line each
+(empty when none). :class:`ParseChecks` runs them in order and tells the first kind that finds problems as one error
+(rules/common.smk raises it): a later check may read what an earlier one found missing (the GLUE files, a model's
+config.json), so it runs only once the earlier ones pass. Kinds, in order:
+
+1. the config's choices (:meth:`Plan.problems`);
+2. local GLUE files missing; 3. local CoNLL-U files missing;
+4. package and folder models this config cannot use (a Hub id is checked by rule check_model);
+5. report sections with no text;
+6. the hand labels, every line (the first error stops: later files are not read);
+7. only in the main process (a cluster job parses the workflow again and need not reread the data): the files'
+   contents, every problem at once: GLUE splits, CoNLL-U files, hand labels naming an example the dev split lacks.
+
+The hand labels read by check 6 are kept (:attr:`ParseChecks.hand_labels`): the rules look them up. Tested without
+Snakemake in tests/test_checks.py. This module imports neither torch nor Snakemake.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+import polars as pl
+
+from bertology_core.data import glue, treebank
+from bertology_core.models import compatibility
+from bertology_core.patterns import pattern_labels
+from bertology_core.workflow import runs as run_table
+from bertology_core.workflow.runs import HandLabels, Plan
+
+# a model's hand labels as read: what the rules look up, and every label frame by role, with its lines
+LabelData = tuple[HandLabels, dict[str, pl.DataFrame]]
+
+
+# --- the models --------------------------------------------------------------------------------------------------
+
+
+def model_folder(plan: Plan, model: str) -> Path | None:
+    """The folder of a package or folder spec (relative paths: to the repository); None for a Hub id (fetched and
+    checked by rule check_model). A spec that names no folder raises compatibility.ModelSpecError."""
+    spec = plan.models[model]
+    if spec.startswith(compatibility.PACKAGE_PREFIX):
+        return compatibility.package_model_folder(spec.removeprefix(compatibility.PACKAGE_PREFIX))
+    return compatibility.spec_folder(spec, plan.repo)
+
+
+def one_model_problems(plan: Plan, model: str) -> list[str]:
+    """Why a package or folder model cannot be used by this config (architecture, tokenizer, label counts,
+    positions). A Hub id is checked by rule check_model, before any other model job."""
+    try:
+        folder = model_folder(plan, model)
+    except compatibility.ModelSpecError as error:
+        return [str(error)]
+    if folder is None:
+        return []
+    if not folder.is_dir():
+        return [f"folder {folder} does not exist. Fix: point spec at a save_pretrained() folder (relative paths are "
+                "relative to the repository), or at a Hub id."]
+    if not compatibility.is_hf_folder(folder):
+        return [f"folder {folder} has no config.json or no *.safetensors weights. Fix: save the model with "
+                "save_pretrained() (safetensors; .bin pickles are refused)."]
+    return compatibility.model_problems(folder, **plan.model_requirements())
+
+
+def model_problems(plan: Plan) -> list[str]:
+    """Every problem of every model, each naming the model and its spec."""
+    return [f"{name}: spec {spec!r}: {problem}" for name, spec in plan.models.items() for problem in one_model_problems(plan, name)]
+
+
+# --- the files the config names ----------------------------------------------------------------------------------
+
+
+def missing_glue_files(plan: Plan) -> list[str]:
+    """Every local GLUE file the tasks need that does not exist (none for Hub data)."""
+    if plan.config["data"]["source"] != "local":
+        return []
+    return [str(path) for path in glue.missing_local_files(plan.tasks, plan.glue_dir())]
+
+
+def missing_treebank_files(plan: Plan) -> list[str]:
+    """Every CoNLL-U file of treebank.dir that does not exist (downloads: fetched by download_treebank)."""
+    if not plan.config["treebank"]["dir"]:
+        return []
+    return [str(plan.treebank_file(split)) for split in plan.treebank_splits if not plan.treebank_file(split).is_file()]
+
+
+def missing_section_texts(plan: Plan) -> list[str]:
+    """The report sections with no text (report/sections/<anchor>.rst)."""
+    return run_table.section_texts_missing(plan.repo)
+
+
+# --- the hand labels ---------------------------------------------------------------------------------------------
+
+
+def read_hand_labels(plan: Plan, model: str) -> LabelData | None:
+    """(HandLabels, every label frame by role, with its lines) of ``model``'s hand labels, or None: every line checked
+    (for a package or folder model, layers and heads against its config.json); test labels must name maps the
+    training labels do not, and a second pass or labeller a subset of them. A bad line raises
+    pattern_labels.LabelsError."""
+    settings = plan.config["patterns"]
+    if settings["labels_csv"]:
+        files, card = {"labels": plan.repo_path(settings["labels_csv"])}, None
+    else:
+        card = pattern_labels.find_label_card(plan.repo_path(settings["labels_dir"]) if settings["labels_dir"] else None,
+                                              plan.models[model])
+        if card is None:
+            return None
+        files = pattern_labels.LabelCard.read(card).files(card)
+    folder = model_folder(plan, model)
+    geometry = compatibility.geometry(compatibility.read_config(folder)) if folder is not None else (None, None)
+    frames = {role: pattern_labels.read_labels(path, *geometry) for role, path in files.items()}
+    if "test" in frames:
+        pattern_labels.check_test_disjoint(frames["labels"], frames["test"], files["test"], files["labels"])
+    for role in ("second_pass", "second_labeller"):
+        if role in frames:
+            pattern_labels.check_relabelled_subset(frames["labels"], frames[role], files[role], files["labels"], role)
+    named = pl.concat([frames[role].select("task", "state", "idx") for role in ("labels", "test") if role in frames])
+    return run_table.hand_labels(files, card, named.iter_rows()), frames
+
+
+# --- the files' contents -----------------------------------------------------------------------------------------
+
+
+def glue_problems(plan: Plan) -> tuple[list[str], dict[str, pl.DataFrame]]:
+    """(problems, dev split by task) of the local GLUE files: every split read and checked once (columns, labels, idx,
+    encoding), each problem naming the file and line. (The Hub's data is checked by its prepare_data job.)"""
+    problems, dev_frames = [], {}
+    for task in plan.tasks if plan.config["data"]["source"] == "local" else []:
+        for split in ["train", *plan.eval_splits(task)]:
+            path = glue.local_path(glue.get_task(task), split, plan.glue_dir())
+            try:
+                frame = glue.check_split(glue.get_task(task), glue.read_local(glue.get_task(task), split, plan.glue_dir()), str(path))
+            except glue.DataError as error:
+                problems.append(str(error))
+                continue
+            if split == "dev":
+                dev_frames[task] = frame
+    return problems, dev_frames
+
+
+def treebank_problems(plan: Plan) -> list[str]:
+    """Format and encoding of the local CoNLL-U files (downloads: checked by prepare_treebank)."""
+    problems = []
+    for split in plan.treebank_splits if plan.config["treebank"]["dir"] else []:
+        try:
+            treebank.validate(plan.treebank_file(split))
+        except treebank.TreebankError as error:
+            problems.append(str(error))
+    return problems
+
+
+def hand_label_data_problems(plan: Plan, model: str, labelled: LabelData | None, dev_frames: Mapping[str, pl.DataFrame]) -> list[str]:
+    """Hand labels (training and test) of the dumps this config would make that name a GLUE idx the task's dev split
+    (as prepared: subsampled by max_eval_examples) does not hold, each naming the label file's line. ``labelled``:
+    the model's hand labels as read (:func:`read_hand_labels`); ``dev_frames``: task -> local dev split. (Against Hub
+    data: checked by labelled_maps.)"""
+    if labelled is None:
+        return []
+    labels, frames = labelled
+    keys = set(plan.every_model_fit.of(model).dump_keys)  # the fitness checkpoint cannot be read while parsing
+    problems = []
+    for task, frame in dev_frames.items():
+        sample = glue.subsample(frame, plan.data_limits(task)["max_eval_examples"], plan.config["data"]["subsample_seed"])
+        held = set(sample["idx"].to_list())
+        for role in ("labels", "test"):
+            if role not in frames:
+                continue
+            for state, idx, line in frames[role].filter(pl.col("task") == task).select("state", "idx", "line").iter_rows():
+                if f"{task}/{state}" in keys and idx not in held:
+                    subsampled = " (in its seeded sample of data.max_eval_examples)" if sample.height < frame.height else ""
+                    problems.append(f"{labels.files[role]}:{line}: field 'idx' = {idx}: {task}'s dev split holds no such "
+                                    f"example{subsampled}. Fix: label maps of examples of {task} dev, or raise max_eval_examples.")
+    return problems
+
+
+def data_problems(plan: Plan, hand_labels: Mapping[str, LabelData | None]) -> list[str]:
+    """Every problem with the files' contents at once: the GLUE splits, the CoNLL-U files, then each model's hand
+    labels against the dev splits (``hand_labels``: model -> its hand labels as read)."""
+    problems, dev_frames = glue_problems(plan)
+    problems += treebank_problems(plan)
+    return problems + [problem for model in plan.models for problem in hand_label_data_problems(plan, model, hand_labels[model], dev_frames)]
+
+
+# --- every check, in order ---------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Check:
+    """One kind of check: ``problems()`` lists what is wrong (empty: nothing); ``message`` tells them as one error."""
+
+    name: str
+    problems: Callable[[], list[str]]
+    message: Callable[[list[str]], str]
+
+
+def _missing_treebank_message(missing: list[str]) -> str:
+    return ("config 'treebank': CoNLL-U file(s) not found:\n  " + "\n  ".join(missing)
+            + "\nFix: point treebank.dir (and treebank.files) at a UD treebank, e.g. a checkout of "
+            "UD_English-EWT, or set treebank.dir: null to skip the treebank stages.")
+
+
+def _missing_texts_message(missing: list[str]) -> str:
+    return (f"report/sections: no text for the section(s) {missing} of the runs table. Fix: write "
+            f"report/sections/<anchor>.rst (a paragraph: what the section shows, from which paper).")
+
+
+class ParseChecks:
+    """Every check of a config and of the input files it names, in order (the module's docstring lists them).
+    ``main_process``: whether the files' contents are read too (False in a cluster job, which parses the workflow
+    again)."""
+
+    def __init__(self, plan: Plan, main_process: bool = True) -> None:
+        self.plan = plan
+        self.main_process = main_process
+        # model -> its hand labels as read, or None; filled by the hand-label check
+        self.hand_labels: dict[str, LabelData | None] = {}
+
+    def checks(self) -> list[Check]:
+        plan = self.plan
+        listed = [
+            Check("config", plan.problems, lambda problems: "config:\n  " + "\n  ".join(problems)),
+            Check("glue_files", lambda: missing_glue_files(plan),
+                  lambda missing: glue.missing_files_message(missing, plan.glue_dir())),
+            Check("treebank_files", lambda: missing_treebank_files(plan), _missing_treebank_message),
+            Check("models", lambda: model_problems(plan),
+                  lambda problems: "config 'models':\n" + "\n".join(f"  {problem}" for problem in problems)),
+            Check("section_texts", lambda: missing_section_texts(plan), _missing_texts_message),
+            Check("hand_labels", self._read_hand_labels, lambda problems: "\n".join(problems)),
+        ]
+        if self.main_process:
+            listed.append(Check("data", lambda: data_problems(plan, self.hand_labels),
+                                lambda problems: "Bad input data (nothing was run):\n" + "\n".join(problems)))
+        return listed
+
+    def _read_hand_labels(self) -> list[str]:
+        """Every model's hand labels, read once and kept; the first bad line is the problem (later ones unread)."""
+        try:
+            for model in self.plan.models:
+                self.hand_labels[model] = read_hand_labels(self.plan, model)
+        except pattern_labels.LabelsError as error:
+            return [f"patterns: {error}"]
+        return []
+
+    def first_error(self) -> str | None:
+        """The message of the first check, in order, that finds problems (None: every check passed). The checks after
+        it are not run."""
+        for check in self.checks():
+            if problems := check.problems():
+                return check.message(problems)
+        return None
+
+    def labels(self, model: str) -> HandLabels | None:
+        """``model``'s hand labels (what the rules look up), or None."""
+        read = self.hand_labels.get(model)
+        return read[0] if read else None

@@ -1,0 +1,119 @@
+"""The checks made when the workflow is parsed (bertology_core.workflow.checks), without Snakemake: each kind of check
+lists its problems, the first kind that finds some is the one error the run stops with, and the files' contents are read
+only in the main process. (tests/test_workflow.py runs the same checks through snakemake.)"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+
+from bertology_core.workflow import checks, runs
+from conftest import REPO
+from test_runs import load_config
+
+SMOKE = "configs/smoke.yaml"
+
+
+def plan_of(*overlays) -> runs.Plan:
+    return runs.Plan(load_config(SMOKE, *overlays), REPO)
+
+
+def _treebank_copy(tmp_path):
+    folder = tmp_path / "ud"
+    shutil.copytree(REPO / "tests" / "fixtures" / "ud_smoke", folder)
+    return folder
+
+
+def test_the_module_imports_neither_torch_nor_snakemake():
+    code = ("import sys; import bertology_core.workflow.checks; "
+            "print(sorted(m for m in ('torch', 'transformers', 'snakemake') if m in sys.modules))")
+    found = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO)
+    assert found.stdout.strip() == "[]"
+
+
+def test_the_smoke_config_passes_every_check_and_its_hand_labels_are_kept():
+    plan = plan_of()
+    checked = checks.ParseChecks(plan)
+    assert [check.name for check in checked.checks()] == [
+        "config", "glue_files", "treebank_files", "models", "section_texts", "hand_labels", "data"]
+    assert checked.first_error() is None
+    labels = checked.labels("tiny-bert")
+    assert labels is not None and labels.card.endswith("tiny-bert.json") and labels.maps
+    assert set(labels.files) == {"labels", "second_pass", "test"}
+
+
+def test_a_config_choice_problem_is_the_first_error():
+    plan = plan_of({"pruning": {"tasks": ["MRPC", "RTE"]}, "data": {"glue_dir": "does/not/exist"}})
+    checked = checks.ParseChecks(plan)
+    error = checked.first_error()
+    assert error.startswith("config:\n  pruning.tasks names RTE, which is not in tasks ['MRPC', 'STS-B']."), error
+    assert "GLUE" not in error  # the files are checked once the config's choices pass
+    assert checked.hand_labels == {}
+
+
+def test_a_missing_glue_folder_names_every_file_and_nothing_later_is_read():
+    plan = plan_of({"data": {"glue_dir": "does/not/exist"}})
+    missing = checks.missing_glue_files(plan)
+    assert str(REPO / "does/not/exist/MRPC/train.tsv") in missing and len(missing) == 4
+    checked = checks.ParseChecks(plan)
+    error = checked.first_error()
+    assert error.startswith("GLUE data not found: 4 file(s) missing under data.glue_dir=") and "does/not/exist/MRPC/train.tsv" in error
+    assert checked.hand_labels == {}  # the hand labels (and the data) are not read
+    assert checks.missing_glue_files(plan_of({"data": {"source": "hub", "glue_dir": "does/not/exist"}})) == []
+
+
+def test_a_missing_treebank_file_is_named_with_the_fix(tmp_path):
+    folder = _treebank_copy(tmp_path)
+    (folder / "smoke-ud-dev.conllu").unlink()
+    error = checks.ParseChecks(plan_of({"treebank": {"dir": str(folder)}})).first_error()
+    assert error == ("config 'treebank': CoNLL-U file(s) not found:\n  " + str(folder / "smoke-ud-dev.conllu")
+                     + "\nFix: point treebank.dir (and treebank.files) at a UD treebank, e.g. a checkout of "
+                     "UD_English-EWT, or set treebank.dir: null to skip the treebank stages.")
+
+
+def test_a_bad_treebank_file_is_a_data_problem_read_only_in_the_main_process(tmp_path):
+    folder = _treebank_copy(tmp_path)
+    path = folder / "smoke-ud-dev.conllu"
+    lines = path.read_text().split("\n")
+    lines[3] = lines[3].rsplit("\t", 1)[0]  # a token line with 9 fields
+    path.write_text("\n".join(lines))
+    plan = plan_of({"treebank": {"dir": str(folder)}})
+    [problem] = checks.treebank_problems(plan)
+    assert "smoke-ud-dev.conllu" in problem
+    error = checks.ParseChecks(plan).first_error()
+    assert error.startswith("Bad input data (nothing was run):\n") and problem in error
+    # a cluster job parses the workflow again: it checks the config and the files, not their contents
+    cluster_job = checks.ParseChecks(plan, main_process=False)
+    assert [check.name for check in cluster_job.checks()][-1] == "hand_labels"
+    assert cluster_job.first_error() is None and cluster_job.labels("tiny-bert") is not None
+
+
+def test_a_missing_model_folder_names_the_model_and_its_spec():
+    error = checks.ParseChecks(plan_of({"models": [{"name": "m", "spec": "./models/missing"}]})).first_error()
+    assert error.startswith("config 'models':\n  m: spec './models/missing': folder ")
+    assert "models/missing does not exist. Fix: point spec at a save_pretrained() folder" in error
+    assert checks.model_problems(plan_of()) == []
+
+
+def test_a_bad_hand_label_stops_at_its_line_and_one_dev_lacks_is_a_data_problem(tmp_path):
+    path = tmp_path / "labels.csv"
+    path.write_text("task,state,idx,layer,head,label\nMRPC,pretrained,0,0,0,vertical\nMRPC,pretrained,0,5,1,diagonal\n")
+    error = checks.ParseChecks(plan_of({"patterns": {"labels_csv": str(path)}})).first_error()
+    assert error.startswith("patterns: ") and "labels.csv:3: field 'layer' = 5 is outside 0..1 for this model" in error
+
+    path.write_text("task,state,idx,layer,head,label\nMRPC,pretrained,9999,0,0,vertical\n")
+    plan = plan_of({"patterns": {"labels_csv": str(path)}})
+    checked = checks.ParseChecks(plan)
+    error = checked.first_error()
+    assert error == ("Bad input data (nothing was run):\n" f"{path}:2: field 'idx' = 9999: MRPC's dev split holds no such "
+                     "example (in its seeded sample of data.max_eval_examples). Fix: label maps of examples of MRPC dev, or raise "
+                     "max_eval_examples.")
+    assert checks.ParseChecks(plan, main_process=False).first_error() is None
+
+
+def test_a_section_with_no_text_is_named(tmp_path):
+    (tmp_path / "report" / "sections").mkdir(parents=True)
+    plan = runs.Plan(load_config(SMOKE), tmp_path)
+    assert checks.missing_section_texts(plan) == [section.anchor for section in runs.SECTIONS]
+    assert checks.missing_section_texts(plan_of()) == []
