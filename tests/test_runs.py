@@ -97,8 +97,10 @@ def test_the_shipped_configs_choose_only_runs_they_make(overlays):
     assert plan_of(*overlays).problems() == []
 
 
-def test_the_module_imports_neither_torch_nor_snakemake():
-    code = ("import sys; import bertology_core.workflow.runs; "
+@pytest.mark.parametrize("module", ["runs", "checks"])
+def test_the_parse_time_modules_import_neither_torch_nor_snakemake(module):
+    # the runs table and the checks are read while Snakemake parses the workflow, and unit-tested without it
+    code = (f"import sys; import bertology_core.workflow.{module}; "
             "print(sorted(m for m in ('torch', 'transformers', 'snakemake') if m in sys.modules))")
     found = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO)
     assert found.stdout.strip() == "[]"
