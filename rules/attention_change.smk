@@ -15,7 +15,7 @@ rule attention_change:
     params:
         code=script_code("attention_change"),
         before=f"results/attention/{{model}}/{{task}}/{states.PRETRAINED}",
-        after=f"results/attention/{{model}}/{{task}}/{states.FINETUNED}_seed{{seed}}",
+        after=f"results/attention/{{model}}/{{task}}/{states.FINETUNED}/seed{{seed}}",
     log:
         "logs/attention_change/{model}/{task}/seed{seed}.log",
     benchmark:

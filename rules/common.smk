@@ -52,7 +52,8 @@ wildcard_constraints:
     # a fine-tuning run's state, an attention dump's state (trained ones per seed), a probed state
     state="|".join(states.FINE_TUNING),
     dumped=states.DUMPED_PATTERN,
-    probed="|".join((states.PRETRAINED, states.RANDOM_WEIGHTS)) + "|(?:" + "|".join(re.escape(t) for t in glue.TASKS) + r")_seed\d+",
+    probed="|".join((states.PRETRAINED, states.RANDOM_WEIGHTS)) + "|(?:" + "|".join(re.escape(t) for t in glue.TASKS)
+    + rf")/{states.FINETUNED}/seed\d+",
 
 
 # --- the runs under the fitness verdicts -------------------------------------------------------------------------

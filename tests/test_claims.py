@@ -211,12 +211,12 @@ def test_heterogeneous_share_from_the_hand_labels_random_sample():
     interval, without any labeller; the pre-trained dumps' labels and other samples do not count."""
     report = {
         "hand_label_shares_random_sample": [
-            {"task": "MRPC", "state": "finetuned_seed1", "label": "heterogeneous", "maps": 12, "share": 0.4},
-            {"task": "MRPC", "state": "finetuned_seed1", "label": "vertical", "maps": 18, "share": 0.6},
+            {"task": "MRPC", "state": "finetuned/seed1", "label": "heterogeneous", "maps": 12, "share": 0.4},
+            {"task": "MRPC", "state": "finetuned/seed1", "label": "vertical", "maps": 18, "share": 0.6},
             {"task": "MRPC", "state": "pretrained", "label": "heterogeneous", "maps": 30, "share": 1.0}],
         "test": {"hand_label_shares_random_sample": [
-            {"task": "MRPC", "state": "finetuned_seed1", "label": "heterogeneous", "maps": 8, "share": 0.2},
-            {"task": "MRPC", "state": "finetuned_seed1", "label": "diagonal", "maps": 32, "share": 0.8}]},
+            {"task": "MRPC", "state": "finetuned/seed1", "label": "heterogeneous", "maps": 8, "share": 0.2},
+            {"task": "MRPC", "state": "finetuned/seed1", "label": "diagonal", "maps": 32, "share": 0.8}]},
     }
     [measured] = claims.heterogeneous_share_from_hand_labels(report, 0.95, {"MRPC": 0.9}, "CNN, macro F1 0.75")
     assert measured.value == pytest.approx(20 / 70) and measured.models == (("MRPC", 1),) and measured.trusted

@@ -30,6 +30,7 @@ def _run(root, score=0.6, dump="pretrained", rows=("a", "b"), seconds=1.0, model
                                                             for r in table.iter_rows(named=True)))
     folder = results / "attention" / "m" / "MRPC"
     folder.mkdir(parents=True)
+    (folder / dump).parent.mkdir(parents=True, exist_ok=True)
     (folder / f"{dump}.json").write_text(json.dumps({
         "state": "pretrained", "examples": 8, "seconds": seconds, "model": f"{root.resolve()}/results/{model_folder}/model"}))
     save_file({"w": pl.Series([1.0, 2.0]).to_numpy()}, str(folder / f"{dump}.safetensors"), metadata={"seed": "1"})
@@ -77,6 +78,18 @@ def test_renamed_paths_are_compared_with_their_new_path_and_named_by_it_inside_f
     # without the second rename the record's model path differs
     assert compare_results.main([str(before), str(after), *renames[:2]]) == 1
     assert "attention/m/MRPC/pretrained.json: $.model" in capsys.readouterr().out
+
+
+def test_a_name_spelt_anew_is_respelt_in_paths_and_in_table_cells(tmp_path, capsys):
+    before = _run(tmp_path / "before", dump="finetuned_seed1", rows=("a", "MRPC_seed1"))
+    after = _run(tmp_path / "after", dump="finetuned/seed1", rows=("a", "MRPC/finetuned/seed1"))
+    assert compare_results.main([str(before), str(after)]) == 1
+    respell = ["--respell", r"(finetuned|scratch)_seed(\d+)=\1/seed\2", "--respell", r"\b(MRPC)_seed(\d+)=\1/finetuned/seed\2"]
+    assert compare_results.main([str(before), str(after), *respell]) == 0
+    assert "2 of them under a renamed path" in capsys.readouterr().out
+    # a respelling that misses one of the names leaves the table cells different
+    assert compare_results.main([str(before), str(after), *respell[:2]]) == 1
+    assert "tables/fitness.parquet" in capsys.readouterr().out
 
 
 def test_a_file_in_one_run_only_fails_unless_ignored(tmp_path, capsys):

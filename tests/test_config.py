@@ -106,6 +106,11 @@ def test_every_number_written_as_text_is_read_as_one_and_named_for_the_warning()
     ({"tasks": ["MRPC", "mrpc"]}, "config 'tasks[1]' = 'mrpc': 'mrpc' is not one of"),
     ({"analysis": {"unfit": "Skip"}}, "(did you mean 'skip'?). Allowed: What downstream stages do"),
     ({"outliers": {"min_layer_share": 1}}, "config 'outliers.min_layer_share' = 1: 1 is greater than or equal to the maximum of 1"),
+    # a probed model in another spelling than <TASK>/finetuned/seed<N>
+    ({"probing": {"syntactic_heads": {"states": ["pretrained", "MRPC_seed1"]}}},
+     "config 'probing.syntactic_heads.states[1]' = 'MRPC_seed1': 'MRPC_seed1' does not match"),
+    ({"layer_mix": {"states": ["MRPC/scratch/seed1"]}},
+     "Allowed: pretrained, random_weights or <TASK>/finetuned/seed<N> (e.g. MRPC/finetuned/seed1)"),
 ])
 def test_schema_errors_lead_with_the_key_the_value_and_what_is_allowed_without_the_schema(config, expected):
     problems = configuration.schema_problems(config, SCHEMA)

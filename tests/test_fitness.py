@@ -93,10 +93,10 @@ def test_summary_rows_are_labelled_by_seed_by_state_and_by_pooled_seeds():
     verdicts = Verdicts(table, "m", {"MRPC": [1, 2, 3], "STS-B": [1]})
     by_seed = verdicts.annotate(pl.DataFrame({"task": ["MRPC", "MRPC", "MRPC"], "seed": [1, 2, None]}), seed="seed")
     assert by_seed[fitness.COLUMN].to_list() == ["fit", "UNFIT", "UNFIT: seed 2 (1 of 3)"]
-    dumps = verdicts.annotate(pl.DataFrame({"dump": ["MRPC/pretrained", "MRPC/finetuned_seed2", "STS-B/finetuned_seed1",
-                                                     "STS-B/scratch_seed1"]}), state="dump")
+    dumps = verdicts.annotate(pl.DataFrame({"dump": ["MRPC/pretrained", "MRPC/finetuned/seed2", "STS-B/finetuned/seed1",
+                                                     "STS-B/scratch/seed1"]}), state="dump")
     assert dumps[fitness.COLUMN].to_list() == [None, "UNFIT", "fit", None]  # from scratch: a baseline, not judged here
-    probed = verdicts.annotate(pl.DataFrame({"state": ["pretrained", "random_weights", "MRPC_seed3", "STS-B_seed1"]}), state="state")
+    probed = verdicts.annotate(pl.DataFrame({"state": ["pretrained", "random_weights", "MRPC/finetuned/seed3", "STS-B/finetuned/seed1"]}), state="state")
     assert probed[fitness.COLUMN].to_list() == [None, None, "fit", "fit"]
     atlas = verdicts.annotate(pl.DataFrame({"task": ["MRPC", "MRPC", "STS-B"], "state": ["pre-trained", "fine-tuned", "difference"]}),
                               state="state")

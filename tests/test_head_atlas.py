@@ -17,8 +17,8 @@ def _grid(task: str, layers: int = 2, heads: int = 3, **columns) -> pl.DataFrame
 def test_head_atlas_joins_every_per_head_table_on_task_state_layer_and_head():
     patterns = pl.concat([
         _grid("MRPC", dominant_class=["vertical"] * 6, share=[0.5] * 6).with_columns(dump=pl.lit("MRPC/pretrained")),
-        _grid("MRPC", dominant_class=["block"] * 6, share=[0.9] * 6).with_columns(dump=pl.lit("MRPC/finetuned_seed2")),
-        _grid("MRPC", dominant_class=["diagonal"] * 6, share=[0.7] * 6).with_columns(dump=pl.lit("MRPC/finetuned_seed1")),
+        _grid("MRPC", dominant_class=["block"] * 6, share=[0.9] * 6).with_columns(dump=pl.lit("MRPC/finetuned/seed2")),
+        _grid("MRPC", dominant_class=["diagonal"] * 6, share=[0.7] * 6).with_columns(dump=pl.lit("MRPC/finetuned/seed1")),
     ]).drop("task")
     features = pl.concat([
         _grid("MRPC", score=[0.1 * i for i in range(6)]).with_columns(model_state=pl.lit(state), feature=pl.lit(feature))
@@ -36,11 +36,11 @@ def test_head_atlas_joins_every_per_head_table_on_task_state_layer_and_head():
     ])
     # L0H0 of the pre-trained model: obj beats its baseline by 0.5, det by 0.1 -> obj
     relations = pl.DataFrame({
-        "state": ["pretrained", "pretrained", "pretrained", "MRPC_seed1"], "relation": ["obj", "det", "all", "det"],
+        "state": ["pretrained", "pretrained", "pretrained", "MRPC/finetuned/seed1"], "relation": ["obj", "det", "all", "det"],
         "direction": ["dep->head", "head<-dep", "dep->head", "dep->head"], "layer": [0, 0, 0, 1], "head": [0, 0, 0, 2],
         "accuracy": [0.9, 0.95, 0.99, 0.8], "words": [100] * 4,
     })
-    best = pl.DataFrame({"state": ["pretrained", "pretrained", "MRPC_seed1"], "relation": ["obj", "det", "det"],
+    best = pl.DataFrame({"state": ["pretrained", "pretrained", "MRPC/finetuned/seed1"], "relation": ["obj", "det", "det"],
                          "baseline_accuracy": [0.4, 0.85, 0.5]})
 
     atlas = head_atlas.head_atlas("m", patterns=patterns, cosine=cosine, features=features, disabling=disabling,

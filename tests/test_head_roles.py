@@ -443,7 +443,7 @@ def test_the_claim_compares_frozen_gates_inside_the_fixed_pruning_range():
 
 def test_only_fine_tuned_states_take_the_probed_models_syntactic_roles():
     assert head_roles_stats.probed_name("MRPC", "pretrained", None) == "pretrained"
-    assert head_roles_stats.probed_name("MRPC", "finetuned", 1) == "MRPC_seed1"
+    assert head_roles_stats.probed_name("MRPC", "finetuned", 1) == "MRPC/finetuned/seed1"
     assert head_roles_stats.probed_name("MRPC", "scratch", 1) is None
 
 

@@ -519,13 +519,13 @@ def test_test_labels_of_no_dump_of_the_run_are_said_and_the_gate_falls_back_to_c
     dump, prefix = small_dump
     features = patterns.dump_features(dump)
     hand_label_csv(features, tmp_path / "labels.csv")
-    (tmp_path / "test.csv").write_text("task,state,idx,layer,head,label\nMRPC,finetuned_seed7,3,0,1,vertical\n")
+    (tmp_path / "test.csv").write_text("task,state,idx,layer,head,label\nMRPC,finetuned/seed7,3,0,1,vertical\n")
     label_set = pattern_labels.load_label_set(tmp_path / "labels.csv", None, None, RESOLVED, ["MRPC/pretrained"], test_path=tmp_path / "test.csv")
     assert label_set.test.height == 0 and label_set.test_in_file == 1
     report = pattern_training.train_classifier(
         {"MRPC/pretrained": features}, {"MRPC/pretrained": prefix}, label_set, {"MRPC/pretrained": prefix},
         train_maps=50, image_size=16, folds=3, epochs=2, seed=0, min_class_labels=5, ensemble=1).report
-    assert "test" not in report and "finetuned_seed7: not a dump of this run" in report["test_left_out"]
+    assert "test" not in report and "finetuned/seed7: not a dump of this run" in report["test_left_out"]
     assert patterns.labeller_validated(report, 0.0)[1].startswith("the label card's 1 test labels name none of this run's dumps")
 
 
@@ -582,17 +582,17 @@ def test_labels_of_a_model_fine_tuned_with_another_recipe_are_left_out(tmp_path)
     evaluation = {"model": {"weights_sha256": "aaaa"}, "task": "MRPC", "state": "finetuned", "seed": 1, "train_examples": 3668,
                   "hyperparameters": {"learning_rate": 2e-5, "epochs": 3}}
     (tmp_path / "labels.csv").write_text("task,state,idx,layer,head,label\nMRPC,pretrained,3,0,1,vertical\n"
-                                         "MRPC,finetuned_seed1,3,0,1,diagonal\n")
+                                         "MRPC,finetuned/seed1,3,0,1,diagonal\n")
     card = tmp_path / "m.json"
     card.write_text(json.dumps({"model_spec": "x", "weights_sha256": "aaaa", "labels": "labels.csv",
-                                "states": {"MRPC/finetuned_seed1": pattern_labels.recipe_fingerprint(evaluation)}}))
+                                "states": {"MRPC/finetuned/seed1": pattern_labels.recipe_fingerprint(evaluation)}}))
     resolved = {"weights_sha256": "aaaa", "num_hidden_layers": 2, "num_attention_heads": 4}
-    keys = ["MRPC/pretrained", "MRPC/finetuned_seed1"]
-    same = pattern_labels.load_label_set(tmp_path / "labels.csv", card, None, resolved, keys, {"MRPC/finetuned_seed1": evaluation})
+    keys = ["MRPC/pretrained", "MRPC/finetuned/seed1"]
+    same = pattern_labels.load_label_set(tmp_path / "labels.csv", card, None, resolved, keys, {"MRPC/finetuned/seed1": evaluation})
     assert same.labels.height == 2 and same.left_out == {}
     other = {**evaluation, "hyperparameters": {"learning_rate": 1e-4, "epochs": 3}}
-    changed = pattern_labels.load_label_set(tmp_path / "labels.csv", card, None, resolved, keys, {"MRPC/finetuned_seed1": other})
-    assert changed.labels["state"].to_list() == ["pretrained"] and "another recipe" in changed.left_out["MRPC/finetuned_seed1"]
+    changed = pattern_labels.load_label_set(tmp_path / "labels.csv", card, None, resolved, keys, {"MRPC/finetuned/seed1": other})
+    assert changed.labels["state"].to_list() == ["pretrained"] and "another recipe" in changed.left_out["MRPC/finetuned/seed1"]
     # the fingerprint's format predates the state names (the state hashed as states.FINGERPRINT_NAMES spells it,
     # "init": "pretrained" for finetuned), so the shipped cards still match; this is what that format gives for `evaluation`
     assert pattern_labels.recipe_fingerprint(evaluation) == "765265590b6df30ae2a7e68a575a8ac9fe0dfef4153a4c18795f8b677ad290b2"

@@ -144,7 +144,7 @@ def test_smoke_fine_tunes_the_extra_seeds_of_sweeps_and_pruning_once(smoke):
 
 def test_smoke_runs_of_every_stage(smoke):
     model = smoke.every_model_fit.of("tiny-bert")
-    assert model.dump_keys == ["MRPC/pretrained", "MRPC/finetuned_seed1", "STS-B/pretrained", "STS-B/finetuned_seed1"]
+    assert model.dump_keys == ["MRPC/pretrained", "MRPC/finetuned/seed1", "STS-B/pretrained", "STS-B/finetuned/seed1"]
     assert model.attention_change == [("MRPC", 1), ("STS-B", 1)]
     assert model.sweeps == [("MRPC", FT, 1), ("MRPC", FT, 2), ("STS-B", FT, 1)]
     assert model.greedy == [("MRPC", FT, 1), ("STS-B", FT, 1)]  # greedy_seeds: [1]
@@ -152,8 +152,8 @@ def test_smoke_runs_of_every_stage(smoke):
     # two methods x two protocols (paper_protocol) x two kinds, for both pruned seeds; no "full" (the recipe is fine-tuning's)
     assert len(model.subnetworks) == 16 and ("MRPC", 2, "m-bad-paper") in model.subnetworks
     assert model.gates == [("MRPC", 1, weights, strength) for weights in ("trained", "frozen") for strength in ("0.1", "10.0")]
-    assert model.probed == ["pretrained", "random_weights", "MRPC_seed1"]
-    assert model.syntactic_heads == ["pretrained", "MRPC_seed1"]
+    assert model.probed == ["pretrained", "random_weights", "MRPC/finetuned/seed1"]
+    assert model.syntactic_heads == ["pretrained", "MRPC/finetuned/seed1"]
     assert model.layer_mix == model.probed
     # outliers.seeds null: the disabling stage's seeds
     assert model.outliers == [("MRPC", 1), ("MRPC", 2), ("STS-B", 1)]
@@ -167,7 +167,7 @@ def test_the_rules_that_gather_a_stage_look_up_its_files(smoke):
     assert table.outliers_summary_inputs(m)["contrast"] == [f"results/outliers/{m}/{t}/contrast.parquet" for t in ("MRPC", "STS-B")]
     assert table.layer_mix_summary_inputs(m)["summaries"] == [f"results/layer_mix/{m}/{s}/summary.parquet" for s in table.of(m).layer_mix]
     assert table.attention_change_summary_inputs(m)["changes"] == [f"results/attention_change/{m}/{t}/seed1.parquet" for t in ("MRPC", "STS-B")]
-    assert table.dump_prefixes(m)[1] == f"results/attention/{m}/MRPC/finetuned_seed1"
+    assert table.dump_prefixes(m)[1] == f"results/attention/{m}/MRPC/finetuned/seed1"
     assert table.every_dump_file(m)[:2] == [f"results/attention/{m}/MRPC/pretrained.{kind}.parquet" for kind in ("attention", "tokens")]
     assert table.pattern_summary_inputs(m)["classes"][0] == f"results/patterns/{m}/MRPC/pretrained.classes.parquet"
     assert table.of(m).greedy_task_seeds == [("MRPC", 1), ("STS-B", 1)]
@@ -193,7 +193,7 @@ def test_smoke_targets_begin_with_what_needs_no_fine_tuned_model(smoke):
     assert targets[:len(files.TABLE_FILES)] == [runs.FITNESS_TABLE + ext for ext in files.TABLE_FILES]
     assert "results/report/index.html" in targets and "results/patterns/tiny-bert/annotate.html" in targets
     # keep_dumps (config.yaml): every dump's Parquet files are kept, so they are targets
-    assert "results/attention/tiny-bert/MRPC/finetuned_seed1.attention.parquet" in targets
+    assert "results/attention/tiny-bert/MRPC/finetuned/seed1.attention.parquet" in targets
     # every file of every summary: a table's Parquet and CSV, a figure's PNG and Vega-Lite spec
     assert {f"results/disabling/tiny-bert/summary/heads{ext}" for ext in files.TABLE_FILES + files.FIGURE_FILES} <= set(targets)
     assert len(targets) == len(set(targets))
@@ -240,11 +240,11 @@ def test_verdicts_are_needed_only_where_they_decide_something():
 
 def test_hand_labels_train_on_the_dumps_this_run_makes(smoke):
     labels = runs.hand_labels({"labels": "l.csv", "test": "t.csv"}, "card.yaml",
-                              [("MRPC", "finetuned_seed1", 3), ("MRPC", "pretrained", 1), ("MRPC", "pretrained", 1), ("RTE", "pretrained", 2)])
+                              [("MRPC", "finetuned/seed1", 3), ("MRPC", "pretrained", 1), ("MRPC", "pretrained", 1), ("RTE", "pretrained", 2)])
     table = smoke.every_model_fit
     assert table.hand_label_set("tiny-bert", labels) == {
-        "labels": "l.csv", "test": "t.csv", "card": "card.yaml", "idx": {"MRPC/finetuned_seed1": [3], "MRPC/pretrained": [1]}}
-    assert table.labelled_recipe_keys("tiny-bert", labels) == ["MRPC/finetuned_seed1"]
+        "labels": "l.csv", "test": "t.csv", "card": "card.yaml", "idx": {"MRPC/finetuned/seed1": [3], "MRPC/pretrained": [1]}}
+    assert table.labelled_recipe_keys("tiny-bert", labels) == ["MRPC/finetuned/seed1"]
     inputs = table.pattern_classifier_inputs("tiny-bert", labels)
     assert inputs["recipes"] == ["results/finetune/tiny-bert/MRPC/finetuned/seed1/evaluation.json"]
     assert inputs["labels"] == "l.csv" and inputs["card"] == "card.yaml"
@@ -275,7 +275,7 @@ def test_cpu_subnetworks_gates_and_outliers_as_its_comments_count_them(cpu):
     # "MRPC and SST-2 seeds 1-3, RTE and STS-B seed 1"
     assert sorted(model.outliers) == sorted([*((t, s) for t in ("MRPC", "SST-2") for s in (1, 2, 3)), ("RTE", 1), ("STS-B", 1)])
     assert model.greedy == [("MRPC", FT, 1)]  # greedy_steps 0 but for MRPC
-    assert model.syntactic_heads == ["pretrained", "MRPC_seed1"]
+    assert model.syntactic_heads == ["pretrained", "MRPC/finetuned/seed1"]
     assert cpu.every_model_fit.pruning_recipe_note("minilm-l6") == "re-fine-tuned with the fine-tuning recipe; full = the fine-tuned model"
 
 
@@ -315,8 +315,8 @@ def test_head_gates_michel_curves_are_listed_in_the_order_of_their_keys(default)
 @pytest.mark.parametrize(("override", "problem"), [
     ({"pruning": {"tasks": ["MRPC", "RTE"]}},
      "pruning.tasks names RTE, which is not in tasks ['MRPC', 'STS-B']. Fix: add RTE to tasks, or drop RTE from pruning.tasks."),
-    ({"probing": {"syntactic_heads": {"states": ["pretrained", "RTE_seed1"]}}},
-     "probing.syntactic_heads.states names RTE_seed1, whose task RTE is not in tasks ['MRPC', 'STS-B']."),
+    ({"probing": {"syntactic_heads": {"states": ["pretrained", "RTE/finetuned/seed1"]}}},
+     "probing.syntactic_heads.states names RTE/finetuned/seed1, whose task RTE is not in tasks ['MRPC', 'STS-B']."),
     ({"disabling": {"per_task": {"RTE": {"seeds": [1]}}}}, "config 'disabling.per_task' names 'RTE', which is not in tasks"),
     ({"models": [{"name": "m", "spec": "x"}, {"name": "m", "spec": "y"}]}, "config 'models': the name(s) ['m'] are given to more than one entry"),
     ({"treebank": {"url": "https://example.org/{file}"}}, "config 'treebank': both dir and url are set"),
@@ -325,7 +325,7 @@ def test_head_gates_michel_curves_are_listed_in_the_order_of_their_keys(default)
     ({"head_roles": {"gates": {"tasks": ["STS-B"]}}}, "head_roles.gates.tasks names STS-B, which is not pruned"),
     ({"head_roles": {"gates": {"seeds": [7]}}}, "head_roles.gates.seeds [7] names no seed that is pruned"),
     ({"outliers": {"seeds": [9]}}, "outliers.seeds [9] are not fine-tuned for MRPC"),
-    ({"layer_mix": {"states": ["STS-B_seed1"]}}, "layer_mix.states names ['STS-B_seed1'], which the probing stage does not probe"),
+    ({"layer_mix": {"states": ["STS-B/finetuned/seed1"]}}, "layer_mix.states names ['STS-B/finetuned/seed1'], which the probing stage does not probe"),
     ({"claims": {"level": 0.9}}, "differ from claims.level (0.9)"),
     ({"pruning": {"importance_split": "dev"}}, "pruning.importance_split: dev lets the dev half that reports"),
 ])

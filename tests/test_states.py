@@ -22,11 +22,20 @@ def test_the_four_states_their_meanings_and_labels():
 
 
 def test_seeded_names():
-    assert states.seeded(states.FINETUNED, 3) == "finetuned_seed3" and states.split_seeded("MRPC_seed12") == ("MRPC", 12)
-    assert states.dumped_state("pretrained") == "pretrained" and states.dumped_state("scratch_seed2") == "scratch"
-    assert re.fullmatch(states.DUMPED_PATTERN, "finetuned_seed1") and not re.fullmatch(states.DUMPED_PATTERN, "finetuned")
-    with pytest.raises(ValueError):
-        states.split_seeded("pretrained")
+    """One spelling of a trained model, as fine-tuning's folders write it: <state>/seed<N> under a task's folder,
+    <TASK>/<state>/seed<N> where no folder names the task."""
+    assert states.seeded(states.FINETUNED, 3) == "finetuned/seed3" and states.split_seeded("finetuned/seed12") == ("finetuned", 12)
+    assert states.run_name("MRPC", states.FINETUNED, 1) == "MRPC/finetuned/seed1"
+    assert states.split_run_name("STS-B/scratch/seed12") == ("STS-B", "scratch", 12)
+    assert states.dumped_state("pretrained") == "pretrained" and states.dumped_state("scratch/seed2") == "scratch"
+    assert re.fullmatch(states.DUMPED_PATTERN, "finetuned/seed1") and not re.fullmatch(states.DUMPED_PATTERN, "finetuned")
+    assert not states.is_seeded("MRPC/finetuned/seed1") and not states.is_run_name("finetuned/seed1")
+    for former in ("finetuned_seed1", "MRPC_seed1", "pretrained"):  # the spellings before this one are no state names
+        assert not states.is_seeded(former) and not states.is_run_name(former)
+        with pytest.raises(ValueError):
+            states.split_seeded(former)
+        with pytest.raises(ValueError):
+            states.split_run_name(former)
 
 
 def _string_literals(path):
@@ -44,3 +53,17 @@ def test_no_module_but_states_spells_a_state_name_or_label():
     found = [f"{path.relative_to(REPO)}:{line}: {literal}" for path in files if path.name != "states.py"
              for line, literal in _string_literals(path) if (match := quoted.fullmatch(literal)) and match[2] in spelt]
     assert found == [], "import the names from bertology_core.data.states:\n" + "\n".join(found)
+
+
+def test_no_module_spells_a_trained_model_the_former_way():
+    """A trained model is <state>/seed<N> (<TASK>/<state>/seed<N> without a task folder), never finetuned_seed1 or
+    MRPC_seed1: paths, wildcards and tables use one spelling."""
+    former = re.compile(r"(\}|\b(?:finetuned|scratch|pretrained|[A-Z][A-Z0-9-]*))_seed(\{|\d|<)")
+    files = [p for folder in ("bertology_core", "workflow_scripts", "rules", "tools", "benchmarks", "schemas", "configs")
+             for p in sorted((REPO / folder).rglob("*")) if p.suffix in (".py", ".smk", ".yaml")]
+    # the hand labels name their dumps (the label card's text tells their history, so it is not read)
+    files += [REPO / "Snakefile", REPO / "config.yaml", *sorted((REPO / "data").rglob("*.csv")),
+              *sorted((REPO / "tests" / "fixtures").rglob("*.csv"))]
+    found = [f"{path.relative_to(REPO)}:{number}: {line.strip()[:120]}" for path in files
+             for number, line in enumerate(path.read_text().splitlines(), 1) if former.search(line)]
+    assert found == [], "spell a trained model <state>/seed<N> (bertology_core.data.states):\n" + "\n".join(found)

@@ -54,12 +54,12 @@ def test_smoke_run_writes_every_output(smoke_run):
     assert json.loads((pretrained / "metrics.json").read_text())["state"] == "pretrained"
     assert not (pretrained / "model").exists()
     for task in ("MRPC", "STS-B"):
-        for state in ("pretrained", "finetuned_seed1"):
+        for state in ("pretrained", "finetuned/seed1"):
             summary = json.loads((smoke_run / "results" / "attention" / "tiny-bert" / task / f"{state}.json").read_text())
             assert summary["examples"] == 8 and summary["layers"] == [0, 1] and summary["heads"] == 4
-    fine_tuned = json.loads((smoke_run / "results/attention/tiny-bert/MRPC/finetuned_seed1.json").read_text())
+    fine_tuned = json.loads((smoke_run / "results/attention/tiny-bert/MRPC/finetuned/seed1.json").read_text())
     assert fine_tuned["model_folder"].endswith("finetune/tiny-bert/MRPC/finetuned/seed1/model")
-    assert fine_tuned["state"] == "finetuned_seed1"
+    assert fine_tuned["state"] == "finetuned/seed1"
 
 
 def test_every_fine_tuned_model_has_a_verdict_that_every_summary_and_the_atlas_repeat(smoke_run):
@@ -102,7 +102,7 @@ def test_skip_leaves_unfit_models_out_of_the_dag_and_fail_stops_before_any_analy
     # pruning or probe is planned, so none can be made, not even empty
     summary = snakemake(workdir, "--summary", configs=configs).stdout.splitlines()
     in_dag = [line.split("\t")[0] for line in summary[1:] if "\t" in line]
-    assert "results/attention/tiny-bert/STS-B/finetuned_seed1.attention.parquet" in in_dag
+    assert "results/attention/tiny-bert/STS-B/finetuned/seed1.attention.parquet" in in_dag
     assert "results/attention/tiny-bert/MRPC/pretrained.attention.parquet" in in_dag  # the pre-trained encoder still is
     assert "results/finetune/tiny-bert/MRPC/finetuned/seed2/metrics.json" in in_dag  # fine-tuned and judged
     mrpc_analyses = [f for f in in_dag if "MRPC" in f and not f.startswith("results/finetune/")
@@ -332,12 +332,12 @@ def test_smoke_run_writes_probes_and_syntactic_heads(smoke_run):
         assert (summary / f"probes{suffix}").stat().st_size > 0
     probes = pl.read_parquet(summary / "probes.parquet")
     # the pre-trained, random and MRPC-fine-tuned states; two label sets; embeddings + 2 layers
-    assert set(probes["state"]) == {"pretrained", "random_weights", "MRPC_seed1"} and set(probes["labels"]) == {"upos", "deprel"}
+    assert set(probes["state"]) == {"pretrained", "random_weights", "MRPC/finetuned/seed1"} and set(probes["labels"]) == {"upos", "deprel"}
     assert probes.height == 3 * 2 * 3 and probes["selectivity"].is_between(-1, 1).all()
     features = load_file(str(smoke_run / "results/probing/tiny-bert/pretrained/features.safetensors"))
     assert features["train"].shape == (3, 21, 32) and features["dev"].shape == (3, 12, 32)  # smoke treebank words
     heads = pl.read_parquet(summary / "syntactic_heads.parquet")
-    assert set(heads["state"]) == {"pretrained", "MRPC_seed1"} and "all" in set(heads["relation"])
+    assert set(heads["state"]) == {"pretrained", "MRPC/finetuned/seed1"} and "all" in set(heads["relation"])
     assert not {"root", "punct"} & set(heads["relation"])
 
 
@@ -588,8 +588,8 @@ BAD_INPUTS = [
      "smoke-ud-dev.conllu:5: byte 0xe9 at column 6 is not UTF-8"),
     ("CoNLL-U file missing", {}, lambda g, u: (u / "smoke-ud-dev.conllu").unlink(),
      "CoNLL-U file(s) not found"),
-    ("syntactic heads of a task not run", {"probing": {"syntactic_heads": {"states": ["pretrained", "RTE_seed1"]}}}, None,
-     "probing.syntactic_heads.states names RTE_seed1, whose task RTE is not in tasks ['MRPC', 'STS-B']. Fix: add RTE to tasks"),
+    ("syntactic heads of a task not run", {"probing": {"syntactic_heads": {"states": ["pretrained", "RTE/finetuned/seed1"]}}}, None,
+     "probing.syntactic_heads.states names RTE/finetuned/seed1, whose task RTE is not in tasks ['MRPC', 'STS-B']. Fix: add RTE to tasks"),
     ("pruning a task not run", {"pruning": {"tasks": ["MRPC", "RTE"]}}, None,
      "pruning.tasks names RTE, which is not in tasks ['MRPC', 'STS-B']. Fix: add RTE to tasks, or drop RTE from pruning.tasks"),
     ("probing a task not run", {"probing": {"tasks": ["RTE"]}}, None,
@@ -611,8 +611,8 @@ BAD_INPUTS = [
      "head_roles.gates.tasks names STS-B, which is not pruned"),
     ("outlier disabling on a seed never fine-tuned", {"outliers": {"seeds": [9]}}, None,
      "outliers.seeds [9] are not fine-tuned for MRPC"),
-    ("layer mix on a state not probed", {"layer_mix": {"states": ["STS-B_seed1"]}}, None,
-     "layer_mix.states names ['STS-B_seed1'], which the probing stage does not probe"),
+    ("layer mix on a state not probed", {"layer_mix": {"states": ["STS-B/finetuned/seed1"]}}, None,
+     "layer_mix.states names ['STS-B/finetuned/seed1'], which the probing stage does not probe"),
     ("outlier criterion on no layer", {"outliers": {"min_layer_share": 1}}, None,
      "config 'outliers.min_layer_share' = 1: 1 is greater than or equal to the maximum of 1. Allowed: A dimension is"),
     ("option misspelt", {"finetune": {"hyperparameters": {"learnin_rate": 1e-4}}}, None,

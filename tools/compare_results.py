@@ -1,14 +1,16 @@
 """Compare two results folders of the same config, made before and after a change to the code (a refactor that must
 not change any result), file by file.
 
-    python tools/compare_results.py BEFORE_RESULTS AFTER_RESULTS [--rename OLD=NEW ...] [--ignore GLOB ...]
-                                    [--show N] [--list]
+    python tools/compare_results.py BEFORE_RESULTS AFTER_RESULTS [--rename OLD=NEW ...] [--respell REGEX=REPLACEMENT ...]
+                                    [--ignore GLOB ...] [--show N] [--list]
 
 Each folder is a run's ``results`` folder. ``--rename OLD=NEW`` (repeatable) declares results the change moved: a
 path of the run before that starts with ``OLD`` (relative to its results folder, e.g. ``finetune/m/MRPC/untuned/``
 or ``attention/m/MRPC/untuned.``) is compared with the path that starts with ``NEW`` instead (the longest matching
 ``OLD`` wins), and inside the files of the run before, every string that names ``results/OLD`` names
-``results/NEW`` (records name the files they were made from). ``--ignore GLOB`` (repeatable) leaves out more files
+``results/NEW`` (records name the files they were made from). ``--respell REGEX=REPLACEMENT`` (repeatable) declares
+a name the change spelt anew wherever it occurs: Python's ``re.sub`` applied, after the renames, to the run before's
+paths and to every string in its files (e.g. ``--respell '(finetuned|scratch)_seed(\d+)=\1/seed\2'``). ``--ignore GLOB`` (repeatable) leaves out more files
 (``fnmatch`` patterns on the path relative to the results folder).
 
 Files that differ between any two runs of one config are left out as the tests leave them out
@@ -64,8 +66,9 @@ class Differs(Exception):
 class Renames:
     """The ``--rename OLD=NEW`` pairs: prefixes of paths relative to the results folder."""
 
-    def __init__(self, pairs: list[tuple[str, str]] | None = None):
+    def __init__(self, pairs: list[tuple[str, str]] | None = None, respell: list[tuple[str, str]] | None = None):
         self.pairs = sorted(pairs or [], key=lambda pair: -len(pair[0]))  # the longest prefix first
+        self.respell = [(re.compile(pattern), replacement) for pattern, replacement in respell or []]
         self._text = re.compile("|".join(re.escape(f"results/{old}") for old, _ in self.pairs)) if self.pairs else None
         self._new = {f"results/{old}": f"results/{new}" for old, new in self.pairs}
 
@@ -73,19 +76,25 @@ class Renames:
     def parse(text: str) -> tuple[str, str]:
         old, sep, new = text.partition("=")
         if not sep or not old:
-            raise argparse.ArgumentTypeError(f"--rename {text!r}: expected OLD=NEW (path prefixes under results/)")
+            raise argparse.ArgumentTypeError(f"{text!r}: expected OLD=NEW (--rename: path prefixes under results/; --respell: a regular expression and its replacement)")
         return old, new
 
     def path(self, relative: str) -> str:
         """A path of the run before (relative to its results folder) -> the path it has in the run after."""
         for old, new in self.pairs:
             if relative.startswith(old):
-                return new + relative[len(old):]
-        return relative
+                relative = new + relative[len(old):]
+                break
+        return self._respelt(relative)
 
     def text(self, text: str) -> str:
-        """A string of the run before with every ``results/OLD`` it names renamed."""
-        return self._text.sub(lambda m: self._new[m[0]], text) if self._text else text
+        """A string of the run before with every ``results/OLD`` it names renamed and every respelling applied."""
+        return self._respelt(self._text.sub(lambda m: self._new[m[0]], text) if self._text else text)
+
+    def _respelt(self, text: str) -> str:
+        for pattern, replacement in self.respell:
+            text = pattern.sub(replacement, text)
+        return text
 
     def value(self, value):
         """A table cell or JSON value of the run before with its strings renamed (in lists and mappings too)."""
@@ -331,12 +340,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("after", type=Path, help="results folder of the run after it")
     parser.add_argument("--rename", type=Renames.parse, action="append", default=[], metavar="OLD=NEW",
                         help="a path prefix (under results/) the change renamed; repeatable")
+    parser.add_argument("--respell", type=Renames.parse, action="append", default=[], metavar="REGEX=REPLACEMENT",
+                        help="a name spelt anew: re.sub on the run before's paths and strings (repeatable)")
     parser.add_argument("--ignore", action="append", default=[], metavar="GLOB",
                         help="also leave out the files this pattern matches (relative to results/); repeatable")
     parser.add_argument("--show", type=int, default=20, help="files to print per list (default 20)")
     parser.add_argument("--list", action="store_true", help="also print every compared file that is not byte-identical")
     args = parser.parse_args(argv)
-    result = compare(args.before, args.after, Renames(args.rename), args.ignore)
+    result = compare(args.before, args.after, Renames(args.rename, args.respell), args.ignore)
 
     def show(title: str, lines: list[str]) -> None:
         if lines:

@@ -31,7 +31,9 @@ PER_SHEET = 20
 
 
 def dump_keys(attention_dir: Path) -> list[str]:
-    return sorted(f"{p.parent.name}/{p.name.removesuffix('.attention.parquet')}" for p in attention_dir.glob("*/*.attention.parquet"))
+    """``<task>/<dumped state>`` of every dump under ``attention_dir`` (``MRPC/pretrained``, ``MRPC/finetuned/seed1``)."""
+    return sorted(str(p.relative_to(attention_dir)).removesuffix(".attention.parquet")
+                  for p in attention_dir.rglob("*.attention.parquet"))
 
 
 def with_sheets(keys: pl.DataFrame) -> pl.DataFrame:
@@ -79,7 +81,7 @@ def test_sample(args: argparse.Namespace) -> None:
     done = pl.concat([pattern_labels.read_labels(path).select(*pattern_labels.KEY) for path in args.exclude])
     features = {}
     for key in dump_keys(args.attention):
-        task, state = key.split("/")
+        task, state = key.split("/", 1)
         frame = patterns.dump_features(AttentionDump(args.attention / key)).with_columns(
             pl.lit(task).alias("task"), pl.lit(state).alias("state"), pl.col("idx").cast(pl.Int64),
             pl.col("layer").cast(pl.Int32), pl.col("head").cast(pl.Int32))
@@ -104,7 +106,7 @@ def focus(args: argparse.Namespace) -> None:
     rng = np.random.default_rng(args.seed)
     pool = pl.concat([
         patterns.dump_features(AttentionDump(args.attention / key)).select(
-            pl.lit(key.split("/")[0]).alias("task"), pl.lit(key.split("/")[1]).alias("state"),
+            pl.lit(key.split("/")[0]).alias("task"), pl.lit(key.split("/", 1)[1]).alias("state"),
             pl.col("idx").cast(pl.Int64), pl.col("layer").cast(pl.Int32), pl.col("head").cast(pl.Int32), *patterns.FEATURES)
         for key in dump_keys(args.attention) if key.split("/")[0] in args.tasks
     ]).join(done.with_columns(pl.col("idx").cast(pl.Int64), pl.col("layer").cast(pl.Int32), pl.col("head").cast(pl.Int32)),

@@ -23,7 +23,7 @@ while len(chosen) < min(snakemake.params.maps, total):
     key = keys[rng.integers(len(keys))]
     chosen.add((key, int(rng.integers(tokens[key].height)), int(rng.integers(shape[key][0])), int(rng.integers(shape[key][1]))))
 items = [
-    {"task": key.split("/")[0], "state": key.split("/")[1], "idx": int(tokens[key]["idx"][example]), "layer": layer, "head": head,
+    {"task": key.split("/")[0], "state": key.split("/", 1)[1], "idx": int(tokens[key]["idx"][example]), "layer": layer, "head": head,
      "tokens": tokens[key]["tokens"][example].to_list(),
      **annotation.encode_map(dumps[key].map(example, layer, head))}
     for key, example, layer, head in sorted(chosen)

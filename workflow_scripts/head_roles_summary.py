@@ -24,9 +24,9 @@ def concat(paths) -> pl.DataFrame:
 
 syntactic = head_roles_stats.best_relation_margins(concat(inputs.voita), params.syntactic_relations) if inputs.voita else None
 roles = head_roles_stats.assign_roles(concat(inputs.roles), thresholds, syntactic)
-# each row's model as the fitness verdicts name dumps: pretrained, TASK/finetuned_seedN, TASK/scratch_seedN
+# each row's model in the model states' one spelling: pretrained, TASK/finetuned/seedN, TASK/scratch/seedN
 dumped = pl.struct("task", "state", "seed").map_elements(
-    lambda r: r["state"] if r["seed"] is None else f"{r['task']}/{states.seeded(r['state'], r['seed'])}", return_dtype=pl.String)
+    lambda r: r["state"] if r["seed"] is None else states.run_name(r["task"], r["state"], r["seed"]), return_dtype=pl.String)
 tuned = roles.filter(pl.col("state") == states.FINETUNED).select("task", "seed").unique().sort("task", "seed")
 verdicts = fitness.Verdicts(pl.read_parquet(inputs.fitness), model, fitness.seeds_by_task(tuned.rows()))
 roles = verdicts.annotate(roles.with_columns(dumped.alias("_dump")), state="_dump").drop("_dump").sort("task", "state", "seed", "layer", "head")

@@ -25,7 +25,7 @@ verdicts = fitness.Verdicts(pl.read_parquet(snakemake.input.fitness), snakemake.
 def load(kind):
     frames = []
     for key, path in zip(snakemake.params.dump_keys, snakemake.input[kind]):
-        task, dumped = key.split("/")
+        task, dumped = key.split("/", 1)
         frames.append(pl.read_parquet(path).with_columns(
             pl.lit(task).alias("task"), pl.lit(dumped).alias("state"),
             pl.lit(states.label(states.dumped_state(dumped))).alias("model_state")))

@@ -18,9 +18,9 @@ stems = {name: snakemake.output[name][0].removesuffix(".parquet") for name in ("
 criterion = (f"a weight or bias more than {params.criterion['sigmas']:g} standard deviations from its output LayerNorm's mean "
              f"in more than {params.criterion['min_layer_share']:.0%} of the layers")
 summary = outliers_stats.dimensions_summary(pl.read_parquet(inputs.dimensions))
-# the probing stage's state names (pretrained, TASK_seedN) say which fine-tuned model a row rests on
+# the model states' one spelling (pretrained, TASK/finetuned/seedN) says which fine-tuned model a row rests on
 named = summary.with_columns(pl.when(pl.col("task").is_null()).then(pl.col("state"))
-                             .otherwise(pl.format("{}_seed{}", "task", "seed")).alias("_model_state"))
+                             .otherwise(pl.format("{}/{}/seed{}", "task", "state", "seed")).alias("_model_state"))
 figures.write_table(verdicts.annotate(named, state="_model_state").drop("_model_state"), stems["dimensions"],
                     note=f"Outlier dimensions (Kovaleva et al. 2021): {criterion}. Layers 0-based.")
 parameters = pl.read_parquet(inputs.parameters)

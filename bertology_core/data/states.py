@@ -5,9 +5,11 @@
 - ``scratch``: the same architecture with every weight drawn anew, then fine-tuned (the random-init baseline);
 - ``random_weights``: the same architecture with every weight drawn anew, never trained.
 
-A dumped or probed model of one fine-tuning seed adds the seed: ``finetuned_seed1``, ``scratch_seed1`` (attention
-dumps); a probed fine-tuned model is named by its task, ``MRPC_seed1``. Every other module imports these names
-and their display labels from here.
+A trained model adds its fine-tuning seed as a path segment, as fine-tuning's folders spell it
+(``results/finetune/<model>/<task>/finetuned/seed1``): ``finetuned/seed1``, ``scratch/seed2`` (an attention dump, under
+its task's folder); where no task folder says which task the model learnt (probing reads one treebank for every
+model), the task comes first: ``MRPC/finetuned/seed1``. Paths, wildcards, tables and config lists all use this one
+spelling. Every other module imports these names and their display labels from here.
 """
 
 from __future__ import annotations
@@ -45,16 +47,17 @@ STATES: dict[str, State] = {
 FINE_TUNING = (PRETRAINED, SCRATCH, FINETUNED)
 # the states a fine-tuning job trains
 TRAINED = (FINETUNED, SCRATCH)
-# the states an attention dump can hold (the trained ones per seed: finetuned_seed1)
+# the states an attention dump can hold (the trained ones per seed: finetuned/seed1)
 DUMPED = (PRETRAINED, FINETUNED, SCRATCH)
-# the states probing.states chooses (the finetuned ones are named <TASK>_seed<N>)
+# the states probing.states chooses (a probed fine-tuned model is named <TASK>/finetuned/seed<N>)
 PROBED = (PRETRAINED, FINETUNED, RANDOM_WEIGHTS)
 # the weights each fine-tuning state starts from (models.load_classifier)
 STARTS_FROM = {PRETRAINED: PRETRAINED, FINETUNED: PRETRAINED, SCRATCH: RANDOM_WEIGHTS}
 
 # a dumped state: pretrained, or a trained state and its seed (a regular expression for wildcards and label files)
-DUMPED_PATTERN = rf"{PRETRAINED}|(?:{'|'.join(TRAINED)})_seed\d+"
-_SEEDED = re.compile(r"(?P<prefix>.+)_seed(?P<seed>\d+)")
+DUMPED_PATTERN = rf"{PRETRAINED}|(?:{'|'.join(TRAINED)})/seed\d+"
+_SEEDED = re.compile(rf"(?P<state>{'|'.join(TRAINED)})/seed(?P<seed>\d+)")
+_RUN = re.compile(rf"(?P<task>[^/]+)/(?P<state>{'|'.join(TRAINED)})/seed(?P<seed>\d+)")
 
 
 # the label of the fine-tuned minus pre-trained rows of per-state tables (linguistic.state_means), beside the labels
@@ -66,17 +69,17 @@ def label(name: str) -> str:
     return STATES[name].label
 
 
-def seeded(prefix: str, seed: int | str) -> str:
-    """``finetuned``, 1 -> ``finetuned_seed1`` (a dumped state); ``MRPC``, 1 -> ``MRPC_seed1`` (a probed one)."""
-    return f"{prefix}_seed{seed}"
+def seeded(state: str, seed: int | str) -> str:
+    """``finetuned``, 1 -> ``finetuned/seed1``: a trained model under its task's folder (an attention dump)."""
+    return f"{state}/seed{seed}"
 
 
 def split_seeded(name: str) -> tuple[str, int]:
-    """``<prefix>_seed<N>`` -> (prefix, N): a dumped state (``finetuned_seed1``) or a probed one (``MRPC_seed1``)."""
+    """``finetuned/seed1`` -> (``finetuned``, 1)."""
     match = _SEEDED.fullmatch(name)
     if match is None:
-        raise ValueError(f"{name!r} is not <state or task>_seed<N>")
-    return match["prefix"], int(match["seed"])
+        raise ValueError(f"{name!r} is not <state>/seed<N> with a trained state ({', '.join(TRAINED)})")
+    return match["state"], int(match["seed"])
 
 
 def is_seeded(name: str) -> bool:
@@ -84,8 +87,27 @@ def is_seeded(name: str) -> bool:
 
 
 def dumped_state(name: str) -> str:
-    """The state of a dumped model: ``pretrained`` -> ``pretrained``; ``finetuned_seed1`` -> ``finetuned``."""
+    """The state of a dumped model: ``pretrained`` -> ``pretrained``; ``finetuned/seed1`` -> ``finetuned``."""
     return name if name == PRETRAINED else split_seeded(name)[0]
+
+
+def run_name(task: str, state: str, seed: int | str) -> str:
+    """``MRPC``, ``finetuned``, 1 -> ``MRPC/finetuned/seed1``: a trained model where no folder names its task (a probed
+    model, a config list of probed models), as ``results/finetune/<model>/`` spells its folder."""
+    return f"{task}/{seeded(state, seed)}"
+
+
+def split_run_name(name: str) -> tuple[str, str, int]:
+    """``MRPC/finetuned/seed1`` -> (``MRPC``, ``finetuned``, 1)."""
+    match = _RUN.fullmatch(name)
+    if match is None:
+        raise ValueError(f"{name!r} is not <TASK>/<state>/seed<N> with a trained state ({', '.join(TRAINED)})")
+    return match["task"], match["state"], int(match["seed"])
+
+
+def is_run_name(name: str) -> bool:
+    return _RUN.fullmatch(name) is not None
+
 
 
 # how a label card's recipe fingerprint spells each fine-tuning state (pattern_labels.recipe_fingerprint): a frozen

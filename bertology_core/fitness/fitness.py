@@ -25,7 +25,6 @@ unfit), never acted on. The table's ``state`` column names each model's state (:
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -183,9 +182,9 @@ class Verdicts:
     def annotate(self, frame: pl.DataFrame, *, seed: str | None = None, state: str | None = None) -> pl.DataFrame:
         """``frame`` with the :data:`COLUMN` column. Each row's models are found from, in this order:
 
-        - ``state``: a column naming the model state: ``TASK/finetuned_seedN`` (attention dumps),
-          ``TASK_seedN`` (probing), ``fine-tuned`` (the label) or ``difference`` (all of ``runs[task]``); any other
-          value (``pretrained``, ``random_weights``, ``TASK/scratch_seedN``, ``pre-trained``) rests on no model
+        - ``state``: a column naming the model state: ``TASK/finetuned/seedN``, or ``finetuned/seedN`` beside a
+          ``task`` column, ``fine-tuned`` (the label) or ``difference`` (all of ``runs[task]``); any other
+          value (``pretrained``, ``random_weights``, ``TASK/scratch/seedN``, ``pre-trained``) rests on no model
           fine-tuned from the pre-trained encoder: null;
         - ``seed``: a column of seeds (a null seed: the row pools ``runs[task]``);
         - neither: the row pools ``runs[task]``.
@@ -207,7 +206,12 @@ class Verdicts:
             return task, None
         if value in (states.label(states.FINETUNED), states.DIFFERENCE):
             return task, self.runs.get(task, []) if task else None
-        match = re.fullmatch(rf"(?:(?P<task>[^/]+)/)?(?:{states.FINETUNED}_seed|(?P<probed>.+)_seed)(?P<seed>\d+)", value)
-        if match is None or match["probed"] in states.STATES:  # a model fine-tuned from scratch: no verdict applies
+        if states.is_run_name(value):  # MRPC/finetuned/seed1
+            named_task, state, seed = states.split_run_name(value)
+        elif states.is_seeded(value):  # finetuned/seed1, beside a task column
+            (state, seed), named_task = states.split_seeded(value), task
+        else:
             return task, None
-        return match["task"] or match["probed"] or task, [int(match["seed"])]
+        if state != states.FINETUNED:  # a model fine-tuned from scratch: no verdict applies
+            return task, None
+        return named_task, [seed]

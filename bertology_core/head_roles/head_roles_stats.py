@@ -39,11 +39,11 @@ class RoleThresholds:
 
 
 def probed_name(task: str, state: str, seed: int | None) -> str | None:
-    """The probing stage's name of a dumped state: ``pretrained``, ``<TASK>_seed<N>`` for a model fine-tuned from the
-    pre-trained encoder; None for any other (a model fine-tuned from scratch is never probed)."""
+    """The probing stage's name of a dumped state: ``pretrained``, ``<TASK>/finetuned/seed<N>`` for a model fine-tuned
+    from the pre-trained encoder; None for any other (a model fine-tuned from scratch is never probed)."""
     if state == states.PRETRAINED:
         return state
-    return states.seeded(task, seed) if state == states.FINETUNED and seed is not None else None
+    return states.run_name(task, state, seed) if state == states.FINETUNED and seed is not None else None
 
 
 def rare_p_values(excess_sum: np.ndarray, excess_squares: np.ndarray, examples: np.ndarray) -> np.ndarray:

@@ -3,7 +3,7 @@ labelling sample, sheets to label from, agreement between passes, and the rule l
 
 A label names the map it judges by what the map *is*, never by where a dump happened to put it:
 ``task, state, idx, layer, head`` (``idx`` is the GLUE example id, ``state`` the dumped state, e.g. ``pretrained``
-or ``finetuned_seed1``: :mod:`bertology_core.data.states`). Changing ``attention.seed`` or ``attention.max_examples`` therefore cannot
+or ``finetuned/seed1``: :mod:`bertology_core.data.states`). Changing ``attention.seed`` or ``attention.max_examples`` therefore cannot
 re-point a label to another map: the labelled examples' maps are computed for them (rule
 ``labelled_maps``) whether the analysis sample holds them or not.
 
@@ -73,7 +73,7 @@ def read_labels(path: str | os.PathLike[str], layers: int | None = None, heads: 
                 raise LabelsError(f"{path}:{line}: field 'task' = {values['task']!r} is not a GLUE task ({sorted(glue.TASKS)}).")
             if not STATE.fullmatch(values["state"]):
                 raise LabelsError(f"{path}:{line}: field 'state' = {values['state']!r} is not a model state. Fix: "
-                                  f"{states.PRETRAINED}, {states.FINETUNED}_seed<N> or {states.SCRATCH}_seed<N>.")
+                                  f"{states.PRETRAINED}, {states.FINETUNED}/seed<N> or {states.SCRATCH}/seed<N>.")
             for field, limit in (("idx", None), ("layer", layers), ("head", heads)):
                 text = (record[field] or "").strip()
                 try:
@@ -179,7 +179,7 @@ def draw_sample(features: dict[str, pl.DataFrame], random_per_dump: int, enriche
     frame (``idx, layer, head, rule_label``). Returns ``task, state, idx, layer, head, sample``."""
     rng = np.random.default_rng(seed)
     pool = pl.concat(
-        [frame.select(pl.lit(key.split("/")[0]).alias("task"), pl.lit(key.split("/")[1]).alias("state"),
+        [frame.select(pl.lit(key.split("/")[0]).alias("task"), pl.lit(key.split("/", 1)[1]).alias("state"),
                       pl.col("idx").cast(pl.Int64), pl.col("layer").cast(pl.Int32), pl.col("head").cast(pl.Int32),
                       "rule_label")
          for key, frame in sorted(features.items())]

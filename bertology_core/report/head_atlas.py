@@ -27,7 +27,7 @@ def _heads(frame: pl.DataFrame) -> pl.DataFrame:
 
 
 def dump_state(dump: str) -> tuple[str, str | None]:
-    """``TASK/pretrained`` -> (TASK, pre-trained); ``TASK/finetuned_seedN`` -> (TASK, fine-tuned); else None."""
+    """``TASK/pretrained`` -> (TASK, pre-trained); ``TASK/finetuned/seedN`` -> (TASK, fine-tuned); else None."""
     task, dumped = dump.split("/", 1)
     state = states.dumped_state(dumped)
     if state == states.PRETRAINED:
@@ -69,7 +69,7 @@ def head_atlas(
         mapped = patterns.with_columns(
             pl.col("dump").map_elements(lambda d: dump_state(d)[0], return_dtype=pl.String).alias("task"),
             pl.col("dump").map_elements(lambda d: dump_state(d)[1], return_dtype=pl.String).alias("state"),
-            pl.col("dump").str.extract(r"_seed(\d+)$").cast(pl.Int64).fill_null(0).alias("_seed"),
+            pl.col("dump").str.extract(r"/seed(\d+)$").cast(pl.Int64).fill_null(0).alias("_seed"),
         ).drop_nulls("state")
         first = mapped.sort("_seed").group_by(["task", "state", "layer", "head"], maintain_order=True).first()
         parts.append(_heads(first.select(*keys, pl.col("dominant_class").alias("pattern"), pl.col("share").alias("pattern_share"))))
@@ -133,7 +133,7 @@ def _outer_join(frames: list[pl.DataFrame], keys: list[str]) -> pl.DataFrame | N
 def _best_relation_per_head(relations: pl.DataFrame, best: pl.DataFrame, rows: pl.DataFrame) -> pl.DataFrame:
     """Per head and probed state, the relation (of those the syntactic-head table scores) where the head beats
     that relation's best fixed-offset baseline by most, over both directions. The pre-trained state's answer
-    holds for every task's pre-trained rows; ``TASK_seedN`` answers for that task's fine-tuned rows (first seed)."""
+    holds for every task's pre-trained rows; ``TASK/finetuned/seedN`` answers for that task's fine-tuned rows (first seed)."""
     scored = relations.filter(pl.col("relation") != "all").join(
         best.select("state", "relation", "baseline_accuracy"), on=["state", "relation"], how="inner"
     ).with_columns((pl.col("accuracy") - pl.col("baseline_accuracy")).alias("margin"))
@@ -147,9 +147,9 @@ def _best_relation_per_head(relations: pl.DataFrame, best: pl.DataFrame, rows: p
     pre = top.filter(pl.col("state") == states.PRETRAINED)
     if pre.height:
         out += [pre.with_columns(pl.lit(task).alias("task"), pl.lit(PRE_TRAINED).alias("state")) for task in tasks]
-    tuned = top.filter(pl.col("state").str.contains(r"_seed\d+$")).with_columns(
-        pl.col("state").str.extract(r"^(.*)_seed\d+$").alias("task"),
-        pl.col("state").str.extract(r"_seed(\d+)$").cast(pl.Int64).alias("_seed"),
+    tuned = top.filter(pl.col("state").str.contains(rf"^[^/]+/{states.FINETUNED}/seed\d+$")).with_columns(
+        pl.col("state").str.extract(r"^([^/]+)/").alias("task"),
+        pl.col("state").str.extract(r"/seed(\d+)$").cast(pl.Int64).alias("_seed"),
     ).sort("_seed").group_by(["task", "layer", "head"], maintain_order=True).first().drop("_seed").with_columns(
         pl.lit(FINE_TUNED).alias("state"))
     if tuned.height:

@@ -4,7 +4,7 @@ It answers "what is known about this layer?" beside the head atlas: how well a l
 it and how selective that probe is (Tenney et al. 2019, Liu et al. 2019, Hewitt & Liang 2019), the weight a scalar mix
 gives it and what it adds to the cumulative probes (Tenney et al. 2019), and how many of its output LayerNorm's
 weights and biases are out of the outlier range (Kovaleva et al. 2021). States are named as the probing stage names
-them: ``pretrained``, ``random_weights``, ``<TASK>_seed<N>`` (fine-tuned). ``layer`` is the hidden state's index: 0
+them: ``pretrained``, ``random_weights``, ``<TASK>/finetuned/seed<N>``. ``layer`` is the hidden state's index: 0
 the embeddings, ``l`` the output of transformer layer ``l`` (1-based, as the probes count; the LayerNorm columns of
 layer ``l`` are that layer's output LayerNorm).
 """
@@ -22,7 +22,7 @@ KEYS = ("model", "state", "layer")
 def _states_named(frame: pl.DataFrame) -> pl.DataFrame:
     """The outliers stage's (state, task, seed) as the probing stage's state names."""
     return frame.with_columns(pl.when(pl.col("task").is_null()).then(pl.col("state"))
-                              .otherwise(pl.format("{}_seed{}", "task", "seed")).alias("state")).drop("task", "seed")
+                              .otherwise(pl.format("{}/{}/seed{}", "task", "state", "seed")).alias("state")).drop("task", "seed")
 
 
 def layer_atlas(model: str, probes: pl.DataFrame | None = None, mix: pl.DataFrame | None = None,

@@ -46,7 +46,7 @@ TREEBANK_DOWNLOADED = "results/treebank/source"
 PRUNE_DIR = f"results/pruning/{{model}}/{{task}}/{states.FINETUNED}/seed{{seed}}"
 # the head gates of one pruned model (the head_roles stage trains them beside Michel et al.'s curve of that model)
 GATE_DIR = "results/head_roles/{model}/gates/{task}/seed{seed}"
-# the probed states that are no fine-tuned model (their own names; a fine-tuned one is <TASK>_seed<N>)
+# the probed states that are no fine-tuned model (their own names; a fine-tuned one is <TASK>/finetuned/seed<N>)
 UNTRAINED_PROBED = (states.PRETRAINED, states.RANDOM_WEIGHTS)
 # the hand-label files the pattern classifier reads, by role
 LABEL_FILE_ROLES = ("labels", "card", "second_pass", "second_labeller", "test")
@@ -262,7 +262,7 @@ class Plan:
 
     def encoder_inputs(self, model: str, task: str, dumped: str) -> dict[str, str]:
         """What dumping a model's attention reads: the resolved pre-trained folder, the task's dev split, and for a
-        fine-tuned model (``<state>_seed<N>``) its folder."""
+        fine-tuned model (``<state>/seed<N>``) its folder."""
         inputs = {"resolved": f"results/models/{model}/resolved.json", "data": f"results/data/{task}/dev.parquet"}
         if dumped != states.PRETRAINED:
             state, seed = states.split_seeded(dumped)
@@ -271,11 +271,10 @@ class Plan:
 
     def probed_encoder_inputs(self, model: str, probed: str) -> dict[str, str]:
         """The encoder of a probed state: the resolved pre-trained folder (pretrained and random_weights, whose weights
-        are drawn from its config) and, for ``<TASK>_seed<N>``, the fine-tuned model folder."""
+        are drawn from its config) and, for ``<TASK>/finetuned/seed<N>``, the fine-tuned model folder."""
         inputs = {"resolved": f"results/models/{model}/resolved.json"}
         if probed not in UNTRAINED_PROBED:
-            task, seed = states.split_seeded(probed)
-            inputs["model"] = f"{self.run_dir(model, task, states.FINETUNED, seed)}/model"
+            inputs["model"] = f"{self.run_dir(model, *states.split_run_name(probed))}/model"
         return inputs
 
     def subnetwork_inputs(self, model: str, task: str, seed: int | str, network: str) -> dict[str, str]:
@@ -488,7 +487,7 @@ class Plan:
             if probing:
                 seeds |= {seed for probed, seed in self.probed_runs() if probed == task}
                 chosen = self.config["probing"]["syntactic_heads"]["states"] if self.treebank_splits else None
-                seeds |= {states.split_seeded(s)[1] for s in chosen or [] if states.is_seeded(s) and states.split_seeded(s)[0] == task}
+                seeds |= {states.split_run_name(s)[2] for s in chosen or [] if states.is_run_name(s) and states.split_run_name(s)[0] == task}
         return sorted(seeds)
 
     def fine_tuned_runs(self) -> list[FineTuned]:
@@ -571,11 +570,11 @@ class Plan:
 
     def _named_task_problems(self, task_lists: Mapping[str, list[str] | None],
                              state_lists: Mapping[str, list[str] | None] | None = None) -> list[str]:
-        """Every list that picks tasks (or <TASK>_seed<N> states) for one stage must name tasks in ``tasks``.
+        """Every list that picks tasks (or <TASK>/finetuned/seed<N> states) for one stage must name tasks in ``tasks``.
         (per_task overrides are not such lists: configuration.per_task_problems checks them.)"""
         named = [(key, task, task) for key, tasks in task_lists.items() for task in tasks or []]
-        named += [(key, state, states.split_seeded(state)[0]) for key, chosen in (state_lists or {}).items()
-                  for state in chosen or [] if states.is_seeded(state)]
+        named += [(key, state, states.split_run_name(state)[0]) for key, chosen in (state_lists or {}).items()
+                  for state in chosen or [] if states.is_run_name(state)]
         return [f"{key} names {name}, {'which' if name == task else f'whose task {task}'} is not in tasks {self.tasks}. "
                 f"Fix: add {task} to tasks, or drop {name} from {key}." for key, name, task in named if task not in self.tasks]
 
@@ -684,12 +683,18 @@ class Plan:
 # --- the runs under verdicts -----------------------------------------------------------------------------------
 
 
+def _task_seed(probed: str) -> TaskSeed:
+    """(task, seed) of a probed model fine-tuned from the pre-trained encoder (``MRPC/finetuned/seed1``)."""
+    task, _, seed = states.split_run_name(probed)
+    return task, seed
+
+
 @dataclasses.dataclass(frozen=True)
 class ModelRuns:
     """What every analysis stage runs for one model, under one set of verdicts: each list holds only analysed
     models (those fit, or every one under analysis.unfit warn), in the order the stage's inputs and params list them."""
 
-    dumps: list[tuple[str, str]]  # (task, dumped state) of every attention dump: pretrained, <state>_seed<N>
+    dumps: list[tuple[str, str]]  # (task, dumped state) of every attention dump: pretrained, <state>/seed<N>
     attention_change: list[TaskSeed]  # fine-tuned models compared with the pre-trained encoder's dump
     sweeps: list[FineTuned]  # disabling sweeps
     greedy: list[FineTuned]  # sweeps that also get the greedy multi-head search
@@ -697,7 +702,7 @@ class ModelRuns:
     subnetworks: list[Subnetwork]  # re-fine-tuned subnetworks of the pruned models
     gated: list[TaskSeed]  # pruned models that get L0 head gates
     gates: list[GateJob]  # every head-gate training
-    probed: list[str]  # probed states: pretrained, random_weights, <TASK>_seed<N>
+    probed: list[str]  # probed states: pretrained, random_weights, <TASK>/finetuned/seed<N>
     syntactic_heads: list[str]  # states whose heads are scored against the treebank
     layer_mix: list[str]  # probed states that get Tenney et al.'s scalar mixes
     outliers: list[TaskSeed]  # fine-tuned models whose outlier dimensions are disabled
@@ -738,11 +743,12 @@ class ModelRuns:
     @property
     def probed_fine_tuned(self) -> list[TaskSeed]:
         """(task, seed) of every probed model fine-tuned from the pre-trained encoder."""
-        return [states.split_seeded(state) for state in self.probed if state not in UNTRAINED_PROBED]
+        return [_task_seed(state) for state in self.probed if state not in UNTRAINED_PROBED]
 
     @property
     def layer_mix_fine_tuned(self) -> list[FineTuned]:
-        return [(t, states.FINETUNED, s) for t, s in self.probed_fine_tuned if states.seeded(t, s) in self.layer_mix]
+        return [(t, states.FINETUNED, s) for t, s in self.probed_fine_tuned
+                if states.run_name(t, states.FINETUNED, s) in self.layer_mix]
 
     @property
     def outlier_tasks(self) -> list[str]:
@@ -768,7 +774,7 @@ class ModelRuns:
     def fine_tuned_candidates(self) -> set[TaskSeed]:
         """(task, seed) of every model fine-tuned from the pre-trained encoder that some stage analyses: under
         :attr:`Plan.every_model_fit`, those whose verdict decides something."""
-        seeded = [states.split_seeded(s) for s in self.syntactic_heads if s not in UNTRAINED_PROBED]
+        seeded = [_task_seed(s) for s in self.syntactic_heads if s not in UNTRAINED_PROBED]
         sweeps = [(t, seed) for t, state, seed in self.sweeps if state == states.FINETUNED]
         return {*self.dumped_fine_tuned, *self.attention_change, *sweeps, *self.pruned, *self.probed_fine_tuned, *seeded,
                 *self.outliers}
@@ -836,13 +842,12 @@ class Runs:
         def state_fit(probed: str) -> bool:
             if probed in UNTRAINED_PROBED:
                 return True
-            task, seed = states.split_seeded(probed)
-            return fit(task, finetuned, seed)
+            return fit(*states.split_run_name(probed))
 
         probed, syntactic, mixed = [], [], []
         if plan.treebank_splits:
             candidates = [s for s in UNTRAINED_PROBED if s in config["probing"]["states"]]
-            candidates += [states.seeded(task, seed) for task, seed in plan.probed_runs()]
+            candidates += [states.run_name(task, finetuned, seed) for task, seed in plan.probed_runs()]
             probed = [state for state in candidates if state_fit(state)]
             chosen = config["probing"]["syntactic_heads"]["states"]
             scored = [s for s in probed if s != states.RANDOM_WEIGHTS] if chosen is None else list(chosen)
@@ -962,7 +967,7 @@ class Runs:
 
     def labelled_recipe_keys(self, model: str, labels: HandLabels | None) -> list[str]:
         """The labelled dumps of fine-tuned models (their recipes are checked against the label card)."""
-        return [key for key in self.labelled_dumps(model, labels) if key.split("/")[1] != states.PRETRAINED]
+        return [key for key in self.labelled_dumps(model, labels) if key.split("/", 1)[1] != states.PRETRAINED]
 
     def pattern_classifier_inputs(self, model: str, labels: HandLabels | None) -> dict[str, Any]:
         """The pattern CNN's inputs: every dump and its features, the labelled maps, the recipes of the labelled
@@ -970,7 +975,7 @@ class Runs:
         keys = self.of(model).dump_keys
         recipes = []
         for key in self.labelled_recipe_keys(model, labels):
-            task, dumped = key.split("/")
+            task, dumped = key.split("/", 1)
             recipes.append(f"{self.plan.run_dir(model, task, *states.split_seeded(dumped))}/evaluation.json")
         labelled = self.hand_label_set(model, labels) or {}
         return {
