@@ -60,7 +60,7 @@ def main() -> None:
 
     from bertology_core.engine.attention_function import use_engine
     from bertology_core.models import compaction
-    from bertology_core.pruning.importance import StructureMask
+    from bertology_core.engine.plan import StructureMask
 
     torch.set_num_threads(args.threads)
     model, data, source = minilm_and_data(args.glue, args.examples)

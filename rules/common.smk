@@ -61,7 +61,7 @@ wildcard_constraints:
 
 def runs():
     """What runs under the fitness verdicts (bertology_core.workflow.runs.Runs). Where no verdict decides anything
-    (analysis.unfit warn, or no analysis of a model fine-tuned from the pre-trained encoder): what the config runs
+    (fitness.unfit warn, or no analysis of a model fine-tuned from the pre-trained encoder): what the config runs
     were every model fit. Under skip and fail: the runs under the fitness checkpoint's table, so an input function
     that calls this waits for the checkpoint, and Snakemake asks it again once the table is written."""
     if not PLAN.needs_verdicts:

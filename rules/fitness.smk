@@ -1,5 +1,5 @@
 # Is each fine-tuned model fit for analysis? (bertology_core/fitness/fitness.py) Its dev metric against the task's
-# trivial predictor, with a paired bootstrap interval; analysis.unfit decides what the analyses do with an
+# trivial predictor, with a paired bootstrap interval; fitness.unfit decides what the analyses do with an
 # unfit model fine-tuned from the pre-trained encoder.
 
 
@@ -38,7 +38,7 @@ checkpoint fitness_table:
         multiext(FITNESS_TABLE, *TABLE_FILES),
     params:
         code=script_code("fitness_table"),
-        unfit=config["analysis"]["unfit"],
+        unfit=config["fitness"]["unfit"],
         stem=lambda wc, output: output[0].removesuffix(TABLE_FILES[0]),
     log:
         "logs/fitness_table.log",

@@ -64,7 +64,7 @@ rule report:
         # what each section shows (bertology_core/workflow/runs.py, SECTIONS); how it looks is report/'s
         sections=PLAN.section_summaries(),
         section_runs=lambda wc: runs().report_section_shows(),
-        unfit=config["analysis"]["unfit"],
+        unfit=config["fitness"]["unfit"],
         skipped=lambda wc: runs().report_skipped_sections(),
         model_specs=PLAN.models,
         tasks=PLAN.tasks,

@@ -104,7 +104,7 @@ def test_every_number_written_as_text_is_read_as_one_and_named_for_the_warning()
      "config 'finetune.hyperparameters' has no key 'learnin_rate' (did you mean 'learning_rate'?). Allowed keys: batch_size"),
     ({"taks": ["MRPC"]}, "config has no key 'taks' (did you mean 'tasks'?)"),
     ({"tasks": ["MRPC", "mrpc"]}, "config 'tasks[1]' = 'mrpc': 'mrpc' is not one of"),
-    ({"analysis": {"unfit": "Skip"}}, "(did you mean 'skip'?). Allowed: What downstream stages do"),
+    ({"fitness": {"unfit": "Skip"}}, "(did you mean 'skip'?). Allowed: What downstream stages do"),
     ({"outliers": {"min_layer_share": 1}}, "config 'outliers.min_layer_share' = 1: 1 is greater than or equal to the maximum of 1"),
     # a probed model in another spelling than <TASK>/finetuned/seed<N>
     ({"probing": {"syntactic_heads": {"states": ["pretrained", "MRPC_seed1"]}}},
@@ -140,8 +140,8 @@ def test_invalid_yaml_is_named_by_file_and_line(tmp_path, text, expected):
 
 def test_per_task_settings_of_a_task_not_run_are_refused_at_any_depth():
     config = {"data": {"per_task": {"MRPC": {}}}, "disabling": {"per_task": {"CoLa": {"seeds": [1]}}},
-              "analysis": {"fitness": {"per_task": {"RTE": {}}}}}
+              "fitness": {"per_task": {"RTE": {}}}}
     problems = configuration.per_task_problems(config, ["MRPC", "CoLA"])
     assert len(problems) == 2
     assert "config 'disabling.per_task' names 'CoLa', which is not in tasks ['MRPC', 'CoLA'] (did you mean 'CoLA'?)" in problems[0]
-    assert "config 'analysis.fitness.per_task' names 'RTE'" in problems[1]
+    assert "config 'fitness.per_task' names 'RTE'" in problems[1]

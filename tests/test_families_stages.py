@@ -15,7 +15,7 @@ from bertology_core.finetune import finetune
 from bertology_core.models import batching, compaction, models
 from bertology_core.probing import probing
 from bertology_core.pruning import importance
-from bertology_core.pruning.importance import StructureMask
+from bertology_core.engine.plan import StructureMask
 from conftest import FIXTURES, GLUE_SMOKE, UD_SMOKE
 
 FIXTURE_MODELS = ["tiny-bert", "tiny-xlm-roberta", "tiny-distilbert", "tiny-albert", "tiny-deberta-v3", "tiny-modernbert"]

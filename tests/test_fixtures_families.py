@@ -10,7 +10,6 @@ import filecmp
 import importlib.util
 import json
 import shutil
-from pathlib import Path
 
 import numpy as np
 import polars as pl

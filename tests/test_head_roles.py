@@ -336,8 +336,8 @@ def test_open_gates_leave_the_classifier_unchanged_and_closed_ones_equal_masking
             float(torch.nn.functional.cross_entropy(reference, torch.tensor(labels[:8]))), abs=1e-5)
         gated.gates.log_alpha[1, 0] = -10.0  # layer 1, head 0 closed
         from bertology_core.engine.intervention import intervene
-        from bertology_core.pruning import importance
-        masked = importance.StructureMask.for_model(model).without(heads=[(1, 0)])
+        from bertology_core.engine.plan import StructureMask
+        masked = StructureMask.for_model(model).without(heads=[(1, 0)])
         with intervene(model, masked.plan()):
             expected = model(**batch).logits
         with intervene(model, gated.evaluation_plan()):

@@ -7,7 +7,6 @@ from __future__ import annotations
 import re
 import tomllib
 from importlib.metadata import packages_distributions
-from pathlib import Path
 
 import pytest
 import yaml

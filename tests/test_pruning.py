@@ -15,7 +15,7 @@ from bertology_core.engine.structure import depth_layers
 from bertology_core.models import compaction
 from bertology_core.pruning import importance, lottery, pruning_stats
 from bertology_core.data.glue import get_task
-from bertology_core.pruning.importance import StructureMask
+from bertology_core.engine.plan import StructureMask
 from test_attention import FAMILIES, batch, tiny
 from test_disabling import encoded, sharp_tiny
 

@@ -200,7 +200,7 @@ def test_smoke_targets_begin_with_what_needs_no_fine_tuned_model(smoke):
 
 
 def test_an_unfit_model_drops_out_of_every_analysis_under_skip(smoke):
-    plan = runs.Plan(load_config(SMOKE, {"analysis": {"unfit": "skip"}}), REPO)
+    plan = runs.Plan(load_config(SMOKE, {"fitness": {"unfit": "skip"}}), REPO)
     assert plan.needs_verdicts
     gated = plan.runs(every_fine_tuned(plan, MRPC_2=False)).of("tiny-bert")
     assert gated.sweeps == [("MRPC", FT, 1), ("STS-B", FT, 1)]
@@ -215,7 +215,7 @@ def test_an_unfit_model_drops_out_of_every_analysis_under_skip(smoke):
 
 
 def test_with_no_fit_model_the_stages_that_analyse_one_are_skipped_and_say_so(smoke):
-    plan = runs.Plan(load_config(SMOKE, {"analysis": {"unfit": "skip"}}), REPO)
+    plan = runs.Plan(load_config(SMOKE, {"fitness": {"unfit": "skip"}}), REPO)
     table = plan.runs(every_fine_tuned(plan, fit=False))
     assert table.skipped_sections("tiny-bert") == ["attention_change", "disabling", "head_roles", "layer_mix", "outliers", "patterns",
                                                    "pruning"]
@@ -232,9 +232,9 @@ def test_with_no_fit_model_the_stages_that_analyse_one_are_skipped_and_say_so(sm
 
 def test_verdicts_are_needed_only_where_they_decide_something():
     assert not plan_of(SMOKE).needs_verdicts  # warn
-    assert plan_of(SMOKE, {"analysis": {"unfit": "fail"}}).needs_verdicts
+    assert plan_of(SMOKE, {"fitness": {"unfit": "fail"}}).needs_verdicts
     # nothing fine-tuned from the pre-trained encoder: no verdict decides anything, nothing waits for the checkpoint
-    assert not plan_of(SMOKE, {"analysis": {"unfit": "skip"}, "finetune": {"states": ["pretrained", "scratch"]},
+    assert not plan_of(SMOKE, {"fitness": {"unfit": "skip"}, "finetune": {"states": ["pretrained", "scratch"]},
                                "probing": {"syntactic_heads": {"states": ["pretrained"]}}}).needs_verdicts
 
 
@@ -249,7 +249,7 @@ def test_hand_labels_train_on_the_dumps_this_run_makes(smoke):
     assert inputs["recipes"] == ["results/finetune/tiny-bert/MRPC/finetuned/seed1/evaluation.json"]
     assert inputs["labels"] == "l.csv" and inputs["card"] == "card.yaml"
     # an unfit model is not dumped, so its labels train nothing
-    plan = runs.Plan(load_config(SMOKE, {"analysis": {"unfit": "skip"}}), REPO)
+    plan = runs.Plan(load_config(SMOKE, {"fitness": {"unfit": "skip"}}), REPO)
     gated = plan.runs(every_fine_tuned(plan, MRPC_1=False))
     assert gated.hand_label_set("tiny-bert", labels)["idx"] == {"MRPC/pretrained": [1]}
     assert table.hand_label_set("tiny-bert", None) is None

@@ -95,7 +95,7 @@ def test_skip_leaves_unfit_models_out_of_the_dag_and_fail_stops_before_any_analy
     workdir = tmp_path / "run"
     shutil.copytree(smoke_run, workdir, symlinks=True)
     skip = tmp_path / "skip.yaml"
-    skip.write_text(yaml.safe_dump({"analysis": {"unfit": "skip", "fitness": {"per_task": {"STS-B": {"margin": -2.0}}}}}))
+    skip.write_text(yaml.safe_dump({"fitness": {"unfit": "skip", "per_task": {"STS-B": {"margin": -2.0}}}}))
     configs = (SMOKE, skip)
     snakemake(workdir, configs=configs)
     # the whole DAG (every output file, done or to do) holds no analysis of MRPC's fine-tuned models: no dump, sweep,
@@ -118,11 +118,11 @@ def test_skip_leaves_unfit_models_out_of_the_dag_and_fail_stops_before_any_analy
     assert "unfit models are left out" in page  # the pruning section says why it is empty
 
     fail = tmp_path / "fail.yaml"
-    fail.write_text(yaml.safe_dump({"analysis": {"unfit": "fail"}}))
+    fail.write_text(yaml.safe_dump({"fitness": {"unfit": "fail"}}))
     failed = snakemake(workdir, configs=(SMOKE, fail), check=False)
     assert failed.returncode != 0
     message = failed.stdout + failed.stderr
-    assert "tiny-bert MRPC seed 1: accuracy 0.500 vs trivial 0.500" in message and "analysis.unfit: skip" in message
+    assert "tiny-bert MRPC seed 1: accuracy 0.500 vs trivial 0.500" in message and "fitness.unfit: skip" in message
     assert "rule disabling_sweep" not in message and "rule dump_attention" not in message
 
 
@@ -598,7 +598,7 @@ BAD_INPUTS = [
      "pruning.per_task.MRPC.subnetwork_seeds [5] names seeds that are not pruned ([1, 2])"),
     ("subnetworks of a method not run", {"pruning": {"methods": ["s"], "subnetwork_methods": ["m"]}}, None,
      "pruning.subnetwork_methods names ['m'], not in pruning.methods ['s']"),
-    ("unfit policy misspelt", {"analysis": {"unfit": "Skip"}}, None, "'Skip' is not one of ['warn', 'skip', 'fail']"),
+    ("unfit policy misspelt", {"fitness": {"unfit": "Skip"}}, None, "'Skip' is not one of ['warn', 'skip', 'fail']"),
     ("s-pruning importance on dev", {"pruning": {"importance_split": "dev"}}, None,
      "pruning.importance_split: dev lets the dev half that reports s-pruning's ticket choose"),
     ("claims at another level than the stages' intervals", {"claims": {"level": 0.9}}, None,

@@ -23,7 +23,6 @@ import polars as pl
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bertology_core.data import io  # noqa: E402
 from bertology_core.patterns import pattern_labels, patterns
 from bertology_core.attention.dump_files import AttentionDump  # noqa: E402
 

@@ -16,6 +16,7 @@ from bertology_core.data import glue, io
 from bertology_core.finetune import finetune
 from bertology_core.head_roles import head_gates, head_gates_stats
 from bertology_core.models import batching, checkpoint, device, models
+from bertology_core.engine.plan import StructureMask
 from bertology_core.pruning import importance
 
 params, wc, runtime = snakemake.params, snakemake.wildcards, snakemake.resources
@@ -45,7 +46,7 @@ encoded = batching.encode(dev, tokenizer, config.max_length)
 finetuned = models.load_classifier(snakemake.input.model, task, models.SAVED, 0).to(job_device)
 michel = head_gates.michel_mask(pl.read_parquet(snakemake.input.importance), record["heads_kept"], params.normalize_by_layer)
 batch = runtime.eval_batch_size
-chosen = importance.StructureMask(gated.kept(), np.ones(finetuned.config.num_hidden_layers, dtype=bool))
+chosen = StructureMask(gated.kept(), np.ones(finetuned.config.num_hidden_layers, dtype=bool))
 predictions = dev.select("idx", "label").with_columns(
     pl.Series("gates", importance.masked_predictions(gated.classifier, task, encoded, gated.evaluation_plan(), batch)),
     # the heads the gates chose, at gate 1, on the weights the gates were trained with

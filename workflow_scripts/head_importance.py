@@ -13,6 +13,7 @@ import polars as pl
 from bertology_core.data import glue, io
 from bertology_core.engine.attention_function import use_engine
 from bertology_core.models import batching, device, models
+from bertology_core.engine.plan import StructureMask
 from bertology_core.pruning import importance
 
 params = snakemake.params
@@ -34,7 +35,7 @@ granularity = params.importance["importance_granularity"]
 importance_batch_size = params.importance["importance_batch_size"] or batch_size
 
 
-def head_scores(mask: importance.StructureMask) -> np.ndarray:
+def head_scores(mask: StructureMask) -> np.ndarray:
     heads, _ = importance.gate_importance(model, task, examples, labels, mask, importance_batch_size, granularity)
     return importance.normalize_by_layer(heads) if normalize else heads
 

@@ -16,7 +16,7 @@ from bertology_core.data import glue, io
 from bertology_core.finetune import finetune
 from bertology_core.models import device, models
 from bertology_core.pruning import lottery
-from bertology_core.pruning.importance import StructureMask
+from bertology_core.engine.plan import StructureMask
 
 job_device = device.job_device(snakemake.threads)
 params = snakemake.params

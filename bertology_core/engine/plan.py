@@ -38,7 +38,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import numpy as np
 import torch
+from transformers import PreTrainedModel
 
 from bertology_core.engine.attention_function import active_owner
 from bertology_core.engine.structure import DepthTracker
@@ -147,3 +149,46 @@ class InterventionPlan:
         if self.expand_at_layer is not None and layer < self.expand_at_layer:
             return values[:1], 1
         return values, self.num_configs
+
+
+@dataclass(frozen=True)
+class StructureMask:
+    """Which heads (``[layers, heads]``) and MLPs (``[layers]``) are kept (True) in a structured subnetwork."""
+
+    heads: np.ndarray
+    mlps: np.ndarray
+
+    @classmethod
+    def full(cls, num_layers: int, num_heads: int) -> "StructureMask":
+        return cls(np.ones((num_layers, num_heads), dtype=bool), np.ones(num_layers, dtype=bool))
+
+    @classmethod
+    def for_model(cls, model: PreTrainedModel) -> "StructureMask":
+        return cls.full(model.config.num_hidden_layers, model.config.num_attention_heads)
+
+    @property
+    def heads_kept(self) -> int:
+        return int(self.heads.sum())
+
+    @property
+    def mlps_kept(self) -> int:
+        return int(self.mlps.sum())
+
+    def without(self, heads: list[tuple[int, int]] = (), mlps: list[int] = ()) -> "StructureMask":
+        new_heads, new_mlps = self.heads.copy(), self.mlps.copy()
+        for layer, head in heads:
+            new_heads[layer, head] = False
+        for layer in mlps:
+            new_mlps[layer] = False
+        return StructureMask(new_heads, new_mlps)
+
+    def plan(self) -> InterventionPlan:
+        """An engine plan masking (gate 0) every removed head and MLP; layers left whole are untouched."""
+        scale = {
+            layer: torch.from_numpy(self.heads[layer].astype(np.float32))[None, :]
+            for layer in range(self.heads.shape[0])
+            if not self.heads[layer].all()
+        }
+        mlp_scale = {layer: torch.zeros(1) for layer in range(self.mlps.shape[0]) if not self.mlps[layer]}
+        return InterventionPlan(edits={**per_layer(HEAD_SCALE, scale),
+                                       **per_layer(MLP_SCALE, mlp_scale)})

@@ -102,7 +102,7 @@ def assess(task: GlueTask, predictions: np.ndarray, labels: np.ndarray, settings
 def _reason(metric: str, score: float, trivial: float, low: float, high: float, settings: FitnessSettings, fit: bool,
             examples: int) -> str:
     if examples < settings.min_examples:
-        return (f"only {examples} dev examples, fewer than analysis.fitness.min_examples ({settings.min_examples}): "
+        return (f"only {examples} dev examples, fewer than fitness.min_examples ({settings.min_examples}): "
                 "too few to judge the model, so it is not fit")
     interval = f"{settings.level:.0%} interval of the difference [{low:+.3f}, {high:+.3f}]"
     relation = "above" if fit else "not above"
@@ -136,11 +136,11 @@ def unfit_message(unfit: pl.DataFrame) -> str:
         for r in unfit.iter_rows(named=True)
     ]
     return (
-        "analysis.unfit is 'fail' and these models fine-tuned from the pre-trained encoder are not fit for analysis:\n"
+        "fitness.unfit is 'fail' and these models fine-tuned from the pre-trained encoder are not fit for analysis:\n"
         + "\n".join(lines)
         + "\nFix: fine-tune them better (finetune.hyperparameters / finetune.per_task: more data, epochs, another "
-        "learning rate), or set analysis.unfit: skip (leave them out of the analyses) or warn (analyse them with a "
-        "warning); analysis.fitness.margin sets how far above the trivial predictor a model must be."
+        "learning rate), or set fitness.unfit: skip (leave them out of the analyses) or warn (analyse them with a "
+        "warning); fitness.margin sets how far above the trivial predictor a model must be."
     )
 
 

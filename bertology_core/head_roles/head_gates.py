@@ -45,7 +45,8 @@ from bertology_core.models.batching import Encoded
 from bertology_core.models.checkpoint import Checkpointer
 from bertology_core.engine.first_token import first_token_output
 from bertology_core.data.glue import GlueTask
-from bertology_core.pruning.importance import StructureMask, least_important
+from bertology_core.engine.plan import StructureMask
+from bertology_core.pruning.importance import least_important
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from scipy.stats import rankdata
 from scipy.stats import t as student_t
 
 from bertology_core.data import states
-from bertology_core.stats.bootstrap import DEFINED_SHARE, percentile_interval
+from bertology_core.stats.bootstrap import DEFINED_SHARE, percentile_interval, rowwise_pearson
 
 ROLES = ("positional", "rare", "syntactic")
 
@@ -159,14 +159,6 @@ def within_layer_ranks(values: np.ndarray, blocks: list[np.ndarray]) -> np.ndarr
     return out
 
 
-def _rowwise_pearson(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    a = a - a.mean(-1, keepdims=True)
-    b = b - b.mean(-1, keepdims=True)
-    denominator = np.sqrt((a * a).sum(-1) * (b * b).sum(-1))
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(denominator > 0, (a * b).sum(-1) / np.where(denominator > 0, denominator, 1), np.nan)
-
-
 def within_layer_spearman(x: np.ndarray, y: np.ndarray, layers: np.ndarray, draws: np.ndarray | None = None) -> np.ndarray:
     """The stratified Spearman correlation of ``x`` and ``y`` (one value per head) within layers: both ranked within
     each layer (average ranks, centred per layer), then the Pearson correlation of those ranks pooled over layers.
@@ -180,7 +172,7 @@ def within_layer_spearman(x: np.ndarray, y: np.ndarray, layers: np.ndarray, draw
     # each layer's block of columns, as laid out by the draws (the heads sorted by layer)
     sorted_layers = np.sort(layers, kind="stable")
     blocks = [np.flatnonzero(sorted_layers == layer) for layer in np.unique(sorted_layers)]
-    rho = _rowwise_pearson(within_layer_ranks(np.asarray(x, float)[draws], blocks),
+    rho = rowwise_pearson(within_layer_ranks(np.asarray(x, float)[draws], blocks),
                            within_layer_ranks(np.asarray(y, float)[draws], blocks))
     return rho[0] if single else rho
 

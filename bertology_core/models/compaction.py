@@ -32,7 +32,7 @@ from torch import nn
 from transformers import AutoConfig, AutoModelForSequenceClassification, PreTrainedModel
 
 from bertology_core.engine.structure import DepthParts, depth_layers, structure
-from bertology_core.pruning.importance import StructureMask
+from bertology_core.engine.plan import StructureMask
 from bertology_core.data.io import atomic_path
 
 # attributes of an attention module that hold its number of heads (BERT-style, DistilBERT, others)

@@ -59,7 +59,8 @@ from bertology_core.models.device import default_device
 from bertology_core.models.models import load_classifier_reported, load_tokenizer
 from bertology_core.data.glue import GlueTask, subsample
 from bertology_core.stats.metrics import compute_metrics, primary_metric
-from bertology_core.pruning.importance import StructureMask, gate_importance, least_important, masked_predictions, normalize_by_layer
+from bertology_core.engine.plan import StructureMask
+from bertology_core.pruning.importance import gate_importance, least_important, masked_predictions, normalize_by_layer
 from bertology_core.pruning.pruning_stats import PROTOCOLS
 
 State = TypeVar("State")

@@ -7,7 +7,7 @@ otherwise: Clopper-Pearson for a share of hand-labelled maps; the unit resampled
 sentences, heads), and the verdict rule (:func:`verdict`) is:
 
 - **model unfit**: the number rests on a fine-tuned model that is not fit for analysis
-  (:mod:`bertology_core.fitness.fitness`), or ``analysis.unfit: skip`` left out every model it would rest on;
+  (:mod:`bertology_core.fitness.fitness`), or ``fitness.unfit: skip`` left out every model it would rest on;
 - **reproduced**: the whole interval lies inside the region;
 - **not reproduced**: the whole interval lies outside it;
 - **inconclusive**: the interval straddles a boundary of the region, or the number cannot be trusted
@@ -600,7 +600,7 @@ def claims_table(measured: Sequence[Measured], fit: Mapping[tuple[str, int], boo
     """The claims table: one row per measured statistic (shown in the claim's scale), with its verdict; for a claim
     measured in several rows, one more row (scope ``overall``) with the claim's verdict by :func:`overall_verdict`; a
     row for each claim nothing was measured for, by what its stage did (``stages``: report section -> ``ran``,
-    ``skipped`` (analysis.unfit: skip left out every model it would analyse) or ``not run``). A fine-tuned model a row
+    ``skipped`` (fitness.unfit: skip left out every model it would analyse) or ``not run``). A fine-tuned model a row
     rests on must have a fitness verdict in ``fit``: a missing one is an error, never fit by default."""
     rows = []
     done: dict[str, list[tuple[float, float, float, bool, bool]]] = {}
@@ -631,7 +631,7 @@ def claims_table(measured: Sequence[Measured], fit: Mapping[tuple[str, int], boo
             continue
         stage = stages.get(claim.stage, "not run")
         if stage == "skipped":
-            decided, why = MODEL_UNFIT, "analysis.unfit: skip left out every model this claim would rest on: none is fit"
+            decided, why = MODEL_UNFIT, "fitness.unfit: skip left out every model this claim would rest on: none is fit"
         elif stage == "ran":
             decided, why = NOT_RUN, "its stage ran, but not on the data this claim needs (see statistic)"
         else:

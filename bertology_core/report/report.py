@@ -261,7 +261,7 @@ def unfit_warning(verdicts: pl.DataFrame, runs: Sequence[Sequence[object]], mode
             f"this section shows results of {len(unfit)} fine-tuned model{'s' if len(unfit) > 1 else ''} ({model}) that "
             "did not learn the task well enough to analyse")
     return (f"{what}: {named}. Their rows say {UNFIT} in the {COLUMN} column; what such a model's heads do "
-            "says little about what fine-tuning taught it, so compare them with the papers with caution (analysis.unfit: "
+            "says little about what fine-tuning taught it, so compare them with the papers with caution (fitness.unfit: "
             "skip leaves them out).")
 
 
@@ -277,7 +277,7 @@ def build_sections(results: str | os.PathLike[str], models: Sequence[str], avail
     ``section_runs`` (model -> section anchor -> the (task, state, seed) whose results it shows) put a warning on each
     section that shows an unfit model's results. A table's note: where its files are, the note its stage kept in the
     Parquet file (:func:`table_note`, e.g. the claims table's verdict rule) and the layout's. ``skipped``: model -> the
-    sections left empty because analysis.unfit: skip left out every model their stage would analyse."""
+    sections left empty because fitness.unfit: skip left out every model their stage would analyse."""
     results = Path(results)
     sections = []
     for anchor in layout.ordered(list(declared)):
@@ -291,7 +291,7 @@ def build_sections(results: str | os.PathLike[str], models: Sequence[str], avail
                 stem = template.format(model=model)
                 path = results / item_file(kind, stem)
                 if str(path) not in available:
-                    why = (" (analysis.unfit: skip: unfit models are left out, and this stage had no fit model to analyse)"
+                    why = (" (fitness.unfit: skip: unfit models are left out, and this stage had no fit model to analyse)"
                            if anchor in (skipped or {}).get(model, ()) else " in this config")
                     section.missing.append(f"{stem}: not computed for {model}{why}.")
                     continue

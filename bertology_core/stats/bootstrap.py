@@ -70,16 +70,19 @@ def metric_on_resamples(metric: str, predictions: np.ndarray, labels: np.ndarray
             drawn = values[indices].astype(np.float64)
             if metric == "spearman":
                 drawn = stats.rankdata(drawn, axis=-1)
-            out[row] = _rowwise_pearson(drawn, truth)
+            out[row] = rowwise_pearson(drawn, truth)
         return out
     raise ValueError(f"unknown metric {metric!r}; supported: {SUPPORTED_METRICS}")
 
 
-def _rowwise_pearson(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+def rowwise_pearson(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Pearson's r of each row of ``a`` with the matching row of ``b`` (broadcast along the last axis); NaN where either
+    row is constant (or its spread underflows to zero)."""
     a = a - a.mean(-1, keepdims=True)
     b = b - b.mean(-1, keepdims=True)
+    denominator = np.sqrt((a * a).sum(-1) * (b * b).sum(-1))
     with np.errstate(invalid="ignore", divide="ignore"):
-        return (a * b).sum(-1) / np.sqrt((a * a).sum(-1) * (b * b).sum(-1))
+        return np.where(denominator > 0, (a * b).sum(-1) / np.where(denominator > 0, denominator, 1), np.nan)
 
 
 def percentile_interval(draws: np.ndarray, level: float,

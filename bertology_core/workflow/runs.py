@@ -8,7 +8,7 @@ Two objects, so that the type says what waits for the fitness checkpoint:
   whether a fine-tuned model turned out fit, so fine-tuning and everything before the checkpoint read only this.
 - :class:`Runs`, a Plan under one set of fitness verdicts: what every analysis stage runs for each model
   (:class:`ModelRuns`), what each report section shows, the targets of ``all`` and the input lists of the rules that
-  gather a stage. Under ``analysis.unfit: warn`` (or with no fine-tuned model for a verdict to decide on) the verdicts
+  gather a stage. Under ``fitness.unfit: warn`` (or with no fine-tuned model for a verdict to decide on) the verdicts
   change nothing and :attr:`Plan.every_model_fit` is the answer; under ``skip`` and ``fail`` the workflow builds a Runs
   from the fitness checkpoint's table (rules/common.smk, ``runs()``).
 
@@ -178,7 +178,7 @@ class SectionRuns:
     """A section for one model under one set of verdicts. ``runs``: whether its stage runs (its summaries are then
     targets of ``all`` and shown on the page); ``shows``: the fine-tuned models (task, state, seed) whose results it
     shows (the page warns about unfit ones); ``analyses_fine_tuned``: whether its stage analyses a model fine-tuned
-    from the pre-trained encoder, None for a stage that only reports on them (``analysis.unfit: skip`` can leave the
+    from the pre-trained encoder, None for a stage that only reports on them (``fitness.unfit: skip`` can leave the
     others empty, and the page then says why)."""
 
     runs: bool
@@ -340,8 +340,8 @@ class Plan:
 
     def fitness_settings(self, task: str) -> dict[str, Any]:
         """The verdict's settings for one task: the defaults, with the task's margin."""
-        fitness = self.config["analysis"]["fitness"]
-        return {k: v for k, v in fitness.items() if k != "per_task"} | fitness["per_task"].get(task, {})
+        fitness = self.config["fitness"]
+        return {k: v for k, v in fitness.items() if k not in ("unfit", "per_task")} | fitness["per_task"].get(task, {})
 
     def disabling_setting(self, task: str, key: str) -> Any:
         """A disabling setting of one task: its per_task override, else the default."""
@@ -515,16 +515,16 @@ class Plan:
 
     @functools.cached_property
     def every_model_fit(self) -> Runs:
-        """What the config runs were every fine-tuned model fit: the answer under analysis.unfit warn, and the only
+        """What the config runs were every fine-tuned model fit: the answer under fitness.unfit warn, and the only
         question that can be asked while the workflow is parsed (before the fitness checkpoint)."""
         return Runs(self, None)
 
     @functools.cached_property
     def needs_verdicts(self) -> bool:
-        """Whether the fitness verdicts decide what runs: analysis.unfit is skip or fail and some analysis would use a
+        """Whether the fitness verdicts decide what runs: fitness.unfit is skip or fail and some analysis would use a
         model fine-tuned from the pre-trained encoder. Otherwise every_model_fit is the answer and nothing waits for
         the fitness checkpoint."""
-        if self.config["analysis"]["unfit"] == "warn":
+        if self.config["fitness"]["unfit"] == "warn":
             return False
         return any(self.every_model_fit.of(model).fine_tuned_candidates() for model in self.models)
 
@@ -692,7 +692,7 @@ def _task_seed(probed: str) -> TaskSeed:
 @dataclasses.dataclass(frozen=True)
 class ModelRuns:
     """What every analysis stage runs for one model, under one set of verdicts: each list holds only analysed
-    models (those fit, or every one under analysis.unfit warn), in the order the stage's inputs and params list them."""
+    models (those fit, or every one under fitness.unfit warn), in the order the stage's inputs and params list them."""
 
     dumps: list[tuple[str, str]]  # (task, dumped state) of every attention dump: pretrained, <state>/seed<N>
     attention_change: list[TaskSeed]  # fine-tuned models compared with the pre-trained encoder's dump
@@ -794,7 +794,7 @@ class Runs:
         """Whether the analyses use the model fine-tuned into ``state`` with ``seed``: always under warn, and for the
         from-scratch baselines; under skip only if it is fit; under fail the fitness checkpoint itself stops the run
         if a model is unfit, so what remains is fit."""
-        if self.verdicts is None or self.config["analysis"]["unfit"] == "warn" or state != states.FINETUNED:
+        if self.verdicts is None or self.config["fitness"]["unfit"] == "warn" or state != states.FINETUNED:
             return True
         return self.verdicts[(model, task, state, int(seed))]
 
@@ -901,7 +901,7 @@ class Runs:
 
     def skipped_sections(self, model: str) -> list[str]:
         """Sections whose stage would analyse fine-tuned models of ``model`` were every model fit, but has no fit model
-        to run on (analysis.unfit: skip)."""
+        to run on (fitness.unfit: skip)."""
         would = self.plan.every_model_fit.sections(model)
         now = self.sections(model)
         return sorted(anchor for anchor, section in would.items() if section.analyses_fine_tuned and not now[anchor].analyses_fine_tuned)
@@ -1158,7 +1158,7 @@ class Runs:
 
     def claims_runs(self, model: str) -> dict[str, Any]:
         """What the claims script needs to read its inputs: the (task, seed) of each per-model file, the seeds each
-        per-task table pools, and what each stage did (ran, skipped by analysis.unfit, not run)."""
+        per-task table pools, and what each stage did (ran, skipped by fitness.unfit, not run)."""
         runs, tasks = self.of(model), self.plan.tasks
         skipped, sections = self.skipped_sections(model), self.sections(model)
         swept = states.FINETUNED in self.plan.disabling_states()
