@@ -35,9 +35,9 @@ for stage in run_table.STAGES:
 rule all:
     default_target: True
     input:
-        # what needs no fine-tuned model starts at once, whatever analysis.unfit says
+        # what needs no fine-tuned model starts at once, whatever fitness.unfit says
         early=PLAN.early_targets(),
-        # a function: under analysis.unfit skip or fail, these depend on the fitness checkpoint
+        # a function: under fitness.unfit skip or fail, these depend on the fitness checkpoint
         rest=lambda wc: runs().all_targets(),
 
 

@@ -84,7 +84,8 @@ def test_a_name_spelt_anew_is_respelt_in_paths_and_in_table_cells(tmp_path, caps
     before = _run(tmp_path / "before", dump="finetuned_seed1", rows=("a", "MRPC_seed1"))
     after = _run(tmp_path / "after", dump="finetuned/seed1", rows=("a", "MRPC/finetuned/seed1"))
     assert compare_results.main([str(before), str(after)]) == 1
-    respell = ["--respell", r"(finetuned|scratch)_seed(\d+)=\1/seed\2", "--respell", r"\b(MRPC)_seed(\d+)=\1/finetuned/seed\2"]
+    # the second regular expression holds an "=" (a lookahead): the last "=" separates the replacement
+    respell = ["--respell", r"(finetuned|scratch)_seed(\d+)=\1/seed\2", "--respell", r"\b(MRPC)_seed(?=\d)(\d+)=\1/finetuned/seed\2"]
     assert compare_results.main([str(before), str(after), *respell]) == 0
     assert "2 of them under a renamed path" in capsys.readouterr().out
     # a respelling that misses one of the names leaves the table cells different

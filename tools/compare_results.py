@@ -79,6 +79,18 @@ class Renames:
             raise argparse.ArgumentTypeError(f"{text!r}: expected OLD=NEW (--rename: path prefixes under results/; --respell: a regular expression and its replacement)")
         return old, new
 
+    @staticmethod
+    def parse_respelling(text: str) -> tuple[str, str]:
+        """``REGEX=REPLACEMENT``, split at the last ``=`` (a regular expression may hold one: ``(?=...)``)."""
+        pattern, sep, replacement = text.rpartition("=")
+        if not sep or not pattern:
+            raise argparse.ArgumentTypeError(f"--respell {text!r}: expected REGEX=REPLACEMENT")
+        try:
+            re.compile(pattern)
+        except re.error as error:
+            raise argparse.ArgumentTypeError(f"--respell {text!r}: {pattern!r} is no regular expression ({error})") from None
+        return pattern, replacement
+
     def path(self, relative: str) -> str:
         """A path of the run before (relative to its results folder) -> the path it has in the run after."""
         for old, new in self.pairs:
@@ -340,7 +352,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("after", type=Path, help="results folder of the run after it")
     parser.add_argument("--rename", type=Renames.parse, action="append", default=[], metavar="OLD=NEW",
                         help="a path prefix (under results/) the change renamed; repeatable")
-    parser.add_argument("--respell", type=Renames.parse, action="append", default=[], metavar="REGEX=REPLACEMENT",
+    parser.add_argument("--respell", type=Renames.parse_respelling, action="append", default=[], metavar="REGEX=REPLACEMENT",
                         help="a name spelt anew: re.sub on the run before's paths and strings (repeatable)")
     parser.add_argument("--ignore", action="append", default=[], metavar="GLOB",
                         help="also leave out the files this pattern matches (relative to results/); repeatable")

@@ -8,7 +8,8 @@ Its modules, each importing only those above it (nothing is re-exported here: im
   traced pass), and the depth of the running layer;
 - :mod:`~bertology_core.engine.first_token`: the last layer on the first position alone, for classifiers that read
   only it;
-- :mod:`~bertology_core.engine.plan`: edit points, sites and the ``InterventionPlan``;
+- :mod:`~bertology_core.engine.plan`: edit points, sites, the ``InterventionPlan``, and the ``StructureMask`` of a
+  structured subnetwork (the plan that masks its removed heads and MLPs);
 - :mod:`~bertology_core.engine.expansion`: several configurations in one pass (the batch repeated from the first
   layer where they differ: prefix reuse);
 - :mod:`~bertology_core.engine.intervention`: ``intervene``, which makes a plan act on a model's forward passes.

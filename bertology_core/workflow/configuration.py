@@ -120,6 +120,11 @@ def _dotted(parts: Iterable[Any]) -> str:
     return text or "(top level)"
 
 
+# keys renamed so that a stage's settings sit under its one name: (where, former key) -> where they are now
+MOVED_KEYS = {("(top level)", "analysis"): "its settings are under 'fitness' now (analysis.unfit is fitness.unfit, "
+                                           "analysis.fitness.margin is fitness.margin, and so on)"}
+
+
 def _close(word: str, choices: Iterable[str]) -> str | None:
     choices = [str(choice) for choice in choices]
     lowered = {choice.lower(): choice for choice in choices}
@@ -142,6 +147,9 @@ def schema_problems(config: Any, schema: dict[str, Any]) -> list[str]:
             for extra in sorted(set(error.instance) - set(allowed)):
                 guess = _close(str(extra), allowed)
                 where = f"config '{key}'" if error.absolute_path else "config"
+                if (moved := MOVED_KEYS.get((key, extra))) is not None:
+                    problems.append(f"{where} has no key {extra!r}: {moved}.")
+                    continue
                 problems.append(f"{where} has no key {extra!r}{f' (did you mean {guess!r}?)' if guess else ''}. "
                                 f"Allowed keys: {', '.join(allowed)}.")
             continue
