@@ -24,7 +24,7 @@ LIGHT_ENV = "tables"
 TORCH_FREE_PACKAGES = ("data", "stats", "report", "workflow")
 # the torch-free side of each stage (its tables and statistics), and the model checks read from files alone
 TORCH_FREE = (
-    "attention_change/attention_change.py", "baselines/baselines.py", "disabling/disabling_stats.py", "fitness/fitness.py",
+    "attention/dump_files.py", "attention_change/attention_change.py", "baselines/baselines.py", "disabling/disabling_stats.py", "fitness/fitness.py",
     "head_roles/head_roles.py", "head_roles/head_roles_stats.py", "head_roles/head_gates_stats.py",
     "layer_mix/layer_mix_stats.py", "linguistic/linguistic.py", "models/compatibility.py", "outliers/outliers_stats.py",
     "patterns/annotation.py", "patterns/pattern_labels.py", "patterns/patterns.py", "pruning/pruning_stats.py",
