@@ -11,6 +11,8 @@ rule dump_attention:
         tokens=dump_file("results/attention/{model}/{task}/{dumped}.tokens.parquet"),
         summary="results/attention/{model}/{task}/{dumped}.json",
     params:
+        # what the job computes in (bertology_core/models/precision.py)
+        precision=config["compute"]["precision"],
         code=script_code("dump_attention"),
         max_examples=config["attention"]["max_examples"],
         seed=config["attention"]["seed"],

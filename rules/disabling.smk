@@ -15,6 +15,8 @@ rule disabling_sweep:
     wildcard_constraints:
         state="|".join(states.TRAINED),
     params:
+        # what the job computes in (bertology_core/models/precision.py)
+        precision=config["compute"]["precision"],
         code=script_code("disabling_sweep"),
         modes=config["disabling"]["modes"],
         layers=config["disabling"]["layers"],
@@ -49,6 +51,8 @@ rule disabling_greedy:
     wildcard_constraints:
         state="|".join(states.TRAINED),
     params:
+        # what the job computes in (bertology_core/models/precision.py)
+        precision=config["compute"]["precision"],
         code=script_code("disabling_greedy"),
         mode=config["disabling"]["modes"][0],
         max_steps=lambda wc: PLAN.disabling_setting(wc.task, "greedy_steps"),

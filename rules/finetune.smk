@@ -17,6 +17,8 @@ rule finetune:
     wildcard_constraints:
         state="|".join(states.TRAINED),
     params:
+        # what the job computes in (bertology_core/models/precision.py)
+        precision=config["compute"]["precision"],
         code=script_code("finetune"),
         hyperparameters=lambda wc: PLAN.hyperparameters(wc.task, wc.state),
         eval_splits=lambda wc: PLAN.eval_splits(wc.task),
@@ -50,6 +52,8 @@ rule evaluate_pretrained:
         metrics=f"results/finetune/{{model}}/{{task}}/{states.PRETRAINED}/seed{{seed}}/metrics.json",
         predictions=f"results/finetune/{{model}}/{{task}}/{states.PRETRAINED}/seed{{seed}}/predictions.parquet",
     params:
+        # what the job computes in (bertology_core/models/precision.py)
+        precision=config["compute"]["precision"],
         code=script_code("finetune"),
         # no training settings, so changing them never reruns it
         hyperparameters=lambda wc: PLAN.evaluation_parameters(wc.task),

@@ -47,6 +47,8 @@ rule head_gates:
         weights="trained|frozen",
         strength=r"[0-9.e+-]+",
     params:
+        # what the job computes in (bertology_core/models/precision.py)
+        precision=config["compute"]["precision"],
         code=script_code("head_gates"),
         settings={k: v for k, v in config["head_roles"]["gates"].items() if k not in ("tasks", "seeds", "strengths", "weights")},
         hyperparameters=lambda wc: PLAN.hyperparameters(wc.task, states.FINETUNED),

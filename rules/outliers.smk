@@ -37,6 +37,8 @@ rule outlier_disabling:
         predictions="results/outliers/{model}/{task}/seed{seed}/disabling.parquet",
         record="results/outliers/{model}/{task}/seed{seed}/disabling.json",
     params:
+        # what the job computes in (bertology_core/models/precision.py)
+        precision=config["compute"]["precision"],
         code=script_code("outlier_disabling"),
         criterion={key: config["outliers"][key] for key in ("sigmas", "min_layer_share")},
         draws=config["outliers"]["random_draws"],

@@ -36,6 +36,8 @@ rule labelled_maps:
         tokens="results/patterns/{model}/labelled/{task}/{dumped}.tokens.parquet",
         summary="results/patterns/{model}/labelled/{task}/{dumped}.json",
     params:
+        # what the job computes in (bertology_core/models/precision.py)
+        precision=config["compute"]["precision"],
         code=script_code("labelled_maps"),
         only_idx=lambda wc: runs().hand_label_set(wc.model, hand_labels(wc.model))["idx"][f"{wc.task}/{wc.dumped}"],
         batch_size=config["attention"]["batch_size"],

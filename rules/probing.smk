@@ -12,6 +12,8 @@ rule probe_features:
     output:
         "results/probing/{model}/{probed}/features.safetensors",
     params:
+        # what the job computes in (bertology_core/models/precision.py)
+        precision=config["compute"]["precision"],
         code=script_code("probe_features"),
         sample=PLAN.probing_sample(),
         pooling=config["probing"]["pooling"],
@@ -79,6 +81,8 @@ rule syntactic_heads:
         # Voita et al.'s token-level accuracy per relation and direction, with its own offset baseline (head roles)
         voita="results/probing/{model}/{probed}/syntactic_heads_voita.parquet",
     params:
+        # what the job computes in (bertology_core/models/precision.py)
+        precision=config["compute"]["precision"],
         code=script_code("syntactic_heads"),
         settings=config["probing"]["syntactic_heads"],
         max_length=config["probing"]["max_length"],

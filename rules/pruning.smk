@@ -18,6 +18,8 @@ rule head_importance:
         # per step and dev example: what the claims table resamples
         predictions=f"{PRUNE_DIR}/michel_predictions.parquet",
     params:
+        # what the job computes in (bertology_core/models/precision.py)
+        precision=config["compute"]["precision"],
         code=script_code("head_importance"),
         importance=PLAN.pruning_params(),
         step_share=config["pruning"]["michel_step_share"],
@@ -57,6 +59,8 @@ rule lottery_pruning:
         method="m|s",
         protocol="held_out|paper",
     params:
+        # what the job computes in (bertology_core/models/precision.py)
+        precision=config["compute"]["precision"],
         code=script_code("lottery_pruning"),
         selection=lambda wc: PLAN.lottery_split(wc.protocol),
         importance=lambda wc: PLAN.pruning_params() if wc.method == "s" else None,
@@ -93,6 +97,8 @@ rule compact_model:
         model=directory(f"{PRUNE_DIR}/s_compact"),
         summary=f"{PRUNE_DIR}/s_compact.json",
     params:
+        # what the job computes in (bertology_core/models/precision.py)
+        precision=config["compute"]["precision"],
         code=script_code("compact_model"),
         max_length=lambda wc: PLAN.max_length(wc.task, states.FINETUNED),
         dev_sample=PLAN.pruning_dev_sample(),
@@ -122,6 +128,8 @@ rule subnetwork_finetune:
     wildcard_constraints:
         network="full|[ms]-(good|random|bad)-(held_out|paper)",
     params:
+        # what the job computes in (bertology_core/models/precision.py)
+        precision=config["compute"]["precision"],
         code=script_code("subnetwork_finetune"),
         hyperparameters=lambda wc: PLAN.subnetwork_recipe(wc.task),
         eval_batch_size=config["finetune"]["eval_batch_size"],

@@ -10,10 +10,11 @@ import polars as pl
 
 from bertology_core.data import glue
 from bertology_core.disabling import disabling, disabling_stats
-from bertology_core.models import batching, device, models
+from bertology_core.models import batching, device, models, precision
 from bertology_core.report.figures import write_table
 
 job_device = device.job_device(snakemake.threads)
+job_precision = precision.for_job(snakemake.params.precision, job_device)
 params = snakemake.params
 task = glue.get_task(snakemake.wildcards.task)
 settings = disabling.GreedySettings(params.mode, params.max_steps, params.split_seed, params.resamples, params.level,

@@ -10,9 +10,10 @@ import polars as pl
 
 from bertology_core.attention import dumps
 from bertology_core.data import glue, io
-from bertology_core.models import device
+from bertology_core.models import device, precision
 
 job_device = device.job_device(snakemake.threads)
+job_precision = precision.for_job(snakemake.params.precision, job_device)
 resolved = io.read_json(snakemake.input.resolved)
 summary = dumps.dump_model_folder(
     snakemake.input.get("model", resolved["path"]),

@@ -12,9 +12,10 @@ import polars as pl
 
 from bertology_core.data import glue, io, states
 from bertology_core.finetune import finetune
-from bertology_core.models import checkpoint, device
+from bertology_core.models import checkpoint, device, precision
 
 job_device = device.job_device(snakemake.threads)
+job_precision = precision.for_job(snakemake.params.precision, job_device)
 wc = snakemake.wildcards
 state = wc.state if snakemake.rule == "finetune" else states.PRETRAINED
 trains = state != states.PRETRAINED
@@ -44,6 +45,7 @@ result = finetune.finetune_and_evaluate(
     eval_batch_size=runtime.eval_batch_size,
     checkpointer=checkpointer,
     device=job_device,
+    precision=job_precision,
 )
 result.metrics["model"] = {"name": wc.model, **resolved}
 predictions = pl.concat(

@@ -15,13 +15,14 @@ import polars as pl
 from bertology_core.data import glue, io
 from bertology_core.finetune import finetune
 from bertology_core.head_roles import head_gates, head_gates_stats
-from bertology_core.models import batching, checkpoint, device, models
+from bertology_core.models import batching, checkpoint, device, models, precision
 from bertology_core.engine.plan import StructureMask
 from bertology_core.pruning import importance
 
 params, wc, runtime = snakemake.params, snakemake.wildcards, snakemake.resources
 settings = params.settings
 job_device = device.job_device(snakemake.threads)
+job_precision = precision.for_job(snakemake.params.precision, job_device)
 task = glue.get_task(wc.task)
 tokenizer = models.load_tokenizer(snakemake.input.model)
 config = finetune.FinetuneConfig.from_dict(params.hyperparameters | {"epochs": settings["epochs"]})
@@ -38,7 +39,7 @@ checkpointer = checkpoint.Checkpointer(
 gated, record = head_gates.train_gates(
     models.load_classifier(snakemake.input.model, task, models.SAVED, 0).to(job_device), task,
     batching.encode(train, tokenizer, config.max_length), train["label"].to_numpy(), config, float(wc.strength),
-    gate_settings, wc.weights == "trained", int(wc.seed), checkpointer,
+    gate_settings, wc.weights == "trained", int(wc.seed), checkpointer, precision=job_precision,
 )
 dev = glue.subsample(pl.read_parquet(snakemake.input.dev), params.dev_sample["examples"], params.dev_sample["seed"])
 encoded = batching.encode(dev, tokenizer, config.max_length)
@@ -54,7 +55,8 @@ predictions = dev.select("idx", "label").with_columns(
     pl.Series("michel", importance.masked_predictions(finetuned, task, encoded, michel.plan(), batch)),
     pl.Series("full", importance.masked_predictions(finetuned, task, encoded, None, batch)),
 )
-record |= {"task": task.name, "seed": int(wc.seed), "weights": wc.weights, "train_examples": train.height,
+record |= {"task": task.name, "seed": int(wc.seed), "weights": wc.weights, "precision": job_precision.to_dict(),
+           "train_examples": train.height,
            "dev_examples": dev.height, "michel_heads": michel.heads.astype(int).tolist(),
            "scores": {name: finetune.prediction_metrics(task, predictions.select("idx", "label", pl.col(name).alias("prediction")))
                       for name in head_gates_stats.PREDICTIONS}}

@@ -12,13 +12,14 @@ import polars as pl
 
 from bertology_core.data import glue, io
 from bertology_core.engine.attention_function import use_engine
-from bertology_core.models import batching, device, models
+from bertology_core.models import batching, device, models, precision
 from bertology_core.engine.plan import StructureMask
 from bertology_core.pruning import importance
 
 params = snakemake.params
 batch_size = snakemake.resources.batch_size
 job_device = device.job_device(snakemake.threads)
+job_precision = precision.for_job(snakemake.params.precision, job_device)
 task = glue.get_task(snakemake.wildcards.task)
 model = use_engine(models.load_classifier(snakemake.input.model, task, models.SAVED, 0).to(job_device))
 tokenizer = models.load_tokenizer(snakemake.input.model)

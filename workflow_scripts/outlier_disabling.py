@@ -13,10 +13,11 @@ import polars as pl
 from bertology_core.data import glue, io
 from bertology_core.disabling import disabling
 from bertology_core.finetune import finetune
-from bertology_core.models import device
+from bertology_core.models import device, precision
 from bertology_core.outliers import outliers, outliers_stats
 
 job_device = device.job_device(snakemake.threads)
+job_precision = precision.for_job(snakemake.params.precision, job_device)
 params = snakemake.params
 task = glue.get_task(snakemake.wildcards.task)
 scored = disabling.load_scored_model(snakemake.input.model, snakemake.input.data, task, params.max_examples, params.subsample_seed,

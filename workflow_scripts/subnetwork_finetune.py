@@ -14,11 +14,12 @@ from safetensors.torch import load_file
 
 from bertology_core.data import glue, io
 from bertology_core.finetune import finetune
-from bertology_core.models import device, models
+from bertology_core.models import device, models, precision
 from bertology_core.pruning import lottery
 from bertology_core.engine.plan import StructureMask
 
 job_device = device.job_device(snakemake.threads)
+job_precision = precision.for_job(snakemake.params.precision, job_device)
 params = snakemake.params
 wc = snakemake.wildcards
 task = glue.get_task(wc.task)
@@ -43,6 +44,7 @@ dev = pl.read_parquet(snakemake.input.dev)
 result, predictions = lottery.finetune_subnetwork(
     io.read_json(snakemake.input.resolved)["path"], task, seed, train, dev,
     finetune.FinetuneConfig.from_dict(params.hyperparameters), mask, eval_batch_size=params.eval_batch_size, device=job_device,
+    precision=job_precision,
 )
 result |= {"task": task.name, "seed": seed, "network": wc.network, "hyperparameters": params.hyperparameters}
 if isinstance(mask, StructureMask):

@@ -28,7 +28,9 @@ from transformers import PreTrainedModel, get_linear_schedule_with_warmup
 from bertology_core.data import states
 from bertology_core.models.batching import Encoded, encode
 from bertology_core.models.checkpoint import Checkpointer, TrainingState
+from bertology_core.models import precision as precisions
 from bertology_core.models.device import default_device
+from bertology_core.models.precision import Precision
 from bertology_core.models.models import load_classifier_reported, load_tokenizer
 from bertology_core.engine.first_token import first_token_output
 from bertology_core.workflow.faults import failpoint
@@ -92,7 +94,16 @@ def labels_tensor(task: GlueTask, labels: np.ndarray) -> torch.Tensor:
 
 
 def _to(batch: dict[str, torch.Tensor], device: torch.device) -> dict[str, torch.Tensor]:
-    return {key: value.to(device) for key, value in batch.items()}
+    """A batch on ``device``; to a GPU from pinned memory without waiting for the copy (the next kernel that reads it
+    is queued after it)."""
+    if device.type != "cuda":
+        return {key: value.to(device) for key, value in batch.items()}
+    return {key: value.pin_memory().to(device, non_blocking=True) for key, value in batch.items()}
+
+
+# training losses are read from the device every this many steps (and before a checkpoint and at the end): reading
+# one is a host-device synchronisation, which on a GPU would stall every step
+LOSS_READ_STEPS = 25
 
 
 def train(
@@ -106,8 +117,12 @@ def train(
     checkpointer: Checkpointer | None = None,
     on_epoch_end: Callable[[int], None] | None = None,
     optimizer_groups: list[dict[str, Any]] | None = None,
+    precision: Precision | None = None,
 ) -> dict[str, Any]:
     """Fine-tune ``model`` in place; return a training record (losses, steps, seconds).
+
+    ``precision`` (:mod:`bertology_core.models.precision`; None: float32) says what the forward passes compute in:
+    bfloat16 autocast, or float32 with or without TF32 products; the weights and the optimiser stay float32.
 
     ``model(**batch, labels=...)`` must return an object with a ``loss``; the optimiser (AdamW, fine-tuning's
     learning rate unless a group sets its own) trains ``optimizer_groups`` (default: :func:`parameter_groups`).
@@ -127,54 +142,73 @@ def train(
     steps_per_epoch = math.ceil(len(data) / config.batch_size)
     total_steps = max(1, math.ceil(steps_per_epoch * config.epochs))
     groups = parameter_groups(model, config.weight_decay) if optimizer_groups is None else optimizer_groups
-    optimizer = torch.optim.AdamW(groups, lr=config.learning_rate)
+    precision = precision or precisions.resolve("float32", device)
+    precisions.set_matmul_precision(precision.training == precisions.TF32)
+    # on a GPU the fused kernel makes AdamW's update one launch per step (the same update)
+    optimizer = torch.optim.AdamW(groups, lr=config.learning_rate, fused=device.type == "cuda")
     scheduler = get_linear_schedule_with_warmup(optimizer, int(config.warmup_ratio * total_steps), total_steps)
+    checkpointer = checkpointer.computed_in(precision.to_dict()) if checkpointer else None
     state = (checkpointer.load(model, optimizer, scheduler) if checkpointer else None) or TrainingState()
     resumed_at = state.step
     model.train()
     started = time.perf_counter() - state.train_seconds
     last_save_step, last_save_time = state.step, time.perf_counter()
     bar = tqdm(total=total_steps, initial=state.step, desc=f"fine-tune {task.name}", disable=not progress, mininterval=5.0)
-    while state.step < total_steps:
-        if state.epoch_generator_state is None:
-            state.epoch_generator_state = generator.bit_generator.state
-        else:  # resumed mid-epoch: redraw this epoch's batches from the same generator state
-            generator.bit_generator.state = state.epoch_generator_state
-        batches = training_batches(lengths, config.batch_size, generator, config.group_by_length)
-        for batch_indices in batches[state.batch_in_epoch :]:
-            if state.step >= total_steps:
-                break
-            batch = _to(data.collate(batch_indices), device)
-            # the classifier reads [CLS] alone: the last layer's feed-forward runs on it only (exact, ~1/8 faster)
-            with first_token_output(model):
-                output = model(**batch, labels=labels_tensor(task, labels[batch_indices]).to(device))
-            output.loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), config.max_grad_norm)
-            optimizer.step()
-            scheduler.step()
-            optimizer.zero_grad(set_to_none=True)
-            state.losses.append(float(output.loss.detach()))
-            state.step += 1
-            state.batch_in_epoch += 1
-            state.examples_seen += len(batch_indices)
-            bar.update(1)
+    unread: list[torch.Tensor] = []  # the losses of the steps since they were last read from the device
+
+    def read_losses() -> None:
+        if unread:
+            state.losses.extend(torch.stack(unread).tolist())
+            unread.clear()
             bar.set_postfix(loss=f"{np.mean(state.losses[-20:]):.4f}", refresh=False)
-            if checkpointer and state.step < total_steps and checkpointer.due(
-                state.step - last_save_step, time.perf_counter() - last_save_time
-            ):
-                state.train_seconds = time.perf_counter() - started
-                checkpointer.save(state, model, optimizer, scheduler)
-                last_save_step, last_save_time = state.step, time.perf_counter()
-                failpoint("finetune.after_checkpoint")
-        state.epoch += 1
-        state.batch_in_epoch = 0
-        state.epoch_generator_state = None
-        if on_epoch_end is not None:
-            model.eval()
-            on_epoch_end(state.epoch)
-            model.train()
+
+    # the classifier reads [CLS] alone: the last layer's feed-forward runs on it only (exact, ~1/8 faster); the hooks
+    # that do it are set once for the run
+    with first_token_output(model):
+        while state.step < total_steps:
+            if state.epoch_generator_state is None:
+                state.epoch_generator_state = generator.bit_generator.state
+            else:  # resumed mid-epoch: redraw this epoch's batches from the same generator state
+                generator.bit_generator.state = state.epoch_generator_state
+            batches = training_batches(lengths, config.batch_size, generator, config.group_by_length)
+            for batch_indices in batches[state.batch_in_epoch :]:
+                if state.step >= total_steps:
+                    break
+                batch = _to(data.collate(batch_indices), device)
+                target = _to({"labels": labels_tensor(task, labels[batch_indices])}, device)["labels"]
+                with precisions.training(precision):
+                    output = model(**batch, labels=target)
+                output.loss.backward()
+                torch.nn.utils.clip_grad_norm_(model.parameters(), config.max_grad_norm)
+                optimizer.step()
+                scheduler.step()
+                optimizer.zero_grad(set_to_none=True)
+                unread.append(output.loss.detach().float())
+                state.step += 1
+                state.batch_in_epoch += 1
+                state.examples_seen += len(batch_indices)
+                bar.update(1)
+                if len(unread) >= LOSS_READ_STEPS:
+                    read_losses()
+                if checkpointer and state.step < total_steps and checkpointer.due(
+                    state.step - last_save_step, time.perf_counter() - last_save_time
+                ):
+                    read_losses()
+                    state.train_seconds = time.perf_counter() - started
+                    checkpointer.save(state, model, optimizer, scheduler)
+                    last_save_step, last_save_time = state.step, time.perf_counter()
+                    failpoint("finetune.after_checkpoint")
+            state.epoch += 1
+            state.batch_in_epoch = 0
+            state.epoch_generator_state = None
+            if on_epoch_end is not None:
+                model.eval()
+                on_epoch_end(state.epoch)
+                model.train()
+    read_losses()
     bar.close()
     model.eval()
+    precisions.measuring(precision)
     return {
         "steps": state.step,
         "resumed_at_step": resumed_at,
@@ -237,18 +271,21 @@ def finetune_and_evaluate(
     device: torch.device | None = None,
     eval_batch_size: int = 64,
     checkpointer: Checkpointer | None = None,
+    precision: Precision | None = None,
 ) -> RunResult:
     """Build the classifier of ``state`` (:mod:`bertology_core.data.states`: finetuned, scratch or pretrained), train it
     unless pretrained, evaluate.
 
     ``pretrained`` is the paper's "pre-trained" column: the pre-trained encoder with
     a freshly initialised, untrained classification head. ``eval_batch_size`` only
-    changes speed; ``checkpointer`` makes training resumable (see :func:`train`).
+    changes speed; ``checkpointer`` makes training resumable (see :func:`train`); ``precision`` is what training
+    computes in (None: float32).
     """
     trains = state != states.PRETRAINED
     tokenizer = load_tokenizer(model_path)
     model, loaded = load_classifier_reported(model_path, task, states.STARTS_FROM[state], seed)
     model.to(device or default_device())
+    precision = precision or precisions.resolve("float32", next(model.parameters()).device)
     record: dict[str, Any] = {
         "task": task.name,
         "state": state,
@@ -256,6 +293,7 @@ def finetune_and_evaluate(
         # an untrained model only depends on how inputs are cut
         "hyperparameters": config.to_dict() if trains else {"max_length": config.max_length},
         "device": str(next(model.parameters()).device),
+        "precision": precision.to_dict(),
         # the weights drawn anew (the task head only: an encoder weight that did not load stops the job) and the
         # file's tensors not read (a pre-training head); the from-scratch state loads nothing
         "weights_loaded": loaded.to_json(),
@@ -267,7 +305,7 @@ def finetune_and_evaluate(
         record["train_examples"] = len(encoded)
         record["train_truncated"] = encoded.truncated
         record["training"] = train(
-            model, task, encoded, train_frame["label"].to_numpy(), config, seed, progress, checkpointer
+            model, task, encoded, train_frame["label"].to_numpy(), config, seed, progress, checkpointer, precision=precision
         )
     predictions: dict[str, pl.DataFrame] = {}
     record["eval"] = {}

@@ -43,6 +43,7 @@ from bertology_core.engine.plan import HEAD_SCALE, InterventionPlan, per_layer
 from bertology_core.finetune import finetune
 from bertology_core.models.batching import Encoded
 from bertology_core.models.checkpoint import Checkpointer
+from bertology_core.models.precision import Precision
 from bertology_core.engine.first_token import first_token_output
 from bertology_core.data.glue import GlueTask
 from bertology_core.engine.plan import StructureMask
@@ -166,13 +167,15 @@ def train_gates(
     seed: int,
     checkpointer: Checkpointer | None = None,
     progress: bool = False,
+    precision: Precision | None = None,
 ) -> tuple[GatedClassifier, dict[str, Any]]:
     """Train Hard Concrete head gates (and the weights with ``train_weights``) on ``data`` with penalty strength
     ``strength``, with fine-tuning's loop (:func:`bertology_core.finetune.finetune.train`: its schedule, clipping, seeding and
-    resumable checkpoints). Returns the gated model (eval mode) and the training record."""
+    resumable checkpoints), in ``precision`` (None: float32). Returns the gated model (eval mode) and the training
+    record."""
     gated = GatedClassifier(classifier, strength, settings, train_weights)
     record = finetune.train(gated, task, data, labels, config, seed, progress, checkpointer,
-                            optimizer_groups=gated.parameter_groups(config))
+                            optimizer_groups=gated.parameter_groups(config), precision=precision)
     gates = gated.gates.deterministic().detach().cpu().numpy()
     record |= {
         "strength": strength,

@@ -18,7 +18,7 @@ import json
 import logging
 import os
 import shutil
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -71,6 +71,11 @@ class Checkpointer:
     fingerprint: str
     every_steps: int | None = None
     every_seconds: float | None = 600.0
+
+    def computed_in(self, precision: dict[str, str]) -> "Checkpointer":
+        """The same checkpointer for a run computed in ``precision`` (its fingerprint includes it): a checkpoint
+        written in one precision, or on another kind of device, is never resumed in another."""
+        return replace(self, fingerprint=fingerprint(self.fingerprint, precision))
 
     def due(self, steps_since: int, seconds_since: float) -> bool:
         return bool(

@@ -232,6 +232,6 @@ def load_compact(folder: str | os.PathLike[str]) -> tuple[PreTrainedModel, Struc
     kept = json.loads((folder / "structure.json").read_text())
     mask = StructureMask(np.array(kept["heads"], dtype=bool), np.array(kept["mlps"], dtype=bool))
     config = AutoConfig.from_pretrained(folder)
-    model = compact(AutoModelForSequenceClassification.from_config(config), mask)
+    model = compact(AutoModelForSequenceClassification.from_config(config, dtype=torch.float32), mask)
     model.load_state_dict(load_file(folder / "model.safetensors"), strict=True)
     return model.eval(), mask

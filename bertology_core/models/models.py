@@ -293,8 +293,11 @@ def _load_checked(model_class: Any, path: str | os.PathLike[str], strict: bool =
     """``model_class.from_pretrained(path)`` (safetensors, no remote code) with its :func:`checked_load_report`;
     a file that is not safetensors or is cut short is an error naming the file and the fix."""
     try:
+        # float32 whatever the file holds: a checkpoint saved in half precision would otherwise train in pure half
+        # precision, with no float32 master weights (bertology_core/models/precision.py)
         model, info = model_class.from_pretrained(path, use_safetensors=True, trust_remote_code=False,
-                                                  output_loading_info=True, ignore_mismatched_sizes=True, **kwargs)
+                                                  output_loading_info=True, ignore_mismatched_sizes=True,
+                                                  dtype=torch.float32, **kwargs)
     except (OSError, ValueError, RuntimeError, SafetensorError) as error:  # a bad file, an impossible config
         raise ModelSpecError(f"{path}: the model does not load ({type(error).__name__}: {error}). Fix: point the spec "
                              "at a complete folder written by save_pretrained().") from error
@@ -339,7 +342,7 @@ def load_classifier_reported(path: str | os.PathLike[str], task: GlueTask, start
         model, report = _load_checked(AutoModelForSequenceClassification, path, config=config)
         return model, _redraw_trained_head(model, report, path)
     if start == states.RANDOM_WEIGHTS:
-        return AutoModelForSequenceClassification.from_config(config), LoadReport(new=(), unused=())
+        return AutoModelForSequenceClassification.from_config(config, dtype=torch.float32), LoadReport(new=(), unused=())
     raise ValueError(f"start must be {states.PRETRAINED!r}, {states.RANDOM_WEIGHTS!r} or {SAVED!r}, not {start!r}")
 
 
@@ -365,4 +368,4 @@ def load_encoder(path: str | os.PathLike[str], random_weights_seed: int | None =
     if random_weights_seed is None:
         return _load_checked(AutoModel, path)[0].eval()
     torch.manual_seed(random_weights_seed)
-    return AutoModel.from_config(AutoConfig.from_pretrained(path, trust_remote_code=False)).eval()
+    return AutoModel.from_config(AutoConfig.from_pretrained(path, trust_remote_code=False), dtype=torch.float32).eval()

@@ -57,6 +57,7 @@ from bertology_core.models import compaction
 from bertology_core.models.batching import Encoded, encode
 from bertology_core.models.device import default_device
 from bertology_core.models.models import load_classifier_reported, load_tokenizer
+from bertology_core.models.precision import Precision
 from bertology_core.data.glue import GlueTask, subsample
 from bertology_core.stats.metrics import compute_metrics, primary_metric
 from bertology_core.engine.plan import StructureMask
@@ -464,8 +465,10 @@ def finetune_subnetwork(
     eval_batch_size: int = 64,
     progress: bool = False,
     device: torch.device | None = None,
+    precision: Precision | None = None,
 ) -> tuple[dict[str, Any], pl.DataFrame]:
-    """Fine-tune the *pre-trained* encoder (fresh classifier head, ``seed``) with ``mask`` fixed; evaluate.
+    """Fine-tune the *pre-trained* encoder (fresh classifier head, ``seed``) with ``mask`` fixed, in ``precision``
+    (None: float32); evaluate.
 
     A structure mask is applied by compaction (the removed heads and MLPs are cut out, which is exact and
     faster to train than gating; what weights shared across depth keep at another depth stays gated); weight masks are fixed with ``torch.nn.utils.prune`` (masked weights stay
@@ -491,7 +494,8 @@ def finetune_subnetwork(
         apply_weight_masks(model, mask)
     encoded = encode(train_frame, tokenizer, config.max_length)
     with gates:
-        record = finetune.train(model, task, encoded, train_frame["label"].to_numpy(), config, seed, progress)
+        record = finetune.train(model, task, encoded, train_frame["label"].to_numpy(), config, seed, progress,
+                                precision=precision)
         logits = finetune.predict(model, encode(eval_frame, tokenizer, config.max_length), eval_batch_size)
     predictions = logits[:, 0] if task.is_regression else logits.argmax(-1)
     if isinstance(mask, dict):  # m-pruning: share of the prunable weight matrices' entries
@@ -510,4 +514,5 @@ def finetune_subnetwork(
         "parameters_kept_share": kept,
         "final_loss_mean_last_20": record["final_loss_mean_last_20"],
         "weights_loaded": loaded.to_json(),
+        "precision": precision.to_dict() if precision else None,
     }, per_example
