@@ -178,3 +178,42 @@ def test_extremes_are_the_best_and_worst_of_each_kind_with_ties_in_table_order()
     table = disabling_stats.extremes(pooled, 1, ["layer", "head", "delta"])
     assert table.select("kind", "end", "layer", "head", "delta").rows() == [
         ("head", "best", 0, 0, 0.02), ("head", "worst", 0, 1, -0.05), ("layer", "best", 0, None, -0.1), ("layer", "worst", 0, None, -0.1)]
+
+
+def test_a_pass_the_device_has_no_memory_for_is_halved_and_the_logits_are_unchanged(monkeypatch, caplog):
+    """A fake allocator failure for any pass of more than 8 rows: the sweep halves its passes (and keeps them
+    halved) instead of failing, and every logit is the one the unconstrained sweep computes."""
+    model = sharp_tiny(layers=3)
+    data = encoded(examples=9)
+    configs = disabling.sweep_configurations(3, 4)
+    reference = disabling.evaluate_configurations(model, data, configs, "uniform", rows_per_pass=40)
+    forward, passes = model.forward, []
+
+    def small_device(*args, input_ids=None, **kwargs):
+        passes.append(input_ids.shape[0])
+        if input_ids.shape[0] > 8:
+            raise torch.OutOfMemoryError("fake: the pass does not fit")
+        return forward(*args, input_ids=input_ids, **kwargs)
+
+    monkeypatch.setattr(model, "forward", small_device)
+    with caplog.at_level("WARNING"):
+        constrained = disabling.evaluate_configurations(model, data, configs, "uniform", rows_per_pass=40)
+    np.testing.assert_allclose(constrained, reference, atol=1e-5, rtol=0)
+    assert (constrained.argmax(-1) == reference.argmax(-1)).all()
+    assert max(passes) > 8 and "out of memory" in caplog.text
+    fitted = next(i for i, rows in enumerate(passes) if rows <= 8)
+    assert all(rows <= 8 for rows in passes[fitted:])  # once a pass fits, no larger one is tried again
+
+
+def test_a_sweeps_intact_row_is_the_plain_forward_of_its_pass():
+    """The intact model is scored in the sweep's own passes (the configurations' baseline comes from the same
+    batches and padding), and its row is what a plain forward of those examples gives."""
+    model = sharp_tiny(layers=3)
+    data = encoded(examples=6)
+    configs = disabling.sweep_configurations(3, 4)
+    assert configs[0] == disabling.INTACT
+    logits = disabling.evaluate_configurations(model, data, configs, "uniform", rows_per_pass=10 * len(configs))
+    order = np.argsort(-data.lengths(), kind="stable")  # one pass: every example, sorted by length, padded together
+    with torch.no_grad():
+        plain = model(**data.collate(order)).logits.numpy()
+    np.testing.assert_allclose(logits[0, order], plain, atol=1e-6, rtol=0)

@@ -26,6 +26,7 @@ measured on.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from itertools import groupby
@@ -45,6 +46,8 @@ from bertology_core.data import glue
 from bertology_core.data.glue import GlueTask
 from bertology_core.models import models
 from bertology_core.stats.metrics import primary_metric
+
+log = logging.getLogger(__name__)
 
 MODES = ("uniform", "zero")
 Head = tuple[int, int]  # (layer, head), zero-indexed
@@ -165,22 +168,37 @@ def evaluate_plans(
     """Logits ``[num_configs, examples, labels]``: each group of configuration indices shares forward passes under the
     engine plan ``plan_of(group)`` (batch expansion, one row per configuration and example), with the last layer cut
     to the first token (:func:`~bertology_core.engine.first_token.first_token_output`); batches as in
-    :func:`evaluate_configurations`."""
+    :func:`evaluate_configurations`. A pass the device has no memory for is split in two and run again, and every
+    later pass keeps the smaller size (the logits do not depend on the batching)."""
     use_engine(model)
     model.eval()
     device = next(model.parameters()).device
     order = np.argsort(-data.lengths(), kind="stable")
     logits = np.zeros((num_configs, len(data), model.config.num_labels), dtype=np.float32)
+    cap = None  # examples per pass after the device ran out of memory: halved until a pass fits, then kept
     for group in groups:
         group = list(group)
         plan = plan_of(group)
         batch_size = examples_per_batch or max(1, rows_per_pass // len(group))
-        for start in range(0, len(order), batch_size):
-            examples = order[start : start + batch_size]
+        start = 0
+        while start < len(order):
+            size = batch_size if cap is None else min(batch_size, cap)
+            examples = order[start : start + size]
             batch = {k: v.to(device) for k, v in data.collate(examples).items()}
-            with intervene(model, plan, reuse_prefix=reuse_prefix), first_token_output(model):
-                out = model(**batch).logits.float().cpu().numpy()
+            try:
+                with intervene(model, plan, reuse_prefix=reuse_prefix), first_token_output(model):
+                    out = model(**batch).logits.float().cpu().numpy()
+            except torch.OutOfMemoryError:
+                if size == 1:
+                    raise
+                cap = size // 2
+                del batch
+                if device.type == "cuda":
+                    torch.cuda.empty_cache()
+                log.warning("out of memory with %d rows per pass: %d from now on", size * len(group), cap * len(group))
+                continue
             logits[np.ix_(group, examples)] = out.reshape(len(group), len(examples), -1)
+            start += len(examples)
     return logits
 
 
