@@ -67,3 +67,12 @@ def test_the_helper_sets_cublas_workspace_and_determinism_before_returning_the_g
 @pytest.mark.skipif(torch.cuda.is_available(), reason="a GPU is present: the CPU fallback is not what runs here")
 def test_without_a_gpu_jobs_run_on_the_cpu():
     assert device.default_device() == torch.device("cpu")
+
+
+def test_every_rule_that_runs_a_model_names_the_precision_policy_and_its_script_applies_it():
+    model_rules = {name: text for name, text in _rules().items() if re.search(r'script:\s*"\.\./workflow_scripts/', text)
+                   and _calls(_script_and_helpers(text), "job_device")}
+    assert {"finetune", "dump_attention", "disabling_sweep", "head_gates", "subnetwork_finetune"} <= set(model_rules)
+    for name, text in model_rules.items():
+        assert 'precision=config["compute"]["precision"]' in text, f"rule {name} runs a model without compute.precision"
+        assert _calls(_script_and_helpers(text), "for_job") == 1, f"rule {name}: its script never applies the policy"

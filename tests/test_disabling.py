@@ -181,28 +181,40 @@ def test_extremes_are_the_best_and_worst_of_each_kind_with_ties_in_table_order()
 
 
 def test_a_pass_the_device_has_no_memory_for_is_halved_and_the_logits_are_unchanged(monkeypatch, caplog):
-    """A fake allocator failure for any pass of more than 8 rows: the sweep halves its passes (and keeps them
-    halved) instead of failing, and every logit is the one the unconstrained sweep computes."""
+    """A fake allocator failure for any pass of more than 24 rows (configurations x examples): the sweep halves its
+    passes (and keeps them that small) instead of failing, and every logit is the one the unconstrained sweep
+    computes."""
     model = sharp_tiny(layers=3)
     data = encoded(examples=9)
     configs = disabling.sweep_configurations(3, 4)
-    reference = disabling.evaluate_configurations(model, data, configs, "uniform", rows_per_pass=40)
-    forward, passes = model.forward, []
+    reference = disabling.evaluate_configurations(model, data, configs, "uniform", rows_per_pass=80)
+    forward, intervene_as_is, collate_as_is = model.forward, disabling.intervene, data.collate
+    pass_size, passes = {}, []
 
-    def small_device(*args, input_ids=None, **kwargs):
-        passes.append(input_ids.shape[0])
-        if input_ids.shape[0] > 8:
+    def counting_configurations(model, plan, **kwargs):  # the configurations sharing the pass about to run
+        pass_size["configurations"] = plan.num_configs
+        return intervene_as_is(model, plan, **kwargs)
+
+    def counting_examples(examples):
+        pass_size["examples"] = len(examples)
+        return collate_as_is(examples)
+
+    def small_device(*args, **kwargs):
+        passes.append(pass_size["examples"] * pass_size["configurations"])
+        if passes[-1] > 24:
             raise torch.OutOfMemoryError("fake: the pass does not fit")
-        return forward(*args, input_ids=input_ids, **kwargs)
+        return forward(*args, **kwargs)
 
+    monkeypatch.setattr(disabling, "intervene", counting_configurations)
+    monkeypatch.setattr(data, "collate", counting_examples)
     monkeypatch.setattr(model, "forward", small_device)
     with caplog.at_level("WARNING"):
-        constrained = disabling.evaluate_configurations(model, data, configs, "uniform", rows_per_pass=40)
+        constrained = disabling.evaluate_configurations(model, data, configs, "uniform", rows_per_pass=80)
     np.testing.assert_allclose(constrained, reference, atol=1e-5, rtol=0)
     assert (constrained.argmax(-1) == reference.argmax(-1)).all()
-    assert max(passes) > 8 and "out of memory" in caplog.text
-    fitted = next(i for i, rows in enumerate(passes) if rows <= 8)
-    assert all(rows <= 8 for rows in passes[fitted:])  # once a pass fits, no larger one is tried again
+    assert max(passes) > 24 and "out of memory" in caplog.text
+    fitted = next(i for i, rows in enumerate(passes) if rows <= 24)
+    assert all(rows <= 24 for rows in passes[fitted:])  # once a pass fits, no larger one is tried again
 
 
 def test_a_sweeps_intact_row_is_the_plain_forward_of_its_pass():

@@ -175,27 +175,30 @@ def evaluate_plans(
     device = next(model.parameters()).device
     order = np.argsort(-data.lengths(), kind="stable")
     logits = np.zeros((num_configs, len(data), model.config.num_labels), dtype=np.float32)
-    cap = None  # examples per pass after the device ran out of memory: halved until a pass fits, then kept
+    cap = None  # rows per pass (configurations x examples) after the device ran out of memory: halved until one fits
     for group in groups:
         group = list(group)
         plan = plan_of(group)
         batch_size = examples_per_batch or max(1, rows_per_pass // len(group))
         start = 0
         while start < len(order):
-            size = batch_size if cap is None else min(batch_size, cap)
+            size = batch_size if cap is None else max(1, min(batch_size, cap // len(group)))
             examples = order[start : start + size]
             batch = {k: v.to(device) for k, v in data.collate(examples).items()}
+            failed = False
             try:
                 with intervene(model, plan, reuse_prefix=reuse_prefix), first_token_output(model):
                     out = model(**batch).logits.float().cpu().numpy()
             except torch.OutOfMemoryError:
                 if size == 1:
                     raise
-                cap = size // 2
+                failed = True
+            if failed:  # out of the handler, so the failed pass's tensors are released before the cache is emptied
+                cap = size * len(group) // 2
                 del batch
                 if device.type == "cuda":
                     torch.cuda.empty_cache()
-                log.warning("out of memory with %d rows per pass: %d from now on", size * len(group), cap * len(group))
+                log.warning("out of memory with %d rows per pass: at most %d from now on", size * len(group), cap)
                 continue
             logits[np.ix_(group, examples)] = out.reshape(len(group), len(examples), -1)
             start += len(examples)

@@ -122,7 +122,9 @@ def train(
     """Fine-tune ``model`` in place; return a training record (losses, steps, seconds).
 
     ``precision`` (:mod:`bertology_core.models.precision`; None: float32) says what the forward passes compute in:
-    bfloat16 autocast, or float32 with or without TF32 products; the weights and the optimiser stay float32.
+    bfloat16 autocast, or float32 with or without TF32 products; the weights and the optimiser stay float32. The
+    loop ends with the process set up to measure in ``precision`` (:func:`~bertology_core.models.precision.measuring`;
+    without one, TF32 off).
 
     ``model(**batch, labels=...)`` must return an object with a ``loss``; the optimiser (AdamW, fine-tuning's
     learning rate unless a group sets its own) trains ``optimizer_groups`` (default: :func:`parameter_groups`).

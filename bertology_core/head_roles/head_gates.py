@@ -173,7 +173,8 @@ def train_gates(
     ``strength``, with fine-tuning's loop (:func:`bertology_core.finetune.finetune.train`: its schedule, clipping, seeding and
     resumable checkpoints), in ``precision`` (None: float32). Returns the gated model (eval mode) and the training
     record."""
-    gated = GatedClassifier(classifier, strength, settings, train_weights)
+    # the gates on the classifier's device: a step then needs no copy between host and device
+    gated = GatedClassifier(classifier, strength, settings, train_weights).to(next(classifier.parameters()).device)
     record = finetune.train(gated, task, data, labels, config, seed, progress, checkpointer,
                             optimizer_groups=gated.parameter_groups(config), precision=precision)
     gates = gated.gates.deterministic().detach().cpu().numpy()

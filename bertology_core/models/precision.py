@@ -31,11 +31,11 @@ BF16_AUTOCAST, TF32, FLOAT32 = "bfloat16-autocast", "tf32", "float32"
 
 def computes_bfloat16(device: torch.device) -> bool:
     """Whether ``device`` has bfloat16 arithmetic in hardware: a CUDA GPU that says so, or a CPU with AVX512-BF16 or
-    AMX (what oneDNN's bfloat16 kernels need; elsewhere bfloat16 is emulated and slower than float32)."""
+    AMX (oneDNN's own check accepts any AVX512 CPU, where bfloat16 is emulated and slower than float32)."""
     if device.type == "cuda":
         return torch.cuda.is_bf16_supported(including_emulation=False)
     if device.type == "cpu":
-        return bool(torch.backends.mkldnn.is_available() and torch.ops.mkldnn._is_mkldnn_bf16_supported())
+        return bool(torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported())
     return False
 
 

@@ -57,6 +57,7 @@ from bertology_core.models import compaction
 from bertology_core.models.batching import Encoded, encode
 from bertology_core.models.device import default_device
 from bertology_core.models.models import load_classifier_reported, load_tokenizer
+from bertology_core.models import precision as precisions
 from bertology_core.models.precision import Precision
 from bertology_core.data.glue import GlueTask, subsample
 from bertology_core.stats.metrics import compute_metrics, primary_metric
@@ -480,6 +481,7 @@ def finetune_subnetwork(
     tokenizer = load_tokenizer(model_path)
     model, loaded = load_classifier_reported(model_path, task, states.PRETRAINED, seed)
     model.to(device or default_device())
+    precision = precision or precisions.resolve("float32", next(model.parameters()).device)
     # the encoder layers' parameters; a ModuleList counts a layer shared across depth (ALBERT) once
     total = compaction.parameter_count(nn.ModuleList(depth_layers(model)))
     gates, gated_share = contextlib.nullcontext(), None
@@ -514,5 +516,5 @@ def finetune_subnetwork(
         "parameters_kept_share": kept,
         "final_loss_mean_last_20": record["final_loss_mean_last_20"],
         "weights_loaded": loaded.to_json(),
-        "precision": precision.to_dict() if precision else None,
+        "precision": precision.to_dict(),
     }, per_example
