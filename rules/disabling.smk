@@ -31,6 +31,7 @@ rule disabling_sweep:
         cpus_per_task=config["disabling"]["threads"],
         gpu=MODEL_JOB_GPUS,
         rows_per_pass=config["disabling"]["rows_per_pass"],  # speed and memory only
+        gpu_rows_per_pass=config["disabling"]["gpu_rows_per_pass"],
     log:
         "logs/disabling_sweep/{model}/{task}/{state}/seed{seed}.log",
     benchmark:
@@ -68,6 +69,7 @@ rule disabling_greedy:
         cpus_per_task=config["disabling"]["threads"],
         gpu=MODEL_JOB_GPUS,
         rows_per_pass=config["disabling"]["rows_per_pass"],  # speed and memory only
+        gpu_rows_per_pass=config["disabling"]["gpu_rows_per_pass"],
     log:
         "logs/disabling_greedy/{model}/{task}/{state}/seed{seed}.log",
     benchmark:

@@ -53,6 +53,7 @@ rule outlier_disabling:
         cpus_per_task=config["outliers"]["threads"],
         gpu=MODEL_JOB_GPUS,
         rows_per_pass=config["disabling"]["rows_per_pass"],  # speed and memory only
+        gpu_rows_per_pass=config["disabling"]["gpu_rows_per_pass"],
     log:
         "logs/outlier_disabling/{model}/{task}/seed{seed}.log",
     benchmark:

@@ -229,3 +229,8 @@ def test_a_sweeps_intact_row_is_the_plain_forward_of_its_pass():
     with torch.no_grad():
         plain = model(**data.collate(order)).logits.numpy()
     np.testing.assert_allclose(logits[0, order], plain, atol=1e-6, rtol=0)
+
+
+def test_a_pass_holds_the_cpu_rows_on_a_cpu_and_the_gpu_cap_on_a_gpu():
+    assert disabling.rows_per_pass(torch.device("cpu"), 48, 4096) == 48
+    assert disabling.rows_per_pass(torch.device("cuda"), 48, 4096) == 4096

@@ -25,6 +25,7 @@ selection = disabling_stats.split_halves(dev["label"].to_numpy(), stratify=not t
 model = models.load_classifier(snakemake.input.model, task, models.SAVED, 0).to(job_device)
 tokenizer = models.load_tokenizer(snakemake.input.model)
 table, computed = disabling.greedy_search(model, task, dev, selection, lambda frame: batching.encode(frame, tokenizer, params.max_length),
-                                          sweep, settings, snakemake.resources.rows_per_pass)
+                                          sweep, settings, disabling.rows_per_pass(job_device, snakemake.resources.rows_per_pass,
+                                                                                   snakemake.resources.gpu_rows_per_pass))
 logging.info("greedy: %d steps, %d configurations computed beyond the sweep", table.height - 1, computed)
 write_table(table, snakemake.output.table[0].removesuffix(".parquet"))

@@ -24,10 +24,11 @@ scored = disabling.load_scored_model(snakemake.input.model, snakemake.input.data
 model, dev, encoded = scored.model, scored.dev, scored.encoded
 config = model.config
 configs = disabling.sweep_configurations(config.num_hidden_layers, config.num_attention_heads, layers=params.layers)
+rows = disabling.rows_per_pass(job_device, snakemake.resources.rows_per_pass, snakemake.resources.gpu_rows_per_pass)
 frames, summary = [], {"task": task.name, "examples": dev.height, "configurations": len(configs), "modes": {}}
 for mode in params.modes:
     started = time.perf_counter()
-    logits = disabling.evaluate_configurations(model, encoded, configs, mode, rows_per_pass=snakemake.resources.rows_per_pass)
+    logits = disabling.evaluate_configurations(model, encoded, configs, mode, rows_per_pass=rows)
     predictions = disabling.predictions_from_logits(task, logits)
     frames.append(disabling.sweep_frame(task, dev, configs, predictions, mode))
     intact = finetune.prediction_metrics(task, frames[-1].filter(pl.col("kind") == "intact"))

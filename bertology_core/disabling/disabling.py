@@ -128,6 +128,13 @@ def _groups(configs: Sequence[Configuration], num_layers: int, reuse_prefix: boo
     return [list(g) for _, g in groupby(ordered, key=first_layer)]
 
 
+def rows_per_pass(device: torch.device, cpu: int, gpu: int) -> int:
+    """Rows (configurations x examples) per forward pass on ``device``: ``cpu`` on a CPU, where larger passes fall out
+    of cache and run slower per row; ``gpu`` elsewhere, a cap that :func:`evaluate_plans` halves when the device has
+    no memory for a pass."""
+    return cpu if device.type == "cpu" else gpu
+
+
 @torch.inference_mode()
 def evaluate_configurations(
     model: PreTrainedModel,
