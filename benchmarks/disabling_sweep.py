@@ -96,13 +96,13 @@ def compare(model, data, label: str, source: str) -> dict:
     share = LAST_LAYER_SHARE[first_token_cut(structure(model)[-1])[1]]
     disabling.evaluate_configurations(model, data, heads[:2], reuse_prefix=False)  # warm-up
     started = time.perf_counter()
-    sweep = disabling.evaluate_configurations(model, data, heads, rows_per_pass=48)
+    sweep = disabling.evaluate_configurations(model, data, heads, rows_per_pass=48).logits
     sweep_s = time.perf_counter() - started
     started = time.perf_counter()
-    naive = disabling.evaluate_configurations(model, data, heads, reuse_prefix=False, examples_per_batch=per_batch)
+    naive = disabling.evaluate_configurations(model, data, heads, reuse_prefix=False, examples_per_batch=per_batch).logits
     naive_s = time.perf_counter() - started
     started = time.perf_counter()
-    naive32 = disabling.evaluate_configurations(model, data, heads, reuse_prefix=False, examples_per_batch=32)
+    naive32 = disabling.evaluate_configurations(model, data, heads, reuse_prefix=False, examples_per_batch=32).logits
     naive32_s = time.perf_counter() - started
     assert np.array_equal(sweep.argmax(-1), naive.argmax(-1)), "the sweep's predictions differ from the naive method's"
     assert np.array_equal(sweep.argmax(-1), naive32.argmax(-1)), "the sweep's predictions differ from the naive method's"

@@ -74,7 +74,7 @@ def _sweep(seed_effects: dict[int, list[int]], n: int = 40) -> pl.DataFrame:
             frames.append(pl.DataFrame({
                 "mode": "uniform", "config": name, "kind": kind, "layer": pl.Series([layer] * n, dtype=pl.Int16),
                 "head": pl.Series([hd] * n, dtype=pl.Int16), "idx": np.arange(n), "label": labels,
-                "prediction": predictions, "seed": seed,
+                "prediction": predictions, "intact_prediction": intact, "seed": seed,
             }))
     return pl.concat(frames)
 

@@ -10,6 +10,7 @@ from bertology_core.disabling import disabling, disabling_stats
 from bertology_core.engine.intervention import intervene
 from bertology_core.engine.structure import depth_layers
 from bertology_core.models import batching
+from bertology_core.stats.bootstrap import paired_deltas
 from test_attention import tiny
 
 
@@ -39,8 +40,8 @@ def test_sweep_equals_a_plain_forward_with_the_same_plan(mode):
     data = encoded()
     configs = disabling.sweep_configurations(3, 4)
     assert len(configs) == 1 + 3 * 4 + 3
-    fast = disabling.evaluate_configurations(model, data, configs, mode, rows_per_pass=10)
-    naive = disabling.evaluate_configurations(model, data, configs, mode, reuse_prefix=False, examples_per_batch=2)
+    fast = disabling.evaluate_configurations(model, data, configs, mode, rows_per_pass=10).logits
+    naive = disabling.evaluate_configurations(model, data, configs, mode, reuse_prefix=False, examples_per_batch=2).logits
     for index, config in enumerate(configs):
         # reference: one example at a time (no padding at all), the configuration's plan alone
         for example, ids in enumerate(data.input_ids):
@@ -57,7 +58,7 @@ def test_a_disabled_layer_in_zero_mode_leaves_only_the_attention_bias():
     model = tiny(layers=2)
     data = encoded(3)
     (layer_config,) = [c for c in disabling.whole_layers(2, 4) if c.layer == 1]
-    logits = disabling.evaluate_configurations(model, data, [layer_config], "zero")
+    logits = disabling.evaluate_configurations(model, data, [layer_config], "zero").logits
     dense = depth_layers(model)[1].attention.output.dense
 
     def zero_context(module, args):
@@ -65,7 +66,7 @@ def test_a_disabled_layer_in_zero_mode_leaves_only_the_attention_bias():
 
     handle = dense.register_forward_pre_hook(zero_context)
     try:
-        reference = disabling.evaluate_configurations(model, data, [disabling.INTACT], "zero")
+        reference = disabling.evaluate_configurations(model, data, [disabling.INTACT], "zero").logits
     finally:
         handle.remove()
     np.testing.assert_allclose(logits, reference, atol=1e-5, rtol=0)
@@ -143,12 +144,13 @@ def test_greedy_search_reuses_the_sweep_and_reports_each_set_on_the_other_half()
     model = sharp_tiny(layers=2)
     data = encoded(examples=24, seed=5)
     # labels are what the model predicts with L1H2 disabled: disabling that head helps
-    target = disabling.evaluate_configurations(model, data, [disabling.head_set({(0, 1)})], "uniform")[0]
+    target = disabling.evaluate_configurations(model, data, [disabling.head_set({(0, 1)})], "uniform").logits[0]
     labels = disabling.predictions_from_logits(task, target[None])[0]
     dev = pl.DataFrame({"idx": np.arange(24), "label": labels})
     configs = disabling.sweep_configurations(2, 4, layers=False)
-    sweep = disabling.sweep_frame(task, dev, configs, disabling.predictions_from_logits(
-        task, disabling.evaluate_configurations(model, data, configs, "uniform")), "uniform")
+    scored = disabling.evaluate_configurations(model, data, configs, "uniform")
+    sweep = disabling.sweep_frame(task, dev, configs, disabling.predictions_from_logits(task, scored.logits),
+                                  disabling.predictions_from_logits(task, scored.intact), "uniform")
     selection = disabling_stats.split_halves(labels, stratify=False, seed=0)
 
     def encode(frame):
@@ -166,7 +168,7 @@ def test_greedy_search_reuses_the_sweep_and_reports_each_set_on_the_other_half()
         if row["step"]:
             chosen.add((row["layer"], row["head"]))
         config = disabling.head_set(chosen) if chosen else disabling.INTACT
-        predictions = disabling.predictions_from_logits(task, disabling.evaluate_configurations(model, report, [config], "uniform"))[0]
+        predictions = disabling.predictions_from_logits(task, disabling.evaluate_configurations(model, report, [config], "uniform").logits)[0]
         assert row["report_score"] == pytest.approx(compute_metrics(task, predictions, labels[~selection])["pearson"])
 
 
@@ -187,7 +189,7 @@ def test_a_pass_the_device_has_no_memory_for_is_halved_and_the_logits_are_unchan
     model = sharp_tiny(layers=3)
     data = encoded(examples=9)
     configs = disabling.sweep_configurations(3, 4)
-    reference = disabling.evaluate_configurations(model, data, configs, "uniform", rows_per_pass=80)
+    reference = disabling.evaluate_configurations(model, data, configs, "uniform", rows_per_pass=80).logits
     forward, intervene_as_is, collate_as_is = model.forward, disabling.intervene, data.collate
     pass_size, passes = {}, []
 
@@ -209,7 +211,7 @@ def test_a_pass_the_device_has_no_memory_for_is_halved_and_the_logits_are_unchan
     monkeypatch.setattr(data, "collate", counting_examples)
     monkeypatch.setattr(model, "forward", small_device)
     with caplog.at_level("WARNING"):
-        constrained = disabling.evaluate_configurations(model, data, configs, "uniform", rows_per_pass=80)
+        constrained = disabling.evaluate_configurations(model, data, configs, "uniform", rows_per_pass=80).logits
     np.testing.assert_allclose(constrained, reference, atol=1e-5, rtol=0)
     assert (constrained.argmax(-1) == reference.argmax(-1)).all()
     assert max(passes) > 24 and "out of memory" in caplog.text
@@ -217,18 +219,51 @@ def test_a_pass_the_device_has_no_memory_for_is_halved_and_the_logits_are_unchan
     assert all(rows <= 24 for rows in passes[fitted:])  # once a pass fits, no larger one is tried again
 
 
-def test_a_sweeps_intact_row_is_the_plain_forward_of_its_pass():
-    """The intact model is scored in the sweep's own passes (the configurations' baseline comes from the same
+def test_a_sweeps_intact_row_is_the_plain_forward_of_its_pass(monkeypatch):
+    """The intact model is scored in every pass of the sweep (each configuration's baseline comes from its own
     batches and padding), and its row is what a plain forward of those examples gives."""
     model = sharp_tiny(layers=3)
     data = encoded(examples=6)
     configs = disabling.sweep_configurations(3, 4)
     assert configs[0] == disabling.INTACT
-    logits = disabling.evaluate_configurations(model, data, configs, "uniform", rows_per_pass=10 * len(configs))
-    order = np.argsort(-data.lengths(), kind="stable")  # one pass: every example, sorted by length, padded together
+    passes = []
+    intervene_as_is = disabling.intervene
+
+    def counting(model, plan, **kwargs):
+        passes.append(plan.num_configs)
+        return intervene_as_is(model, plan, **kwargs)
+
+    monkeypatch.setattr(disabling, "intervene", counting)
+    scored = disabling.evaluate_configurations(model, data, configs, "uniform", rows_per_pass=10 * len(configs))
+    monkeypatch.undo()
+    groups = disabling._groups(configs, 3, reuse_prefix=True)
+    assert passes == [len(g) + (0 not in g) for g in groups]  # one pass per group (every example fits), intact in each
+    order = np.argsort(-data.lengths(), kind="stable")  # a pass: every example, sorted by length, padded together
     with torch.no_grad():
         plain = model(**data.collate(order)).logits.numpy()
-    np.testing.assert_allclose(logits[0, order], plain, atol=1e-6, rtol=0)
+    np.testing.assert_allclose(scored.logits[0, order], plain, atol=1e-6, rtol=0)
+    for index in range(len(configs)):
+        np.testing.assert_allclose(scored.intact[index, order], plain, atol=1e-6, rtol=0)
+    # the configurations' own rows do not depend on the intact row joining their pass
+    alone = disabling.evaluate_configurations(model, data, configs[1:], "uniform", rows_per_pass=10 * len(configs))
+    assert alone.intact is None
+    np.testing.assert_allclose(scored.logits[1:], alone.logits, atol=1e-6, rtol=0)
+
+
+def test_deltas_compare_each_configuration_with_the_intact_row_of_its_own_pass():
+    """Where the intact model's predictions differ between passes (as on a GPU), a configuration's delta is taken
+    against its own pass's, and identical rows give the single-reference deltas."""
+    labels = np.array([0, 1, 0, 1, 1, 0, 1, 0])
+    predictions = np.array([labels, labels, 1 - labels])  # intact, a configuration that changes nothing, one that flips all
+    indices = np.arange(8)[None, :]
+    same = paired_deltas("accuracy", predictions[1:], predictions[0], labels, indices)
+    np.testing.assert_allclose(same.delta, [0.0, -1.0])
+    per_pass = np.array([labels, labels, labels])
+    per_pass[1, :4] = 1 - labels[:4]  # the intact model in the first configuration's pass got half wrong
+    own = paired_deltas("accuracy", predictions[1:], per_pass[1:], labels, indices)
+    np.testing.assert_allclose(own.delta, [0.5, -1.0])
+    np.testing.assert_array_equal(paired_deltas("accuracy", predictions[1:], np.stack([labels] * 2), labels, indices).delta,
+                                  same.delta)
 
 
 def test_a_pass_holds_the_cpu_rows_on_a_cpu_and_the_gpu_cap_on_a_gpu():

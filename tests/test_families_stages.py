@@ -39,8 +39,8 @@ def fine_tuned(request):
 def test_disabling_sweep_equals_the_naive_method(fine_tuned):
     _, model, dev, _ = fine_tuned
     heads = disabling.single_heads(model.config.num_hidden_layers, model.config.num_attention_heads)
-    sweep = disabling.evaluate_configurations(model, dev, heads, rows_per_pass=12)
-    naive = disabling.evaluate_configurations(model, dev, heads, reuse_prefix=False, examples_per_batch=2)
+    sweep = disabling.evaluate_configurations(model, dev, heads, rows_per_pass=12).logits
+    naive = disabling.evaluate_configurations(model, dev, heads, reuse_prefix=False, examples_per_batch=2).logits
     assert sweep.shape == (len(heads), 6, 2)
     np.testing.assert_allclose(sweep, naive, atol=1e-5, rtol=0)
 

@@ -90,11 +90,13 @@ def test_engine_disabling_equals_zeroing_the_weights_of_a_copy():
     generator = torch.Generator().manual_seed(1)
     data = Encoded([torch.randint(5, 99, (n,), generator=generator).tolist() for n in (7, 12, 4, 9)], None, 0)
     configs = outliers_stats.configurations([3, 17], hidden=32, draws=4, seed=0)
-    logits = outliers.evaluate_dimension_sets(model, data, configs, rows_per_pass=8)
+    scored = outliers.evaluate_dimension_sets(model, data, configs, rows_per_pass=8)
+    logits = scored.logits
     batch = data.collate(range(len(data)))
     with torch.no_grad():
         intact = model(**batch).logits.numpy()
         np.testing.assert_allclose(logits[0], intact, atol=1e-6)
+        np.testing.assert_allclose(scored.intact, np.broadcast_to(intact, scored.intact.shape), atol=1e-6)  # every pass's
         for index in (1, 3, len(configs) - 1):
             config = configs[index]
             reference = zeroed_copy(model, config.dimensions, config.norms)(**batch).logits.numpy()
@@ -117,7 +119,8 @@ def test_layernorm_parameters_read_the_modules_and_refuse_a_pre_norm_encoder():
 
 
 def run_frame(configs, predictions, labels):
-    return outliers_stats.predictions_frame(configs, np.arange(len(labels)), labels, predictions, regression=False)
+    intact = np.broadcast_to(predictions[0], predictions.shape)
+    return outliers_stats.predictions_frame(configs, np.arange(len(labels)), labels, predictions, intact, regression=False)
 
 
 def test_statistics_separate_a_costly_outlier_set_from_harmless_random_draws():

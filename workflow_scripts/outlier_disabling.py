@@ -29,8 +29,9 @@ configs = outliers_stats.configurations(found, model.config.hidden_size, params.
 started = time.perf_counter()
 rows = disabling.rows_per_pass(job_device, snakemake.resources.rows_per_pass, snakemake.resources.gpu_rows_per_pass)
 logits = outliers.evaluate_dimension_sets(model, scored.encoded, configs, rows_per_pass=rows)
-predictions = disabling.predictions_from_logits(task, logits)
-frame = outliers_stats.predictions_frame(configs, dev["idx"].to_numpy(), dev["label"].to_numpy(), predictions, task.is_regression)
+frame = outliers_stats.predictions_frame(configs, dev["idx"].to_numpy(), dev["label"].to_numpy(),
+                                         disabling.predictions_from_logits(task, logits.logits),
+                                         disabling.predictions_from_logits(task, logits.intact), task.is_regression)
 io.write_parquet(frame, snakemake.output.predictions)
 record = {"task": task.name, "examples": dev.height, "outliers": found, "not_applicable": reason, "configurations": len(configs),
           "seconds": time.perf_counter() - started, "intact": finetune.prediction_metrics(task, frame.filter(pl.col("kind") == "intact"))}

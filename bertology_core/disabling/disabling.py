@@ -30,6 +30,7 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from itertools import groupby
+from typing import NamedTuple
 
 import numpy as np
 import polars as pl
@@ -128,6 +129,17 @@ def _groups(configs: Sequence[Configuration], num_layers: int, reuse_prefix: boo
     return [list(g) for _, g in groupby(ordered, key=first_layer)]
 
 
+class PassLogits(NamedTuple):
+    """Logits ``[configs, examples, labels]`` of every configuration and, where the intact model is among them, the intact
+    model's logits from each configuration's own forward pass (same shape; ``None`` otherwise). A configuration is
+    compared with the intact row of its own pass: on a GPU, passes of other shapes change logits by 1e-3..1e-2, about
+    a single head's effect; on a CPU in float32 they differ by about 5e-7 (MiniLM on STS-B: matrix products of another row count
+    sum in another order)."""
+
+    logits: np.ndarray
+    intact: np.ndarray | None
+
+
 def rows_per_pass(device: torch.device, cpu: int, gpu: int) -> int:
     """Rows (configurations x examples) per forward pass on ``device``: ``cpu`` on a CPU, where larger passes fall out
     of cache and run slower per row; ``gpu`` elsewhere, a cap that :func:`evaluate_plans` halves when the device has
@@ -144,8 +156,9 @@ def evaluate_configurations(
     rows_per_pass: int = 48,
     reuse_prefix: bool = True,
     examples_per_batch: int | None = None,
-) -> np.ndarray:
-    """Logits ``[configs, examples, labels]`` of ``model`` with each configuration's heads disabled.
+) -> PassLogits:
+    """Logits ``[configs, examples, labels]`` of ``model`` with each configuration's heads disabled; where
+    :data:`INTACT` is among ``configs`` it runs in every pass (:class:`PassLogits`).
 
     A pass evaluates a group of G configurations on ``max(1, rows_per_pass // G)`` examples (or a fixed
     ``examples_per_batch``): on CPU a batch of many more rows than that is slower *per row* (the
@@ -158,7 +171,7 @@ def evaluate_configurations(
     num_layers, num_heads = model.config.num_hidden_layers, model.config.num_attention_heads
     return evaluate_plans(model, data, len(configs), _groups(configs, num_layers, reuse_prefix),
                           lambda group: build_plan([configs[i] for i in group], mode, num_layers, num_heads),
-                          rows_per_pass, reuse_prefix, examples_per_batch)
+                          rows_per_pass, reuse_prefix, examples_per_batch, intact=configs.index(INTACT) if INTACT in configs else None)
 
 
 @torch.inference_mode()
@@ -171,25 +184,30 @@ def evaluate_plans(
     rows_per_pass: int = 48,
     reuse_prefix: bool = True,
     examples_per_batch: int | None = None,
-) -> np.ndarray:
+    intact: int | None = None,
+) -> PassLogits:
     """Logits ``[num_configs, examples, labels]``: each group of configuration indices shares forward passes under the
     engine plan ``plan_of(group)`` (batch expansion, one row per configuration and example), with the last layer cut
     to the first token (:func:`~bertology_core.engine.first_token.first_token_output`); batches as in
     :func:`evaluate_configurations`. A pass the device has no memory for is split in two and run again, and every
-    later pass keeps the smaller size (the logits do not depend on the batching)."""
+    later pass keeps the smaller size (the logits do not depend on the batching). ``intact``, the index of the
+    configuration that edits nothing, joins every pass as one more configuration; a pass's examples are counted
+    without it, so the other configurations' rows keep the shapes they would have without it."""
     use_engine(model)
     model.eval()
     device = next(model.parameters()).device
     order = np.argsort(-data.lengths(), kind="stable")
     logits = np.zeros((num_configs, len(data), model.config.num_labels), dtype=np.float32)
+    own_intact = None if intact is None else np.zeros_like(logits)
     cap = None  # rows per pass (configurations x examples) after the device ran out of memory: halved until one fits
     for group in groups:
         group = list(group)
-        plan = plan_of(group)
+        members = group if intact is None or intact in group else [*group, intact]
+        plan = plan_of(members)
         batch_size = examples_per_batch or max(1, rows_per_pass // len(group))
         start = 0
         while start < len(order):
-            size = batch_size if cap is None else max(1, min(batch_size, cap // len(group)))
+            size = batch_size if cap is None else max(1, min(batch_size, cap // len(members)))
             examples = order[start : start + size]
             batch = {k: v.to(device) for k, v in data.collate(examples).items()}
             failed = False
@@ -201,15 +219,18 @@ def evaluate_plans(
                     raise
                 failed = True
             if failed:  # out of the handler, so the failed pass's tensors are released before the cache is emptied
-                cap = size * len(group) // 2
+                cap = size * len(members) // 2
                 del batch
                 if device.type == "cuda":
                     torch.cuda.empty_cache()
-                log.warning("out of memory with %d rows per pass: at most %d from now on", size * len(group), cap)
+                log.warning("out of memory with %d rows per pass: at most %d from now on", size * len(members), cap)
                 continue
-            logits[np.ix_(group, examples)] = out.reshape(len(group), len(examples), -1)
+            out = out.reshape(len(members), len(examples), -1)
+            logits[np.ix_(group, examples)] = out[: len(group)]
+            if own_intact is not None:
+                own_intact[np.ix_(group, examples)] = out[members.index(intact)][None]
             start += len(examples)
-    return logits
+    return PassLogits(logits, own_intact)
 
 
 @dataclass(frozen=True)
@@ -236,8 +257,10 @@ def predictions_from_logits(task: GlueTask, logits: np.ndarray) -> np.ndarray:
     return logits[..., 0] if task.is_regression else logits.argmax(-1)
 
 
-def sweep_frame(task: GlueTask, dev: pl.DataFrame, configs: Sequence[Configuration], predictions: np.ndarray, mode: str) -> pl.DataFrame:
-    """Tidy per-example predictions: ``mode, config, kind, layer, head, idx, label, prediction``."""
+def sweep_frame(task: GlueTask, dev: pl.DataFrame, configs: Sequence[Configuration], predictions: np.ndarray,
+                intact_predictions: np.ndarray, mode: str) -> pl.DataFrame:
+    """Tidy per-example predictions: ``mode, config, kind, layer, head, idx, label, prediction, intact_prediction``
+    (the intact model's prediction in the configuration's own pass, :class:`PassLogits`)."""
     n = dev.height
     dtype = pl.Float64 if task.is_regression else pl.Int64
     return pl.DataFrame(
@@ -250,6 +273,7 @@ def sweep_frame(task: GlueTask, dev: pl.DataFrame, configs: Sequence[Configurati
             "idx": np.tile(dev["idx"].to_numpy(), len(configs)),
             "label": np.tile(dev["label"].to_numpy(), len(configs)),
             "prediction": pl.Series(predictions.reshape(-1), dtype=dtype),
+            "intact_prediction": pl.Series(intact_predictions.reshape(-1), dtype=dtype),
         }
     )
 
@@ -330,16 +354,16 @@ def greedy_search(model: PreTrainedModel, task: GlueTask, dev: pl.DataFrame, sel
         missing = [c for c in configs if c.name not in known]
         if missing:
             computed.extend(c.name for c in missing)
-            logits = evaluate_configurations(model, halves["selection"], missing, settings.mode, rows_per_pass=rows_per_pass)
+            logits = evaluate_configurations(model, halves["selection"], missing, settings.mode, rows_per_pass=rows_per_pass).logits
             known.update(zip([c.name for c in missing], predictions_from_logits(task, logits)))
         return np.stack([known[c.name] for c in configs])
 
     heads = [(layer, head) for layer in range(model.config.num_hidden_layers) for head in range(model.config.num_attention_heads)]
     intact_score, steps = greedy_disable(evaluate_selection, labels[selection], metric, heads, settings.max_steps)
     configs = [INTACT, *[head_set(step.disabled) for step in steps]]
-    report = predictions_from_logits(
-        task, evaluate_configurations(model, halves["report"], configs, settings.mode, rows_per_pass=rows_per_pass))
-    deltas = paired_deltas(metric, report[1:], report[0], labels[~selection],
+    scored = evaluate_configurations(model, halves["report"], configs, settings.mode, rows_per_pass=rows_per_pass)
+    report, own_intact = predictions_from_logits(task, scored.logits), predictions_from_logits(task, scored.intact)
+    deltas = paired_deltas(metric, report[1:], own_intact[1:], labels[~selection],
                            resample_indices(int((~selection).sum()), settings.resamples, settings.bootstrap_seed))
     low, high = deltas.interval(settings.level)
     report_scores = configuration_scores(metric, report, labels[~selection])

@@ -51,6 +51,7 @@ class SweepArrays:
     idx: np.ndarray  # [n]
     labels: np.ndarray  # [n]
     predictions: np.ndarray  # [seeds, configs, n]
+    intact: np.ndarray  # [seeds, configs, n]: the intact model's predictions in each configuration's own forward pass
 
     @classmethod
     def from_frame(cls, sweeps: pl.DataFrame) -> "SweepArrays":
@@ -64,19 +65,19 @@ class SweepArrays:
         )
         seeds = sorted(sweeps["seed"].unique().to_list())
         idx = np.sort(sweeps["idx"].unique().to_numpy())
-        predictions = []
+        arrays: dict[str, list[np.ndarray]] = {"prediction": [], "intact_prediction": []}
         for seed in seeds:
-            wide = (
-                sweeps.filter(pl.col("seed") == seed).pivot(on="idx", index="config", values="prediction")
-            )
-            wide = configs.select("config").join(wide, on="config", how="left")
-            if wide.null_count().sum_horizontal().item():
-                raise ValueError(f"seed {seed}: the sweep lacks some (configuration, example) predictions")
-            predictions.append(wide.select([str(i) for i in idx]).to_numpy())
+            for column, stack in arrays.items():
+                wide = sweeps.filter(pl.col("seed") == seed).pivot(on="idx", index="config", values=column)
+                wide = configs.select("config").join(wide, on="config", how="left")
+                if wide.null_count().sum_horizontal().item():
+                    raise ValueError(f"seed {seed}: the sweep lacks some (configuration, example) predictions")
+                stack.append(wide.select([str(i) for i in idx]).to_numpy())
         labels_frame = sweeps.filter((pl.col("seed") == seeds[0]) & (pl.col("kind") == "intact")).sort("idx")
         if not np.array_equal(labels_frame["idx"].to_numpy(), idx):
             raise ValueError("every seed's sweep must cover the same dev examples")
-        return cls(configs, seeds, idx, labels_frame["label"].to_numpy(), np.stack(predictions))
+        return cls(configs, seeds, idx, labels_frame["label"].to_numpy(), np.stack(arrays["prediction"]),
+                   np.stack(arrays["intact_prediction"]))
 
 
 def pooled_over_seeds(per_seed: list[PairedDeltas]) -> PairedDeltas:
@@ -104,7 +105,7 @@ def deltas_table(arrays: SweepArrays, metric: str, resamples: int, level: float,
     per_seed = []
     for position, seed_value in enumerate(arrays.seeds):
         predictions = arrays.predictions[position][:, mask]  # [C, n]; row 0 is intact
-        deltas = paired_deltas(metric, predictions, predictions[0], labels, indices)
+        deltas = paired_deltas(metric, predictions, arrays.intact[position][:, mask], labels, indices)
         low, high = deltas.interval(level)
         per_seed.append(deltas)
         rows.append(arrays.configs.with_columns(

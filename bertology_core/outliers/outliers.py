@@ -63,15 +63,17 @@ def build_plan(configs: Sequence[DimensionSet], num_layers: int, hidden: int) ->
 
 
 def evaluate_dimension_sets(model: PreTrainedModel, data: Encoded, configs: Sequence[DimensionSet],
-                            rows_per_pass: int = 48) -> np.ndarray:
-    """Logits ``[configs, examples, labels]`` with each configuration's dimensions disabled. Every configuration
+                            rows_per_pass: int = 48) -> disabling.PassLogits:
+    """Logits ``[configs, examples, labels]`` with each configuration's dimensions disabled, the first configuration
+    (the intact model) in every pass. Every configuration
     differs from the first layer on, so nothing is shared between them but the embeddings; they run ``rows_per_pass``
     rows at a time (configurations x examples), the row count at which the disabling sweeps run fastest per row."""
     num_layers, hidden = model.config.num_hidden_layers, model.config.hidden_size
     per_pass = max(1, min(len(configs), rows_per_pass))
     groups = [list(range(start, min(start + per_pass, len(configs)))) for start in range(0, len(configs), per_pass)]
     return disabling.evaluate_plans(model, data, len(configs), groups,
-                                    lambda group: build_plan([configs[i] for i in group], num_layers, hidden), rows_per_pass)
+                                    lambda group: build_plan([configs[i] for i in group], num_layers, hidden), rows_per_pass,
+                                    intact=0)
 
 
 def find_outliers(model: PreTrainedModel, criterion: Criterion) -> tuple[pl.DataFrame, pl.DataFrame, str]:

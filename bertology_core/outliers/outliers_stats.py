@@ -126,9 +126,9 @@ def configurations(outliers: Sequence[int], hidden: int, draws: int, seed: int,
 
 
 def predictions_frame(configs: Sequence[DimensionSet], idx: np.ndarray, labels: np.ndarray, predictions: np.ndarray,
-                      regression: bool) -> pl.DataFrame:
+                      intact_predictions: np.ndarray, regression: bool) -> pl.DataFrame:
     """Tidy per-example predictions of every configuration: ``config, kind, placement, draw, dimensions, idx, label,
-    prediction``."""
+    prediction, intact_prediction`` (the intact model's in the configuration's own forward pass)."""
     n = len(idx)
     return pl.DataFrame({
         "config": np.repeat([c.name for c in configs], n),
@@ -139,6 +139,7 @@ def predictions_frame(configs: Sequence[DimensionSet], idx: np.ndarray, labels: 
         "idx": np.tile(idx, len(configs)),
         "label": np.tile(labels, len(configs)),
         "prediction": pl.Series(predictions.reshape(-1), dtype=pl.Float64 if regression else pl.Int64),
+        "intact_prediction": pl.Series(intact_predictions.reshape(-1), dtype=pl.Float64 if regression else pl.Int64),
     })
 
 
@@ -153,15 +154,17 @@ CONTRAST_SCHEMA = {"placement": pl.String, "seed": pl.Int64, "outliers_delta": p
                    "worst_ci_high": pl.Float64, "pooled_seeds": pl.String, "seeds_without_outliers": pl.String}
 
 
-def _arrays(frame: pl.DataFrame) -> tuple[pl.DataFrame, np.ndarray, np.ndarray]:
-    """One seed's configurations (intact first), labels and predictions ``[C, n]`` in idx order."""
+def _arrays(frame: pl.DataFrame) -> tuple[pl.DataFrame, np.ndarray, np.ndarray, np.ndarray]:
+    """One seed's configurations (intact first), labels, predictions ``[C, n]`` and the intact model's predictions in
+    each configuration's own pass ``[C, n]``, in idx order."""
     configs = frame.select(CONFIG_COLUMNS).unique(maintain_order=True).with_columns(
         (pl.col("kind") != "intact").alias("_later")).sort("_later", "placement", "kind", "draw", nulls_last=True).drop("_later")
-    wide = frame.pivot(on="idx", index="config", values="prediction")
     idx = np.sort(frame["idx"].unique().to_numpy())
-    predictions = configs.select("config").join(wide, on="config", how="left").select([str(i) for i in idx]).to_numpy()
+    predictions, intact = (
+        configs.select("config").join(frame.pivot(on="idx", index="config", values=column), on="config", how="left")
+        .select([str(i) for i in idx]).to_numpy() for column in ("prediction", "intact_prediction"))
     labels = frame.filter(pl.col("kind") == "intact").sort("idx")["label"].to_numpy()
-    return configs, labels, predictions
+    return configs, labels, predictions, intact
 
 
 def disabling_statistics(runs: dict[int, pl.DataFrame], metric: str, resamples: int, level: float, seed: int
@@ -186,7 +189,7 @@ def disabling_statistics(runs: dict[int, pl.DataFrame], metric: str, resamples: 
     if not runs:
         return pl.DataFrame(schema=DELTA_SCHEMA), pl.DataFrame(schema=CONTRAST_SCHEMA)
     for seed_value in sorted(runs):
-        configs, labels, predictions = _arrays(runs[seed_value])
+        configs, labels, predictions, intact = _arrays(runs[seed_value])
         idx = np.sort(runs[seed_value]["idx"].unique().to_numpy())
         if labels_first is None:
             labels_first, idx_first, shared_configs = labels, idx, configs
@@ -195,7 +198,7 @@ def disabling_statistics(runs: dict[int, pl.DataFrame], metric: str, resamples: 
                 "kind", "placement", "draw").rows():
             raise ValueError(f"seed {seed_value}: its disablings cover other examples or configurations than seed {min(runs)}'s "
                              "(every seed must be scored on the same dev sample with the same number of random draws)")
-        per_seed[seed_value] = (configs, paired_deltas(metric, predictions[1:], predictions[0], labels, indices))
+        per_seed[seed_value] = (configs, paired_deltas(metric, predictions[1:], intact[1:], labels, indices))
     seeds = sorted(per_seed)
     pooled = pooled_over_seeds([per_seed[s][1] for s in seeds])
     for seed_value, (configs, deltas) in [*per_seed.items(), (None, (shared_configs, pooled))]:

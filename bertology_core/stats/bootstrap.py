@@ -124,9 +124,16 @@ class PairedDeltas:
 def paired_deltas(
     metric: str, predictions: np.ndarray, reference: np.ndarray, labels: np.ndarray, indices: np.ndarray
 ) -> PairedDeltas:
-    """Each configuration's metric minus the reference's, on the full sample and on the same resamples."""
+    """Each configuration's metric minus the reference's, on the full sample and on the same resamples.
+
+    ``reference`` is one row ``[n]`` shared by every configuration, or one row per configuration ``[C, n]`` (the
+    intact model as scored in that configuration's own forward pass); equal rows are scored once."""
+    predictions = np.atleast_2d(predictions)
+    rows, inverse = np.unique(np.atleast_2d(reference), axis=0, return_inverse=True)
+    inverse = np.broadcast_to(inverse.reshape(-1), (predictions.shape[0],))
     full = np.arange(labels.shape[0])[None, :]
-    both = np.vstack([reference[None, :], np.atleast_2d(predictions)])
+    both = np.vstack([rows, predictions])
     point = metric_on_resamples(metric, both, labels, full)[:, 0]
     resampled = metric_on_resamples(metric, both, labels, indices)
-    return PairedDeltas(delta=point[1:] - point[0], resampled=resampled[1:] - resampled[0])
+    base = len(rows)
+    return PairedDeltas(delta=point[base:] - point[inverse], resampled=resampled[base:] - resampled[inverse])
