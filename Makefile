@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.install-stamp
 CORES ?= 2
 
-.PHONY: install system-deps cpu smoke test lint lock clean-results
+.PHONY: install system-deps cpu calibrate smoke test lint lock clean-results
 
 install: $(STAMP)
 
@@ -43,6 +43,12 @@ endif
 cpu: install
 	$(BIN)/python -m bertology_core.workflow.configuration config.yaml $(CPU_CONFIGS)
 	$(CPU_ENV) $(BIN)/snakemake --profile profiles/cpu --cores $(CORES) --configfile $(CPU_CONFIGS)
+
+# Time the passes of a config's model on this machine's device (about 4 minutes), then estimate a run from them:
+#   make calibrate CALIBRATION_CONFIGS=configs/cpu.yaml; python tools/estimate_runtime.py --help
+CALIBRATION_CONFIGS ?= $(CPU_CONFIGS)
+calibrate: install
+	$(BIN)/python tools/calibrate.py --configfile $(CALIBRATION_CONFIGS)
 
 # The tiny smoke config, end to end (seconds per job, about a minute in all).
 smoke: install

@@ -29,7 +29,6 @@ RECIPE = {"batch_size": 32, "learning_rate": 2e-5, "warmup_ratio": 0.1, "weight_
 
 
 def run_one(runner: str, bf16: bool, train_examples: int, epochs: float, seed: int = 1) -> dict:
-    import numpy as np
     import torch
 
     from bertology_core.data import glue, states

@@ -33,8 +33,7 @@ def run_one(threads: int, steps: int, compile: bool = False, bf16: bool = False)
     import numpy as np
     import torch
 
-    from bertology_core.data import glue, states
-    from bertology_core.finetune import finetune
+    from bertology_core.data import batch_order, glue, states
     from bertology_core.models import batching, compatibility, models
     from bertology_core.engine.first_token import first_token_output
 
@@ -47,7 +46,7 @@ def run_one(threads: int, steps: int, compile: bool = False, bf16: bool = False)
     model = models.load_classifier(path, task, states.PRETRAINED, 1)
     encoded = batching.encode(frame, tokenizer, 128)
     labels = torch.tensor(frame["label"].to_numpy())
-    batches = finetune.training_batches(encoded.lengths(), 32, np.random.default_rng(0), group_by_length=True)
+    batches = batch_order.training_batches(encoded.lengths(), 32, np.random.default_rng(0), group_by_length=True)
     optimizer = torch.optim.AdamW(model.parameters(), lr=2e-5)
     model.train()
     forward = model

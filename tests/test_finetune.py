@@ -3,7 +3,7 @@ import polars as pl
 import pytest
 import torch
 
-from bertology_core.data import glue, states
+from bertology_core.data import batch_order, glue, states
 from bertology_core.finetune import finetune
 from bertology_core.models import batching, models
 from conftest import GLUE_SMOKE, TINY_BERT
@@ -12,11 +12,11 @@ from conftest import GLUE_SMOKE, TINY_BERT
 def test_training_batches_cover_every_example_once_per_epoch():
     lengths = np.random.default_rng(0).integers(3, 50, size=1000)
     for grouped in (False, True):
-        batches = finetune.training_batches(lengths, 32, np.random.default_rng(1), grouped)
+        batches = batch_order.training_batches(lengths, 32, np.random.default_rng(1), grouped)
         assert sorted(np.concatenate(batches).tolist()) == list(range(1000))
         assert all(len(b) <= 32 for b in batches)
-    grouped = finetune.training_batches(lengths, 32, np.random.default_rng(1), True)
-    plain = finetune.training_batches(lengths, 32, np.random.default_rng(1), False)
+    grouped = batch_order.training_batches(lengths, 32, np.random.default_rng(1), True)
+    plain = batch_order.training_batches(lengths, 32, np.random.default_rng(1), False)
     padding = lambda bs: sum(int(lengths[b].max()) * len(b) - int(lengths[b].sum()) for b in bs)  # noqa: E731
     assert padding(grouped) < padding(plain) / 3
 

@@ -1,83 +1,193 @@
-"""An estimate (not a measurement) of what the default config (config.yaml: bert-base-uncased, seven GLUE tasks)
-costs, from the CPU profile's measured per-job CPU times (BENCHMARKS.md, all-MiniLM-L6-v2, one thread per job).
+"""Estimate what a config costs on a calibrated device, job by job, before running it; with ``--benchmarks``, set the
+estimate beside what a finished run measured.
 
-Each model-running job is priced as (examples it pushes through the model) x (measured CPU seconds per example of
-that task on all-MiniLM-L6-v2) x (bert-base's compute per token over all-MiniLM-L6-v2's), then divided by an
-assumed GPU speed-up over one CPU thread. Only the jobs that dominate are priced: training (fine-tuning, the
-from-scratch baseline, the re-fine-tuned lottery subnetworks, the L0 head gates) and forward passes over dev (disabling sweeps, pruning
-searches, dumps, outlier-dimension disablings); the rest (tables, figures, features, the probes) cost about 1,800 CPU seconds in the whole CPU profile.
+    make calibrate CALIBRATION_CONFIG=configs/cpu.yaml                  # once per device and model geometry
+    python tools/estimate_runtime.py --configfile configs/cpu.yaml --calibration results/calibration/minilm-l6.json \
+        [--benchmarks results/benchmarks] [--jobs 2]
 
-    python tools/estimate_runtime.py            # the table in README.md, "On a GPU workstation"
+The jobs are those of a dry run of the whole workflow (``snakemake -n --forceall`` with the same config files), each
+with its own params and resources; the token lengths come from the data the run would prepare (``prepare_data``'s own
+function on its own params), tokenised with the model's tokenizer; each job is priced by
+:mod:`bertology_core.workflow.estimate` with the calibration's pass costs. ``--stand-in QQP:train=MRPC:train`` prices a
+split that is not on this machine with another split's lengths, at the size GLUE publishes (printed as an assumption).
+The whole run's wall time is the sum of the jobs over ``--jobs`` (jobs at a time), a lower bound where the DAG's
+order leaves cores idle.
 """
 
 from __future__ import annotations
 
-# GLUE split sizes (examples): train, dev (MNLI: dev_matched; dev_mismatched is evaluated too)
-SIZES = {"MRPC": (3668, 408), "STS-B": (5749, 1500), "SST-2": (67349, 872), "QQP": (363846, 40430),
-         "RTE": (2490, 277), "QNLI": (104743, 5463), "MNLI": (392702, 9815 + 9832)}
+import argparse
+import csv
+import io
+import sys
+from collections import defaultdict
+from contextlib import redirect_stderr, redirect_stdout
+from pathlib import Path
 
-# CPU seconds per training example and epoch, all-MiniLM-L6-v2 (BENCHMARKS.md, "CPU profile: wall time per job":
-# finetune/<task>/pretrained/seed1 CPU s / (train examples x 3 epochs), measured before the state names of
-# bertology_core/data/states.py: that run is now finetune/<task>/finetuned/seed1; SST-2 trained on 8,000 sentences)
-TRAIN = {"MRPC": 647 / (3668 * 3), "RTE": 549 / (2490 * 3), "STS-B": 567 / (5749 * 3), "SST-2": 392 / (8000 * 3)}
-# CPU seconds per forward example, all-MiniLM-L6-v2: disabling_sweep/<task> CPU s / (79 configurations x examples)
-FORWARD = {"MRPC": 213 / (79 * 300), "RTE": 238 / (79 * 277), "STS-B": 72 / (79 * 200), "SST-2": 126 / (79 * 400)}
-# tasks the CPU profile does not run: the mean of the measured ones (their inputs are of similar length)
-for table in (TRAIN, FORWARD):
-    mean = sum(table.values()) / len(table)
-    for task in SIZES:
-        table.setdefault(task, mean)
+import numpy as np
+import polars as pl
 
-# bert-base (12 layers, hidden 768) over all-MiniLM-L6-v2 (6 layers, hidden 384): 2 x the layers, 4 x the matrix sizes
-MODEL_FACTOR = 2 * 4
-LAYERS, HEADS = 12, 12
-EPOCHS = 3
-# the default config: the from-scratch baseline trains like the model; pruning re-fine-tunes good, random and bad
-# subnetworks of m- and s-pruning under both protocols (2 x 3 x 2); disabling sweeps every head, every layer, intact
-TRAININGS = 1 + 1 + 2 * 3 * 2
-# Voita et al.'s L0 head gates (head_roles.gates): 4 strengths, one epoch each, with the weights trained and frozen (a
-# frozen run back-propagates through the model all the same: priced as a training epoch)
-GATE_EPOCHS = 4 * 1 * 2
-SWEEP_CONFIGS = LAYERS * HEADS + LAYERS + 1
-# forward passes over dev per task besides the sweep, in passes over all of dev
-GREEDY_STEPS = 5
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from bertology_core.data import glue  # noqa: E402
+from bertology_core.workflow import estimate  # noqa: E402
+from bertology_core.models import compatibility  # noqa: E402
+from bertology_core.workflow.cost import Calibration, Geometry  # noqa: E402
+
+# GLUE's published split sizes, for a stand-in split (train, dev)
+GLUE_SIZES = {"CoLA": (8551, 1043), "SST-2": (67349, 872), "MRPC": (3668, 408), "STS-B": (5749, 1500), "QQP": (363846, 40430),
+              "MNLI": (392702, 9815), "QNLI": (104743, 5463), "RTE": (2490, 277), "WNLI": (635, 71)}
 
 
-def dev_passes(dev: int) -> float:
-    evaluations = 2 + 12  # pre-trained and fine-tuned model; the 12 re-fine-tuned subnetworks
-    michel = 10 + 1  # Michel et al.'s curve: 10% of the heads per step
-    m_pruning = 2 * 11 * 0.5  # <= 11 iterations on half of dev, under 2 protocols
-    s_pruning = 2 * 30 * 0.5  # about 30 iterations (heads, then heads at half the share, then MLPs) on half of dev
-    greedy = (GREEDY_STEPS - 1) * LAYERS * HEADS * 0.5  # each step after the first tries every head, on half of dev
-    gates = 2 * 4 * 4  # 2 x 4 gate jobs each score dev with the gates, at gate 1, Michel et al.'s order and the full model
-    # BERT Busters: intact + 3 placements x (outliers + 100 random draws), full passes, on at most 2,000 dev examples
-    outliers = (1 + 3 * (1 + 100)) * min(dev, 2000) / dev
-    importance = 2 * 30 * 3 * 512 / dev  # s-pruning recomputes importance on 512 train examples (forward + backward)
-    dumps = 2 * 4 * min(dev, 1000) / dev  # 2 states, at most 1000 examples, writing costs ~3 forwards (BENCHMARKS)
-    return (evaluations + michel + m_pruning + s_pruning + greedy + importance + dumps + gates + outliers) * dev
+def dry_run_jobs(configfiles: list[str]) -> list[estimate.Job]:
+    """Every job of the workflow under ``configfiles`` (a forced dry run), with its params and resources."""
+    from snakemake import jobs
+    from snakemake.cli import main
+
+    captured: list[estimate.Job] = []
+    original = jobs.Job.log_info
+
+    def log_info(self, *args, **kwargs):
+        resources = {k: v for k, v in self.resources.items() if not k.startswith("_")}
+        captured.append(estimate.Job(self.rule.name, dict(self.wildcards_dict), dict(self.params.items()), resources,
+                                     self.threads, str(self.benchmark) if self.benchmark else None,
+                                     tuple(str(f) for f in self.input)))
+        return original(self, *args, **kwargs)
+
+    jobs.Job.log_info = log_info
+    sink = io.StringIO()
+    try:
+        with redirect_stdout(sink), redirect_stderr(sink):
+            main(["-n", "--forceall", "--cores", "1", "--directory", str(ROOT), "--snakefile", str(ROOT / "Snakefile"),
+                  "--configfile", *configfiles])
+    except SystemExit as done:
+        if done.code:
+            raise SystemExit(f"the dry run failed:\n{sink.getvalue()[-3000:]}") from None
+    finally:
+        jobs.Job.log_info = original
+    return captured
 
 
-# assumed (no GPU here to measure): one workstation GPU (RTX 3090/4090, A5000 class, fp32) trains and runs bert-base
-# about this many times faster than one thread of the CPU measured in BENCHMARKS.md
-GPU_SPEEDUPS = (50, 100, 200)
+def token_lengths(jobs: list[estimate.Job], tokenizer_folder: str, stand_ins: dict[tuple[str, str], tuple[str, str]],
+                  local_glue: str | None = None) -> estimate.Lengths:
+    """Lengths of every split the dry run prepares (untruncated word pieces), and of each stand-in's split."""
+    from bertology_core.models import models
+
+    tokenizer = models.load_tokenizer(tokenizer_folder)
+    frames = {}
+    for job in jobs:
+        if job.rule != "prepare_data":
+            continue
+        task, split = job.wildcards["task"], job.wildcards["split"]
+        key = (task, split)
+        if key in stand_ins:
+            continue
+        glue_dir = (ROOT / job.inputs[0]).parents[1] if job.inputs else None  # as prepare_data finds it
+        source = job.params["source"]
+        if local_glue:
+            source, glue_dir = "local", Path(local_glue)
+        frame = glue.prepare_split(task, split, source, glue_dir, job.params["max_examples"], job.params["seed"])
+        frames[key] = _lengths(frame, tokenizer)
+    for (task, split), (other_task, other_split) in stand_ins.items():
+        source = frames.get((other_task, other_split))
+        if source is None:
+            raise SystemExit(f"--stand-in {task}:{split}={other_task}:{other_split}: the run prepares no {other_task} {other_split}")
+        size = GLUE_SIZES[task][0 if split == "train" else 1]
+        drawn = np.random.default_rng(0).choice(source["length"].to_numpy(), size=size, replace=True)
+        frames[(task, split)] = pl.DataFrame({"idx": np.arange(size), "length": drawn})
+        print(f"assumption: {task} {split} ({size} examples, GLUE's count) has the lengths of {other_task} {other_split}")
+    return estimate.Lengths(frames)
+
+
+def _lengths(frame: pl.DataFrame, tokenizer) -> pl.DataFrame:
+    first, second = glue.sentence_texts(frame)
+    ids = tokenizer(first, second, truncation=False, padding=False, return_attention_mask=False,
+                    return_token_type_ids=False)["input_ids"]
+    return pl.DataFrame({"idx": frame["idx"], "length": [len(row) for row in ids]})
+
+
+def measured_seconds(path: Path) -> float | None:
+    if not path.exists():
+        return None
+    with path.open() as handle:
+        rows = list(csv.DictReader(handle, delimiter="\t"))
+    return float(rows[-1]["s"]) if rows else None
 
 
 def main() -> None:
-    rows, total = [], 0.0
-    for task, (train, dev) in SIZES.items():
-        training = (TRAININGS * EPOCHS + GATE_EPOCHS) * train * TRAIN[task] * MODEL_FACTOR
-        sweep = SWEEP_CONFIGS * dev * FORWARD[task] * MODEL_FACTOR
-        passes = dev_passes(dev) * FORWARD[task] * MODEL_FACTOR
-        rows.append((task, training, sweep, passes))
-        total += training + sweep + passes
-    print("| task | training (CPU h) | disabling sweep (CPU h) | other dev passes (CPU h) |")
-    print("|---|---|---|---|")
-    for task, training, sweep, passes in rows:
-        print(f"| {task} | {training / 3600:,.0f} | {sweep / 3600:,.0f} | {passes / 3600:,.0f} |")
-    print(f"| **all** | {sum(r[1] for r in rows) / 3600:,.0f} | {sum(r[2] for r in rows) / 3600:,.0f} | "
-          f"{sum(r[3] for r in rows) / 3600:,.0f} |")
-    print(f"\nEstimated total: {total / 3600:,.0f} CPU-thread hours; on one GPU "
-          + ", ".join(f"{total / 3600 / s:,.0f} h at {s}x" for s in GPU_SPEEDUPS) + ".")
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--configfile", nargs="+", required=True)
+    parser.add_argument("--calibration", required=True)
+    parser.add_argument("--tokenizer", help="the model's folder (default: the config's first model, where it is a folder or package)")
+    parser.add_argument("--stand-in", action="append", default=[], metavar="TASK:SPLIT=TASK:SPLIT")
+    parser.add_argument("--local-glue", help="read GLUE from this folder (classic layout) whatever data.source says")
+    parser.add_argument("--benchmarks", help="a finished run's results/benchmarks folder, to compare with")
+    parser.add_argument("--jobs", type=int, default=1, help="jobs at a time (the run's --cores over a job's threads)")
+    args = parser.parse_args()
+    calibration = Calibration.read(args.calibration)
+    stand_ins = {}
+    for item in args.stand_in:
+        left, right = item.split("=")
+        stand_ins[tuple(left.split(":"))] = tuple(right.split(":"))
+    jobs = dry_run_jobs(args.configfile)
+    tokenizer = args.tokenizer or _model_folder(args.configfile)
+    if args.tokenizer:
+        print(f"assumption: the model is a {calibration.geometry} (the calibration's) with the tokenizer of {args.tokenizer}")
+    else:
+        geometry = Geometry.from_config(compatibility.read_config(Path(tokenizer)))
+        if geometry != calibration.geometry:
+            raise SystemExit(f"{args.calibration} times a {calibration.geometry}, the config's model is a {geometry}. "
+                             "Fix: calibrate that model (tools/calibrate.py --configfile ...)")
+    lengths = token_lengths(jobs, tokenizer, stand_ins, args.local_glue)
+    sweeps = {tuple(sorted(j.wildcards.items())): j for j in jobs if j.rule == "disabling_sweep"}
+    per_rule: dict[str, list[float]] = defaultdict(lambda: [0, 0.0, 0.0, 0])
+    notes = {}
+    for job in jobs:
+        if job.rule == "disabling_greedy":  # the greedy search runs on its sweep's examples
+            sweep = sweeps[tuple(sorted(job.wildcards.items()))]
+            job.params.update(max_examples=sweep.params["max_examples"], subsample_seed=sweep.params["subsample_seed"])
+        priced = estimate.price(job, lengths, calibration)
+        row = per_rule[job.rule]
+        row[0] += 1
+        row[1] += priced.seconds
+        notes[job.rule] = priced.note
+        if args.benchmarks and job.benchmark:
+            measured = measured_seconds(Path(args.benchmarks).parent.parent / job.benchmark)
+            if measured is not None:
+                row[2] += measured
+                row[3] += 1
+    print(f"calibration: {calibration.device}, {calibration.threads} thread(s), precision {calibration.precision}, "
+          f"geometry {calibration.geometry}")
+    header = "| rule | jobs | estimate (s) |" + (" measured (s) | estimate / measured |" if args.benchmarks else "") + " note |"
+    print(header)
+    print("|---|---|---|" + ("---|---|" if args.benchmarks else "") + "---|")
+    total_estimate = total_measured = 0.0
+    for rule, (count, predicted, measured, found) in sorted(per_rule.items(), key=lambda kv: -kv[1][1]):
+        total_estimate += predicted
+        total_measured += measured
+        extra = ""
+        if args.benchmarks:
+            extra = f" {measured:.0f} | {predicted / measured:.2f} |" if found else " | |"
+        print(f"| {rule} | {count} | {predicted:.0f} |{extra} {notes[rule]} |")
+    print(f"\nall jobs: {total_estimate:.0f} s of job time; over {args.jobs} at a time: {total_estimate / args.jobs / 60:.1f} min")
+    if args.benchmarks:
+        print(f"measured: {total_measured:.0f} s of job time; estimate / measured {total_estimate / total_measured:.2f}")
+
+
+def _model_folder(configfiles: list[str]) -> str:
+    import yaml
+
+    spec = None
+    for path in [ROOT / "config.yaml", *map(Path, configfiles)]:
+        models = (yaml.safe_load(Path(path).read_text()) or {}).get("models")
+        spec = models[0]["spec"] if models else spec
+    if spec.startswith("package:"):
+        return str(compatibility.package_model_folder(spec.split(":", 1)[1]))
+    folder = compatibility.spec_folder(spec, ROOT)
+    if folder is None:
+        raise SystemExit(f"the model {spec} is a Hub id: pass --tokenizer with a folder holding its tokenizer")
+    return str(folder)
 
 
 if __name__ == "__main__":

@@ -26,6 +26,7 @@ from tqdm.auto import tqdm
 from transformers import PreTrainedModel, get_linear_schedule_with_warmup
 
 from bertology_core.data import states
+from bertology_core.data.batch_order import training_batches
 from bertology_core.models.batching import Encoded, encode
 from bertology_core.models.checkpoint import Checkpointer, TrainingState
 from bertology_core.models import precision as precisions
@@ -58,22 +59,6 @@ class FinetuneConfig:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
-
-
-def training_batches(
-    lengths: np.ndarray, batch_size: int, generator: np.random.Generator, group_by_length: bool
-) -> list[np.ndarray]:
-    """One epoch of batches: a seeded shuffle, optionally grouped by length in mega-batches of 50."""
-    order = generator.permutation(len(lengths))
-    if not group_by_length:
-        return [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
-    mega = batch_size * 50
-    batches: list[np.ndarray] = []
-    for start in range(0, len(order), mega):
-        chunk = order[start : start + mega]
-        chunk = chunk[np.argsort(-lengths[chunk], kind="stable")]
-        batches.extend(chunk[i : i + batch_size] for i in range(0, len(chunk), batch_size))
-    return [batches[i] for i in generator.permutation(len(batches))]
 
 
 # no weight decay for biases and normalisation weights (BERT's recipe)

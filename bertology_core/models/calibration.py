@@ -1,0 +1,161 @@
+"""Time a model geometry's passes on a device, for the runtime cost model (:mod:`bertology_core.workflow.cost`).
+
+The model is the architecture of a ``config.json`` with random weights (its cost does not depend on the weights), a
+sequence classifier with two labels on the engine's attention, timed as the workflow's jobs run it:
+
+- ``forward``: evaluation mode, no gradient, the last layer cut to the first token, float32 (TF32 on CUDA under the
+  mixed policy): evaluation, sweeps, pruning searches, outliers;
+- ``gradient``: forward and backward without an optimiser step (head importance);
+- ``train``: forward, backward, gradient clipping and an AdamW step, in the policy's training precision.
+
+Each shape runs once to warm up, then until it has run 3 times or for ``min_seconds``; shapes that would take much
+longer than the budget are scaled down (fewer rows) first. A job's start-up is timed in fresh processes: the
+imports of a model-running job and loading the model, and the imports of a table job.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import torch
+from transformers import AutoConfig, AutoModelForSequenceClassification, PretrainedConfig
+
+from bertology_core.engine.attention_function import use_engine
+from bertology_core.engine.first_token import first_token_output
+from bertology_core.models import precision as precisions
+from bertology_core.workflow import cost
+
+# (rows, length) per kind; on CUDA the forward passes reach the rows a GPU sweep runs (disabling.gpu_rows_per_pass)
+SHAPES = {
+    "cpu": {"forward": [(8, 32), (48, 32), (48, 64), (48, 128), (16, 256)],
+            "gradient": [(8, 32), (16, 64), (16, 128)],
+            "train": [(8, 32), (32, 32), (32, 64), (32, 128)]},
+    "cuda": {"forward": [(8, 32), (64, 64), (512, 64), (2048, 64), (1024, 128), (4096, 64)],
+             "gradient": [(8, 32), (32, 64), (32, 128), (128, 128)],
+             "train": [(8, 32), (32, 32), (32, 64), (32, 128), (128, 128)]},
+}
+STARTUP_MODEL = "import torch, transformers, polars; from bertology_core.models import models; models.load_encoder({path!r})"
+STARTUP_TABLES = "import polars, numpy, scipy; import bertology_core.stats.bootstrap"
+
+
+def random_classifier(config: PretrainedConfig, device: torch.device) -> torch.nn.Module:
+    config.num_labels = 2
+    torch.manual_seed(0)
+    model = AutoModelForSequenceClassification.from_config(config, dtype=torch.float32).to(device)
+    return use_engine(model)
+
+
+def _batch(config: PretrainedConfig, rows: int, length: int, device: torch.device) -> dict[str, torch.Tensor]:
+    generator = torch.Generator().manual_seed(rows * 1000 + length)
+    ids = torch.randint(min(1000, config.vocab_size // 2), min(config.vocab_size, 20000), (rows, length), generator=generator)
+    return {"input_ids": ids.to(device), "attention_mask": torch.ones(rows, length, dtype=torch.long, device=device),
+            "labels": torch.randint(0, 2, (rows,), generator=generator).to(device)}
+
+
+def _synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def time_pass(model: torch.nn.Module, kind: str, batch: dict[str, torch.Tensor], policy: precisions.Precision,
+              optimizer: torch.optim.Optimizer, min_seconds: float) -> float:
+    """Seconds per pass of ``kind`` on ``batch`` (the median of the timed runs after one warm-up)."""
+    device = batch["input_ids"].device
+
+    def once() -> None:
+        if kind == "forward":
+            model.eval()
+            with torch.inference_mode(), first_token_output(model):
+                model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits.float()
+            return
+        model.train()
+        with precisions.training(policy) if kind == "train" else contextlib.nullcontext(), first_token_output(model):
+            loss = model(**batch).loss
+        loss.backward()
+        if kind == "train":
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+
+    once()
+    _synchronize(device)
+    times: list[float] = []
+    while len(times) < 3 or sum(times) < min_seconds:
+        started = time.perf_counter()
+        once()
+        _synchronize(device)
+        times.append(time.perf_counter() - started)
+        if len(times) >= 3 and sum(times) > min_seconds:
+            break
+    return sorted(times)[len(times) // 2]
+
+
+def startup_seconds(command: str, repeats: int = 2) -> float:
+    """Wall seconds of a fresh Python process running ``command`` (the fastest of ``repeats``)."""
+    best = float("inf")
+    for _ in range(repeats):
+        started = time.perf_counter()
+        subprocess.run([sys.executable, "-c", command], check=True, capture_output=True)
+        best = min(best, time.perf_counter() - started)
+    return best
+
+
+def calibrate(config: PretrainedConfig, device: torch.device, policy: str, threads: int,
+              budget_seconds: float = 240.0, shapes: dict[str, Sequence[tuple[int, int]]] | None = None,
+              startup: bool = True) -> cost.Calibration:
+    """Time every kind's passes for ``config``'s geometry on ``device`` under the precision ``policy`` and fit their
+    costs. Shapes are scaled to fit ``budget_seconds``: a first pass of the largest training shape sets the scale."""
+    if device.type == "cpu":
+        torch.set_num_threads(threads)
+    resolved = precisions.resolve(policy, device)
+    precisions.measuring(resolved)
+    geometry = cost.Geometry.from_config(config.to_dict())
+    model = random_classifier(config, device)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5, fused=device.type == "cuda")
+    shapes = dict(shapes or SHAPES["cuda" if device.type == "cuda" else "cpu"])
+    # about 40 timed runs in all: scale rows down where the largest training step would eat the budget alone
+    probe_rows, probe_length = max(shapes["train"], key=lambda s: s[0] * s[1])
+    probe = time_pass(model, "train", _batch(config, probe_rows, probe_length, device), resolved, optimizer, 0.0)
+    divisor = max(1, int(round(probe * 40 / budget_seconds)))
+    min_seconds = min(1.0, budget_seconds / 60)
+    points = []
+    for kind in cost.KINDS:
+        for rows, length in shapes[kind]:
+            rows = max(1, rows // divisor)
+            seconds = time_pass(model, kind, _batch(config, rows, length, device), resolved, optimizer, min_seconds)
+            dense, attention = geometry.work(rows, length, first_token_cut=True)
+            points.append({"kind": kind, "rows": rows, "length": length, "dense": dense, "attention": attention,
+                           "seconds": seconds})
+    passes = {kind: cost.fit([p for p in points if p["kind"] == kind]) for kind in cost.KINDS}
+    startups = {}
+    if startup:
+        with tempfile.TemporaryDirectory() as folder:
+            model.save_pretrained(folder)
+            startups = {"model": startup_seconds(STARTUP_MODEL.format(path=folder)), "tables": startup_seconds(STARTUP_TABLES)}
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else _cpu_name()
+    return cost.Calibration(f"{device.type}: {name}", threads, policy, geometry, passes, startups, points)
+
+
+def _cpu_name() -> str:
+    for line in Path("/proc/cpuinfo").read_text().splitlines() if Path("/proc/cpuinfo").exists() else []:
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
+    return "cpu"
+
+
+def model_config(spec_folder: str | None, geometry: str | None) -> PretrainedConfig:
+    """The config to calibrate: a model folder's ``config.json``, or a named geometry (``bert-base``: BertConfig's
+    defaults, 12 x 768, feed-forward 3072) where the model is not on this machine."""
+    if spec_folder:
+        return AutoConfig.from_pretrained(spec_folder, trust_remote_code=False)
+    if geometry == "bert-base":
+        from transformers import BertConfig
+
+        return BertConfig()
+    raise ValueError(f"unknown geometry {geometry!r}: name a model folder or bert-base")

@@ -1,0 +1,157 @@
+"""A runtime cost model: what a job's forward and training passes cost on one device, from a short calibration.
+
+A pass of ``rows`` sequences padded to ``length`` word pieces through an encoder (:class:`Geometry`) does
+
+- *dense* work, proportional to rows x length: per layer the query, key and value projections (3 h^2 multiply-adds
+  per token), the output projection and the feed-forward network (h^2 + 2 h i), the last two on the first token
+  alone in the last layer where a classifier reads only it (the engine's first-token cut);
+- *attention* work, proportional to rows x length^2: the scores and the weighted sum (2 L h per token).
+
+Its time on a device is ``overhead + dense / dense_rate + attention / attention_rate`` (the ``sum`` form: a CPU runs
+Python, kernels and the optimiser one after another) or ``max(floor, dense / dense_rate + attention / attention_rate)``
+(the ``max`` form: a GPU runs the kernels while Python queues the next ones, so a small pass costs its launch floor),
+with the rates and the floor or overhead fitted to passes timed on the device (:func:`fit`,
+``bertology_core.models.calibration``); the form that fits the calibration's own passes better is kept. Three kinds
+of pass are calibrated apart: ``forward`` (inference, no gradient), ``gradient`` (forward and backward, no optimiser
+step: head importance) and ``train`` (forward, backward and an AdamW step, in the precision the job trains in).
+
+This module is torch-free: the estimate (tools/estimate_runtime.py) prices the jobs of a dry run with it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from scipy.optimize import nnls
+
+KINDS = ("forward", "gradient", "train")
+FORMS = ("sum", "max")
+
+
+@dataclass(frozen=True)
+class Geometry:
+    """What a pass's work depends on: layers, hidden size and feed-forward size (and the heads, which a sweep's
+    configurations count)."""
+
+    layers: int
+    hidden: int
+    intermediate: int
+    heads: int
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any]) -> "Geometry":
+        """From a Hugging Face ``config.json`` (BERT's key names, and DistilBERT's ``n_layers``/``dim``/``hidden_dim``)."""
+        layers = config.get("num_hidden_layers", config.get("n_layers"))
+        hidden = config.get("hidden_size", config.get("dim"))
+        intermediate = config.get("intermediate_size", config.get("hidden_dim"))
+        heads = config.get("num_attention_heads", config.get("n_heads"))
+        if not all(isinstance(v, int) and v > 0 for v in (layers, hidden, intermediate, heads)):
+            raise ValueError("the model's config.json names no layer count, hidden size, feed-forward size and head count "
+                             "(num_hidden_layers, hidden_size, intermediate_size, num_attention_heads)")
+        return cls(layers, hidden, intermediate, heads)
+
+    def work(self, rows: float, length: float, from_layer: int = 0, shared_rows: float | None = None,
+             first_token_cut: bool = True) -> tuple[float, float]:
+        """Floating-point operations ``(dense, attention)`` of one forward pass: ``rows`` sequences padded to ``length``
+        from ``from_layer`` on, and ``shared_rows`` of them (default: all) below it, the layers a sweep's configurations
+        share (prefix reuse)."""
+        h, i = self.hidden, self.intermediate
+        below = rows if shared_rows is None else shared_rows
+        dense = attention = 0.0
+        for layer in range(self.layers):
+            r = rows if layer >= from_layer else below
+            tokens_after_attention = r if (first_token_cut and layer == self.layers - 1) else r * length
+            dense += 2 * (3 * h * h * r * length + (h * h + 2 * h * i) * tokens_after_attention)
+            attention += 2 * (2 * length * length * h * r)
+        return dense, attention
+
+
+@dataclass(frozen=True)
+class PassCost:
+    """One kind of pass on one device: its fitted form and coefficients (seconds)."""
+
+    form: str  # "sum" or "max"
+    constant: float  # the overhead (sum form) or the floor (max form), seconds
+    seconds_per_dense: float  # seconds per dense floating-point operation
+    seconds_per_attention: float
+    error: float = 0.0  # the fit's mean absolute relative error on the calibration's passes
+
+    def seconds(self, dense: float, attention: float) -> float:
+        work = dense * self.seconds_per_dense + attention * self.seconds_per_attention
+        return self.constant + work if self.form == "sum" else max(self.constant, work)
+
+
+def fit(points: Sequence[Mapping[str, float]]) -> PassCost:
+    """The :class:`PassCost` of timed passes ``{dense, attention, seconds}``: non-negative least squares on relative
+    errors for each form, the form with the smaller mean absolute relative error kept (on these passes alone)."""
+    dense = np.array([p["dense"] for p in points], dtype=float)
+    attention = np.array([p["attention"] for p in points], dtype=float)
+    seconds = np.array([p["seconds"] for p in points], dtype=float)
+    if len(points) < 3:
+        raise ValueError(f"a pass cost needs at least 3 timed passes, got {len(points)}")
+    weights = 1 / seconds  # relative errors: a 10 ms pass counts as much as a 10 s one
+    candidates = []
+    scale = np.array([1.0, dense.max(), attention.max() or 1.0])
+    design = np.column_stack([np.ones_like(dense), dense / scale[1], attention / scale[2]])
+    coefficients, _ = nnls(design * weights[:, None], seconds * weights)
+    coefficients = coefficients / scale
+    candidates.append(PassCost("sum", *coefficients))
+    # max form: the rates from the passes well above the smallest, the floor from the smallest
+    work_only, _ = nnls((design[:, 1:] * weights[:, None]), seconds * weights)
+    large = seconds > 1.5 * seconds.min()
+    if large.sum() >= 2:
+        work_only, _ = nnls(design[large][:, 1:] * weights[large][:, None], seconds[large] * weights[large])
+    work_only = work_only / scale[1:]
+    candidates.append(PassCost("max", float(seconds.min()), *work_only))
+    scored = []
+    for candidate in candidates:
+        predicted = np.array([candidate.seconds(d, a) for d, a in zip(dense, attention)])
+        error = float(np.mean(np.abs(predicted - seconds) / seconds))
+        scored.append(PassCost(candidate.form, float(candidate.constant), float(candidate.seconds_per_dense),
+                               float(candidate.seconds_per_attention), error))
+    return min(scored, key=lambda c: c.error)
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """Pass costs of one model geometry on one device in one precision policy, and a job's start-up there."""
+
+    device: str  # what torch calls the device, and its name (e.g. "cpu: Intel(R) Xeon(R) Processor")
+    threads: int
+    precision: str  # the policy (compute.precision)
+    geometry: Geometry
+    passes: dict[str, PassCost]  # KINDS
+    startup: dict[str, float]  # seconds before a job's work: "model" (imports and loading a model), "tables"
+    points: list[dict[str, Any]] = field(default_factory=list)  # every timed pass, for the record
+
+    def seconds(self, kind: str, rows: float, length: float, **work: Any) -> float:
+        return self.passes[kind].seconds(*self.geometry.work(rows, length, **work))
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=1)
+
+    @classmethod
+    def read(cls, path: str | Path) -> "Calibration":
+        values = json.loads(Path(path).read_text())
+        try:
+            return cls(values["device"], values["threads"], values["precision"], Geometry(**values["geometry"]),
+                       {k: PassCost(**v) for k, v in values["passes"].items()}, values["startup"], values.get("points", []))
+        except (KeyError, TypeError) as error:
+            raise ValueError(f"{path}: not a calibration file ({error}). Fix: write it with `make calibrate`.") from error
+
+
+def padded_batches(lengths: np.ndarray, batches: Iterable[np.ndarray]) -> list[tuple[int, int]]:
+    """``(rows, padded length)`` of each batch of example indices."""
+    return [(len(b), int(lengths[b].max())) for b in batches if len(b)]
+
+
+def sorted_batches(lengths: np.ndarray, rows: int) -> list[tuple[int, int]]:
+    """``(rows, padded length)`` of the passes over examples sorted by length, longest first, ``rows`` at a time
+    (how evaluation, dumps and sweeps batch)."""
+    ordered = np.sort(np.asarray(lengths))[::-1]
+    return [(len(ordered[s : s + rows]), int(ordered[s])) for s in range(0, len(ordered), max(1, rows))]

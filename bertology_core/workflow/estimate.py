@@ -1,0 +1,244 @@
+"""What each job of a dry run costs on a calibrated device (:mod:`bertology_core.workflow.cost`): the passes its rule
+runs, built from the job's own params and resources and the token lengths of its data, priced pass by pass.
+
+Each model-running rule's passes follow its code (the batching of :func:`~bertology_core.data.batch_order.training_batches`
+for training, longest-first passes for evaluation, sweeps grouped by the first layer where their configurations differ
+with the intact model in every pass); a job adds the calibrated start-up of a model job. Searches whose length depends
+on their results are priced at their bound (greedy disabling: every step; lottery pruning: every iteration up to the
+configured or structural maximum), and say so. Rules that run no model are priced at the start-up of a table job
+alone and marked ``work not priced``: their cost does not move with the device.
+
+Torch-free: the token lengths come in as :class:`Lengths` (tools/estimate_runtime.py tokenises the prepared data).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from bertology_core.data import glue
+from bertology_core.data.batch_order import training_batches
+from bertology_core.workflow.cost import Calibration, padded_batches, sorted_batches
+
+
+@dataclass(frozen=True)
+class Job:
+    """One job of a dry run: its rule, wildcards, params, resources and threads, as Snakemake holds them."""
+
+    rule: str
+    wildcards: dict[str, str]
+    params: dict[str, Any]
+    resources: dict[str, Any]
+    threads: int
+    benchmark: str | None = None
+    inputs: tuple[str, ...] = ()
+
+
+@dataclass
+class Lengths:
+    """Word-piece lengths (special tokens included, not yet cut) of every example of each prepared split, with its
+    ``idx``: ``frames[(task, split)]`` is a polars frame ``idx, length``."""
+
+    frames: dict[tuple[str, str], Any]
+
+    def of(self, task: str, split: str, max_length: int, examples: int | None = None, seed: int = 0) -> np.ndarray:
+        frame = glue.subsample(self.frames[(task, split)], examples, seed)
+        return np.minimum(frame["length"].to_numpy(), max_length)
+
+
+@dataclass
+class Price:
+    """A job's estimated seconds and what they are made of."""
+
+    seconds: float
+    parts: dict[str, float] = field(default_factory=dict)
+    note: str = ""
+
+
+def _train_seconds(calibration: Calibration, lengths: np.ndarray, hyper: Mapping[str, Any], seed: int, kind: str = "train") -> float:
+    batch = int(hyper.get("batch_size", 32))
+    epochs = float(hyper.get("epochs", 3.0))
+    steps_per_epoch = math.ceil(len(lengths) / batch)
+    total = max(1, math.ceil(steps_per_epoch * epochs))
+    generator = np.random.default_rng(seed)
+    seconds, done = 0.0, 0
+    while done < total:
+        batches = training_batches(lengths, batch, generator, bool(hyper.get("group_by_length", False)))
+        for rows, length in padded_batches(lengths, batches[: total - done]):
+            seconds += calibration.seconds(kind, rows, length)
+        done += min(len(batches), total - done)
+    return seconds
+
+
+def _forward_seconds(calibration: Calibration, lengths: np.ndarray, rows: int, first_token_cut: bool = True) -> float:
+    return sum(calibration.seconds("forward", r, length, first_token_cut=first_token_cut) for r, length in sorted_batches(lengths, rows))
+
+
+def _sweep_seconds(calibration: Calibration, lengths: np.ndarray, groups: list[tuple[int, int, int]], rows_per_pass: int) -> float:
+    """Passes of configuration groups ``(first layer, configurations counted for the batch, configurations run)``."""
+    seconds = 0.0
+    for first_layer, counted, run in groups:
+        examples = max(1, rows_per_pass // counted)
+        for rows, length in sorted_batches(lengths, examples):
+            seconds += calibration.seconds("forward", rows * run, length, from_layer=first_layer, shared_rows=rows)
+    return seconds
+
+
+def _rows_per_pass(job: Job, calibration: Calibration) -> int:
+    return int(job.resources["rows_per_pass"] if calibration.device.startswith("cpu") else job.resources["gpu_rows_per_pass"])
+
+
+def _geometry(calibration: Calibration) -> tuple[int, int]:
+    return calibration.geometry.layers, calibration.geometry.heads
+
+
+def finetune(job: Job, lengths: Lengths, calibration: Calibration) -> Price:
+    hyper = job.params["hyperparameters"]
+    task, max_length = job.wildcards["task"], int(hyper["max_length"])
+    parts = {}
+    if job.rule == "finetune":
+        parts["train"] = _train_seconds(calibration, lengths.of(task, "train", max_length), hyper, int(job.wildcards["seed"]))
+    eval_batch = int(job.resources.get("eval_batch_size", 64))
+    parts["evaluate"] = sum(_forward_seconds(calibration, lengths.of(task, split, max_length), eval_batch, first_token_cut=False)
+                            for split in job.params["eval_splits"])
+    return Price(sum(parts.values()), parts)
+
+
+def subnetwork_finetune(job: Job, lengths: Lengths, calibration: Calibration) -> Price:
+    hyper = job.params["hyperparameters"]
+    task, max_length = job.wildcards["task"], int(hyper["max_length"])
+    train = lengths.of(task, "train", max_length, job.params["max_train_examples"], job.params["subsample_seed"])
+    parts = {"train": _train_seconds(calibration, train, hyper, int(job.wildcards["seed"])),
+             "evaluate": _forward_seconds(calibration, lengths.of(task, "dev", max_length), int(job.params["eval_batch_size"]), False)}
+    return Price(sum(parts.values()), parts, "a pruned subnetwork priced as the whole model")
+
+
+def head_gates(job: Job, lengths: Lengths, calibration: Calibration) -> Price:
+    hyper = dict(job.params["hyperparameters"]) | {"epochs": job.params["settings"]["epochs"]}
+    task, max_length = job.wildcards["task"], int(hyper["max_length"])
+    train = lengths.of(task, "train", max_length, job.params["settings"].get("train_examples"), job.params["subsample_seed"])
+    kind = "train" if job.wildcards["weights"] == "trained" else "gradient"  # frozen weights: no weight update
+    dev = lengths.of(task, "dev", max_length, job.params["dev_sample"]["examples"], job.params["dev_sample"]["seed"])
+    parts = {"train": _train_seconds(calibration, train, hyper, int(job.wildcards["seed"]), kind),
+             "evaluate": 4 * _forward_seconds(calibration, dev, int(job.resources.get("eval_batch_size", 64)))}
+    return Price(sum(parts.values()), parts)
+
+
+def disabling_sweep(job: Job, lengths: Lengths, calibration: Calibration) -> Price:
+    layers, heads = _geometry(calibration)
+    task = job.wildcards["task"]
+    dev = lengths.of(task, "dev", int(job.params["max_length"]), job.params["max_examples"], job.params["subsample_seed"])
+    per_layer = heads + (1 if job.params["layers"] else 0)
+    # each layer's heads (and the layer) share a pass; the intact model joins every pass (the last layer's group holds it)
+    groups = [(layer, per_layer, per_layer + 1) for layer in range(layers - 1)] + [(layers - 1, per_layer + 1, per_layer + 1)]
+    seconds = len(job.params["modes"]) * _sweep_seconds(calibration, dev, groups, _rows_per_pass(job, calibration))
+    return Price(seconds, {"sweep": seconds})
+
+
+def disabling_greedy(job: Job, lengths: Lengths, calibration: Calibration) -> Price:
+    layers, heads = _geometry(calibration)
+    task, max_steps = job.wildcards["task"], int(job.params["max_steps"])
+    dev = lengths.of(task, "dev", int(job.params["max_length"]))
+    sample = job.params.get("max_examples")
+    if sample:
+        dev = dev[:sample]
+    half = dev[::2]
+    rows = _rows_per_pass(job, calibration)
+    search = 0.0
+    for step in range(2, max_steps + 1):  # step 1 reuses the sweep; every later step tries every head not yet chosen
+        search += _sweep_seconds(calibration, half, [(layer, heads, heads) for layer in range(layers)], rows)
+    report = _sweep_seconds(calibration, dev[1::2], [(0, max_steps + 1, max_steps + 1)], rows)
+    return Price(search + report, {"search": search, "report": report}, "every step priced (the search may stop earlier)")
+
+
+def outlier_disabling(job: Job, lengths: Lengths, calibration: Calibration) -> Price:
+    task = job.wildcards["task"]
+    dev = lengths.of(task, "dev", int(job.params["max_length"]), job.params["max_examples"], job.params["subsample_seed"])
+    configs = 1 + 3 * (1 + int(job.params["draws"]))
+    rows = _rows_per_pass(job, calibration)
+    per_pass = max(1, min(configs, rows))
+    groups = []
+    for start in range(0, configs, per_pass):
+        size = min(per_pass, configs - start)
+        groups.append((0, size, size + (0 if start == 0 else 1)))
+    seconds = _sweep_seconds(calibration, dev, groups, rows)
+    return Price(seconds, {"disabling": seconds}, "priced as if outlier dimensions are found")
+
+
+def _importance_seconds(job: Job, lengths: Lengths, calibration: Calibration) -> float:
+    importance = job.params["importance"]
+    task, max_length = job.wildcards["task"], int(job.params["max_length"])
+    data = lengths.of(task, importance["importance_split"], max_length, importance["importance_examples"], importance["subsample_seed"])
+    batch = int(importance.get("importance_batch_size") or job.resources.get("batch_size") or job.params.get("batch_size", 32))
+    return sum(calibration.seconds("gradient", r, length) for r, length in sorted_batches(data, batch))
+
+
+def _dev_sample(job: Job, lengths: Lengths) -> np.ndarray:
+    sample = job.params["dev_sample"]
+    return lengths.of(job.wildcards["task"], "dev", int(job.params["max_length"]), sample["examples"], sample["seed"])
+
+
+def head_importance(job: Job, lengths: Lengths, calibration: Calibration) -> Price:
+    layers, heads = _geometry(calibration)
+    per_step = max(1, round(float(job.params["step_share"]) * layers * heads))
+    steps = math.ceil(layers * heads / per_step)
+    batch = int(job.resources.get("batch_size", 32))
+    importance = _importance_seconds(job, lengths, calibration)
+    parts = {"importance": importance * (steps if job.params["recompute"] else 1),
+             "curve": (1 + steps) * _forward_seconds(calibration, _dev_sample(job, lengths), batch)}
+    return Price(sum(parts.values()), parts)
+
+
+def lottery_pruning(job: Job, lengths: Lengths, calibration: Calibration) -> Price:
+    layers, heads = _geometry(calibration)
+    dev = _dev_sample(job, lengths)
+    held_out = job.wildcards["protocol"] == "held_out"
+    selection = dev[::2] if held_out else dev
+    batch = int(job.params["batch_size"])
+    evaluation = _forward_seconds(calibration, selection, batch)
+    method = job.params["method"]
+    if job.wildcards["method"] == "m":
+        iterations, importance = 1 + int(method["max_iterations"]), 0.0
+    else:  # phases: heads with MLPs, heads at half the share, MLPs one by one; each iteration recomputes importance
+        share = max(1, round(float(method["head_share"]) * layers * heads))
+        iterations = math.ceil(layers * heads / share) + math.ceil(layers * heads / max(1, share // 2)) + layers
+        importance = iterations * _importance_seconds(job, lengths, calibration)
+    parts = {"evaluations": iterations * evaluation, "importance": importance,
+             "report": _forward_seconds(calibration, dev[1::2] if held_out else dev, batch)}
+    return Price(sum(parts.values()), parts, "every iteration up to the bound priced (the search stops at its threshold)")
+
+
+def compact_model(job: Job, lengths: Lengths, calibration: Calibration) -> Price:
+    seconds = 7 * _forward_seconds(calibration, _dev_sample(job, lengths), int(job.resources.get("batch_size", 32)))
+    return Price(seconds, {"evaluate": seconds})
+
+
+def dump_attention(job: Job, lengths: Lengths, calibration: Calibration) -> Price:
+    task = job.wildcards["task"]
+    dev = lengths.of(task, "dev", int(job.params["max_length"]), job.params.get("max_examples"), job.params.get("seed", 0))
+    if job.params.get("only_idx") is not None:
+        dev = dev[: len(job.params["only_idx"])]
+    seconds = _forward_seconds(calibration, dev, int(job.params["batch_size"]), first_token_cut=False)
+    return Price(seconds, {"forward": seconds}, "writing the maps not priced")
+
+
+PRICED: dict[str, Callable[[Job, Lengths, Calibration], Price]] = {
+    "finetune": finetune, "evaluate_pretrained": finetune, "subnetwork_finetune": subnetwork_finetune,
+    "head_gates": head_gates, "disabling_sweep": disabling_sweep, "disabling_greedy": disabling_greedy,
+    "outlier_disabling": outlier_disabling, "head_importance": head_importance, "lottery_pruning": lottery_pruning,
+    "compact_model": compact_model, "dump_attention": dump_attention, "labelled_maps": dump_attention,
+}
+
+
+def price(job: Job, lengths: Lengths, calibration: Calibration) -> Price:
+    """The job's seconds: the calibrated start-up of its kind of job plus its priced passes."""
+    pricer = PRICED.get(job.rule)
+    if pricer is None:
+        return Price(calibration.startup.get("tables", 0.0), {"startup": calibration.startup.get("tables", 0.0)}, "work not priced")
+    result = pricer(job, lengths, calibration)
+    startup = calibration.startup.get("model", 0.0)
+    return Price(result.seconds + startup, {"startup": startup, **result.parts}, result.note)

@@ -1,0 +1,110 @@
+"""The runtime cost model: pass work, the fitted pass costs, the calibration, and jobs priced from their params."""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+import torch
+from transformers import BertConfig
+
+from bertology_core.data.batch_order import training_batches
+from bertology_core.models import calibration
+from bertology_core.workflow import cost, estimate
+
+ROOT = Path(__file__).resolve().parents[1]
+GEOMETRY = cost.Geometry(layers=2, hidden=8, intermediate=16, heads=2)
+
+
+def test_work_counts_every_layer_and_the_first_token_cut():
+    dense, attention = GEOMETRY.work(rows=3, length=5, first_token_cut=False)
+    per_layer = 2 * (3 * 64 * 15 + (64 + 2 * 8 * 16) * 15)
+    assert dense == 2 * per_layer and attention == 2 * (2 * 2 * 25 * 8 * 3)
+    cut, _ = GEOMETRY.work(rows=3, length=5)
+    assert cut == per_layer + 2 * (3 * 64 * 15 + (64 + 2 * 8 * 16) * 3)  # the last layer after attention: one token
+    # prefix reuse: below layer 1 only the shared rows
+    shared, _ = GEOMETRY.work(rows=12, length=5, from_layer=1, shared_rows=3, first_token_cut=False)
+    assert shared == per_layer + 4 * per_layer
+
+
+@pytest.mark.parametrize("form", cost.FORMS)
+def test_fit_recovers_the_form_and_rates_of_exact_timings(form):
+    truth = cost.PassCost(form, 0.05, 2e-10, 5e-10)
+    points = []
+    for rows, length in [(2, 16), (8, 32), (32, 32), (32, 64), (32, 128), (16, 256)]:
+        dense, attention = GEOMETRY.work(rows, length)
+        points.append({"dense": dense * 1e4, "attention": attention * 1e4, "seconds": truth.seconds(dense * 1e4, attention * 1e4)})
+    fitted = cost.fit(points)
+    assert fitted.form == form and fitted.error < 0.02
+    for point in points:
+        assert fitted.seconds(point["dense"], point["attention"]) == pytest.approx(point["seconds"], rel=0.05)
+
+
+def test_a_calibration_file_round_trips_and_a_wrong_one_names_the_fix(tmp_path):
+    passes = {kind: cost.PassCost("sum", 0.01, 1e-10, 1e-10) for kind in cost.KINDS}
+    original = cost.Calibration("cpu: test", 1, "float32", GEOMETRY, passes, {"model": 2.0, "tables": 1.0})
+    path = tmp_path / "calibration.json"
+    path.write_text(original.to_json())
+    assert cost.Calibration.read(path) == original
+    path.write_text('{"device": "cpu"}')
+    with pytest.raises(ValueError, match="make calibrate"):
+        cost.Calibration.read(path)
+
+
+def test_calibrate_times_every_kind_of_pass_on_a_tiny_model():
+    config = BertConfig(vocab_size=99, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=37,
+                        max_position_embeddings=64)
+    shapes = {kind: [(2, 8), (4, 16), (8, 32)] for kind in cost.KINDS}
+    result = calibration.calibrate(config, torch.device("cpu"), "float32", 1, budget_seconds=5, shapes=shapes, startup=False)
+    assert result.geometry == cost.Geometry(2, 32, 37, 4)
+    assert set(result.passes) == set(cost.KINDS) and len(result.points) == 9
+    assert all(p["seconds"] > 0 for p in result.points)
+    assert all(result.seconds(kind, 8, 32) > 0 for kind in cost.KINDS)
+
+
+def one_second_per_pass() -> cost.Calibration:
+    """Every pass costs one second whatever its shape, start-up nothing: a price counts passes."""
+    passes = {kind: cost.PassCost("sum", 1.0, 0.0, 0.0) for kind in cost.KINDS}
+    return cost.Calibration("cpu: counting", 1, "float32", cost.Geometry(3, 8, 16, 4), passes, {"model": 0.0, "tables": 0.0})
+
+
+def lengths(n_train: int, n_dev: int) -> estimate.Lengths:
+    rng = np.random.default_rng(0)
+    frame = lambda n: pl.DataFrame({"idx": np.arange(n), "length": rng.integers(5, 60, n)})  # noqa: E731
+    return estimate.Lengths({("MRPC", "train"): frame(n_train), ("MRPC", "dev"): frame(n_dev)})
+
+
+def test_a_finetune_job_costs_its_training_steps_and_its_evaluation_batches():
+    hyper = {"batch_size": 32, "epochs": 2.5, "max_length": 128, "group_by_length": True}
+    job = estimate.Job("finetune", {"task": "MRPC", "seed": "1"}, {"hyperparameters": hyper, "eval_splits": ["dev"]},
+                       {"eval_batch_size": 64}, 1)
+    price = estimate.price(job, lengths(1000, 130), one_second_per_pass())
+    assert price.parts["train"] == math.ceil(math.ceil(1000 / 32) * 2.5)
+    assert price.parts["evaluate"] == 3  # 130 dev examples, 64 a pass
+    # the padded lengths are those of the loop's own batches
+    real = lengths(1000, 130).of("MRPC", "train", 128)
+    batches = training_batches(real, 32, np.random.default_rng(1), True)
+    assert cost.padded_batches(real, batches)[0] == (len(batches[0]), int(real[batches[0]].max()))
+
+
+def test_a_sweep_job_costs_one_pass_group_per_layer_with_the_intact_model_in_each():
+    job = estimate.Job("disabling_sweep", {"task": "MRPC", "seed": "1"},
+                       {"modes": ["uniform"], "layers": True, "max_examples": 100, "subsample_seed": 0, "max_length": 128},
+                       {"rows_per_pass": 48, "gpu_rows_per_pass": 4096}, 1)
+    price = estimate.price(job, lengths(10, 130), one_second_per_pass())
+    per_layer = 4 + 1  # a layer's heads and the whole layer; 48 // 5 = 9 examples a pass, the last group 48 // 6 = 8
+    assert price.parts["sweep"] == 2 * math.ceil(100 / (48 // per_layer)) + math.ceil(100 / (48 // (per_layer + 1)))
+
+
+def test_the_dry_run_lists_every_job_with_its_params():
+    sys.path.insert(0, str(ROOT / "tools"))
+    import estimate_runtime
+
+    jobs = estimate_runtime.dry_run_jobs(["configs/smoke.yaml"])
+    finetunes = [j for j in jobs if j.rule == "finetune"]
+    assert finetunes and all("hyperparameters" in j.params and "eval_batch_size" in j.resources for j in finetunes)
+    assert any(j.rule == "prepare_data" and j.inputs for j in jobs)

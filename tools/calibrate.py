@@ -1,0 +1,80 @@
+"""Time the passes of a config's model on this machine's device, once, for the runtime estimate
+(tools/estimate_runtime.py). About 4 minutes; writes results/calibration/<model>.json.
+
+    make calibrate                                        # config.yaml's first model (bert-base-uncased: --geometry bert-base offline)
+    python tools/calibrate.py --configfile configs/cpu.yaml          # the CPU profile's model, its threads and precision
+    python tools/calibrate.py --geometry bert-base --precision mixed # a geometry without the model's files
+
+The device is CUDA where there is one, else the CPU with the config's fine-tuning threads (one job's threads); the
+precision is the config's ``compute.precision``. The model's weights are random: a pass's cost depends on its shapes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+
+def merged_config(configfiles: list[str]) -> dict:
+    """config.yaml under the config files, merged as Snakemake merges them."""
+    from snakemake.utils import update_config
+
+    config: dict = {}
+    for path in [ROOT / "config.yaml", *map(Path, configfiles)]:
+        update_config(config, yaml.safe_load(Path(path).read_text()) or {})
+    return config
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--configfile", nargs="*", default=[])
+    parser.add_argument("--geometry", help="bert-base: BertConfig's defaults, where the model's files are not here")
+    parser.add_argument("--precision", help="override compute.precision (float32 or mixed)")
+    parser.add_argument("--budget", type=float, default=200.0, help="seconds for the timed passes (start-up apart)")
+    parser.add_argument("--out", help="default: results/calibration/<model name or geometry>[-<precision>].json")
+    args = parser.parse_args()
+
+    import torch
+
+    from bertology_core.models import calibration, compatibility
+
+    config = merged_config(args.configfile)
+    model = config["models"][0]
+    folder = None
+    if not args.geometry:
+        spec = model["spec"]
+        if spec.startswith(compatibility.PACKAGE_PREFIX):
+            folder = str(compatibility.package_model_folder(spec[len(compatibility.PACKAGE_PREFIX):]))
+        else:
+            found = compatibility.spec_folder(spec, ROOT)
+            folder = str(found) if found else spec  # a Hub id: from the local cache (offline) or the Hub
+    try:
+        model_config = calibration.model_config(folder, args.geometry)
+    except OSError as error:
+        raise SystemExit(f"cannot read the config of {folder}: {error}\nFix: pass --geometry bert-base, or download the model first") from None
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    threads = int(config["finetune"]["threads"] or 1)
+    policy = args.precision or config["compute"]["precision"]
+    result = calibration.calibrate(model_config, device, policy, threads, budget_seconds=args.budget)
+    name = args.geometry or model["name"]
+    out = Path(args.out or ROOT / f"results/calibration/{name}-{policy}.json")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    temporary = out.with_suffix(".json.tmp")
+    temporary.write_text(result.to_json())
+    temporary.replace(out)
+    print(f"{result.device}, {threads} thread(s), precision {policy}: {out}")
+    for kind, passes in result.passes.items():
+        print(f"  {kind}: {passes.form} form, constant {passes.constant * 1000:.1f} ms, "
+              f"{1e-9 / passes.seconds_per_dense if passes.seconds_per_dense else float('inf'):.1f} dense GFLOP/s, "
+              f"fit error {passes.error:.1%}")
+    print(f"  start-up: {result.startup}")
+
+
+if __name__ == "__main__":
+    main()
