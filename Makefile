@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.install-stamp
 CORES ?= 2
 
-.PHONY: install system-deps cpu calibrate smoke test lint lock clean-results
+.PHONY: install system-deps cpu calibrate gpu-check smoke test lint lock clean-results
 
 install: $(STAMP)
 
@@ -49,6 +49,10 @@ cpu: install
 CALIBRATION_CONFIGS ?= $(CPU_CONFIGS)
 calibrate: install
 	$(BIN)/python tools/calibrate.py --configfile $(CALIBRATION_CONFIGS)
+
+# The first run on a machine with a CUDA GPU (about 10 minutes): results/gpu_check/report.md. Without CUDA: a message
+gpu-check: install
+	$(BIN)/python tools/gpu_check.py
 
 # The tiny smoke config, end to end (seconds per job, about a minute in all).
 smoke: install

