@@ -4,6 +4,7 @@
     make calibrate                                        # config.yaml's first model (bert-base-uncased: --geometry bert-base offline)
     python tools/calibrate.py --configfile configs/cpu.yaml          # the CPU profile's model, its threads and precision
     python tools/calibrate.py --geometry bert-base --precision mixed # a geometry without the model's files
+    python tools/calibrate.py --assumed h100                         # no GPU at hand: stated assumptions, not a measurement
 
 The device is CUDA where there is one, else the CPU with the config's fine-tuning threads (one job's threads); the
 precision is the config's ``compute.precision``. The model's weights are random: a pass's cost depends on its shapes.
@@ -21,6 +22,29 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 
+# What a calibration of BERT-base under the mixed policy would find on one H100 SXM, assumed from its data sheet where no
+# GPU was at hand to measure: dense products at 40% of the peak (TF32 495 TFLOP/s for measuring passes, bfloat16 990
+# for training; backward twice the forward), attention (batched small products and the softmax, memory-bound) at a
+# tenth of that, a pass's floor from launching about 15 kernels per layer at 5 us (forward) and three times that plus
+# the fused optimiser for a training step, and a model job's start-up (imports, CUDA context, loading) of 20 s.
+ASSUMED = {
+    "h100": {"device": "cuda: NVIDIA H100 (assumed, not measured)", "dense_tflops": {"forward": 0.4 * 495, "gradient": 0.4 * 495 / 3,
+             "train": 0.4 * 990 / 3}, "attention_share": 0.1, "floor_ms": {"forward": 12 * 15 * 0.005, "gradient": 3 * 12 * 15 * 0.005,
+             "train": 3 * 12 * 15 * 0.005 + 1.0}, "startup": {"model": 20.0, "tables": 3.0}},
+}
+
+
+def assumed_calibration(name: str):
+    from bertology_core.workflow import cost
+
+    values = ASSUMED[name]
+    passes = {}
+    for kind in cost.KINDS:
+        per_dense = 1 / (values["dense_tflops"][kind] * 1e12)
+        passes[kind] = cost.PassCost("max", values["floor_ms"][kind] / 1000, per_dense, per_dense / values["attention_share"])
+    return cost.Calibration(values["device"], 1, "mixed", cost.Geometry(12, 768, 3072, 12), passes, values["startup"])
+
+
 def merged_config(configfiles: list[str]) -> dict:
     """config.yaml under the config files, merged as Snakemake merges them."""
     from snakemake.utils import update_config
@@ -36,9 +60,16 @@ def main() -> None:
     parser.add_argument("--configfile", nargs="*", default=[])
     parser.add_argument("--geometry", help="bert-base: BertConfig's defaults, where the model's files are not here")
     parser.add_argument("--precision", help="override compute.precision (float32 or mixed)")
+    parser.add_argument("--assumed", choices=sorted(ASSUMED), help="write the stated assumptions for a GPU (see ASSUMED)")
     parser.add_argument("--budget", type=float, default=200.0, help="seconds for the timed passes (start-up apart)")
     parser.add_argument("--out", help="default: results/calibration/<model name or geometry>[-<precision>].json")
     args = parser.parse_args()
+    if args.assumed:
+        out = Path(args.out or ROOT / f"results/calibration/assumed-{args.assumed}.json")
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(assumed_calibration(args.assumed).to_json())
+        print(f"assumed, not measured: {out}")
+        return
 
     import torch
 
