@@ -20,7 +20,7 @@ from bertology_core.engine.plan import StructureMask
 from bertology_core.pruning import importance
 
 job_device = device.job_device(snakemake.threads)
-job_precision = precision.for_job(snakemake.params.precision, job_device)
+precision.for_job(snakemake.params.precision, job_device)  # measures in the policy's precision from here on
 task = glue.get_task(snakemake.wildcards.task)
 model = use_engine(models.load_classifier(snakemake.input.model, task, models.SAVED, 0).to(job_device))
 tokenizer = models.load_tokenizer(snakemake.input.model)

@@ -14,7 +14,7 @@ from bertology_core.models import batching, device, models, precision
 from bertology_core.report.figures import write_table
 
 job_device = device.job_device(snakemake.threads)
-job_precision = precision.for_job(snakemake.params.precision, job_device)
+precision.for_job(snakemake.params.precision, job_device)  # measures in the policy's precision from here on
 params = snakemake.params
 task = glue.get_task(snakemake.wildcards.task)
 settings = disabling.GreedySettings(params.mode, params.max_steps, params.split_seed, params.resamples, params.level,

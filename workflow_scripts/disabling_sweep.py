@@ -16,7 +16,7 @@ from bertology_core.finetune import finetune
 from bertology_core.models import device, precision
 
 job_device = device.job_device(snakemake.threads)
-job_precision = precision.for_job(snakemake.params.precision, job_device)
+precision.for_job(snakemake.params.precision, job_device)  # measures in the policy's precision from here on
 params = snakemake.params
 task = glue.get_task(snakemake.wildcards.task)
 scored = disabling.load_scored_model(snakemake.input.model, snakemake.input.data, task, params.max_examples, params.subsample_seed,

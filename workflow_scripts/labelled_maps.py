@@ -15,7 +15,7 @@ from bertology_core.models import device, precision
 from bertology_core.patterns import pattern_labels
 
 job_device = device.job_device(snakemake.threads)
-job_precision = precision.for_job(snakemake.params.precision, job_device)
+precision.for_job(snakemake.params.precision, job_device)  # measures in the policy's precision from here on
 resolved = io.read_json(snakemake.input.resolved)
 summary = dumps.dump_model_folder(
     snakemake.input.get("model", resolved["path"]),

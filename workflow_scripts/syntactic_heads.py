@@ -19,7 +19,7 @@ from bertology_core.disabling.disabling_stats import split_halves
 
 settings = snakemake.params.settings
 job_device = device.job_device(snakemake.threads)
-job_precision = precision.for_job(snakemake.params.precision, job_device)
+precision.for_job(snakemake.params.precision, job_device)  # measures in the policy's precision from here on
 # the probed state's encoder: pre-trained, fine-tuned, or the pre-trained architecture with random weights
 folder = snakemake.input.get("model", io.read_json(snakemake.input.resolved)["path"])
 random_seed = snakemake.params.get("random_seed", 0) if snakemake.wildcards.probed == states.RANDOM_WEIGHTS else None
