@@ -126,3 +126,13 @@ def test_the_gpu_check_says_there_is_no_gpu_and_its_steps_run_small_on_the_cpu(t
     assert engine["engine_vs_eager_max_abs_float32"] < 1e-4 and engine["sweep_vs_naive_predictions_differing"] == 0
     assert steps["out-of-memory back-off"]["finished"]
     assert set(steps["precision policy against float32"]) >= {"float32", "mixed", "speed_up", "f1_delta"}
+
+
+def test_a_probe_features_job_costs_its_sentences_in_treebank_order():
+    frames = {("treebank", split): pl.DataFrame({"idx": np.arange(n), "length": np.arange(n) % 40 + 3})
+              for split, n in (("train", 100), ("dev", 30))}
+    job = estimate.Job("probe_features", {"probed": "pretrained"},
+                       {"sample": {"train": 50, "dev": None, "seed": 0}, "max_length": 128, "batch_size": 16}, {}, 1)
+    price = estimate.price(job, estimate.Lengths(frames), one_second_per_pass())
+    assert price.parts["forward"] == math.ceil(50 / 16) + math.ceil(30 / 16)
+    assert cost.ordered_batches(np.array([3, 9, 4, 2, 8]), 2) == [(2, 9), (2, 4), (1, 8)]

@@ -30,7 +30,8 @@ import polars as pl
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bertology_core.data import glue  # noqa: E402
+from bertology_core.data import glue, treebank  # noqa: E402
+from bertology_core.data.word_pieces import as_in_running_text  # noqa: E402
 from bertology_core.workflow import estimate  # noqa: E402
 from bertology_core.models import compatibility  # noqa: E402
 from bertology_core.workflow.cost import Calibration, Geometry  # noqa: E402
@@ -77,6 +78,12 @@ def token_lengths(jobs: list[estimate.Job], tokenizer_folder: str, stand_ins: di
     tokenizer = models.load_tokenizer(tokenizer_folder)
     frames = {}
     for job in jobs:
+        if job.rule == "prepare_treebank":  # probing's sentences: their words' pieces, in treebank order
+            frame = treebank.read_conllu(ROOT / job.inputs[0], job.params["max_sentences"])
+            ids = tokenizer([as_in_running_text(words) for words in frame["forms"].to_list()], is_split_into_words=True,
+                            truncation=False)["input_ids"]
+            frames[("treebank", job.wildcards["split"])] = pl.DataFrame({"idx": frame["sentence"], "length": [len(r) for r in ids]})
+            continue
         if job.rule != "prepare_data":
             continue
         task, split = job.wildcards["task"], job.wildcards["split"]

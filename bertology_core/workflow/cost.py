@@ -150,6 +150,12 @@ def padded_batches(lengths: np.ndarray, batches: Iterable[np.ndarray]) -> list[t
     return [(len(b), int(lengths[b].max())) for b in batches if len(b)]
 
 
+def ordered_batches(lengths: np.ndarray, rows: int) -> list[tuple[int, int]]:
+    """``(rows, padded length)`` of the passes over examples in their own order, ``rows`` at a time."""
+    lengths = np.asarray(lengths)
+    return [(len(lengths[s : s + rows]), int(lengths[s : s + rows].max())) for s in range(0, len(lengths), max(1, rows))]
+
+
 def sorted_batches(lengths: np.ndarray, rows: int) -> list[tuple[int, int]]:
     """``(rows, padded length)`` of the passes over examples sorted by length, longest first, ``rows`` at a time
     (how evaluation, dumps and sweeps batch)."""

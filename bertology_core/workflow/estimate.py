@@ -22,7 +22,7 @@ import numpy as np
 
 from bertology_core.data import glue
 from bertology_core.data.batch_order import training_batches
-from bertology_core.workflow.cost import Calibration, padded_batches, sorted_batches
+from bertology_core.workflow.cost import Calibration, ordered_batches, padded_batches, sorted_batches
 
 
 @dataclass(frozen=True)
@@ -226,11 +226,24 @@ def dump_attention(job: Job, lengths: Lengths, calibration: Calibration) -> Pric
     return Price(seconds, {"forward": seconds}, "writing the maps not priced")
 
 
+def probe_features(job: Job, lengths: Lengths, calibration: Calibration) -> Price:
+    """Every layer's states of the treebank samples (``("treebank", split)`` lengths: the sentences' word pieces),
+    in treebank order, ``batch_size`` sentences a pass, the whole last layer."""
+    sample = job.params["sample"]
+    seconds = 0.0
+    for split in ("train", "dev"):
+        sentences = lengths.of("treebank", split, int(job.params["max_length"]), sample[split], sample["seed"])
+        seconds += sum(calibration.seconds("forward", r, length, first_token_cut=False)
+                       for r, length in ordered_batches(sentences, int(job.params["batch_size"])))
+    return Price(seconds, {"forward": seconds}, "aligning words to pieces not priced")
+
+
 PRICED: dict[str, Callable[[Job, Lengths, Calibration], Price]] = {
     "finetune": finetune, "evaluate_pretrained": finetune, "subnetwork_finetune": subnetwork_finetune,
     "head_gates": head_gates, "disabling_sweep": disabling_sweep, "disabling_greedy": disabling_greedy,
     "outlier_disabling": outlier_disabling, "head_importance": head_importance, "lottery_pruning": lottery_pruning,
     "compact_model": compact_model, "dump_attention": dump_attention, "labelled_maps": dump_attention,
+    "probe_features": probe_features,
 }
 
 
