@@ -136,3 +136,23 @@ def test_a_probe_features_job_costs_its_sentences_in_treebank_order():
     price = estimate.price(job, estimate.Lengths(frames), one_second_per_pass())
     assert price.parts["forward"] == math.ceil(50 / 16) + math.ceil(30 / 16)
     assert cost.ordered_batches(np.array([3, 9, 4, 2, 8]), 2) == [(2, 9), (2, 4), (1, 8)]
+
+
+def test_the_stages_that_read_dumps_are_timed_from_synthetic_dumps_and_priced_per_map():
+    from transformers import AutoTokenizer
+
+    from conftest import TINY_BERT
+
+    tokenizer = AutoTokenizer.from_pretrained(TINY_BERT)
+    config = BertConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                        intermediate_size=37, max_position_embeddings=128)
+    found = calibration.time_map_stages(config, tokenizer, torch.device("cpu"), cost.PassCost("sum", 0.0, 0.0, 0.0),
+                                        image_size=8, ensemble=1, examples=3)
+    assert set(found) == {"dump", "pattern_features", "classify_maps"}
+    assert all(v >= 0 for rates in found.values() for v in rates.values())
+    assert any(v > 0 for v in found["pattern_features"].values())
+    priced = one_second_per_pass()
+    priced = cost.Calibration(priced.device, 1, "float32", priced.geometry, priced.passes, priced.startup,
+                              maps={"pattern_features": {"per_call": 1.0, "per_map": 0.5, "per_value": 0.01}})
+    # 2 examples of lengths 10 and 20, 3 layers x 4 heads
+    assert priced.map_seconds("pattern_features", np.array([10, 20]), 12) == pytest.approx(1 + 12 * (2 * 0.5 + 500 * 0.01))

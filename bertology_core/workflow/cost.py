@@ -128,6 +128,14 @@ class Calibration:
     passes: dict[str, PassCost]  # KINDS
     startup: dict[str, float]  # seconds before a job's work: "model" (imports and loading a model), "tables"
     points: list[dict[str, Any]] = field(default_factory=list)  # every timed pass, for the record
+    # the stages that read dumps: seconds {"per_call", "per_map", "per_value"} (x length^2)
+    maps: dict[str, dict[str, float]] = field(default_factory=dict)
+
+    def map_seconds(self, stage: str, lengths: np.ndarray, maps_per_example: int) -> float:
+        """Seconds of ``stage`` over every map of examples of ``lengths`` (``maps_per_example``: layers x heads)."""
+        rate = self.maps[stage]
+        lengths = np.asarray(lengths, dtype=float)
+        return rate.get("per_call", 0.0) + maps_per_example * float(len(lengths) * rate["per_map"] + (lengths ** 2).sum() * rate["per_value"])
 
     def seconds(self, kind: str, rows: float, length: float, **work: Any) -> float:
         return self.passes[kind].seconds(*self.geometry.work(rows, length, **work))
@@ -140,7 +148,8 @@ class Calibration:
         values = json.loads(Path(path).read_text())
         try:
             return cls(values["device"], values["threads"], values["precision"], Geometry(**values["geometry"]),
-                       {k: PassCost(**v) for k, v in values["passes"].items()}, values["startup"], values.get("points", []))
+                       {k: PassCost(**v) for k, v in values["passes"].items()}, values["startup"], values.get("points", []),
+                       values.get("maps", {}))
         except (KeyError, TypeError) as error:
             raise ValueError(f"{path}: not a calibration file ({error}). Fix: write it with `make calibrate`.") from error
 

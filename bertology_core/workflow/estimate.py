@@ -217,13 +217,34 @@ def compact_model(job: Job, lengths: Lengths, calibration: Calibration) -> Price
     return Price(seconds, {"evaluate": seconds})
 
 
-def dump_attention(job: Job, lengths: Lengths, calibration: Calibration) -> Price:
-    task = job.wildcards["task"]
-    dev = lengths.of(task, "dev", int(job.params["max_length"]), job.params.get("max_examples"), job.params.get("seed", 0))
+def _dumped_lengths(job: Job, lengths: Lengths) -> np.ndarray:
+    """Lengths of the examples a dump holds: its job's sample of dev (``dump_params``, attached by the estimate to the
+    jobs that read a dump), or the hand-labelled examples (``only_idx``)."""
+    dump = job.params.get("dump_params", job.params)
+    dev = lengths.of(job.wildcards["task"], "dev", int(dump["max_length"]), dump.get("max_examples"), dump.get("seed", 0))
     if job.params.get("only_idx") is not None:
         dev = dev[: len(job.params["only_idx"])]
-    seconds = _forward_seconds(calibration, dev, int(job.params["batch_size"]), first_token_cut=False)
-    return Price(seconds, {"forward": seconds}, "writing the maps not priced")
+    return dev
+
+
+def _maps(calibration: Calibration) -> int:
+    return calibration.geometry.layers * calibration.geometry.heads
+
+
+def dump_attention(job: Job, lengths: Lengths, calibration: Calibration) -> Price:
+    dev = _dumped_lengths(job, lengths)
+    parts = {"forward": _forward_seconds(calibration, dev, int(job.params["batch_size"]), first_token_cut=False)}
+    if "dump" in calibration.maps:
+        parts["write"] = calibration.map_seconds("dump", dev, _maps(calibration))
+    return Price(sum(parts.values()), parts, "" if "write" in parts else "writing the maps not priced")
+
+
+def map_stage(job: Job, lengths: Lengths, calibration: Calibration) -> Price:
+    """A stage that reads every map of a dump (pattern features, the CNN's classes)."""
+    if job.rule not in calibration.maps or "dump_params" not in job.params:
+        return Price(0.0, {}, "work not priced")
+    seconds = calibration.map_seconds(job.rule, _dumped_lengths(job, lengths), _maps(calibration))
+    return Price(seconds, {"maps": seconds})
 
 
 def probe_features(job: Job, lengths: Lengths, calibration: Calibration) -> Price:
@@ -243,8 +264,12 @@ PRICED: dict[str, Callable[[Job, Lengths, Calibration], Price]] = {
     "head_gates": head_gates, "disabling_sweep": disabling_sweep, "disabling_greedy": disabling_greedy,
     "outlier_disabling": outlier_disabling, "head_importance": head_importance, "lottery_pruning": lottery_pruning,
     "compact_model": compact_model, "dump_attention": dump_attention, "labelled_maps": dump_attention,
-    "probe_features": probe_features,
+    "probe_features": probe_features, "pattern_features": map_stage, "classify_maps": map_stage,
 }
+
+
+# the rules that load a model (the rest of the priced ones read files)
+MODEL_RULES = {rule for rule, pricer in PRICED.items() if pricer is not map_stage}
 
 
 def price(job: Job, lengths: Lengths, calibration: Calibration) -> Price:
@@ -253,5 +278,5 @@ def price(job: Job, lengths: Lengths, calibration: Calibration) -> Price:
     if pricer is None:
         return Price(calibration.startup.get("tables", 0.0), {"startup": calibration.startup.get("tables", 0.0)}, "work not priced")
     result = pricer(job, lengths, calibration)
-    startup = calibration.startup.get("model", 0.0)
+    startup = calibration.startup.get("model" if job.rule in MODEL_RULES else "tables", 0.0)
     return Price(result.seconds + startup, {"startup": startup, **result.parts}, result.note)
