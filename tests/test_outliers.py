@@ -96,7 +96,7 @@ def test_engine_disabling_equals_zeroing_the_weights_of_a_copy():
     with torch.no_grad():
         intact = model(**batch).logits.numpy()
         np.testing.assert_allclose(logits[0], intact, atol=1e-6)
-        np.testing.assert_allclose(scored.intact, np.broadcast_to(intact, scored.intact.shape), atol=1e-6)  # every pass's
+        np.testing.assert_allclose(scored.reference, np.broadcast_to(intact, scored.reference.shape), atol=1e-6)  # every pass's
         for index in (1, 3, len(configs) - 1):
             config = configs[index]
             reference = zeroed_copy(model, config.dimensions, config.norms)(**batch).logits.numpy()

@@ -1,8 +1,8 @@
 """Time the passes of a config's model on this machine's device, once, for the runtime estimate
-(tools/estimate_runtime.py). About 4 minutes; writes results/calibration/<model>.json.
+(tools/estimate_runtime.py). About 4 minutes; writes results/calibration/<model name>-<precision>.json.
 
-    make calibrate                                        # config.yaml's first model (bert-base-uncased: --geometry bert-base offline)
-    python tools/calibrate.py --configfile configs/cpu.yaml          # the CPU profile's model, its threads and precision
+    make calibrate                                        # the CPU profile's model (CALIBRATION_CONFIGS=... for another config)
+    python tools/calibrate.py --configfile configs/cpu.yaml          # the same: its model, threads and precision
     python tools/calibrate.py --geometry bert-base --precision mixed # a geometry without the model's files
     python tools/calibrate.py --assumed h100                         # no GPU at hand: stated assumptions, not a measurement
 
@@ -16,19 +16,17 @@ import argparse
 import sys
 from pathlib import Path
 
-import yaml
-
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 
 # What a calibration of BERT-base under the mixed policy would find on one H100 SXM, assumed from its data sheet where no
 # GPU was at hand to measure: dense products at 40% of the peak (TF32 495 TFLOP/s for measuring passes, bfloat16 990
-# for training; backward twice the forward), attention (batched small products and the softmax, memory-bound) at a
+# for training; a backward pass to the activations costs about the forward, with the weight gradients twice it), attention (batched small products and the softmax, memory-bound) at a
 # tenth of that, a pass's floor from launching about 15 kernels per layer at 5 us (forward) and three times that plus
 # the fused optimiser for a training step, and a model job's start-up (imports, CUDA context, loading) of 20 s.
 ASSUMED = {
-    "h100": {"device": "cuda: NVIDIA H100 (assumed, not measured)", "dense_tflops": {"forward": 0.4 * 495, "gradient": 0.4 * 495 / 3,
+    "h100": {"device": "cuda: NVIDIA H100 (assumed, not measured)", "dense_tflops": {"forward": 0.4 * 495, "gradient": 0.4 * 495 / 2,
              "train": 0.4 * 990 / 3}, "attention_share": 0.1, "floor_ms": {"forward": 12 * 15 * 0.005, "gradient": 3 * 12 * 15 * 0.005,
              "train": 3 * 12 * 15 * 0.005 + 1.0}, "startup": {"model": 20.0, "tables": 3.0}},
 }
@@ -43,16 +41,6 @@ def assumed_calibration(name: str):
         per_dense = 1 / (values["dense_tflops"][kind] * 1e12)
         passes[kind] = cost.PassCost("max", values["floor_ms"][kind] / 1000, per_dense, per_dense / values["attention_share"])
     return cost.Calibration(values["device"], 1, "mixed", cost.Geometry(12, 768, 3072, 12), passes, values["startup"])
-
-
-def merged_config(configfiles: list[str]) -> dict:
-    """config.yaml under the config files, merged as Snakemake merges them."""
-    from snakemake.utils import update_config
-
-    config: dict = {}
-    for path in [ROOT / "config.yaml", *map(Path, configfiles)]:
-        update_config(config, yaml.safe_load(Path(path).read_text()) or {})
-    return config
 
 
 def main() -> None:
@@ -74,17 +62,14 @@ def main() -> None:
     import torch
 
     from bertology_core.models import calibration, compatibility
+    from bertology_core.workflow import configuration
 
-    config = merged_config(args.configfile)
+    config = configuration.merged([ROOT / "config.yaml", *args.configfile])
     model = config["models"][0]
     folder = None
     if not args.geometry:
-        spec = model["spec"]
-        if spec.startswith(compatibility.PACKAGE_PREFIX):
-            folder = str(compatibility.package_model_folder(spec[len(compatibility.PACKAGE_PREFIX):]))
-        else:
-            found = compatibility.spec_folder(spec, ROOT)
-            folder = str(found) if found else spec  # a Hub id: from the local cache (offline) or the Hub
+        found = compatibility.local_folder(model["spec"], ROOT)
+        folder = str(found) if found else model["spec"]  # a Hub id: from the local cache (offline) or the Hub
     try:
         model_config = calibration.model_config(folder, args.geometry)
     except OSError as error:

@@ -1,8 +1,8 @@
 """Estimate what a config costs on a calibrated device, job by job, before running it; with ``--benchmarks``, set the
 estimate beside what a finished run measured.
 
-    make calibrate CALIBRATION_CONFIG=configs/cpu.yaml                  # once per device and model geometry
-    python tools/estimate_runtime.py --configfile configs/cpu.yaml --calibration results/calibration/minilm-l6.json \
+    make calibrate CALIBRATION_CONFIGS=configs/cpu.yaml                 # once per device and model geometry
+    python tools/estimate_runtime.py --configfile configs/cpu.yaml --calibration results/calibration/minilm-l6-float32.json \
         [--benchmarks results/benchmarks] [--jobs 2]
 
 The jobs are those of a dry run of the whole workflow (``snakemake -n --forceall`` with the same config files), each
@@ -32,7 +32,7 @@ sys.path.insert(0, str(ROOT))
 
 from bertology_core.data import glue, treebank  # noqa: E402
 from bertology_core.data.word_pieces import as_in_running_text  # noqa: E402
-from bertology_core.workflow import estimate  # noqa: E402
+from bertology_core.workflow import configuration, estimate  # noqa: E402
 from bertology_core.models import compatibility  # noqa: E402
 from bertology_core.workflow.cost import Calibration, Geometry  # noqa: E402
 
@@ -187,15 +187,8 @@ def main() -> None:
 
 
 def _model_folder(configfiles: list[str]) -> str:
-    import yaml
-
-    spec = None
-    for path in [ROOT / "config.yaml", *map(Path, configfiles)]:
-        models = (yaml.safe_load(Path(path).read_text()) or {}).get("models")
-        spec = models[0]["spec"] if models else spec
-    if spec.startswith("package:"):
-        return str(compatibility.package_model_folder(spec.split(":", 1)[1]))
-    folder = compatibility.spec_folder(spec, ROOT)
+    spec = configuration.merged([ROOT / "config.yaml", *configfiles])["models"][0]["spec"]
+    folder = compatibility.local_folder(spec, ROOT)
     if folder is None:
         raise SystemExit(f"the model {spec} is a Hub id: pass --tokenizer with a folder holding its tokenizer")
     return str(folder)

@@ -30,7 +30,7 @@ for mode in params.modes:
     started = time.perf_counter()
     scored = disabling.evaluate_configurations(model, encoded, configs, mode, rows_per_pass=rows)
     frames.append(disabling.sweep_frame(task, dev, configs, disabling.predictions_from_logits(task, scored.logits),
-                                        disabling.predictions_from_logits(task, scored.intact), mode))
+                                        disabling.predictions_from_logits(task, scored.reference), mode))
     intact = finetune.prediction_metrics(task, frames[-1].filter(pl.col("kind") == "intact"))
     summary["modes"][mode] = {"seconds": time.perf_counter() - started, "intact": intact}
     logging.info("%s: %d configurations x %d examples in %.0f s; intact %s", mode, len(configs), dev.height,

@@ -31,7 +31,7 @@ rows = disabling.rows_per_pass(job_device, snakemake.resources.rows_per_pass, sn
 logits = outliers.evaluate_dimension_sets(model, scored.encoded, configs, rows_per_pass=rows)
 frame = outliers_stats.predictions_frame(configs, dev["idx"].to_numpy(), dev["label"].to_numpy(),
                                          disabling.predictions_from_logits(task, logits.logits),
-                                         disabling.predictions_from_logits(task, logits.intact), task.is_regression)
+                                         disabling.predictions_from_logits(task, logits.reference), task.is_regression)
 io.write_parquet(frame, snakemake.output.predictions)
 record = {"task": task.name, "examples": dev.height, "outliers": found, "not_applicable": reason, "configurations": len(configs),
           "seconds": time.perf_counter() - started, "intact": finetune.prediction_metrics(task, frame.filter(pl.col("kind") == "intact"))}

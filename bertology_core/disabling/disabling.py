@@ -12,12 +12,13 @@ Definitions, as in the paper:
 Speed: configurations are evaluated several per forward pass. They are grouped by the first layer where
 they differ (``l``); the engine computes layers below ``l`` once per batch and repeats the batch once per
 configuration only from ``l`` on (prefix reuse + batch expansion). Every head of layer ``l`` (and the
-whole layer ``l``) shares one pass, so a full single-head sweep costs about sum_l (L - l) / L^2 of the
-naive method's one full forward pass per configuration (0.58 for 6 layers, 0.54 for 12). Both methods
-also run the last layer after its attention on the [CLS] token alone
+whole layer ``l``) shares one pass, with the intact model in every pass as the reference its deltas are taken
+against (:class:`PassLogits`), so a full single-head sweep costs about (H + 2) / (H + 1) x sum_l (L - l) / L^2 of
+the naive method's one full forward pass per configuration (0.63 for 6 layers of 12 heads, 0.58 for 12). Both
+methods also run the last layer after its attention on the [CLS] token alone
 (:func:`~bertology_core.engine.first_token.first_token_output`): a quarter of that layer's cost is left where the cut
 is at the attention output block (BERT, DeBERTa), about a third where it is at the MLP (DistilBERT, ALBERT,
-ModernBERT), which moves the bound to about 0.52 for 6 layers and 0.51 for 12.
+ModernBERT), which moves the bound to about 0.56 for 6 layers and 0.55 for 12.
 
 Beyond the paper: greedy multi-head disabling (:func:`greedy_disable`), choosing on one half of dev and
 reporting on the other (:func:`~bertology_core.disabling.disabling_stats.split_halves`), so the reported gain is not selected on the data it is
@@ -116,7 +117,8 @@ def build_plan(configs: Sequence[Configuration], mode: str, num_layers: int, num
 
 def _groups(configs: Sequence[Configuration], num_layers: int, reuse_prefix: bool) -> list[list[int]]:
     """Indices of the configurations sharing a forward pass: those whose first disabled head beyond what
-    all of them disable lies in the same layer (the intact model joins the last layer's pass)."""
+    all of them disable lies in the same layer (the intact model is in the last layer's group; as the reference,
+    :func:`evaluate_plans` adds it to every other pass)."""
     if not reuse_prefix:
         return [[i] for i in range(len(configs))]
     shared = frozenset.intersection(*(c.disabled for c in configs)) if configs else frozenset()
@@ -130,14 +132,15 @@ def _groups(configs: Sequence[Configuration], num_layers: int, reuse_prefix: boo
 
 
 class PassLogits(NamedTuple):
-    """Logits ``[configs, examples, labels]`` of every configuration and, where the intact model is among them, the intact
-    model's logits from each configuration's own forward pass (same shape; ``None`` otherwise). A configuration is
-    compared with the intact row of its own pass: on a GPU, passes of other shapes change logits by 1e-3..1e-2, about
-    a single head's effect; on a CPU in float32 they differ by about 5e-7 (MiniLM on STS-B: matrix products of another row count
-    sum in another order)."""
+    """Logits ``[configs, examples, labels]`` of every configuration and, where a reference configuration ran in every
+    pass (the intact model in a sweep, the chosen set in a greedy step), the reference's logits from each
+    configuration's own forward pass (same shape; ``None`` otherwise). A configuration is compared with the reference
+    row of its own pass: passes of other shapes sum their products in another order, which on this CPU in float32
+    moves logits by about 5e-7 (all-MiniLM-L6-v2 on STS-B) and on a GPU, with TF32 products, is expected to move them
+    by far more (``make gpu-check`` measures it)."""
 
     logits: np.ndarray
-    intact: np.ndarray | None
+    reference: np.ndarray | None
 
 
 def rows_per_pass(device: torch.device, cpu: int, gpu: int) -> int:
@@ -156,22 +159,30 @@ def evaluate_configurations(
     rows_per_pass: int = 48,
     reuse_prefix: bool = True,
     examples_per_batch: int | None = None,
+    reference: Configuration | None = None,
 ) -> PassLogits:
-    """Logits ``[configs, examples, labels]`` of ``model`` with each configuration's heads disabled; where
-    :data:`INTACT` is among ``configs`` it runs in every pass (:class:`PassLogits`).
+    """Logits ``[configs, examples, labels]`` of ``model`` with each configuration's heads disabled, and those of the
+    ``reference`` configuration (default: :data:`INTACT` where it is among ``configs``) in every pass
+    (:class:`PassLogits`).
 
-    A pass evaluates a group of G configurations on ``max(1, rows_per_pass // G)`` examples (or a fixed
-    ``examples_per_batch``): on CPU a batch of many more rows than that is slower *per row* (the
+    A pass evaluates a group of G configurations (the reference among them) on ``max(1, rows_per_pass // G)`` examples
+    (or a fixed ``examples_per_batch``): on CPU a batch of many more rows than that is slower *per row* (the
     attention tensors fall out of cache), which would eat the savings of prefix reuse.
     ``reuse_prefix=False`` is the naive method (one full forward pass per configuration, same engine):
     the benchmark's reference, run with the same ``examples_per_batch``. Examples are sorted by length
     to save padding; uniform attention covers only an example's own tokens, so results do not depend
-    on the batching.
+    on the batching beyond the order in which products are summed.
     """
     num_layers, num_heads = model.config.num_hidden_layers, model.config.num_attention_heads
-    return evaluate_plans(model, data, len(configs), _groups(configs, num_layers, reuse_prefix),
-                          lambda group: build_plan([configs[i] for i in group], mode, num_layers, num_heads),
-                          rows_per_pass, reuse_prefix, examples_per_batch, intact=configs.index(INTACT) if INTACT in configs else None)
+    if reference is None and INTACT in configs:
+        reference = INTACT
+    every = list(configs) + ([reference] if reference is not None and reference not in configs else [])
+    scored = evaluate_plans(model, data, len(every), _groups(every, num_layers, reuse_prefix),
+                            lambda group: build_plan([every[i] for i in group], mode, num_layers, num_heads),
+                            rows_per_pass, reuse_prefix, examples_per_batch,
+                            reference=None if reference is None else every.index(reference))
+    count = len(configs)
+    return PassLogits(scored.logits[:count], None if scored.reference is None else scored.reference[:count])
 
 
 @torch.inference_mode()
@@ -184,27 +195,30 @@ def evaluate_plans(
     rows_per_pass: int = 48,
     reuse_prefix: bool = True,
     examples_per_batch: int | None = None,
-    intact: int | None = None,
+    reference: int | None = None,
 ) -> PassLogits:
     """Logits ``[num_configs, examples, labels]``: each group of configuration indices shares forward passes under the
     engine plan ``plan_of(group)`` (batch expansion, one row per configuration and example), with the last layer cut
     to the first token (:func:`~bertology_core.engine.first_token.first_token_output`); batches as in
     :func:`evaluate_configurations`. A pass the device has no memory for is split in two and run again, and every
-    later pass keeps the smaller size (the logits do not depend on the batching). ``intact``, the index of the
-    configuration that edits nothing, joins every pass as one more configuration; a pass's examples are counted
-    without it, so the other configurations' rows keep the shapes they would have without it."""
+    later pass keeps the smaller size (the logits do not depend on the batching). With prefix reuse, ``reference`` (a
+    configuration's index) joins every pass as one more configuration and counts among its rows; without it every
+    configuration runs alone in passes of the same shape, so the reference's own passes serve every configuration."""
     use_engine(model)
     model.eval()
     device = next(model.parameters()).device
     order = np.argsort(-data.lengths(), kind="stable")
     logits = np.zeros((num_configs, len(data), model.config.num_labels), dtype=np.float32)
-    own_intact = None if intact is None else np.zeros_like(logits)
+    joined = reference is not None and reuse_prefix
+    if reference is not None and not any(reference in group for group in groups):
+        raise ValueError(f"the reference configuration {reference} is in no group")
+    own_reference = np.zeros_like(logits) if joined else None
     cap = None  # rows per pass (configurations x examples) after the device ran out of memory: halved until one fits
     for group in groups:
         group = list(group)
-        members = group if intact is None or intact in group else [*group, intact]
+        members = group if not joined or reference in group else [*group, reference]
         plan = plan_of(members)
-        batch_size = examples_per_batch or max(1, rows_per_pass // len(group))
+        batch_size = examples_per_batch or max(1, rows_per_pass // len(members))
         start = 0
         while start < len(order):
             size = batch_size if cap is None else max(1, min(batch_size, cap // len(members)))
@@ -227,10 +241,12 @@ def evaluate_plans(
                 continue
             out = out.reshape(len(members), len(examples), -1)
             logits[np.ix_(group, examples)] = out[: len(group)]
-            if own_intact is not None:
-                own_intact[np.ix_(group, examples)] = out[members.index(intact)][None]
+            if own_reference is not None:
+                own_reference[np.ix_(group, examples)] = out[members.index(reference)][None]
             start += len(examples)
-    return PassLogits(logits, own_intact)
+    if reference is not None and not joined:
+        own_reference = np.broadcast_to(logits[reference], logits.shape).copy()
+    return PassLogits(logits, own_reference)
 
 
 @dataclass(frozen=True)
@@ -293,7 +309,7 @@ class GreedyStep:
 
 
 def greedy_disable(
-    evaluate: Callable[[list[Configuration]], np.ndarray],
+    evaluate: Callable[[list[Configuration], Configuration], tuple[np.ndarray, np.ndarray]],
     labels: np.ndarray,
     metric: str,
     heads: Sequence[Head],
@@ -301,25 +317,27 @@ def greedy_disable(
 ) -> tuple[float, list[GreedyStep]]:
     """Greedy multi-head disabling on one set of examples (the selection half).
 
-    Starting from the intact model, repeatedly add the head whose disabling raises ``metric`` most
-    (ties: the lowest layer, then head), and stop when no head raises it or after ``max_steps``.
-    ``evaluate(configs)`` returns predictions ``[len(configs), n]``. Returns the intact score and the steps.
-    """
+    Starting from the intact model, repeatedly add the head whose disabling raises ``metric`` most over the set chosen
+    so far (ties: the lowest layer, then head), and stop when no head raises it or after ``max_steps``.
+    ``evaluate(configs, reference)`` returns the predictions ``[len(configs), n]`` of ``configs`` and those of
+    ``reference`` (the set chosen so far) in each one's own forward pass: a gain compares rows of the same pass.
+    Returns the intact score and the steps."""
     chosen: frozenset[Head] = frozenset()
-    current = float(configuration_scores(metric, evaluate([INTACT]), labels)[0])
-    intact_score, steps = current, []
+    intact_predictions, _ = evaluate([INTACT], INTACT)
+    intact_score, steps = float(configuration_scores(metric, intact_predictions, labels)[0]), []
     while len(steps) < max_steps:
         candidates = [h for h in sorted(heads) if h not in chosen]
         if not candidates:
             break
-        scores = configuration_scores(metric, evaluate([head_set(chosen | {h}) for h in candidates]), labels)
-        scores = np.where(np.isnan(scores), -np.inf, scores)
-        best = int(np.argmax(scores))  # first maximum: lowest (layer, head)
-        if not scores[best] > current:
+        current = head_set(chosen) if chosen else INTACT
+        predictions, reference = evaluate([head_set(chosen | {h}) for h in candidates], current)
+        scores = configuration_scores(metric, predictions, labels)
+        gains = np.where(np.isnan(scores), -np.inf, scores - configuration_scores(metric, reference, labels))
+        best = int(np.argmax(gains))  # first maximum: lowest (layer, head)
+        if not gains[best] > 0:
             break
         chosen = chosen | {candidates[best]}
-        steps.append(GreedyStep(len(steps) + 1, candidates[best], chosen, float(scores[best]), float(scores[best] - current)))
-        current = float(scores[best])
+        steps.append(GreedyStep(len(steps) + 1, candidates[best], chosen, float(scores[best]), float(gains[best])))
     return intact_score, steps
 
 
@@ -346,23 +364,27 @@ def greedy_search(model: PreTrainedModel, task: GlueTask, dev: pl.DataFrame, sel
     beyond the sweep."""
     metric, labels = primary_metric(task), dev["label"].to_numpy()
     halves = {"selection": encode(dev.filter(pl.Series(selection))), "report": encode(dev.filter(pl.Series(~selection)))}
-    known = {name: group.sort("idx")["prediction"].to_numpy()[selection]
+    # a configuration's predictions and those of the set it was compared with, in its own pass: the sweep's single
+    # heads against the intact model
+    known = {(name, INTACT.name): tuple(group.sort("idx")[column].to_numpy()[selection] for column in ("prediction", "intact_prediction"))
              for (name,), group in sweep.partition_by("config", as_dict=True).items()}
     computed = []
 
-    def evaluate_selection(configs: list[Configuration]) -> np.ndarray:
-        missing = [c for c in configs if c.name not in known]
+    def evaluate_selection(configs: list[Configuration], reference: Configuration) -> tuple[np.ndarray, np.ndarray]:
+        missing = [c for c in configs if (c.name, reference.name) not in known]
         if missing:
             computed.extend(c.name for c in missing)
-            logits = evaluate_configurations(model, halves["selection"], missing, settings.mode, rows_per_pass=rows_per_pass).logits
-            known.update(zip([c.name for c in missing], predictions_from_logits(task, logits)))
-        return np.stack([known[c.name] for c in configs])
+            scored = evaluate_configurations(model, halves["selection"], missing, settings.mode, rows_per_pass=rows_per_pass,
+                                             reference=reference)
+            pairs = zip(predictions_from_logits(task, scored.logits), predictions_from_logits(task, scored.reference))
+            known.update(zip([(c.name, reference.name) for c in missing], pairs))
+        return tuple(np.stack([known[(c.name, reference.name)][part] for c in configs]) for part in (0, 1))
 
     heads = [(layer, head) for layer in range(model.config.num_hidden_layers) for head in range(model.config.num_attention_heads)]
     intact_score, steps = greedy_disable(evaluate_selection, labels[selection], metric, heads, settings.max_steps)
     configs = [INTACT, *[head_set(step.disabled) for step in steps]]
     scored = evaluate_configurations(model, halves["report"], configs, settings.mode, rows_per_pass=rows_per_pass)
-    report, own_intact = predictions_from_logits(task, scored.logits), predictions_from_logits(task, scored.intact)
+    report, own_intact = predictions_from_logits(task, scored.logits), predictions_from_logits(task, scored.reference)
     deltas = paired_deltas(metric, report[1:], own_intact[1:], labels[~selection],
                            resample_indices(int((~selection).sum()), settings.resamples, settings.bootstrap_seed))
     low, high = deltas.interval(settings.level)

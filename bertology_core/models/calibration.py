@@ -5,17 +5,17 @@ sequence classifier with two labels on the engine's attention, timed as the work
 
 - ``forward``: evaluation mode, no gradient, the last layer cut to the first token, float32 (TF32 on CUDA under the
   mixed policy): evaluation, sweeps, pruning searches, outliers;
-- ``gradient``: forward and backward without an optimiser step (head importance);
+- ``gradient``: forward and backward in evaluation mode to the activations alone, no weight gradient and no optimiser
+  step (head importance's gradients to per-example gates in every layer; the frozen-weights head gates);
 - ``train``: forward, backward, gradient clipping and an AdamW step, in the policy's training precision.
 
-Each shape runs once to warm up, then until it has run 3 times or for ``min_seconds``; shapes that would take much
+Each shape runs once to warm up, then at least 3 times and for at least ``min_seconds``; shapes that would take much
 longer than the budget are scaled down (fewer rows) first. A job's start-up is timed in fresh processes: the
-imports of a model-running job and loading the model, and the imports of a table job.
+imports of a model-running job, loading the model and moving it to the device, and the imports of a table job.
 """
 
 from __future__ import annotations
 
-import contextlib
 import subprocess
 import sys
 import tempfile
@@ -38,13 +38,14 @@ from bertology_core.workflow import cost
 # (rows, length) per kind; on CUDA the forward passes reach the rows a GPU sweep runs (disabling.gpu_rows_per_pass)
 SHAPES = {
     "cpu": {"forward": [(8, 32), (48, 32), (48, 64), (48, 128), (16, 256)],
-            "gradient": [(8, 32), (16, 64), (16, 128)],
+            "gradient": [(8, 32), (16, 32), (16, 64), (16, 128)],
             "train": [(8, 32), (32, 32), (32, 64), (32, 128)]},
-    "cuda": {"forward": [(8, 32), (64, 64), (512, 64), (2048, 64), (1024, 128), (4096, 64)],
-             "gradient": [(8, 32), (32, 64), (32, 128), (128, 128)],
+    "cuda": {"forward": [(8, 32), (64, 64), (2048, 32), (512, 64), (2048, 64), (512, 128), (1024, 128), (256, 256), (4096, 64)],
+             "gradient": [(8, 32), (32, 64), (32, 128), (128, 128), (64, 256)],
              "train": [(8, 32), (32, 32), (32, 64), (32, 128), (128, 128)]},
 }
-STARTUP_MODEL = "import torch, transformers, polars; from bertology_core.models import models; models.load_encoder({path!r})"
+STARTUP_MODEL = ("import torch, transformers, polars; from bertology_core.models import models; "
+                 "models.load_encoder({path!r}).to({device!r})")
 STARTUP_TABLES = "import polars, numpy, scipy; import bertology_core.stats.bootstrap"
 
 
@@ -62,7 +63,7 @@ def _batch(config: PretrainedConfig, rows: int, length: int, device: torch.devic
             "labels": torch.randint(0, 2, (rows,), generator=generator).to(device)}
 
 
-def _synchronize(device: torch.device) -> None:
+def synchronize(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
 
@@ -78,22 +79,28 @@ def time_pass(model: torch.nn.Module, kind: str, batch: dict[str, torch.Tensor],
             with torch.inference_mode(), first_token_output(model):
                 model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits.float()
             return
+        if kind == "gradient":  # gradients to the embeddings' output: every layer's activations, no weight
+            model.eval()
+            embeddings = model.get_input_embeddings()(batch["input_ids"]).detach().requires_grad_()
+            with first_token_output(model):
+                loss = model(inputs_embeds=embeddings, attention_mask=batch["attention_mask"], labels=batch["labels"]).loss
+            torch.autograd.grad(loss, embeddings)
+            return
         model.train()
-        with precisions.training(policy) if kind == "train" else contextlib.nullcontext(), first_token_output(model):
+        with precisions.training(policy), first_token_output(model):
             loss = model(**batch).loss
         loss.backward()
-        if kind == "train":
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            optimizer.step()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
         optimizer.zero_grad(set_to_none=True)
 
     once()
-    _synchronize(device)
+    synchronize(device)
     times: list[float] = []
     while len(times) < 3 or sum(times) < min_seconds:
         started = time.perf_counter()
         once()
-        _synchronize(device)
+        synchronize(device)
         times.append(time.perf_counter() - started)
         if len(times) >= 3 and sum(times) > min_seconds:
             break
@@ -132,8 +139,7 @@ def calibrate(config: PretrainedConfig, device: torch.device, policy: str, threa
     min_seconds = min(1.0, budget_seconds / 60)
     points = []
     for kind in cost.KINDS:
-        for rows, length in shapes[kind]:
-            rows = max(1, rows // divisor)
+        for rows, length in sorted({(max(1, rows // divisor), length) for rows, length in shapes[kind]}):
             seconds = time_pass(model, kind, _batch(config, rows, length, device), resolved, optimizer, min_seconds)
             dense, attention = geometry.work(rows, length, first_token_cut=True)
             points.append({"kind": kind, "rows": rows, "length": length, "dense": dense, "attention": attention,
@@ -147,7 +153,8 @@ def calibrate(config: PretrainedConfig, device: torch.device, policy: str, threa
     if startup:
         with tempfile.TemporaryDirectory() as folder:
             model.save_pretrained(folder)
-            startups = {"model": startup_seconds(STARTUP_MODEL.format(path=folder)), "tables": startup_seconds(STARTUP_TABLES)}
+            startups = {"model": startup_seconds(STARTUP_MODEL.format(path=folder, device=str(device))),
+                        "tables": startup_seconds(STARTUP_TABLES)}
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else _cpu_name()
     return cost.Calibration(f"{device.type}: {name}", threads, policy, geometry, passes, startups, points, maps)
 

@@ -85,6 +85,13 @@ def package_model_folder(package: str) -> Path:
     return candidates[0]
 
 
+def local_folder(spec: str, base: Path) -> Path | None:
+    """The folder on this machine a spec names: a package's model folder or a folder spec; None for a Hub id."""
+    if spec.startswith(PACKAGE_PREFIX):
+        return package_model_folder(spec[len(PACKAGE_PREFIX):])
+    return spec_folder(spec, base)
+
+
 def spec_folder(spec: str, base: Path) -> Path | None:
     """The folder a spec names (relative paths: to ``base``), or None for a Hub id. A spec is a folder when it
     is a path (absolute, ``./``, ``~``, two slashes or more) or when it, or its first part, exists under ``base``:

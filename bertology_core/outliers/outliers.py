@@ -73,7 +73,7 @@ def evaluate_dimension_sets(model: PreTrainedModel, data: Encoded, configs: Sequ
     groups = [list(range(start, min(start + per_pass, len(configs)))) for start in range(0, len(configs), per_pass)]
     return disabling.evaluate_plans(model, data, len(configs), groups,
                                     lambda group: build_plan([configs[i] for i in group], num_layers, hidden), rows_per_pass,
-                                    intact=0)
+                                    reference=0)
 
 
 def find_outliers(model: PreTrainedModel, criterion: Criterion) -> tuple[pl.DataFrame, pl.DataFrame, str]:

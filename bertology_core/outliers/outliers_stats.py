@@ -162,7 +162,10 @@ def _arrays(frame: pl.DataFrame) -> tuple[pl.DataFrame, np.ndarray, np.ndarray, 
     idx = np.sort(frame["idx"].unique().to_numpy())
     predictions, intact = (
         configs.select("config").join(frame.pivot(on="idx", index="config", values=column), on="config", how="left")
-        .select([str(i) for i in idx]).to_numpy() for column in ("prediction", "intact_prediction"))
+        .select([str(i) for i in idx]) for column in ("prediction", "intact_prediction"))
+    if predictions.null_count().sum_horizontal().item() or intact.null_count().sum_horizontal().item():
+        raise ValueError("the disablings lack some (configuration, example) predictions")
+    predictions, intact = predictions.to_numpy(), intact.to_numpy()
     labels = frame.filter(pl.col("kind") == "intact").sort("idx")["label"].to_numpy()
     return configs, labels, predictions, intact
 

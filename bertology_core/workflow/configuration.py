@@ -20,6 +20,23 @@ from typing import Any
 import jsonschema
 import yaml
 
+def merged(paths: Iterable[str | Path]) -> dict[str, Any]:
+    """Config files merged as Snakemake merges ``--configfile`` files: a later file's mapping updates an earlier one's key
+    by key, at every depth; any other value replaces it. For tools that read a config without Snakemake."""
+
+    def update(into: dict[str, Any], values: dict[str, Any]) -> None:
+        for key, value in values.items():
+            if isinstance(value, dict) and isinstance(into.get(key), dict):
+                update(into[key], value)
+            else:
+                into[key] = value
+
+    config: dict[str, Any] = {}
+    for path in paths:
+        update(config, yaml.safe_load(Path(path).read_text()) or {})
+    return config
+
+
 # what Python's float() accepts as a plain decimal number (no inf, nan or underscores)
 _NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
 _INTEGER = re.compile(r"[+-]?\d+")

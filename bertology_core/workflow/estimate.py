@@ -22,6 +22,7 @@ import numpy as np
 
 from bertology_core.data import glue
 from bertology_core.data.batch_order import training_batches
+from bertology_core.outliers.outliers_stats import PLACEMENTS
 from bertology_core.workflow.cost import Calibration, ordered_batches, padded_batches, sorted_batches
 
 
@@ -142,15 +143,14 @@ def disabling_sweep(job: Job, lengths: Lengths, calibration: Calibration) -> Pri
 def disabling_greedy(job: Job, lengths: Lengths, calibration: Calibration) -> Price:
     layers, heads = _geometry(calibration)
     task, max_steps = job.wildcards["task"], int(job.params["max_steps"])
-    dev = lengths.of(task, "dev", int(job.params["max_length"]))
-    sample = job.params.get("max_examples")
-    if sample:
-        dev = dev[:sample]
-    half = dev[::2]
+    dev = lengths.of(task, "dev", int(job.params["max_length"]), job.params.get("max_examples"), job.params.get("subsample_seed", 0))
+    half = dev[::2]  # the selection half (its lengths; the split itself is stratified by label)
     rows = _rows_per_pass(job, calibration)
     search = 0.0
     for step in range(2, max_steps + 1):  # step 1 reuses the sweep; every later step tries every head not yet chosen
-        search += _sweep_seconds(calibration, half, [(layer, heads, heads) for layer in range(layers)], rows)
+        # a layer's heads share a pass with the set chosen so far (the reference)
+        search += _sweep_seconds(calibration, half, [(layer, heads + 1, heads + 1) for layer in range(layers)], rows)
+    # the report: the intact model and each step's set, about one group from the first chosen head's layer (0 at worst)
     report = _sweep_seconds(calibration, dev[1::2], [(0, max_steps + 1, max_steps + 1)], rows)
     return Price(search + report, {"search": search, "report": report}, "every step priced (the search may stop earlier)")
 
@@ -158,13 +158,13 @@ def disabling_greedy(job: Job, lengths: Lengths, calibration: Calibration) -> Pr
 def outlier_disabling(job: Job, lengths: Lengths, calibration: Calibration) -> Price:
     task = job.wildcards["task"]
     dev = lengths.of(task, "dev", int(job.params["max_length"]), job.params["max_examples"], job.params["subsample_seed"])
-    configs = 1 + 3 * (1 + int(job.params["draws"]))
+    configs = 1 + len(PLACEMENTS) * (1 + int(job.params["draws"]))
     rows = _rows_per_pass(job, calibration)
     per_pass = max(1, min(configs, rows))
     groups = []
     for start in range(0, configs, per_pass):
-        size = min(per_pass, configs - start)
-        groups.append((0, size, size + (0 if start == 0 else 1)))
+        size = min(per_pass, configs - start) + (0 if start == 0 else 1)  # the intact model in every pass
+        groups.append((0, size, size))
     seconds = _sweep_seconds(calibration, dev, groups, rows)
     return Price(seconds, {"disabling": seconds}, "priced as if outlier dimensions are found")
 
@@ -174,7 +174,9 @@ def _importance_seconds(job: Job, lengths: Lengths, calibration: Calibration) ->
     task, max_length = job.wildcards["task"], int(job.params["max_length"])
     data = lengths.of(task, importance["importance_split"], max_length, importance["importance_examples"], importance["subsample_seed"])
     batch = int(importance.get("importance_batch_size") or job.resources.get("batch_size") or job.params.get("batch_size", 32))
-    return sum(calibration.seconds("gradient", r, length) for r, length in sorted_batches(data, batch))
+    # batch granularity scores the batches in data order; the other granularities sort by length
+    batches = ordered_batches(data, batch) if importance.get("importance_batch_size") else sorted_batches(data, batch)
+    return sum(calibration.seconds("gradient", r, length) for r, length in batches)
 
 
 def _dev_sample(job: Job, lengths: Lengths) -> np.ndarray:
@@ -203,9 +205,12 @@ def lottery_pruning(job: Job, lengths: Lengths, calibration: Calibration) -> Pri
     method = job.params["method"]
     if job.wildcards["method"] == "m":
         iterations, importance = 1 + int(method["max_iterations"]), 0.0
-    else:  # phases: heads with MLPs, heads at half the share, MLPs one by one; each iteration recomputes importance
+    else:  # phases: heads with MLPs, then (refine) heads at half the share and MLPs one by one; each iteration
+        # recomputes importance; a phase's bound is what is left to prune
         share = max(1, round(float(method["head_share"]) * layers * heads))
-        iterations = math.ceil(layers * heads / share) + math.ceil(layers * heads / max(1, share // 2)) + layers
+        iterations = math.ceil(layers * heads / share)
+        if method.get("refine", True):
+            iterations += math.ceil(layers * heads / max(1, share // 2)) + layers
         importance = iterations * _importance_seconds(job, lengths, calibration)
     parts = {"evaluations": iterations * evaluation, "importance": importance,
              "report": _forward_seconds(calibration, dev[1::2] if held_out else dev, batch)}
