@@ -130,6 +130,7 @@ def main() -> None:
     parser.add_argument("--stand-in", action="append", default=[], metavar="TASK:SPLIT=TASK:SPLIT")
     parser.add_argument("--local-glue", help="read GLUE from this folder (classic layout) whatever data.source says")
     parser.add_argument("--benchmarks", help="a finished run's results/benchmarks folder, to compare with")
+    parser.add_argument("--per-job", metavar="RULE", action="append", default=[], help="also list this rule's jobs one by one")
     parser.add_argument("--jobs", type=int, default=1, help="jobs at a time (the run's --cores over a job's threads)")
     args = parser.parse_args()
     calibration = Calibration.read(args.calibration)
@@ -159,6 +160,9 @@ def main() -> None:
             dump = dumps[(job.wildcards["model"], job.wildcards["task"], job.wildcards["dumped"])]
             job.params["dump_params"] = dump.params
         priced = estimate.price(job, lengths, calibration)
+        if job.rule in args.per_job:
+            parts = ", ".join(f"{k} {v:.0f}" for k, v in priced.parts.items())
+            print(f"{job.rule} {'/'.join(job.wildcards.values())}: {priced.seconds:.0f} s ({parts})")
         row = per_rule[job.rule]
         row[0] += 1
         row[1] += priced.seconds

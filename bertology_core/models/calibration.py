@@ -7,7 +7,9 @@ sequence classifier with two labels on the engine's attention, timed as the work
   mixed policy): evaluation, sweeps, pruning searches, outliers;
 - ``gradient``: forward and backward in evaluation mode to the activations alone, no weight gradient and no optimiser
   step (head importance's gradients to per-example gates in every layer; the frozen-weights head gates);
-- ``train``: forward, backward, gradient clipping and an AdamW step, in the policy's training precision.
+- ``train``: forward, backward, gradient clipping and an AdamW step, in the policy's training precision, on the
+  model's default attention as fine-tuning runs it (SDPA where the model has it; the head gates, on the engine, run
+  somewhat slower than this).
 
 Each shape runs once to warm up, then at least 3 times and for at least ``min_seconds``; shapes that would take much
 longer than the budget are scaled down (fewer rows) first. A job's start-up is timed in fresh processes: the
@@ -49,11 +51,14 @@ STARTUP_MODEL = ("import torch, transformers, polars; from bertology_core.models
 STARTUP_TABLES = "import polars, numpy, scipy; import bertology_core.stats.bootstrap"
 
 
-def random_classifier(config: PretrainedConfig, device: torch.device) -> torch.nn.Module:
+def random_classifier(config: PretrainedConfig, device: torch.device, engine: bool = True) -> torch.nn.Module:
+    """A two-label classifier of ``config``'s architecture with random weights on ``device``: on the engine's attention
+    (what sweeps, importance and dumps run), or with ``engine=False`` on transformers' default attention (what
+    fine-tuning runs)."""
     config.num_labels = 2
     torch.manual_seed(0)
     model = AutoModelForSequenceClassification.from_config(config, dtype=torch.float32).to(device)
-    return use_engine(model)
+    return use_engine(model) if engine else model
 
 
 def _batch(config: PretrainedConfig, rows: int, length: int, device: torch.device) -> dict[str, torch.Tensor]:
@@ -130,17 +135,19 @@ def calibrate(config: PretrainedConfig, device: torch.device, policy: str, threa
     precisions.measuring(resolved)
     geometry = cost.Geometry.from_config(config.to_dict())
     model = random_classifier(config, device)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5, fused=device.type == "cuda")
+    trained = random_classifier(config, device, engine=False)
+    optimizer = torch.optim.AdamW(trained.parameters(), lr=1e-5, fused=device.type == "cuda")
     shapes = dict(shapes or SHAPES["cuda" if device.type == "cuda" else "cpu"])
     # about 40 timed runs in all: scale rows down where the largest training step would eat the budget alone
     probe_rows, probe_length = max(shapes["train"], key=lambda s: s[0] * s[1])
-    probe = time_pass(model, "train", _batch(config, probe_rows, probe_length, device), resolved, optimizer, 0.0)
+    probe = time_pass(trained, "train", _batch(config, probe_rows, probe_length, device), resolved, optimizer, 0.0)
     divisor = max(1, int(round(probe * 40 / budget_seconds)))
     min_seconds = min(1.0, budget_seconds / 60)
     points = []
     for kind in cost.KINDS:
         for rows, length in sorted({(max(1, rows // divisor), length) for rows, length in shapes[kind]}):
-            seconds = time_pass(model, kind, _batch(config, rows, length, device), resolved, optimizer, min_seconds)
+            seconds = time_pass(trained if kind == "train" else model, kind, _batch(config, rows, length, device), resolved,
+                                optimizer, min_seconds)
             dense, attention = geometry.work(rows, length, first_token_cut=True)
             points.append({"kind": kind, "rows": rows, "length": length, "dense": dense, "attention": attention,
                            "seconds": seconds})
