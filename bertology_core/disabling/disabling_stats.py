@@ -65,19 +65,22 @@ class SweepArrays:
         )
         seeds = sorted(sweeps["seed"].unique().to_list())
         idx = np.sort(sweeps["idx"].unique().to_numpy())
-        arrays: dict[str, list[np.ndarray]] = {"prediction": [], "intact_prediction": []}
-        for seed in seeds:
-            for column, stack in arrays.items():
-                wide = sweeps.filter(pl.col("seed") == seed).pivot(on="idx", index="config", values=column)
-                wide = configs.select("config").join(wide, on="config", how="left")
-                if wide.null_count().sum_horizontal().item():
-                    raise ValueError(f"seed {seed}: the sweep lacks some (configuration, example) predictions")
-                stack.append(wide.select([str(i) for i in idx]).to_numpy())
+        arrays = {column: [by_configuration(sweeps.filter(pl.col("seed") == seed), configs, idx, column) for seed in seeds]
+                  for column in ("prediction", "intact_prediction")}
         labels_frame = sweeps.filter((pl.col("seed") == seeds[0]) & (pl.col("kind") == "intact")).sort("idx")
         if not np.array_equal(labels_frame["idx"].to_numpy(), idx):
             raise ValueError("every seed's sweep must cover the same dev examples")
         return cls(configs, seeds, idx, labels_frame["label"].to_numpy(), np.stack(arrays["prediction"]),
                    np.stack(arrays["intact_prediction"]))
+
+
+def by_configuration(frame: pl.DataFrame, configs: pl.DataFrame, idx: np.ndarray, column: str) -> np.ndarray:
+    """``column`` of a per-example predictions frame as ``[configs, examples]``: the rows in ``configs``' order, the
+    columns in ``idx``'s; every (configuration, example) must be there."""
+    wide = configs.select("config").join(frame.pivot(on="idx", index="config", values=column), on="config", how="left")
+    if wide.null_count().sum_horizontal().item():
+        raise ValueError(f"the predictions lack some (configuration, example) values of {column}")
+    return wide.select([str(i) for i in idx]).to_numpy()
 
 
 def pooled_over_seeds(per_seed: list[PairedDeltas]) -> PairedDeltas:

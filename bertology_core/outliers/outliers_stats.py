@@ -32,7 +32,7 @@ import polars as pl
 
 from bertology_core.data import states
 from bertology_core.stats.bootstrap import PairedDeltas, paired_deltas, resample_indices
-from bertology_core.disabling.disabling_stats import pooled_over_seeds, seed_verdicts
+from bertology_core.disabling.disabling_stats import by_configuration, pooled_over_seeds, seed_verdicts
 
 NORMS = ("output_norm", "attention_norm")  # the engine's DepthParts fields (bertology_core.engine.structure)
 CRITERION_NORM = "output_norm"
@@ -160,12 +160,7 @@ def _arrays(frame: pl.DataFrame) -> tuple[pl.DataFrame, np.ndarray, np.ndarray, 
     configs = frame.select(CONFIG_COLUMNS).unique(maintain_order=True).with_columns(
         (pl.col("kind") != "intact").alias("_later")).sort("_later", "placement", "kind", "draw", nulls_last=True).drop("_later")
     idx = np.sort(frame["idx"].unique().to_numpy())
-    predictions, intact = (
-        configs.select("config").join(frame.pivot(on="idx", index="config", values=column), on="config", how="left")
-        .select([str(i) for i in idx]) for column in ("prediction", "intact_prediction"))
-    if predictions.null_count().sum_horizontal().item() or intact.null_count().sum_horizontal().item():
-        raise ValueError("the disablings lack some (configuration, example) predictions")
-    predictions, intact = predictions.to_numpy(), intact.to_numpy()
+    predictions, intact = (by_configuration(frame, configs, idx, column) for column in ("prediction", "intact_prediction"))
     labels = frame.filter(pl.col("kind") == "intact").sort("idx")["label"].to_numpy()
     return configs, labels, predictions, intact
 
