@@ -534,3 +534,55 @@ def test_first_token_output_leaves_an_encoder_without_head_whole():
         full = model(**inputs).last_hidden_state
         with first_token_output(model):
             torch.testing.assert_close(model(**inputs).last_hidden_state, full, atol=0, rtol=0)
+
+
+@ALL
+def test_a_plan_that_only_scales_heads_may_run_fused_attention_with_the_same_logits_and_gradients(family, monkeypatch):
+    from bertology_core.engine import attention_function
+
+    model = use_engine(tiny(family, layers=3))
+    inputs = batch()
+    labels = torch.tensor([0, 2, 1])
+
+    def run(fused: bool):
+        monkeypatch.setattr(attention_function, "FUSED_DEVICES", frozenset({"cpu"} if fused else set()))
+        calls = []
+        original = torch.nn.functional.scaled_dot_product_attention
+        monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention",
+                            lambda *a, **k: calls.append(1) or original(*a, **k))
+        heads = torch.tensor([[1.0, 0.0, 0.5, 1.0]] * 3, requires_grad=True)
+        plan = InterventionPlan(edits={**per_layer(HEAD_SCALE, {1: heads}), **per_layer(MLP_SCALE, {2: torch.ones(3) * 0.5})},
+                                per_example=True)
+        with intervene(model, plan):
+            logits = model(**inputs).logits
+            torch.nn.functional.cross_entropy(logits, labels).backward()
+        monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention", original)
+        return logits.detach(), heads.grad, len(calls)
+
+    eager_logits, eager_grad, eager_calls = run(False)
+    fused_logits, fused_grad, fused_calls = run(True)
+    assert eager_calls == 0
+    # the engine's attention function serves every family but DeBERTa (its own module: always eager)
+    assert fused_calls == (0 if family == "deberta-v2" else 3)
+    torch.testing.assert_close(fused_logits, eager_logits, atol=1e-5, rtol=1e-4)
+    torch.testing.assert_close(fused_grad, eager_grad, atol=1e-5, rtol=1e-4)
+    # uniform attention and a capture need the probabilities: those layers stay eager
+    uniform = InterventionPlan(edits={**per_layer(HEAD_UNIFORM, {0: torch.tensor([[True, False, False, False]])}),
+                                      **per_layer(HEAD_SCALE, {1: torch.tensor([[0.0, 1.0, 1.0, 1.0]])})})
+    counted = []
+    original = torch.nn.functional.scaled_dot_product_attention
+    monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention", lambda *a, **k: counted.append(1) or original(*a, **k))
+    results = {}
+    for fused in (False, True):
+        monkeypatch.setattr(attention_function, "FUSED_DEVICES", frozenset({"cpu"} if fused else set()))
+        counted.clear()
+        with torch.no_grad(), intervene(model, uniform):
+            results[fused] = (model(**inputs).logits, len(counted))
+        uniform.sink = lambda layer, probs, real: None
+        with torch.no_grad(), intervene(model, uniform):
+            model(**inputs)
+        uniform.sink = None
+        results[fused, "captured"] = len(counted) - results[fused][1]
+    torch.testing.assert_close(results[True][0], results[False][0], atol=1e-5, rtol=1e-4)
+    assert results[False][1] == 0 and results[True][1] == (0 if family == "deberta-v2" else 2)
+    assert results[True, "captured"] == 0

@@ -8,7 +8,8 @@ and exits 0.
    in float32 and with TF32 products; then, in both, a disabling sweep at the GPU's pass size against each
    configuration alone (largest difference, predictions that differ), and the spread of the intact model's logits
    between the sweep's passes and against its own passes (what scoring each configuration against the intact row of
-   its own pass removes).
+   its own pass removes); and a sweep that zeroes heads on fused attention (what passes that only scale heads run on
+   a GPU) against the same sweep on the eager product.
 3. The precision policy against float32: all-MiniLM-L6-v2 fine-tuned on MRPC (the paper's recipe, 3 epochs) in
    float32 and under ``mixed`` after a short warm-up run: dev accuracy and F1 of both (both scored in float32), and
    the training speed-up.
@@ -97,6 +98,20 @@ def engine_against_eager(device, quick: bool, out: Path) -> dict:
         found[f"sweep_vs_alone_predictions_differing_{name}"] = int((sweep.logits[1:].argmax(-1) != naive.logits.argmax(-1)).sum())
         found[f"intact_between_passes_max_abs_{name}"] = float(np.abs(sweep.reference - sweep.reference[0][None]).max())
         found[f"intact_in_a_sweep_vs_alone_max_abs_{name}"] = float(np.abs(sweep.reference - alone.logits[0][None]).max())
+    # passes that only scale heads (zeroing: importance, pruning, gates, this sweep mode) run fused attention on a GPU:
+    # against the eager product on the same passes
+    from bertology_core.engine import attention_function
+
+    for name, tf32 in (("float32", False), ("tf32", True)):
+        precision.set_matmul_precision(tf32)
+        fused = disabling.evaluate_configurations(model, data, configs, "zero", rows_per_pass=4096)
+        kept, attention_function.FUSED_DEVICES = attention_function.FUSED_DEVICES, frozenset()
+        try:
+            eager = disabling.evaluate_configurations(model, data, configs, "zero", rows_per_pass=4096)
+        finally:
+            attention_function.FUSED_DEVICES = kept
+        found[f"fused_vs_eager_zeroed_heads_max_abs_{name}"] = float(np.abs(fused.logits - eager.logits).max())
+        found[f"fused_vs_eager_zeroed_heads_predictions_differing_{name}"] = int((fused.logits.argmax(-1) != eager.logits.argmax(-1)).sum())
     precision.set_matmul_precision(False)
     return found
 

@@ -43,10 +43,19 @@ ProbabilityHook = Callable[[nn.Module, torch.Tensor, torch.Tensor | None], torch
 @dataclass(frozen=True, eq=False)
 class Interceptor:
     """Who the engine's attention serves in the running context: ``owner`` (an intervention plan, or the structure
-    trace) and its ``hook`` on the attention probabilities."""
+    trace) and its ``hook`` on the attention probabilities. ``scales_only(module)`` says that for this module the hook
+    at most multiplies each head's probabilities by a number (a head scale: no uniform attention, no capture), so it
+    may act on the head's output instead, ``(s P) V = s (P V)``, and the probabilities need not exist."""
 
     owner: object
     hook: ProbabilityHook
+    scales_only: Callable[[nn.Module], bool] | None = None
+
+
+# Devices where a pass that needs no probabilities runs fused attention (SDPA) rather than the eager product: on a GPU
+# it saves the [batch, head, query, key] tensors and their memory traffic. A CPU keeps the eager product, whose float32
+# results the CPU profile's were validated against bit for bit (SDPA sums in another order: about 1e-7 apart).
+FUSED_DEVICES = frozenset({"cuda"})
 
 
 ACTIVE: contextvars.ContextVar[Interceptor | None] = contextvars.ContextVar("bertology_interceptor", default=None)
@@ -80,16 +89,24 @@ def bertology_attention(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Eager attention, plus whatever the active :class:`Interceptor` asks of the running layer (an active
     ``InterventionPlan``'s edits and capture). (A local-attention layer's window, ModernBERT's ``sliding_window``,
-    is already in ``attention_mask``.)"""
+    is already in ``attention_mask``.) Where the interceptor only scales heads here, on a device of
+    :data:`FUSED_DEVICES` and without attention dropout, fused attention computes the output and no probabilities
+    are returned."""
     if scaling is None:
         scaling = query.size(-1) ** -0.5
+    active = ACTIVE.get()
+    if (active is not None and active.scales_only is not None and query.device.type in FUSED_DEVICES
+            and not (module.training and dropout > 0) and active.scales_only(module)):
+        output = nn.functional.scaled_dot_product_attention(query, key, value, attn_mask=attention_mask, scale=scaling)
+        output = active.hook(module, output, attention_mask)  # [batch, head, query_pos, head_dim]: scaled per head
+        return output.transpose(1, 2).contiguous(), None
     logits = torch.matmul(query, key.transpose(2, 3)) * scaling  # [batch, head, query_pos, key_pos]
     if attention_mask is not None:
         logits = logits + attention_mask
     probs = nn.functional.softmax(logits, dim=-1)
     probs = nn.functional.dropout(probs, p=dropout, training=module.training)
 
-    if (active := ACTIVE.get()) is not None:
+    if active is not None:
         probs = active.hook(module, probs, attention_mask)
 
     output = torch.matmul(probs, value).transpose(1, 2).contiguous()  # [batch, query_pos, head, head_dim]

@@ -100,6 +100,18 @@ def _attention_hook(plan: InterventionPlan):
     return hook
 
 
+def _scales_only(plan: InterventionPlan):
+    """Whether the plan's hook at most scales each head of the running layer's attention (see ``Interceptor``)."""
+
+    def check(module: nn.Module) -> bool:
+        if plan.depth is None or id(module) not in plan.attention_ids:
+            return True
+        capturing = plan.sink is not None and (plan.capture_layers is None or plan.depth in plan.capture_layers)
+        return not capturing and plan.values(plan.depth, HEAD_UNIFORM) is None
+
+    return check
+
+
 def _output_hook(plan: InterventionPlan, point: str):
     """Multiply a module's output by ``point``'s values of the running layer (the MLP output, a LayerNorm)."""
     trailing_last = POINTS[point].trailing is not None
@@ -186,5 +198,5 @@ def intervene(model: PreTrainedModel, plan: InterventionPlan, reuse_prefix: bool
             handles += repeat_batch(model, plan, reuse_prefix)
         for handle in handles:
             stack.callback(handle.remove)
-        stack.enter_context(intercepting(Interceptor(plan, _attention_hook(plan))))
+        stack.enter_context(intercepting(Interceptor(plan, _attention_hook(plan), _scales_only(plan))))
         yield plan
