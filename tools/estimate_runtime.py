@@ -12,12 +12,19 @@ function on its own params), tokenised with the model's tokenizer; each job is p
 split that is not on this machine with another split's lengths, at the size GLUE publishes (printed as an assumption).
 The whole run's wall time is the sum of the jobs over ``--jobs`` (jobs at a time), a lower bound where the DAG's
 order leaves cores idle.
+
+Rules that run no timed model pass (probes, the pattern CNN, scores over attention maps) run on the CPU whatever the
+accelerator; their rates come from a finished run on the CPU that will run them (any config), fitted once:
+
+    python tools/estimate_runtime.py --configfile configs/cpu.yaml --calibration results/calibration/minilm-l6-float32.json \
+        --benchmarks <finished run>/results/benchmarks --fit-stages results/calibration/minilm-l6-float32-stages.json
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import dataclasses
 import io
 import sys
 from collections import defaultdict
@@ -30,12 +37,14 @@ import polars as pl
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bertology_core.data import glue, treebank  # noqa: E402
+from bertology_core.data import glue, states, treebank  # noqa: E402
 from bertology_core.data.word_pieces import as_in_running_text  # noqa: E402
 from bertology_core.workflow import configuration, estimate  # noqa: E402
 from bertology_core.models import compatibility  # noqa: E402
 from bertology_core.workflow.cost import Calibration, Geometry  # noqa: E402
 
+# rules that read an attention dump: priced by its examples' lengths
+DUMP_READERS = ("pattern_features", "classify_maps", "linguistic_scores", "head_roles", "attention_change")
 # GLUE's published split sizes, for a stand-in split (train, dev)
 GLUE_SIZES = {"CoLA": (8551, 1043), "SST-2": (67349, 872), "MRPC": (3668, 408), "STS-B": (5749, 1500), "QQP": (363846, 40430),
               "MNLI": (392702, 9815), "QNLI": (104743, 5463), "RTE": (2490, 277), "WNLI": (635, 71)}
@@ -83,6 +92,8 @@ def token_lengths(jobs: list[estimate.Job], tokenizer_folder: str, stand_ins: di
             ids = tokenizer([as_in_running_text(words) for words in frame["forms"].to_list()], is_split_into_words=True,
                             truncation=False)["input_ids"]
             frames[("treebank", job.wildcards["split"])] = pl.DataFrame({"idx": frame["sentence"], "length": [len(r) for r in ids]})
+            frames[(estimate.TREEBANK_WORDS, job.wildcards["split"])] = pl.DataFrame(
+                {"idx": frame["sentence"], "length": frame["forms"].list.len()})
             continue
         if job.rule != "prepare_data":
             continue
@@ -132,7 +143,11 @@ def main() -> None:
     parser.add_argument("--benchmarks", help="a finished run's results/benchmarks folder, to compare with")
     parser.add_argument("--per-job", metavar="RULE", action="append", default=[], help="also list this rule's jobs one by one")
     parser.add_argument("--jobs", type=int, default=1, help="jobs at a time (the run's --cores over a job's threads)")
+    parser.add_argument("--fit-stages", metavar="OUT", help="with --benchmarks: write the calibration with the rates of the "
+                        "rules that run no timed pass (estimate.STAGE_WORK) fitted on that run, to OUT")
     args = parser.parse_args()
+    if args.fit_stages and not args.benchmarks:
+        parser.error("--fit-stages needs --benchmarks (the finished run to fit on)")
     calibration = Calibration.read(args.calibration)
     stand_ins = {}
     for item in args.stand_in:
@@ -151,14 +166,15 @@ def main() -> None:
     sweeps = {tuple(sorted(j.wildcards.items())): j for j in jobs if j.rule == "disabling_sweep"}
     dumps = {(j.wildcards["model"], j.wildcards["task"], j.wildcards["dumped"]): j for j in jobs if j.rule == "dump_attention"}
     per_rule: dict[str, list[float]] = defaultdict(lambda: [0, 0.0, 0.0, 0])
+    measured_jobs: list[tuple[estimate.Job, float]] = []
     notes = {}
     for job in jobs:
         if job.rule == "disabling_greedy":  # the greedy search runs on its sweep's examples
             sweep = sweeps[tuple(sorted(job.wildcards.items()))]
             job.params.update(max_examples=sweep.params["max_examples"], subsample_seed=sweep.params["subsample_seed"])
-        if job.rule in ("pattern_features", "classify_maps"):  # the maps of their dump
-            dump = dumps[(job.wildcards["model"], job.wildcards["task"], job.wildcards["dumped"])]
-            job.params["dump_params"] = dump.params
+        if job.rule in DUMP_READERS:  # the maps of their dump (attention change: two of the same examples)
+            dumped = job.wildcards.get("dumped", states.PRETRAINED)
+            job.params["dump_params"] = dumps[(job.wildcards["model"], job.wildcards["task"], dumped)].params
         priced = estimate.price(job, lengths, calibration)
         if job.rule in args.per_job:
             parts = ", ".join(f"{k} {v:.0f}" for k, v in priced.parts.items())
@@ -172,6 +188,7 @@ def main() -> None:
             if measured is not None:
                 row[2] += measured
                 row[3] += 1
+                measured_jobs.append((job, measured))
     print(f"calibration: {calibration.device}, {calibration.threads} thread(s), precision {calibration.precision}, "
           f"geometry {calibration.geometry}")
     header = "| rule | jobs | estimate (s) |" + (" measured (s) | estimate / measured |" if args.benchmarks else "") + " note |"
@@ -188,6 +205,12 @@ def main() -> None:
     print(f"\nall jobs: {total_estimate:.0f} s of job time; over {args.jobs} at a time: {total_estimate / args.jobs / 60:.1f} min")
     if args.benchmarks:
         print(f"measured: {total_measured:.0f} s of job time; estimate / measured {total_estimate / total_measured:.2f}")
+    if args.fit_stages:
+        source = f"{args.benchmarks} ({', '.join(args.configfile)})"
+        stages = estimate.fit_stage_rates(measured_jobs, lengths, calibration, source)
+        out = Path(args.fit_stages)
+        out.write_text(dataclasses.replace(calibration, stages=stages).to_json())
+        print(f"{out}: {args.calibration} with the rates of {', '.join(sorted(stages))} fitted on {source}")
 
 
 def _model_folder(configfiles: list[str]) -> str:

@@ -11,8 +11,10 @@ sequence classifier with two labels on the engine's attention, timed as the work
   model's default attention as fine-tuning runs it (SDPA where the model has it; the head gates, on the engine, run
   somewhat slower than this).
 
-Each shape runs once to warm up, then at least 3 times and for at least ``min_seconds``; shapes that would take much
-longer than the budget are scaled down (fewer rows) first. A job's start-up is timed in fresh processes: the
+Batches are padded as real ones are (rows of different real lengths, attention masked). A kind's shapes are timed in
+rounds, each shape once a round after a warm-up round, and each shape's median is kept: on a shared machine a slow
+spell then spreads over every shape rather than tilting the fit. Shapes that would take much longer than the budget
+are scaled down (fewer rows) first. A job's start-up is timed in fresh processes: the
 imports of a model-running job, loading the model and moving it to the device, and the imports of a table job.
 """
 
@@ -22,7 +24,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -34,14 +36,15 @@ from transformers import AutoConfig, AutoModelForSequenceClassification, Pretrai
 
 from bertology_core.engine.attention_function import use_engine
 from bertology_core.engine.first_token import first_token_output
+from bertology_core.finetune import finetune
 from bertology_core.models import precision as precisions
 from bertology_core.workflow import cost
 
 # (rows, length) per kind; on CUDA the forward passes reach the rows a GPU sweep runs (disabling.gpu_rows_per_pass)
 SHAPES = {
-    "cpu": {"forward": [(8, 32), (48, 32), (48, 64), (48, 128), (16, 256)],
-            "gradient": [(8, 32), (16, 32), (16, 64), (16, 128)],
-            "train": [(8, 32), (32, 32), (32, 64), (32, 128)]},
+    "cpu": {"forward": [(8, 32), (16, 64), (48, 32), (48, 64), (48, 96), (48, 128), (16, 256)],
+            "gradient": [(8, 32), (16, 32), (16, 64), (16, 96), (8, 128), (16, 128)],
+            "train": [(8, 32), (8, 64), (32, 32), (32, 48), (32, 64), (32, 96), (16, 128), (32, 128)]},
     "cuda": {"forward": [(8, 32), (64, 64), (2048, 32), (512, 64), (2048, 64), (512, 128), (1024, 128), (256, 256), (4096, 64)],
              "gradient": [(8, 32), (32, 64), (32, 128), (128, 128), (64, 256)],
              "train": [(8, 32), (32, 32), (32, 64), (32, 128), (128, 128)]},
@@ -62,9 +65,14 @@ def random_classifier(config: PretrainedConfig, device: torch.device, engine: bo
 
 
 def _batch(config: PretrainedConfig, rows: int, length: int, device: torch.device) -> dict[str, torch.Tensor]:
+    """``rows`` random sequences padded to ``length``: the first full, the others of real lengths drawn from the upper
+    half (as in length-grouped or sorted batches), so attention runs its masked path as on real data."""
     generator = torch.Generator().manual_seed(rows * 1000 + length)
     ids = torch.randint(min(1000, config.vocab_size // 2), min(config.vocab_size, 20000), (rows, length), generator=generator)
-    return {"input_ids": ids.to(device), "attention_mask": torch.ones(rows, length, dtype=torch.long, device=device),
+    real = torch.randint(max(1, length // 2), length + 1, (rows,), generator=generator)
+    real[0] = length
+    mask = (torch.arange(length)[None, :] < real[:, None]).long()
+    return {"input_ids": ids.to(device), "attention_mask": mask.to(device),
             "labels": torch.randint(0, 2, (rows,), generator=generator).to(device)}
 
 
@@ -73,10 +81,9 @@ def synchronize(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def time_pass(model: torch.nn.Module, kind: str, batch: dict[str, torch.Tensor], policy: precisions.Precision,
-              optimizer: torch.optim.Optimizer, min_seconds: float) -> float:
-    """Seconds per pass of ``kind`` on ``batch`` (the median of the timed runs after one warm-up)."""
-    device = batch["input_ids"].device
+def pass_function(model: torch.nn.Module, kind: str, batch: dict[str, torch.Tensor], policy: precisions.Precision,
+                  optimizer: torch.optim.Optimizer) -> Callable[[], None]:
+    """One pass of ``kind`` on ``batch``, as the workflow's jobs run it."""
 
     def once() -> None:
         if kind == "forward":
@@ -99,17 +106,23 @@ def time_pass(model: torch.nn.Module, kind: str, batch: dict[str, torch.Tensor],
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
 
-    once()
-    synchronize(device)
-    times: list[float] = []
-    while len(times) < 3 or sum(times) < min_seconds:
-        started = time.perf_counter()
+    return once
+
+
+def time_passes(passes: Sequence[Callable[[], None]], device: torch.device, rounds: int) -> list[float]:
+    """Seconds of each pass: the median over ``rounds`` rounds that run every pass once in turn (after one warm-up
+    round), so that a slow spell of a shared machine spreads over all shapes instead of biasing one."""
+    for once in passes:
         once()
-        synchronize(device)
-        times.append(time.perf_counter() - started)
-        if len(times) >= 3 and sum(times) > min_seconds:
-            break
-    return sorted(times)[len(times) // 2]
+    synchronize(device)
+    times: list[list[float]] = [[] for _ in passes]
+    for _ in range(rounds):
+        for i, once in enumerate(passes):
+            started = time.perf_counter()
+            once()
+            synchronize(device)
+            times[i].append(time.perf_counter() - started)
+    return [float(np.median(t)) for t in times]
 
 
 def startup_seconds(command: str, repeats: int = 2) -> float:
@@ -126,7 +139,8 @@ def calibrate(config: PretrainedConfig, device: torch.device, policy: str, threa
               budget_seconds: float = 240.0, shapes: dict[str, Sequence[tuple[int, int]]] | None = None,
               startup: bool = True, tokenizer: Any = None, patterns: dict[str, int] | None = None) -> cost.Calibration:
     """Time every kind's passes for ``config``'s geometry on ``device`` under the precision ``policy`` and fit their
-    costs. Shapes are scaled to fit ``budget_seconds``: a first pass of the largest training shape sets the scale.
+    costs. Each kind gets about a third of ``budget_seconds`` (3 to 15 rounds); rows are scaled down where a round
+    of the training shapes would take more than a tenth of it (a pass of the largest training shape sets the scale).
     With a ``tokenizer`` the stages that read attention dumps are timed too (:func:`time_map_stages`; ``patterns``:
     the config's ``image_size`` and ``ensemble``)."""
     if device.type == "cpu":
@@ -136,21 +150,29 @@ def calibrate(config: PretrainedConfig, device: torch.device, policy: str, threa
     geometry = cost.Geometry.from_config(config.to_dict())
     model = random_classifier(config, device)
     trained = random_classifier(config, device, engine=False)
-    optimizer = torch.optim.AdamW(trained.parameters(), lr=1e-5, fused=device.type == "cuda")
+    optimizer = finetune.adamw(trained.parameters(), 1e-5, device, resolved)  # as fine-tuning builds it
     shapes = dict(shapes or SHAPES["cuda" if device.type == "cuda" else "cpu"])
-    # about 40 timed runs in all: scale rows down where the largest training step would eat the budget alone
-    probe_rows, probe_length = max(shapes["train"], key=lambda s: s[0] * s[1])
-    probe = time_pass(trained, "train", _batch(config, probe_rows, probe_length, device), resolved, optimizer, 0.0)
-    divisor = max(1, int(round(probe * 40 / budget_seconds)))
-    min_seconds = min(1.0, budget_seconds / 60)
+    # scale rows down where a round of the training shapes would take more than a tenth of the budget
+    once = pass_function(trained, "train", _batch(config, *max(shapes["train"], key=lambda s: s[0] * s[1]), device), resolved, optimizer)
+    once()
+    synchronize(device)
+    started = time.perf_counter()
+    once()
+    synchronize(device)
+    probe = time.perf_counter() - started
+    divisor = max(1, int(round(probe * len(shapes["train"]) * 5 / budget_seconds)))
     points = []
     for kind in cost.KINDS:
-        for rows, length in sorted({(max(1, rows // divisor), length) for rows, length in shapes[kind]}):
-            seconds = time_pass(trained if kind == "train" else model, kind, _batch(config, rows, length, device), resolved,
-                                optimizer, min_seconds)
+        kind_shapes = sorted({(max(1, rows // divisor), length) for rows, length in shapes[kind]})
+        batches = [_batch(config, rows, length, device) for rows, length in kind_shapes]
+        functions = [pass_function(trained if kind == "train" else model, kind, b, resolved, optimizer) for b in batches]
+        # rounds: about a third of the budget for each kind, at least 3
+        first = time_passes(functions, device, 1)
+        rounds = max(3, min(15, int(budget_seconds / 3 / max(sum(first), 1e-3))))
+        for (rows, length), batch, seconds in zip(kind_shapes, batches, time_passes(functions, device, rounds)):
             dense, attention = geometry.work(rows, length, first_token_cut=True)
             points.append({"kind": kind, "rows": rows, "length": length, "dense": dense, "attention": attention,
-                           "seconds": seconds})
+                           "tokens": int(batch["attention_mask"].sum()), "seconds": seconds})
     passes = {kind: cost.fit([p for p in points if p["kind"] == kind]) for kind in cost.KINDS}
     maps = {}
     if tokenizer is not None:

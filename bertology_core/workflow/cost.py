@@ -141,6 +141,9 @@ class Calibration:
     points: list[dict[str, Any]] = field(default_factory=list)  # every timed pass, for the record
     # the stages that read dumps: seconds {"per_call", "per_map", "per_value"} (x length^2)
     maps: dict[str, dict[str, float]] = field(default_factory=dict)
+    # rules that run no timed pass, priced by their work units (estimate.STAGE_WORK) at a rate fitted on a finished
+    # run of this CPU: {rule: {"seconds_per_unit", "from"}}
+    stages: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def map_seconds(self, stage: str, lengths: np.ndarray, maps_per_example: int) -> float:
         """Seconds of ``stage`` over every map of examples of ``lengths`` (``maps_per_example``: layers x heads)."""
@@ -160,7 +163,7 @@ class Calibration:
         try:
             return cls(values["device"], values["threads"], values["precision"], Geometry(**values["geometry"]),
                        {k: PassCost(**v) for k, v in values["passes"].items()}, values["startup"], values.get("points", []),
-                       values.get("maps", {}))
+                       values.get("maps", {}), values.get("stages", {}))
         except (KeyError, TypeError) as error:
             raise ValueError(f"{path}: not a calibration file ({error}). Fix: write it with `make calibrate`.") from error
 

@@ -5,8 +5,10 @@ Each model-running rule's passes follow its code (the batching of :func:`~bertol
 for training, longest-first passes for evaluation, sweeps grouped by the first layer where their configurations differ
 with the intact model in every pass); a job adds the calibrated start-up of a model job. Searches whose length depends
 on their results are priced at their bound (greedy disabling: every step; lottery pruning: every iteration up to the
-configured or structural maximum), and say so. Rules that run no model are priced at the start-up of a table job
-alone and marked ``work not priced``: their cost does not move with the device.
+configured or structural maximum), and say so. Rules that run no timed pass (probes, the
+pattern CNN, scores over attention maps) are priced by units of their work (:data:`STAGE_WORK`) at rates fitted on a
+finished run (``tools/estimate_runtime.py --fit-stages``): their cost runs on the CPU and does not move with the
+accelerator. Without such a rate a rule is priced at the start-up of a table job alone and marked ``work not priced``.
 
 Torch-free: the token lengths come in as :class:`Lengths` (tools/estimate_runtime.py tokenises the prepared data).
 """
@@ -264,6 +266,71 @@ def probe_features(job: Job, lengths: Lengths, calibration: Calibration) -> Pric
     return Price(seconds, {"forward": seconds}, "aligning words to pieces not priced")
 
 
+def _treebank_words(job: Job, lengths: Lengths) -> float:
+    sample = job.params["sample"]
+    return float(sum(lengths.of(TREEBANK_WORDS, split, 1 << 30, sample[split], sample["seed"]).sum() for split in ("train", "dev")))
+
+
+def _map_values(job: Job, lengths: Lengths, calibration: Calibration, dumps: int = 1) -> float:
+    return dumps * _maps(calibration) * float((_dumped_lengths(job, lengths).astype(float) ** 2).sum())
+
+
+def _syntactic_heads_values(job: Job, lengths: Lengths, calibration: Calibration) -> float:
+    settings = job.params["settings"]
+    sentences = lengths.of("treebank", settings["split"], int(job.params["max_length"]), settings["sentences"], job.params["seed"])
+    return _maps(calibration) * float((sentences.astype(float) ** 2).sum())
+
+
+TREEBANK_WORDS = "treebank words"  # Lengths key of the treebank's sentences' word counts
+# What the work of a rule that runs no priced model pass grows with (its units), for rates fitted on a finished run
+# (tools/estimate_runtime.py --fit-stages): the rule's seconds after start-up over these units, the same CPU assumed.
+STAGE_WORK: dict[str, tuple[Callable[[Job, Lengths, Calibration], float], str]] = {
+    "probe_layers": (lambda j, l, c: _treebank_words(j, l) * (c.geometry.layers + 1) * c.geometry.hidden * len(j.params["labels"]),
+                     "words x layers x hidden size x label sets"),
+    "layer_mix": (lambda j, l, c: _treebank_words(j, l) * (c.geometry.layers + 1) * c.geometry.hidden * len(j.params["labels"])
+                  * len(j.params["probe_seeds"]), "words x layers x hidden size x label sets x probe seeds"),
+    "linguistic_scores": (_map_values, "maps x length^2"),
+    "head_roles": (_map_values, "maps x length^2"),
+    "attention_change": (lambda j, l, c: _map_values(j, l, c, dumps=2), "maps x length^2 of two dumps"),
+    "syntactic_heads": (_syntactic_heads_values, "maps x length^2 of the sentences"),
+    "pattern_classifier": (lambda j, l, c: float(j.params["ensemble"] * j.params["epochs"] * (j.params["cv_folds"] + 1)
+                                                 * j.params["train_maps"]), "nets x epochs x (folds + 1) x training maps"),
+    "spacy_tokens": (lambda j, l, c: float(l.of(j.wildcards["task"], "dev", 1 << 30).sum()), "word pieces of dev"),
+}
+
+
+def stage_units(job: Job, lengths: Lengths, calibration: Calibration) -> float | None:
+    """The units of ``job``'s work where its rule is in :data:`STAGE_WORK`, else None."""
+    found = STAGE_WORK.get(job.rule)
+    return found[0](job, lengths, calibration) if found else None
+
+
+# searches priced at their bound, whose length depends on their results; and a pruned subnetwork, priced as the whole
+# model: a finished run gives the share of the bound they reach (fit_stage_rates)
+BOUNDED = ("lottery_pruning", "subnetwork_finetune", "disabling_greedy")
+
+
+def fit_stage_rates(measured: list[tuple[Job, float]], lengths: Lengths, calibration: Calibration, source: str) -> dict[str, dict[str, Any]]:
+    """What a finished run's measured seconds per job say about the work the calibration cannot time: for each
+    :data:`STAGE_WORK` rule, its seconds after a table job's start-up over its units (``seconds_per_unit``); for each
+    :data:`BOUNDED` rule, its seconds after a model job's start-up over the work priced at the bound
+    (``share_of_bound``). Sums over a rule's jobs: a long job weighs as much as its work."""
+    sums: dict[str, list[float]] = {}
+    for job, seconds in measured:
+        if job.rule in STAGE_WORK:
+            units, startup = stage_units(job, lengths, calibration), calibration.startup.get("tables", 0.0)
+        elif job.rule in BOUNDED:
+            startup = calibration.startup.get("model", 0.0)
+            units = PRICED[job.rule](job, lengths, calibration).seconds
+        else:
+            continue
+        total = sums.setdefault(job.rule, [0.0, 0.0])
+        total[0] += max(0.0, seconds - startup)
+        total[1] += units
+    key = lambda rule: "share_of_bound" if rule in BOUNDED else "seconds_per_unit"  # noqa: E731
+    return {rule: {key(rule): work / units, "from": source} for rule, (work, units) in sums.items() if units > 0}
+
+
 PRICED: dict[str, Callable[[Job, Lengths, Calibration], Price]] = {
     "finetune": finetune, "evaluate_pretrained": finetune, "subnetwork_finetune": subnetwork_finetune,
     "head_gates": head_gates, "disabling_sweep": disabling_sweep, "disabling_greedy": disabling_greedy,
@@ -281,7 +348,17 @@ def price(job: Job, lengths: Lengths, calibration: Calibration) -> Price:
     """The job's seconds: the calibrated start-up of its kind of job plus its priced passes."""
     pricer = PRICED.get(job.rule)
     if pricer is None:
-        return Price(calibration.startup.get("tables", 0.0), {"startup": calibration.startup.get("tables", 0.0)}, "work not priced")
+        startup = calibration.startup.get("tables", 0.0)
+        if job.rule in calibration.stages:
+            work = calibration.stages[job.rule]["seconds_per_unit"] * stage_units(job, lengths, calibration)
+            return Price(startup + work, {"startup": startup, "work": work},
+                         f"rate of {STAGE_WORK[job.rule][1]} from {calibration.stages[job.rule]['from']}")
+        return Price(startup, {"startup": startup}, "work not priced")
     result = pricer(job, lengths, calibration)
     startup = calibration.startup.get("model" if job.rule in MODEL_RULES else "tables", 0.0)
+    fitted = calibration.stages.get(job.rule, {})
+    if "share_of_bound" in fitted:
+        share = fitted["share_of_bound"]
+        result = Price(share * result.seconds, {k: share * v for k, v in result.parts.items()},
+                       f"{share:.2f} of the bound ({result.note}), the share reached in {fitted['from']}")
     return Price(result.seconds + startup, {"startup": startup, **result.parts}, result.note)
