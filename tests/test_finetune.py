@@ -28,6 +28,17 @@ def test_collate_pads_dynamically_and_masks_padding():
     assert batch["attention_mask"].tolist() == [[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]]
     assert batch["token_type_ids"].tolist() == [[0, 0, 0, 0, 0], [0, 0, 0, 1, 1]]
     assert data.collate([0])["input_ids"].shape == (1, 3)
+    # any selection, in any order, equals padding row by row
+    rng = np.random.default_rng(0)
+    ids = [list(rng.integers(1, 999, rng.integers(1, 40))) for _ in range(50)]
+    data = batching.Encoded(input_ids=ids, token_type_ids=[[i % 2 for i in range(len(x))] for x in ids], pad_token_id=7)
+    chosen = rng.permutation(50)[:17]
+    batch = data.collate(chosen)
+    width = max(len(ids[i]) for i in chosen)
+    assert batch["input_ids"].dtype == torch.long and batch["attention_mask"].dtype == torch.long
+    assert batch["input_ids"].tolist() == [ids[i] + [7] * (width - len(ids[i])) for i in chosen]
+    assert batch["attention_mask"].tolist() == [[1] * len(ids[i]) + [0] * (width - len(ids[i])) for i in chosen]
+    assert batch["token_type_ids"].tolist() == [[k % 2 for k in range(len(ids[i]))] + [0] * (width - len(ids[i])) for i in chosen]
 
 
 def run(task_name: str, state: str, seed: int, checkpointer=None, **overrides):

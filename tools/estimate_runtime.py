@@ -145,10 +145,14 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=1, help="jobs at a time (the run's --cores over a job's threads)")
     parser.add_argument("--fit-stages", metavar="OUT", help="with --benchmarks: write the calibration with the rates of the "
                         "rules that run no timed pass (estimate.STAGE_WORK) fitted on that run, to OUT")
+    parser.add_argument("--stages", metavar="FILE", help="the fitted rates of FILE (written by --fit-stages, e.g. on a "
+                        "float32 run) with the pass costs of --calibration")
     args = parser.parse_args()
     if args.fit_stages and not args.benchmarks:
         parser.error("--fit-stages needs --benchmarks (the finished run to fit on)")
     calibration = Calibration.read(args.calibration)
+    if args.stages:
+        calibration = dataclasses.replace(calibration, stages=Calibration.read(args.stages).stages)
     stand_ins = {}
     for item in args.stand_in:
         left, right = item.split("=")

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,20 +32,19 @@ class Encoded:
         return np.fromiter((len(x) for x in self.input_ids), dtype=np.int64, count=len(self))
 
     def collate(self, indices: list[int] | np.ndarray) -> dict[str, torch.Tensor]:
-        """Pad the selected examples to the longest of them (dynamic padding)."""
-        width = max(len(self.input_ids[i]) for i in indices)
-        ids = torch.full((len(indices), width), self.pad_token_id, dtype=torch.long)
-        mask = torch.zeros((len(indices), width), dtype=torch.long)
-        types = torch.zeros((len(indices), width), dtype=torch.long) if self.token_type_ids is not None else None
-        for row, i in enumerate(indices):
-            n = len(self.input_ids[i])
-            ids[row, :n] = torch.tensor(self.input_ids[i])
-            mask[row, :n] = 1
-            if types is not None and self.token_type_ids is not None:
-                types[row, :n] = torch.tensor(self.token_type_ids[i])
-        batch = {"input_ids": ids, "attention_mask": mask}
-        if types is not None:
-            batch["token_type_ids"] = types
+        """Pad the selected examples to the longest of them (dynamic padding), filled in one step: the ids of the
+        selected examples laid end to end land on the mask's True cells in row-major order."""
+        chosen = [self.input_ids[i] for i in indices]
+        lengths = np.fromiter(map(len, chosen), dtype=np.int64, count=len(chosen))
+        mask = np.arange(lengths.max())[None, :] < lengths[:, None]
+        ids = np.full(mask.shape, self.pad_token_id, dtype=np.int64)
+        ids[mask] = np.fromiter(itertools.chain.from_iterable(chosen), dtype=np.int64, count=int(lengths.sum()))
+        batch = {"input_ids": torch.from_numpy(ids), "attention_mask": torch.from_numpy(mask.astype(np.int64))}
+        if self.token_type_ids is not None:
+            types = np.zeros(mask.shape, dtype=np.int64)
+            types[mask] = np.fromiter(itertools.chain.from_iterable(self.token_type_ids[i] for i in indices), dtype=np.int64,
+                                      count=int(lengths.sum()))
+            batch["token_type_ids"] = torch.from_numpy(types)
         return batch
 
 
