@@ -215,3 +215,14 @@ def test_a_bounded_search_is_priced_at_the_share_of_its_bound_a_finished_run_rea
     assert rates["disabling_greedy"]["share_of_bound"] == pytest.approx(0.25)
     shared = estimate.price(job, dev, dataclasses.replace(calibration, stages=rates))
     assert shared.seconds == pytest.approx(5.0 + 0.25 * (bound.seconds - 5.0)) and "0.25 of the bound" in shared.note
+
+
+def test_a_job_pays_for_tokenising_the_examples_it_reads():
+    rated = dataclasses.replace(one_second_per_pass(), maps={"tokenize": {"per_call": 0.0, "per_example": 1e-3, "per_piece": 1e-5}})
+    hyper = {"batch_size": 32, "epochs": 1, "max_length": 128, "group_by_length": True}
+    job = estimate.Job("finetune", {"task": "MRPC", "seed": "1"}, {"hyperparameters": hyper, "eval_splits": ["dev"]},
+                       {"eval_batch_size": 64}, 1)
+    data = lengths(1000, 130)
+    pieces = sum(float(data.of("MRPC", split, 128).sum()) for split in ("train", "dev"))
+    assert estimate.price(job, data, rated).parts["tokenize"] == pytest.approx(1130 * 1e-3 + pieces * 1e-5)
+    assert estimate.price(job, data, one_second_per_pass()).parts["tokenize"] == 0.0  # not timed: not priced

@@ -178,6 +178,7 @@ def calibrate(config: PretrainedConfig, device: torch.device, policy: str, threa
     if tokenizer is not None:
         settings = patterns or {"image_size": 32, "ensemble": 5}
         maps = time_map_stages(config, tokenizer, device, passes["forward"], settings["image_size"], settings["ensemble"])
+        maps["tokenize"] = time_tokenizer(tokenizer)
     startups = {}
     if startup:
         with tempfile.TemporaryDirectory() as folder:
@@ -214,6 +215,23 @@ def _synthetic_frame(tokenizer: Any, examples: int, words: int, seed: int) -> pl
     sentence = lambda: " ".join(rng.choice(vocabulary, size=words))  # noqa: E731
     return pl.DataFrame({"idx": np.arange(examples), "sentence1": [sentence() for _ in range(examples)],
                          "sentence2": [sentence() for _ in range(examples)], "label": np.zeros(examples, dtype=np.int64)})
+
+
+def time_tokenizer(tokenizer: Any, examples: int = 400) -> dict[str, float]:
+    """Seconds of :func:`~bertology_core.models.batching.encode` (what every model job does to its data first), fitted
+    as ``per_example + per_piece x pieces`` from synthetic pairs of two lengths."""
+    from bertology_core.models.batching import encode
+
+    rows = []
+    for words in (4, 48):
+        frame = _synthetic_frame(tokenizer, examples, words, words)
+        encode(frame, tokenizer, 512)  # warm-up
+        started = time.perf_counter()
+        encoded = encode(frame, tokenizer, 512)
+        rows.append((examples, float(encoded.lengths().sum()), time.perf_counter() - started))
+    design = np.array([[n, pieces] for n, pieces, _ in rows])
+    (per_example, per_piece), _ = nnls(design, np.array([seconds for _, _, seconds in rows]))
+    return {"per_call": 0.0, "per_example": float(per_example), "per_piece": float(per_piece)}
 
 
 def time_map_stages(config: PretrainedConfig, tokenizer: Any, device: torch.device, forward: cost.PassCost,

@@ -139,7 +139,8 @@ class Calibration:
     passes: dict[str, PassCost]  # KINDS
     startup: dict[str, float]  # seconds before a job's work: "model" (imports and loading a model), "tables"
     points: list[dict[str, Any]] = field(default_factory=list)  # every timed pass, for the record
-    # the stages that read dumps: seconds {"per_call", "per_map", "per_value"} (x length^2)
+    # the stages that read dumps: seconds {"per_call", "per_map", "per_value"} (x length^2); and "tokenize":
+    # {"per_example", "per_piece"}
     maps: dict[str, dict[str, float]] = field(default_factory=dict)
     # rules that run no timed pass, priced by their work units (estimate.STAGE_WORK) at a rate fitted on a finished
     # run of this CPU: {rule: {"seconds_per_unit", "from"}}
@@ -150,6 +151,14 @@ class Calibration:
         rate = self.maps[stage]
         lengths = np.asarray(lengths, dtype=float)
         return rate.get("per_call", 0.0) + maps_per_example * float(len(lengths) * rate["per_map"] + (lengths ** 2).sum() * rate["per_value"])
+
+    def tokenize_seconds(self, *lengths: np.ndarray) -> float:
+        """Seconds of tokenising examples of ``lengths`` (word pieces), as a job does before its passes (0 where the
+        calibration did not time the tokenizer)."""
+        rate = self.maps.get("tokenize")
+        if not rate:
+            return 0.0
+        return sum(len(part) * rate["per_example"] + float(np.sum(part)) * rate["per_piece"] for part in lengths)
 
     def seconds(self, kind: str, rows: float, length: float, **work: Any) -> float:
         return self.passes[kind].seconds(*self.geometry.work(rows, length, **work))

@@ -1,14 +1,15 @@
 """What each job of a dry run costs on a calibrated device (:mod:`bertology_core.workflow.cost`): the passes its rule
 runs, built from the job's own params and resources and the token lengths of its data, priced pass by pass.
 
-Each model-running rule's passes follow its code (the batching of :func:`~bertology_core.data.batch_order.training_batches`
-for training, longest-first passes for evaluation, sweeps grouped by the first layer where their configurations differ
-with the intact model in every pass); a job adds the calibrated start-up of a model job. Searches whose length depends
-on their results are priced at their bound (greedy disabling: every step; lottery pruning: every iteration up to the
-configured or structural maximum), and say so. Rules that run no timed pass (probes, the
-pattern CNN, scores over attention maps) are priced by units of their work (:data:`STAGE_WORK`) at rates fitted on a
-finished run (``tools/estimate_runtime.py --fit-stages``): their cost runs on the CPU and does not move with the
-accelerator. Without such a rate a rule is priced at the start-up of a table job alone and marked ``work not priced``.
+Each model-running rule tokenises its data (the calibrated cost of the tokenizer per example and word piece), and its
+passes follow its code (the batching of :func:`~bertology_core.data.batch_order.training_batches` for training,
+longest-first passes for evaluation, sweeps grouped by the first layer where their configurations differ with the intact
+model in every pass); a job adds the calibrated start-up of a model job. Searches whose length depends on their results
+are priced at their bound (greedy disabling: every step; lottery pruning: every iteration up to the configured or
+structural maximum), and say so. Rules that run no timed pass (probes, the pattern CNN, scores over attention maps) are
+priced by units of their work (:data:`STAGE_WORK`) at rates fitted on a finished run (``tools/estimate_runtime.py
+--fit-stages``): their cost runs on the CPU and does not move with the accelerator. Without such a rate a rule is priced
+at the start-up of a table job alone and marked ``work not priced``.
 
 Torch-free: the token lengths come in as :class:`Lengths` (tools/estimate_runtime.py tokenises the prepared data).
 """
@@ -103,11 +104,15 @@ def finetune(job: Job, lengths: Lengths, calibration: Calibration) -> Price:
     hyper = job.params["hyperparameters"]
     task, max_length = job.wildcards["task"], int(hyper["max_length"])
     parts = {}
+    evaluated = [lengths.of(task, split, max_length) for split in job.params["eval_splits"]]
+    tokenized = list(evaluated)
     if job.rule == "finetune":
-        parts["train"] = _train_seconds(calibration, lengths.of(task, "train", max_length), hyper, int(job.wildcards["seed"]))
+        train = lengths.of(task, "train", max_length)
+        parts["train"] = _train_seconds(calibration, train, hyper, int(job.wildcards["seed"]))
+        tokenized.append(train)
     eval_batch = int(job.resources.get("eval_batch_size", 64))
-    parts["evaluate"] = sum(_forward_seconds(calibration, lengths.of(task, split, max_length), eval_batch, first_token_cut=False)
-                            for split in job.params["eval_splits"])
+    parts["evaluate"] = sum(_forward_seconds(calibration, split, eval_batch, first_token_cut=False) for split in evaluated)
+    parts["tokenize"] = calibration.tokenize_seconds(*tokenized)
     return Price(sum(parts.values()), parts)
 
 
@@ -115,8 +120,10 @@ def subnetwork_finetune(job: Job, lengths: Lengths, calibration: Calibration) ->
     hyper = job.params["hyperparameters"]
     task, max_length = job.wildcards["task"], int(hyper["max_length"])
     train = lengths.of(task, "train", max_length, job.params["max_train_examples"], job.params["subsample_seed"])
+    dev = lengths.of(task, "dev", max_length)
     parts = {"train": _train_seconds(calibration, train, hyper, int(job.wildcards["seed"])),
-             "evaluate": _forward_seconds(calibration, lengths.of(task, "dev", max_length), int(job.params["eval_batch_size"]), False)}
+             "evaluate": _forward_seconds(calibration, dev, int(job.params["eval_batch_size"]), False),
+             "tokenize": calibration.tokenize_seconds(train, dev)}
     return Price(sum(parts.values()), parts, "a pruned subnetwork priced as the whole model")
 
 
@@ -127,7 +134,8 @@ def head_gates(job: Job, lengths: Lengths, calibration: Calibration) -> Price:
     kind = "train" if job.wildcards["weights"] == "trained" else "gradient"  # frozen weights: no weight update
     dev = lengths.of(task, "dev", max_length, job.params["dev_sample"]["examples"], job.params["dev_sample"]["seed"])
     parts = {"train": _train_seconds(calibration, train, hyper, int(job.wildcards["seed"]), kind),
-             "evaluate": 4 * _forward_seconds(calibration, dev, int(job.resources.get("eval_batch_size", 64)))}
+             "evaluate": 4 * _forward_seconds(calibration, dev, int(job.resources.get("eval_batch_size", 64))),
+             "tokenize": calibration.tokenize_seconds(train, dev)}
     return Price(sum(parts.values()), parts)
 
 
@@ -139,7 +147,7 @@ def disabling_sweep(job: Job, lengths: Lengths, calibration: Calibration) -> Pri
     # each layer's heads (and the layer) share a pass; the intact model joins every pass (the last layer's group holds it)
     groups = [(layer, per_layer, per_layer + 1) for layer in range(layers - 1)] + [(layers - 1, per_layer + 1, per_layer + 1)]
     seconds = len(job.params["modes"]) * _sweep_seconds(calibration, dev, groups, _rows_per_pass(job, calibration))
-    return Price(seconds, {"sweep": seconds})
+    return Price(seconds + calibration.tokenize_seconds(dev), {"sweep": seconds, "tokenize": calibration.tokenize_seconds(dev)})
 
 
 def disabling_greedy(job: Job, lengths: Lengths, calibration: Calibration) -> Price:
@@ -154,7 +162,8 @@ def disabling_greedy(job: Job, lengths: Lengths, calibration: Calibration) -> Pr
         search += _sweep_seconds(calibration, half, [(layer, heads + 1, heads + 1) for layer in range(layers)], rows)
     # the report: the intact model and each step's set, about one group from the first chosen head's layer (0 at worst)
     report = _sweep_seconds(calibration, dev[1::2], [(0, max_steps + 1, max_steps + 1)], rows)
-    return Price(search + report, {"search": search, "report": report}, "every step priced (the search may stop earlier)")
+    parts = {"search": search, "report": report, "tokenize": calibration.tokenize_seconds(dev)}
+    return Price(sum(parts.values()), parts, "every step priced (the search may stop earlier)")
 
 
 def outlier_disabling(job: Job, lengths: Lengths, calibration: Calibration) -> Price:
@@ -167,8 +176,8 @@ def outlier_disabling(job: Job, lengths: Lengths, calibration: Calibration) -> P
     for start in range(0, configs, per_pass):
         size = min(per_pass, configs - start) + (0 if start == 0 else 1)  # the intact model in every pass
         groups.append((0, size, size))
-    seconds = _sweep_seconds(calibration, dev, groups, rows)
-    return Price(seconds, {"disabling": seconds}, "priced as if outlier dimensions are found")
+    parts = {"disabling": _sweep_seconds(calibration, dev, groups, rows), "tokenize": calibration.tokenize_seconds(dev)}
+    return Price(sum(parts.values()), parts, "priced as if outlier dimensions are found")
 
 
 def _importance_seconds(job: Job, lengths: Lengths, calibration: Calibration) -> float:
@@ -193,7 +202,8 @@ def head_importance(job: Job, lengths: Lengths, calibration: Calibration) -> Pri
     batch = int(job.resources.get("batch_size", 32))
     importance = _importance_seconds(job, lengths, calibration)
     parts = {"importance": importance * (steps if job.params["recompute"] else 1),
-             "curve": (1 + steps) * _forward_seconds(calibration, _dev_sample(job, lengths), batch)}
+             "curve": (1 + steps) * _forward_seconds(calibration, _dev_sample(job, lengths), batch),
+             "tokenize": calibration.tokenize_seconds(_dev_sample(job, lengths))}
     return Price(sum(parts.values()), parts)
 
 
@@ -215,13 +225,16 @@ def lottery_pruning(job: Job, lengths: Lengths, calibration: Calibration) -> Pri
             iterations += math.ceil(layers * heads / max(1, share // 2)) + layers
         importance = iterations * _importance_seconds(job, lengths, calibration)
     parts = {"evaluations": iterations * evaluation, "importance": importance,
-             "report": _forward_seconds(calibration, dev[1::2] if held_out else dev, batch)}
+             "report": _forward_seconds(calibration, dev[1::2] if held_out else dev, batch),
+             "tokenize": calibration.tokenize_seconds(dev)}
     return Price(sum(parts.values()), parts, "every iteration up to the bound priced (the search stops at its threshold)")
 
 
 def compact_model(job: Job, lengths: Lengths, calibration: Calibration) -> Price:
-    seconds = 7 * _forward_seconds(calibration, _dev_sample(job, lengths), int(job.resources.get("batch_size", 32)))
-    return Price(seconds, {"evaluate": seconds})
+    dev = _dev_sample(job, lengths)
+    parts = {"evaluate": 7 * _forward_seconds(calibration, dev, int(job.resources.get("batch_size", 32))),
+             "tokenize": calibration.tokenize_seconds(dev)}
+    return Price(sum(parts.values()), parts)
 
 
 def _dumped_lengths(job: Job, lengths: Lengths) -> np.ndarray:
@@ -240,7 +253,8 @@ def _maps(calibration: Calibration) -> int:
 
 def dump_attention(job: Job, lengths: Lengths, calibration: Calibration) -> Price:
     dev = _dumped_lengths(job, lengths)
-    parts = {"forward": _forward_seconds(calibration, dev, int(job.params["batch_size"]), first_token_cut=False)}
+    parts = {"forward": _forward_seconds(calibration, dev, int(job.params["batch_size"]), first_token_cut=False),
+             "tokenize": calibration.tokenize_seconds(dev)}
     if "dump" in calibration.maps:
         parts["write"] = calibration.map_seconds("dump", dev, _maps(calibration))
     return Price(sum(parts.values()), parts, "" if "write" in parts else "writing the maps not priced")
