@@ -24,3 +24,28 @@ rule prepare_data:
         runtime=scaled(30),
     script:
         "../workflow_scripts/prepare_data.py"
+
+
+# A task's splits tokenised once per model and cut length: the jobs that train or evaluate on whole splits read them
+# instead of each tokenising again.
+rule tokenize_data:
+    conda:
+        "../envs/torch.yaml"
+    input:
+        data=lambda wc: PLAN.task_data(wc.task),
+        resolved="results/models/{model}/resolved.json",
+    output:
+        "results/data/{task}/tokens/{model}.max{max_length}.parquet",
+    wildcard_constraints:
+        max_length=r"\d+",
+    params:
+        code=script_code("tokenize_data"),
+    log:
+        "logs/tokenize_data/{task}/{model}.max{max_length}.log",
+    benchmark:
+        "results/benchmarks/tokenize_data/{task}/{model}.max{max_length}.tsv"
+    resources:
+        mem_mb=scaled(2000),
+        runtime=scaled(30),
+    script:
+        "../workflow_scripts/tokenize_data.py"

@@ -9,6 +9,7 @@ rule finetune:
         resolved="results/models/{model}/resolved.json",
         train="results/data/{task}/train.parquet",
         eval=lambda wc: PLAN.eval_inputs(wc.task),
+        tokens=lambda wc: PLAN.tokens(wc.model, wc.task, PLAN.max_length(wc.task, wc.state)),
     output:
         model=directory("results/finetune/{model}/{task}/{state}/seed{seed}/model"),
         # the run's record; metrics.json adds the fitness verdict to it (rule model_fitness)
@@ -48,6 +49,7 @@ rule evaluate_pretrained:
     input:
         resolved="results/models/{model}/resolved.json",
         eval=lambda wc: PLAN.eval_inputs(wc.task),
+        tokens=lambda wc: PLAN.tokens(wc.model, wc.task, PLAN.max_length(wc.task, states.PRETRAINED)),
     output:
         metrics=f"results/finetune/{{model}}/{{task}}/{states.PRETRAINED}/seed{{seed}}/metrics.json",
         predictions=f"results/finetune/{{model}}/{{task}}/{states.PRETRAINED}/seed{{seed}}/predictions.parquet",

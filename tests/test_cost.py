@@ -217,12 +217,16 @@ def test_a_bounded_search_is_priced_at_the_share_of_its_bound_a_finished_run_rea
     assert shared.seconds == pytest.approx(5.0 + 0.25 * (bound.seconds - 5.0)) and "0.25 of the bound" in shared.note
 
 
-def test_a_job_pays_for_tokenising_the_examples_it_reads():
+def test_a_task_is_tokenised_once_and_a_job_that_reads_a_sample_tokenises_it():
     rated = dataclasses.replace(one_second_per_pass(), maps={"tokenize": {"per_call": 0.0, "per_example": 1e-3, "per_piece": 1e-5}})
-    hyper = {"batch_size": 32, "epochs": 1, "max_length": 128, "group_by_length": True}
-    job = estimate.Job("finetune", {"task": "MRPC", "seed": "1"}, {"hyperparameters": hyper, "eval_splits": ["dev"]},
-                       {"eval_batch_size": 64}, 1)
     data = lengths(1000, 130)
-    pieces = sum(float(data.of("MRPC", split, 128).sum()) for split in ("train", "dev"))
+    job = estimate.Job("tokenize_data", {"model": "m", "task": "MRPC", "max_length": "128"}, {}, {}, 1,
+                       inputs=("results/data/MRPC/train.parquet", "results/data/MRPC/dev.parquet", "results/models/m/resolved.json"))
+    pieces = sum(float(data.of("MRPC", split, 1 << 30).sum()) for split in ("train", "dev"))
     assert estimate.price(job, data, rated).parts["tokenize"] == pytest.approx(1130 * 1e-3 + pieces * 1e-5)
-    assert estimate.price(job, data, one_second_per_pass()).parts["tokenize"] == 0.0  # not timed: not priced
+    assert estimate.price(job, data, one_second_per_pass()).note == "work not priced"  # the tokenizer not timed
+    sweep = estimate.Job("disabling_sweep", {"task": "MRPC", "seed": "1"},
+                         {"modes": ["uniform"], "layers": True, "max_examples": 100, "subsample_seed": 0, "max_length": 128},
+                         {"rows_per_pass": 48, "gpu_rows_per_pass": 4096}, 1)
+    sample = data.of("MRPC", "dev", 128, 100, 0)
+    assert estimate.price(sweep, data, rated).parts["tokenize"] == pytest.approx(100 * 1e-3 + float(sample.sum()) * 1e-5)

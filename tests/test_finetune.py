@@ -164,3 +164,22 @@ def test_encode_counts_the_examples_cut_to_max_length():
     lengths = [len(ids) for ids in full.input_ids]
     cut = encode(frame, tokenizer, min(lengths) + 1)
     assert cut.truncated == 1 and max(len(ids) for ids in cut.input_ids) == min(lengths) + 1
+
+
+def test_a_token_file_gives_any_rows_of_a_split_exactly_as_tokenising_them_does(tmp_path):
+    tokenizer = models.load_tokenizer(str(TINY_BERT))
+    task = glue.get_task("MRPC")
+    splits = {split: glue.read_local(task, split, GLUE_SMOKE) for split in ("train", "dev")}
+    path = tmp_path / "tokens.parquet"
+    batching.TokenFile.write(splits, tokenizer, 16, path)  # short: some pairs are cut
+    tokens = batching.TokenFile.read(path, 16)
+    some = splits["dev"].sample(fraction=0.5, seed=3, shuffle=True)
+    for split, frame in (("train", splits["train"]), ("dev", some)):
+        direct, cached = batching.encode(frame, tokenizer, 16), tokens.encoded(split, frame)
+        assert cached.input_ids == direct.input_ids and cached.token_type_ids == direct.token_type_ids
+        assert cached.pad_token_id == direct.pad_token_id and cached.truncated == direct.truncated > 0
+    with pytest.raises(ValueError, match="max_length 16, the job asks 32"):
+        batching.TokenFile.read(path, 32)
+    stale = splits["dev"].with_columns(pl.col("idx") + 10_000)
+    with pytest.raises(ValueError, match="no tokens for idx"):
+        tokens.encoded("dev", stale)

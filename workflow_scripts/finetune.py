@@ -12,7 +12,7 @@ import polars as pl
 
 from bertology_core.data import glue, io, states
 from bertology_core.finetune import finetune
-from bertology_core.models import checkpoint, device, precision
+from bertology_core.models import batching, checkpoint, device, precision
 
 job_device = device.job_device(snakemake.threads)
 job_precision = precision.for_job(snakemake.params.precision, job_device)
@@ -46,6 +46,7 @@ result = finetune.finetune_and_evaluate(
     checkpointer=checkpointer,
     device=job_device,
     precision=job_precision,
+    tokens=batching.TokenFile.read(snakemake.input.tokens, snakemake.params.hyperparameters["max_length"]),
 )
 result.metrics["model"] = {"name": wc.model, **resolved}
 predictions = pl.concat(

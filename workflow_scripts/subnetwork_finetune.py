@@ -14,7 +14,7 @@ from safetensors.torch import load_file
 
 from bertology_core.data import glue, io
 from bertology_core.finetune import finetune
-from bertology_core.models import device, models, precision
+from bertology_core.models import batching, device, models, precision
 from bertology_core.pruning import lottery
 from bertology_core.engine.plan import StructureMask
 
@@ -45,6 +45,7 @@ result, predictions = lottery.finetune_subnetwork(
     io.read_json(snakemake.input.resolved)["path"], task, seed, train, dev,
     finetune.FinetuneConfig.from_dict(params.hyperparameters), mask, eval_batch_size=params.eval_batch_size, device=job_device,
     precision=job_precision,
+    tokens=batching.TokenFile.read(snakemake.input.tokens, params.hyperparameters["max_length"]),
 )
 result |= {"task": task.name, "seed": seed, "network": wc.network, "hyperparameters": params.hyperparameters}
 if isinstance(mask, StructureMask):

@@ -27,7 +27,7 @@ from transformers import PreTrainedModel, get_linear_schedule_with_warmup
 
 from bertology_core.data import states
 from bertology_core.data.batch_order import training_batches
-from bertology_core.models.batching import Encoded, encode
+from bertology_core.models.batching import Encoded, TokenFile, encode
 from bertology_core.models.checkpoint import Checkpointer, TrainingState
 from bertology_core.models import precision as precisions
 from bertology_core.models.device import default_device
@@ -265,6 +265,7 @@ def finetune_and_evaluate(
     eval_batch_size: int = 64,
     checkpointer: Checkpointer | None = None,
     precision: Precision | None = None,
+    tokens: TokenFile | None = None,
 ) -> RunResult:
     """Build the classifier of ``state`` (:mod:`bertology_core.data.states`: finetuned, scratch or pretrained), train it
     unless pretrained, evaluate.
@@ -272,7 +273,8 @@ def finetune_and_evaluate(
     ``pretrained`` is the paper's "pre-trained" column: the pre-trained encoder with
     a freshly initialised, untrained classification head. ``eval_batch_size`` only
     changes speed; ``checkpointer`` makes training resumable (see :func:`train`); ``precision`` is what training
-    computes in (None: float32).
+    computes in (None: float32); ``tokens``: the splits tokenised beforehand with the model's tokenizer at
+    ``config.max_length`` (else each is tokenised here, the same way).
     """
     trains = state != states.PRETRAINED
     tokenizer = load_tokenizer(model_path)
@@ -294,7 +296,7 @@ def finetune_and_evaluate(
     if trains:
         if train_frame is None:
             raise ValueError(f"state={state!r} needs training data")
-        encoded = encode(train_frame, tokenizer, config.max_length)
+        encoded = tokens.encoded("train", train_frame) if tokens else encode(train_frame, tokenizer, config.max_length)
         record["train_examples"] = len(encoded)
         record["train_truncated"] = encoded.truncated
         record["training"] = train(
@@ -304,7 +306,7 @@ def finetune_and_evaluate(
     record["eval"] = {}
     for split, frame in eval_frames.items():
         started = time.perf_counter()
-        encoded_split = encode(frame, tokenizer, config.max_length)
+        encoded_split = tokens.encoded(split, frame) if tokens else encode(frame, tokenizer, config.max_length)
         logits = predict(model, encoded_split, eval_batch_size)
         predictions[split] = predictions_frame(task, frame, logits)
         record["eval"][split] = {

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import polars as pl
 import torch
 
+from bertology_core.data import io
 from bertology_core.data.glue import sentence_texts
 
 
@@ -48,19 +50,74 @@ class Encoded:
         return batch
 
 
-def encode(frame: pl.DataFrame, tokenizer: Any, max_length: int) -> Encoded:
-    """Tokenise ``sentence1`` (and ``sentence2`` when present; :func:`bertology_core.data.glue.sentence_texts`) with truncation to
-    ``max_length``. Token type ids are kept when the tokenizer returns them (:func:`bertology_core.models.models.load_tokenizer`
-    sets it to return them exactly when the model embeds them)."""
+def token_table(frame: pl.DataFrame, tokenizer: Any, max_length: int) -> pl.DataFrame:
+    """Every example of ``frame`` tokenised as :func:`encode` does: ``idx``, ``input_ids`` (cut to ``max_length``),
+    ``token_type_ids`` where the tokenizer returns them, and ``full_length`` (word pieces before the cut). Token type
+    ids are kept when the tokenizer returns them (:func:`bertology_core.models.models.load_tokenizer` sets it to return
+    them exactly when the model embeds them)."""
     first, second = sentence_texts(frame)
     out = tokenizer(first, second, truncation=True, max_length=max_length, padding=False)
     # a second pass without truncation counts the examples cut (the pair strategy decides what is cut, so the
     # truncated ids are the tokenizer's own)
     full = tokenizer(first, second, truncation=False, padding=False, return_attention_mask=False,
                      return_token_type_ids=False)["input_ids"]
+    columns = {"idx": frame["idx"], "input_ids": pl.Series(out["input_ids"], dtype=pl.List(pl.Int32)),
+               "full_length": pl.Series([len(ids) for ids in full], dtype=pl.Int32)}
+    if out.get("token_type_ids") is not None:
+        columns["token_type_ids"] = pl.Series(out["token_type_ids"], dtype=pl.List(pl.Int8))
+    return pl.DataFrame(columns)
+
+
+def from_table(table: pl.DataFrame, pad_token_id: int, max_length: int) -> Encoded:
+    """The :class:`Encoded` examples of a :func:`token_table`, in its row order."""
     return Encoded(
-        input_ids=out["input_ids"],
-        token_type_ids=out.get("token_type_ids"),
-        pad_token_id=tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0,
-        truncated=sum(len(ids) > max_length for ids in full),
+        input_ids=table["input_ids"].to_list(),
+        token_type_ids=table["token_type_ids"].to_list() if "token_type_ids" in table.columns else None,
+        pad_token_id=pad_token_id,
+        truncated=int((table["full_length"] > max_length).sum()),
     )
+
+
+def encode(frame: pl.DataFrame, tokenizer: Any, max_length: int) -> Encoded:
+    """Tokenise ``sentence1`` (and ``sentence2`` when present; :func:`bertology_core.data.glue.sentence_texts`) with
+    truncation to ``max_length`` (:func:`token_table`)."""
+    return from_table(token_table(frame, tokenizer, max_length), pad_id(tokenizer), max_length)
+
+
+def pad_id(tokenizer: Any) -> int:
+    return tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+
+
+@dataclass(frozen=True)
+class TokenFile:
+    """A task's splits tokenised once for one model and ``max_length`` (rule ``tokenize_data``), so that the jobs that
+    train or evaluate on them do not each tokenise again: :func:`token_table`'s columns plus ``split``."""
+
+    path: Path
+    table: pl.DataFrame
+    pad_token_id: int
+    max_length: int
+
+    @classmethod
+    def write(cls, splits: dict[str, pl.DataFrame], tokenizer: Any, max_length: int, path: str | Path) -> None:
+        table = pl.concat([token_table(frame, tokenizer, max_length).with_columns(pl.lit(split).alias("split"))
+                           for split, frame in splits.items()])
+        io.write_parquet(table, path, metadata={"pad_token_id": str(pad_id(tokenizer)), "max_length": str(max_length)})
+
+    @classmethod
+    def read(cls, path: str | Path, max_length: int) -> "TokenFile":
+        metadata = pl.read_parquet_metadata(path)
+        found = metadata.get("max_length")
+        if found is None or int(found) != max_length:
+            raise ValueError(f"{path}: tokenised at max_length {found}, the job asks {max_length}. "
+                             "Fix: delete the file and rerun (rule tokenize_data writes it).")
+        return cls(Path(path), pl.read_parquet(path), int(metadata["pad_token_id"]), max_length)
+
+    def encoded(self, split: str, frame: pl.DataFrame) -> Encoded:
+        """The examples of ``frame`` (a split's rows, any subset, any order), as :func:`encode` gives them."""
+        rows = frame.select("idx").with_row_index("_order").join(self.table.filter(pl.col("split") == split), on="idx", how="left")
+        if rows["input_ids"].null_count():
+            missing = rows.filter(pl.col("input_ids").is_null())["idx"].head(5).to_list()
+            raise ValueError(f"{self.path}: split {split!r} has no tokens for idx {missing}. Fix: delete the file and "
+                             "rerun (it is stale: the split's data changed).")
+        return from_table(rows.sort("_order"), self.pad_token_id, self.max_length)

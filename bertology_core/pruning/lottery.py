@@ -54,7 +54,7 @@ from bertology_core.disabling.disabling_stats import split_halves
 from bertology_core.finetune import finetune
 from bertology_core.finetune.finetune import FinetuneConfig
 from bertology_core.models import compaction
-from bertology_core.models.batching import Encoded, encode
+from bertology_core.models.batching import Encoded, TokenFile, encode
 from bertology_core.models.device import default_device
 from bertology_core.models.models import load_classifier_reported, load_tokenizer
 from bertology_core.models import precision as precisions
@@ -467,9 +467,10 @@ def finetune_subnetwork(
     progress: bool = False,
     device: torch.device | None = None,
     precision: Precision | None = None,
+    tokens: TokenFile | None = None,
 ) -> tuple[dict[str, Any], pl.DataFrame]:
     """Fine-tune the *pre-trained* encoder (fresh classifier head, ``seed``) with ``mask`` fixed, in ``precision``
-    (None: float32); evaluate.
+    (None: float32); evaluate. ``tokens``: the task's splits tokenised beforehand (else tokenised here, the same way).
 
     A structure mask is applied by compaction (the removed heads and MLPs are cut out, which is exact and
     faster to train than gating; what weights shared across depth keep at another depth stays gated); weight masks are fixed with ``torch.nn.utils.prune`` (masked weights stay
@@ -494,11 +495,12 @@ def finetune_subnetwork(
             gates = intervene(use_engine(model), residual.plan())
     elif mask is not None:
         apply_weight_masks(model, mask)
-    encoded = encode(train_frame, tokenizer, config.max_length)
+    encoded = tokens.encoded("train", train_frame) if tokens else encode(train_frame, tokenizer, config.max_length)
     with gates:
         record = finetune.train(model, task, encoded, train_frame["label"].to_numpy(), config, seed, progress,
                                 precision=precision)
-        logits = finetune.predict(model, encode(eval_frame, tokenizer, config.max_length), eval_batch_size)
+        evaluated = tokens.encoded("dev", eval_frame) if tokens else encode(eval_frame, tokenizer, config.max_length)
+        logits = finetune.predict(model, evaluated, eval_batch_size)
     predictions = logits[:, 0] if task.is_regression else logits.argmax(-1)
     if isinstance(mask, dict):  # m-pruning: share of the prunable weight matrices' entries
         kept = kept_weight_share(current_weight_masks(model))

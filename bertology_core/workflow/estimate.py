@@ -17,6 +17,7 @@ Torch-free: the token lengths come in as :class:`Lengths` (tools/estimate_runtim
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -104,26 +105,27 @@ def finetune(job: Job, lengths: Lengths, calibration: Calibration) -> Price:
     hyper = job.params["hyperparameters"]
     task, max_length = job.wildcards["task"], int(hyper["max_length"])
     parts = {}
-    evaluated = [lengths.of(task, split, max_length) for split in job.params["eval_splits"]]
-    tokenized = list(evaluated)
     if job.rule == "finetune":
-        train = lengths.of(task, "train", max_length)
-        parts["train"] = _train_seconds(calibration, train, hyper, int(job.wildcards["seed"]))
-        tokenized.append(train)
+        parts["train"] = _train_seconds(calibration, lengths.of(task, "train", max_length), hyper, int(job.wildcards["seed"]))
     eval_batch = int(job.resources.get("eval_batch_size", 64))
-    parts["evaluate"] = sum(_forward_seconds(calibration, split, eval_batch, first_token_cut=False) for split in evaluated)
-    parts["tokenize"] = calibration.tokenize_seconds(*tokenized)
-    return Price(sum(parts.values()), parts)
+    parts["evaluate"] = sum(_forward_seconds(calibration, lengths.of(task, split, max_length), eval_batch, first_token_cut=False)
+                            for split in job.params["eval_splits"])
+    return Price(sum(parts.values()), parts)  # the splits come tokenised (tokenize_data)
+
+
+def tokenize_data(job: Job, lengths: Lengths, calibration: Calibration) -> Price:
+    """Every prepared split of the task (its data inputs, ``results/data/{task}/{split}.parquet``), tokenised once."""
+    splits = [Path(path).stem for path in job.inputs if path.endswith(".parquet")]
+    seconds = calibration.tokenize_seconds(*(lengths.of(job.wildcards["task"], split, 1 << 30) for split in splits))
+    return Price(seconds, {"tokenize": seconds}, "" if "tokenize" in calibration.maps else "work not priced")
 
 
 def subnetwork_finetune(job: Job, lengths: Lengths, calibration: Calibration) -> Price:
     hyper = job.params["hyperparameters"]
     task, max_length = job.wildcards["task"], int(hyper["max_length"])
     train = lengths.of(task, "train", max_length, job.params["max_train_examples"], job.params["subsample_seed"])
-    dev = lengths.of(task, "dev", max_length)
     parts = {"train": _train_seconds(calibration, train, hyper, int(job.wildcards["seed"])),
-             "evaluate": _forward_seconds(calibration, dev, int(job.params["eval_batch_size"]), False),
-             "tokenize": calibration.tokenize_seconds(train, dev)}
+             "evaluate": _forward_seconds(calibration, lengths.of(task, "dev", max_length), int(job.params["eval_batch_size"]), False)}
     return Price(sum(parts.values()), parts, "a pruned subnetwork priced as the whole model")
 
 
@@ -349,13 +351,13 @@ PRICED: dict[str, Callable[[Job, Lengths, Calibration], Price]] = {
     "finetune": finetune, "evaluate_pretrained": finetune, "subnetwork_finetune": subnetwork_finetune,
     "head_gates": head_gates, "disabling_sweep": disabling_sweep, "disabling_greedy": disabling_greedy,
     "outlier_disabling": outlier_disabling, "head_importance": head_importance, "lottery_pruning": lottery_pruning,
-    "compact_model": compact_model, "dump_attention": dump_attention, "labelled_maps": dump_attention,
+    "compact_model": compact_model, "dump_attention": dump_attention, "tokenize_data": tokenize_data, "labelled_maps": dump_attention,
     "probe_features": probe_features, "pattern_features": map_stage, "classify_maps": map_stage,
 }
 
 
 # the rules that load a model (the rest of the priced ones read files)
-MODEL_RULES = {rule for rule, pricer in PRICED.items() if pricer is not map_stage}
+MODEL_RULES = {rule for rule, pricer in PRICED.items() if pricer not in (map_stage, tokenize_data)}
 
 
 def price(job: Job, lengths: Lengths, calibration: Calibration) -> Price:

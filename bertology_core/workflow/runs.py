@@ -284,6 +284,7 @@ class Plan:
             "resolved": f"results/models/{model}/resolved.json",
             "train": f"results/data/{task}/train.parquet",
             "dev": f"results/data/{task}/dev.parquet",
+            "tokens": self.tokens(model, task, self.subnetwork_recipe(task)["max_length"]),
         }
         if network != "full":
             method, kind, protocol = network.split("-")
@@ -310,6 +311,15 @@ class Plan:
 
     def eval_inputs(self, task: str) -> list[str]:
         return [f"results/data/{task}/{split}.parquet" for split in self.eval_splits(task)]
+
+    def task_data(self, task: str) -> list[str]:
+        """Every prepared split of a task, train first (what its token file holds)."""
+        return [f"results/data/{task}/train.parquet", *self.eval_inputs(task)]
+
+    @staticmethod
+    def tokens(model: str, task: str, max_length: int) -> str:
+        """A task's splits tokenised with a model's tokenizer, cut at ``max_length`` (rule tokenize_data)."""
+        return f"results/data/{task}/tokens/{model}.max{max_length}.parquet"
 
     def hyperparameters(self, task: str, state: str) -> dict[str, Any]:
         """Fine-tuning hyper-parameters of one job: defaults, then per-task, then per-state overrides. Passed as

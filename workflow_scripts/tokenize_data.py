@@ -1,0 +1,18 @@
+"""Tokenise a task's prepared splits with a model's tokenizer, cut at max_length, once (rule tokenize_data)."""
+
+import logging
+from pathlib import Path
+
+from _common import log_to
+
+log_to(snakemake.log[0])
+
+import polars as pl
+
+from bertology_core.data import io
+from bertology_core.models import batching, models
+
+splits = {Path(path).stem: pl.read_parquet(path) for path in snakemake.input.data}  # results/data/{task}/{split}.parquet
+tokenizer = models.load_tokenizer(io.read_json(snakemake.input.resolved)["path"])
+batching.TokenFile.write(splits, tokenizer, int(snakemake.wildcards.max_length), snakemake.output[0])
+logging.info("tokenised %s", {split: frame.height for split, frame in splits.items()})
