@@ -38,6 +38,7 @@ rule head_gates:
         model=lambda wc: f"{PLAN.run_dir(wc.model, wc.task, states.FINETUNED, wc.seed)}/model",
         train="results/data/{task}/train.parquet",
         dev="results/data/{task}/dev.parquet",
+        tokens=lambda wc: PLAN.tokens(wc.model, wc.task, PLAN.max_length(wc.task, states.FINETUNED)),
         # Michel et al.'s ordering, scored at the gates' number of heads
         importance=f"{PRUNE_DIR}/importance.parquet",
     output:

@@ -24,8 +24,8 @@ settings = params.settings
 job_device = device.job_device(snakemake.threads)
 job_precision = precision.for_job(snakemake.params.precision, job_device)
 task = glue.get_task(wc.task)
-tokenizer = models.load_tokenizer(snakemake.input.model)
 config = finetune.FinetuneConfig.from_dict(params.hyperparameters | {"epochs": settings["epochs"]})
+tokens = batching.TokenFile.read(snakemake.input.tokens, config.max_length)
 train = glue.subsample(pl.read_parquet(snakemake.input.train), settings["train_examples"], params.subsample_seed)
 gate_settings = head_gates.GateSettings(temperature=settings["temperature"], stretch=tuple(settings["stretch"]),
                                         initial_log_alpha=settings["initial_log_alpha"], learning_rate=settings["learning_rate"])
@@ -38,11 +38,11 @@ checkpointer = checkpoint.Checkpointer(
 )
 gated, record = head_gates.train_gates(
     models.load_classifier(snakemake.input.model, task, models.SAVED, 0).to(job_device), task,
-    batching.encode(train, tokenizer, config.max_length), train["label"].to_numpy(), config, float(wc.strength),
+    tokens.encoded("train", train), train["label"].to_numpy(), config, float(wc.strength),
     gate_settings, wc.weights == "trained", int(wc.seed), checkpointer, precision=job_precision,
 )
 dev = glue.subsample(pl.read_parquet(snakemake.input.dev), params.dev_sample["examples"], params.dev_sample["seed"])
-encoded = batching.encode(dev, tokenizer, config.max_length)
+encoded = tokens.encoded("dev", dev)
 # Michel et al.'s ordering prunes the fine-tuned model as it is (never retrained)
 finetuned = models.load_classifier(snakemake.input.model, task, models.SAVED, 0).to(job_device)
 michel = head_gates.michel_mask(pl.read_parquet(snakemake.input.importance), record["heads_kept"], params.normalize_by_layer)
