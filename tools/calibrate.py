@@ -32,7 +32,12 @@ ASSUMED = {
 }
 
 
-def assumed_calibration(name: str):
+def assumed_calibration(name: str, cpu_side: str | None = None):
+    """The stated assumptions for a GPU; ``cpu_side``: a calibration of the CPU beside it (this machine's, written by
+    tools/estimate_runtime.py --fit-stages) whose tokenizer rate and fitted rates of the rules that run no timed pass
+    are carried over: those run on the CPU whatever the accelerator."""
+    import dataclasses
+
     from bertology_core.workflow import cost
 
     values = ASSUMED[name]
@@ -40,7 +45,13 @@ def assumed_calibration(name: str):
     for kind in cost.KINDS:
         per_dense = 1 / (values["dense_tflops"][kind] * 1e12)
         passes[kind] = cost.PassCost("max", values["floor_ms"][kind] / 1000, per_dense, per_dense / values["attention_share"])
-    return cost.Calibration(values["device"], 1, "mixed", cost.Geometry(12, 768, 3072, 12), passes, values["startup"])
+    assumed = cost.Calibration(values["device"], 1, "mixed", cost.Geometry(12, 768, 3072, 12), passes, values["startup"])
+    if cpu_side is None:
+        return assumed
+    cpu = cost.Calibration.read(cpu_side)
+    tokenize = {"tokenize": cpu.maps["tokenize"]} if "tokenize" in cpu.maps else {}
+    # the searches' shares of their bound are measured too, on another model and device: carried as an assumption
+    return dataclasses.replace(assumed, maps=tokenize, stages=cpu.stages)
 
 
 def main() -> None:
@@ -49,13 +60,15 @@ def main() -> None:
     parser.add_argument("--geometry", help="bert-base: BertConfig's defaults, where the model's files are not here")
     parser.add_argument("--precision", help="override compute.precision (float32 or mixed)")
     parser.add_argument("--assumed", choices=sorted(ASSUMED), help="write the stated assumptions for a GPU (see ASSUMED)")
+    parser.add_argument("--cpu-side", metavar="FILE", help="with --assumed: carry the tokenizer rate and the fitted stage rates "
+                        "of this CPU calibration (tools/estimate_runtime.py --fit-stages)")
     parser.add_argument("--budget", type=float, default=200.0, help="seconds for the timed passes (start-up apart)")
     parser.add_argument("--out", help="default: results/calibration/<model name or geometry>[-<precision>].json")
     args = parser.parse_args()
     if args.assumed:
         out = Path(args.out or ROOT / f"results/calibration/assumed-{args.assumed}.json")
         out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(assumed_calibration(args.assumed).to_json())
+        out.write_text(assumed_calibration(args.assumed, args.cpu_side).to_json())
         print(f"assumed, not measured: {out}")
         return
 
