@@ -40,6 +40,9 @@ rule tokenize_data:
         max_length=r"\d+",
     params:
         code=script_code("tokenize_data"),
+    threads: config["finetune"]["threads"]
+    # every fine-tuning job (priority 20) waits for it
+    priority: 25
     log:
         "logs/tokenize_data/{task}/{model}.max{max_length}.log",
     benchmark:

@@ -211,10 +211,16 @@ def test_a_bounded_search_is_priced_at_the_share_of_its_bound_a_finished_run_rea
     dev = lengths(10, 40)
     calibration = dataclasses.replace(one_second_per_pass(), startup={"model": 5.0, "tables": 1.0})
     bound = estimate.price(job, dev, calibration)
-    rates = estimate.fit_stage_rates([(job, 5.0 + 0.25 * (bound.seconds - 5.0))], dev, calibration, "run X")
+    assert bound.bounded == ("search",) and bound.parts["report"] > 0
+    # the search stopped at a quarter of its bound; the report (not a search) ran whole
+    measured = 5.0 + bound.parts["report"] + 0.25 * bound.parts["search"]
+    rates = estimate.fit_stage_rates([(job, measured)], dev, calibration, "run X")
     assert rates["disabling_greedy"]["share_of_bound"] == pytest.approx(0.25)
     shared = estimate.price(job, dev, dataclasses.replace(calibration, stages=rates))
-    assert shared.seconds == pytest.approx(5.0 + 0.25 * (bound.seconds - 5.0)) and "0.25 of the bound" in shared.note
+    assert shared.seconds == pytest.approx(measured) and "0.25 of the bound" in shared.note
+    # an s-pruning search and an m-pruning one take shares of their own
+    lottery = [estimate.Job("lottery_pruning", {"method": m, "protocol": "held_out"}, {}, {}, 1) for m in ("s", "m")]
+    assert [estimate.bound_key(j) for j in lottery] == ["lottery_pruning:s", "lottery_pruning:m"]
 
 
 def test_a_task_is_tokenised_once_and_a_job_that_reads_a_sample_tokenises_it():

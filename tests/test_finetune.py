@@ -180,6 +180,11 @@ def test_a_token_file_gives_any_rows_of_a_split_exactly_as_tokenising_them_does(
         assert cached.pad_token_id == direct.pad_token_id and cached.truncated == direct.truncated > 0
     with pytest.raises(ValueError, match="max_length 16, the job asks 32"):
         batching.TokenFile.read(path, 32)
+    # a job reads only the splits it uses
+    only_dev = batching.TokenFile.read(path, 16, ["dev"])
+    assert set(only_dev.table["split"]) == {"dev"} and only_dev.encoded("dev", some).input_ids == tokens.encoded("dev", some).input_ids
+    with pytest.raises(ValueError, match="split 'train' has no tokens"):
+        only_dev.encoded("train", splits["train"])
     stale = splits["dev"].with_columns(pl.col("idx") + 10_000)
     with pytest.raises(ValueError, match="no tokens for idx"):
         tokens.encoded("dev", stale)

@@ -46,7 +46,8 @@ result = finetune.finetune_and_evaluate(
     checkpointer=checkpointer,
     device=job_device,
     precision=job_precision,
-    tokens=batching.TokenFile.read(snakemake.input.tokens, snakemake.params.hyperparameters["max_length"]),
+    tokens=batching.TokenFile.read(snakemake.input.tokens, snakemake.params.hyperparameters["max_length"],
+                                   ["train", *snakemake.params.eval_splits] if trains else snakemake.params.eval_splits),
 )
 result.metrics["model"] = {"name": wc.model, **resolved}
 predictions = pl.concat(

@@ -25,7 +25,7 @@ job_device = device.job_device(snakemake.threads)
 job_precision = precision.for_job(snakemake.params.precision, job_device)
 task = glue.get_task(wc.task)
 config = finetune.FinetuneConfig.from_dict(params.hyperparameters | {"epochs": settings["epochs"]})
-tokens = batching.TokenFile.read(snakemake.input.tokens, config.max_length)
+tokens = batching.TokenFile.read(snakemake.input.tokens, config.max_length, ["train", "dev"])
 train = glue.subsample(pl.read_parquet(snakemake.input.train), settings["train_examples"], params.subsample_seed)
 gate_settings = head_gates.GateSettings(temperature=settings["temperature"], stretch=tuple(settings["stretch"]),
                                         initial_log_alpha=settings["initial_log_alpha"], learning_rate=settings["learning_rate"])

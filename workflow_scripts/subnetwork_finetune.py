@@ -45,7 +45,7 @@ result, predictions = lottery.finetune_subnetwork(
     io.read_json(snakemake.input.resolved)["path"], task, seed, train, dev,
     finetune.FinetuneConfig.from_dict(params.hyperparameters), mask, eval_batch_size=params.eval_batch_size, device=job_device,
     precision=job_precision,
-    tokens=batching.TokenFile.read(snakemake.input.tokens, params.hyperparameters["max_length"]),
+    tokens=batching.TokenFile.read(snakemake.input.tokens, params.hyperparameters["max_length"], ["train", "dev"]),
 )
 result |= {"task": task.name, "seed": seed, "network": wc.network, "hyperparameters": params.hyperparameters}
 if isinstance(mask, StructureMask):

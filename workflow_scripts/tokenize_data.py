@@ -1,11 +1,14 @@
 """Tokenise a task's prepared splits with a model's tokenizer, cut at max_length, once (rule tokenize_data)."""
 
 import logging
+import os
 from pathlib import Path
 
 from _common import log_to
 
 log_to(snakemake.log[0])
+# the fast tokenizer's threads (Rayon's pool, read when it first encodes a batch): the job's own
+os.environ["RAYON_NUM_THREADS"] = str(snakemake.threads)
 
 import polars as pl
 

@@ -97,8 +97,14 @@ def bertology_attention(
     active = ACTIVE.get()
     if (active is not None and active.scales_only is not None and query.device.type in FUSED_DEVICES
             and not (module.training and dropout > 0) and active.scales_only(module)):
-        output = nn.functional.scaled_dot_product_attention(query, key, value, attn_mask=attention_mask, scale=scaling)
-        output = active.hook(module, output, attention_mask)  # [batch, head, query_pos, head_dim]: scaled per head
+        mask = attention_mask
+        if mask is not None and mask.is_floating_point() and mask.dtype != query.dtype:
+            # under autocast the product runs in bfloat16, where float32's minimum overflows to -inf (a query with no
+            # key to attend to would give NaN instead of eager's uniform row): rebuild the mask in the query's dtype
+            mask = torch.where(mask == 0, 0.0, torch.finfo(query.dtype).min).to(query.dtype)
+        output = nn.functional.scaled_dot_product_attention(query, key, value, attn_mask=mask, scale=scaling)
+        # [batch, head, query_pos, head_dim] scaled per head, in float32 as eager scales its float32 probabilities
+        output = active.hook(module, output.float(), attention_mask).to(output.dtype)
         return output.transpose(1, 2).contiguous(), None
     logits = torch.matmul(query, key.transpose(2, 3)) * scaling  # [batch, head, query_pos, key_pos]
     if attention_mask is not None:

@@ -105,13 +105,17 @@ class TokenFile:
         io.write_parquet(table, path, metadata={"pad_token_id": str(pad_id(tokenizer)), "max_length": str(max_length)})
 
     @classmethod
-    def read(cls, path: str | Path, max_length: int) -> "TokenFile":
+    def read(cls, path: str | Path, max_length: int, splits: list[str] | None = None) -> "TokenFile":
+        """The file's rows of ``splits`` (None: all), checked to be cut at ``max_length``."""
         metadata = pl.read_parquet_metadata(path)
         found = metadata.get("max_length")
         if found is None or int(found) != max_length:
             raise ValueError(f"{path}: tokenised at max_length {found}, the job asks {max_length}. "
                              "Fix: delete the file and rerun (rule tokenize_data writes it).")
-        return cls(Path(path), pl.read_parquet(path), int(metadata["pad_token_id"]), max_length)
+        table = pl.scan_parquet(path)
+        if splits is not None:
+            table = table.filter(pl.col("split").is_in(splits))
+        return cls(Path(path), table.collect(), int(metadata["pad_token_id"]), max_length)
 
     def encoded(self, split: str, frame: pl.DataFrame) -> Encoded:
         """The examples of ``frame`` (a split's rows, any subset, any order), as :func:`encode` gives them."""

@@ -20,6 +20,7 @@ imports of a model-running job, loading the model and moving it to the device, a
 
 from __future__ import annotations
 
+import math
 import subprocess
 import sys
 import tempfile
@@ -109,12 +110,13 @@ def pass_function(model: torch.nn.Module, kind: str, batch: dict[str, torch.Tens
     return once
 
 
-def time_passes(passes: Sequence[Callable[[], None]], device: torch.device, rounds: int) -> list[float]:
+def time_passes(passes: Sequence[Callable[[], None]], device: torch.device, rounds: int, warm: bool = False) -> list[float]:
     """Seconds of each pass: the median over ``rounds`` rounds that run every pass once in turn (after one warm-up
-    round), so that a slow spell of a shared machine spreads over all shapes instead of biasing one."""
-    for once in passes:
-        once()
-    synchronize(device)
+    round unless ``warm``), so that a slow spell of a shared machine spreads over all shapes instead of biasing one."""
+    if not warm:
+        for once in passes:
+            once()
+        synchronize(device)
     times: list[list[float]] = [[] for _ in passes]
     for _ in range(rounds):
         for i, once in enumerate(passes):
@@ -160,16 +162,16 @@ def calibrate(config: PretrainedConfig, device: torch.device, policy: str, threa
     once()
     synchronize(device)
     probe = time.perf_counter() - started
-    divisor = max(1, int(round(probe * len(shapes["train"]) * 5 / budget_seconds)))
+    divisor = max(1, math.ceil(probe * len(shapes["train"]) * 10 / budget_seconds))
     points = []
     for kind in cost.KINDS:
         kind_shapes = sorted({(max(1, rows // divisor), length) for rows, length in shapes[kind]})
         batches = [_batch(config, rows, length, device) for rows, length in kind_shapes]
         functions = [pass_function(trained if kind == "train" else model, kind, b, resolved, optimizer) for b in batches]
-        # rounds: about a third of the budget for each kind, at least 3
+        # rounds: about a third of the budget for each kind, at least 3 (the first round, timed, sizes them)
         first = time_passes(functions, device, 1)
         rounds = max(3, min(15, int(budget_seconds / 3 / max(sum(first), 1e-3))))
-        for (rows, length), batch, seconds in zip(kind_shapes, batches, time_passes(functions, device, rounds)):
+        for (rows, length), batch, seconds in zip(kind_shapes, batches, time_passes(functions, device, rounds, warm=True)):
             dense, attention = geometry.work(rows, length, first_token_cut=True)
             points.append({"kind": kind, "rows": rows, "length": length, "dense": dense, "attention": attention,
                            "tokens": int(batch["attention_mask"].sum()), "seconds": seconds})
@@ -219,16 +221,19 @@ def _synthetic_frame(tokenizer: Any, examples: int, words: int, seed: int) -> pl
 
 def time_tokenizer(tokenizer: Any, examples: int = 400) -> dict[str, float]:
     """Seconds of :func:`~bertology_core.models.batching.encode` (what every model job does to its data first), fitted
-    as ``per_example + per_piece x pieces`` from synthetic pairs of two lengths."""
+    as ``per_example + per_piece x pieces`` from synthetic pairs of three lengths (the median of 3 timings each)."""
     from bertology_core.models.batching import encode
 
     rows = []
-    for words in (4, 48):
+    for words in (4, 16, 48):
         frame = _synthetic_frame(tokenizer, examples, words, words)
         encode(frame, tokenizer, 512)  # warm-up
-        started = time.perf_counter()
-        encoded = encode(frame, tokenizer, 512)
-        rows.append((examples, float(encoded.lengths().sum()), time.perf_counter() - started))
+        times = []
+        for _ in range(3):
+            started = time.perf_counter()
+            encoded = encode(frame, tokenizer, 512)
+            times.append(time.perf_counter() - started)
+        rows.append((examples, float(encoded.lengths().sum()), float(np.median(times))))
     design = np.array([[n, pieces] for n, pieces, _ in rows])
     (per_example, per_piece), _ = nnls(design, np.array([seconds for _, _, seconds in rows]))
     return {"per_call": 0.0, "per_example": float(per_example), "per_piece": float(per_piece)}

@@ -16,6 +16,7 @@ Torch-free: the token lengths come in as :class:`Lengths` (tools/estimate_runtim
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from pathlib import Path
 from collections.abc import Callable, Mapping
@@ -62,6 +63,7 @@ class Price:
     seconds: float
     parts: dict[str, float] = field(default_factory=dict)
     note: str = ""
+    bounded: tuple[str, ...] = ()  # the parts priced at a search's bound (or as the whole model)
 
 
 def _train_seconds(calibration: Calibration, lengths: np.ndarray, hyper: Mapping[str, Any], seed: int, kind: str = "train") -> float:
@@ -126,7 +128,7 @@ def subnetwork_finetune(job: Job, lengths: Lengths, calibration: Calibration) ->
     train = lengths.of(task, "train", max_length, job.params["max_train_examples"], job.params["subsample_seed"])
     parts = {"train": _train_seconds(calibration, train, hyper, int(job.wildcards["seed"])),
              "evaluate": _forward_seconds(calibration, lengths.of(task, "dev", max_length), int(job.params["eval_batch_size"]), False)}
-    return Price(sum(parts.values()), parts, "a pruned subnetwork priced as the whole model")
+    return Price(sum(parts.values()), parts, "a pruned subnetwork priced as the whole model", ("train", "evaluate"))
 
 
 def head_gates(job: Job, lengths: Lengths, calibration: Calibration) -> Price:
@@ -136,8 +138,7 @@ def head_gates(job: Job, lengths: Lengths, calibration: Calibration) -> Price:
     kind = "train" if job.wildcards["weights"] == "trained" else "gradient"  # frozen weights: no weight update
     dev = lengths.of(task, "dev", max_length, job.params["dev_sample"]["examples"], job.params["dev_sample"]["seed"])
     parts = {"train": _train_seconds(calibration, train, hyper, int(job.wildcards["seed"]), kind),
-             "evaluate": 4 * _forward_seconds(calibration, dev, int(job.resources.get("eval_batch_size", 64))),
-             "tokenize": calibration.tokenize_seconds(train, dev)}
+             "evaluate": 4 * _forward_seconds(calibration, dev, int(job.resources.get("eval_batch_size", 64)))}
     return Price(sum(parts.values()), parts)
 
 
@@ -165,7 +166,7 @@ def disabling_greedy(job: Job, lengths: Lengths, calibration: Calibration) -> Pr
     # the report: the intact model and each step's set, about one group from the first chosen head's layer (0 at worst)
     report = _sweep_seconds(calibration, dev[1::2], [(0, max_steps + 1, max_steps + 1)], rows)
     parts = {"search": search, "report": report, "tokenize": calibration.tokenize_seconds(dev)}
-    return Price(sum(parts.values()), parts, "every step priced (the search may stop earlier)")
+    return Price(sum(parts.values()), parts, "every step priced (the search may stop earlier)", ("search",))
 
 
 def outlier_disabling(job: Job, lengths: Lengths, calibration: Calibration) -> Price:
@@ -229,7 +230,8 @@ def lottery_pruning(job: Job, lengths: Lengths, calibration: Calibration) -> Pri
     parts = {"evaluations": iterations * evaluation, "importance": importance,
              "report": _forward_seconds(calibration, dev[1::2] if held_out else dev, batch),
              "tokenize": calibration.tokenize_seconds(dev)}
-    return Price(sum(parts.values()), parts, "every iteration up to the bound priced (the search stops at its threshold)")
+    return Price(sum(parts.values()), parts, "every iteration up to the bound priced (the search stops at its threshold)",
+                 ("evaluations", "importance"))
 
 
 def compact_model(job: Job, lengths: Lengths, calibration: Calibration) -> Price:
@@ -291,15 +293,20 @@ def _map_values(job: Job, lengths: Lengths, calibration: Calibration, dumps: int
     return dumps * _maps(calibration) * float((_dumped_lengths(job, lengths).astype(float) ** 2).sum())
 
 
-def _syntactic_heads_values(job: Job, lengths: Lengths, calibration: Calibration) -> float:
+def _syntactic_sentences(job: Job, lengths: Lengths) -> np.ndarray:
     settings = job.params["settings"]
-    sentences = lengths.of("treebank", settings["split"], int(job.params["max_length"]), settings["sentences"], job.params["seed"])
-    return _maps(calibration) * float((sentences.astype(float) ** 2).sum())
+    return lengths.of("treebank", settings["split"], int(job.params["max_length"]), settings["sentences"], job.params["seed"])
+
+
+def _syntactic_heads_values(job: Job, lengths: Lengths, calibration: Calibration) -> float:
+    return _maps(calibration) * float((_syntactic_sentences(job, lengths).astype(float) ** 2).sum())
 
 
 TREEBANK_WORDS = "treebank words"  # Lengths key of the treebank's sentences' word counts
-# What the work of a rule that runs no priced model pass grows with (its units), for rates fitted on a finished run
-# (tools/estimate_runtime.py --fit-stages): the rule's seconds after start-up over these units, the same CPU assumed.
+# What the work that no timed pass prices grows with (its units), for rates fitted on a finished run
+# (tools/estimate_runtime.py --fit-stages): the rule's seconds after start-up and its priced parts, over these units,
+# the same CPU assumed. The probes train epochs x (layers + 1) softmax regressions over words x hidden features (the
+# epochs: early stopping, folded into the rate); the map stages read every map; the CNN trains on folds x maps images.
 STAGE_WORK: dict[str, tuple[Callable[[Job, Lengths, Calibration], float], str]] = {
     "probe_layers": (lambda j, l, c: _treebank_words(j, l) * (c.geometry.layers + 1) * c.geometry.hidden * len(j.params["labels"]),
                      "words x layers x hidden size x label sets"),
@@ -309,8 +316,9 @@ STAGE_WORK: dict[str, tuple[Callable[[Job, Lengths, Calibration], float], str]] 
     "head_roles": (_map_values, "maps x length^2"),
     "attention_change": (lambda j, l, c: _map_values(j, l, c, dumps=2), "maps x length^2 of two dumps"),
     "syntactic_heads": (_syntactic_heads_values, "maps x length^2 of the sentences"),
-    "pattern_classifier": (lambda j, l, c: float(j.params["ensemble"] * j.params["epochs"] * (j.params["cv_folds"] + 1)
-                                                 * j.params["train_maps"]), "nets x epochs x (folds + 1) x training maps"),
+    "pattern_classifier": (lambda j, l, c: float(j.params["ensemble"] * j.params["epochs"] * j.params["cv_folds"]
+                                                 * j.params["train_maps"] * j.params["image_size"] ** 2),
+                           "nets x epochs x folds x training maps x pixels"),
     "spacy_tokens": (lambda j, l, c: float(l.of(j.wildcards["task"], "dev", 1 << 30).sum()), "word pieces of dev"),
 }
 
@@ -321,60 +329,85 @@ def stage_units(job: Job, lengths: Lengths, calibration: Calibration) -> float |
     return found[0](job, lengths, calibration) if found else None
 
 
-# searches priced at their bound, whose length depends on their results; and a pruned subnetwork, priced as the whole
-# model: a finished run gives the share of the bound they reach (fit_stage_rates)
-BOUNDED = ("lottery_pruning", "subnetwork_finetune", "disabling_greedy")
+def bound_key(job: Job) -> str:
+    """Whose share of the bound a bounded job takes: its rule, and for the searches and subnetworks their method (an
+    s-pruning search or subnetwork is another length than an m-pruning one; the full model is no search)."""
+    if job.rule == "lottery_pruning":
+        return f"{job.rule}:{job.wildcards['method']}"
+    if job.rule == "subnetwork_finetune":
+        return f"{job.rule}:{job.wildcards['network'].split('-')[0]}"
+    return job.rule
 
 
 def fit_stage_rates(measured: list[tuple[Job, float]], lengths: Lengths, calibration: Calibration, source: str) -> dict[str, dict[str, Any]]:
-    """What a finished run's measured seconds per job say about the work the calibration cannot time: for each
-    :data:`STAGE_WORK` rule, its seconds after a table job's start-up over its units (``seconds_per_unit``); for each
-    :data:`BOUNDED` rule, its seconds after a model job's start-up over the work priced at the bound
-    (``share_of_bound``). Sums over a rule's jobs: a long job weighs as much as its work."""
+    """What a finished run's measured seconds per job say about the work the calibration cannot time, summed over a
+    rule's jobs (a long job weighs as much as its work): for each :data:`STAGE_WORK` rule, its seconds after start-up
+    and its priced parts over its units (``seconds_per_unit``); for a job with bounded parts (searches, subnetworks;
+    :func:`bound_key`), its seconds after start-up and its other parts over its bounded parts (``share_of_bound``)."""
     sums: dict[str, list[float]] = {}
+    bare = dataclasses.replace(calibration, stages={})
     for job, seconds in measured:
+        priced = price(job, lengths, bare)
         if job.rule in STAGE_WORK:
-            units, startup = stage_units(job, lengths, calibration), calibration.startup.get("tables", 0.0)
-        elif job.rule in BOUNDED:
-            startup = calibration.startup.get("model", 0.0)
-            units = PRICED[job.rule](job, lengths, calibration).seconds
+            key, work, units = job.rule, seconds - priced.seconds, stage_units(job, lengths, calibration)
+        elif priced.bounded:
+            bounded = sum(priced.parts[name] for name in priced.bounded)
+            key, work, units = bound_key(job), seconds - (priced.seconds - bounded), bounded
         else:
             continue
-        total = sums.setdefault(job.rule, [0.0, 0.0])
-        total[0] += max(0.0, seconds - startup)
+        total = sums.setdefault(key, [0.0, 0.0])
+        total[0] += max(0.0, work)
         total[1] += units
-    key = lambda rule: "share_of_bound" if rule in BOUNDED else "seconds_per_unit"  # noqa: E731
-    return {rule: {key(rule): work / units, "from": source} for rule, (work, units) in sums.items() if units > 0}
+    return {key: {("seconds_per_unit" if key in STAGE_WORK else "share_of_bound"): work / units, "from": source}
+            for key, (work, units) in sums.items() if units > 0}
+
+
+def syntactic_heads(job: Job, lengths: Lengths, calibration: Calibration) -> Price:
+    """Forward passes of the treebank sample with every map kept (the scoring of the maps is stage work)."""
+    seconds = sum(calibration.seconds("forward", r, length, first_token_cut=False)
+                  for r, length in ordered_batches(_syntactic_sentences(job, lengths), int(job.params["settings"]["batch_size"])))
+    return Price(seconds, {"forward": seconds})
+
+
+def head_roles(job: Job, lengths: Lengths, calibration: Calibration) -> Price:
+    """Counting the word pieces of the task's training text (one pass of the tokenizer without a second, uncut one:
+    about half of what :func:`~bertology_core.models.batching.encode` costs); the maps' scoring is stage work."""
+    seconds = 0.5 * calibration.tokenize_seconds(lengths.of(job.wildcards["task"], "train", 1 << 30))
+    return Price(seconds, {"count pieces": seconds})
 
 
 PRICED: dict[str, Callable[[Job, Lengths, Calibration], Price]] = {
     "finetune": finetune, "evaluate_pretrained": finetune, "subnetwork_finetune": subnetwork_finetune,
     "head_gates": head_gates, "disabling_sweep": disabling_sweep, "disabling_greedy": disabling_greedy,
     "outlier_disabling": outlier_disabling, "head_importance": head_importance, "lottery_pruning": lottery_pruning,
-    "compact_model": compact_model, "dump_attention": dump_attention, "tokenize_data": tokenize_data, "labelled_maps": dump_attention,
+    "compact_model": compact_model, "dump_attention": dump_attention, "tokenize_data": tokenize_data,
+    "syntactic_heads": syntactic_heads, "head_roles": head_roles, "labelled_maps": dump_attention,
     "probe_features": probe_features, "pattern_features": map_stage, "classify_maps": map_stage,
 }
 
 
-# the rules that load a model (the rest of the priced ones read files)
-MODEL_RULES = {rule for rule, pricer in PRICED.items() if pricer not in (map_stage, tokenize_data)}
+# the rules whose jobs start like a model job (torch, transformers and the model or tokenizer loaded); the others
+# start like a table job
+MODEL_RULES = {rule for rule, pricer in PRICED.items() if pricer not in (map_stage, head_roles)}
 
 
 def price(job: Job, lengths: Lengths, calibration: Calibration) -> Price:
-    """The job's seconds: the calibrated start-up of its kind of job plus its priced passes."""
+    """The job's seconds: the calibrated start-up of its kind of job, its priced passes (bounded parts at the share of
+    their bound a finished run reached, where the calibration has one) and its stage work at a fitted rate."""
     pricer = PRICED.get(job.rule)
-    if pricer is None:
-        startup = calibration.startup.get("tables", 0.0)
-        if job.rule in calibration.stages:
-            work = calibration.stages[job.rule]["seconds_per_unit"] * stage_units(job, lengths, calibration)
-            return Price(startup + work, {"startup": startup, "work": work},
-                         f"rate of {STAGE_WORK[job.rule][1]} from {calibration.stages[job.rule]['from']}")
-        return Price(startup, {"startup": startup}, "work not priced")
-    result = pricer(job, lengths, calibration)
+    result = pricer(job, lengths, calibration) if pricer else Price(0.0, {}, "")
+    parts, notes = dict(result.parts), [result.note] if result.note else []
+    share = calibration.stages.get(bound_key(job), {}).get("share_of_bound")
+    if share is not None and result.bounded:
+        for name in result.bounded:
+            parts[name] *= share
+        notes = [f"{share:.2f} of the bound, the share reached in {calibration.stages[bound_key(job)]['from']}"]
+    rate = calibration.stages.get(job.rule, {}).get("seconds_per_unit")
+    units = stage_units(job, lengths, calibration) if rate is not None else None
+    if units is not None:
+        parts["work"] = rate * units
+        notes.append(f"rate of {STAGE_WORK[job.rule][1]} from {calibration.stages[job.rule]['from']}")
+    elif job.rule in STAGE_WORK or pricer is None:
+        notes.append("work not priced")
     startup = calibration.startup.get("model" if job.rule in MODEL_RULES else "tables", 0.0)
-    fitted = calibration.stages.get(job.rule, {})
-    if "share_of_bound" in fitted:
-        share = fitted["share_of_bound"]
-        result = Price(share * result.seconds, {k: share * v for k, v in result.parts.items()},
-                       f"{share:.2f} of the bound ({result.note}), the share reached in {fitted['from']}")
-    return Price(result.seconds + startup, {"startup": startup, **result.parts}, result.note)
+    return Price(startup + sum(parts.values()), {"startup": startup, **parts}, "; ".join(notes), result.bounded)
