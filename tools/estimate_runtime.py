@@ -69,7 +69,7 @@ def dry_run_jobs(configfiles: list[str]) -> list[estimate.Job]:
     sink = io.StringIO()
     try:
         with redirect_stdout(sink), redirect_stderr(sink):
-            main(["-n", "--forceall", "--cores", "1", "--directory", str(ROOT), "--snakefile", str(ROOT / "Snakefile"),
+            main(["-n", "--forceall", "--rerun-incomplete", "--cores", "1", "--directory", str(ROOT), "--snakefile", str(ROOT / "Snakefile"),
                   "--configfile", *configfiles])
     except SystemExit as done:
         if done.code:
