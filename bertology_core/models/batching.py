@@ -61,7 +61,8 @@ def token_table(frame: pl.DataFrame, tokenizer: Any, max_length: int) -> pl.Data
     # truncated ids are the tokenizer's own)
     full = tokenizer(first, second, truncation=False, padding=False, return_attention_mask=False,
                      return_token_type_ids=False)["input_ids"]
-    columns = {"idx": frame["idx"], "input_ids": pl.Series(out["input_ids"], dtype=pl.List(pl.Int32)),
+    idx = frame["idx"] if "idx" in frame.columns else pl.Series("idx", range(frame.height), dtype=pl.Int64)  # else the row
+    columns = {"idx": idx, "input_ids": pl.Series(out["input_ids"], dtype=pl.List(pl.Int32)),
                "full_length": pl.Series([len(ids) for ids in full], dtype=pl.Int32)}
     if out.get("token_type_ids") is not None:
         columns["token_type_ids"] = pl.Series(out["token_type_ids"], dtype=pl.List(pl.Int8))
