@@ -27,7 +27,7 @@ from transformers import PreTrainedModel, get_linear_schedule_with_warmup
 
 from bertology_core.data import states
 from bertology_core.data.batch_order import training_batches
-from bertology_core.models.batching import Encoded, TokenFile, encode
+from bertology_core.models.batching import Encoded, TokenFile, encode_split
 from bertology_core.models.checkpoint import Checkpointer, TrainingState
 from bertology_core.models import precision as precisions
 from bertology_core.models.device import default_device
@@ -296,7 +296,7 @@ def finetune_and_evaluate(
     if trains:
         if train_frame is None:
             raise ValueError(f"state={state!r} needs training data")
-        encoded = tokens.encoded("train", train_frame) if tokens else encode(train_frame, tokenizer, config.max_length)
+        encoded = encode_split(train_frame, "train", tokenizer, config.max_length, tokens)
         record["train_examples"] = len(encoded)
         record["train_truncated"] = encoded.truncated
         record["training"] = train(
@@ -306,7 +306,7 @@ def finetune_and_evaluate(
     record["eval"] = {}
     for split, frame in eval_frames.items():
         started = time.perf_counter()
-        encoded_split = tokens.encoded(split, frame) if tokens else encode(frame, tokenizer, config.max_length)
+        encoded_split = encode_split(frame, split, tokenizer, config.max_length, tokens)
         logits = predict(model, encoded_split, eval_batch_size)
         predictions[split] = predictions_frame(task, frame, logits)
         record["eval"][split] = {

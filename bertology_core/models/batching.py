@@ -126,3 +126,9 @@ class TokenFile:
             raise ValueError(f"{self.path}: split {split!r} has no tokens for idx {missing}. Fix: delete the file and "
                              "rerun (it is stale: the split's data changed).")
         return from_table(rows.sort("_order"), self.pad_token_id, self.max_length)
+
+
+def encode_split(frame: pl.DataFrame, split: str, tokenizer: Any, max_length: int, tokens: TokenFile | None = None) -> Encoded:
+    """The examples of ``frame`` (rows of ``split``): from ``tokens`` where the split was tokenised beforehand, else
+    tokenised here, the same way."""
+    return tokens.encoded(split, frame) if tokens else encode(frame, tokenizer, max_length)

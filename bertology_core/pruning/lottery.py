@@ -54,7 +54,7 @@ from bertology_core.disabling.disabling_stats import split_halves
 from bertology_core.finetune import finetune
 from bertology_core.finetune.finetune import FinetuneConfig
 from bertology_core.models import compaction
-from bertology_core.models.batching import Encoded, TokenFile, encode
+from bertology_core.models.batching import Encoded, TokenFile, encode_split
 from bertology_core.models.device import default_device
 from bertology_core.models.models import load_classifier_reported, load_tokenizer
 from bertology_core.models import precision as precisions
@@ -495,11 +495,11 @@ def finetune_subnetwork(
             gates = intervene(use_engine(model), residual.plan())
     elif mask is not None:
         apply_weight_masks(model, mask)
-    encoded = tokens.encoded("train", train_frame) if tokens else encode(train_frame, tokenizer, config.max_length)
+    encoded = encode_split(train_frame, "train", tokenizer, config.max_length, tokens)
     with gates:
         record = finetune.train(model, task, encoded, train_frame["label"].to_numpy(), config, seed, progress,
                                 precision=precision)
-        evaluated = tokens.encoded("dev", eval_frame) if tokens else encode(eval_frame, tokenizer, config.max_length)
+        evaluated = encode_split(eval_frame, "dev", tokenizer, config.max_length, tokens)
         logits = finetune.predict(model, evaluated, eval_batch_size)
     predictions = logits[:, 0] if task.is_regression else logits.argmax(-1)
     if isinstance(mask, dict):  # m-pruning: share of the prunable weight matrices' entries
