@@ -136,6 +136,8 @@ rule subnetwork_finetune:
         max_train_examples=config["pruning"]["subnetwork_max_train_examples"],
         subsample_seed=config["data"]["subsample_seed"],
         sample_seed=config["pruning"]["sample_seed"],
+        # not a declared output: Snakemake deletes the outputs of a failed job, and this must survive it
+        checkpoint_dir="results/checkpoints/subnetwork_finetune/{model}/{task}/seed{seed}/{network}",
     # fine-tuning runs, the longest jobs of the stage: start them as soon as their mask exists, not at the end
     priority: 15
     threads: config["finetune"]["threads"]
@@ -144,6 +146,7 @@ rule subnetwork_finetune:
         runtime=scaled(240),
         cpus_per_task=config["finetune"]["threads"],
         gpu=MODEL_JOB_GPUS,
+        **PLAN.finetune_runtime(),
     log:
         "logs/subnetwork_finetune/{model}/{task}/seed{seed}/{network}.log",
     benchmark:

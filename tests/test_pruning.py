@@ -650,3 +650,46 @@ def test_weight_masks_are_placed_by_their_module_names_in_every_family():
         assert all(layer_and_matrix(name)[0] < model.config.num_hidden_layers for name, _ in lottery.encoder_weights(model))
     with pytest.raises(ValueError, match="no layer number"):
         layer_and_matrix("classifier.dense")
+
+
+@pytest.mark.parametrize("masked", ["heads and an MLP", "weights"])
+def test_a_subnetwork_resumes_from_its_checkpoint_to_the_same_model(tmp_path, monkeypatch, masked):
+    """A killed re-fine-tuning of a subnetwork (compacted, or with fixed weight masks) resumes from its checkpoint
+    to the same steps and predictions as a run that was never killed."""
+    from conftest import GLUE_SMOKE, TINY_BERT
+
+    from bertology_core.data import glue
+    from bertology_core.finetune import finetune
+    from bertology_core.models import checkpoint, models
+
+    task = get_task("SST-2")
+    train, dev = (glue.read_local(task, split, GLUE_SMOKE) for split in ("train", "dev"))
+    config = finetune.FinetuneConfig(batch_size=8, epochs=2, learning_rate=1e-3, max_length=32)
+    if masked == "weights":
+        generator = torch.Generator().manual_seed(0)
+        model = models.load_classifier(str(TINY_BERT), task, "pretrained", 0)
+        mask = {name: torch.rand(module.weight.shape, generator=generator) > 0.3 for name, module in lottery.encoder_weights(model)}
+    else:
+        mask = StructureMask.full(2, 4).without(heads=[(0, 1), (1, 2), (1, 3)], mlps=[1])
+
+    def run(checkpointer=None):
+        return lottery.finetune_subnetwork(str(TINY_BERT), task, 3, train, dev, config, mask, checkpointer=checkpointer)
+
+    reference, reference_predictions = run()
+
+    class Crash(Exception):
+        pass
+
+    def crash(name):
+        raise Crash
+
+    monkeypatch.setattr(finetune, "failpoint", crash)
+    checkpointer = checkpoint.Checkpointer(tmp_path / "ckpt", fingerprint="subnetwork", every_steps=4, every_seconds=None)
+    with pytest.raises(Crash):
+        run(checkpointer)
+    monkeypatch.setattr(finetune, "failpoint", lambda name: None)
+    resumed, predictions = run(checkpointer)
+    assert resumed["resumed_at_step"] == 4 and reference["resumed_at_step"] == 0
+    assert resumed["steps"] == reference["steps"] and resumed["final_loss_mean_last_20"] == reference["final_loss_mean_last_20"]
+    assert predictions.equals(reference_predictions)
+    assert resumed["parameters_kept_share"] == reference["parameters_kept_share"]

@@ -3,6 +3,7 @@ or the full model) from the pre-trained weights with its mask fixed; predict eve
 scores each protocol's report examples from them) (rule subnetwork_finetune)."""
 
 import logging
+from pathlib import Path
 
 from _common import log_to
 
@@ -14,7 +15,7 @@ from safetensors.torch import load_file
 
 from bertology_core.data import glue, io
 from bertology_core.finetune import finetune
-from bertology_core.models import batching, device, models, precision
+from bertology_core.models import batching, checkpoint, device, models, precision
 from bertology_core.pruning import lottery
 from bertology_core.engine.plan import StructureMask
 
@@ -41,15 +42,35 @@ if wc.network != "full":
         mask = lottery.weight_subnetwork(good, kind, draw_seed, magnitudes)
 train = glue.subsample(pl.read_parquet(snakemake.input.train), params.max_train_examples, params.subsample_seed)
 dev = pl.read_parquet(snakemake.input.dev)
+resolved = io.read_json(snakemake.input.resolved)
+runtime = snakemake.resources  # how the job runs (checkpoint cadence), not what it computes
+masks_from = []  # the ticket's mask and, for the bad magnitude subnetwork, the fine-tuned weights
+if "mask" in snakemake.input.keys():
+    masks_from.append(checkpoint.file_sha256(snakemake.input.mask))
+if "finetuned_model" in snakemake.input.keys():
+    masks_from.append(checkpoint.file_sha256(Path(snakemake.input.finetuned_model) / "model.safetensors"))
+checkpointer = checkpoint.Checkpointer(
+    directory=Path(params.checkpoint_dir),
+    # what the run's result depends on: a checkpoint of anything else is stale
+    fingerprint=checkpoint.fingerprint(
+        params.hyperparameters, wc.network, seed, params.max_train_examples, params.subsample_seed, params.sample_seed,
+        params.code, resolved["weights_sha256"], checkpoint.file_sha256(snakemake.input.train), *masks_from,
+    ),
+    every_steps=runtime.checkpoint_steps or None,
+    every_seconds=runtime.checkpoint_seconds or None,
+)
 result, predictions = lottery.finetune_subnetwork(
-    io.read_json(snakemake.input.resolved)["path"], task, seed, train, dev,
+    resolved["path"], task, seed, train, dev,
     finetune.FinetuneConfig.from_dict(params.hyperparameters), mask, eval_batch_size=params.eval_batch_size, device=job_device,
     precision=job_precision,
     tokens=batching.TokenFile.read(snakemake.input.tokens, params.hyperparameters["max_length"], ["train", "dev"]),
+    checkpointer=checkpointer,
 )
 result |= {"task": task.name, "seed": seed, "network": wc.network, "hyperparameters": params.hyperparameters}
 if isinstance(mask, StructureMask):
     result |= {"heads_kept": mask.heads_kept, "mlps_kept": mask.mlps_kept}
 io.write_parquet(predictions, snakemake.output.predictions)
+# the record last: its presence marks a finished run for anyone reading results by hand
 io.write_json(result, snakemake.output.metrics)
+checkpointer.remove()
 logging.info("%s: %s", wc.network, result["metrics"])

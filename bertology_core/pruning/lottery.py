@@ -55,6 +55,7 @@ from bertology_core.finetune import finetune
 from bertology_core.finetune.finetune import FinetuneConfig
 from bertology_core.models import compaction
 from bertology_core.models.batching import Encoded, TokenFile, encode_split
+from bertology_core.models.checkpoint import Checkpointer
 from bertology_core.models.device import default_device
 from bertology_core.models.models import load_classifier_reported, load_tokenizer
 from bertology_core.models import precision as precisions
@@ -468,9 +469,12 @@ def finetune_subnetwork(
     device: torch.device | None = None,
     precision: Precision | None = None,
     tokens: TokenFile | None = None,
+    checkpointer: Checkpointer | None = None,
 ) -> tuple[dict[str, Any], pl.DataFrame]:
     """Fine-tune the *pre-trained* encoder (fresh classifier head, ``seed``) with ``mask`` fixed, in ``precision``
     (None: float32); evaluate. ``tokens``: the task's splits tokenised beforehand (else tokenised here, the same way).
+    ``checkpointer``: training saves its state now and then and resumes from it (:func:`finetune.train`; the masked
+    model is built the same way before a checkpoint is loaded into it).
 
     A structure mask is applied by compaction (the removed heads and MLPs are cut out, which is exact and
     faster to train than gating; what weights shared across depth keep at another depth stays gated); weight masks are fixed with ``torch.nn.utils.prune`` (masked weights stay
@@ -498,7 +502,7 @@ def finetune_subnetwork(
     encoded = encode_split(train_frame, "train", tokenizer, config.max_length, tokens)
     with gates:
         record = finetune.train(model, task, encoded, train_frame["label"].to_numpy(), config, seed, progress,
-                                precision=precision)
+                                checkpointer, precision=precision)
         evaluated = encode_split(eval_frame, "dev", tokenizer, config.max_length, tokens)
         logits = finetune.predict(model, evaluated, eval_batch_size)
     predictions = logits[:, 0] if task.is_regression else logits.argmax(-1)
@@ -515,6 +519,7 @@ def finetune_subnetwork(
         "train_examples": len(encoded),
         "train_seconds": record["train_seconds"],
         "steps": record["steps"],
+        "resumed_at_step": record["resumed_at_step"],
         "parameters_kept_share": kept,
         "final_loss_mean_last_20": record["final_loss_mean_last_20"],
         "weights_loaded": loaded.to_json(),
