@@ -67,6 +67,27 @@ def test_calibrate_times_every_kind_of_pass_on_a_tiny_model():
     assert all(result.seconds(kind, 8, 32) > 0 for kind in cost.KINDS)
 
 
+def test_on_a_fused_device_a_forward_pass_is_timed_on_the_fused_path_sweeps_take(monkeypatch):
+    from bertology_core.engine import attention_function
+    from bertology_core.models import precision
+
+    config = BertConfig(vocab_size=99, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=37,
+                        max_position_embeddings=64)
+    model = calibration.random_classifier(config, torch.device("cpu"))
+    batch = calibration._batch(config, 4, 16, torch.device("cpu"))
+    fused = []
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention", lambda *a, **k: fused.append(1) or sdpa(*a, **k))
+    once = calibration.pass_function(model, "forward", batch, precision.resolve("float32", torch.device("cpu")), None)
+    once()
+    assert fused == []  # the CPU runs eager attention
+    monkeypatch.setattr(attention_function, "FUSED_DEVICES", frozenset({"cpu"}))
+    once = calibration.pass_function(model, "forward", batch, precision.resolve("float32", torch.device("cpu")), None)
+    once()
+    once()  # the plan is built once and serves every timed pass
+    assert len(fused) == 2 * config.num_hidden_layers
+
+
 def one_second_per_pass() -> cost.Calibration:
     """Every pass costs one second whatever its shape, start-up nothing: a price counts passes."""
     passes = {kind: cost.PassCost("sum", 1.0, 0.0, 0.0) for kind in cost.KINDS}
@@ -220,7 +241,41 @@ def test_a_bounded_search_is_priced_at_the_share_of_its_bound_a_finished_run_rea
     assert shared.seconds == pytest.approx(measured) and "0.25 of the bound" in shared.note
     # an s-pruning search and an m-pruning one take shares of their own
     lottery = [estimate.Job("lottery_pruning", {"method": m, "protocol": "held_out"}, {}, {}, 1) for m in ("s", "m")]
-    assert [estimate.bound_key(j) for j in lottery] == ["lottery_pruning:s", "lottery_pruning:m"]
+    assert [estimate.rate_key(j) for j in lottery] == ["lottery_pruning:s", "lottery_pruning:m"]
+    # probes with a converged logistic regression beside them cost another rate per unit
+    probes = [estimate.Job("probe_layers", {"probed": "pretrained"}, {"reference_regularisation": r}, {}, 1) for r in (1.0, None)]
+    assert [estimate.rate_key(j) for j in probes] == ["probe_layers:reference", "probe_layers"]
+
+
+def test_cross_fitted_rates_never_see_the_job_they_price():
+    mrpc = lengths(10, 40).frames
+    dev = estimate.Lengths({**mrpc, ("RTE", "dev"): mrpc[("MRPC", "dev")], ("RTE", "train"): mrpc[("MRPC", "train")]})
+    calibration = dataclasses.replace(one_second_per_pass(), startup={"model": 0.0, "tables": 0.0})
+
+    def job(task, n):
+        return estimate.Job("head_roles", {"model": "m", "task": task, "dumped": "pretrained"},
+                            {"dump_params": {"max_length": 128, "max_examples": n, "seed": 0}}, {}, 1)
+
+    jobs = [job("MRPC", 10), job("MRPC", 20), job("RTE", 30)]
+    units = [estimate.stage_units(j, dev, calibration) for j in jobs]
+    rate = {"MRPC": 1e-3, "RTE": 4e-3}  # each task's jobs at their own rate
+    measured = [(j, rate[j.wildcards["task"]] * u) for j, u in zip(jobs, units)]
+    by_task = estimate.cross_fitted_rates(measured, dev, calibration, "run X", lambda j: j.wildcards["task"], "the job's task")
+    # an MRPC job is priced at RTE's rate and RTE's at MRPC's: neither saw its own task
+    assert by_task[0]["head_roles"]["seconds_per_unit"] == pytest.approx(4e-3) == by_task[1]["head_roles"]["seconds_per_unit"]
+    assert by_task[2]["head_roles"]["seconds_per_unit"] == pytest.approx(1e-3)
+    assert by_task[2]["head_roles"]["from"] == "run X without the job's task"
+    # one job of a key in its group alone: no rate for it
+    alone = estimate.cross_fitted_rates(measured[2:], dev, calibration, "run X", lambda j: j.wildcards["task"])
+    assert alone == [{}]
+
+
+def test_the_pattern_cnn_is_priced_by_the_maps_it_trains_on():
+    params = {"ensemble": 2, "epochs": 3, "cv_folds": 5, "train_maps": 400, "image_size": 32}
+    rule_labels = estimate.Job("pattern_classifier", {"model": "m"}, params, {}, 1)
+    hand_labels = estimate.Job("pattern_classifier", {"model": "m"}, params | {"training_maps": 560}, {}, 1)
+    units = [estimate.stage_units(j, lengths(10, 40), one_second_per_pass()) for j in (rule_labels, hand_labels)]
+    assert units == [2 * 3 * 5 * 400 * 32 ** 2, 2 * 3 * 5 * 560 * 32 ** 2]
 
 
 def test_a_task_is_tokenised_once_and_a_job_that_reads_a_sample_tokenises_it():
@@ -236,3 +291,59 @@ def test_a_task_is_tokenised_once_and_a_job_that_reads_a_sample_tokenises_it():
                          {"rows_per_pass": 48, "gpu_rows_per_pass": 4096}, 1)
     sample = data.of("MRPC", "dev", 128, 100, 0)
     assert estimate.price(sweep, data, rated).parts["tokenize"] == pytest.approx(100 * 1e-3 + float(sample.sum()) * 1e-5)
+
+
+def test_the_estimate_tool_finds_a_jobs_task_and_counts_the_hand_labels_the_cnn_trains_on(tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(str(ROOT / "tools"))
+    import estimate_runtime
+
+    tasks = {"MRPC", "SST-2"}
+    probe = estimate.Job("probe_layers", {"model": "m", "probed": "SST-2/finetuned/seed1"}, {}, {}, 1)
+    pretrained = estimate.Job("probe_layers", {"model": "m", "probed": "pretrained"}, {}, {}, 1)
+    assert estimate_runtime._task_of(probe, tasks) == "SST-2" and estimate_runtime._task_of(pretrained, tasks) is None
+    labels = tmp_path / "labels.csv"
+    labels.write_text("task,state,idx,layer,head,label\n"
+                      "MRPC,pretrained,1,0,0,vertical\n"
+                      "MRPC,pretrained,1,0,0,vertical\n"  # the same key and class twice: one map
+                      "MRPC,pretrained,2,1,3,diagonal\n"
+                      "RTE,pretrained,1,0,0,block\n")  # not a dump of this run
+    assert estimate_runtime._hand_labelled_maps(labels, ["MRPC/pretrained"]) == 2
+
+
+def test_cross_fitting_falls_back_to_the_keys_other_jobs_then_to_another_runs_rates(tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(str(ROOT / "tools"))
+    import argparse
+
+    import estimate_runtime
+
+    mrpc = lengths(10, 40).frames
+    data = estimate.Lengths({**mrpc, ("RTE", "dev"): mrpc[("MRPC", "dev")], ("RTE", "train"): mrpc[("MRPC", "train")]})
+    benchmarks = tmp_path / "results" / "benchmarks"
+    benchmarks.mkdir(parents=True)
+    calibration = one_second_per_pass()
+
+    def job(rule, task, dumped, seconds, **params):
+        path = f"results/benchmarks/{rule}/{task}/{dumped}.tsv"
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_text(f"s\th:m:s\n{seconds}\t0\n")
+        return estimate.Job(rule, {"model": "m", "task": task, "dumped": dumped},
+                            {"dump_params": {"max_length": 128, "max_examples": 20, "seed": 0}, **params}, {}, 1, path)
+
+    prepared = [estimate.Job("prepare_data", {"task": t, "split": "dev"}, {}, {}, 1) for t in ("MRPC", "RTE")]
+    roles = [job("head_roles", "MRPC", "a", 5.0), job("head_roles", "MRPC", "b", 7.0), job("head_roles", "RTE", "a", 9.0)]
+    # linguistic scores of one task only: each priced from the other's measurement
+    scores = [job("linguistic_scores", "MRPC", "a", 3.0), job("linguistic_scores", "MRPC", "b", 6.0)]
+    change = job("attention_change", "RTE", "a", 4.0)  # its key's one job
+    stages = {"attention_change": {"seconds_per_unit": 1.0, "from": "another/results/benchmarks (x.yaml)"},
+              "head_roles": {"seconds_per_unit": 1.0, "from": f"{benchmarks} (cpu.yaml)"}}  # this very run: dropped
+    rated = dataclasses.replace(calibration, stages=stages)
+    jobs = [*prepared, *roles, *scores, change]
+    fitted = estimate_runtime._cross_fitted(jobs, argparse.Namespace(benchmarks=str(benchmarks)), data, rated)
+    units = {id(j): estimate.stage_units(j, data, calibration) for j in jobs[2:]}
+    rate = lambda j: fitted[id(j)].stages[estimate.rate_key(j)]  # noqa: E731
+    # an MRPC head_roles job from RTE's job alone, RTE's from MRPC's two
+    assert rate(roles[0])["seconds_per_unit"] == pytest.approx(9.0 / units[id(roles[2])])
+    assert rate(roles[2])["seconds_per_unit"] == pytest.approx(12.0 / (units[id(roles[0])] + units[id(roles[1])]))
+    assert rate(scores[0])["seconds_per_unit"] == pytest.approx(6.0 / units[id(scores[1])])
+    assert "the job itself" in rate(scores[0])["from"]
+    assert rate(change) == stages["attention_change"]

@@ -41,6 +41,7 @@ from bertology_core.data import glue, states, treebank  # noqa: E402
 from bertology_core.data.word_pieces import as_in_running_text  # noqa: E402
 from bertology_core.workflow import configuration, estimate  # noqa: E402
 from bertology_core.models import compatibility  # noqa: E402
+from bertology_core.patterns import pattern_labels  # noqa: E402
 from bertology_core.workflow.cost import Calibration, Geometry  # noqa: E402
 
 # rules that read an attention dump: priced by its examples' lengths
@@ -60,9 +61,10 @@ def dry_run_jobs(configfiles: list[str]) -> list[estimate.Job]:
 
     def log_info(self, *args, **kwargs):
         resources = {k: v for k, v in self.resources.items() if not k.startswith("_")}
+        named = {name: str(value) if isinstance(value, str) else [str(f) for f in value] for name, value in self.input.items()}
         captured.append(estimate.Job(self.rule.name, dict(self.wildcards_dict), dict(self.params.items()), resources,
                                      self.threads, str(self.benchmark) if self.benchmark else None,
-                                     tuple(str(f) for f in self.input)))
+                                     tuple(str(f) for f in self.input), named))
         return original(self, *args, **kwargs)
 
     jobs.Job.log_info = log_info
@@ -147,9 +149,14 @@ def main() -> None:
                         "rules that run no timed pass (estimate.STAGE_WORK) fitted on that run, to OUT")
     parser.add_argument("--stages", metavar="FILE", help="the fitted rates of FILE (written by --fit-stages, e.g. on a "
                         "float32 run) with the pass costs of --calibration")
+    parser.add_argument("--cross-fit", action="store_true", help="with --benchmarks: price each job with rates fitted on "
+                        "that run's jobs of the other tasks (on the other jobs of its rate key where all are of one task; "
+                        "from --stages, fitted on another run, where it is its key's one job): the estimate validated on "
+                        "the run without having seen the job. A job resumed from a checkpoint measured its last attempt "
+                        "alone: fit on runs without one")
     args = parser.parse_args()
-    if args.fit_stages and not args.benchmarks:
-        parser.error("--fit-stages needs --benchmarks (the finished run to fit on)")
+    if (args.fit_stages or args.cross_fit) and not args.benchmarks:
+        parser.error("--fit-stages and --cross-fit need --benchmarks (the finished run to fit on)")
     calibration = Calibration.read(args.calibration)
     if args.stages:
         calibration = dataclasses.replace(calibration, stages=Calibration.read(args.stages).stages)
@@ -171,7 +178,7 @@ def main() -> None:
     dumps = {(j.wildcards["model"], j.wildcards["task"], j.wildcards["dumped"]): j for j in jobs if j.rule == "dump_attention"}
     per_rule: dict[str, list[float]] = defaultdict(lambda: [0, 0.0, 0.0, 0])
     measured_jobs: list[tuple[estimate.Job, float]] = []
-    notes = {}
+    notes: dict[str, set[str]] = defaultdict(set)
     for job in jobs:
         if job.rule == "disabling_greedy":  # the greedy search runs on its sweep's examples
             sweep = sweeps[tuple(sorted(job.wildcards.items()))]
@@ -179,14 +186,18 @@ def main() -> None:
         if job.rule in DUMP_READERS:  # the maps of their dump (attention change: two of the same examples)
             dumped = job.wildcards.get("dumped", states.PRETRAINED)
             job.params["dump_params"] = dumps[(job.wildcards["model"], job.wildcards["task"], dumped)].params
-        priced = estimate.price(job, lengths, calibration)
+        if job.rule == "pattern_classifier" and "labels" in job.named_inputs:  # the CNN trains on the hand labels
+            job.params["training_maps"] = _hand_labelled_maps(ROOT / job.named_inputs["labels"], job.params["labelled_keys"])
+    cross_fitted = _cross_fitted(jobs, args, lengths, calibration) if args.cross_fit else {}
+    for job in jobs:
+        priced = estimate.price(job, lengths, cross_fitted.get(id(job), calibration))
         if job.rule in args.per_job:
             parts = ", ".join(f"{k} {v:.0f}" for k, v in priced.parts.items())
             print(f"{job.rule} {'/'.join(job.wildcards.values())}: {priced.seconds:.0f} s ({parts})")
         row = per_rule[job.rule]
         row[0] += 1
         row[1] += priced.seconds
-        notes[job.rule] = priced.note
+        notes[job.rule].add(priced.note)
         if args.benchmarks and job.benchmark:
             measured = measured_seconds(Path(args.benchmarks).parent.parent / job.benchmark)
             if measured is not None:
@@ -205,16 +216,55 @@ def main() -> None:
         extra = ""
         if args.benchmarks:
             extra = f" {measured:.0f} | {predicted / measured:.2f} |" if found else " | |"
-        print(f"| {rule} | {count} | {predicted:.0f} |{extra} {notes[rule]} |")
+        print(f"| {rule} | {count} | {predicted:.0f} |{extra} {'; '.join(sorted(n for n in notes[rule] if n))} |")
     print(f"\nall jobs: {total_estimate:.0f} s of job time; over {args.jobs} at a time: {total_estimate / args.jobs / 60:.1f} min")
     if args.benchmarks:
         print(f"measured: {total_measured:.0f} s of job time; estimate / measured {total_estimate / total_measured:.2f}")
+        long = {rule: row[1] / row[2] for rule, row in per_rule.items() if row[3] == row[0] and row[2] > 60}
+        worst = max(long, key=lambda rule: abs(long[rule] - 1), default=None)
+        if worst:
+            print(f"rules measured above 60 s: {len(long)}; within 25%: {sum(abs(r - 1) <= 0.25 for r in long.values())}; "
+                  f"furthest: {worst} at {long[worst]:.2f}")
     if args.fit_stages:
         source = f"{args.benchmarks} ({', '.join(args.configfile)})"
         stages = estimate.fit_stage_rates(measured_jobs, lengths, calibration, source)
         out = Path(args.fit_stages)
         out.write_text(dataclasses.replace(calibration, stages=stages).to_json())
         print(f"{out}: {args.calibration} with the rates of {', '.join(sorted(stages))} fitted on {source}")
+
+
+def _hand_labelled_maps(labels: Path, labelled_keys: list[str]) -> int:
+    """The hand-labelled maps of ``labels`` (a label file, read as the CNN's training reads it) in the run's labelled
+    dumps: what the CNN trains on (unless the card's recipe check leaves them out, when it trains on rule labels)."""
+    frame = pattern_labels.read_labels(labels)
+    return int(frame.filter((pl.col("task") + "/" + pl.col("state")).is_in(labelled_keys)).height)
+
+
+def _task_of(job: estimate.Job, tasks: set[str]) -> str | None:
+    """The task a job is of: a ``task`` wildcard, or a wildcard's first segment (``probed``: ``MRPC/finetuned/seed1``)."""
+    for value in job.wildcards.values():
+        if value.split("/")[0] in tasks:
+            return value.split("/")[0]
+    return None
+
+
+def _cross_fitted(jobs: list[estimate.Job], args, lengths: estimate.Lengths, calibration: Calibration) -> dict[int, Calibration]:
+    """Per measured job (by ``id``), the calibration with rates fitted without it (estimate.cross_fitted_rates): on the
+    other tasks' jobs; where those hold none of its key, on its key's other jobs; where it is its key's one job, the
+    rates of ``--stages`` (another run)."""
+    measured = [(job, seconds) for job in jobs if job.benchmark
+                and (seconds := measured_seconds(Path(args.benchmarks).parent.parent / job.benchmark)) is not None]
+    tasks = {job.wildcards["task"] for job in jobs if job.rule == "prepare_data"}
+    run = Path(args.benchmarks).resolve()
+    # rates of --stages fitted on this very run would have seen the job
+    other_run = {key: rate for key, rate in calibration.stages.items() if Path(rate["from"].split(" ")[0]).resolve() != run}
+    by_task = estimate.cross_fitted_rates(measured, lengths, calibration, args.benchmarks,
+                                          lambda job: _task_of(job, tasks) or str(job.benchmark),
+                                          "the job's task (the job itself where it has none)")
+    by_job = estimate.cross_fitted_rates(measured, lengths, calibration, args.benchmarks, lambda job: str(job.benchmark),
+                                         "the job itself")
+    return {id(job): dataclasses.replace(calibration, stages={**other_run, **own, **other})
+            for (job, _), other, own in zip(measured, by_task, by_job)}
 
 
 def _model_folder(configfiles: list[str]) -> str:

@@ -4,7 +4,9 @@ The model is the architecture of a ``config.json`` with random weights (its cost
 sequence classifier with two labels on the engine's attention, timed as the workflow's jobs run it:
 
 - ``forward``: evaluation mode, no gradient, the last layer cut to the first token, float32 (TF32 on CUDA under the
-  mixed policy): evaluation, sweeps, pruning searches, outliers;
+  mixed policy): evaluation, sweeps, pruning searches, outliers; on a device of fused attention
+  (:data:`~bertology_core.engine.attention_function.FUSED_DEVICES`) under a plan that scales every head, as those passes run there (the dumps and
+  uniform disabling, which need the probabilities, run eager and somewhat slower);
 - ``gradient``: forward and backward in evaluation mode to the activations alone, no weight gradient and no optimiser
   step (head importance's gradients to per-example gates in every layer; the frozen-weights head gates);
 - ``train``: forward, backward, gradient clipping and an AdamW step, in the policy's training precision, on the
@@ -25,6 +27,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from contextlib import ExitStack
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -35,7 +38,10 @@ import torch
 from scipy.optimize import nnls
 from transformers import AutoConfig, AutoModelForSequenceClassification, PretrainedConfig
 
+from bertology_core.engine import plan
+from bertology_core.engine import attention_function
 from bertology_core.engine.attention_function import use_engine
+from bertology_core.engine.intervention import intervene
 from bertology_core.engine.first_token import first_token_output
 from bertology_core.finetune import finetune
 from bertology_core.models import precision as precisions
@@ -86,10 +92,15 @@ def pass_function(model: torch.nn.Module, kind: str, batch: dict[str, torch.Tens
                   optimizer: torch.optim.Optimizer) -> Callable[[], None]:
     """One pass of ``kind`` on ``batch``, as the workflow's jobs run it."""
 
+    fused = batch["input_ids"].device.type in attention_function.FUSED_DEVICES
+    scales = scale_every_head(model) if kind == "forward" and fused else None
+
     def once() -> None:
         if kind == "forward":
             model.eval()
-            with torch.inference_mode(), first_token_output(model):
+            with torch.inference_mode(), first_token_output(model), ExitStack() as stack:
+                if scales is not None:
+                    stack.enter_context(intervene(model, scales))
                 model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits.float()
             return
         if kind == "gradient":  # gradients to the embeddings' output: every layer's activations, no weight
@@ -108,6 +119,14 @@ def pass_function(model: torch.nn.Module, kind: str, batch: dict[str, torch.Tens
         optimizer.zero_grad(set_to_none=True)
 
     return once
+
+
+def scale_every_head(model: torch.nn.Module) -> plan.InterventionPlan:
+    """A plan that scales every head of every layer by one: a sweep's pass, at the cost of its head scaling."""
+    config = model.config
+    return plan.InterventionPlan(edits={plan.site(layer, plan.HEAD_SCALE): torch.ones(1, config.num_attention_heads,
+                                                                                        device=model.device)
+                                        for layer in range(config.num_hidden_layers)})
 
 
 def time_passes(passes: Sequence[Callable[[], None]], device: torch.device, rounds: int, warm: bool = False) -> list[float]:

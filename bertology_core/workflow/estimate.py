@@ -42,6 +42,7 @@ class Job:
     threads: int
     benchmark: str | None = None
     inputs: tuple[str, ...] = ()
+    named_inputs: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -316,8 +317,11 @@ STAGE_WORK: dict[str, tuple[Callable[[Job, Lengths, Calibration], float], str]] 
     "head_roles": (_map_values, "maps x length^2"),
     "attention_change": (lambda j, l, c: _map_values(j, l, c, dumps=2), "maps x length^2 of two dumps"),
     "syntactic_heads": (_syntactic_heads_values, "maps x length^2 of the sentences"),
+    # the training maps: the hand-labelled ones where the run has hand labels (``training_maps``, counted from the label
+    # file by tools/estimate_runtime.py), else the configured sample of rule labels
     "pattern_classifier": (lambda j, l, c: float(j.params["ensemble"] * j.params["epochs"] * j.params["cv_folds"]
-                                                 * j.params["train_maps"] * j.params["image_size"] ** 2),
+                                                 * j.params.get("training_maps", j.params["train_maps"])
+                                                 * j.params["image_size"] ** 2),
                            "nets x epochs x folds x training maps x pixels"),
     "spacy_tokens": (lambda j, l, c: float(l.of(j.wildcards["task"], "dev", 1 << 30).sum()), "word pieces of dev"),
 }
@@ -329,37 +333,80 @@ def stage_units(job: Job, lengths: Lengths, calibration: Calibration) -> float |
     return found[0](job, lengths, calibration) if found else None
 
 
-def bound_key(job: Job) -> str:
-    """Whose share of the bound a bounded job takes: its rule, and for the searches and subnetworks their method (an
-    s-pruning search or subnetwork is another length than an m-pruning one; the full model is no search)."""
+def rate_key(job: Job) -> str:
+    """Whose fitted rate or share of the bound a job takes: its rule; for the searches and subnetworks also their method
+    (an s-pruning search or subnetwork is another length than an m-pruning one; the full model is no search); for the
+    probes whether a converged logistic regression (lbfgs, another cost per unit) is fitted beside the SGD probes."""
     if job.rule == "lottery_pruning":
         return f"{job.rule}:{job.wildcards['method']}"
     if job.rule == "subnetwork_finetune":
         return f"{job.rule}:{job.wildcards['network'].split('-')[0]}"
+    if job.rule == "probe_layers" and job.params.get("reference_regularisation") is not None:
+        return f"{job.rule}:reference"
     return job.rule
 
 
-def fit_stage_rates(measured: list[tuple[Job, float]], lengths: Lengths, calibration: Calibration, source: str) -> dict[str, dict[str, Any]]:
-    """What a finished run's measured seconds per job say about the work the calibration cannot time, summed over a
-    rule's jobs (a long job weighs as much as its work): for each :data:`STAGE_WORK` rule, its seconds after start-up
-    and its priced parts over its units (``seconds_per_unit``); for a job with bounded parts (searches, subnetworks;
-    :func:`bound_key`), its seconds after start-up and its other parts over its bounded parts (``share_of_bound``)."""
-    sums: dict[str, list[float]] = {}
+@dataclass(frozen=True)
+class FitTerm:
+    """What one measured job says about its rate key: ``work`` seconds the calibration did not price, over ``units``
+    (a :data:`STAGE_WORK` rule's units, or a bounded job's seconds at its whole bound)."""
+
+    key: str
+    work: float
+    units: float
+    kind: str  # "seconds_per_unit" or "share_of_bound"
+
+
+def fit_terms(measured: list[tuple[Job, float]], lengths: Lengths, calibration: Calibration) -> list[FitTerm | None]:
+    """Per measured job, its :class:`FitTerm` (None for a job whose passes the calibration prices whole): for a
+    :data:`STAGE_WORK` rule, its seconds after start-up and its priced parts; for a job with bounded parts (searches,
+    subnetworks), its seconds after start-up and its other parts, over its bounded parts."""
     bare = dataclasses.replace(calibration, stages={})
+    terms: list[FitTerm | None] = []
     for job, seconds in measured:
         priced = price(job, lengths, bare)
         if job.rule in STAGE_WORK:
-            key, work, units = job.rule, seconds - priced.seconds, stage_units(job, lengths, calibration)
+            terms.append(FitTerm(rate_key(job), max(0.0, seconds - priced.seconds), stage_units(job, lengths, calibration) or 0.0,
+                                 "seconds_per_unit"))
         elif priced.bounded:
             bounded = sum(priced.parts[name] for name in priced.bounded)
-            key, work, units = bound_key(job), seconds - (priced.seconds - bounded), bounded
+            terms.append(FitTerm(rate_key(job), max(0.0, seconds - (priced.seconds - bounded)), bounded, "share_of_bound"))
         else:
-            continue
-        total = sums.setdefault(key, [0.0, 0.0])
-        total[0] += max(0.0, work)
-        total[1] += units
-    return {key: {("seconds_per_unit" if key in STAGE_WORK else "share_of_bound"): work / units, "from": source}
-            for key, (work, units) in sums.items() if units > 0}
+            terms.append(None)
+    return terms
+
+
+def rates_of(terms: list[FitTerm | None], source: str) -> dict[str, dict[str, Any]]:
+    """The rates of ``terms``, summed per key (a long job weighs as much as its work)."""
+    sums: dict[tuple[str, str], list[float]] = {}
+    for term in terms:
+        if term is not None:
+            total = sums.setdefault((term.key, term.kind), [0.0, 0.0])
+            total[0] += term.work
+            total[1] += term.units
+    return {key: {kind: work / units, "from": source} for (key, kind), (work, units) in sums.items() if units > 0}
+
+
+def fit_stage_rates(measured: list[tuple[Job, float]], lengths: Lengths, calibration: Calibration, source: str) -> dict[str, dict[str, Any]]:
+    """What a finished run's measured seconds per job say about the work the calibration cannot time
+    (:func:`fit_terms`): for each :func:`rate_key` of a :data:`STAGE_WORK` rule its ``seconds_per_unit``, for each
+    rate key of a bounded job its ``share_of_bound``. A job resumed from a checkpoint measured its last attempt alone:
+    leave it out."""
+    return rates_of(fit_terms(measured, lengths, calibration), source)
+
+
+def cross_fitted_rates(measured: list[tuple[Job, float]], lengths: Lengths, calibration: Calibration, source: str,
+                       group: Callable[[Job], str], held_out: str = "its group") -> list[dict[str, dict[str, Any]]]:
+    """Per measured job, the rates fitted on the run's jobs of other groups alone (``group``: e.g. the job's task;
+    ``held_out`` says what was left out in the rates' source, "without ..."): what the estimate would have said of
+    each job without having seen it or its group, so that a run can validate rates fitted on itself. A key whose
+    every job is in the job's group has no rate there."""
+    terms = fit_terms(measured, lengths, calibration)
+    groups = [group(job) for job, _ in measured]
+    fitted: dict[str, dict[str, dict[str, Any]]] = {}
+    for name in set(groups):
+        fitted[name] = rates_of([t for t, g in zip(terms, groups) if g != name], f"{source} without {held_out}")
+    return [fitted[name] for name in groups]
 
 
 def syntactic_heads(job: Job, lengths: Lengths, calibration: Calibration) -> Price:
@@ -397,16 +444,20 @@ def price(job: Job, lengths: Lengths, calibration: Calibration) -> Price:
     pricer = PRICED.get(job.rule)
     result = pricer(job, lengths, calibration) if pricer else Price(0.0, {}, "")
     parts, notes = dict(result.parts), [result.note] if result.note else []
-    share = calibration.stages.get(bound_key(job), {}).get("share_of_bound")
+    key = rate_key(job)
+    share = calibration.stages.get(key, {}).get("share_of_bound")
     if share is not None and result.bounded:
         for name in result.bounded:
             parts[name] *= share
-        notes = [f"{share:.2f} of the bound, the share reached in {calibration.stages[bound_key(job)]['from']}"]
-    rate = calibration.stages.get(job.rule, {}).get("seconds_per_unit")
+        notes = [f"{share:.2f} of the bound, the share reached in {calibration.stages[key]['from']}"]
+    # a key without a rate of its own (e.g. the one reference probe of a run) takes its rule's, and says so
+    rated = key if "seconds_per_unit" in calibration.stages.get(key, {}) else job.rule
+    rate = calibration.stages.get(rated, {}).get("seconds_per_unit")
     units = stage_units(job, lengths, calibration) if rate is not None else None
     if units is not None:
         parts["work"] = rate * units
-        notes.append(f"rate of {STAGE_WORK[job.rule][1]} from {calibration.stages[job.rule]['from']}")
+        notes.append(f"rate of {STAGE_WORK[job.rule][1]}{'' if rated == key else f' of {rated} (none of {key})'} "
+                     f"from {calibration.stages[rated]['from']}")
     elif job.rule in STAGE_WORK or pricer is None:
         notes.append("work not priced")
     startup = calibration.startup.get("model" if job.rule in MODEL_RULES else "tables", 0.0)
