@@ -338,7 +338,7 @@ def test_cross_fitting_falls_back_to_the_keys_other_jobs_then_to_another_runs_ra
               "head_roles": {"seconds_per_unit": 1.0, "from": f"{benchmarks} (cpu.yaml)"}}  # this very run: dropped
     rated = dataclasses.replace(calibration, stages=stages)
     jobs = [*prepared, *roles, *scores, change]
-    fitted = estimate_runtime._cross_fitted(jobs, argparse.Namespace(benchmarks=str(benchmarks)), data, rated)
+    fitted = estimate_runtime._cross_fitted(jobs, argparse.Namespace(benchmarks=str(benchmarks), measure="s"), data, rated)
     units = {id(j): estimate.stage_units(j, data, calibration) for j in jobs[2:]}
     rate = lambda j: fitted[id(j)].stages[estimate.rate_key(j)]  # noqa: E731
     # an MRPC head_roles job from RTE's job alone, RTE's from MRPC's two
@@ -347,3 +347,16 @@ def test_cross_fitting_falls_back_to_the_keys_other_jobs_then_to_another_runs_ra
     assert rate(scores[0])["seconds_per_unit"] == pytest.approx(6.0 / units[id(scores[1])])
     assert "the job itself" in rate(scores[0])["from"]
     assert rate(change) == stages["attention_change"]
+
+
+def test_a_benchmark_file_gives_its_wall_or_cpu_seconds(tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(str(ROOT / "tools"))
+    import estimate_runtime
+
+    path = tmp_path / "job.tsv"
+    path.write_text("s\th:m:s\tmax_rss\tcpu_time\n12.5\t0:00:12\t100\t9.25\n")
+    assert estimate_runtime.measured_seconds(path) == 12.5
+    assert estimate_runtime.measured_seconds(path, "cpu_time") == 9.25
+    path.write_text("s\th:m:s\tmax_rss\tcpu_time\n0.5\t0:00:00\tNA\tNA\n")  # too short for Snakemake to sample
+    assert estimate_runtime.measured_seconds(path, "cpu_time") is None
+    assert estimate_runtime.measured_seconds(tmp_path / "missing.tsv") is None

@@ -127,12 +127,13 @@ def _lengths(frame: pl.DataFrame, tokenizer) -> pl.DataFrame:
     return pl.DataFrame({"idx": frame["idx"], "length": [len(row) for row in ids]})
 
 
-def measured_seconds(path: Path) -> float | None:
+def measured_seconds(path: Path, column: str = "s") -> float | None:
+    """A Snakemake benchmark file's seconds: ``s`` (wall) or ``cpu_time`` (the job's processes on a CPU)."""
     if not path.exists():
         return None
     with path.open() as handle:
         rows = list(csv.DictReader(handle, delimiter="\t"))
-    return float(rows[-1]["s"]) if rows else None
+    return float(rows[-1][column]) if rows and rows[-1][column] not in ("", "NA") else None
 
 
 def main() -> None:
@@ -143,6 +144,9 @@ def main() -> None:
     parser.add_argument("--stand-in", action="append", default=[], metavar="TASK:SPLIT=TASK:SPLIT")
     parser.add_argument("--local-glue", help="read GLUE from this folder (classic layout) whatever data.source says")
     parser.add_argument("--benchmarks", help="a finished run's results/benchmarks folder, to compare with")
+    parser.add_argument("--measure", choices=("s", "cpu_time"), default="s", help="with --benchmarks: compare with (and "
+                        "fit on) the jobs' wall seconds (s) or their CPU seconds (cpu_time: what a job computed, without "
+                        "the time it waited for a core)")
     parser.add_argument("--per-job", metavar="RULE", action="append", default=[], help="also list this rule's jobs one by one")
     parser.add_argument("--jobs", type=int, default=1, help="jobs at a time (the run's --cores over a job's threads)")
     parser.add_argument("--fit-stages", metavar="OUT", help="with --benchmarks: write the calibration with the rates of the "
@@ -199,7 +203,7 @@ def main() -> None:
         row[1] += priced.seconds
         notes[job.rule].add(priced.note)
         if args.benchmarks and job.benchmark:
-            measured = measured_seconds(Path(args.benchmarks).parent.parent / job.benchmark)
+            measured = measured_seconds(Path(args.benchmarks).parent.parent / job.benchmark, args.measure)
             if measured is not None:
                 row[2] += measured
                 row[3] += 1
@@ -215,12 +219,12 @@ def main() -> None:
         total_measured += measured
         extra = ""
         if args.benchmarks:
-            extra = f" {measured:.0f} | {predicted / measured:.2f} |" if found else " | |"
+            extra = f" {measured:.0f} | {predicted / measured:.2f} |" if found and measured > 0 else f" {measured:.0f} | |"
         print(f"| {rule} | {count} | {predicted:.0f} |{extra} {'; '.join(sorted(n for n in notes[rule] if n))} |")
     print(f"\nall jobs: {total_estimate:.0f} s of job time; over {args.jobs} at a time: {total_estimate / args.jobs / 60:.1f} min")
     if args.benchmarks:
         print(f"measured: {total_measured:.0f} s of job time; estimate / measured {total_estimate / total_measured:.2f}")
-        long = {rule: row[1] / row[2] for rule, row in per_rule.items() if row[3] == row[0] and row[2] > 60}
+        long = {rule: row[1] / row[2] for rule, row in per_rule.items() if row[3] == row[0] and row[2] > 60}  # measured whole
         worst = max(long, key=lambda rule: abs(long[rule] - 1), default=None)
         if worst:
             print(f"rules measured above 60 s: {len(long)}; within 25%: {sum(abs(r - 1) <= 0.25 for r in long.values())}; "
@@ -253,7 +257,7 @@ def _cross_fitted(jobs: list[estimate.Job], args, lengths: estimate.Lengths, cal
     other tasks' jobs; where those hold none of its key, on its key's other jobs; where it is its key's one job, the
     rates of ``--stages`` (another run)."""
     measured = [(job, seconds) for job in jobs if job.benchmark
-                and (seconds := measured_seconds(Path(args.benchmarks).parent.parent / job.benchmark)) is not None]
+                and (seconds := measured_seconds(Path(args.benchmarks).parent.parent / job.benchmark, args.measure)) is not None]
     tasks = {job.wildcards["task"] for job in jobs if job.rule == "prepare_data"}
     run = Path(args.benchmarks).resolve()
     # rates of --stages fitted on this very run would have seen the job
