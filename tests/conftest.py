@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -74,3 +76,23 @@ def browser():
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         yield browser
         browser.close()
+
+
+class Crash(Exception):
+    """What a training failpoint raises inside :func:`crashing_at_failpoints`: a job killed there."""
+
+
+@contextmanager
+def crashing_at_failpoints(monkeypatch) -> Iterator[None]:
+    """Training's failpoints (after a checkpoint is saved) raise :class:`Crash` inside the block, and do nothing after
+    it: run a training that dies at its first checkpoint, then resume it."""
+    from bertology_core.finetune import finetune
+
+    def crash(name):
+        raise Crash
+
+    monkeypatch.setattr(finetune, "failpoint", crash)
+    try:
+        yield
+    finally:
+        monkeypatch.setattr(finetune, "failpoint", lambda name: None)

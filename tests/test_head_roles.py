@@ -375,19 +375,12 @@ def test_a_stronger_penalty_closes_more_gates_and_training_is_deterministic():
 def test_gate_training_resumes_from_a_checkpoint(tmp_path, monkeypatch):
     from bertology_core.models import checkpoint
 
+    from conftest import Crash, crashing_at_failpoints
+
     _, reference = run_gates(5.0, train_weights=False)
-
-    class Crash(Exception):
-        pass
-
-    def crash(name):
-        raise Crash
-
-    monkeypatch.setattr(finetune, "failpoint", crash)
     checkpointer = checkpoint.Checkpointer(tmp_path / "ckpt", fingerprint="gates", every_steps=4, every_seconds=None)
-    with pytest.raises(Crash):
+    with crashing_at_failpoints(monkeypatch), pytest.raises(Crash):
         run_gates(5.0, train_weights=False, checkpointer=checkpointer)
-    monkeypatch.setattr(finetune, "failpoint", lambda name: None)
     _, resumed = run_gates(5.0, train_weights=False, checkpointer=checkpointer)
     assert resumed["resumed_at_step"] == 4
     assert resumed["gates"] == reference["gates"] and resumed["loss_curve"] == reference["loss_curve"]

@@ -656,7 +656,7 @@ def test_weight_masks_are_placed_by_their_module_names_in_every_family():
 def test_a_subnetwork_resumes_from_its_checkpoint_to_the_same_model(tmp_path, monkeypatch, masked):
     """A killed re-fine-tuning of a subnetwork (compacted, or with fixed weight masks) resumes from its checkpoint
     to the same steps and predictions as a run that was never killed."""
-    from conftest import GLUE_SMOKE, TINY_BERT
+    from conftest import GLUE_SMOKE, TINY_BERT, Crash, crashing_at_failpoints
 
     from bertology_core.data import glue
     from bertology_core.finetune import finetune
@@ -676,18 +676,9 @@ def test_a_subnetwork_resumes_from_its_checkpoint_to_the_same_model(tmp_path, mo
         return lottery.finetune_subnetwork(str(TINY_BERT), task, 3, train, dev, config, mask, checkpointer=checkpointer)
 
     reference, reference_predictions = run()
-
-    class Crash(Exception):
-        pass
-
-    def crash(name):
-        raise Crash
-
-    monkeypatch.setattr(finetune, "failpoint", crash)
     checkpointer = checkpoint.Checkpointer(tmp_path / "ckpt", fingerprint="subnetwork", every_steps=4, every_seconds=None)
-    with pytest.raises(Crash):
+    with crashing_at_failpoints(monkeypatch), pytest.raises(Crash):
         run(checkpointer)
-    monkeypatch.setattr(finetune, "failpoint", lambda name: None)
     resumed, predictions = run(checkpointer)
     assert resumed["resumed_at_step"] == 4 and reference["resumed_at_step"] == 0
     assert resumed["steps"] == reference["steps"] and resumed["final_loss_mean_last_20"] == reference["final_loss_mean_last_20"]
