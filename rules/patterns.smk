@@ -114,6 +114,7 @@ rule classify_maps:
     resources:
         mem_mb=scaled(4000),
         runtime=scaled(30),
+        batch_size=config["patterns"]["classify_batch_size"],  # speed and memory only
     script:
         "../workflow_scripts/classify_maps.py"
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import subprocess
 import sys
 from pathlib import Path
 
@@ -170,7 +171,7 @@ def test_the_stages_that_read_dumps_are_timed_from_synthetic_dumps_and_priced_pe
     config = BertConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
                         intermediate_size=37, max_position_embeddings=128)
     found = calibration.time_map_stages(config, tokenizer, torch.device("cpu"), cost.PassCost("sum", 0.0, 0.0, 0.0),
-                                        image_size=8, ensemble=1, examples=3)
+                                        image_size=8, ensemble=1, shapes=((1, 8), (3, 8), (3, 24)))
     assert set(found) == {"dump", "pattern_features", "classify_maps"}
     assert all(v >= 0 for rates in found.values() for v in rates.values())
     assert any(v > 0 for v in found["pattern_features"].values())
@@ -349,14 +350,34 @@ def test_cross_fitting_falls_back_to_the_keys_other_jobs_then_to_another_runs_ra
     assert rate(change) == stages["attention_change"]
 
 
-def test_a_benchmark_file_gives_its_wall_or_cpu_seconds(tmp_path, monkeypatch):
+def test_a_job_gives_its_benchmark_seconds_or_the_cpu_seconds_its_process_recorded(tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(str(ROOT / "tools"))
     import estimate_runtime
 
-    path = tmp_path / "job.tsv"
+    from bertology_core.workflow import job_record
+
+    job = estimate.Job("rule", {}, {}, {}, 1, benchmark="benchmarks/job.tsv", log="logs/job.log")
+    (tmp_path / "benchmarks").mkdir()
+    path = tmp_path / "benchmarks" / "job.tsv"
     path.write_text("s\th:m:s\tmax_rss\tcpu_time\n12.5\t0:00:12\t100\t9.25\n")
-    assert estimate_runtime.measured_seconds(path) == 12.5
-    assert estimate_runtime.measured_seconds(path, "cpu_time") == 9.25
+    assert estimate_runtime.measured_seconds(job, tmp_path) == 12.5
+    assert estimate_runtime.measured_seconds(job, tmp_path, "cpu_time") == 9.25
     path.write_text("s\th:m:s\tmax_rss\tcpu_time\n0.5\t0:00:00\tNA\tNA\n")  # too short for Snakemake to sample
-    assert estimate_runtime.measured_seconds(path, "cpu_time") is None
-    assert estimate_runtime.measured_seconds(tmp_path / "missing.tsv") is None
+    assert estimate_runtime.measured_seconds(job, tmp_path, "cpu_time") is None
+    assert estimate_runtime.measured_seconds(dataclasses.replace(job, benchmark="missing.tsv"), tmp_path) is None
+    assert estimate_runtime.measured_seconds(job, tmp_path, "cpu") is None  # no log yet
+    # a process that computes 0.6 CPU seconds, holds 200 MiB and sleeps 0.3 s records them in its log as it exits
+    log = tmp_path / "logs" / "job.log"
+    log.parent.mkdir()
+    code = (f"import sys, time; sys.path.insert(0, {str(ROOT)!r}); from bertology_core.workflow import job_record\n"
+            f"handle = open({str(log)!r}, 'w'); job_record.write_at_exit(handle); started = time.process_time()\n"
+            "while time.process_time() - started < 0.6: pass\n"
+            "held = b'x' * (200 * 2**20); time.sleep(0.3)\n")
+    subprocess.run([sys.executable, "-c", code], check=True)
+    record = job_record.read(log)
+    assert 0.6 <= record["cpu_seconds"] < record["wall_seconds"] - 0.25
+    assert record["max_rss_mb"] >= 200
+    assert estimate_runtime.measured_seconds(job, tmp_path, "cpu") == record["cpu_seconds"]
+    # a job killed by a signal writes none
+    subprocess.run([sys.executable, "-c", code.replace("time.sleep(0.3)", "import os, signal; os.kill(os.getpid(), signal.SIGKILL)")])
+    assert job_record.read(log) is None

@@ -326,6 +326,7 @@ def test_classifier_trains_on_hand_labels_and_says_so(small_dump, tmp_path):
     classes = pattern_training.classify_dump(loaded, dump, features)
     assert classes.height == 80 and set(classes["cnn_label"]) <= {"vertical", "diagonal"}
     assert (classes["labels_source"] == "hand labels from labels.csv").all()
+    assert pattern_training.classify_dump(loaded, dump, features, batch_size=7).equals(classes)  # a speed setting only
     # the loaded model predicts exactly what the trained one does
     maps, labelled = pattern_training.labelled_maps(pattern_labels.read_labels(csv), {"MRPC/pretrained": prefix}, 16, patterns.RuleThresholds())
     values = patterns.feature_matrix(labelled)

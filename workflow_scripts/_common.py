@@ -1,5 +1,6 @@
-"""What every workflow script does first: put the workflow's own code on the import path, and send stderr and
-logging to the job's log file."""
+"""What every workflow script does first: put the workflow's own code on the import path, send stderr and logging
+to the job's log file, and have the job's CPU seconds and peak memory written there as it exits
+(:mod:`bertology_core.workflow.job_record`)."""
 
 import logging
 import sys
@@ -14,3 +15,6 @@ def log_to(path: str) -> None:
     handle = open(path, "w", buffering=1)  # noqa: SIM115 - lives as long as the job
     sys.stderr = handle
     logging.basicConfig(stream=handle, level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", force=True)
+    from bertology_core.workflow import job_record
+
+    job_record.write_at_exit(handle)

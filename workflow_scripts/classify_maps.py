@@ -14,6 +14,7 @@ from bertology_core.attention.dump_files import AttentionDump
 
 classifier = pattern_training.load_classifier(snakemake.input.weights)
 features = pl.read_parquet(snakemake.input.features)
-frame = pattern_training.classify_dump(classifier, AttentionDump(snakemake.params.dump_prefix), features)
+frame = pattern_training.classify_dump(classifier, AttentionDump(snakemake.params.dump_prefix), features,
+                                      snakemake.resources.batch_size)
 io.write_parquet(frame, snakemake.output[0])
 logging.info("%d maps: %s", frame.height, dict(frame["cnn_label"].value_counts().iter_rows()))

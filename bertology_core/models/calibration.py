@@ -16,12 +16,14 @@ sequence classifier with two labels on the engine's attention, timed as the work
 Batches are padded as real ones are (rows of different real lengths, attention masked). A kind's shapes are timed in
 rounds, each shape once a round after a warm-up round, and each shape's median is kept: on a shared machine a slow
 spell then spreads over every shape rather than tilting the fit. Shapes that would take much longer than the budget
-are scaled down (fewer rows) first. A job's start-up is timed in fresh processes: the
-imports of a model-running job, loading the model and moving it to the device, and the imports of a table job.
+are scaled down (fewer rows) first. A job's start-up is timed in fresh processes running the module-level imports of
+a typical job script of its kind (:data:`STARTUP_SCRIPTS`): a model job's, then loading the model and its tokenizer
+onto the device; a job that imports torch but loads no model; a table job.
 """
 
 from __future__ import annotations
 
+import ast
 import math
 import subprocess
 import sys
@@ -56,9 +58,12 @@ SHAPES = {
              "gradient": [(8, 32), (32, 64), (32, 128), (128, 128), (64, 256)],
              "train": [(8, 32), (32, 32), (32, 64), (32, 128), (128, 128)]},
 }
-STARTUP_MODEL = ("import torch, transformers, polars; from bertology_core.models import models; "
-                 "models.load_encoder({path!r}).to({device!r})")
-STARTUP_TABLES = "import polars, numpy, scipy; import bertology_core.stats.bootstrap"
+# a typical job script of each start-up kind (:func:`bertology_core.workflow.estimate.startup_kind`), whose imports a
+# fresh process runs; a model job then loads the model and its tokenizer onto the device
+STARTUP_SCRIPTS = {"model": "dump_attention", "torch": "classify_maps", "tables": "disabling_summary"}
+STARTUP_MODEL_LOAD = ("from bertology_core.models import models; models.load_encoder({path!r}).to({device!r}); "
+                      "models.load_tokenizer({path!r})")
+SCRIPTS = Path(__file__).resolve().parents[2] / "workflow_scripts"
 
 
 def random_classifier(config: PretrainedConfig, device: torch.device, engine: bool = True) -> torch.nn.Module:
@@ -146,6 +151,15 @@ def time_passes(passes: Sequence[Callable[[], None]], device: torch.device, roun
     return [float(np.median(t)) for t in times]
 
 
+def script_imports(script: str) -> str:
+    """The module-level imports of workflow script ``script``, as a fresh process runs them (the workflow's code on
+    the path, as ``_common`` puts it)."""
+    tree = ast.parse((SCRIPTS / f"{script}.py").read_text())
+    imports = [node for node in tree.body if isinstance(node, (ast.Import, ast.ImportFrom))
+               and not (isinstance(node, ast.ImportFrom) and node.module == "_common")]
+    return f"import sys; sys.path.insert(0, {str(SCRIPTS.parent)!r})\n" + "\n".join(ast.unparse(node) for node in imports)
+
+
 def startup_seconds(command: str, repeats: int = 2) -> float:
     """Wall seconds of a fresh Python process running ``command`` (the fastest of ``repeats``)."""
     best = float("inf")
@@ -163,7 +177,7 @@ def calibrate(config: PretrainedConfig, device: torch.device, policy: str, threa
     costs. Each kind gets about a third of ``budget_seconds`` (3 to 15 rounds); rows are scaled down where a round
     of the training shapes would take more than a tenth of it (a pass of the largest training shape sets the scale).
     With a ``tokenizer`` the stages that read attention dumps are timed too (:func:`time_map_stages`; ``patterns``:
-    the config's ``image_size`` and ``ensemble``)."""
+    the config's ``image_size``, ``ensemble`` and ``classify_batch_size``)."""
     if device.type == "cpu":
         torch.set_num_threads(threads)
     resolved = precisions.resolve(policy, device)
@@ -197,15 +211,20 @@ def calibrate(config: PretrainedConfig, device: torch.device, policy: str, threa
     passes = {kind: cost.fit([p for p in points if p["kind"] == kind]) for kind in cost.KINDS}
     maps = {}
     if tokenizer is not None:
-        settings = patterns or {"image_size": 32, "ensemble": 5}
-        maps = time_map_stages(config, tokenizer, device, passes["forward"], settings["image_size"], settings["ensemble"])
+        settings = {"image_size": 32, "ensemble": 5, "classify_batch_size": 64, **(patterns or {})}
+        maps = time_map_stages(config, tokenizer, device, passes["forward"], settings["image_size"], settings["ensemble"],
+                               settings["classify_batch_size"])
         maps["tokenize"] = time_tokenizer(tokenizer)
     startups = {}
     if startup:
         with tempfile.TemporaryDirectory() as folder:
             model.save_pretrained(folder)
-            startups = {"model": startup_seconds(STARTUP_MODEL.format(path=folder, device=str(device))),
-                        "tables": startup_seconds(STARTUP_TABLES)}
+            load = ""
+            if tokenizer is not None:
+                tokenizer.save_pretrained(folder)
+                load = "\n" + STARTUP_MODEL_LOAD.format(path=folder, device=str(device))
+            startups = {kind: startup_seconds(script_imports(script) + (load if kind == "model" else ""))
+                        for kind, script in STARTUP_SCRIPTS.items()}
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else _cpu_name()
     return cost.Calibration(f"{device.type}: {name}", threads, policy, geometry, passes, startups, points, maps)
 
@@ -258,12 +277,22 @@ def time_tokenizer(tokenizer: Any, examples: int = 400) -> dict[str, float]:
     return {"per_call": 0.0, "per_example": float(per_example), "per_piece": float(per_piece)}
 
 
+# (examples, words a sentence) of the synthetic sentence-pair dumps the map stages are timed on: from a few short pairs
+# to pairs cut at 128 pieces, as many maps as a small real dump, so that the fit interpolates what real dumps cost
+# rather than extrapolating from a few tiny maps (which priced writing a 277-example dump at an eighth of its cost)
+DUMP_SHAPES = ((4, 8), (12, 24), (24, 48), (24, 100))
+
+
 def time_map_stages(config: PretrainedConfig, tokenizer: Any, device: torch.device, forward: cost.PassCost,
-                    image_size: int, ensemble: int, examples: int = 12) -> dict[str, dict[str, float]]:
+                    image_size: int, ensemble: int, classify_batch_size: int = 64,
+                    shapes: Sequence[tuple[int, int]] = DUMP_SHAPES) -> dict[str, dict[str, float]]:
     """Seconds of the stages that read attention dumps, fitted as ``per_call + maps x per_map + per_value x sum of
-    length^2`` (non-negative) from three dumps of the model's geometry (few short, more short, more long synthetic pairs): ``dump`` (writing, the forward pass apart),
-    ``pattern_features`` (:func:`~bertology_core.patterns.patterns.dump_features`) and ``classify_maps``
-    (:func:`~bertology_core.patterns.pattern_training.classify_dump` with an untrained ensemble of ``ensemble`` nets)."""
+    length^2`` (non-negative) from dumps of the model's geometry (``shapes``: examples, words a sentence): ``dump`` (writing, the forward
+    pass apart), ``pattern_features`` (:func:`~bertology_core.patterns.patterns.dump_features`) and ``classify_maps``
+    (:func:`~bertology_core.patterns.pattern_training.classify_dump` with an untrained ensemble of ``ensemble`` nets,
+    ``classify_batch_size`` maps a pass). On a CPU the seconds are the process's CPU seconds: the dump's writer
+    thread compresses batch k beside the forward pass of batch k+1, which a job beside another on a busy machine
+    does not get for free."""
     from bertology_core.attention import dumps
     from bertology_core.attention.dump_files import AttentionDump
     from bertology_core.patterns import patterns
@@ -275,22 +304,22 @@ def time_map_stages(config: PretrainedConfig, tokenizer: Any, device: torch.devi
     classifier = LoadedClassifier(PatternEnsemble([PatternNet(len(patterns.CLASSES), features=len(patterns.FEATURES))
                                                    for _ in range(ensemble)]).eval(),
                                   np.array(patterns.CLASSES), image_size, "calibration", patterns.RuleThresholds())
+    clock = time.process_time if device.type == "cpu" else time.perf_counter
     rows = []
     with tempfile.TemporaryDirectory() as folder:
-        for count, words in ((examples // 3, 8), (examples, 8), (examples, 48)):
+        for number, (count, words) in enumerate(shapes):
             frame = _synthetic_frame(tokenizer, count, words, words + count)
-            prefix = Path(folder) / f"dump{words}"
-            started = time.perf_counter()
+            prefix = Path(folder) / f"dump{number}"
+            started = clock()
             summary = dumps.write_dump(model, tokenizer, frame, prefix, max_length=128, batch_size=32)
-            dump_seconds = time.perf_counter() - started
+            dump_seconds = clock() - started
             dump = AttentionDump(prefix)
-            started = time.perf_counter()
+            started = clock()
             features = patterns.dump_features(dump)
-            feature_seconds = time.perf_counter() - started
-            started = time.perf_counter()
-            with torch.inference_mode():
-                classify_dump(classifier, dump, features)
-            classify_seconds = time.perf_counter() - started
+            feature_seconds = clock() - started
+            started = clock()
+            classify_dump(classifier, dump, features, classify_batch_size)
+            classify_seconds = clock() - started
             lengths = features["length"].to_numpy().astype(float)
             example_lengths = features.filter((pl.col("layer") == 0) & (pl.col("head") == 0))["length"].to_numpy()
             geometry = cost.Geometry.from_config(config.to_dict())

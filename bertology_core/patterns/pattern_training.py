@@ -314,14 +314,16 @@ def load_classifier(path: str | os.PathLike[str]) -> LoadedClassifier:
 
 
 @torch.inference_mode()
-def classify_dump(classifier: LoadedClassifier, dump: AttentionDump, features: pl.DataFrame) -> pl.DataFrame:
-    """``features`` plus ``cnn_label`` and ``labels_source`` for every map, one layer at a time (bounded memory);
+def classify_dump(classifier: LoadedClassifier, dump: AttentionDump, features: pl.DataFrame, batch_size: int = 64) -> pl.DataFrame:
+    """``features`` plus ``cnn_label`` and ``labels_source`` for every map, one layer at a time (bounded memory), the
+    nets run over ``batch_size`` maps a pass (a speed setting: each map's output does not depend on it);
     ``rule_label`` is re-derived with the classifier's rule thresholds (fitted to hand labels when it had any)."""
     features = features.with_columns(pl.Series("rule_label", pattern_labels.rule_labels(features, classifier.thresholds)))
     parts = []
     for (layer,), group in features.sort("example", "layer", "head").group_by("layer", maintain_order=True):
         maps = torch.from_numpy(resized_maps(dump, group, classifier.image_size))[:, None]
         values = torch.from_numpy(patterns.feature_matrix(group))
-        probabilities = torch.cat([classifier.net(maps[s : s + 1024], values[s : s + 1024]) for s in range(0, len(maps), 1024)])
+        probabilities = torch.cat([classifier.net(maps[s : s + batch_size], values[s : s + batch_size])
+                                   for s in range(0, len(maps), batch_size)])
         parts.append(group.with_columns(pl.Series("cnn_label", classifier.classes[probabilities.argmax(1).numpy()])))
     return pl.concat(parts).sort("example", "layer", "head").with_columns(pl.lit(classifier.labels_source).alias("labels_source"))

@@ -43,6 +43,8 @@ class Job:
     benchmark: str | None = None
     inputs: tuple[str, ...] = ()
     named_inputs: dict[str, Any] = field(default_factory=dict)
+    log: str | None = None
+    imports_torch: bool = False  # its script reaches torch (code_imports.third_party_imports): a heavier start-up
 
 
 @dataclass
@@ -433,9 +435,19 @@ PRICED: dict[str, Callable[[Job, Lengths, Calibration], Price]] = {
 }
 
 
-# the rules whose jobs start like a model job (torch, transformers and the model or tokenizer loaded); the others
-# start like a table job
+# the rules whose jobs start like a model job (torch, transformers and the model or tokenizer loaded)
 MODEL_RULES = {rule for rule, pricer in PRICED.items() if pricer not in (map_stage, head_roles)}
+
+
+def startup_kind(job: Job, calibration: Calibration) -> str:
+    """How ``job`` starts (:data:`bertology_core.models.calibration.STARTUP_SCRIPTS`): ``model`` (a model and its
+    tokenizer loaded), ``torch`` (a script that imports torch and loads no model; a calibration without that kind
+    prices it as a model job), or ``tables``."""
+    if job.rule in MODEL_RULES:
+        return "model"
+    if job.imports_torch:
+        return "torch" if "torch" in calibration.startup else "model"
+    return "tables"
 
 
 def price(job: Job, lengths: Lengths, calibration: Calibration) -> Price:
@@ -460,5 +472,5 @@ def price(job: Job, lengths: Lengths, calibration: Calibration) -> Price:
                      f"from {calibration.stages[rated]['from']}")
     elif job.rule in STAGE_WORK or pricer is None:
         notes.append("work not priced")
-    startup = calibration.startup.get("model" if job.rule in MODEL_RULES else "tables", 0.0)
+    startup = calibration.startup.get(startup_kind(job, calibration), 0.0)
     return Price(startup + sum(parts.values()), {"startup": startup, **parts}, "; ".join(notes), result.bounded)
