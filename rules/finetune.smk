@@ -31,7 +31,7 @@ rule finetune:
     priority: 20
     resources:
         mem_mb=scaled(config["finetune"]["mem_mb"]),
-        runtime=scaled(240),
+        runtime=PLAN.training_runtime(lambda wc: PLAN.hyperparameters(wc.task, wc.state)["epochs"]),
         cpus_per_task=config["finetune"]["threads"],
         gpu=MODEL_JOB_GPUS,
         **PLAN.finetune_runtime(),

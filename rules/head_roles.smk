@@ -62,7 +62,8 @@ rule head_gates:
     threads: config["head_roles"]["threads"]
     resources:
         mem_mb=scaled(config["finetune"]["mem_mb"]),
-        runtime=scaled(120),
+        runtime=PLAN.training_runtime(lambda wc: config["head_roles"]["gates"]["epochs"],
+                                      lambda wc: config["head_roles"]["gates"]["train_examples"]),
         cpus_per_task=config["head_roles"]["threads"],
         gpu=MODEL_JOB_GPUS,
         **PLAN.finetune_runtime(),

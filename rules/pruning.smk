@@ -143,7 +143,8 @@ rule subnetwork_finetune:
     threads: config["finetune"]["threads"]
     resources:
         mem_mb=scaled(config["finetune"]["mem_mb"]),
-        runtime=scaled(240),
+        runtime=PLAN.training_runtime(lambda wc: PLAN.subnetwork_recipe(wc.task)["epochs"],
+                                      lambda wc: config["pruning"]["subnetwork_max_train_examples"]),
         cpus_per_task=config["finetune"]["threads"],
         gpu=MODEL_JOB_GPUS,
         **PLAN.finetune_runtime(),

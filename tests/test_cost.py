@@ -375,9 +375,32 @@ def test_a_job_gives_its_benchmark_seconds_or_the_cpu_seconds_its_process_record
             "held = b'x' * (200 * 2**20); time.sleep(0.3)\n")
     subprocess.run([sys.executable, "-c", code], check=True)
     record = job_record.read(log)
-    assert 0.6 <= record["cpu_seconds"] < record["wall_seconds"] - 0.25
+    assert 0.6 <= record["cpu_seconds"] < record["wall_seconds"] - 0.25 and not record["failed"]
     assert record["max_rss_mb"] >= 200
     assert estimate_runtime.measured_seconds(job, tmp_path, "cpu") == record["cpu_seconds"]
+    # a job whose outputs are missing did not finish: its record is not read
+    assert estimate_runtime.measured_seconds(dataclasses.replace(job, outputs=("results/x.parquet",)), tmp_path, "cpu") is None
+    # a job that died of an exception says so, and is not read as measured
+    subprocess.run([sys.executable, "-c", code + "raise RuntimeError('the job failed')\n"], capture_output=True)
+    assert "failed\": true" in log.read_text() and job_record.read(log) is None
     # a job killed by a signal writes none
     subprocess.run([sys.executable, "-c", code.replace("time.sleep(0.3)", "import os, signal; os.kill(os.getpid(), signal.SIGKILL)")])
     assert job_record.read(log) is None
+
+
+def test_a_job_starts_as_its_kind_of_script_does_and_the_calibration_times_real_scripts_imports():
+    startups = dataclasses.replace(one_second_per_pass(), startup={"model": 7.0, "torch": 4.0, "tables": 2.0})
+    kinds = [estimate.startup_kind(estimate.Job(rule, {}, {}, {}, 1, imports_torch=torch_script), startups)
+             for rule, torch_script in (("dump_attention", True), ("classify_maps", True), ("disabling_summary", False))]
+    assert kinds == ["model", "torch", "tables"]
+    unpriced = estimate.price(estimate.Job("a_rule_of_torch_tables", {}, {}, {}, 1, imports_torch=True), lengths(4, 4), startups)
+    assert unpriced.seconds == 4.0 and "work not priced" in unpriced.note
+    # a calibration written before the torch kind prices such a job as a model job, not as a table job
+    older = dataclasses.replace(startups, startup={"model": 7.0, "tables": 2.0})
+    assert estimate.startup_kind(estimate.Job("classify_maps", {}, {}, {}, 1, imports_torch=True), older) == "model"
+    # the imports a start-up times are the script's own module-level ones, and they run in a fresh process
+    for script in calibration.STARTUP_SCRIPTS.values():
+        code = calibration.script_imports(script)
+        assert "_common" not in code and "import polars as pl" in code
+    assert "from bertology_core.attention import dumps" in calibration.script_imports("dump_attention")
+    subprocess.run([sys.executable, "-c", calibration.script_imports("disabling_summary")], check=True)

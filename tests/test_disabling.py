@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import polars as pl
 import pytest
 import torch
 
@@ -279,3 +280,21 @@ def test_deltas_compare_each_configuration_with_the_intact_row_of_its_own_pass()
 def test_a_pass_holds_the_cpu_rows_on_a_cpu_and_the_gpu_cap_on_a_gpu():
     assert disabling.rows_per_pass(torch.device("cpu"), 48, 4096) == 48
     assert disabling.rows_per_pass(torch.device("cuda"), 48, 4096) == 4096
+
+
+def test_a_sweep_table_holds_each_configuration_once_per_example_in_order():
+    from bertology_core.data.glue import get_task
+
+    configs = disabling.sweep_configurations(2, 3, layers=True)  # heads and layers: layer set, head None for a layer
+    n = 4
+    dev = pl.DataFrame({"idx": np.arange(10, 10 + n), "label": np.arange(n) % 2})
+    predictions = np.arange(len(configs) * n).reshape(len(configs), n) % 2
+    frame = disabling.sweep_frame(get_task("MRPC"), dev, configs, predictions, predictions[::-1], "uniform")
+    assert frame.height == len(configs) * n and frame["mode"].unique().to_list() == ["uniform"]
+    assert frame.schema["layer"] == pl.Int16 and frame.schema["head"] == pl.Int16 and frame.schema["config"] == pl.String
+    for i, config in enumerate(configs):
+        rows = frame[i * n : (i + 1) * n]
+        assert rows["config"].to_list() == [config.name] * n and rows["kind"].to_list() == [config.kind] * n
+        assert rows["layer"].to_list() == [config.layer] * n and rows["head"].to_list() == [config.head] * n
+        assert rows["idx"].to_list() == list(range(10, 10 + n)) and rows["prediction"].to_list() == predictions[i].tolist()
+    assert frame.filter(pl.col("kind") == "layer")["head"].null_count() == n * 2

@@ -3,6 +3,7 @@ the fitness verdicts take away, the targets of ``all`` and the problems with a c
 
 from __future__ import annotations
 
+import math
 import copy
 import re
 import subprocess
@@ -337,3 +338,21 @@ def test_a_choice_the_config_does_not_make_is_a_problem(override, problem):
 def test_every_problem_is_reported_at_once():
     problems = plan_of(SMOKE, {"pruning": {"tasks": ["RTE"]}, "outliers": {"tasks": ["QQP"]}, "claims": {"level": 0.9}}).problems()
     assert len(problems) == 3 and problems[0].startswith("pruning.tasks names RTE") and "claims.level" in problems[2]
+
+
+def test_a_training_job_asks_for_a_runtime_that_grows_with_its_training_split(smoke, tmp_path):
+    import polars as pl
+    from types import SimpleNamespace
+
+    small, large = tmp_path / "small.parquet", tmp_path / "large.parquet"
+    pl.DataFrame({"idx": range(300)}).write_parquet(small)
+    pl.DataFrame({"idx": range(400_000)}).write_parquet(large)
+    rate, least = smoke.config["compute"]["training_minutes_per_10k_examples"], smoke.config["compute"]["training_min_minutes"]
+    runtime = smoke.training_runtime(lambda wc: 3)
+    wildcards = SimpleNamespace(task="MRPC")
+    assert runtime(wildcards, SimpleNamespace(train=str(small)), 1) == least
+    assert runtime(wildcards, SimpleNamespace(train=str(large)), 1) == math.ceil(rate * 3 * 40) > least
+    assert runtime(wildcards, SimpleNamespace(train=str(large)), 2) == 2 * math.ceil(rate * 3 * 40)
+    assert runtime(wildcards, SimpleNamespace(train=str(tmp_path / "not_yet.parquet")), 1) == least  # a dry run before the data
+    capped = smoke.training_runtime(lambda wc: 3, lambda wc: 10_000)
+    assert capped(wildcards, SimpleNamespace(train=str(large)), 1) == max(least, math.ceil(rate * 3))

@@ -24,11 +24,12 @@ sys.path.insert(0, str(ROOT))
 # GPU was at hand to measure: dense products at 40% of the peak (TF32 495 TFLOP/s for measuring passes, bfloat16 990
 # for training; a backward pass to the activations costs about the forward, with the weight gradients twice it), attention (batched small products and the softmax, memory-bound) at a
 # tenth of that, a pass's floor from launching about 15 kernels per layer at 5 us (forward) and three times that plus
-# the fused optimiser for a training step, and a model job's start-up (imports, CUDA context, loading) of 20 s.
+# the fused optimiser for a training step, and start-ups of 20 s for a model job (imports, CUDA context, loading), 10 s
+# for a job that imports torch and loads no model, 3 s for a table job.
 ASSUMED = {
     "h100": {"device": "cuda: NVIDIA H100 (assumed, not measured)", "dense_tflops": {"forward": 0.4 * 495, "gradient": 0.4 * 495 / 2,
              "train": 0.4 * 990 / 3}, "attention_share": 0.1, "floor_ms": {"forward": 12 * 15 * 0.005, "gradient": 3 * 12 * 15 * 0.005,
-             "train": 3 * 12 * 15 * 0.005 + 1.0}, "startup": {"model": 20.0, "tables": 3.0}},
+             "train": 3 * 12 * 15 * 0.005 + 1.0}, "startup": {"model": 20.0, "torch": 10.0, "tables": 3.0}},
 }
 
 

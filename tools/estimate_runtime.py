@@ -13,6 +13,11 @@ split that is not on this machine with another split's lengths, at the size GLUE
 The whole run's wall time is the sum of the jobs over ``--jobs`` (jobs at a time), a lower bound where the DAG's
 order leaves cores idle.
 
+With ``--benchmarks``, ``--measure`` says what the run measured is: ``s``, a job's wall seconds (Snakemake's benchmark
+file: waiting for a core included), ``cpu_time`` (Snakemake's sampled CPU seconds, which miss up to the last 30 s of
+a job), or ``cpu``, the CPU seconds each job's process recorded in its log as it exited
+(:mod:`bertology_core.workflow.job_record`): what the calibration prices, a job's work on one thread.
+
 Rules that run no timed model pass (probes, the pattern CNN, scores over attention maps) run on the CPU whatever the
 accelerator; their rates come from a finished run on the CPU that will run them (any config), fitted once:
 
@@ -72,7 +77,7 @@ def dry_run_jobs(configfiles: list[str]) -> list[estimate.Job]:
         captured.append(estimate.Job(self.rule.name, dict(self.wildcards_dict), dict(self.params.items()), resources,
                                      self.threads, str(self.benchmark) if self.benchmark else None,
                                      tuple(str(f) for f in self.input), named, str(self.log[0]) if self.log else None,
-                                     script is not None and _imports_torch(script)))
+                                     script is not None and _imports_torch(script), tuple(str(f) for f in self.output)))
         return original(self, *args, **kwargs)
 
     jobs.Job.log_info = log_info
@@ -140,7 +145,10 @@ def measured_seconds(job: estimate.Job, run: Path, measure: str = "s") -> float 
     ``cpu_time`` (sampled: it misses up to the last 30 s of a job), or ``cpu`` (the CPU seconds the job's process
     wrote to its log as it exited, :mod:`bertology_core.workflow.job_record`)."""
     if measure == "cpu":
-        record = job_record.read(run / job.log) if job.log else None
+        # a job whose outputs are missing failed (or is still running): its record is not the job's
+        if not job.log or not all((run / output).exists() for output in job.outputs):
+            return None
+        record = job_record.read(run / job.log)
         return None if record is None else float(record["cpu_seconds"])
     path = run / job.benchmark if job.benchmark else None
     if path is None or not path.exists():
@@ -195,7 +203,7 @@ def main() -> None:
     lengths = token_lengths(jobs, tokenizer, stand_ins, args.local_glue)
     sweeps = {tuple(sorted(j.wildcards.items())): j for j in jobs if j.rule == "disabling_sweep"}
     dumps = {(j.wildcards["model"], j.wildcards["task"], j.wildcards["dumped"]): j for j in jobs if j.rule == "dump_attention"}
-    per_rule: dict[str, list[float]] = defaultdict(lambda: [0, 0.0, 0.0, 0])
+    per_rule: dict[str, list[float]] = defaultdict(lambda: [0, 0.0, 0.0, 0, 0.0])  # jobs, estimate, measured, jobs measured, their estimate
     measured_jobs: list[tuple[estimate.Job, float]] = []
     notes: dict[str, set[str]] = defaultdict(set)
     for job in jobs:
@@ -219,28 +227,35 @@ def main() -> None:
         row[0] += 1
         row[1] += priced.seconds
         notes[job.rule].add(priced.note)
-        if args.benchmarks:
-            if measured is not None:
-                row[2] += measured
-                row[3] += 1
-                measured_jobs.append((job, measured))
+        if measured is not None:
+            row[2] += measured
+            row[3] += 1
+            row[4] += priced.seconds
+            measured_jobs.append((job, measured))
     print(f"calibration: {calibration.device}, {calibration.threads} thread(s), precision {calibration.precision}, "
           f"geometry {calibration.geometry}")
     header = "| rule | jobs | estimate (s) |" + (" measured (s) | estimate / measured |" if args.benchmarks else "") + " note |"
     print(header)
     print("|---|---|---|" + ("---|---|" if args.benchmarks else "") + "---|")
-    total_estimate = total_measured = 0.0
-    for rule, (count, predicted, measured, found) in sorted(per_rule.items(), key=lambda kv: -kv[1][1]):
+    total_estimate = total_measured = estimate_of_measured = 0.0
+    for rule, (count, predicted, measured, found, predicted_found) in sorted(per_rule.items(), key=lambda kv: -kv[1][1]):
         total_estimate += predicted
         total_measured += measured
+        estimate_of_measured += predicted_found
         extra = ""
-        if args.benchmarks:
-            extra = f" {measured:.0f} | {predicted / measured:.2f} |" if found and measured > 0 else f" {measured:.0f} | |"
+        if args.benchmarks:  # the ratio over the rule's measured jobs only
+            ratio = f"{predicted_found / measured:.2f}" if found and measured > 0 else ""
+            extra = f" {measured:.0f}{'' if found == count else f' ({found} of {count} jobs)'} | {ratio} |"
         print(f"| {rule} | {count} | {predicted:.0f} |{extra} {'; '.join(sorted(n for n in notes[rule] if n))} |")
     print(f"\nall jobs: {total_estimate:.0f} s of job time; over {args.jobs} at a time: {total_estimate / args.jobs / 60:.1f} min")
     if args.benchmarks:
-        print(f"measured: {total_measured:.0f} s of job time; estimate / measured {total_estimate / total_measured:.2f}")
-        long = {rule: row[1] / row[2] for rule, row in per_rule.items() if row[3] == row[0] and row[2] > 60}  # measured whole
+        found, count = sum(row[3] for row in per_rule.values()), sum(row[0] for row in per_rule.values())
+        if not found:
+            raise SystemExit(f"{args.benchmarks}: no job of this config measured by --measure {args.measure}"
+                             + (" (its logs hold no job record: a run made before jobs wrote them?)" if args.measure == "cpu" else ""))
+        print(f"measured: {found} of {count} jobs, {total_measured:.0f} s of job time; their estimate / measured "
+              f"{estimate_of_measured / total_measured:.2f}")
+        long = {rule: row[4] / row[2] for rule, row in per_rule.items() if row[3] == row[0] and row[2] > 60}  # measured whole
         worst = max(long, key=lambda rule: abs(long[rule] - 1), default=None)
         if worst:
             print(f"rules measured above 60 s: {len(long)}; within 25%: {sum(abs(r - 1) <= 0.25 for r in long.values())}; "

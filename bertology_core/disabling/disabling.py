@@ -46,6 +46,7 @@ from bertology_core.stats.bootstrap import metric_on_resamples, paired_deltas, r
 from bertology_core.models.batching import Encoded, encode
 from bertology_core.data import glue
 from bertology_core.data.glue import GlueTask
+from bertology_core.data.tables import repeated
 from bertology_core.models import models
 from bertology_core.stats.metrics import primary_metric
 
@@ -281,11 +282,11 @@ def sweep_frame(task: GlueTask, dev: pl.DataFrame, configs: Sequence[Configurati
     dtype = pl.Float64 if task.is_regression else pl.Int64
     return pl.DataFrame(
         {
-            "mode": [mode] * (len(configs) * n),
-            "config": np.repeat([c.name for c in configs], n),
-            "kind": np.repeat([c.kind for c in configs], n),
-            "layer": pl.Series(np.repeat([c.layer for c in configs], n).tolist(), dtype=pl.Int16),
-            "head": pl.Series(np.repeat([c.head for c in configs], n).tolist(), dtype=pl.Int16),
+            "mode": repeated([mode], len(configs) * n, pl.String),
+            "config": repeated([c.name for c in configs], n, pl.String),
+            "kind": repeated([c.kind for c in configs], n, pl.String),
+            "layer": repeated([c.layer for c in configs], n, pl.Int16),
+            "head": repeated([c.head for c in configs], n, pl.Int16),
             "idx": np.tile(dev["idx"].to_numpy(), len(configs)),
             "label": np.tile(dev["label"].to_numpy(), len(configs)),
             "prediction": pl.Series(predictions.reshape(-1), dtype=dtype),

@@ -61,8 +61,8 @@ SHAPES = {
 # a typical job script of each start-up kind (:func:`bertology_core.workflow.estimate.startup_kind`), whose imports a
 # fresh process runs; a model job then loads the model and its tokenizer onto the device
 STARTUP_SCRIPTS = {"model": "dump_attention", "torch": "classify_maps", "tables": "disabling_summary"}
-STARTUP_MODEL_LOAD = ("from bertology_core.models import models; models.load_encoder({path!r}).to({device!r}); "
-                      "models.load_tokenizer({path!r})")
+STARTUP_MODEL_LOAD = "from bertology_core.models import models; models.load_encoder({path!r}).to({device!r})"
+STARTUP_TOKENIZER_LOAD = "; models.load_tokenizer({path!r})"
 SCRIPTS = Path(__file__).resolve().parents[2] / "workflow_scripts"
 
 
@@ -219,10 +219,10 @@ def calibrate(config: PretrainedConfig, device: torch.device, policy: str, threa
     if startup:
         with tempfile.TemporaryDirectory() as folder:
             model.save_pretrained(folder)
-            load = ""
+            load = "\n" + STARTUP_MODEL_LOAD.format(path=folder, device=str(device))
             if tokenizer is not None:
                 tokenizer.save_pretrained(folder)
-                load = "\n" + STARTUP_MODEL_LOAD.format(path=folder, device=str(device))
+                load += STARTUP_TOKENIZER_LOAD.format(path=folder)
             startups = {kind: startup_seconds(script_imports(script) + (load if kind == "model" else ""))
                         for kind, script in STARTUP_SCRIPTS.items()}
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else _cpu_name()

@@ -31,6 +31,7 @@ import numpy as np
 import polars as pl
 
 from bertology_core.data import states
+from bertology_core.data.tables import repeated
 from bertology_core.stats.bootstrap import PairedDeltas, paired_deltas, resample_indices
 from bertology_core.disabling.disabling_stats import by_configuration, pooled_over_seeds, seed_verdicts
 
@@ -131,11 +132,11 @@ def predictions_frame(configs: Sequence[DimensionSet], idx: np.ndarray, labels: 
     prediction, intact_prediction`` (the intact model's in the configuration's own forward pass)."""
     n = len(idx)
     return pl.DataFrame({
-        "config": np.repeat([c.name for c in configs], n),
-        "kind": np.repeat([c.kind for c in configs], n),
-        "placement": pl.Series(np.repeat([c.placement for c in configs], n).tolist(), dtype=pl.String),
-        "draw": pl.Series(np.repeat([c.draw for c in configs], n).tolist(), dtype=pl.Int32),
-        "dimensions": pl.Series(np.repeat([",".join(map(str, c.dimensions)) for c in configs], n).tolist(), dtype=pl.String),
+        "config": repeated([c.name for c in configs], n, pl.String),
+        "kind": repeated([c.kind for c in configs], n, pl.String),
+        "placement": repeated([c.placement for c in configs], n, pl.String),
+        "draw": repeated([c.draw for c in configs], n, pl.Int32),
+        "dimensions": repeated([",".join(map(str, c.dimensions)) for c in configs], n, pl.String),
         "idx": np.tile(idx, len(configs)),
         "label": np.tile(labels, len(configs)),
         "prediction": pl.Series(predictions.reshape(-1), dtype=pl.Float64 if regression else pl.Int64),

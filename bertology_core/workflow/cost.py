@@ -137,7 +137,9 @@ class Calibration:
     precision: str  # the policy (compute.precision)
     geometry: Geometry
     passes: dict[str, PassCost]  # KINDS
-    startup: dict[str, float]  # seconds before a job's work: "model" (imports and loading a model), "tables"
+    # seconds before a job's work (estimate.startup_kind): "model" (imports, loading a model and its tokenizer),
+    # "torch" (a script that imports torch and loads no model), "tables"
+    startup: dict[str, float]
     points: list[dict[str, Any]] = field(default_factory=list)  # every timed pass, for the record
     # the stages that read dumps: seconds {"per_call", "per_map", "per_value"} (x length^2); and "tokenize":
     # {"per_example", "per_piece"}

@@ -9,7 +9,9 @@ are priced at their bound (greedy disabling: every step; lottery pruning: every 
 structural maximum), and say so. Rules that run no timed pass (probes, the pattern CNN, scores over attention maps) are
 priced by units of their work (:data:`STAGE_WORK`) at rates fitted on a finished run (``tools/estimate_runtime.py
 --fit-stages``): their cost runs on the CPU and does not move with the accelerator. Without such a rate a rule is priced
-at the start-up of a table job alone and marked ``work not priced``.
+at the start-up of its kind of job alone (:func:`startup_kind`) and marked ``work not priced``. Passes are priced in
+the seconds the calibration timed them in (on a CPU with one thread: wall = CPU seconds), the map stages in CPU
+seconds on a CPU (a dump's writer thread included).
 
 Torch-free: the token lengths come in as :class:`Lengths` (tools/estimate_runtime.py tokenises the prepared data).
 """
@@ -45,6 +47,7 @@ class Job:
     named_inputs: dict[str, Any] = field(default_factory=dict)
     log: str | None = None
     imports_torch: bool = False  # its script reaches torch (code_imports.third_party_imports): a heavier start-up
+    outputs: tuple[str, ...] = ()
 
 
 @dataclass

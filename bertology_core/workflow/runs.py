@@ -23,9 +23,12 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Iterable, Mapping
+import math
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
+
+import pyarrow.parquet as pq
 
 from bertology_core.data import glue, states
 from bertology_core.report.files import FIGURE_FILES, TABLE_FILES, item_file
@@ -347,6 +350,26 @@ class Plan:
             "checkpoint_steps": finetune["checkpoint_steps"] or 0,
             "checkpoint_seconds": round(60 * finetune["checkpoint_minutes"]) if finetune["checkpoint_minutes"] else 0,
         }
+
+    def training_runtime(self, epochs: Callable[[Any], float], max_examples: Callable[[Any], int | None] = lambda wc: None) -> Callable[..., int]:
+        """The ``runtime`` resource (minutes) of a training job: ``compute.training_minutes_per_10k_examples`` per
+        epoch (``epochs(wildcards)``) over the task's training examples (the prepared split's row count, from its
+        Parquet footer, at most ``max_examples(wildcards)``), at least ``compute.training_min_minutes``, times the
+        attempt (a retried job asks for more). Snakemake evaluates it again once the job's input exists, before it
+        schedules the job; until then (a dry run before the data is prepared) it is the least."""
+        compute = self.config["compute"]
+        rate, least = compute["training_minutes_per_10k_examples"], compute["training_min_minutes"]
+
+        def runtime(wildcards: Any, input: Any, attempt: int) -> int:  # noqa: A002 - Snakemake's argument name
+            if not Path(input.train).exists():
+                return attempt * least
+            examples = pq.ParquetFile(input.train).metadata.num_rows
+            cap = max_examples(wildcards)
+            if cap is not None:
+                examples = min(examples, cap)
+            return attempt * max(least, math.ceil(rate * epochs(wildcards) * examples / 10_000))
+
+        return runtime
 
     def fitness_settings(self, task: str) -> dict[str, Any]:
         """The verdict's settings for one task: the defaults, with the task's margin."""
