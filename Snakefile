@@ -32,11 +32,6 @@ for stage in run_table.STAGES:
     include: f"rules/{stage}.smk"
 
 
-# Table and figure jobs (the rules of envs/tables.yaml: seconds of work, no GPU) run where Snakemake runs, never
-# waiting in a cluster's queue; on a single machine nothing changes
-workflow.localrules(*(r.name for r in workflow.rules if str(r.conda_env or "").endswith("envs/tables.yaml")))
-
-
 rule all:
     default_target: True
     input:

@@ -378,8 +378,9 @@ def test_a_job_gives_its_benchmark_seconds_or_the_cpu_seconds_its_process_record
     assert 0.6 <= record["cpu_seconds"] < record["wall_seconds"] - 0.25 and not record["failed"]
     assert record["max_rss_mb"] >= 200
     assert estimate_runtime.measured_seconds(job, tmp_path, "cpu") == record["cpu_seconds"]
-    # a job whose outputs are missing did not finish: its record is not read
-    assert estimate_runtime.measured_seconds(dataclasses.replace(job, outputs=("results/x.parquet",)), tmp_path, "cpu") is None
+    # a job without its benchmark file (Snakemake writes it on success), or without one and its outputs, did not finish
+    assert estimate_runtime.measured_seconds(dataclasses.replace(job, benchmark="benchmarks/none.tsv"), tmp_path, "cpu") is None
+    assert estimate_runtime.measured_seconds(dataclasses.replace(job, benchmark=None, outputs=("x.parquet",)), tmp_path, "cpu") is None
     # a job that died of an exception says so, and is not read as measured
     subprocess.run([sys.executable, "-c", code + "raise RuntimeError('the job failed')\n"], capture_output=True)
     assert "failed\": true" in log.read_text() and job_record.read(log) is None

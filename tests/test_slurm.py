@@ -35,14 +35,14 @@ PRUNING_MODEL_RULES = {"head_importance", "lottery_pruning", "compact_model", "s
 PROBING_MODEL_RULES = {"probe_features", "syntactic_heads"}
 
 
-def table_rules() -> set[str]:
-    """The rules of envs/tables.yaml, read from the rule files: the Snakefile makes them local rules."""
+def local_rules() -> set[str]:
+    """The rules the rule files mark ``localrule: True``."""
     found, rule = set(), None
     for path in (REPO / "rules").glob("*.smk"):
         for line in path.read_text().splitlines():
-            if match := re.match(r"rule (\w+):", line):
+            if match := re.match(r"(?:rule|checkpoint) (\w+):", line):
                 rule = match.group(1)
-            elif rule and "envs/tables.yaml" in line:
+            elif rule and line.strip() == "localrule: True":
                 found.add(rule)
     return found
 
@@ -87,9 +87,11 @@ def test_smoke_workflow_on_a_real_slurm_equals_the_local_run(smoke_run, tmp_path
 
     # every job but the table and figure jobs ran on Slurm and succeeded, the short model jobs in group submissions (a
     # submission's comment names its group); model jobs and groups of them asked for a GPU, nothing else did
-    rules = [job["Comment"].split("_wildcards_")[0].removeprefix("rule_") for job in jobs]
+    local, grouped = local_rules(), profile_groups()
+    # a group submission is named "<group>_<its rules>"
+    rules = [next((group for group in grouped.values() if name.startswith(f"{group}_")), name)
+             for name in (job["Comment"].split("_wildcards_")[0].removeprefix("rule_") for job in jobs)]
     assert {job["JobState"] for job in jobs} == {"COMPLETED"}, [(r, j["JobState"]) for r, j in zip(rules, jobs)]
-    local, grouped = table_rules(), profile_groups()
     assert {"prepare_data", "baselines", "report", "disabling_summary"} <= local and {"dump_attention", "evaluate_pretrained"} <= set(grouped)
     assert set(rules) >= (MODEL_RULES - set(grouped)) | set(grouped.values()) | {"resolve_model", "tokenize_data", "pattern_features"}
     assert not set(rules) & (local | set(grouped)), "a table job or a grouped job was submitted alone"

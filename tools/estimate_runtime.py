@@ -145,8 +145,10 @@ def measured_seconds(job: estimate.Job, run: Path, measure: str = "s") -> float 
     ``cpu_time`` (sampled: it misses up to the last 30 s of a job), or ``cpu`` (the CPU seconds the job's process
     wrote to its log as it exited, :mod:`bertology_core.workflow.job_record`)."""
     if measure == "cpu":
-        # a job whose outputs are missing failed (or is still running): its record is not the job's
-        if not job.log or not all((run / output).exists() for output in job.outputs):
+        # Snakemake writes a job's benchmark file only when the job succeeded (without one, its outputs must exist):
+        # the record of a job that failed or still runs is not the job's
+        finished = (run / job.benchmark).exists() if job.benchmark else all((run / output).exists() for output in job.outputs)
+        if not job.log or not finished:
             return None
         record = job_record.read(run / job.log)
         return None if record is None else float(record["cpu_seconds"])

@@ -52,7 +52,8 @@ def main() -> None:
         row["bytes"] += output_bytes(job.outputs, run)
         mem_mb = int(job.resources.get("mem_mb") or 0)
         row["mem_mb"] = max(row["mem_mb"], mem_mb)
-        record = job_record.read(run / job.log) if job.log else None
+        finished = (run / job.benchmark).exists() if job.benchmark else all((run / o).exists() for o in job.outputs)
+        record = job_record.read(run / job.log) if job.log and finished else None
         if record is None:
             continue
         row["measured"] += 1

@@ -361,9 +361,13 @@ class Plan:
         rate, least = compute["training_minutes_per_10k_examples"], compute["training_min_minutes"]
 
         def runtime(wildcards: Any, input: Any, attempt: int) -> int:  # noqa: A002 - Snakemake's argument name
-            if not Path(input.train).exists():
+            train = getattr(input, "train", None)
+            if train is None:
+                raise ValueError("training_runtime: the rule's input names no `train` split. Fix: name the training "
+                                 "split's input `train`.")
+            if not Path(train).exists():
                 return attempt * least
-            examples = pq.ParquetFile(input.train).metadata.num_rows
+            examples = pq.ParquetFile(train).metadata.num_rows
             cap = max_examples(wildcards)
             if cap is not None:
                 examples = min(examples, cap)
