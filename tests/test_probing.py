@@ -42,6 +42,9 @@ def test_first_and_mean_pooling_by_hand(tokenizer):
         states = model(input_ids=torch.tensor([aligned.input_ids[0]]), output_hidden_states=True).hidden_states
     expected = torch.stack(states)[:, 0, 3:9].mean(dim=1)  # "barked": the mean of its 6 pieces, every layer
     assert np.allclose(features[:, 2], expected.numpy(), atol=1e-5)
+    # stored in float16 (as probe_features stores them): the float32 result, rounded
+    half, _ = probing.word_representations(model, aligned, "mean", dtype=np.float16)
+    assert half.dtype == np.float16 and np.array_equal(half, torch.from_numpy(features).to(torch.float16).numpy())
 
 
 def test_control_labels_are_fixed_per_type_and_follow_the_label_distribution():

@@ -27,8 +27,9 @@ tensors, metadata = {}, {"pooling": params.pooling, "state": snakemake.wildcards
 for split in ("train", "dev"):
     frame = treebank.sample(pl.read_parquet(snakemake.input[split]), params.sample[split], params.sample["seed"])
     aligned = probing.align_words(tokenizer, frame["forms"].to_list(), params.max_length)
-    features, complete = probing.word_representations(encoder, aligned, params.pooling, params.batch_size)
-    tensors[split] = torch.from_numpy(features).to(torch.float16).contiguous()  # half the disk; probes standardise anyway
+    # float16: half the disk and the memory; probes standardise anyway
+    features, complete = probing.word_representations(encoder, aligned, params.pooling, params.batch_size, np.float16)
+    tensors[split] = torch.from_numpy(features)
     tensors[f"{split}_complete"] = torch.from_numpy(complete.astype(np.uint8))
     metadata[f"{split}_sentences"] = str(frame.height)
     logging.info("%s: %d sentences, %d words (%d with a representation), features %s",

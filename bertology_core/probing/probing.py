@@ -19,6 +19,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import polars as pl
@@ -107,14 +108,17 @@ def pooling_matrix(piece_words: Sequence[int], num_words: int, pooling: str, len
 
 @torch.no_grad()
 def word_representations(
-    model: PreTrainedModel, aligned: AlignedSentences, pooling: str, batch_size: int = 32
+    model: PreTrainedModel, aligned: AlignedSentences, pooling: str, batch_size: int = 32, dtype: Any = np.float32
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Every layer's word vectors, ``[layers + 1, words, hidden]`` float32 (layer 0: the embeddings), for
-    the words of all sentences in order, and the ``[words]`` mask of words that have a representation."""
+    """Every layer's word vectors, ``[layers + 1, words, hidden]`` (layer 0: the embeddings), for the words of all
+    sentences in order, pooled in float32 and stored as ``dtype`` (float16 halves what a job holds; the cast rounds
+    to nearest, as a cast of the float32 result would), and the ``[words]`` mask of words that have a
+    representation. The result is allocated once and filled a sentence at a time: the job holds it and one batch."""
     model.eval()
     device = next(model.parameters()).device
     sentences = Encoded(aligned.input_ids, None, model.config.pad_token_id or 0)
-    chunks, masks = [], []
+    offsets = np.concatenate([[0], np.cumsum(aligned.num_words)]).astype(np.int64)
+    out = np.empty((model.config.num_hidden_layers + 1, int(offsets[-1]), model.config.hidden_size), dtype=dtype)
     for start in range(0, len(sentences), batch_size):
         rows = range(start, min(start + batch_size, len(sentences)))
         batch = {k: v.to(device) for k, v in sentences.collate(rows).items()}
@@ -122,12 +126,9 @@ def word_representations(
         states = torch.stack(model(**batch, output_hidden_states=True).hidden_states).float().cpu()  # [layers + 1, batch, length, hidden]
         for i, r in enumerate(rows):
             pool = torch.from_numpy(pooling_matrix(aligned.piece_words[r], aligned.num_words[r], pooling, length, aligned.blank[r]))
-            chunks.append(torch.einsum("wt,lth->lwh", pool, states[:, i]).numpy())
-            masks.append(aligned.complete[r])
-    hidden = model.config.hidden_size
-    if not chunks:
-        return np.zeros((model.config.num_hidden_layers + 1, 0, hidden), np.float32), np.zeros(0, bool)
-    return np.concatenate(chunks, axis=1), np.concatenate(masks)
+            out[:, offsets[r] : offsets[r + 1]] = torch.einsum("wt,lth->lwh", pool, states[:, i]).numpy()
+    masks = aligned.complete
+    return out, (np.concatenate(masks) if masks else np.zeros(0, bool))
 
 
 def control_labels(types: Sequence[str], train_labels: np.ndarray, num_classes: int, seed: int) -> dict[str, int]:
