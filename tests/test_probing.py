@@ -243,9 +243,24 @@ def test_relation_probe_input_pairs_each_word_with_its_head():
 
     frame = pl.DataFrame({"heads": [[2, 0, 2], [0, 1]]})  # two sentences: heads are 1-based, 0 = root
     assert probing.head_positions(frame).tolist() == [1, -1, 1, -1, 3]
-    features = np.arange(5, dtype=np.float32)[None, :, None]  # one layer, word i's vector = [i]
-    assert probing.with_head_words(features, frame)[0].tolist() == [[0, 1], [1, 0], [2, 1], [3, 0], [4, 3]]  # root: zeros
+    features = np.arange(5, dtype=np.float16)[None, :, None]  # one layer, word i's vector = [i]
+    pairs = probing.WordFeatures(features, np.arange(5), probing.head_positions(frame))
+    assert pairs.shape == (1, 5, 2) and pairs.rows()[0].tolist() == [[0, 1], [1, 0], [2, 1], [3, 0], [4, 3]]  # root: zeros
+    assert pairs.rows().dtype == np.float32 and pairs.subset(np.array([4, 1])).rows(layers=0).tolist() == [[4, 3], [1, 0]]
     assert probing.head_has_representation(np.array([True, False, True, True, True]), frame).tolist() == [False, True, False, True, True]
+
+
+def test_word_features_standardise_a_layer_at_a_time_as_over_the_whole_tensor():
+    rng = np.random.default_rng(0)
+    stored = (rng.standard_normal((3, 4001, 24)) * 3 + 1).astype(np.float16)
+    heads = rng.integers(-1, 4001, 4001)
+    for view in (probing.WordFeatures(stored, np.arange(4001)), probing.WordFeatures(stored, np.arange(4001), heads)):
+        picked = view.subset(rng.random(4001) > 0.3)
+        whole = torch.from_numpy(picked.rows())  # every word's features at once, as the probes held them
+        mean, std = picked.statistics()
+        assert torch.equal(mean, whole.mean(dim=1, keepdim=True)) and torch.equal(std, whole.std(dim=1, keepdim=True))
+        rows = np.array([5, 0, 17])
+        assert np.array_equal(picked.rows(rows), whole.numpy()[:, rows])
 
 
 def test_held_out_best_head_is_chosen_on_one_half_of_the_sentences_and_scored_on_the_other():

@@ -43,7 +43,7 @@ import polars as pl
 import torch
 
 from bertology_core.layer_mix.layer_mix_stats import center_of_gravity, expected_layer, resampled_expected_layers
-from bertology_core.probing.probing import ProbeSettings, held_out_sentences, label_set_data
+from bertology_core.probing.probing import ProbeSettings, WordFeatures, held_out_sentences, label_set_data
 from bertology_core.stats.bootstrap import DEFINED_SHARE, percentile_interval
 
 
@@ -101,22 +101,25 @@ def _losses(x, y, mix, gamma, weight, bias) -> torch.Tensor:
     return total / max(1, x.shape[1])
 
 
-def fit_cumulative_probes(train: np.ndarray, train_labels: np.ndarray, num_classes: int, settings: ProbeSettings,
+def fit_cumulative_probes(train: np.ndarray | WordFeatures, train_labels: np.ndarray, num_classes: int, settings: ProbeSettings,
                           sentences: np.ndarray) -> MixedProbes:
-    """Probes on the scalar mix of layers ``0..k`` for every ``k`` of ``train`` ``[layers, words, features]``, trained
+    """Probes on the scalar mix of layers ``0..k`` for every ``k`` of ``train`` ``[layers, words, features]`` (an array or
+    a :class:`~bertology_core.probing.probing.WordFeatures` view, minibatches gathered as they are drawn), trained
     together (a sum of independent losses) with the probing stage's optimiser and early stopping: the words of
     ``settings.validation_share`` of the training ``sentences`` are held out, each probe keeps its parameters from
     the epoch with its best held-out loss, and training stops when none improved for ``settings.patience`` epochs.
     Mixing weights start equal (``a = 0``) and ``gamma`` at 1; the weight decay applies to the classifier only."""
     generator = torch.Generator().manual_seed(settings.seed)
-    held = torch.from_numpy(held_out_sentences(np.asarray(sentences), settings.validation_share, settings.seed))
-    x_all = torch.from_numpy(np.ascontiguousarray(train, dtype=np.float32))
+    held_mask = held_out_sentences(np.asarray(sentences), settings.validation_share, settings.seed)
+    held = torch.from_numpy(held_mask)
+    features_of = WordFeatures.of(train)
+    fitted = features_of.subset(~held_mask)
     y_all = torch.from_numpy(np.asarray(train_labels, dtype=np.int64))
-    x, y = x_all[:, ~held], y_all[~held]
-    mean, std = x.mean(dim=1, keepdim=True), x.std(dim=1, keepdim=True).clamp_min(1e-6)
-    x = (x - mean) / std
-    x_held, y_held = (x_all[:, held] - mean) / std, y_all[held]
-    layers, words, features = x.shape
+    y = y_all[~held]
+    mean, std = fitted.statistics()
+    std = std.clamp_min(1e-6)
+    x_held, y_held = (torch.from_numpy(features_of.subset(held_mask).rows()) - mean) / std, y_all[held]
+    layers, words, features = fitted.shape
     allowed = _cumulative_mask(layers)
     mix_logits = torch.zeros(layers, layers, requires_grad=True)
     gamma = torch.ones(layers, requires_grad=True)
@@ -134,7 +137,8 @@ def fit_cumulative_probes(train: np.ndarray, train_labels: np.ndarray, num_class
         order = torch.randperm(words, generator=generator)
         for start in range(0, words, settings.batch_size):
             rows = order[start : start + settings.batch_size]
-            logits = _logits(x[:, rows], _mix_weights(mix_logits, allowed), gamma, weight, bias)
+            x = (torch.from_numpy(fitted.rows(rows.numpy())) - mean) / std
+            logits = _logits(x, _mix_weights(mix_logits, allowed), gamma, weight, bias)
             loss = torch.nn.functional.cross_entropy(logits.reshape(-1, num_classes), y[rows].repeat(layers)) * layers
             optimizer.zero_grad()
             loss.backward()
@@ -153,9 +157,9 @@ def fit_cumulative_probes(train: np.ndarray, train_labels: np.ndarray, num_class
 
 
 @torch.no_grad()
-def cumulative_correct(probes: MixedProbes, features: np.ndarray, labels: np.ndarray) -> np.ndarray:
+def cumulative_correct(probes: MixedProbes, features: np.ndarray | WordFeatures, labels: np.ndarray) -> np.ndarray:
     """Whether each cumulative probe labels each word right, ``[probes, words]``."""
-    x = (torch.from_numpy(np.ascontiguousarray(features, dtype=np.float32)) - probes.mean) / probes.std
+    x = (torch.from_numpy(WordFeatures.of(features).rows()) - probes.mean) / probes.std
     predictions = np.concatenate([
         _logits(x[:, start:start + WORDS_PER_CHUNK], probes.mix, probes.gamma, probes.weight, probes.bias).argmax(-1).numpy()
         for start in range(0, x.shape[1], WORDS_PER_CHUNK)] or [np.zeros((len(probes.mix), 0), dtype=np.int64)], axis=1)

@@ -179,6 +179,53 @@ class LayerProbes:
     held_out_loss: np.ndarray
 
 
+@dataclass(frozen=True)
+class WordFeatures:
+    """Words' features ``[layers, words, features]`` as a view of a split's stored features (``stored``: ``[layers,
+    all words, hidden]``, float16 as probe_features writes them): the words ``index`` of it, each followed, for a
+    pair label set, by its syntactic head's vector (``heads``: the head's position among the stored words, -1 for the
+    root, whose head vector is zeros). Nothing is copied until a layer or a batch of words is asked for, in float32:
+    a job holds a split's features once, as stored, whatever its label sets (the float32 copies of every word, and the
+    doubled copy for pairs, took 25-80 GB at BERT-base on the full treebank)."""
+
+    stored: np.ndarray
+    index: np.ndarray
+    heads: np.ndarray | None = None
+
+    @classmethod
+    def of(cls, features: "np.ndarray | WordFeatures") -> "WordFeatures":
+        """``features`` itself, or a view of every word of an array."""
+        return features if isinstance(features, WordFeatures) else cls(np.asarray(features), np.arange(np.shape(features)[1]))
+
+    @property
+    def shape(self) -> tuple[int, int, int]:
+        return self.stored.shape[0], len(self.index), self.stored.shape[2] * (1 if self.heads is None else 2)
+
+    def subset(self, rows: np.ndarray) -> "WordFeatures":
+        """The view of the words ``rows`` (a mask or positions) of this one."""
+        return WordFeatures(self.stored, self.index[rows], None if self.heads is None else self.heads[rows])
+
+    def rows(self, rows: np.ndarray | slice = slice(None), layers: int | slice = slice(None)) -> np.ndarray:
+        """float32 features of the words ``rows`` of this view, ``[layers, rows, features]`` (``layers`` an int:
+        ``[rows, features]``)."""
+        own = self.stored[layers][..., self.index[rows], :]
+        if self.heads is not None:
+            heads = self.heads[rows]
+            found = self.stored[layers][..., np.maximum(heads, 0), :]
+            own = np.concatenate([own, np.where((heads >= 0)[:, None], found, 0.0).astype(found.dtype)], axis=-1)
+        return np.ascontiguousarray(own, dtype=np.float32)
+
+    def statistics(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """Each layer's mean and standard deviation over these words, ``[layers, 1, features]``, a layer at a time
+        (torch's reduction gives the same bits as over the whole ``[layers, words, features]`` tensor)."""
+        means, stds = [], []
+        for layer in range(self.shape[0]):
+            x = torch.from_numpy(self.rows(layers=layer))
+            means.append(x.mean(dim=0, keepdim=True))
+            stds.append(x.std(dim=0, keepdim=True))
+        return torch.stack(means), torch.stack(stds)
+
+
 def held_out_sentences(sentences: np.ndarray, share: float, seed: int) -> np.ndarray:
     """Mask of the words whose sentence is in a seeded ``share`` of the distinct ``sentences`` (at least one
     sentence, and never all of them): words of one sentence stay on one side."""
@@ -196,9 +243,10 @@ def _layer_losses(x: torch.Tensor, y: torch.Tensor, weight: torch.Tensor, bias: 
 
 
 def fit_layer_probes(
-    train: np.ndarray, train_labels: np.ndarray, num_classes: int, settings: ProbeSettings, sentences: np.ndarray
+    train: np.ndarray | WordFeatures, train_labels: np.ndarray, num_classes: int, settings: ProbeSettings, sentences: np.ndarray
 ) -> LayerProbes:
-    """One linear probe per layer of ``train`` ``[layers, words, features]``, all trained together (the
+    """One linear probe per layer of ``train`` ``[layers, words, features]`` (an array or a :class:`WordFeatures`
+    view, whose minibatches are gathered and standardised as they are drawn), all trained together (the
     layers do not interact: the loss is a sum of per-layer losses).
 
     Stopping is chosen, not an accident of an epoch count: the words of ``settings.validation_share`` of the
@@ -208,13 +256,14 @@ def fit_layer_probes(
     standardisation is computed on the words the probe trains on."""
     generator = torch.Generator().manual_seed(settings.seed)
     held = held_out_sentences(np.asarray(sentences), settings.validation_share, settings.seed)
-    x_all = torch.from_numpy(np.ascontiguousarray(train, dtype=np.float32))
+    features_of = WordFeatures.of(train)
+    fitted = features_of.subset(~held)
     y_all = torch.from_numpy(np.asarray(train_labels, dtype=np.int64))
-    x, y = x_all[:, torch.from_numpy(~held)], y_all[torch.from_numpy(~held)]
-    mean, std = x.mean(dim=1, keepdim=True), x.std(dim=1, keepdim=True).clamp_min(1e-6)
-    x = (x - mean) / std
-    x_held, y_held = (x_all[:, torch.from_numpy(held)] - mean) / std, y_all[torch.from_numpy(held)]
-    layers, words, features = x.shape
+    y = y_all[torch.from_numpy(~held)]
+    mean, std = fitted.statistics()
+    std = std.clamp_min(1e-6)
+    x_held, y_held = (torch.from_numpy(features_of.subset(held).rows()) - mean) / std, y_all[torch.from_numpy(held)]
+    layers, words, features = fitted.shape
     weight = torch.zeros(layers, features, num_classes, requires_grad=True)
     bias = torch.zeros(layers, num_classes, requires_grad=True)
     optimizer = torch.optim.AdamW([weight, bias], lr=settings.learning_rate, weight_decay=settings.weight_decay)
@@ -227,7 +276,8 @@ def fit_layer_probes(
         order = torch.randperm(words, generator=generator)
         for start in range(0, words, settings.batch_size):
             rows = order[start : start + settings.batch_size]
-            logits = torch.einsum("lbf,lfc->lbc", x[:, rows], weight) + bias[:, None]
+            x = (torch.from_numpy(fitted.rows(rows.numpy())) - mean) / std
+            logits = torch.einsum("lbf,lfc->lbc", x, weight) + bias[:, None]
             loss = torch.nn.functional.cross_entropy(logits.reshape(-1, num_classes), y[rows].repeat(layers)) * layers
             optimizer.zero_grad()
             loss.backward()
@@ -246,37 +296,38 @@ def fit_layer_probes(
 REFERENCE_MAX_ITERATIONS = 5000  # lbfgs iterations before the reference counts as not converged
 
 
-def reference_accuracy(train: np.ndarray, train_labels: np.ndarray, dev: np.ndarray, dev_labels: np.ndarray,
-                       regularisation: float) -> np.ndarray:
+def reference_accuracy(train: np.ndarray | WordFeatures, train_labels: np.ndarray, dev: np.ndarray | WordFeatures,
+                       dev_labels: np.ndarray, regularisation: float) -> np.ndarray:
     """Dev accuracy per layer of scikit-learn's ``LogisticRegression`` (lbfgs run to convergence, ``C =
     regularisation``, features standardised on train): a converged reference for :func:`fit_layer_probes`,
     so a reader sees how much the probe's own stopping and regularisation move its accuracy. Give it the
     words the probe trained on (not its held-out sentences), so that only the fitting differs. Raises if
     lbfgs stops at its iteration cap: an unconverged reference would be no reference."""
-    out = np.empty(len(train))
-    for layer in range(len(train)):
+    train, dev = WordFeatures.of(train), WordFeatures.of(dev)
+    out = np.empty(train.shape[0])
+    for layer in range(train.shape[0]):
         model = make_pipeline(StandardScaler(), LogisticRegression(C=regularisation, max_iter=REFERENCE_MAX_ITERATIONS))
         with warnings.catch_warnings():
             warnings.simplefilter("error", ConvergenceWarning)
             try:
-                model.fit(np.asarray(train[layer], np.float64), train_labels)
+                model.fit(train.rows(layers=layer).astype(np.float64), train_labels)
             except ConvergenceWarning:
                 raise RuntimeError(f"layer {layer}: the reference LogisticRegression did not converge in {REFERENCE_MAX_ITERATIONS} "
                                    "lbfgs iterations. Fix: a smaller probing.reference.regularisation (stronger L2).") from None
-        out[layer] = model.score(np.asarray(dev[layer], np.float64), dev_labels)
+        out[layer] = model.score(dev.rows(layers=layer).astype(np.float64), dev_labels)
     return out
 
 
 @torch.no_grad()
-def probe_correct(probe, features: np.ndarray, labels: np.ndarray) -> np.ndarray:
+def probe_correct(probe, features: np.ndarray | WordFeatures, labels: np.ndarray) -> np.ndarray:
     """Whether a :func:`fit_layer_probes` probe labels each word right, ``[layers, words]``, on ``features``
-    ``[layers, words, features]``."""
-    x = (torch.from_numpy(np.ascontiguousarray(features, dtype=np.float32)) - probe.mean) / probe.std
+    ``[layers, words, features]`` (an array or a :class:`WordFeatures` view)."""
+    x = (torch.from_numpy(WordFeatures.of(features).rows()) - probe.mean) / probe.std
     predictions = (torch.einsum("lwf,lfc->lwc", x, probe.weight) + probe.bias[:, None]).argmax(-1).numpy()
     return predictions == np.asarray(labels)[None, :]
 
 
-def probe_accuracy(probe, features: np.ndarray, labels: np.ndarray) -> np.ndarray:
+def probe_accuracy(probe, features: np.ndarray | WordFeatures, labels: np.ndarray) -> np.ndarray:
     """Accuracy per layer of a :func:`fit_layer_probes` probe on ``features`` ``[layers, words, features]``."""
     return probe_correct(probe, features, labels).mean(axis=1)
 
@@ -324,14 +375,6 @@ def head_positions(frame: pl.DataFrame) -> np.ndarray:
     return np.concatenate([np.where(np.asarray(h) > 0, start + np.asarray(h) - 1, -1) for start, h in zip(starts, heads)])
 
 
-def with_head_words(features: np.ndarray, frame: pl.DataFrame) -> np.ndarray:
-    """``[layers, words, 2 x hidden]``: each word's vector next to its syntactic head's (zeros for the
-    root), the input of the dependency-relation probe (a relation is a property of the word pair)."""
-    index = head_positions(frame)
-    head_vectors = np.where((index >= 0)[None, :, None], features[:, np.maximum(index, 0)], 0.0).astype(features.dtype)
-    return np.concatenate([features, head_vectors], axis=-1)
-
-
 def head_has_representation(mask: np.ndarray, frame: pl.DataFrame) -> np.ndarray:
     """Words whose head is the root or a word with a representation."""
     index = head_positions(frame)
@@ -347,20 +390,21 @@ def word_types(frame: pl.DataFrame, lowercase: bool) -> list[str]:
 
 @dataclass(frozen=True)
 class LabelSetData:
-    """One label set ready for probes: features ``[layers, words, features]`` and class ids of the words that have a
-    representation and a label (for a ``pair`` label set the word's vector next to its head's), each word's sentence,
-    and the word types (for the control task) of every word of the split."""
+    """One label set ready for probes: features ``[layers, words, features]`` (:class:`WordFeatures` views) and class
+    ids of the words that have a representation and a label (for a ``pair`` label set the word's vector next to its
+    syntactic head's, zeros for the root: a relation is a property of the word pair), each word's sentence, and the
+    word types (for the control task) of every word of the split."""
 
     name: str
     vocabulary: list[str]
-    features: dict[str, np.ndarray]
+    features: dict[str, WordFeatures]
     targets: dict[str, np.ndarray]
     sentences: dict[str, np.ndarray]
     usable: dict[str, np.ndarray]
     types: dict[str, np.ndarray]
 
-    def x(self, split: str) -> np.ndarray:
-        return self.features[split][:, self.usable[split]]
+    def x(self, split: str) -> WordFeatures:
+        return self.features[split].subset(self.usable[split])
 
     def y(self, split: str) -> np.ndarray:
         return self.targets[split][self.usable[split]]
@@ -380,11 +424,12 @@ def label_set_data(frames: dict[str, pl.DataFrame], tensors: dict[str, np.ndarra
     features, usable = {}, {}
     for split, frame in frames.items():
         complete = tensors[f"{split}_complete"].astype(bool)
+        words = np.arange(tensors[split].shape[1])
         if spec.get("pair", False):  # the word and its head: a relation is a property of the pair
-            features[split] = with_head_words(tensors[split], frame)
+            features[split] = WordFeatures(tensors[split], words, head_positions(frame))
             complete = complete & head_has_representation(complete, frame)
         else:
-            features[split] = tensors[split]
+            features[split] = WordFeatures(tensors[split], words)
         usable[split] = complete & (targets[split] >= 0)
     return LabelSetData(name, vocabulary, features, targets, {split: word_sentences(frame) for split, frame in frames.items()},
                         usable, {split: np.array(word_types(frame, lowercase)) for split, frame in frames.items()})
@@ -405,21 +450,21 @@ def probe_label_sets(
     rows, word_rows = [], []
     for name, spec in label_specs.items():
         data = label_set_data(frames, tensors, name, spec, min_label_count, lowercase)
-        vocabulary, targets, features, usable, types = data.vocabulary, data.targets, data.features, data.usable, data.types
+        vocabulary, targets, usable, types = data.vocabulary, data.targets, data.usable, data.types
         train_sentences, dev_sentences_all = data.sentences["train"], data.sentences["dev"]
         control = control_labels(list(types["train"]) + list(types["dev"]), targets["train"][usable["train"]], len(vocabulary), control_seed)
         results: dict[str, dict[str, np.ndarray]] = {}
         for kind in ("task", "control"):
             train_y = targets["train"] if kind == "task" else np.array([control[t] for t in types["train"]])
             dev_y = targets["dev"] if kind == "task" else np.array([control[t] for t in types["dev"]])
-            x_train, y_train = features["train"][:, usable["train"]], train_y[usable["train"]]
-            x_dev, y_dev = features["dev"][:, usable["dev"]], dev_y[usable["dev"]]
+            x_train, y_train = data.x("train"), train_y[usable["train"]]
+            x_dev, y_dev = data.x("dev"), dev_y[usable["dev"]]
             probe = fit_layer_probes(x_train, y_train, len(vocabulary), settings, train_sentences[usable["train"]])
             correct = probe_correct(probe, x_dev, y_dev)
             results[kind] = {"accuracy": correct.mean(axis=1), "epoch": probe.best_epoch, "epochs_run": np.full(len(correct), probe.epochs_run)}
             if reference_regularisation is not None:  # on the words the probe trained on: only the fitting differs
                 fitted = ~held_out_sentences(train_sentences[usable["train"]], settings.validation_share, settings.seed)
-                results[kind]["reference"] = reference_accuracy(x_train[:, fitted], y_train[fitted], x_dev, y_dev, reference_regularisation)
+                results[kind]["reference"] = reference_accuracy(x_train.subset(fitted), y_train[fitted], x_dev, y_dev, reference_regularisation)
             word_rows.append(pl.DataFrame({
                 "labels": name, "kind": kind, "layer": np.repeat(np.arange(correct.shape[0]), correct.shape[1]).astype(np.int16),
                 "sentence": np.tile(dev_sentences_all[usable["dev"]], correct.shape[0]).astype(np.int32), "correct": correct.reshape(-1),
