@@ -3,8 +3,6 @@
 
 
 rule claims:
-    # a table job: where Snakemake runs, not in a cluster's queue
-    localrule: True
     conda:
         "../envs/tables.yaml"
     input:

@@ -3,8 +3,6 @@
 
 
 rule head_atlas:
-    # a table job: where Snakemake runs, not in a cluster's queue
-    localrule: True
     conda:
         "../envs/tables.yaml"
     input:
@@ -26,8 +24,6 @@ rule head_atlas:
 
 
 rule layer_atlas:
-    # a table job: where Snakemake runs, not in a cluster's queue
-    localrule: True
     conda:
         "../envs/tables.yaml"
     input:
@@ -49,8 +45,6 @@ rule layer_atlas:
 
 
 rule report:
-    # a table job: where Snakemake runs, not in a cluster's queue
-    localrule: True
     conda:
         "../envs/tables.yaml"
     input:
