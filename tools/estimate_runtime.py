@@ -140,15 +140,18 @@ def _lengths(frame: pl.DataFrame, tokenizer) -> pl.DataFrame:
     return pl.DataFrame({"idx": frame["idx"], "length": [len(row) for row in ids]})
 
 
+def finished(job: estimate.Job, run: Path) -> bool:
+    """Whether ``job`` finished in the run at ``run``: Snakemake writes a job's benchmark file only when it succeeded
+    (a job without one: its outputs exist). The record of a job that failed or still runs is not the job's."""
+    return (run / job.benchmark).exists() if job.benchmark else all((run / output).exists() for output in job.outputs)
+
+
 def measured_seconds(job: estimate.Job, run: Path, measure: str = "s") -> float | None:
     """What a finished run (its folder ``run``) measured of ``job``: its Snakemake benchmark file's ``s`` (wall) or
     ``cpu_time`` (sampled: it misses up to the last 30 s of a job), or ``cpu`` (the CPU seconds the job's process
     wrote to its log as it exited, :mod:`bertology_core.workflow.job_record`)."""
     if measure == "cpu":
-        # Snakemake writes a job's benchmark file only when the job succeeded (without one, its outputs must exist):
-        # the record of a job that failed or still runs is not the job's
-        finished = (run / job.benchmark).exists() if job.benchmark else all((run / output).exists() for output in job.outputs)
-        if not job.log or not finished:
+        if not job.log or not finished(job, run):
             return None
         record = job_record.read(run / job.log)
         return None if record is None else float(record["cpu_seconds"])

@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tools"))
 
-from estimate_runtime import dry_run_jobs  # noqa: E402
+from estimate_runtime import dry_run_jobs, finished  # noqa: E402
 
 from bertology_core.workflow import job_record  # noqa: E402
 
@@ -52,8 +52,7 @@ def main() -> None:
         row["bytes"] += output_bytes(job.outputs, run)
         mem_mb = int(job.resources.get("mem_mb") or 0)
         row["mem_mb"] = max(row["mem_mb"], mem_mb)
-        finished = (run / job.benchmark).exists() if job.benchmark else all((run / o).exists() for o in job.outputs)
-        record = job_record.read(run / job.log) if job.log and finished else None
+        record = job_record.read(run / job.log) if job.log and finished(job, run) else None
         if record is None:
             continue
         row["measured"] += 1
