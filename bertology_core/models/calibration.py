@@ -277,22 +277,23 @@ def time_tokenizer(tokenizer: Any, examples: int = 400) -> dict[str, float]:
     return {"per_call": 0.0, "per_example": float(per_example), "per_piece": float(per_piece)}
 
 
-# (examples, words a sentence) of the synthetic sentence-pair dumps the map stages are timed on: from a few short pairs
-# to pairs cut at 128 pieces, as many maps as a small real dump, so that the fit interpolates what real dumps cost
-# rather than extrapolating from a few tiny maps (which priced writing a 277-example dump at an eighth of its cost)
-DUMP_SHAPES = ((4, 8), (12, 24), (24, 48), (24, 100))
+# (examples, words a sentence) of the synthetic sentence-pair dumps the map stages are timed on: many short pairs to
+# pairs cut at 128 pieces, each dump 800 maps or more, so that the cost of a map apart from its length (the CNN's
+# pass, the feature columns) is told apart from the cost of its values: with few maps at short lengths the fit put
+# pattern_features' cost on the values alone and priced the CPU profile's at half their CPU seconds
+DUMP_SHAPES = ((32, 4), (16, 16), (12, 48), (12, 100))
 
 
 def time_map_stages(config: PretrainedConfig, tokenizer: Any, device: torch.device, forward: cost.PassCost,
                     image_size: int, ensemble: int, classify_batch_size: int = 64,
-                    shapes: Sequence[tuple[int, int]] = DUMP_SHAPES) -> dict[str, dict[str, float]]:
-    """Seconds of the stages that read attention dumps, fitted as ``per_call + maps x per_map + per_value x sum of
-    length^2`` (non-negative) from dumps of the model's geometry (``shapes``: examples, words a sentence): ``dump`` (writing, the forward
-    pass apart), ``pattern_features`` (:func:`~bertology_core.patterns.patterns.dump_features`) and ``classify_maps``
-    (:func:`~bertology_core.patterns.pattern_training.classify_dump` with an untrained ensemble of ``ensemble`` nets,
-    ``classify_batch_size`` maps a pass). On a CPU the seconds are the process's CPU seconds: the dump's writer
-    thread compresses batch k beside the forward pass of batch k+1, which a job beside another on a busy machine
-    does not get for free."""
+                    shapes: Sequence[tuple[int, int]] = DUMP_SHAPES, rounds: int = 3) -> dict[str, dict[str, float]]:
+    """Seconds of the stages that read attention dumps, fitted as ``maps x per_map + per_value x sum of length^2``
+    (non-negative; ``per_call`` 0) from dumps of the model's geometry (``shapes``: examples, words a sentence): ``dump``
+    (writing, the forward pass apart), ``pattern_features`` (:func:`~bertology_core.patterns.patterns.dump_features`)
+    and ``classify_maps`` (:func:`~bertology_core.patterns.pattern_training.classify_dump` with an untrained ensemble of
+    ``ensemble`` nets, ``classify_batch_size`` maps a pass), each shape's the median of ``rounds`` timings. On a CPU
+    the seconds are the process's CPU seconds: the dump's writer thread compresses batch k beside the forward pass of
+    batch k+1, which a job beside another on a busy machine does not get for free."""
     from bertology_core.attention import dumps
     from bertology_core.attention.dump_files import AttentionDump
     from bertology_core.patterns import patterns
@@ -305,32 +306,41 @@ def time_map_stages(config: PretrainedConfig, tokenizer: Any, device: torch.devi
                                                    for _ in range(ensemble)]).eval(),
                                   np.array(patterns.CLASSES), image_size, "calibration", patterns.RuleThresholds())
     clock = time.process_time if device.type == "cpu" else time.perf_counter
-    rows = []
+    geometry = cost.Geometry.from_config(config.to_dict())
+    frames = [_synthetic_frame(tokenizer, count, words, words + count) for count, words in shapes]
+    timings: list[dict[str, list[float]]] = [{"dump": [], "pattern_features": [], "classify_maps": []} for _ in shapes]
+    sizes: list[dict[str, float]] = [{} for _ in shapes]
     with tempfile.TemporaryDirectory() as folder:
-        for number, (count, words) in enumerate(shapes):
-            frame = _synthetic_frame(tokenizer, count, words, words + count)
-            prefix = Path(folder) / f"dump{number}"
-            started = clock()
-            summary = dumps.write_dump(model, tokenizer, frame, prefix, max_length=128, batch_size=32)
-            dump_seconds = clock() - started
-            dump = AttentionDump(prefix)
-            started = clock()
-            features = patterns.dump_features(dump)
-            feature_seconds = clock() - started
-            started = clock()
-            classify_dump(classifier, dump, features, classify_batch_size)
-            classify_seconds = clock() - started
-            lengths = features["length"].to_numpy().astype(float)
-            example_lengths = features.filter((pl.col("layer") == 0) & (pl.col("head") == 0))["length"].to_numpy()
-            geometry = cost.Geometry.from_config(config.to_dict())
-            passes = cost.sorted_batches(example_lengths, 32)
-            forward_seconds = sum(forward.seconds(*geometry.work(r, n, first_token_cut=False)) for r, n in passes)
-            rows.append({"maps": len(lengths), "squares": float((lengths ** 2).sum()), "dump": max(0.0, dump_seconds - forward_seconds),
-                         "pattern_features": feature_seconds, "classify_maps": classify_seconds,
-                         "values": summary["values"]})
+        # every shape once a round, the median of ``rounds`` rounds: one timing a shape let a slow spell of a shared
+        # machine decide a rate (two calibrations an hour apart priced classify_maps 1.8x apart)
+        for _ in range(rounds):
+            for number, frame in enumerate(frames):
+                prefix = Path(folder) / f"dump{number}"
+                started = clock()
+                dumps.write_dump(model, tokenizer, frame, prefix, max_length=128, batch_size=32)
+                dump_seconds = clock() - started
+                dump = AttentionDump(prefix)
+                started = clock()
+                features = patterns.dump_features(dump)
+                feature_seconds = clock() - started
+                started = clock()
+                classify_dump(classifier, dump, features, classify_batch_size)
+                classify_seconds = clock() - started
+                lengths = features["length"].to_numpy().astype(float)
+                example_lengths = features.filter((pl.col("layer") == 0) & (pl.col("head") == 0))["length"].to_numpy()
+                passes = cost.sorted_batches(example_lengths, 32)
+                forward_seconds = sum(forward.seconds(*geometry.work(r, n, first_token_cut=False)) for r, n in passes)
+                sizes[number] = {"maps": len(lengths), "squares": float((lengths ** 2).sum())}
+                for stage, seconds in (("dump", max(0.0, dump_seconds - forward_seconds)),
+                                       ("pattern_features", feature_seconds), ("classify_maps", classify_seconds)):
+                    timings[number][stage].append(seconds)
+    rows = [{**size, **{stage: float(np.median(values)) for stage, values in timed.items()}}
+            for size, timed in zip(sizes, timings)]
+    # no per-dump constant: with one, four dumps could not tell it from the cost per map (calibrations an hour apart
+    # put pattern_features' cost 0.4 s a dump and 0.19 ms a map, or none and 0.54 ms), and a real dump has 20k maps
     found = {}
-    design = np.array([[1.0, r["maps"], r["squares"]] for r in rows])
+    design = np.array([[r["maps"], r["squares"]] for r in rows])
     for stage in ("dump", "pattern_features", "classify_maps"):
-        (per_call, per_map, per_value), _ = nnls(design, np.array([r[stage] for r in rows]))
-        found[stage] = {"per_call": float(per_call), "per_map": float(per_map), "per_value": float(per_value)}
+        (per_map, per_value), _ = nnls(design, np.array([r[stage] for r in rows]))
+        found[stage] = {"per_call": 0.0, "per_map": float(per_map), "per_value": float(per_value)}
     return found

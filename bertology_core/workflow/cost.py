@@ -147,6 +147,7 @@ class Calibration:
     # rules that run no timed pass, priced by their work units (estimate.STAGE_WORK) at a rate fitted on a finished
     # run of this CPU: {rule: {"seconds_per_unit", "from"}}
     stages: dict[str, dict[str, Any]] = field(default_factory=dict)
+    jobs: int = 1  # processes doing the same passes at once while these were timed (tools/calibrate.py --jobs)
 
     def map_seconds(self, stage: str, lengths: np.ndarray, maps_per_example: int) -> float:
         """Seconds of ``stage`` over every map of examples of ``lengths`` (``maps_per_example``: layers x heads)."""
@@ -174,7 +175,7 @@ class Calibration:
         try:
             return cls(values["device"], values["threads"], values["precision"], Geometry(**values["geometry"]),
                        {k: PassCost(**v) for k, v in values["passes"].items()}, values["startup"], values.get("points", []),
-                       values.get("maps", {}), values.get("stages", {}))
+                       values.get("maps", {}), values.get("stages", {}), int(values.get("jobs", 1)))
         except (KeyError, TypeError) as error:
             raise ValueError(f"{path}: not a calibration file ({error}). Fix: write it with `make calibrate`.") from error
 
