@@ -22,6 +22,7 @@ rule dump_attention:
         max_length=lambda wc: PLAN.max_length(wc.task, states.dumped_state(wc.dumped)),
     threads: config["attention"]["threads"]
     resources:
+        group_slot=1,  # one at a time in a cluster group submission (profiles/slurm)
         mem_mb=scaled(4000),
         runtime=scaled(60),
         cpus_per_task=config["attention"]["threads"],

@@ -28,6 +28,8 @@ rule attention_change:
 
 
 rule attention_change_summary:
+    # a table job: where Snakemake runs, not in a cluster's queue
+    localrule: True
     conda:
         "../envs/tables.yaml"
     input:

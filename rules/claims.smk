@@ -3,6 +3,8 @@
 
 
 rule claims:
+    # a table job: where Snakemake runs, not in a cluster's queue
+    localrule: True
     conda:
         "../envs/tables.yaml"
     input:

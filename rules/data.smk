@@ -2,6 +2,8 @@
 
 
 rule prepare_data:
+    # a table job: where Snakemake runs, not in a cluster's queue
+    localrule: True
     conda:
         "../envs/tables.yaml"
     input:

@@ -105,6 +105,8 @@ rule disabling_stats:
 
 
 rule disabling_summary:
+    # a table job: where Snakemake runs, not in a cluster's queue
+    localrule: True
     conda:
         "../envs/tables.yaml"
     input:

@@ -62,6 +62,7 @@ rule evaluate_pretrained:
         eval_splits=lambda wc: PLAN.eval_splits(wc.task),
     threads: config["finetune"]["threads"]
     resources:
+        group_slot=1,  # one at a time in a cluster group submission (profiles/slurm)
         mem_mb=scaled(config["finetune"]["mem_mb"]),
         runtime=scaled(30),
         cpus_per_task=config["finetune"]["threads"],

@@ -4,6 +4,8 @@
 
 
 rule model_fitness:
+    # a table job: where Snakemake runs, not in a cluster's queue
+    localrule: True
     conda:
         "../envs/tables.yaml"
     input:
@@ -30,6 +32,8 @@ rule model_fitness:
 # One checkpoint for every model and run: under skip and fail the analyses of fine-tuned models wait for it,
 # and the DAG is re-evaluated with the verdicts (one checkpoint, so the fine-tuning jobs still run side by side).
 checkpoint fitness_table:
+    # a table job: where Snakemake runs, not in a cluster's queue
+    localrule: True
     conda:
         "../envs/tables.yaml"
     input:

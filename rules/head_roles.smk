@@ -76,6 +76,8 @@ rule head_gates:
 
 
 rule head_roles_summary:
+    # a table job: where Snakemake runs, not in a cluster's queue
+    localrule: True
     conda:
         "../envs/tables.yaml"
     input:

@@ -37,6 +37,8 @@ rule layer_mix:
 
 
 rule layer_mix_summary:
+    # a table job: where Snakemake runs, not in a cluster's queue
+    localrule: True
     conda:
         "../envs/tables.yaml"
     input:

@@ -48,6 +48,8 @@ rule linguistic_scores:
 
 
 rule linguistic_summary:
+    # a table job: where Snakemake runs, not in a cluster's queue
+    localrule: True
     conda:
         "../envs/tables.yaml"
     input:

@@ -88,6 +88,8 @@ rule outlier_stats:
 
 
 rule outliers_summary:
+    # a table job: where Snakemake runs, not in a cluster's queue
+    localrule: True
     conda:
         "../envs/tables.yaml"
     input:

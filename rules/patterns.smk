@@ -45,6 +45,7 @@ rule labelled_maps:
         max_length=lambda wc: PLAN.max_length(wc.task, states.dumped_state(wc.dumped)),
     threads: config["attention"]["threads"]
     resources:
+        group_slot=1,  # one at a time in a cluster group submission (profiles/slurm)
         mem_mb=scaled(4000),
         runtime=scaled(60),
         cpus_per_task=config["attention"]["threads"],
@@ -120,6 +121,8 @@ rule classify_maps:
 
 
 rule pattern_summary:
+    # a table job: where Snakemake runs, not in a cluster's queue
+    localrule: True
     conda:
         "../envs/tables.yaml"
     input:

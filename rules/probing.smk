@@ -102,6 +102,8 @@ rule syntactic_heads:
 
 
 rule probing_summary:
+    # a table job: where Snakemake runs, not in a cluster's queue
+    localrule: True
     conda:
         "../envs/tables.yaml"
     input:

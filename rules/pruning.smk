@@ -30,6 +30,7 @@ rule head_importance:
     priority: 10
     threads: config["pruning"]["threads"]
     resources:
+        group_slot=1,  # one at a time in a cluster group submission (profiles/slurm)
         mem_mb=scaled(4000),
         runtime=scaled(60),
         cpus_per_task=config["pruning"]["threads"],
@@ -104,6 +105,7 @@ rule compact_model:
         dev_sample=PLAN.pruning_dev_sample(),
     threads: config["pruning"]["threads"]
     resources:
+        group_slot=1,  # one at a time in a cluster group submission (profiles/slurm)
         mem_mb=scaled(4000),
         runtime=scaled(30),
         cpus_per_task=config["pruning"]["threads"],
@@ -157,6 +159,8 @@ rule subnetwork_finetune:
 
 
 rule pruning_summary:
+    # a table job: where Snakemake runs, not in a cluster's queue
+    localrule: True
     conda:
         "../envs/tables.yaml"
     input:

@@ -3,6 +3,8 @@
 
 
 rule head_atlas:
+    # a table job: where Snakemake runs, not in a cluster's queue
+    localrule: True
     conda:
         "../envs/tables.yaml"
     input:
@@ -24,6 +26,8 @@ rule head_atlas:
 
 
 rule layer_atlas:
+    # a table job: where Snakemake runs, not in a cluster's queue
+    localrule: True
     conda:
         "../envs/tables.yaml"
     input:
@@ -45,6 +49,8 @@ rule layer_atlas:
 
 
 rule report:
+    # a table job: where Snakemake runs, not in a cluster's queue
+    localrule: True
     conda:
         "../envs/tables.yaml"
     input:

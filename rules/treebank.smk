@@ -27,6 +27,8 @@ rule prepare_treebank:
 
 
 rule download_treebank:
+    # a table job: where Snakemake runs, not in a cluster's queue
+    localrule: True
     # treebank.url: each file once, checked against treebank.sha256
     conda:
         "../envs/tables.yaml"

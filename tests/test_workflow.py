@@ -472,10 +472,10 @@ def _outputs_are_whole(workdir) -> None:
 
 
 def test_sigkill_mid_training_and_mid_dump_then_rerun_gives_the_uninterrupted_results(smoke_run, tmp_path):
-    """Kill the whole run (snakemake and its jobs, as a crashed node would) with SIGKILL twice: right
-    after a fine-tuning checkpoint, then half-way through writing an attention dump. Nothing that looks
-    complete is left behind, the killed fine-tuning resumes from its checkpoint, and the final results
-    equal the uninterrupted smoke run's."""
+    """Kill the whole run (snakemake and its jobs, as a crashed node would) with SIGKILL three times: right
+    after a fine-tuning checkpoint, half-way through writing an attention dump, and right after a subnetwork's
+    fine-tuning checkpoint. Nothing that looks complete is left behind, the killed trainings resume from their
+    checkpoints, and the final results equal the uninterrupted smoke run's."""
     frequent = tmp_path / "checkpoints.yaml"
     # checkpoint settings are not job parameters: the results must equal smoke_run's
     frequent.write_text(yaml.safe_dump({"finetune": {"checkpoint_steps": 2, "checkpoint_minutes": None}}))
@@ -516,6 +516,24 @@ def test_sigkill_mid_training_and_mid_dump_then_rerun_gives_the_uninterrupted_re
     assert not list((workdir / "results").rglob(".tmp-*")), "a rerun cleans up what the killed writer left"
     assert assert_same_results(smoke_run, workdir, partial=True) > 15
     assert jobs_to_run(workdir, configs, "--until", "dump_attention") == {}
+
+    # a lottery subnetwork's fine-tuning (hours for MNLI or QQP on a GPU) resumes from its checkpoint the same way
+    killed = snakemake(workdir, "--until", "subnetwork_finetune", configs=configs, check=False,
+                       env={"BERTOLOGY_FAILPOINT": "finetune.after_checkpoint@2"})
+    assert killed.returncode == -9, killed.stderr[-2000:]
+    subnetworks = workdir / "results" / "checkpoints" / "subnetwork_finetune"
+    states = {p.parent: json.loads(p.read_text())["state"]["step"] for p in subnetworks.rglob("training_state.json")}
+    [checkpoint_dir] = [d for d, step in states.items() if step == 4]
+    model, task, seed, network = checkpoint_dir.relative_to(subnetworks).parts
+    metrics = workdir / "results" / "pruning" / model / task / "finetuned" / seed / "subnetworks" / f"{network}.json"
+    assert not metrics.exists()
+    _outputs_are_whole(workdir)
+    snakemake(workdir, "--unlock", configs=configs)
+    snakemake(workdir, "--rerun-incomplete", "--until", "subnetwork_finetune", configs=configs)
+    log = workdir / "logs" / "subnetwork_finetune" / model / task / seed / f"{network}.log"
+    assert "resuming from checkpoint at step 4" in log.read_text()
+    assert metrics.exists() and not checkpoint_dir.exists()
+    assert assert_same_results(smoke_run, workdir, partial=True) > 25
 
 
 def _copy_inputs(tmp_path):
