@@ -122,9 +122,14 @@ def main() -> None:
         result = calibration.calibrate(model_config, device, policy, threads, budget_seconds=args.budget,
                                        tokenizer=tokenizer, patterns=patterns)
     finally:
+        running = sum(companion.poll() is None for companion in companions)  # a companion that died left the timing alone
         for companion in companions:
             companion.terminate()
             companion.wait()
+    if running < len(companions):
+        print(f"warning: {len(companions) - running} of {len(companions)} companion(s) stopped early; recorded as "
+              f"{1 + running} job(s) at a time")
+    jobs = 1 + running
     result = dataclasses.replace(result, jobs=jobs)
     name = args.geometry or model["name"]
     out = Path(args.out or ROOT / f"results/calibration/{name}-{policy}.json")
