@@ -5,6 +5,7 @@ rule dump_attention:
     conda:
         "../envs/torch.yaml"
     input:
+        unpack(after_fitness_when_grouped("dump_attention")),
         unpack(lambda wc: PLAN.encoder_inputs(wc.model, wc.task, wc.dumped)),
     output:
         attention=dump_file("results/attention/{model}/{task}/{dumped}.attention.parquet"),

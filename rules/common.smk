@@ -95,6 +95,24 @@ def script_code(script):
     return digest.hexdigest()[:16]
 
 
+def after_fitness_when_grouped(rule):
+    """Where this run groups ``rule``'s jobs into shared submissions (profiles/slurm, or --groups): the fitness table,
+    as one more input, so that no grouped job starts before the fitness checkpoint is done. (An input function for
+    unpack; nothing where the rule is not grouped, so a local run's DAG is unchanged.)
+
+    When a checkpoint finishes, Snakemake 9 forms the job groups again and merges the new pieces into the group
+    objects it already holds, a running one included; that group's hash changes, and when it finishes the scheduler
+    no longer finds it among the running jobs (KeyError in JobScheduler's postprocess; the groups-with-checkpoints
+    bugs snakemake/snakemake#2151 and #823). With the fitness table the workflow's only checkpoint and every grouped
+    job after it, the groups are formed again while none of them has started. The fitness table is a target of
+    every default run, so this adds no work; it makes the short jobs of the pre-trained encoder wait for the
+    fine-tuning, which on a cluster costs minutes of wall time and no GPU time."""
+    # asked when the DAG is built: Snakemake sets the groups after it has parsed the workflow
+    return lambda wildcards: (
+        {"after_fitness": f"{FITNESS_TABLE}{TABLE_FILES[0]}"} if rule in workflow.group_settings.overwrite_groups else {}
+    )
+
+
 def scaled(base):
     """A resource that grows with the attempt, so a job retried after running out of memory or
     time (profiles/slurm sets retries) asks for more: base, 2 x base, 3 x base..."""

@@ -47,6 +47,7 @@ rule evaluate_pretrained:
     conda:
         "../envs/torch.yaml"
     input:
+        unpack(after_fitness_when_grouped("evaluate_pretrained")),
         resolved="results/models/{model}/resolved.json",
         eval=lambda wc: PLAN.eval_inputs(wc.task),
         tokens=lambda wc: PLAN.tokens(wc.model, wc.task, PLAN.max_length(wc.task, states.PRETRAINED)),

@@ -30,6 +30,7 @@ rule labelled_maps:
     conda:
         "../envs/torch.yaml"
     input:
+        unpack(after_fitness_when_grouped("labelled_maps")),
         unpack(lambda wc: PLAN.encoder_inputs(wc.model, wc.task, wc.dumped)),
     output:
         attention="results/patterns/{model}/labelled/{task}/{dumped}.attention.parquet",

@@ -9,6 +9,7 @@ rule head_importance:
     conda:
         "../envs/torch.yaml"
     input:
+        unpack(after_fitness_when_grouped("head_importance")),
         model=lambda wc: f"{PLAN.run_dir(wc.model, wc.task, states.FINETUNED, wc.seed)}/model",
         importance=lambda wc: PLAN.importance_data(wc.task),
         dev="results/data/{task}/dev.parquet",
@@ -91,6 +92,7 @@ rule compact_model:
     conda:
         "../envs/torch.yaml"
     input:
+        unpack(after_fitness_when_grouped("compact_model")),
         model=lambda wc: f"{PLAN.run_dir(wc.model, wc.task, states.FINETUNED, wc.seed)}/model",
         mask=f"{PRUNE_DIR}/s_held_out_mask.safetensors",
         dev="results/data/{task}/dev.parquet",

@@ -817,6 +817,38 @@ def test_a_model_the_config_cannot_use_stops_the_run_before_any_model_job(tmp_pa
         assert started == [], f"{started} started before {caught} refused the model"
 
 
+def _planned_inputs(dry_run: str) -> dict[str, tuple[str, str]]:
+    """Output line -> (rule, input line) of every job a dry run plans."""
+    planned, rule, inputs = {}, None, ""
+    for line in dry_run.splitlines():
+        if line.rstrip().endswith(":") and line.split()[0] in ("rule", "localrule", "checkpoint", "localcheckpoint"):
+            rule, inputs = line.split()[1].rstrip(":"), ""
+        elif line.strip().startswith("input:"):
+            inputs = line.split("input:")[1]
+        elif line.strip().startswith("output:"):
+            planned[line.split("output:")[1]] = (rule, inputs)
+    return planned
+
+
+def test_jobs_grouped_by_the_slurm_profile_wait_for_the_fitness_checkpoint(tmp_path):
+    """Snakemake forms the job groups again when a checkpoint finishes and breaks a group job that is running then
+    (KeyError when it finishes): where the run groups a rule, its jobs take the fitness table as an input; a run that
+    groups nothing plans the same jobs with their own inputs only."""
+    profile = yaml.safe_load((REPO / "profiles" / "slurm" / "config.yaml").read_text())
+    grouped = dict(entry.split("=") for entry in profile["groups"])
+    options = ["--groups", *profile["groups"], "--group-components", *profile["group-components"]]
+    table = "results/fitness/fitness.parquet"
+    with_groups = _planned_inputs(snakemake(tmp_path / "run", "-n", *options).stdout)
+    without = _planned_inputs(snakemake(tmp_path / "run", "-n").stdout)
+    assert with_groups.keys() == without.keys() and {rule for rule, _ in without.values()} >= set(grouped)
+    for output, (rule, inputs) in with_groups.items():
+        plain = without[output][1]
+        if rule in grouped:
+            assert table in inputs and table not in plain, (rule, inputs)
+        else:
+            assert inputs == plain, rule
+
+
 def test_a_dry_run_checks_the_data_too(tmp_path):
     glue_dir, ud_dir = _copy_inputs(tmp_path)
     _edit_line(glue_dir / "MRPC" / "dev.tsv", 3, lambda l: l.rsplit("\t", 1)[0])
