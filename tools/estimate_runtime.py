@@ -298,11 +298,12 @@ def _cross_fitted(jobs: list[estimate.Job], args, lengths: estimate.Lengths, cal
     run = Path(args.benchmarks).resolve()
     # rates of --stages fitted on this very run would have seen the job
     other_run = {key: rate for key, rate in calibration.stages.items() if Path(rate["from"].split(" ")[0]).resolve() != run}
+    terms = estimate.fit_terms(measured, lengths, calibration)
     by_task = estimate.cross_fitted_rates(measured, lengths, calibration, args.benchmarks,
                                           lambda job: _task_of(job, tasks) or str(job.benchmark or job.log),
-                                          "the job's task (the job itself where it has none)")
+                                          "the job's task (the job itself where it has none)", terms)
     by_job = estimate.cross_fitted_rates(measured, lengths, calibration, args.benchmarks, lambda job: str(job.benchmark or job.log),
-                                         "the job itself")
+                                         "the job itself", terms)
     return {id(job): dataclasses.replace(calibration, stages={**other_run, **own, **other})
             for (job, _), other, own in zip(measured, by_task, by_job)}
 

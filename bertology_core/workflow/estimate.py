@@ -403,12 +403,14 @@ def fit_stage_rates(measured: list[tuple[Job, float]], lengths: Lengths, calibra
 
 
 def cross_fitted_rates(measured: list[tuple[Job, float]], lengths: Lengths, calibration: Calibration, source: str,
-                       group: Callable[[Job], str], held_out: str = "its group") -> list[dict[str, dict[str, Any]]]:
+                       group: Callable[[Job], str], held_out: str = "its group",
+                       terms: list[FitTerm | None] | None = None) -> list[dict[str, dict[str, Any]]]:
     """Per measured job, the rates fitted on the run's jobs of other groups alone (``group``: e.g. the job's task;
     ``held_out`` says what was left out in the rates' source, "without ..."): what the estimate would have said of
     each job without having seen it or its group, so that a run can validate rates fitted on itself. A key whose
-    every job is in the job's group has no rate there."""
-    terms = fit_terms(measured, lengths, calibration)
+    every job is in the job's group has no rate there. ``terms``: :func:`fit_terms` of ``measured``, where the caller
+    already has them (they price every job's passes)."""
+    terms = fit_terms(measured, lengths, calibration) if terms is None else terms
     groups = [group(job) for job, _ in measured]
     fitted: dict[str, dict[str, dict[str, Any]]] = {}
     for name in set(groups):
