@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.install-stamp
 CORES ?= 2
 
-.PHONY: install system-deps cpu calibrate gpu-check smoke test lint lock clean-results
+.PHONY: install system-deps cpu calibrate rehearsal gpu-check smoke test lint lock clean-results
 
 install: $(STAMP)
 
@@ -49,6 +49,19 @@ cpu: install
 CALIBRATION_CONFIGS ?= $(CPU_CONFIGS)
 calibrate: install
 	$(BIN)/python tools/calibrate.py --configfile $(CALIBRATION_CONFIGS)
+
+# The scale rehearsal: BERT-base's geometry with random weights (tools/random_model.py) on the full dev sets and the
+# full UD EWT (configs/rehearsal.yaml), in build/rehearsal; then each rule's peak memory against its mem_mb and the
+# disk its outputs hold (tools/peak_memory.py, exit 1 when a peak is above its mem_mb). Hours on 2 CPUs; a
+# measurement, not a test.
+REHEARSAL_MODEL := build/bert-base-random
+$(REHEARSAL_MODEL): | install
+	$(BIN)/python tools/random_model.py $@
+rehearsal: install $(REHEARSAL_MODEL)
+	$(BIN)/python -m bertology_core.workflow.configuration config.yaml configs/rehearsal.yaml
+	HF_HUB_OFFLINE=1 $(BIN)/snakemake --profile profiles/cpu --cores $(CORES) --directory build/rehearsal \
+		--configfile configs/rehearsal.yaml
+	$(BIN)/python tools/peak_memory.py --configfile configs/rehearsal.yaml --run build/rehearsal
 
 # The first run on a machine with a CUDA GPU (about 10 minutes): results/gpu_check/report.md. Without CUDA: a message
 gpu-check: install

@@ -6,7 +6,7 @@ import torch
 
 from bertology_core.data import glue
 from bertology_core.models import compatibility, models
-from conftest import TINY_BERT
+from conftest import REPO, TINY_BERT
 
 
 def test_local_folder_resolves_with_geometry_and_hashes():
@@ -284,3 +284,28 @@ def test_an_lfs_pointer_and_a_header_that_is_no_object_are_named(tmp_path):
     (folder / "model.safetensors").write_bytes(len(header).to_bytes(8, "little") + header)
     [problem] = compatibility.model_problems(folder)
     assert "its header is a JSON list, not an object" in problem
+
+
+def test_the_rehearsal_model_is_bert_base_geometry_with_the_package_vocabulary_and_loads_whole(tmp_path):
+    """tools/random_model.py (what configs/rehearsal.yaml reads), at one layer to keep the test small: BertConfig's
+    geometry otherwise, the package's WordPiece vocabulary, 512 positions, and a folder the workflow resolves with every
+    encoder weight loaded."""
+    import sys
+
+    from transformers import AutoTokenizer
+
+    sys.path.insert(0, str(REPO / "tools"))
+    import random_model
+
+    folder = random_model.write_random_model(tmp_path / "bert-base-random", layers=1)
+    assert not (tmp_path / "bert-base-random.partial").exists()
+    config = json.loads((folder / "config.json").read_text())
+    assert (config["hidden_size"], config["num_attention_heads"], config["intermediate_size"], config["num_hidden_layers"],
+            config["max_position_embeddings"], config["vocab_size"]) == (768, 12, 3072, 1, 512, 30522)
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    assert tokenizer.model_max_length == 512 and tokenizer.tokenize("The cat sat.") == ["the", "cat", "sat", "."]
+    resolved = models.resolve_model(str(folder))
+    assert resolved.kind == "local" and resolved.num_hidden_layers == 1
+    # only the classifier head is drawn anew; the pooler the tool saved is loaded
+    assert resolved.weights_loaded["new"] == ["classifier.bias", "classifier.weight"]
+    assert "bert.pooler.dense.weight" in resolved.weights_loaded["head_loaded"]
