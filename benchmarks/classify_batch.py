@@ -40,6 +40,7 @@ def main() -> None:
     from bertology_core.patterns import patterns
     from bertology_core.patterns.pattern_cnn import PatternEnsemble, PatternNet
     from bertology_core.patterns.pattern_training import LoadedClassifier, classify_dump
+    from profile_times import write_section
     from sweep_tables import cpu_name
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -90,17 +91,7 @@ def main() -> None:
         lines.append(f"| {size} | {median[size]:.2f} | {1000 * median[size] / maps:.3f} | {median[size] / median[base]:.2f} | "
                      f"{same:.4f} |")
     lines.append("")
-    text = "\n".join(lines)
-    print(text)
-    out = Path(args.out)
-    current = out.read_text() if out.exists() else ""
-    if SECTION in current:
-        before, _, rest = current.partition(SECTION)
-        after = rest[rest.find("\n## "):] if "\n## " in rest else ""
-        current = before + text + after
-    else:
-        current = current.rstrip("\n") + "\n\n" + text
-    out.write_text(current)
+    write_section(Path(args.out), "\n".join(lines))
 
 
 if __name__ == "__main__":

@@ -18,6 +18,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from profile_times import write_section
+
 SECTION = "## Sweep tables"
 REPO = Path(__file__).resolve().parents[1]
 
@@ -89,17 +91,7 @@ def main() -> None:
              f"| Python lists of every row (before) | {lists['peak_mb']:.0f} | {lists['imported_mb']:.0f} |", "",
              f"Ratio: {gathered['peak_mb'] / lists['peak_mb']:.2f} of the peak; the table's own part "
              f"{(gathered['peak_mb'] - gathered['imported_mb']) / (lists['peak_mb'] - lists['imported_mb']):.2f}.", ""]
-    text = "\n".join(lines)
-    print(text)
-    out = Path(args.out)
-    current = out.read_text() if out.exists() else ""
-    if SECTION in current:
-        before, _, rest = current.partition(SECTION)
-        after = rest[rest.find("\n## "):] if "\n## " in rest else ""
-        current = before + text + after
-    else:
-        current = current.rstrip("\n") + "\n\n" + text
-    out.write_text(current)
+    write_section(Path(args.out), "\n".join(lines))
 
 
 if __name__ == "__main__":
