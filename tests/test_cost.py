@@ -285,6 +285,20 @@ def test_the_pattern_cnn_is_priced_by_the_maps_it_trains_on():
     hand_labels = estimate.Job("pattern_classifier", {"model": "m"}, params | {"training_maps": 560}, {}, 1)
     units = [estimate.stage_units(j, lengths(10, 40), one_second_per_pass()) for j in (rule_labels, hand_labels)]
     assert units == [2 * 3 * 5 * 400 * 32 ** 2, 2 * 3 * 5 * 560 * 32 ** 2]
+    # the training is timed by the calibration (per map and pixel of one net's epoch) and priced from it; a fitted rate
+    # over the same units adds the rest of the rule (the rule labeller's fits)
+    found = calibration.time_pattern_training(image_size=8, maps=64, rounds=1)
+    assert found["per_value"] > 0
+    timed = dataclasses.replace(one_second_per_pass(), maps={"pattern_training": {"per_value": 1e-9}}, startup={"torch": 3.0})
+    torch_job = dataclasses.replace(hand_labels, imports_torch=True)  # its script imports torch and loads no model
+    priced = estimate.price(torch_job, lengths(10, 40), timed)
+    assert priced.parts["train"] == pytest.approx(1e-9 * units[1])
+    assert priced.parts["startup"] == 3.0 and "work not priced" in priced.note  # a torch job, no model; the rest unpriced
+    rest = dataclasses.replace(timed, stages={"pattern_classifier": {"seconds_per_unit": 2e-10, "from": "run X"}})
+    assert estimate.price(torch_job, lengths(10, 40), rest).parts["work"] == pytest.approx(2e-10 * units[1])
+    measured = [(torch_job, 3.0 + 1.5e-9 * units[1])]  # start-up, the timed training and half as much again
+    fitted = estimate.fit_stage_rates(measured, lengths(10, 40), timed, "run X")
+    assert fitted["pattern_classifier"]["seconds_per_unit"] == pytest.approx(0.5e-9)
 
 
 def test_a_task_is_tokenised_once_and_a_job_that_reads_a_sample_tokenises_it():

@@ -40,10 +40,13 @@ ASSUMED = {
 }
 
 
+CPU_SIDE_MAPS = ("tokenize", "pattern_features", "classify_maps", "pattern_training")
+
+
 def assumed_calibration(name: str, cpu_side: str | None = None):
     """The stated assumptions for a GPU; ``cpu_side``: a calibration of the CPU beside it (this machine's, written by
-    tools/estimate_runtime.py --fit-stages) whose tokenizer rate and fitted rates of the rules that run no timed pass
-    are carried over: those run on the CPU whatever the accelerator."""
+    tools/estimate_runtime.py --fit-stages) whose rates of CPU work (:data:`CPU_SIDE_MAPS`) and fitted rates of the
+    rules that run no timed pass are carried over: those run on the CPU whatever the accelerator."""
     import dataclasses
 
     from bertology_core.workflow import cost
@@ -57,9 +60,10 @@ def assumed_calibration(name: str, cpu_side: str | None = None):
     if cpu_side is None:
         return assumed
     cpu = cost.Calibration.read(cpu_side)
-    tokenize = {"tokenize": cpu.maps["tokenize"]} if "tokenize" in cpu.maps else {}
+    # the tokenizer, the pattern features and the pattern CNN run on the CPU whatever the accelerator
+    carried = {stage: cpu.maps[stage] for stage in CPU_SIDE_MAPS if stage in cpu.maps}
     # the searches' shares of their bound are measured too, on another model and device: carried as an assumption
-    return dataclasses.replace(assumed, maps=tokenize, stages=cpu.stages)
+    return dataclasses.replace(assumed, maps=carried, stages=cpu.stages)
 
 
 def main() -> None:

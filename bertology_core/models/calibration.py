@@ -215,6 +215,7 @@ def calibrate(config: PretrainedConfig, device: torch.device, policy: str, threa
         maps = time_map_stages(config, tokenizer, device, passes["forward"], settings["image_size"], settings["ensemble"],
                                settings["classify_batch_size"])
         maps["tokenize"] = time_tokenizer(tokenizer)
+        maps["pattern_training"] = time_pattern_training(settings["image_size"])
     startups = {}
     if startup:
         with tempfile.TemporaryDirectory() as folder:
@@ -295,6 +296,27 @@ def untrained_classifier(ensemble: int, image_size: int, source: str) -> Any:
     nets = [PatternNet(len(patterns.CLASSES), features=len(patterns.FEATURES)) for _ in range(ensemble)]
     return LoadedClassifier(PatternEnsemble(nets).eval(), np.array(patterns.CLASSES), image_size, source,
                             patterns.RuleThresholds())
+
+
+def time_pattern_training(image_size: int, maps: int = 640, rounds: int = 3) -> dict[str, float]:
+    """Seconds of training the pattern CNN per training map and pixel (``per_value``): the median of ``rounds`` fits of
+    one net for one epoch (:class:`~bertology_core.patterns.pattern_cnn.PatternCNN`, its batch size) on ``maps`` random
+    ``image_size`` x ``image_size`` maps with the pattern features. The rule pattern_classifier spends it nets x epochs
+    x folds x training maps times (its cross-validation and final fit; :data:`bertology_core.workflow.estimate.STAGE_WORK`).
+    The CNN trains on the CPU whatever the accelerator: process CPU seconds."""
+    from bertology_core.patterns import patterns
+    from bertology_core.patterns.pattern_cnn import PatternCNN, pack
+
+    generator = np.random.default_rng(0)
+    X = pack(generator.random((maps, image_size, image_size), dtype=np.float32),
+             generator.random((maps, len(patterns.FEATURES)), dtype=np.float32))
+    y = np.array(patterns.CLASSES)[generator.integers(0, len(patterns.CLASSES), maps)]
+    timings = []
+    for _ in range(rounds):
+        started = time.process_time()
+        PatternCNN(image_size=image_size, epochs=1, ensemble=1).fit(X, y)
+        timings.append(time.process_time() - started)
+    return {"per_value": float(np.median(timings)) / (maps * image_size**2)}
 
 
 def time_map_stages(config: PretrainedConfig, tokenizer: Any, device: torch.device, forward: cost.PassCost,

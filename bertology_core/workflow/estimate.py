@@ -6,7 +6,7 @@ passes follow its code (the batching of :func:`~bertology_core.data.batch_order.
 longest-first passes for evaluation, sweeps grouped by the first layer where their configurations differ with the intact
 model in every pass); a job adds the calibrated start-up of a model job. Searches whose length depends on their results
 are priced at their bound (greedy disabling: every step; lottery pruning: every iteration up to the configured or
-structural maximum), and say so. Rules that run no timed pass (probes, the pattern CNN, scores over attention maps) are
+structural maximum), and say so. Rules that run no timed pass (probes, scores over attention maps) are
 priced by units of their work (:data:`STAGE_WORK`) at rates fitted on a finished run (``tools/estimate_runtime.py
 --fit-stages``): their cost runs on the CPU and does not move with the accelerator. Without such a rate a rule is priced
 at the start-up of its kind of job alone (:func:`startup_kind`) and marked ``work not priced``. Passes are priced in
@@ -306,6 +306,27 @@ def _syntactic_sentences(job: Job, lengths: Lengths) -> np.ndarray:
     return lengths.of("treebank", settings["split"], int(job.params["max_length"]), settings["sentences"], job.params["seed"])
 
 
+def _cnn_training_values(job: Job, lengths: Lengths, calibration: Calibration) -> float:
+    """What the pattern CNN's training processes: nets x epochs x folds (the cross-validation's folds - 1 shares and
+    the final fit on all) x training maps x pixels. The training maps: the hand-labelled ones where the run has hand
+    labels (``training_maps``, counted from the label file by tools/estimate_runtime.py), else the configured sample
+    of rule labels."""
+    params = job.params
+    return float(params["ensemble"] * params["epochs"] * params["cv_folds"] * params.get("training_maps", params["train_maps"])
+                 * params["image_size"] ** 2)
+
+
+def pattern_classifier(job: Job, lengths: Lengths, calibration: Calibration) -> Price:
+    """The CNN's training at the calibrated seconds per training map and pixel
+    (:func:`~bertology_core.models.calibration.time_pattern_training`); fitting the rule labeller on the hand labels and
+    reading the maps are stage work (:data:`STAGE_WORK`, over the same units)."""
+    rate = calibration.maps.get("pattern_training")
+    if rate is None:
+        return Price(0.0, {}, "")
+    seconds = rate["per_value"] * _cnn_training_values(job, lengths, calibration)
+    return Price(seconds, {"train": seconds})
+
+
 def _syntactic_heads_values(job: Job, lengths: Lengths, calibration: Calibration) -> float:
     return _maps(calibration) * float((_syntactic_sentences(job, lengths).astype(float) ** 2).sum())
 
@@ -314,7 +335,8 @@ TREEBANK_WORDS = "treebank words"  # Lengths key of the treebank's sentences' wo
 # What the work that no timed pass prices grows with (its units), for rates fitted on a finished run
 # (tools/estimate_runtime.py --fit-stages): the rule's seconds after start-up and its priced parts, over these units,
 # the same CPU assumed. The probes train epochs x (layers + 1) softmax regressions over words x hidden features (the
-# epochs: early stopping, folded into the rate); the map stages read every map; the CNN trains on folds x maps images.
+# epochs: early stopping, folded into the rate); the map stages read every map; the pattern classifier's rest (fitting
+# the rule labeller, reading the maps) over the units of its timed CNN training.
 STAGE_WORK: dict[str, tuple[Callable[[Job, Lengths, Calibration], float], str]] = {
     "probe_layers": (lambda j, l, c: _treebank_words(j, l) * (c.geometry.layers + 1) * c.geometry.hidden * len(j.params["labels"]),
                      "words x layers x hidden size x label sets"),
@@ -324,12 +346,7 @@ STAGE_WORK: dict[str, tuple[Callable[[Job, Lengths, Calibration], float], str]] 
     "head_roles": (_map_values, "maps x length^2"),
     "attention_change": (lambda j, l, c: _map_values(j, l, c, dumps=2), "maps x length^2 of two dumps"),
     "syntactic_heads": (_syntactic_heads_values, "maps x length^2 of the sentences"),
-    # the training maps: the hand-labelled ones where the run has hand labels (``training_maps``, counted from the label
-    # file by tools/estimate_runtime.py), else the configured sample of rule labels
-    "pattern_classifier": (lambda j, l, c: float(j.params["ensemble"] * j.params["epochs"] * j.params["cv_folds"]
-                                                 * j.params.get("training_maps", j.params["train_maps"])
-                                                 * j.params["image_size"] ** 2),
-                           "nets x epochs x folds x training maps x pixels"),
+    "pattern_classifier": (_cnn_training_values, "nets x epochs x folds x training maps x pixels"),
     "spacy_tokens": (lambda j, l, c: float(l.of(j.wildcards["task"], "dev", 1 << 30).sum()), "word pieces of dev"),
 }
 
@@ -439,11 +456,12 @@ PRICED: dict[str, Callable[[Job, Lengths, Calibration], Price]] = {
     "compact_model": compact_model, "dump_attention": dump_attention, "tokenize_data": tokenize_data,
     "syntactic_heads": syntactic_heads, "head_roles": head_roles, "labelled_maps": dump_attention,
     "probe_features": probe_features, "pattern_features": map_stage, "classify_maps": map_stage,
+    "pattern_classifier": pattern_classifier,
 }
 
 
 # the rules whose jobs start like a model job (torch, transformers and the model or tokenizer loaded)
-MODEL_RULES = {rule for rule, pricer in PRICED.items() if pricer not in (map_stage, head_roles)}
+MODEL_RULES = {rule for rule, pricer in PRICED.items() if pricer not in (map_stage, head_roles, pattern_classifier)}
 
 
 def startup_kind(job: Job, calibration: Calibration) -> str:
