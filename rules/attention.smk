@@ -24,7 +24,7 @@ rule dump_attention:
     threads: config["attention"]["threads"]
     resources:
         group_slot=1,  # one at a time in a cluster group submission (profiles/slurm)
-        mem_mb=scaled(4000),
+        mem_mb=memory("dump_attention"),
         runtime=scaled(60),
         cpus_per_task=config["attention"]["threads"],
         gpu=MODEL_JOB_GPUS,

@@ -21,7 +21,7 @@ rule attention_change:
     benchmark:
         "results/benchmarks/attention_change/{model}/{task}/seed{seed}.tsv"
     resources:
-        mem_mb=scaled(4000),
+        mem_mb=memory("attention_change"),
         runtime=scaled(30),
     script:
         "../workflow_scripts/attention_change.py"
@@ -47,7 +47,7 @@ rule attention_change_summary:
     benchmark:
         "results/benchmarks/attention_change_summary/{model}.tsv"
     resources:
-        mem_mb=scaled(2000),
+        mem_mb=memory("attention_change_summary"),
         runtime=scaled(20),
     script:
         "../workflow_scripts/attention_change_summary.py"

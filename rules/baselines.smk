@@ -21,7 +21,7 @@ rule baselines:
     benchmark:
         "results/benchmarks/baselines/{model}.tsv"
     resources:
-        mem_mb=scaled(1000),
+        mem_mb=memory("baselines"),
         runtime=scaled(10),
     script:
         "../workflow_scripts/baselines.py"

@@ -24,7 +24,7 @@ rule claims:
     benchmark:
         "results/benchmarks/claims/{model}.tsv"
     resources:
-        mem_mb=scaled(2000),
+        mem_mb=memory("claims"),
         runtime=scaled(20),
     script:
         "../workflow_scripts/claims.py"

@@ -119,6 +119,11 @@ def scaled(base):
     return lambda wildcards, attempt: base * attempt
 
 
+def memory(rule):
+    """The rule's memory request, config compute.mem_mb[rule] (MB), growing with the attempt (:func:`scaled`)."""
+    return scaled(config["compute"]["mem_mb"][rule])
+
+
 def dump_file(path):
     """Attention dumps are temp() unless attention.keep_dumps: deleted once every analysis read them."""
     return path if config["attention"]["keep_dumps"] else temp(path)

@@ -26,7 +26,7 @@ rule disabling_sweep:
     threads: config["disabling"]["threads"]
     priority: 10  # long, and the statistics wait for every seed's sweep
     resources:
-        mem_mb=scaled(4000),
+        mem_mb=memory("disabling_sweep"),
         runtime=scaled(120),
         cpus_per_task=config["disabling"]["threads"],
         gpu=MODEL_JOB_GPUS,
@@ -64,7 +64,7 @@ rule disabling_greedy:
         max_length=lambda wc: PLAN.max_length(wc.task, wc.state),
     threads: config["disabling"]["threads"]
     resources:
-        mem_mb=scaled(4000),
+        mem_mb=memory("disabling_greedy"),
         runtime=scaled(120),
         cpus_per_task=config["disabling"]["threads"],
         gpu=MODEL_JOB_GPUS,
@@ -98,7 +98,7 @@ rule disabling_stats:
     benchmark:
         "results/benchmarks/disabling_stats/{model}/{task}/{state}.tsv"
     resources:
-        mem_mb=scaled(4000),
+        mem_mb=memory("disabling_stats"),
         runtime=scaled(30),
     script:
         "../workflow_scripts/disabling_stats.py"
@@ -132,7 +132,7 @@ rule disabling_summary:
     benchmark:
         "results/benchmarks/disabling_summary/{model}.tsv"
     resources:
-        mem_mb=scaled(2000),
+        mem_mb=memory("disabling_summary"),
         runtime=scaled(20),
     script:
         "../workflow_scripts/disabling_summary.py"

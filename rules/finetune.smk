@@ -30,7 +30,7 @@ rule finetune:
     # run alone at the end of a run
     priority: 20
     resources:
-        mem_mb=scaled(config["finetune"]["mem_mb"]),
+        mem_mb=memory("finetune"),
         runtime=PLAN.training_runtime(lambda wc: PLAN.hyperparameters(wc.task, wc.state)["epochs"]),
         cpus_per_task=config["finetune"]["threads"],
         gpu=MODEL_JOB_GPUS,
@@ -64,7 +64,7 @@ rule evaluate_pretrained:
     threads: config["finetune"]["threads"]
     resources:
         group_slot=1,  # one at a time in a cluster group submission (profiles/slurm)
-        mem_mb=scaled(config["finetune"]["mem_mb"]),
+        mem_mb=memory("evaluate_pretrained"),
         runtime=scaled(30),
         cpus_per_task=config["finetune"]["threads"],
         gpu=MODEL_JOB_GPUS,

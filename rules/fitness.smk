@@ -23,7 +23,7 @@ rule model_fitness:
     benchmark:
         "results/benchmarks/model_fitness/{model}/{task}/{state}/seed{seed}.tsv"
     resources:
-        mem_mb=scaled(1000),
+        mem_mb=memory("model_fitness"),
         runtime=scaled(10),
     script:
         "../workflow_scripts/model_fitness.py"
@@ -49,7 +49,7 @@ checkpoint fitness_table:
     benchmark:
         "results/benchmarks/fitness_table.tsv"
     resources:
-        mem_mb=scaled(1000),
+        mem_mb=memory("fitness_table"),
         runtime=scaled(10),
     script:
         "../workflow_scripts/fitness_table.py"

@@ -25,7 +25,7 @@ rule head_roles:
     benchmark:
         "results/benchmarks/head_roles/{model}/{task}/{dumped}.tsv"
     resources:
-        mem_mb=scaled(2000),
+        mem_mb=memory("head_roles"),
         runtime=scaled(30),
     script:
         "../workflow_scripts/head_roles.py"
@@ -61,7 +61,7 @@ rule head_gates:
     priority: 10
     threads: config["head_roles"]["threads"]
     resources:
-        mem_mb=scaled(config["finetune"]["mem_mb"]),
+        mem_mb=memory("head_gates"),
         runtime=PLAN.training_runtime(lambda wc: config["head_roles"]["gates"]["epochs"],
                                       lambda wc: config["head_roles"]["gates"]["train_examples"]),
         cpus_per_task=config["head_roles"]["threads"],
@@ -99,7 +99,7 @@ rule head_roles_summary:
     benchmark:
         "results/benchmarks/head_roles_summary/{model}.tsv"
     resources:
-        mem_mb=scaled(2000),
+        mem_mb=memory("head_roles_summary"),
         runtime=scaled(20),
     script:
         "../workflow_scripts/head_roles_summary.py"

@@ -25,7 +25,7 @@ rule layer_mix:
         bootstrap={key: config["layer_mix"][key] for key in ("resamples", "level", "seed")},
     threads: config["layer_mix"]["threads"]
     resources:
-        mem_mb=scaled(6000),
+        mem_mb=memory("layer_mix"),
         runtime=scaled(60),
         cpus_per_task=config["layer_mix"]["threads"],
     log:
@@ -56,7 +56,7 @@ rule layer_mix_summary:
     benchmark:
         "results/benchmarks/layer_mix_summary/{model}.tsv"
     resources:
-        mem_mb=scaled(2000),
+        mem_mb=memory("layer_mix_summary"),
         runtime=scaled(20),
     script:
         "../workflow_scripts/layer_mix_summary.py"

@@ -16,7 +16,7 @@ rule spacy_tokens:
     benchmark:
         "results/benchmarks/spacy_tokens/{task}.tsv"
     resources:
-        mem_mb=scaled(2000),
+        mem_mb=memory("spacy_tokens"),
         runtime=scaled(30),
     script:
         "../workflow_scripts/spacy_tokens.py"
@@ -41,7 +41,7 @@ rule linguistic_scores:
     benchmark:
         "results/benchmarks/linguistic_scores/{model}/{task}/{dumped}.tsv"
     resources:
-        mem_mb=scaled(4000),
+        mem_mb=memory("linguistic_scores"),
         runtime=scaled(30),
     script:
         "../workflow_scripts/linguistic_scores.py"
@@ -69,7 +69,7 @@ rule linguistic_summary:
     benchmark:
         "results/benchmarks/linguistic_summary/{model}.tsv"
     resources:
-        mem_mb=scaled(2000),
+        mem_mb=memory("linguistic_summary"),
         runtime=scaled(20),
     script:
         "../workflow_scripts/linguistic_summary.py"

@@ -21,7 +21,7 @@ rule check_model:
         "results/benchmarks/check_model/{model}.tsv"
     priority: 100
     resources:
-        mem_mb=scaled(2000),
+        mem_mb=memory("check_model"),
         runtime=scaled(60),
     script:
         "../workflow_scripts/check_model.py"
@@ -43,7 +43,7 @@ rule resolve_model:
         "results/benchmarks/resolve_model/{model}.tsv"
     priority: 100
     resources:
-        mem_mb=scaled(2000),
+        mem_mb=memory("resolve_model"),
         runtime=scaled(60),
     script:
         "../workflow_scripts/resolve_model.py"

@@ -17,7 +17,7 @@ rule outlier_dimensions:
         runs=lambda wc: runs().of(wc.model).outliers,
         criterion={key: config["outliers"][key] for key in ("sigmas", "min_layer_share")},
     resources:
-        mem_mb=scaled(3000),
+        mem_mb=memory("outlier_dimensions"),
         runtime=scaled(20),
     log:
         "logs/outlier_dimensions/{model}.log",
@@ -48,7 +48,7 @@ rule outlier_disabling:
         max_length=lambda wc: PLAN.max_length(wc.task, states.FINETUNED),
     threads: config["outliers"]["threads"]
     resources:
-        mem_mb=scaled(4000),
+        mem_mb=memory("outlier_disabling"),
         runtime=scaled(120),
         cpus_per_task=config["outliers"]["threads"],
         gpu=MODEL_JOB_GPUS,
@@ -77,7 +77,7 @@ rule outlier_stats:
         level=config["outliers"]["level"],
         bootstrap_seed=config["outliers"]["bootstrap_seed"],
     resources:
-        mem_mb=scaled(3000),
+        mem_mb=memory("outlier_stats"),
         runtime=scaled(20),
     log:
         "logs/outlier_stats/{model}/{task}.log",
@@ -110,7 +110,7 @@ rule outliers_summary:
     benchmark:
         "results/benchmarks/outliers_summary/{model}.tsv"
     resources:
-        mem_mb=scaled(2000),
+        mem_mb=memory("outliers_summary"),
         runtime=scaled(20),
     script:
         "../workflow_scripts/outliers_summary.py"

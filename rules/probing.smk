@@ -22,7 +22,7 @@ rule probe_features:
         random_seed=config["probing"]["random_seed"],
     threads: config["probing"]["threads"]
     resources:
-        mem_mb=scaled(6000),
+        mem_mb=memory("probe_features"),
         runtime=scaled(60),
         cpus_per_task=config["probing"]["threads"],
         gpu=MODEL_JOB_GPUS,
@@ -56,7 +56,7 @@ rule probe_layers:
         reference_regularisation=lambda wc: PLAN.reference_regularisation(wc.probed),
     threads: config["probing"]["threads"]
     resources:
-        mem_mb=scaled(6000),
+        mem_mb=memory("probe_layers"),
         runtime=scaled(60),
         cpus_per_task=config["probing"]["threads"],
     log:
@@ -89,7 +89,7 @@ rule syntactic_heads:
         seed=config["probing"]["sample_seed"],
     threads: config["probing"]["threads"]
     resources:
-        mem_mb=scaled(4000),
+        mem_mb=memory("syntactic_heads"),
         runtime=scaled(60),
         cpus_per_task=config["probing"]["threads"],
         gpu=MODEL_JOB_GPUS,
@@ -123,7 +123,7 @@ rule probing_summary:
     benchmark:
         "results/benchmarks/probing_summary/{model}.tsv"
     resources:
-        mem_mb=scaled(2000),
+        mem_mb=memory("probing_summary"),
         runtime=scaled(20),
     script:
         "../workflow_scripts/probing_summary.py"

@@ -32,7 +32,7 @@ rule head_importance:
     threads: config["pruning"]["threads"]
     resources:
         group_slot=1,  # one at a time in a cluster group submission (profiles/slurm)
-        mem_mb=scaled(4000),
+        mem_mb=memory("head_importance"),
         runtime=scaled(60),
         cpus_per_task=config["pruning"]["threads"],
         gpu=MODEL_JOB_GPUS,
@@ -76,7 +76,7 @@ rule lottery_pruning:
     priority: 10
     threads: config["pruning"]["threads"]
     resources:
-        mem_mb=scaled(4000),
+        mem_mb=memory("lottery_pruning"),
         runtime=scaled(120),
         cpus_per_task=config["pruning"]["threads"],
         gpu=MODEL_JOB_GPUS,
@@ -108,7 +108,7 @@ rule compact_model:
     threads: config["pruning"]["threads"]
     resources:
         group_slot=1,  # one at a time in a cluster group submission (profiles/slurm)
-        mem_mb=scaled(4000),
+        mem_mb=memory("compact_model"),
         runtime=scaled(30),
         cpus_per_task=config["pruning"]["threads"],
         gpu=MODEL_JOB_GPUS,
@@ -146,7 +146,7 @@ rule subnetwork_finetune:
     priority: 15
     threads: config["finetune"]["threads"]
     resources:
-        mem_mb=scaled(config["finetune"]["mem_mb"]),
+        mem_mb=memory("subnetwork_finetune"),
         runtime=PLAN.training_runtime(lambda wc: PLAN.subnetwork_recipe(wc.task)["epochs"],
                                       lambda wc: config["pruning"]["subnetwork_max_train_examples"]),
         cpus_per_task=config["finetune"]["threads"],
@@ -198,7 +198,7 @@ rule pruning_summary:
     benchmark:
         "results/benchmarks/pruning_summary/{model}.tsv"
     resources:
-        mem_mb=scaled(2000),
+        mem_mb=memory("pruning_summary"),
         runtime=scaled(20),
     script:
         "../workflow_scripts/pruning_summary.py"

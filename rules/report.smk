@@ -19,7 +19,7 @@ rule head_atlas:
     benchmark:
         "results/benchmarks/head_atlas/{model}.tsv"
     resources:
-        mem_mb=scaled(2000),
+        mem_mb=memory("head_atlas"),
         runtime=scaled(20),
     script:
         "../workflow_scripts/head_atlas.py"
@@ -42,7 +42,7 @@ rule layer_atlas:
     benchmark:
         "results/benchmarks/layer_atlas/{model}.tsv"
     resources:
-        mem_mb=scaled(2000),
+        mem_mb=memory("layer_atlas"),
         runtime=scaled(20),
     script:
         "../workflow_scripts/layer_atlas.py"
@@ -80,7 +80,7 @@ rule report:
     benchmark:
         "results/benchmarks/report/report.tsv"
     resources:
-        mem_mb=scaled(2000),
+        mem_mb=memory("report"),
         runtime=scaled(20),
     script:
         "../workflow_scripts/report.py"

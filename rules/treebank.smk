@@ -20,7 +20,7 @@ rule prepare_treebank:
     benchmark:
         "results/benchmarks/prepare_treebank/{split}.tsv"
     resources:
-        mem_mb=scaled(4000),
+        mem_mb=memory("prepare_treebank"),
         runtime=scaled(30),
     script:
         "../workflow_scripts/prepare_treebank.py"
@@ -44,7 +44,7 @@ rule download_treebank:
     log:
         "logs/download_treebank/{file}.log",
     resources:
-        mem_mb=scaled(1000),
+        mem_mb=memory("download_treebank"),
         runtime=scaled(30),
     script:
         "../workflow_scripts/download_treebank.py"

@@ -146,3 +146,17 @@ def test_per_task_settings_of_a_task_not_run_are_refused_at_any_depth():
     assert len(problems) == 2
     assert "config 'disabling.per_task' names 'CoLa', which is not in tasks ['MRPC', 'CoLA'] (did you mean 'CoLA'?)" in problems[0]
     assert "config 'fitness.per_task' names 'RTE'" in problems[1]
+
+
+def test_every_rule_has_a_memory_request_in_the_config_and_no_other_name_does():
+    import re
+
+    rules = {m.group(1) for path in (REPO / "rules").glob("*.smk")
+             for m in re.finditer(r"^(?:rule|checkpoint) (\w+):", path.read_text(), re.MULTILINE)}
+    requested = {m.group(1) for path in (REPO / "rules").glob("*.smk")
+                 for m in re.finditer(r'mem_mb=memory\("(\w+)"\)', path.read_text())}
+    node = SCHEMA["properties"]["compute"]["properties"]["mem_mb"]
+    # every rule of a stage asks through memory() under its own name, and the schema names exactly those
+    assert rules == requested == set(node["default"]) == set(node["propertyNames"]["enum"])
+    assert yaml.safe_load((REPO / "config.yaml").read_text())["compute"]["mem_mb"] == node["default"]
+    assert configuration.schema_problems({"compute": {"mem_mb": {"probe_layer": 9000}}}, SCHEMA)
