@@ -45,6 +45,12 @@ def test_first_and_mean_pooling_by_hand(tokenizer):
     # stored in float16 (as probe_features stores them): the float32 result, rounded
     half, _ = probing.word_representations(model, aligned, "mean", dtype=np.float16)
     assert half.dtype == np.float16 and np.array_equal(half, torch.from_numpy(features).to(torch.float16).numpy())
+    # or written into a given array (probe_features: a memory map of its output file), which must be of their shape
+    given = np.zeros_like(half)
+    filled, _ = probing.word_representations(model, aligned, "mean", dtype=np.float16, out=given)
+    assert filled is given and np.array_equal(given, half)
+    with pytest.raises(ValueError, match="out is a float16"):
+        probing.word_representations(model, aligned, "mean", dtype=np.float16, out=given[:, :4])
 
 
 def test_control_labels_are_fixed_per_type_and_follow_the_label_distribution():
@@ -261,6 +267,81 @@ def test_word_features_standardise_a_layer_at_a_time_as_over_the_whole_tensor():
         assert torch.equal(mean, whole.mean(dim=1, keepdim=True)) and torch.equal(std, whole.std(dim=1, keepdim=True))
         rows = np.array([5, 0, 17])
         assert np.array_equal(picked.rows(rows), whole.numpy()[:, rows])
+
+
+def test_probe_features_are_written_and_read_through_memory_maps_with_the_same_probes(tmp_path, monkeypatch):
+    from safetensors.numpy import load_file
+
+    from bertology_core.data import mapped
+
+    rng = np.random.default_rng(1)
+    layers, words, hidden = 3, 6000, 32
+    values = (rng.standard_normal((layers, words, hidden)) * 2).astype(np.float16)
+    complete = (rng.random(words) > 0.1).astype(np.uint8)
+    path = tmp_path / "features.safetensors"
+    with mapped.write_mapped(path, {"train": (values.shape, np.float16), "train_complete": ((words,), np.uint8)},
+                             {"pooling": "first"}) as tensors:
+        for start in range(0, words, 1000):  # filled a batch at a time, as probe_features does
+            tensors["train"][:, start:start + 1000] = values[:, start:start + 1000]
+        tensors["train_complete"][:] = complete
+    assert not list(tmp_path.glob(".tmp-*"))  # renamed into place
+    # a safetensors file: safetensors itself reads it
+    loaded = load_file(str(path))
+    assert np.array_equal(loaded["train"], values) and np.array_equal(loaded["train_complete"], complete)
+    stored, metadata = mapped.read_mapped(path)
+    assert isinstance(stored["train"], np.memmap) and metadata == {"pooling": "first"}
+    # probes on the map equal probes on the array in memory, bit for bit, with the map released as it is read
+    monkeypatch.setattr(mapped, "RELEASE_EVERY", 1 << 16)
+    released = []
+    monkeypatch.setattr(mapped, "release", lambda array: released.append(array))
+    labels = (values[1, :, 0] > 0).astype(np.int64) + (values[2, :, 1] > 0)
+    sentences = np.repeat(np.arange(words // 20), 20)
+    settings = probing.ProbeSettings(max_epochs=2, patience=1, validation_share=0.1, batch_size=256, learning_rate=0.01,
+                                     weight_decay=1e-4, seed=0)
+    heads = rng.integers(-1, words, words)
+    for found in (None, heads):
+        in_memory = probing.fit_layer_probes(probing.WordFeatures(values, np.arange(words), found), labels, 3, settings, sentences)
+        on_map = probing.fit_layer_probes(probing.WordFeatures(stored["train"], np.arange(words), found), labels, 3, settings, sentences)
+        assert torch.equal(in_memory.weight, on_map.weight) and torch.equal(in_memory.std, on_map.std)
+        assert np.array_equal(probing.probe_correct(in_memory, probing.WordFeatures(values, np.arange(words), found), labels),
+                              probing.probe_correct(on_map, probing.WordFeatures(stored["train"], np.arange(words), found), labels))
+    # a truncated file is refused with its name
+    path.write_bytes(path.read_bytes()[:1000])
+    with pytest.raises(ValueError, match="features.safetensors.*truncated"):
+        mapped.read_mapped(path)
+
+
+def test_a_map_read_in_full_is_released_from_resident_memory_as_the_gathers_go(tmp_path, monkeypatch):
+    from bertology_core.data import mapped
+
+    def resident_mb() -> float:
+        return int(next(l for l in open("/proc/self/status") if l.startswith("VmRSS")).split()[1]) / 1024
+
+    path = tmp_path / "big.safetensors"
+    layers, words, hidden = 4, 60_000, 512  # 234 MB of float16
+    with mapped.write_mapped(path, {"train": ((layers, words, hidden), np.float16)}) as tensors:
+        tensors["train"][:] = 1.0
+    stored, _ = mapped.read_mapped(path)
+    before = resident_mb()
+    assert float(stored["train"].sum(dtype=np.float32)) == layers * words * hidden
+    assert resident_mb() - before > 200  # what a job has read through a map is resident...
+    mapped.release(stored["train"][1])  # ...until released (a view releases its map)
+    assert resident_mb() - before < 20
+    # gathers release the map once RELEASE_EVERY bytes were gathered since the last release
+    released = []
+    monkeypatch.setattr(mapped, "_release_mapping", lambda found: released.append(found))
+    monkeypatch.setattr(mapped, "_gathered", {})
+    view = probing.WordFeatures(stored["train"], np.arange(words))
+    order = np.random.default_rng(0).permutation(words)
+    for start in range(0, words, 512):  # 2 MB a gather
+        assert view.rows(order[start:start + 512]).shape == (layers, len(order[start:start + 512]), hidden)
+    assert len(released) == (layers * words * hidden * 2) // mapped.RELEASE_EVERY  # the float16 bytes gathered
+    view.rows(np.arange(3))  # an array in memory is never released
+    in_memory = probing.WordFeatures(np.ones((2, 10, 4), np.float16), np.arange(10))
+    monkeypatch.setattr(mapped, "RELEASE_EVERY", 1)
+    count = len(released)
+    in_memory.rows()
+    assert len(released) == count
 
 
 def test_held_out_best_head_is_chosen_on_one_half_of_the_sentences_and_scored_on_the_other():

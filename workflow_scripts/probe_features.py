@@ -8,10 +8,8 @@ log_to(snakemake.log[0])
 
 import numpy as np
 import polars as pl
-import torch
-from safetensors.torch import save_file
 
-from bertology_core.data import io, states, treebank
+from bertology_core.data import io, mapped, states, treebank
 from bertology_core.models import device, models, precision
 from bertology_core.probing import probing
 
@@ -23,16 +21,23 @@ folder = snakemake.input.get("model", io.read_json(snakemake.input.resolved)["pa
 random_seed = snakemake.params.get("random_seed", 0) if snakemake.wildcards.probed == states.RANDOM_WEIGHTS else None
 encoder = models.load_encoder(folder, random_seed).to(job_device)
 tokenizer = models.load_tokenizer(folder)
-tensors, metadata = {}, {"pooling": params.pooling, "state": snakemake.wildcards.probed}
+aligned, metadata = {}, {"pooling": params.pooling, "state": snakemake.wildcards.probed}
 for split in ("train", "dev"):
     frame = treebank.sample(pl.read_parquet(snakemake.input[split]), params.sample[split], params.sample["seed"])
-    aligned = probing.align_words(tokenizer, frame["forms"].to_list(), params.max_length)
-    # float16: half the disk and the memory; probes standardise anyway
-    features, complete = probing.word_representations(encoder, aligned, params.pooling, params.batch_size, np.float16)
-    tensors[split] = torch.from_numpy(features)
-    tensors[f"{split}_complete"] = torch.from_numpy(complete.astype(np.uint8))
+    aligned[split] = probing.align_words(tokenizer, frame["forms"].to_list(), params.max_length)
     metadata[f"{split}_sentences"] = str(frame.height)
-    logging.info("%s: %d sentences, %d words (%d with a representation), features %s",
-                 split, frame.height, complete.size, int(complete.sum()), tuple(features.shape))
-with io.atomic_path(snakemake.output[0]) as tmp:
-    save_file(tensors, tmp, metadata=metadata)
+layers, hidden = encoder.config.num_hidden_layers + 1, encoder.config.hidden_size
+# float16: half the disk and the memory; probes standardise anyway. Written through a memory map of the output file:
+# the job holds a batch, not the features (4.6 GB for BERT-base on the full treebank)
+specs = {}
+for split, words in ((split, int(sum(found.num_words))) for split, found in aligned.items()):
+    specs[split] = ((layers, words, hidden), np.float16)
+    specs[f"{split}_complete"] = ((words,), np.uint8)
+with mapped.write_mapped(snakemake.output[0], specs, metadata) as tensors:
+    for split, found in aligned.items():
+        features, complete = probing.word_representations(encoder, found, params.pooling, params.batch_size, np.float16,
+                                                          out=tensors[split])
+        tensors[f"{split}_complete"][:] = complete
+        mapped.release(features)
+        logging.info("%s: %s sentences, %d words (%d with a representation), features %s",
+                     split, metadata[f"{split}_sentences"], complete.size, int(complete.sum()), tuple(features.shape))

@@ -158,11 +158,13 @@ def fit_cumulative_probes(train: np.ndarray | WordFeatures, train_labels: np.nda
 
 @torch.no_grad()
 def cumulative_correct(probes: MixedProbes, features: np.ndarray | WordFeatures, labels: np.ndarray) -> np.ndarray:
-    """Whether each cumulative probe labels each word right, ``[probes, words]``."""
-    x = (torch.from_numpy(WordFeatures.of(features).rows()) - probes.mean) / probes.std
+    """Whether each cumulative probe labels each word right, ``[probes, words]``, the words gathered and standardised a
+    chunk at a time."""
+    features = WordFeatures.of(features)
     predictions = np.concatenate([
-        _logits(x[:, start:start + WORDS_PER_CHUNK], probes.mix, probes.gamma, probes.weight, probes.bias).argmax(-1).numpy()
-        for start in range(0, x.shape[1], WORDS_PER_CHUNK)] or [np.zeros((len(probes.mix), 0), dtype=np.int64)], axis=1)
+        _logits((torch.from_numpy(features.rows(slice(start, start + WORDS_PER_CHUNK))) - probes.mean) / probes.std,
+                probes.mix, probes.gamma, probes.weight, probes.bias).argmax(-1).numpy()
+        for start in range(0, features.shape[1], WORDS_PER_CHUNK)] or [np.zeros((len(probes.mix), 0), dtype=np.int64)], axis=1)
     return predictions == np.asarray(labels)[None, :]
 
 

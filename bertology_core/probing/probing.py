@@ -24,14 +24,13 @@ from typing import Any
 import numpy as np
 import polars as pl
 import torch
-from safetensors.numpy import load_file
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import LogisticRegression
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from bertology_core.data import treebank
+from bertology_core.data import mapped, treebank
 from bertology_core.data.word_pieces import as_in_running_text, blank_pieces
 from bertology_core.models.batching import Encoded
 
@@ -108,17 +107,23 @@ def pooling_matrix(piece_words: Sequence[int], num_words: int, pooling: str, len
 
 @torch.no_grad()
 def word_representations(
-    model: PreTrainedModel, aligned: AlignedSentences, pooling: str, batch_size: int = 32, dtype: Any = np.float32
+    model: PreTrainedModel, aligned: AlignedSentences, pooling: str, batch_size: int = 32, dtype: Any = np.float32,
+    out: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Every layer's word vectors, ``[layers + 1, words, hidden]`` (layer 0: the embeddings), for the words of all
     sentences in order, pooled in float32 and stored as ``dtype`` (float16 halves what a job holds; the cast rounds
     to nearest, as a cast of the float32 result would), and the ``[words]`` mask of words that have a
-    representation. The result is allocated once and filled a sentence at a time: the job holds it and one batch."""
+    representation. The result is allocated once (or is ``out``, e.g. a memory map of the output file, of that shape and
+    dtype) and filled a sentence at a time: the job holds it and one batch."""
     model.eval()
     device = next(model.parameters()).device
     sentences = Encoded(aligned.input_ids, None, model.config.pad_token_id or 0)
     offsets = np.concatenate([[0], np.cumsum(aligned.num_words)]).astype(np.int64)
-    out = np.empty((model.config.num_hidden_layers + 1, int(offsets[-1]), model.config.hidden_size), dtype=dtype)
+    shape = (model.config.num_hidden_layers + 1, int(offsets[-1]), model.config.hidden_size)
+    if out is None:
+        out = np.empty(shape, dtype=dtype)
+    elif out.shape != shape or out.dtype != np.dtype(dtype):
+        raise ValueError(f"out is a {out.dtype} {out.shape}, the representations a {np.dtype(dtype)} {shape}")
     for start in range(0, len(sentences), batch_size):
         rows = range(start, min(start + batch_size, len(sentences)))
         batch = {k: v.to(device) for k, v in sentences.collate(rows).items()}
@@ -127,6 +132,7 @@ def word_representations(
         for i, r in enumerate(rows):
             pool = torch.from_numpy(pooling_matrix(aligned.piece_words[r], aligned.num_words[r], pooling, length, aligned.blank[r]))
             out[:, offsets[r] : offsets[r + 1]] = torch.einsum("wt,lth->lwh", pool, states[:, i]).numpy()
+        mapped.touched(out, (offsets[rows[-1] + 1] - offsets[rows[0]]) * out.shape[0] * out.shape[2] * out.itemsize)
     masks = aligned.complete
     return out, (np.concatenate(masks) if masks else np.zeros(0, bool))
 
@@ -186,7 +192,8 @@ class WordFeatures:
     pair label set, by its syntactic head's vector (``heads``: the head's position among the stored words, -1 for the
     root, whose head vector is zeros). Nothing is copied until a layer or a batch of words is asked for, in float32:
     a job holds a split's features once, as stored, whatever its label sets (the float32 copies of every word, and the
-    doubled copy for pairs, took 25-80 GB at BERT-base on the full treebank)."""
+    doubled copy for pairs, took 25-80 GB at BERT-base on the full treebank). ``stored`` may be a memory map of the
+    file (:func:`load_probe_inputs`): the pages a gather touched are released as it goes (:func:`mapped.touched`)."""
 
     stored: np.ndarray
     index: np.ndarray
@@ -213,6 +220,7 @@ class WordFeatures:
             heads = self.heads[rows]
             found = self.stored[layers][..., np.maximum(heads, 0), :]
             own = np.concatenate([own, np.where((heads >= 0)[:, None], found, 0.0).astype(found.dtype)], axis=-1)
+        mapped.touched(self.stored, own.nbytes)
         return np.ascontiguousarray(own, dtype=np.float32)
 
     def statistics(self) -> tuple[torch.Tensor, torch.Tensor]:
@@ -318,12 +326,19 @@ def reference_accuracy(train: np.ndarray | WordFeatures, train_labels: np.ndarra
     return out
 
 
+WORDS_PER_CHUNK = 4096  # words a chunk when a probe labels dev: [layers, words, features] float32 held a chunk at a time
+
+
 @torch.no_grad()
 def probe_correct(probe, features: np.ndarray | WordFeatures, labels: np.ndarray) -> np.ndarray:
     """Whether a :func:`fit_layer_probes` probe labels each word right, ``[layers, words]``, on ``features``
-    ``[layers, words, features]`` (an array or a :class:`WordFeatures` view)."""
-    x = (torch.from_numpy(WordFeatures.of(features).rows()) - probe.mean) / probe.std
-    predictions = (torch.einsum("lwf,lfc->lwc", x, probe.weight) + probe.bias[:, None]).argmax(-1).numpy()
+    ``[layers, words, features]`` (an array or a :class:`WordFeatures` view), gathered ``WORDS_PER_CHUNK`` words at a time."""
+    features = WordFeatures.of(features)
+    parts = []
+    for start in range(0, features.shape[1], WORDS_PER_CHUNK):
+        x = (torch.from_numpy(features.rows(slice(start, start + WORDS_PER_CHUNK))) - probe.mean) / probe.std
+        parts.append((torch.einsum("lwf,lfc->lwc", x, probe.weight) + probe.bias[:, None]).argmax(-1).numpy())
+    predictions = np.concatenate(parts, axis=1) if parts else np.zeros((features.shape[0], 0), dtype=np.int64)
     return predictions == np.asarray(labels)[None, :]
 
 
@@ -488,9 +503,10 @@ def probe_label_sets(
 
 
 def load_probe_inputs(features: str, treebank_splits: dict[str, str], sample: dict) -> tuple[dict[str, np.ndarray], dict[str, pl.DataFrame]]:
-    """A probed state's word features (the ``probe_features`` Safetensors) and the seeded treebank samples they were
-    computed on (``sample``: ``train``/``dev`` sentence counts and ``seed``), checked to hold the same words."""
-    tensors = load_file(features)
+    """A probed state's word features (the ``probe_features`` Safetensors, memory-mapped: a job reads the layers and
+    words it uses, as it uses them) and the seeded treebank samples they were computed on (``sample``: ``train``/``dev``
+    sentence counts and ``seed``), checked to hold the same words."""
+    tensors, _ = mapped.read_mapped(features)
     frames = {split: treebank.sample(pl.read_parquet(path), sample[split], sample["seed"]) for split, path in treebank_splits.items()}
     for split, frame in frames.items():
         words = int(frame["forms"].list.len().sum())
