@@ -334,6 +334,23 @@ def test_best_constant_score_is_the_majority_class_for_accuracy():
     assert lottery.best_constant_score(get_task("STS-B"), labels.astype(float)) is None
 
 
+def test_magnitude_pruning_leaves_the_masks_and_outputs_of_torchs_global_unstructured_pruning():
+    import copy
+
+    from torch.nn.utils import prune
+
+    model = sharp_tiny(layers=2)
+    reference = copy.deepcopy(model)
+    data = encoded(3).collate([0, 1, 2])
+    for _ in range(3):  # the second and third steps prune a share of what is left
+        masks = lottery.magnitude_prune_step(model, 0.2)
+        prune.global_unstructured([(module, "weight") for _, module in lottery.encoder_weights(reference)],
+                                  pruning_method=prune.L1Unstructured, amount=0.2)
+        expected = lottery.current_weight_masks(reference)
+        assert all(torch.equal(masks[name], expected[name]) for name in expected)
+        assert torch.equal(model(**data).logits, reference(**data).logits)
+
+
 def test_magnitude_pruning_removes_the_smallest_tenth_globally_and_masks_survive_training():
     model = sharp_tiny(layers=2)
     weights = torch.cat([m.weight.detach().abs().reshape(-1) for _, m in lottery.encoder_weights(model)])
