@@ -91,14 +91,16 @@ def _logits(x: torch.Tensor, mix: torch.Tensor, gamma: torch.Tensor, weight: tor
 WORDS_PER_CHUNK = 4096  # the mixes are [probes, words, features]: evaluated a chunk of words at a time
 
 
-def _losses(x, y, mix, gamma, weight, bias) -> torch.Tensor:
-    """Each probe's mean cross-entropy on ``x`` ``[layers, words, features]``, a chunk of words at a time."""
+def _losses(features: WordFeatures, mean: torch.Tensor, std: torch.Tensor, y, mix, gamma, weight, bias) -> torch.Tensor:
+    """Each probe's mean cross-entropy on the words of ``features`` (``[layers, words, features]``, standardised with
+    ``mean`` and ``std``), gathered and standardised a chunk of words at a time."""
     total = torch.zeros(len(mix))
-    for start in range(0, x.shape[1], WORDS_PER_CHUNK):
-        logits = _logits(x[:, start:start + WORDS_PER_CHUNK], mix, gamma, weight, bias)
+    for start in range(0, features.shape[1], WORDS_PER_CHUNK):
+        x = (torch.from_numpy(features.rows(slice(start, start + WORDS_PER_CHUNK))) - mean) / std
+        logits = _logits(x, mix, gamma, weight, bias)
         target = y[start:start + WORDS_PER_CHUNK].expand(len(logits), -1)
         total += torch.nn.functional.cross_entropy(logits.transpose(1, 2), target, reduction="none").sum(dim=1)
-    return total / max(1, x.shape[1])
+    return total / max(1, features.shape[1])
 
 
 def fit_cumulative_probes(train: np.ndarray | WordFeatures, train_labels: np.ndarray, num_classes: int, settings: ProbeSettings,
@@ -118,7 +120,7 @@ def fit_cumulative_probes(train: np.ndarray | WordFeatures, train_labels: np.nda
     y = y_all[~held]
     mean, std = fitted.statistics()
     std = std.clamp_min(1e-6)
-    x_held, y_held = (torch.from_numpy(features_of.subset(held_mask).rows()) - mean) / std, y_all[held]
+    x_held, y_held = features_of.subset(held_mask), y_all[held]  # gathered a chunk at a time, each epoch
     layers, words, features = fitted.shape
     allowed = _cumulative_mask(layers)
     mix_logits = torch.zeros(layers, layers, requires_grad=True)
@@ -130,7 +132,7 @@ def fit_cumulative_probes(train: np.ndarray | WordFeatures, train_labels: np.nda
     parameters = (mix_logits, gamma, weight, bias)
     best = [p.detach().clone() for p in parameters]
     with torch.no_grad():
-        best_loss = _losses(x_held, y_held, _mix_weights(best[0], allowed), *best[1:])
+        best_loss = _losses(x_held, mean, std, y_held, _mix_weights(best[0], allowed), *best[1:])
     best_epoch = np.zeros(layers, dtype=np.int64)
     epoch = 0
     for epoch in range(1, settings.max_epochs + 1):
@@ -144,7 +146,7 @@ def fit_cumulative_probes(train: np.ndarray | WordFeatures, train_labels: np.nda
             loss.backward()
             optimizer.step()
         with torch.no_grad():
-            losses = _losses(x_held, y_held, _mix_weights(mix_logits, allowed), gamma, weight, bias)
+            losses = _losses(x_held, mean, std, y_held, _mix_weights(mix_logits, allowed), gamma, weight, bias)
             better = losses < best_loss
             best_loss = torch.where(better, losses, best_loss)
             for kept, current in zip(best, parameters):

@@ -245,9 +245,17 @@ def held_out_sentences(sentences: np.ndarray, share: float, seed: int) -> np.nda
     return np.isin(sentences, chosen)
 
 
-def _layer_losses(x: torch.Tensor, y: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
-    logits = torch.einsum("lwf,lfc->lwc", x, weight) + bias[:, None]
-    return torch.nn.functional.cross_entropy(logits.transpose(1, 2), y.expand(len(x), -1), reduction="none").mean(dim=1)
+def _layer_losses(features: WordFeatures, mean: torch.Tensor, std: torch.Tensor, y: torch.Tensor, weight: torch.Tensor,
+                  bias: torch.Tensor) -> torch.Tensor:
+    """Each layer's mean cross-entropy on the words of ``features`` standardised with ``mean`` and ``std``: every word's
+    loss computed a chunk of words at a time, their mean over all words at once."""
+    losses = []
+    for start in range(0, features.shape[1], WORDS_PER_CHUNK):
+        x = (torch.from_numpy(features.rows(slice(start, start + WORDS_PER_CHUNK))) - mean) / std
+        logits = torch.einsum("lwf,lfc->lwc", x, weight) + bias[:, None]
+        target = y[start:start + WORDS_PER_CHUNK].expand(len(x), -1)
+        losses.append(torch.nn.functional.cross_entropy(logits.transpose(1, 2), target, reduction="none"))
+    return torch.cat(losses, dim=1).mean(dim=1) if losses else torch.full((features.shape[0],), float("nan"))
 
 
 def fit_layer_probes(
@@ -270,14 +278,14 @@ def fit_layer_probes(
     y = y_all[torch.from_numpy(~held)]
     mean, std = fitted.statistics()
     std = std.clamp_min(1e-6)
-    x_held, y_held = (torch.from_numpy(features_of.subset(held).rows()) - mean) / std, y_all[torch.from_numpy(held)]
+    x_held, y_held = features_of.subset(held), y_all[torch.from_numpy(held)]  # gathered a chunk at a time, each epoch
     layers, words, features = fitted.shape
     weight = torch.zeros(layers, features, num_classes, requires_grad=True)
     bias = torch.zeros(layers, num_classes, requires_grad=True)
     optimizer = torch.optim.AdamW([weight, bias], lr=settings.learning_rate, weight_decay=settings.weight_decay)
     best_weight, best_bias = weight.detach().clone(), bias.detach().clone()
     with torch.no_grad():
-        best_loss = _layer_losses(x_held, y_held, best_weight, best_bias)
+        best_loss = _layer_losses(x_held, mean, std, y_held, best_weight, best_bias)
     best_epoch = np.zeros(layers, dtype=np.int64)
     epoch = 0
     for epoch in range(1, settings.max_epochs + 1):
@@ -291,7 +299,7 @@ def fit_layer_probes(
             loss.backward()
             optimizer.step()
         with torch.no_grad():
-            losses = _layer_losses(x_held, y_held, weight, bias)
+            losses = _layer_losses(x_held, mean, std, y_held, weight, bias)
             better = losses < best_loss
             best_loss = torch.where(better, losses, best_loss)
             best_weight[better], best_bias[better] = weight[better], bias[better]
