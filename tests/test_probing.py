@@ -291,9 +291,7 @@ def test_probe_features_are_written_and_read_through_memory_maps_with_the_same_p
     stored, metadata = mapped.read_mapped(path)
     assert isinstance(stored["train"], np.memmap) and metadata == {"pooling": "first"}
     # probes on the map equal probes on the array in memory, bit for bit, with the map released as it is read
-    monkeypatch.setattr(mapped, "RELEASE_EVERY", 1 << 16)
-    released = []
-    monkeypatch.setattr(mapped, "release", lambda array: released.append(array))
+    monkeypatch.setattr(mapped, "RELEASE_EVERY", 1 << 16)  # released many times over
     labels = (values[1, :, 0] > 0).astype(np.int64) + (values[2, :, 1] > 0)
     sentences = np.repeat(np.arange(words // 20), 20)
     settings = probing.ProbeSettings(max_epochs=2, patience=1, validation_share=0.1, batch_size=256, learning_rate=0.01,
@@ -305,6 +303,26 @@ def test_probe_features_are_written_and_read_through_memory_maps_with_the_same_p
         assert torch.equal(in_memory.weight, on_map.weight) and torch.equal(in_memory.std, on_map.std)
         assert np.array_equal(probing.probe_correct(in_memory, probing.WordFeatures(values, np.arange(words), found), labels),
                               probing.probe_correct(on_map, probing.WordFeatures(stored["train"], np.arange(words), found), labels))
+    # chunked scoring (held-out losses, dev labels) equals scoring every word at once, and an odd chunk size too
+    reference = {}
+    for size in (10**9, 97):
+        monkeypatch.setattr(probing, "WORDS_PER_CHUNK", size)
+        fitted = probing.fit_layer_probes(probing.WordFeatures(stored["train"], np.arange(words)), labels, 3, settings, sentences)
+        found = (fitted.weight, fitted.held_out_loss, probing.probe_correct(fitted, stored["train"], labels))
+        if not reference:
+            reference = found
+        assert torch.equal(found[0], reference[0]) and np.array_equal(found[1], reference[1]) and np.array_equal(found[2], reference[2])
+    # the layout probe_features writes (float16 features and uint8 masks of two splits, an odd word count): each
+    # tensor starts aligned to its dtype, and metadata must be strings
+    layout = {"train": ((2, 7, 4), np.float16), "train_complete": ((7,), np.uint8), "dev": ((2, 5, 4), np.float16),
+              "dev_complete": ((5,), np.uint8)}
+    with mapped.write_mapped(tmp_path / "layout.safetensors", layout) as tensors:
+        tensors["dev"][:] = 2.0
+    found, _ = mapped.read_mapped(tmp_path / "layout.safetensors")
+    assert all(array.ctypes.data % array.itemsize == 0 for array in found.values()) and float(found["dev"].sum()) == 80.0
+    with pytest.raises(TypeError, match="strings"):
+        with mapped.write_mapped(tmp_path / "bad.safetensors", layout, {"sentences": 3}):
+            pass
     # a truncated file is refused with its name
     path.write_bytes(path.read_bytes()[:1000])
     with pytest.raises(ValueError, match="features.safetensors.*truncated"):

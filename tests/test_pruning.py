@@ -349,6 +349,15 @@ def test_magnitude_pruning_leaves_the_masks_and_outputs_of_torchs_global_unstruc
         expected = lottery.current_weight_masks(reference)
         assert all(torch.equal(masks[name], expected[name]) for name in expected)
         assert torch.equal(model(**data).logits, reference(**data).logits)
+    # amounts read as torch reads them: a share (any float type) of the remaining weights, or a count
+    before = lottery.kept_weight_share(lottery.current_weight_masks(model))
+    assert lottery.kept_weight_share(lottery.magnitude_prune_step(model, np.float32(0.5))) == pytest.approx(before / 2, abs=1e-3)
+    kept = sum(int(m.sum()) for m in lottery.current_weight_masks(model).values())
+    masks = lottery.magnitude_prune_step(model, 10)
+    assert sum(int(m.sum()) for m in masks.values()) == kept - 10
+    for bad in (1.5, -0.1, 10**9):
+        with pytest.raises(ValueError):
+            lottery.magnitude_prune_step(model, bad)
 
 
 def test_magnitude_pruning_removes_the_smallest_tenth_globally_and_masks_survive_training():

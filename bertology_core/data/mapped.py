@@ -40,7 +40,10 @@ def read_mapped(path: str | os.PathLike[str]) -> tuple[dict[str, np.memmap], dic
         if header_size > size - 8:
             raise ValueError(f"{path}: a header of {header_size} bytes in a file of {size}: not a safetensors file or "
                              "truncated. Fix: rerun the job that wrote it.")
-        header = json.loads(handle.read(header_size))
+        try:
+            header = json.loads(handle.read(header_size))
+        except ValueError as error:
+            raise ValueError(f"{path}: its header is not JSON ({error}): not a safetensors file. Fix: rerun the job that wrote it.") from None
     start = 8 + header_size
     metadata = header.pop("__metadata__", None) or {}
     tensors: dict[str, np.memmap] = {}
@@ -62,11 +65,15 @@ def read_mapped(path: str | os.PathLike[str]) -> tuple[dict[str, np.memmap], dic
 @contextlib.contextmanager
 def write_mapped(path: str | os.PathLike[str], specs: Mapping[str, tuple[tuple[int, ...], np.dtype | type]],
                  metadata: Mapping[str, str] | None = None) -> Iterator[dict[str, np.ndarray]]:
-    """A safetensors file at ``path`` holding tensors of ``specs`` (name -> shape, dtype, in this order), which the
-    block fills through writable memory maps; written to a temporary path and renamed onto ``path`` when the block
-    ends without error (:func:`bertology_core.data.io.atomic_path`). What the block has not written is zeros."""
+    """A safetensors file at ``path`` holding tensors of ``specs`` (name -> shape, dtype; stored widest dtype first),
+    which the block fills through writable memory maps; written to a temporary path and renamed onto ``path`` when the
+    block ends without error (:func:`bertology_core.data.io.atomic_path`). What the block has not written is zeros. The
+    file's space is reserved first: a full disk fails here, not as a SIGBUS in the middle of writing through the map."""
+    if metadata and not all(isinstance(key, str) and isinstance(value, str) for key, value in metadata.items()):
+        raise TypeError(f"safetensors metadata is strings to strings, not {dict(metadata)!r}")
     entries, offset = {}, 0
-    for name, (shape, dtype) in specs.items():
+    # wider dtypes first, as safetensors' own writer orders them, so that every tensor starts aligned to its dtype
+    for name, (shape, dtype) in sorted(specs.items(), key=lambda item: -np.dtype(item[1][1]).itemsize):
         dtype = np.dtype(dtype)
         if dtype not in NAMES:
             raise ValueError(f"tensor {name}: dtype {dtype} has no safetensors name here ({', '.join(DTYPES)})")
@@ -78,7 +85,8 @@ def write_mapped(path: str | os.PathLike[str], specs: Mapping[str, tuple[tuple[i
     with io.atomic_path(path) as tmp:
         with tmp.open("wb") as handle:
             handle.write(struct.pack("<Q", len(header)) + header)
-            handle.truncate(8 + len(header) + offset)
+            handle.flush()
+            os.posix_fallocate(handle.fileno(), 0, 8 + len(header) + offset)
         maps = {name: (np.memmap(tmp, dtype=np.dtype(DTYPES[entry["dtype"]]).newbyteorder("<"), mode="r+",
                                  offset=8 + len(header) + entry["data_offsets"][0], shape=tuple(entry["shape"]))
                        if entry["data_offsets"][1] > entry["data_offsets"][0] else np.zeros(entry["shape"], DTYPES[entry["dtype"]]))

@@ -32,8 +32,8 @@ the two protocols differ only in which examples choose and which report.
 from __future__ import annotations
 
 import contextlib
-
 import logging
+import numbers
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -173,8 +173,16 @@ def magnitude_prune_step(model: PreTrainedModel, amount: float = 0.1) -> WeightM
     masks = [module.weight_mask.bool() if hasattr(module, "weight_mask") else torch.ones_like(module.weight, dtype=torch.bool)
              for module in modules]
     remaining = torch.cat([module.weight.abs().reshape(-1)[mask.reshape(-1)] for module, mask in zip(modules, masks)])
-    count = round(amount * remaining.numel()) if isinstance(amount, float) else int(amount)
-    keep = torch.ones(remaining.numel(), dtype=torch.bool)
+    # torch's reading of amount (prune._compute_nparams_toprune): a share of the remaining weights, or a count
+    if isinstance(amount, numbers.Integral):
+        count = int(amount)
+    elif 0.0 <= float(amount) <= 1.0:
+        count = round(float(amount) * remaining.numel())
+    else:
+        raise ValueError(f"amount must be a share in [0, 1] or a count of weights, not {amount!r}")
+    if not 0 <= count <= remaining.numel():
+        raise ValueError(f"cannot prune {count} of the {remaining.numel()} remaining weights")
+    keep = torch.ones(remaining.numel(), dtype=torch.bool, device=remaining.device)
     if count:
         keep[torch.topk(remaining, k=count, largest=False).indices] = False
     del remaining

@@ -139,7 +139,9 @@ def _dotted(parts: Iterable[Any]) -> str:
 
 # keys renamed so that a stage's settings sit under its one name: (where, former key) -> where they are now
 MOVED_KEYS = {("(top level)", "analysis"): "its settings are under 'fitness' now (analysis.unfit is fitness.unfit, "
-                                           "analysis.fitness.margin is fitness.margin, and so on)"}
+                                           "analysis.fitness.margin is fitness.margin, and so on)",
+              ("finetune", "mem_mb"): "memory requests are per rule under 'compute.mem_mb' now (finetune.mem_mb is "
+                                      "compute.mem_mb.finetune, evaluate_pretrained, subnetwork_finetune and head_gates)"}
 
 
 def _close(word: str, choices: Iterable[str]) -> str | None:

@@ -141,8 +141,8 @@ class Calibration:
     # "torch" (a script that imports torch and loads no model), "tables"
     startup: dict[str, float]
     points: list[dict[str, Any]] = field(default_factory=list)  # every timed pass, for the record
-    # the stages that read dumps: seconds {"per_call", "per_map", "per_value"} (x length^2); and "tokenize":
-    # {"per_example", "per_piece"}
+    # the stages that read dumps: seconds {"per_call", "per_map", "per_value"} (x length^2); "tokenize":
+    # {"per_example", "per_piece"}; "pattern_training": {"per_value"} (a training map's pixel, one net, one epoch)
     maps: dict[str, dict[str, float]] = field(default_factory=dict)
     # rules that run no timed pass, priced by their work units (estimate.STAGE_WORK) at a rate fitted on a finished
     # run of this CPU: {rule: {"seconds_per_unit", "from"}}
