@@ -95,10 +95,9 @@ def _losses(features: WordFeatures, mean: torch.Tensor, std: torch.Tensor, y, mi
     """Each probe's mean cross-entropy on the words of ``features`` (``[layers, words, features]``, standardised with
     ``mean`` and ``std``), gathered and standardised a chunk of words at a time."""
     total = torch.zeros(len(mix))
-    for start in range(0, features.shape[1], WORDS_PER_CHUNK):
-        x = (torch.from_numpy(features.rows(slice(start, start + WORDS_PER_CHUNK))) - mean) / std
+    for chunk, x in features.standardised(mean, std, WORDS_PER_CHUNK):
         logits = _logits(x, mix, gamma, weight, bias)
-        target = y[start:start + WORDS_PER_CHUNK].expand(len(logits), -1)
+        target = y[chunk].expand(len(logits), -1)
         total += torch.nn.functional.cross_entropy(logits.transpose(1, 2), target, reduction="none").sum(dim=1)
     return total / max(1, features.shape[1])
 
@@ -164,9 +163,8 @@ def cumulative_correct(probes: MixedProbes, features: np.ndarray | WordFeatures,
     chunk at a time."""
     features = WordFeatures.of(features)
     predictions = np.concatenate([
-        _logits((torch.from_numpy(features.rows(slice(start, start + WORDS_PER_CHUNK))) - probes.mean) / probes.std,
-                probes.mix, probes.gamma, probes.weight, probes.bias).argmax(-1).numpy()
-        for start in range(0, features.shape[1], WORDS_PER_CHUNK)] or [np.zeros((len(probes.mix), 0), dtype=np.int64)], axis=1)
+        _logits(x, probes.mix, probes.gamma, probes.weight, probes.bias).argmax(-1).numpy()
+        for _, x in features.standardised(probes.mean, probes.std, WORDS_PER_CHUNK)] or [np.zeros((len(probes.mix), 0), dtype=np.int64)], axis=1)
     return predictions == np.asarray(labels)[None, :]
 
 

@@ -17,7 +17,7 @@ kind they found; selectivity says how much of the accuracy the probe could get b
 from __future__ import annotations
 
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -223,6 +223,13 @@ class WordFeatures:
         mapped.touched(self.stored, own.nbytes)
         return np.ascontiguousarray(own, dtype=np.float32)
 
+    def standardised(self, mean: torch.Tensor, std: torch.Tensor, size: int) -> Iterator[tuple[slice, torch.Tensor]]:
+        """This view's words ``size`` at a time: each chunk's positions and its float32 features standardised with
+        ``mean`` and ``std`` (``[layers, chunk, features]``), so that no more than a chunk is held at once."""
+        for start in range(0, self.shape[1], size):
+            chunk = slice(start, start + size)
+            yield chunk, (torch.from_numpy(self.rows(chunk)) - mean) / std
+
     def statistics(self) -> tuple[torch.Tensor, torch.Tensor]:
         """Each layer's mean and standard deviation over these words, ``[layers, 1, features]``, a layer at a time
         (torch's reduction gives the same bits as over the whole ``[layers, words, features]`` tensor)."""
@@ -250,10 +257,9 @@ def _layer_losses(features: WordFeatures, mean: torch.Tensor, std: torch.Tensor,
     """Each layer's mean cross-entropy on the words of ``features`` standardised with ``mean`` and ``std``: every word's
     loss computed a chunk of words at a time, their mean over all words at once."""
     losses = []
-    for start in range(0, features.shape[1], WORDS_PER_CHUNK):
-        x = (torch.from_numpy(features.rows(slice(start, start + WORDS_PER_CHUNK))) - mean) / std
+    for chunk, x in features.standardised(mean, std, WORDS_PER_CHUNK):
         logits = torch.einsum("lwf,lfc->lwc", x, weight) + bias[:, None]
-        target = y[start:start + WORDS_PER_CHUNK].expand(len(x), -1)
+        target = y[chunk].expand(len(x), -1)
         losses.append(torch.nn.functional.cross_entropy(logits.transpose(1, 2), target, reduction="none"))
     return torch.cat(losses, dim=1).mean(dim=1) if losses else torch.full((features.shape[0],), float("nan"))
 
@@ -342,10 +348,8 @@ def probe_correct(probe, features: np.ndarray | WordFeatures, labels: np.ndarray
     """Whether a :func:`fit_layer_probes` probe labels each word right, ``[layers, words]``, on ``features``
     ``[layers, words, features]`` (an array or a :class:`WordFeatures` view), gathered ``WORDS_PER_CHUNK`` words at a time."""
     features = WordFeatures.of(features)
-    parts = []
-    for start in range(0, features.shape[1], WORDS_PER_CHUNK):
-        x = (torch.from_numpy(features.rows(slice(start, start + WORDS_PER_CHUNK))) - probe.mean) / probe.std
-        parts.append((torch.einsum("lwf,lfc->lwc", x, probe.weight) + probe.bias[:, None]).argmax(-1).numpy())
+    parts = [(torch.einsum("lwf,lfc->lwc", x, probe.weight) + probe.bias[:, None]).argmax(-1).numpy()
+             for _, x in features.standardised(probe.mean, probe.std, WORDS_PER_CHUNK)]
     predictions = np.concatenate(parts, axis=1) if parts else np.zeros((features.shape[0], 0), dtype=np.int64)
     return predictions == np.asarray(labels)[None, :]
 
