@@ -13,6 +13,7 @@ rule claims:
         **summary_outputs("claims", "results/claims/{model}/claims"),
     params:
         code=script_code("claims"),
+        tasks=PLAN.task_meanings(),
         runs=lambda wc: runs().claims_runs(wc.model),
         settings=config["claims"],
         tolerance=config["pruning"]["michel_tolerance"],

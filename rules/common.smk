@@ -13,7 +13,7 @@ from snakemake.exceptions import WorkflowError
 from snakemake.logging import logger
 from snakemake.utils import validate
 
-from bertology_core.data import glue, states
+from bertology_core.data import states
 from bertology_core.models import compatibility
 from bertology_core.workflow import checks, code_imports, configuration, runs as run_table
 from bertology_core.report.files import FIGURE_FILES, TABLE_FILES
@@ -41,18 +41,20 @@ PLAN = run_table.Plan(config, REPO)
 CHECKS = checks.ParseChecks(PLAN, main_process=workflow.is_main_process)
 if _error := CHECKS.first_error():
     raise WorkflowError(_error)
+for _warning in CHECKS.warnings():
+    logger.warning(_warning)
 MODEL_JOB_GPUS = config["compute"]["gpus"]
 
 
 wildcard_constraints:
     model="|".join(re.escape(m) for m in PLAN.models),
-    task="|".join(re.escape(t) for t in glue.TASKS),
-    split="train|dev|dev_mismatched",
+    task="|".join(re.escape(t) for t in PLAN.declared),
+    split="|".join(sorted({re.escape(s) for task in PLAN.declared.values() for s in task.splits})),
     seed=r"\d+",
     # a fine-tuning run's state, an attention dump's state (trained ones per seed), a probed state
     state="|".join(states.FINE_TUNING),
     dumped=states.DUMPED_PATTERN,
-    probed="|".join((states.PRETRAINED, states.RANDOM_WEIGHTS)) + "|(?:" + "|".join(re.escape(t) for t in glue.TASKS)
+    probed="|".join((states.PRETRAINED, states.RANDOM_WEIGHTS)) + "|(?:" + "|".join(re.escape(t) for t in PLAN.declared)
     + rf")/{states.FINETUNED}/seed\d+",
 
 

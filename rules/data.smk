@@ -1,4 +1,4 @@
-# GLUE splits normalised to Parquet (idx, sentence1, sentence2, label), optionally subsampled.
+# A declared task's splits normalised to Parquet (idx, sentence1, sentence2, label), optionally subsampled.
 
 
 rule prepare_data:
@@ -7,12 +7,12 @@ rule prepare_data:
     conda:
         "../envs/tables.yaml"
     input:
-        lambda wc: PLAN.local_glue_file(wc.task, wc.split),
+        unpack(lambda wc: PLAN.task_files(wc.task)),
     output:
         "results/data/{task}/{split}.parquet",
     params:
         code=script_code("prepare_data"),
-        source=config["data"]["source"],
+        task=PLAN.task_declaration,
         max_examples=lambda wc: PLAN.max_examples(wc.task, wc.split),
         seed=config["data"]["subsample_seed"],
     log:

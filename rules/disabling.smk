@@ -15,6 +15,7 @@ rule disabling_sweep:
     wildcard_constraints:
         state="|".join(states.TRAINED),
     params:
+        task=PLAN.task_meaning,
         # what the job computes in (bertology_core/models/precision.py)
         precision=config["compute"]["precision"],
         code=script_code("disabling_sweep"),
@@ -52,6 +53,7 @@ rule disabling_greedy:
     wildcard_constraints:
         state="|".join(states.TRAINED),
     params:
+        task=PLAN.task_meaning,
         # what the job computes in (bertology_core/models/precision.py)
         precision=config["compute"]["precision"],
         code=script_code("disabling_greedy"),
@@ -87,6 +89,7 @@ rule disabling_stats:
         deltas="results/disabling/{model}/{task}/{state}/deltas.parquet",
         selection="results/disabling/{model}/{task}/{state}/selection.parquet",
     params:
+        task=PLAN.task_meaning,
         code=script_code("disabling_stats"),
         seeds=lambda wc: runs().of(wc.model).swept_seeds(wc.task, wc.state),
         resamples=config["disabling"]["resamples"],

@@ -18,6 +18,7 @@ rule finetune:
     wildcard_constraints:
         state="|".join(states.TRAINED),
     params:
+        task=PLAN.task_meaning,
         # what the job computes in (bertology_core/models/precision.py)
         precision=config["compute"]["precision"],
         code=script_code("finetune"),
@@ -55,6 +56,7 @@ rule evaluate_pretrained:
         metrics=f"results/finetune/{{model}}/{{task}}/{states.PRETRAINED}/seed{{seed}}/metrics.json",
         predictions=f"results/finetune/{{model}}/{{task}}/{states.PRETRAINED}/seed{{seed}}/predictions.parquet",
     params:
+        task=PLAN.task_meaning,
         # what the job computes in (bertology_core/models/precision.py)
         precision=config["compute"]["precision"],
         code=script_code("finetune"),

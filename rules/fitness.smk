@@ -16,6 +16,7 @@ rule model_fitness:
     wildcard_constraints:
         state="|".join(states.TRAINED),
     params:
+        task=PLAN.task_meaning,
         code=script_code("model_fitness"),
         settings=lambda wc: PLAN.fitness_settings(wc.task),
     log:

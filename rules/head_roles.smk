@@ -48,6 +48,7 @@ rule head_gates:
         weights="trained|frozen",
         strength=r"[0-9.e+-]+",
     params:
+        task=PLAN.task_meaning,
         # what the job computes in (bertology_core/models/precision.py)
         precision=config["compute"]["precision"],
         code=script_code("head_gates"),
@@ -88,6 +89,7 @@ rule head_roles_summary:
         **summary_outputs("head_roles", "results/head_roles/{model}/summary/gates"),
     params:
         code=script_code("head_roles_summary"),
+        tasks=PLAN.task_meanings(),
         runs=lambda wc: runs().head_roles_runs(wc.model),
         thresholds=config["head_roles"]["thresholds"],
         syntactic_relations=config["head_roles"]["syntactic_relations"],

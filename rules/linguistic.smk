@@ -10,7 +10,7 @@ rule spacy_tokens:
         "results/linguistic/spacy/{task}.parquet",
     params:
         code=script_code("spacy_tokens"),
-        model=config["linguistic"]["spacy_model"],
+        model=PLAN.spacy_model,
     log:
         "logs/spacy_tokens/{task}.log",
     benchmark:
@@ -60,7 +60,8 @@ rule linguistic_summary:
         **summary_outputs("linguistic", "results/linguistic/{model}/summary/cls"),
     params:
         code=script_code("linguistic_summary"),
-        dump_keys=lambda wc: runs().of(wc.model).dump_keys,
+        dump_keys=lambda wc: runs().of(wc.model).linguistic_keys,
+        left_out=PLAN.linguistic_left_out(),
         fine_tuned=lambda wc: runs().of(wc.model).dumped_fine_tuned,
         out="results/linguistic/{model}/summary",
         examples=config["attention"]["max_examples"],

@@ -37,6 +37,7 @@ rule outlier_disabling:
         predictions="results/outliers/{model}/{task}/seed{seed}/disabling.parquet",
         record="results/outliers/{model}/{task}/seed{seed}/disabling.json",
     params:
+        task=PLAN.task_meaning,
         # what the job computes in (bertology_core/models/precision.py)
         precision=config["compute"]["precision"],
         code=script_code("outlier_disabling"),
@@ -71,6 +72,7 @@ rule outlier_stats:
         deltas="results/outliers/{model}/{task}/deltas.parquet",
         contrast="results/outliers/{model}/{task}/contrast.parquet",
     params:
+        task=PLAN.task_meaning,
         code=script_code("outlier_stats"),
         seeds=lambda wc: runs().of(wc.model).outlier_seeds(wc.task),
         resamples=config["outliers"]["resamples"],

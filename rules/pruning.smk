@@ -19,6 +19,7 @@ rule head_importance:
         # per step and dev example: what the claims table resamples
         predictions=f"{PRUNE_DIR}/michel_predictions.parquet",
     params:
+        task=PLAN.task_meaning,
         # what the job computes in (bertology_core/models/precision.py)
         precision=config["compute"]["precision"],
         code=script_code("head_importance"),
@@ -61,6 +62,7 @@ rule lottery_pruning:
         method="m|s",
         protocol="held_out|paper",
     params:
+        task=PLAN.task_meaning,
         # what the job computes in (bertology_core/models/precision.py)
         precision=config["compute"]["precision"],
         code=script_code("lottery_pruning"),
@@ -100,6 +102,7 @@ rule compact_model:
         model=directory(f"{PRUNE_DIR}/s_compact"),
         summary=f"{PRUNE_DIR}/s_compact.json",
     params:
+        task=PLAN.task_meaning,
         # what the job computes in (bertology_core/models/precision.py)
         precision=config["compute"]["precision"],
         code=script_code("compact_model"),
@@ -132,6 +135,7 @@ rule subnetwork_finetune:
     wildcard_constraints:
         network="full|[ms]-(good|random|bad)-(held_out|paper)",
     params:
+        task=PLAN.task_meaning,
         # what the job computes in (bertology_core/models/precision.py)
         precision=config["compute"]["precision"],
         code=script_code("subnetwork_finetune"),
@@ -178,6 +182,7 @@ rule pruning_summary:
         **summary_outputs("pruning", "results/pruning/{model}/summary/compact"),
     params:
         code=script_code("pruning_summary"),
+        tasks=PLAN.task_meanings(),
         runs=lambda wc: runs().of(wc.model).pruned,
         subnetwork_runs=lambda wc: runs().of(wc.model).subnetworks,
         methods=config["pruning"]["methods"],

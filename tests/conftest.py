@@ -54,12 +54,12 @@ def tiny_mrpc_dump(prefix: Path, examples: int, skip: int = 0):
     from transformers import AutoModel, AutoTokenizer
 
     from bertology_core.attention import dumps
-    from bertology_core.data import glue
+    from bertology_core.data import tasks
     from bertology_core.engine.attention_function import use_engine
 
     model = use_engine(AutoModel.from_pretrained(TINY_BERT).eval())
     tokenizer = AutoTokenizer.from_pretrained(TINY_BERT)
-    frame = glue.read_local(glue.get_task("MRPC"), "dev", GLUE_SMOKE).slice(skip, examples)
+    frame = tasks.read_files(tasks.glue_task("MRPC", GLUE_SMOKE), "dev").slice(skip, examples)
     summary = dumps.write_dump(model, tokenizer, frame, prefix, max_length=32, batch_size=4)
     return summary, frame, tokenizer
 

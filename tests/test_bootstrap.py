@@ -7,7 +7,7 @@ import polars as pl
 import pytest
 from scipy import stats
 
-from bertology_core.data import glue
+from bertology_core.data import tasks
 from bertology_core.disabling import disabling_stats
 from bertology_core.stats import bootstrap
 from bertology_core.stats.metrics import compute_metrics
@@ -20,7 +20,7 @@ def test_resampled_metrics_equal_the_glue_metrics_on_each_resample():
     scores = rng.normal(size=(2, 60))
     targets = rng.uniform(0, 5, 60)
     indices = bootstrap.resample_indices(60, 25, seed=1)
-    for name, task in (("MRPC", glue.get_task("MRPC")), ("CoLA", glue.get_task("CoLA")), ("STS-B", glue.get_task("STS-B"))):
+    for name, task in (("MRPC", tasks.glue_task("MRPC")), ("CoLA", tasks.glue_task("CoLA")), ("STS-B", tasks.glue_task("STS-B"))):
         values, truth = (scores, targets) if task.is_regression else (predictions, labels)
         for metric in task.metrics:
             ours = bootstrap.metric_on_resamples(metric, values, truth, indices)
@@ -125,3 +125,18 @@ def test_percentile_interval_of_one_statistic_is_two_floats_and_min_share_asks_f
     assert bootstrap.percentile_interval(draws, 0.5, min_share=0.75) == (1.5, 2.5)  # 3 of 4 defined is enough
     low, high = bootstrap.percentile_interval(np.array([draws, [1.0, 2.0, 3.0, 4.0]]), 0.5, min_share=0.75 + 1e-9)
     assert np.isnan(low[0]) and np.isnan(high[0]) and (low[1], high[1]) == (1.75, 3.25)
+
+
+@pytest.mark.parametrize("classes", [2, 3, 4])
+@pytest.mark.parametrize("metric", ["f1_macro", "matthews_correlation"])
+def test_multiclass_metrics_on_resamples_match_sklearn(metric, classes):
+    from sklearn.metrics import f1_score, matthews_corrcoef
+
+    score = {"f1_macro": lambda y, p: f1_score(y, p, average="macro", zero_division=0.0),
+             "matthews_correlation": matthews_corrcoef}[metric]
+    rng = np.random.default_rng(classes)
+    labels = rng.integers(0, classes, 120)
+    predictions = np.stack([rng.integers(0, classes, 120), np.where(rng.random(120) < 0.7, labels, 0), np.zeros(120, int)])
+    indices = bootstrap.resample_indices(120, 30, seed=1)
+    want = np.array([[score(labels[i], row[i]) for i in indices] for row in predictions])
+    np.testing.assert_allclose(bootstrap.metric_on_resamples(metric, predictions, labels, indices), want, atol=1e-12)

@@ -27,7 +27,7 @@ def test_the_smoke_config_passes_every_check_and_its_hand_labels_are_kept():
     plan = plan_of()
     checked = checks.ParseChecks(plan)
     assert [check.name for check in checked.checks()] == [
-        "config", "glue_files", "treebank_files", "models", "section_texts", "hand_labels", "data"]
+        "config", "task_files", "treebank_files", "models", "section_texts", "hand_labels", "data"]
     assert checked.first_error() is None
     labels = checked.labels("tiny-bert")
     assert labels is not None and labels.card.endswith("tiny-bert.json") and labels.maps
@@ -39,19 +39,19 @@ def test_a_config_choice_problem_is_the_first_error():
     checked = checks.ParseChecks(plan)
     error = checked.first_error()
     assert error.startswith("config:\n  pruning.tasks names RTE, which is not in tasks ['MRPC', 'STS-B']."), error
-    assert "GLUE" not in error  # the files are checked once the config's choices pass
+    assert "not found" not in error  # the files are checked once the config's choices pass
     assert checked.hand_labels == {}
 
 
 def test_a_missing_glue_folder_names_every_file_and_nothing_later_is_read():
     plan = plan_of({"data": {"glue_dir": "does/not/exist"}})
-    missing = checks.missing_glue_files(plan)
-    assert str(REPO / "does/not/exist/MRPC/train.tsv") in missing and len(missing) == 4
+    missing = checks.missing_task_files(plan)
+    assert REPO / "does/not/exist/MRPC/train.tsv" in missing and len(missing) == 4
     checked = checks.ParseChecks(plan)
     error = checked.first_error()
-    assert error.startswith("GLUE data not found: 4 file(s) missing under data.glue_dir=") and "does/not/exist/MRPC/train.tsv" in error
+    assert error.startswith("Task data not found: 4 file(s) missing:") and "does/not/exist/MRPC/train.tsv" in error
     assert checked.hand_labels == {}  # the hand labels (and the data) are not read
-    assert checks.missing_glue_files(plan_of({"data": {"source": "hub", "glue_dir": "does/not/exist"}})) == []
+    assert checks.missing_task_files(plan_of({"data": {"source": "hub", "glue_dir": "does/not/exist"}})) == []
 
 
 def test_a_missing_treebank_file_is_named_with_the_fix(tmp_path):

@@ -124,6 +124,17 @@ def test_a_model_missing_from_the_fitness_table_is_an_error_not_fit():
         claims.claims_table(measured, {("MRPC", 1): True}, {})
 
 
+def test_a_claim_about_a_task_the_run_lacks_is_not_applicable_and_one_about_any_model_still_runs():
+    table = claims.claims_table([], {}, {"disabling": "ran"}, tasks=["lab_nli"])
+    verdicts = dict(table.select("claim", "verdict").iter_rows())
+    assert verdicts["first_layer_disabling_gain_rte"] == claims.NOT_APPLICABLE
+    assert "about RTE, which this run does not have among its tasks (lab_nli)" in table.filter(
+        pl.col("claim") == "first_layer_disabling_gain_rte")["note"][0]
+    assert verdicts["best_head_disabling_gain"] == claims.NOT_RUN  # about any fine-tuned model: its stage's verdict
+    with_rte = claims.claims_table([], {}, {"disabling": "ran"}, tasks=["lab_nli", "RTE"])
+    assert dict(with_rte.select("claim", "verdict").iter_rows())["first_layer_disabling_gain_rte"] == claims.NOT_RUN
+
+
 @pytest.mark.parametrize("share, expected", [(21 / 72, REPRODUCED), (28 / 72, REPRODUCED), (35 / 72, REPRODUCED),
                                              (14 / 72, NOT_REPRODUCED), (42 / 72, NOT_REPRODUCED), (0.9, NOT_REPRODUCED)])
 def test_about_forty_percent_prunable_is_a_region_not_a_floor(share, expected):

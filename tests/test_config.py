@@ -43,13 +43,13 @@ def test_every_schema_node_holds_only_json_schema_keywords():
 def test_numbers_written_as_yaml_strings_are_read_as_numbers():
     # PyYAML (YAML 1.1) needs a dot in a float: 2e-5 is the string '2e-5'
     config = yaml.safe_load("finetune: {hyperparameters: {learning_rate: 2e-5, max_length: 64},"
-                            " per_task: {RTE: {learning_rate: 1e-4}}}\nlinguistic: {spacy_model: '1e5'}\n")
+                            " per_task: {RTE: {learning_rate: 1e-4}}}\nlinguistic: {spacy_models: {en: '1e5'}}\n")
     assert config["finetune"]["hyperparameters"]["learning_rate"] == "2e-5"
     changed = configuration.numbers_from_strings(config, SCHEMA)
     assert sorted(changed) == ["finetune.hyperparameters.learning_rate", "finetune.per_task.RTE.learning_rate"]
     assert config["finetune"]["hyperparameters"]["learning_rate"] == pytest.approx(2e-5)
     assert config["finetune"]["per_task"]["RTE"]["learning_rate"] == pytest.approx(1e-4)
-    assert config["linguistic"]["spacy_model"] == "1e5"  # a string option stays a string
+    assert config["linguistic"]["spacy_models"]["en"] == "1e5"  # a string option stays a string
     jsonschema.validate(config, SCHEMA)
 
 

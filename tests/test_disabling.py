@@ -148,7 +148,7 @@ def test_greedy_search_reuses_the_sweep_and_reports_each_set_on_the_other_half()
     on the half it was not chosen on, and its report score equals a plain evaluation of that set on that half."""
     import polars as pl
 
-    from bertology_core.data.glue import get_task
+    from bertology_core.data.tasks import glue_task as get_task
     from bertology_core.stats.metrics import compute_metrics
 
     task, heads, max_steps = get_task("STS-B"), 8, 3  # regression: every head moves the score (Pearson) a little
@@ -283,7 +283,7 @@ def test_a_pass_holds_the_cpu_rows_on_a_cpu_and_the_gpu_cap_on_a_gpu():
 
 
 def test_a_sweep_table_holds_each_configuration_once_per_example_in_order():
-    from bertology_core.data.glue import get_task
+    from bertology_core.data.tasks import glue_task as get_task
 
     configs = disabling.sweep_configurations(2, 3, layers=True)  # heads and layers: layer set, head None for a layer
     n = 4

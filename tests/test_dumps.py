@@ -10,7 +10,7 @@ import torch
 from transformers import AutoModel, AutoTokenizer
 
 from bertology_core.attention import dump_files, dumps
-from bertology_core.data import glue
+from bertology_core.data import tasks
 from bertology_core.engine.attention_function import use_engine
 from conftest import GLUE_SMOKE, TINY_BERT, tiny_mrpc_dump
 
@@ -80,7 +80,7 @@ def test_reader_filters_lazily(dumped):
 def test_interrupted_dump_leaves_no_file(tmp_path):
     model = use_engine(AutoModel.from_pretrained(TINY_BERT).eval())
     tokenizer = AutoTokenizer.from_pretrained(TINY_BERT)
-    frame = glue.read_local(glue.get_task("RTE"), "dev", GLUE_SMOKE)
+    frame = tasks.read_files(tasks.glue_task("RTE", GLUE_SMOKE), "dev")
     calls = {"n": 0}
 
     def failing_forward(module, args, kwargs):
@@ -108,7 +108,7 @@ def test_every_family_dumps_its_eager_attention(family, tmp_path):
     model = use_engine(AutoModel.from_pretrained(folder).eval())
     eager = AutoModel.from_pretrained(folder, attn_implementation="eager").eval()
     tokenizer = models.load_tokenizer(folder)
-    frame = glue.read_local(glue.get_task("MRPC"), "dev", GLUE_SMOKE).slice(0, 5)
+    frame = tasks.read_files(tasks.glue_task("MRPC", GLUE_SMOKE), "dev").slice(0, 5)
     dumps.write_dump(model, tokenizer, frame, tmp_path / "d", max_length=32, batch_size=2)
     reader = dump_files.AttentionDump(tmp_path / "d")
     layers = model.config.num_hidden_layers

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from bertology_core.data import glue, states, treebank
+from bertology_core.data import tasks, states, treebank
 from bertology_core.disabling import disabling
 from bertology_core.finetune import finetune
 from bertology_core.models import batching, compaction, models
@@ -19,7 +19,7 @@ from bertology_core.engine.plan import StructureMask
 from conftest import FIXTURES, GLUE_SMOKE, UD_SMOKE
 
 FIXTURE_MODELS = ["tiny-bert", "tiny-xlm-roberta", "tiny-distilbert", "tiny-albert", "tiny-deberta-v3", "tiny-modernbert"]
-MRPC = glue.get_task("MRPC")
+MRPC = tasks.glue_task("MRPC")
 
 
 @pytest.fixture(scope="module", params=FIXTURE_MODELS)
@@ -27,8 +27,8 @@ def fine_tuned(request):
     """The fixture fine-tuned on 24 smoke MRPC pairs for one epoch, and the encoded dev pairs."""
     folder = FIXTURES / request.param
     tokenizer = models.load_tokenizer(folder)
-    train = glue.read_local(MRPC, "train", GLUE_SMOKE).head(24)
-    dev = glue.read_local(MRPC, "dev", GLUE_SMOKE).head(6)
+    train = tasks.read_files(tasks.glue_task(MRPC.name, GLUE_SMOKE), "train").head(24)
+    dev = tasks.read_files(tasks.glue_task(MRPC.name, GLUE_SMOKE), "dev").head(6)
     model = models.load_classifier(folder, MRPC, states.PRETRAINED, 1)
     config = finetune.FinetuneConfig(batch_size=8, epochs=1, learning_rate=1e-3, max_length=32)
     record = finetune.train(model, MRPC, batching.encode(train, tokenizer, 32), train["label"].to_numpy(), config, 1, progress=False)

@@ -3,7 +3,7 @@ import polars as pl
 import pytest
 import torch
 
-from bertology_core.data import batch_order, glue, states
+from bertology_core.data import batch_order, tasks, states
 from bertology_core.finetune import finetune
 from bertology_core.models import batching, models
 from conftest import GLUE_SMOKE, TINY_BERT
@@ -42,9 +42,9 @@ def test_collate_pads_dynamically_and_masks_padding():
 
 
 def run(task_name: str, state: str, seed: int, checkpointer=None, **overrides):
-    task = glue.get_task(task_name)
-    train = glue.read_local(task, "train", GLUE_SMOKE)
-    dev = glue.read_local(task, "dev", GLUE_SMOKE)
+    task = tasks.glue_task(task_name)
+    train = tasks.read_files(tasks.glue_task(task.name, GLUE_SMOKE), "train")
+    dev = tasks.read_files(tasks.glue_task(task.name, GLUE_SMOKE), "dev")
     config = finetune.FinetuneConfig(**{"batch_size": 8, "epochs": 2, "learning_rate": 1e-3, "max_length": 32, **overrides})
     return finetune.finetune_and_evaluate(
         str(TINY_BERT), task, state, seed, train, {"dev": dev}, config, progress=False, checkpointer=checkpointer
@@ -70,15 +70,15 @@ def test_pretrained_evaluates_without_training_and_predictions_align_with_dev():
     result = run("STS-B", "pretrained", 0)
     assert "training" not in result.metrics and result.metrics["state"] == "pretrained"
     predictions = result.predictions["dev"]
-    dev = glue.read_local(glue.get_task("STS-B"), "dev", GLUE_SMOKE)
+    dev = tasks.read_files(tasks.glue_task("STS-B", GLUE_SMOKE), "dev")
     assert predictions["idx"].equals(dev["idx"]) and predictions["label"].equals(dev["label"])
     assert predictions["prediction"].dtype == pl.Float64
     assert set(result.metrics["eval"]["dev"]) >= {"pearson", "spearman", "examples"}
 
 
 def test_predict_is_independent_of_batch_size_and_order():
-    task = glue.get_task("RTE")
-    dev = glue.read_local(task, "dev", GLUE_SMOKE)
+    task = tasks.glue_task("RTE")
+    dev = tasks.read_files(tasks.glue_task(task.name, GLUE_SMOKE), "dev")
     model = models.load_classifier(TINY_BERT, task, states.PRETRAINED, 0)
     data = batching.encode(dev, models.load_tokenizer(TINY_BERT), 32)
     np.testing.assert_allclose(finetune.predict(model, data, 3), finetune.predict(model, data, 100), atol=1e-5)
@@ -95,7 +95,7 @@ def test_config_from_dict_ignores_unknown_keys_and_keeps_paper_defaults():
 
 
 def test_training_without_data_is_an_error():
-    task = glue.get_task("RTE")
+    task = tasks.glue_task("RTE")
     with pytest.raises(ValueError, match="needs training data"):
         finetune.finetune_and_evaluate(str(TINY_BERT), task, "scratch", 0, None, {}, finetune.FinetuneConfig())
 
@@ -168,8 +168,8 @@ def test_encode_counts_the_examples_cut_to_max_length():
 
 def test_a_token_file_gives_any_rows_of_a_split_exactly_as_tokenising_them_does(tmp_path):
     tokenizer = models.load_tokenizer(str(TINY_BERT))
-    task = glue.get_task("MRPC")
-    splits = {split: glue.read_local(task, split, GLUE_SMOKE) for split in ("train", "dev")}
+    task = tasks.glue_task("MRPC")
+    splits = {split: tasks.read_files(tasks.glue_task(task.name, GLUE_SMOKE), split) for split in ("train", "dev")}
     path = tmp_path / "tokens.parquet"
     batching.TokenFile.write(splits, tokenizer, 16, path)  # short: some pairs are cut
     tokens = batching.TokenFile.read(path, 16)

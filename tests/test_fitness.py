@@ -6,11 +6,11 @@ import numpy as np
 import polars as pl
 import pytest
 
-from bertology_core.data import glue
+from bertology_core.data import tasks
 from bertology_core.fitness import fitness
 from bertology_core.fitness.fitness import FitnessSettings, Verdicts
 
-MRPC, STSB, COLA = glue.get_task("MRPC"), glue.get_task("STS-B"), glue.get_task("CoLA")
+MRPC, STSB, COLA = tasks.glue_task("MRPC"), tasks.glue_task("STS-B"), tasks.glue_task("CoLA")
 
 
 def _classifier_predictions(correct: int, n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:

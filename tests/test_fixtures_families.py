@@ -18,7 +18,7 @@ import torch
 from transformers import AutoModel, AutoModelForSequenceClassification, AutoTokenizer
 
 from bertology_core.attention import dumps
-from bertology_core.data import glue, treebank
+from bertology_core.data import tasks, treebank
 from bertology_core.linguistic import linguistic
 from bertology_core.models import batching, compatibility, models
 from bertology_core.probing import probing
@@ -56,7 +56,7 @@ def ud_sentences() -> list[list[str]]:
 
 
 def glue_frame(task: str) -> pl.DataFrame:
-    return glue.read_local(glue.get_task(task), "dev", GLUE_SMOKE)
+    return tasks.read_files(tasks.glue_task(task, GLUE_SMOKE), "dev")
 
 
 def squeeze(text: str, lowercase: bool) -> str:
@@ -255,7 +255,7 @@ def test_token_types_are_returned_exactly_when_the_model_embeds_them(family, tok
     assert ("token_type_ids" in batch) == embeds
     if embeds:
         assert batch["token_type_ids"].max() == 1 and batch["token_type_ids"].max() < config.type_vocab_size
-    classifier = models.load_classifier(FIXTURES / family, glue.get_task("MRPC"), "pretrained", seed=0).eval()
+    classifier = models.load_classifier(FIXTURES / family, tasks.glue_task("MRPC"), "pretrained", seed=0).eval()
     with torch.no_grad():
         assert classifier(**batch).logits.shape == (4, 2)
 

@@ -7,7 +7,7 @@ import polars as pl
 import pytest
 import torch
 
-from bertology_core.data import glue, states
+from bertology_core.data import tasks, states
 from bertology_core.finetune import finetune
 from bertology_core.head_roles import head_gates, head_gates_stats, head_roles, head_roles_stats
 from bertology_core.models import batching, models
@@ -229,8 +229,8 @@ def test_dump_roles_count_the_rare_role_on_the_examples_past_the_frequency_filte
     from bertology_core.attention import dump_files
 
     summary, frame, tokenizer = tiny_mrpc_dump(tmp_path / "mrpc", 6)
-    train = glue.read_local(glue.get_task("MRPC"), "train", GLUE_SMOKE)
-    first, second = glue.sentence_texts(train)
+    train = tasks.read_files(tasks.glue_task("MRPC", GLUE_SMOKE), "train")
+    first, second = tasks.sentence_texts(train)
     frequencies = head_roles.piece_frequencies(tokenizer, first + (second or []))
     dump = dump_files.AttentionDump(tmp_path / "mrpc")
     every = head_roles.dump_roles(dump, frequencies, top_frequent=0)  # no filter: every example counts
@@ -315,12 +315,12 @@ def test_bad_gate_settings_are_refused():
 
 
 def classifier():
-    return models.load_classifier(TINY_BERT, glue.get_task("SST-2"), states.PRETRAINED, 0)
+    return models.load_classifier(TINY_BERT, tasks.glue_task("SST-2"), states.PRETRAINED, 0)
 
 
 def smoke_data(task_name: str = "SST-2"):
-    task = glue.get_task(task_name)
-    frame = glue.read_local(task, "train", GLUE_SMOKE)
+    task = tasks.glue_task(task_name)
+    frame = tasks.read_files(tasks.glue_task(task.name, GLUE_SMOKE), "train")
     return task, batching.encode(frame, models.load_tokenizer(TINY_BERT), 32), frame["label"].to_numpy()
 
 

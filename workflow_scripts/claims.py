@@ -7,11 +7,10 @@ log_to(snakemake.log[0])
 
 import polars as pl
 
-from bertology_core.data import glue, io, states
+from bertology_core.data import tasks, io, states
 from bertology_core.head_roles import head_roles_stats
 from bertology_core.patterns import patterns
 from bertology_core.report import claims, figures
-from bertology_core.stats.metrics import primary_metric
 
 inputs, params = snakemake.input, snakemake.params
 runs, settings = params.runs, params.settings
@@ -48,7 +47,7 @@ if "syntactic" in inputs.keys():
 if "stability" in inputs.keys():
     measured += claims.mask_agreement(pl.read_parquet(inputs.stability), runs["pruned_seeds"], settings["kappa_min_seeds"])
 if inputs.michel_curves:
-    metric_of = {task: primary_metric(glue.get_task(task)) for task, _ in runs["pruned"]}
+    metric_of = {task: tasks.Task.from_meaning(params.tasks[task]).main_metric for task, _ in runs["pruned"]}
     importance = params.importance
     measured += claims.michel_prunable_share(keyed("michel_curves", runs["pruned"]), keyed("michel_predictions", runs["pruned"]),
                                              metric_of, params.tolerance, *bootstrap,
@@ -64,5 +63,5 @@ if "mix_words" in inputs.keys():
     measured += claims.pos_before_dependencies(pl.read_parquet(inputs.mix_words), params.label_sets, *bootstrap)
 if "probe_words" in inputs.keys():
     measured += claims.probing_peak(pl.read_parquet(inputs.probe_words), *bootstrap)
-table = claims.claims_table(measured, fit, runs["stages"], settings["level"])
+table = claims.claims_table(measured, fit, runs["stages"], settings["level"], list(params.tasks))
 figures.write_table(table, params.out, note=claims.verdict_rule(settings["level"]))

@@ -13,7 +13,7 @@ import numpy as np
 import polars as pl
 from safetensors.numpy import load_file
 
-from bertology_core.data import glue, io
+from bertology_core.data import tasks, io
 from bertology_core.engine.attention_function import use_engine
 from bertology_core.models import batching, compaction, device, models, precision
 from bertology_core.engine.plan import StructureMask
@@ -21,13 +21,13 @@ from bertology_core.pruning import importance
 
 job_device = device.job_device(snakemake.threads)
 precision.for_job(snakemake.params.precision, job_device)  # measures in the policy's precision from here on
-task = glue.get_task(snakemake.wildcards.task)
+task = tasks.Task.from_meaning(snakemake.params.task)
 model = use_engine(models.load_classifier(snakemake.input.model, task, models.SAVED, 0).to(job_device))
 tokenizer = models.load_tokenizer(snakemake.input.model)
 saved = load_file(snakemake.input.mask)
 mask = StructureMask(saved["heads"].astype(bool), saved["mlps"].astype(bool))
 # the dev examples Michel's curve is scored on: enough to time and compare
-dev = glue.subsample(pl.read_parquet(snakemake.input.dev), snakemake.params.dev_sample["examples"], snakemake.params.dev_sample["seed"])
+dev = tasks.subsample(pl.read_parquet(snakemake.input.dev), snakemake.params.dev_sample["examples"], snakemake.params.dev_sample["seed"])
 encoded = batching.encode(dev, tokenizer, snakemake.params.max_length)
 batch_size = snakemake.resources.batch_size
 

@@ -8,7 +8,7 @@ log_to(snakemake.log[0])
 
 import polars as pl
 
-from bertology_core.data import glue
+from bertology_core.data import tasks
 from bertology_core.disabling import disabling, disabling_stats
 from bertology_core.models import batching, device, models, precision
 from bertology_core.report.figures import write_table
@@ -16,7 +16,7 @@ from bertology_core.report.figures import write_table
 job_device = device.job_device(snakemake.threads)
 precision.for_job(snakemake.params.precision, job_device)  # measures in the policy's precision from here on
 params = snakemake.params
-task = glue.get_task(snakemake.wildcards.task)
+task = tasks.Task.from_meaning(snakemake.params.task)
 settings = disabling.GreedySettings(params.mode, params.max_steps, params.split_seed, params.resamples, params.level,
                                     params.bootstrap_seed)
 sweep = pl.read_parquet(snakemake.input.sweep).filter(pl.col("mode") == settings.mode)

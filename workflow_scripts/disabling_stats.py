@@ -6,13 +6,12 @@ log_to(snakemake.log[0])
 
 import polars as pl
 
-from bertology_core.data import glue, io
+from bertology_core.data import tasks, io
 from bertology_core.disabling import disabling_stats
-from bertology_core.stats.metrics import primary_metric
 
 params = snakemake.params
-task = glue.get_task(snakemake.wildcards.task)
-metric = primary_metric(task)
+task = tasks.Task.from_meaning(snakemake.params.task)
+metric = task.main_metric
 sweeps = pl.concat([pl.read_parquet(path).with_columns(pl.lit(seed).alias("seed")) for seed, path in zip(params.seeds, snakemake.input)])
 deltas, selections = [], []
 for (mode,), frame in sorted(sweeps.partition_by("mode", as_dict=True).items()):

@@ -9,7 +9,7 @@ log_to(snakemake.log[0])
 import polars as pl
 
 from bertology_core.attention import dumps
-from bertology_core.data import glue, io
+from bertology_core.data import tasks, io
 from bertology_core.models import device, precision
 
 job_device = device.job_device(snakemake.threads)
@@ -17,7 +17,7 @@ precision.for_job(snakemake.params.precision, job_device)  # measures in the pol
 resolved = io.read_json(snakemake.input.resolved)
 summary = dumps.dump_model_folder(
     snakemake.input.get("model", resolved["path"]),
-    glue.subsample(pl.read_parquet(snakemake.input.data), snakemake.params.max_examples, snakemake.params.seed),
+    tasks.subsample(pl.read_parquet(snakemake.input.data), snakemake.params.max_examples, snakemake.params.seed),
     snakemake.output.attention.removesuffix(".attention.parquet"),
     max_length=snakemake.params.max_length,
     batch_size=snakemake.params.batch_size,

@@ -10,7 +10,7 @@ log_to(snakemake.log[0])
 
 import polars as pl
 
-from bertology_core.data import glue, io, states
+from bertology_core.data import tasks, io, states
 from bertology_core.finetune import finetune
 from bertology_core.models import batching, checkpoint, device, precision
 
@@ -20,7 +20,7 @@ wc = snakemake.wildcards
 state = wc.state if snakemake.rule == "finetune" else states.PRETRAINED
 trains = state != states.PRETRAINED
 resolved = io.read_json(snakemake.input.resolved)
-task = glue.get_task(wc.task)
+task = tasks.Task.from_meaning(snakemake.params.task)
 runtime = snakemake.resources  # how the job runs (eval batch, checkpoint cadence), not what it computes
 checkpointer = None
 if trains:

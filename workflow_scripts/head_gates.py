@@ -12,7 +12,7 @@ log_to(snakemake.log[0])
 import numpy as np
 import polars as pl
 
-from bertology_core.data import glue, io
+from bertology_core.data import tasks, io
 from bertology_core.finetune import finetune
 from bertology_core.head_roles import head_gates, head_gates_stats
 from bertology_core.models import batching, checkpoint, device, models, precision
@@ -23,10 +23,10 @@ params, wc, runtime = snakemake.params, snakemake.wildcards, snakemake.resources
 settings = params.settings
 job_device = device.job_device(snakemake.threads)
 job_precision = precision.for_job(snakemake.params.precision, job_device)
-task = glue.get_task(wc.task)
+task = tasks.Task.from_meaning(snakemake.params.task)
 config = finetune.FinetuneConfig.from_dict(params.hyperparameters | {"epochs": settings["epochs"]})
 tokens = batching.TokenFile.read(snakemake.input.tokens, config.max_length, ["train", "dev"])
-train = glue.subsample(pl.read_parquet(snakemake.input.train), settings["train_examples"], params.subsample_seed)
+train = tasks.subsample(pl.read_parquet(snakemake.input.train), settings["train_examples"], params.subsample_seed)
 gate_settings = head_gates.GateSettings(temperature=settings["temperature"], stretch=tuple(settings["stretch"]),
                                         initial_log_alpha=settings["initial_log_alpha"], learning_rate=settings["learning_rate"])
 checkpointer = checkpoint.Checkpointer(
@@ -41,7 +41,7 @@ gated, record = head_gates.train_gates(
     tokens.encoded("train", train), train["label"].to_numpy(), config, float(wc.strength),
     gate_settings, wc.weights == "trained", int(wc.seed), checkpointer, precision=job_precision,
 )
-dev = glue.subsample(pl.read_parquet(snakemake.input.dev), params.dev_sample["examples"], params.dev_sample["seed"])
+dev = tasks.subsample(pl.read_parquet(snakemake.input.dev), params.dev_sample["examples"], params.dev_sample["seed"])
 encoded = tokens.encoded("dev", dev)
 # Michel et al.'s ordering prunes the fine-tuned model as it is (never retrained)
 finetuned = models.load_classifier(snakemake.input.model, task, models.SAVED, 0).to(job_device)

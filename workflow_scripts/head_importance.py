@@ -10,7 +10,7 @@ log_to(snakemake.log[0])
 import numpy as np
 import polars as pl
 
-from bertology_core.data import glue, io
+from bertology_core.data import tasks, io
 from bertology_core.engine.attention_function import use_engine
 from bertology_core.models import batching, device, models, precision
 from bertology_core.engine.plan import StructureMask
@@ -20,14 +20,14 @@ params = snakemake.params
 batch_size = snakemake.resources.batch_size
 job_device = device.job_device(snakemake.threads)
 precision.for_job(snakemake.params.precision, job_device)  # measures in the policy's precision from here on
-task = glue.get_task(snakemake.wildcards.task)
+task = tasks.Task.from_meaning(snakemake.params.task)
 model = use_engine(models.load_classifier(snakemake.input.model, task, models.SAVED, 0).to(job_device))
 tokenizer = models.load_tokenizer(snakemake.input.model)
-# importance_examples null: the whole split (glue.subsample returns it as it is)
-frame = glue.subsample(pl.read_parquet(snakemake.input.importance), params.importance["importance_examples"],
+# importance_examples null: the whole split (tasks.subsample returns it as it is)
+frame = tasks.subsample(pl.read_parquet(snakemake.input.importance), params.importance["importance_examples"],
                        params.importance["subsample_seed"])
 examples, labels = batching.encode(frame, tokenizer, params.max_length), frame["label"].to_numpy()
-dev = glue.subsample(pl.read_parquet(snakemake.input.dev), params.dev_sample["examples"], params.dev_sample["seed"])
+dev = tasks.subsample(pl.read_parquet(snakemake.input.dev), params.dev_sample["examples"], params.dev_sample["seed"])
 scored: list[pl.DataFrame] = []  # every step's per-example predictions: what the claims table resamples
 score = importance.dev_scorer(model, task, dev, batching.encode(dev, tokenizer, params.max_length), batch_size, record=scored)
 normalize = params.importance["normalize_by_layer"]

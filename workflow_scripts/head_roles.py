@@ -11,13 +11,13 @@ log_to(snakemake.log[0])
 import polars as pl
 
 from bertology_core.attention import dump_files
-from bertology_core.data import glue, io, states
+from bertology_core.data import tasks, io, states
 from bertology_core.head_roles import head_roles
 from bertology_core.models import models
 
 wc = snakemake.wildcards
 tokenizer = models.load_tokenizer(io.read_json(snakemake.input.resolved)["path"])
-first, second = glue.sentence_texts(pl.read_parquet(snakemake.input.train))
+first, second = tasks.sentence_texts(pl.read_parquet(snakemake.input.train))
 frequencies = head_roles.piece_frequencies(tokenizer, first + (second or []))
 roles = head_roles.dump_roles(dump_files.AttentionDump(snakemake.params.dump), frequencies, snakemake.params.rare_top_frequent)
 state = states.dumped_state(wc.dumped)

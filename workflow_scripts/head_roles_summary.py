@@ -7,11 +7,10 @@ log_to(snakemake.log[0])
 
 import polars as pl
 
-from bertology_core.data import glue, io, states
+from bertology_core.data import tasks, io, states
 from bertology_core.fitness import fitness
 from bertology_core.head_roles import head_gates_stats, head_roles_stats
 from bertology_core.report import figures
-from bertology_core.stats.metrics import primary_metric
 
 inputs, params, model = snakemake.input, snakemake.params, snakemake.wildcards.model
 runs, boot = params.runs, (params.bootstrap["resamples"], params.bootstrap["level"], params.bootstrap["seed"])
@@ -71,7 +70,7 @@ figures.save_chart(head_roles_stats.correlation_chart(
 
 records = [io.read_json(p) for p in inputs.gates]
 gate_table = head_gates_stats.gates_table(records, [pl.read_parquet(p) for p in inputs.gate_predictions],
-                                    {r["task"]: primary_metric(glue.get_task(r["task"])) for r in records}, *boot)
+                                    {r["task"]: tasks.Task.from_meaning(params.tasks[r["task"]]).main_metric for r in records}, *boot)
 if gate_table.height:
     gate_table = verdicts.annotate(gate_table, seed="seed")
     curve = pl.concat([pl.read_parquet(path).select(pl.lit(task).alias("task"), pl.lit(seed, pl.Int64).alias("seed"), "heads_pruned", "score")

@@ -33,6 +33,8 @@ def load(kind):
 
 
 note = f"Model {snakemake.wildcards.model}; up to {snakemake.params.examples} dev examples per task; fine-tuned = mean over seeds."
+if snakemake.params.left_out:
+    note += " Left out: " + "; ".join(snakemake.params.left_out) + "."
 features = linguistic.state_means(load("features"), ["layer", "head", "feature"])
 figures.write_table(verdicts.annotate(features.sort("task", "model_state", "feature", "layer", "head"), state="model_state"),
                     snakemake.params.out + "/features")

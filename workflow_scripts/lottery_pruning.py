@@ -11,7 +11,7 @@ log_to(snakemake.log[0])
 import polars as pl
 from safetensors.torch import save_file
 
-from bertology_core.data import glue, io
+from bertology_core.data import tasks, io
 from bertology_core.engine.attention_function import use_engine
 from bertology_core.models import batching, device, models, precision
 from bertology_core.pruning import lottery
@@ -20,12 +20,12 @@ params = snakemake.params
 wc = snakemake.wildcards
 job_device = device.job_device(snakemake.threads)
 precision.for_job(snakemake.params.precision, job_device)  # measures in the policy's precision from here on
-task = glue.get_task(wc.task)
+task = tasks.Task.from_meaning(snakemake.params.task)
 model = use_engine(models.load_classifier(snakemake.input.model, task, models.SAVED, 0).to(job_device))
 tokenizer = models.load_tokenizer(snakemake.input.model)
 importance_data = None
 if wc.method == "s":  # s-pruning ranks heads and MLPs by Michel et al.'s importance on these examples (null: the whole split)
-    frame = glue.subsample(pl.read_parquet(snakemake.input.importance), params.importance["importance_examples"],
+    frame = tasks.subsample(pl.read_parquet(snakemake.input.importance), params.importance["importance_examples"],
                            params.importance["subsample_seed"])
     importance_data = batching.encode(frame, tokenizer, params.max_length), frame["label"].to_numpy()
 dev = pl.read_parquet(snakemake.input.dev)

@@ -8,11 +8,11 @@ import logging
 
 import polars as pl
 
-from bertology_core.data import glue, io
+from bertology_core.data import tasks, io
 from bertology_core.fitness import fitness
 
 record = io.read_json(snakemake.input.evaluation)
-task = glue.get_task(snakemake.wildcards.task)
+task = tasks.Task.from_meaning(snakemake.params.task)
 dev = pl.read_parquet(snakemake.input.predictions).filter(pl.col("split") == "dev")
 settings = fitness.FitnessSettings.from_dict(snakemake.params.settings)
 record["fitness"] = fitness.assess(task, dev["prediction"].to_numpy(), dev["label"].to_numpy(), settings)

@@ -10,7 +10,7 @@ log_to(snakemake.log[0])
 
 import polars as pl
 
-from bertology_core.data import glue, io
+from bertology_core.data import tasks, io
 from bertology_core.disabling import disabling
 from bertology_core.finetune import finetune
 from bertology_core.models import device, precision
@@ -19,7 +19,7 @@ from bertology_core.outliers import outliers, outliers_stats
 job_device = device.job_device(snakemake.threads)
 precision.for_job(snakemake.params.precision, job_device)  # measures in the policy's precision from here on
 params = snakemake.params
-task = glue.get_task(snakemake.wildcards.task)
+task = tasks.Task.from_meaning(snakemake.params.task)
 scored = disabling.load_scored_model(snakemake.input.model, snakemake.input.data, task, params.max_examples, params.subsample_seed,
                                      params.max_length, job_device)
 model, dev = scored.model, scored.dev

@@ -10,7 +10,7 @@ log_to(snakemake.log[0])
 import polars as pl
 from safetensors.numpy import load_file
 
-from bertology_core.data import io
+from bertology_core.data import io, tasks
 from bertology_core.fitness import fitness
 from bertology_core.pruning import pruning_stats
 from bertology_core.report import figures
@@ -51,7 +51,7 @@ if "full" not in params.networks or not sub_runs:
         if (task, seed) in compared or not any(t == task for t, _ in compared):
             networks.append(summary.Network(task, seed, "all", "full", settings.protocols, pl.read_parquet(predictions), 1.0))
 dev = {path.split("/")[-2]: pl.read_parquet(path) for path in inputs.dev}
-subnetworks, no_ticket = pruning_stats.drop_seeds_without_ticket(summary.subnetwork_table(networks, dev, settings.split_seed))
+subnetworks, no_ticket = pruning_stats.drop_seeds_without_ticket(summary.subnetwork_table(networks, dev, settings.split_seed, {name: tasks.Task.from_meaning(meaning) for name, meaning in params.tasks.items()}))
 seed_table, lottery_table = pruning_stats.lottery_tables(subnetworks)
 lottery_table = lottery_table.with_columns(
     pl.Series(fitness.COLUMN, [verdicts.label(t, s) for t, s in lottery_table.select("task", "seed_list").iter_rows()], dtype=pl.String),

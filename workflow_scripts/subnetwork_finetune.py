@@ -13,7 +13,7 @@ import polars as pl
 from safetensors.numpy import load_file as load_numpy
 from safetensors.torch import load_file
 
-from bertology_core.data import glue, io
+from bertology_core.data import tasks, io
 from bertology_core.finetune import finetune
 from bertology_core.models import batching, checkpoint, device, models, precision
 from bertology_core.pruning import lottery
@@ -23,7 +23,7 @@ job_device = device.job_device(snakemake.threads)
 job_precision = precision.for_job(snakemake.params.precision, job_device)
 params = snakemake.params
 wc = snakemake.wildcards
-task = glue.get_task(wc.task)
+task = tasks.Task.from_meaning(snakemake.params.task)
 seed = int(wc.seed)
 draw_seed = [params.sample_seed, seed]  # the random and bad draws: one stream per fine-tuning seed
 mask = None
@@ -40,7 +40,7 @@ if wc.network != "full":
             finetuned = models.load_classifier(snakemake.input.finetuned_model, task, models.SAVED, 0)
             magnitudes = {name: module.weight.detach() for name, module in lottery.encoder_weights(finetuned)}
         mask = lottery.weight_subnetwork(good, kind, draw_seed, magnitudes)
-train = glue.subsample(pl.read_parquet(snakemake.input.train), params.max_train_examples, params.subsample_seed)
+train = tasks.subsample(pl.read_parquet(snakemake.input.train), params.max_train_examples, params.subsample_seed)
 dev = pl.read_parquet(snakemake.input.dev)
 resolved = io.read_json(snakemake.input.resolved)
 runtime = snakemake.resources  # how the job runs (checkpoint cadence), not what it computes

@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 import torch
 
 from bertology_core.attention.dump_files import ATTENTION_SCHEMA, DEFAULT_BITS, SCALE_KEY, TOKENS_SCHEMA, dump_paths, quantise
-from bertology_core.data.glue import sentence_texts
+from bertology_core.data.tasks import sentence_texts
 from bertology_core.data.io import atomic_path
 from bertology_core.engine.attention_function import use_engine
 from bertology_core.engine.intervention import intervene
@@ -39,7 +39,7 @@ class EncodedExamples:
 
 
 def encode_examples(frame: pl.DataFrame, tokenizer: Any, max_length: int) -> EncodedExamples:
-    """Tokenise like fine-tuning does (:func:`bertology_core.data.glue.sentence_texts`), keeping each piece's
+    """Tokenise like fine-tuning does (:func:`bertology_core.data.tasks.sentence_texts`), keeping each piece's
     sentence (``segment_ids``) and word (``word_ids``: the tokenizer's own pre-tokenised words, numbered from 0
     in each sentence)."""
     first, second = sentence_texts(frame)

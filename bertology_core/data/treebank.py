@@ -22,7 +22,7 @@ import conllu
 import polars as pl
 
 from bertology_core.data import io
-from bertology_core.data.glue import subsample
+from bertology_core.data.tasks import subsample
 
 FIELDS = ("id", "form", "lemma", "upos", "xpos", "feats", "head", "deprel", "deps", "misc")
 WORD_ID = re.compile(r"[1-9][0-9]*")

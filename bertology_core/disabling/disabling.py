@@ -44,11 +44,10 @@ from bertology_core.engine.intervention import intervene
 from bertology_core.engine.plan import HEAD_SCALE, HEAD_UNIFORM, InterventionPlan, per_layer
 from bertology_core.stats.bootstrap import metric_on_resamples, paired_deltas, resample_indices
 from bertology_core.models.batching import Encoded, encode
-from bertology_core.data import glue
-from bertology_core.data.glue import GlueTask
+from bertology_core.data import tasks
+from bertology_core.data.tasks import Task
 from bertology_core.data.tables import repeated
 from bertology_core.models import models
-from bertology_core.stats.metrics import primary_metric
 
 log = logging.getLogger(__name__)
 
@@ -260,21 +259,21 @@ class ScoredModel:
     encoded: Encoded
 
 
-def load_scored_model(folder: str, dev_path: str, task: GlueTask, max_examples: int | None, subsample_seed: int,
+def load_scored_model(folder: str, dev_path: str, task: Task, max_examples: int | None, subsample_seed: int,
                       max_length: int, device: torch.device) -> ScoredModel:
     """The fine-tuned model at ``folder`` and a seeded sample of at most ``max_examples`` of its task's dev split
-    (``glue.subsample``), encoded with the model's tokenizer: what a disabling job scores."""
-    dev = glue.subsample(pl.read_parquet(dev_path), max_examples, subsample_seed).sort("idx")
+    (``tasks.subsample``), encoded with the model's tokenizer: what a disabling job scores."""
+    dev = tasks.subsample(pl.read_parquet(dev_path), max_examples, subsample_seed).sort("idx")
     model = models.load_classifier(folder, task, models.SAVED, 0).to(device)
     return ScoredModel(model, dev, encode(dev, models.load_tokenizer(folder), max_length))
 
 
-def predictions_from_logits(task: GlueTask, logits: np.ndarray) -> np.ndarray:
+def predictions_from_logits(task: Task, logits: np.ndarray) -> np.ndarray:
     """Class ids (classification) or scores (regression) from ``[..., labels]`` logits."""
     return logits[..., 0] if task.is_regression else logits.argmax(-1)
 
 
-def sweep_frame(task: GlueTask, dev: pl.DataFrame, configs: Sequence[Configuration], predictions: np.ndarray,
+def sweep_frame(task: Task, dev: pl.DataFrame, configs: Sequence[Configuration], predictions: np.ndarray,
                 intact_predictions: np.ndarray, mode: str) -> pl.DataFrame:
     """Tidy per-example predictions: ``mode, config, kind, layer, head, idx, label, prediction, intact_prediction``
     (the intact model's prediction in the configuration's own pass, :class:`PassLogits`)."""
@@ -355,7 +354,7 @@ class GreedySettings:
     bootstrap_seed: int
 
 
-def greedy_search(model: PreTrainedModel, task: GlueTask, dev: pl.DataFrame, selection: np.ndarray,
+def greedy_search(model: PreTrainedModel, task: Task, dev: pl.DataFrame, selection: np.ndarray,
                   encode: Callable[[pl.DataFrame], Encoded], sweep: pl.DataFrame, settings: GreedySettings,
                   rows_per_pass: int) -> tuple[pl.DataFrame, int]:
     """Greedy multi-head disabling (:func:`greedy_disable`) chosen on the ``selection`` half of ``dev`` (sorted by
@@ -363,7 +362,7 @@ def greedy_search(model: PreTrainedModel, task: GlueTask, dev: pl.DataFrame, sel
     intervals. The single-head sweep's predictions (``sweep``, same examples and mode) are reused, so the first
     step costs no forward pass. Returns the table (step 0 = intact) and the number of configurations computed
     beyond the sweep."""
-    metric, labels = primary_metric(task), dev["label"].to_numpy()
+    metric, labels = task.main_metric, dev["label"].to_numpy()
     halves = {"selection": encode(dev.filter(pl.Series(selection))), "report": encode(dev.filter(pl.Series(~selection)))}
     # a configuration's predictions and those of the set it was compared with, in its own pass: the sweep's single
     # heads against the intact model

@@ -35,7 +35,7 @@ from bertology_core.models.precision import Precision
 from bertology_core.models.models import load_classifier_reported, load_tokenizer
 from bertology_core.engine.first_token import first_token_output
 from bertology_core.workflow.faults import failpoint
-from bertology_core.data.glue import GlueTask
+from bertology_core.data.tasks import Task
 from bertology_core.stats.metrics import compute_metrics
 
 log = logging.getLogger(__name__)
@@ -74,7 +74,7 @@ def parameter_groups(model: torch.nn.Module, weight_decay: float) -> list[dict[s
     ]
 
 
-def labels_tensor(task: GlueTask, labels: np.ndarray) -> torch.Tensor:
+def labels_tensor(task: Task, labels: np.ndarray) -> torch.Tensor:
     return torch.tensor(labels, dtype=torch.float32 if task.is_regression else torch.long)
 
 
@@ -100,7 +100,7 @@ def adamw(parameters: Any, learning_rate: float, device: torch.device, precision
 
 def train(
     model: PreTrainedModel,
-    task: GlueTask,
+    task: Task,
     data: Encoded,
     labels: np.ndarray,
     config: FinetuneConfig,
@@ -225,7 +225,7 @@ def predict(model: PreTrainedModel, data: Encoded, batch_size: int) -> np.ndarra
     return logits
 
 
-def predictions_frame(task: GlueTask, frame: pl.DataFrame, logits: np.ndarray) -> pl.DataFrame:
+def predictions_frame(task: Task, frame: pl.DataFrame, logits: np.ndarray) -> pl.DataFrame:
     """Per-example predictions: ``idx, label, prediction, logits`` (the later sweeps and bootstraps need them)."""
     prediction = logits[:, 0] if task.is_regression else logits.argmax(axis=1)
     return pl.DataFrame(
@@ -238,7 +238,7 @@ def predictions_frame(task: GlueTask, frame: pl.DataFrame, logits: np.ndarray) -
     )
 
 
-def prediction_metrics(task: GlueTask, predictions: pl.DataFrame) -> dict[str, float]:
+def prediction_metrics(task: Task, predictions: pl.DataFrame) -> dict[str, float]:
     """The task's metrics (:func:`bertology_core.stats.metrics.compute_metrics`) of a predictions table's
     ``prediction`` column against its ``label`` column."""
     return compute_metrics(task, predictions["prediction"].to_numpy(), predictions["label"].to_numpy())
@@ -254,7 +254,7 @@ class RunResult:
 
 def finetune_and_evaluate(
     model_path: str,
-    task: GlueTask,
+    task: Task,
     state: str,
     seed: int,
     train_frame: pl.DataFrame | None,

@@ -34,8 +34,7 @@ import polars as pl
 
 from bertology_core.data import states
 from bertology_core.stats.bootstrap import metric_on_resamples, percentile_interval, resample_indices
-from bertology_core.data.glue import GlueTask
-from bertology_core.stats.metrics import primary_metric
+from bertology_core.data.tasks import Task
 
 FIT, UNFIT = "fit", "UNFIT"
 # the column every summary table gets: null for rows that rest on no fine-tuned model (the pre-trained encoder)
@@ -60,19 +59,19 @@ class FitnessSettings:
         return cls(**{k: v for k, v in values.items() if k in cls.__dataclass_fields__})
 
 
-def constant_scores(task: GlueTask, labels: np.ndarray, indices: np.ndarray) -> np.ndarray:
+def constant_scores(task: Task, labels: np.ndarray, indices: np.ndarray) -> np.ndarray:
     """``[classes, resamples]``: the primary metric of predicting each class for every example, on each
     resample ``indices`` ``[R, n]`` (a regression task has no class: ``[0, R]``)."""
     if task.is_regression:
         return np.zeros((0, indices.shape[0]))
     constants = np.repeat(np.arange(task.num_labels)[:, None], labels.shape[0], axis=1)
-    return metric_on_resamples(primary_metric(task), constants, labels, indices)
+    return metric_on_resamples(task.main_metric, constants, labels, indices)
 
 
-def assess(task: GlueTask, predictions: np.ndarray, labels: np.ndarray, settings: FitnessSettings) -> dict[str, Any]:
+def assess(task: Task, predictions: np.ndarray, labels: np.ndarray, settings: FitnessSettings) -> dict[str, Any]:
     """The verdict of one model from its dev ``predictions`` (class ids, or scores for regression) and the dev
     ``labels``: score, trivial score, difference with its interval, ``fit``."""
-    metric = primary_metric(task)
+    metric = task.main_metric
     predictions, labels = np.asarray(predictions), np.asarray(labels)
     n = labels.shape[0]
     indices = resample_indices(n, settings.resamples, settings.seed)

@@ -45,7 +45,7 @@ from bertology_core.models.batching import Encoded
 from bertology_core.models.checkpoint import Checkpointer
 from bertology_core.models.precision import Precision
 from bertology_core.engine.first_token import first_token_output
-from bertology_core.data.glue import GlueTask
+from bertology_core.data.tasks import Task
 from bertology_core.engine.plan import StructureMask
 from bertology_core.pruning.importance import least_important
 
@@ -157,7 +157,7 @@ class GatedClassifier(nn.Module):
 
 def train_gates(
     classifier: PreTrainedModel,
-    task: GlueTask,
+    task: Task,
     data: Encoded,
     labels: np.ndarray,
     config: finetune.FinetuneConfig,

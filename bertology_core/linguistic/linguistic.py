@@ -60,7 +60,7 @@ import polars as pl
 
 from bertology_core.attention.dump_files import dequantise
 from bertology_core.data import states
-from bertology_core.data.glue import tokenizer_text
+from bertology_core.data.tasks import tokenizer_text
 from bertology_core.data.word_pieces import blank_pieces, blank_spans_to_next_piece
 
 NOUN_TAGS = frozenset({"NN", "NNS", "NNP", "NNPS"})
@@ -253,7 +253,7 @@ def mean_by_key(rows: Iterable[dict[str, float]]) -> dict[str, tuple[float, int]
 def example_encodings(tokenizer: Any, data: pl.DataFrame, dump_tokens: pl.DataFrame) -> dict[int, tuple[list, list, int]]:
     """Re-tokenise each dumped example with character offsets: ``example -> (offsets, sequence_ids, cls)``.
 
-    The texts are given to the tokenizer as the dump gave them (:func:`bertology_core.data.glue.tokenizer_text`), and a
+    The texts are given to the tokenizer as the dump gave them (:func:`bertology_core.data.tasks.tokenizer_text`), and a
     bare word-start marker takes the span of the piece after it (:func:`bertology_core.data.word_pieces.blank_spans_to_next_piece`).
     The dump stores tokens, not offsets; tokenising the same text again to the dump's length must give
     the same tokens, which is checked (a different tokenizer or text is an error, not a silent shift)."""

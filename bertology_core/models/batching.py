@@ -13,7 +13,7 @@ import polars as pl
 import torch
 
 from bertology_core.data import io
-from bertology_core.data.glue import sentence_texts
+from bertology_core.data.tasks import sentence_texts
 
 
 @dataclass
@@ -80,7 +80,7 @@ def from_table(table: pl.DataFrame, pad_token_id: int, max_length: int) -> Encod
 
 
 def encode(frame: pl.DataFrame, tokenizer: Any, max_length: int) -> Encoded:
-    """Tokenise ``sentence1`` (and ``sentence2`` when present; :func:`bertology_core.data.glue.sentence_texts`) with
+    """Tokenise ``sentence1`` (and ``sentence2`` when present; :func:`bertology_core.data.tasks.sentence_texts`) with
     truncation to ``max_length`` (:func:`token_table`)."""
     return from_table(token_table(frame, tokenizer, max_length), pad_id(tokenizer), max_length)
 

@@ -22,7 +22,7 @@ from transformers import (AutoConfig, AutoModel, AutoModelForSequenceClassificat
 from bertology_core.data import states
 from bertology_core.models import compatibility
 from bertology_core.models.compatibility import PACKAGE_PREFIX, ModelSpecError, is_hf_folder, package_model_folder
-from bertology_core.data.glue import GlueTask
+from bertology_core.data.tasks import Task
 
 # an English sentence any tokenizer of a GLUE model must cut into known pieces
 _SAMPLE_SENTENCE = "The cat sat on the mat and the dog did not."
@@ -168,7 +168,7 @@ def embeds_token_types(config: PreTrainedConfig) -> bool:
     return int(getattr(config, "type_vocab_size", 0) or 0) >= 2
 
 
-def _label_kwargs(task: GlueTask) -> dict[str, object]:
+def _label_kwargs(task: Task) -> dict[str, object]:
     if task.is_regression:
         return {"num_labels": 1, "problem_type": "regression"}
     names = task.label_names or ()
@@ -326,7 +326,7 @@ def _redraw_trained_head(model: PreTrainedModel, report: LoadReport, path: str |
                       head_loaded=tuple(name for name in report.head_loaded if name not in names))
 
 
-def load_classifier_reported(path: str | os.PathLike[str], task: GlueTask, start: str,
+def load_classifier_reported(path: str | os.PathLike[str], task: Task, start: str,
                              seed: int) -> tuple[PreTrainedModel, LoadReport]:
     """:func:`load_classifier` with the :class:`LoadReport` of its weights (empty lists for ``RANDOM_WEIGHTS``,
     where nothing is loaded)."""
@@ -346,7 +346,7 @@ def load_classifier_reported(path: str | os.PathLike[str], task: GlueTask, start
     raise ValueError(f"start must be {states.PRETRAINED!r}, {states.RANDOM_WEIGHTS!r} or {SAVED!r}, not {start!r}")
 
 
-def load_classifier(path: str | os.PathLike[str], task: GlueTask, start: str, seed: int) -> PreTrainedModel:
+def load_classifier(path: str | os.PathLike[str], task: Task, start: str, seed: int) -> PreTrainedModel:
     """A sequence classifier for ``task`` built on the encoder at ``path``, starting from (``states.STARTS_FROM``):
 
     ``states.PRETRAINED``: the pre-trained encoder with a fresh head;

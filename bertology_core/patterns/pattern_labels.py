@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from bertology_core.data import glue, states
+from bertology_core.data import tasks, states
 from bertology_core.patterns import patterns
 
 KEY = ("task", "state", "idx", "layer", "head")
@@ -69,8 +69,9 @@ def read_labels(path: str | os.PathLike[str], layers: int | None = None, heads: 
                 raise LabelsError(f"{path}:{line}: field 'label' = {label!r} is not a class. "
                                   f"Allowed: {list(patterns.CLASSES)}.")
             values: dict[str, Any] = {"task": (record["task"] or "").strip(), "state": (record["state"] or "").strip()}
-            if values["task"] not in glue.TASKS:
-                raise LabelsError(f"{path}:{line}: field 'task' = {values['task']!r} is not a GLUE task ({sorted(glue.TASKS)}).")
+            if not tasks.TASK_NAME.fullmatch(values["task"]):
+                raise LabelsError(f"{path}:{line}: field 'task' = {values['task']!r} is not a task name (letters, digits, "
+                                  "'.', '_' and '-', as the config's tasks are spelt).")
             if not STATE.fullmatch(values["state"]):
                 raise LabelsError(f"{path}:{line}: field 'state' = {values['state']!r} is not a model state. Fix: "
                                   f"{states.PRETRAINED}, {states.FINETUNED}/seed<N> or {states.SCRATCH}/seed<N>.")

@@ -55,8 +55,8 @@ from bertology_core.engine.structure import UnsupportedStructure, structure
 from bertology_core.finetune import finetune
 from bertology_core.finetune.finetune import labels_tensor
 from bertology_core.models.batching import Encoded
-from bertology_core.data.glue import GlueTask
-from bertology_core.stats.metrics import compute_metrics, primary_metric
+from bertology_core.data.tasks import Task
+from bertology_core.stats.metrics import compute_metrics
 
 
 GRANULARITIES = ("token", "example", "batch")
@@ -64,7 +64,7 @@ GRANULARITIES = ("token", "example", "batch")
 
 def gate_importance(
     model: PreTrainedModel,
-    task: GlueTask,
+    task: Task,
     data: Encoded,
     labels: np.ndarray,
     mask: StructureMask | None = None,
@@ -258,18 +258,18 @@ def masked_logits(
 
 
 def masked_predictions(
-    model: PreTrainedModel, task: GlueTask, data: Encoded, plan: InterventionPlan | None = None, batch_size: int = 64
+    model: PreTrainedModel, task: Task, data: Encoded, plan: InterventionPlan | None = None, batch_size: int = 64
 ) -> np.ndarray:
     """Class ids (scores for regression) from :func:`masked_logits`."""
     logits = masked_logits(model, data, plan, batch_size)
     return logits[:, 0] if task.is_regression else logits.argmax(-1)
 
 
-def dev_scorer(model: PreTrainedModel, task: GlueTask, dev: pl.DataFrame, encoded: Encoded, batch_size: int,
+def dev_scorer(model: PreTrainedModel, task: Task, dev: pl.DataFrame, encoded: Encoded, batch_size: int,
                record: list | None = None) -> Callable[[InterventionPlan | None], float]:
     """The task's primary metric on ``dev`` (encoded as ``encoded``) for a plan (None: the model as it is); logs
     each score. ``record``: each call appends its per-example frame (``idx, label, prediction``)."""
-    labels, metric = dev["label"].to_numpy(), primary_metric(task)
+    labels, metric = dev["label"].to_numpy(), task.main_metric
 
     def score(plan: InterventionPlan | None) -> float:
         predictions = masked_predictions(model, task, encoded, plan, batch_size)

@@ -60,8 +60,8 @@ from bertology_core.models.device import default_device
 from bertology_core.models.models import load_classifier_reported, load_tokenizer
 from bertology_core.models import precision as precisions
 from bertology_core.models.precision import Precision
-from bertology_core.data.glue import GlueTask, subsample
-from bertology_core.stats.metrics import compute_metrics, primary_metric
+from bertology_core.data.tasks import Task, subsample
+from bertology_core.stats.metrics import compute_metrics
 from bertology_core.engine.plan import StructureMask
 from bertology_core.pruning.importance import gate_importance, least_important, masked_predictions, normalize_by_layer
 from bertology_core.pruning.pruning_stats import PROTOCOLS
@@ -78,13 +78,13 @@ class Iteration(Generic[State]):
     phase: str = ""
 
 
-def best_constant_score(task: GlueTask, labels: np.ndarray) -> float | None:
+def best_constant_score(task: Task, labels: np.ndarray) -> float | None:
     """The best primary-metric score a constant prediction gets on ``labels`` (the majority class, for
     accuracy): the floor of :func:`prune_while_above`. None for regression, where a constant has no
     correlation."""
     if task.is_regression:
         return None
-    metric = primary_metric(task)
+    metric = task.main_metric
     return max(compute_metrics(task, np.full(len(labels), label), labels)[metric] for label in range(task.num_labels))
 
 
@@ -422,7 +422,7 @@ class Ticket(Generic[State]):
 
 def find_ticket(
     model: PreTrainedModel,
-    task: GlueTask,
+    task: Task,
     method: str,
     protocol: str,
     selection: Encoded,
@@ -447,7 +447,7 @@ def find_ticket(
     ``importance_granularity``, :func:`~bertology_core.pruning.importance.gate_importance`'s ``granularity``, whose batches
     are of ``batch_size`` under ``batch``). m-pruning leaves its masks on ``model``.
     """
-    metric = primary_metric(task)
+    metric = task.main_metric
     full_report = compute_metrics(task, masked_predictions(model, task, report, None, batch_size), report_labels)
     floor = best_constant_score(task, selection_labels) if keep_above_constant else None
 
@@ -490,7 +490,7 @@ def find_ticket(
 
 def finetune_subnetwork(
     model_path: str,
-    task: GlueTask,
+    task: Task,
     seed: int,
     train_frame: pl.DataFrame,
     eval_frame: pl.DataFrame,

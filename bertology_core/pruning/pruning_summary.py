@@ -15,10 +15,10 @@ import altair as alt
 import numpy as np
 import polars as pl
 
-from bertology_core.data import glue
+from bertology_core.data.tasks import Task
 from bertology_core.pruning import pruning_stats
 from bertology_core.report import figures
-from bertology_core.stats.metrics import compute_metrics, primary_metric
+from bertology_core.stats.metrics import compute_metrics
 
 METRIC_NOTE = "accuracy; Pearson r for STS-B"
 Run = tuple[str, int]  # (task, seed)
@@ -190,15 +190,16 @@ class Network:
     kept_share: float
 
 
-def subnetwork_table(networks: Sequence[Network], dev: Mapping[str, pl.DataFrame], split_seed: int) -> pl.DataFrame:
+def subnetwork_table(networks: Sequence[Network], dev: Mapping[str, pl.DataFrame], split_seed: int,
+                     task_of: Mapping[str, Task]) -> pl.DataFrame:
     """One row per network and protocol it is reported under: its score on that protocol's report examples and on
-    each of half A, half B and dev. No training time: results must not differ between two runs of one config."""
-    sets = {task: pruning_stats.report_sets(frame, stratify=not glue.get_task(task).is_regression, split_seed=split_seed)
+    each of half A, half B and dev (``task_of``: each task by name). No training time: results must not differ between two runs of one config."""
+    sets = {task: pruning_stats.report_sets(frame, stratify=not task_of[task].is_regression, split_seed=split_seed)
             for task, frame in dev.items()}
     rows = []
     for network in networks:
-        task = glue.get_task(network.task)
-        metric = primary_metric(task)
+        task = task_of[network.task]
+        metric = task.main_metric
         scores = pruning_stats.scores_on_sets(network.predictions, sets[network.task],
                                               lambda p, y, task=task, metric=metric: compute_metrics(task, p, y)[metric])
         for protocol in network.protocols:

@@ -13,7 +13,9 @@ sentences, heads), and the verdict rule (:func:`verdict`) is:
 - **inconclusive**: the interval straddles a boundary of the region, or the number cannot be trusted
   (the ``note`` says why: too few seeds, masks whose sizes decide kappa, gates on retrained weights, a pattern
   labeller not validated against human labels);
-- **not run**: the config does not run the stage the claim needs.
+- **not run**: the config does not run the stage the claim needs;
+- **not applicable**: the claim is about a task (RTE) this run does not have (a declared task of one's own is not
+  the paper's task); claims about any fine-tuned model run on every task.
 
 The region is the paper's *effect*, from its own numbers, not only its sign (``Claim.region_source`` says where each
 comes from): "about 40% of heads can be pruned" is three to five 10% steps (25-55%), not "at least 38%"; "disabling
@@ -57,8 +59,8 @@ from bertology_core.layer_mix.layer_mix_stats import expected_layer_difference
 from bertology_core.pruning.pruning_stats import prunable_share
 from bertology_core.stats.bootstrap import DEFINED_SHARE, metric_on_resamples, percentile_interval, resample_indices
 
-REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE, MODEL_UNFIT, NOT_RUN = (
-    "reproduced", "not reproduced", "inconclusive", "model unfit", "not run")
+REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE, MODEL_UNFIT, NOT_RUN, NOT_APPLICABLE = (
+    "reproduced", "not reproduced", "inconclusive", "model unfit", "not run", "not applicable")
 
 
 @dataclass(frozen=True)
@@ -111,6 +113,7 @@ class Claim:
     paper_setup: str
     stage: str  # the report section (and stage) whose results the claim reads
     region_source: str = ""  # where the region comes from: the paper's own numbers, or why a direction is the effect
+    tasks: tuple[str, ...] = ()  # the tasks the claim is about (none: any fine-tuned model's)
 
 
 CLAIMS: tuple[Claim, ...] = (
@@ -144,7 +147,8 @@ CLAIMS: tuple[Claim, ...] = (
           "Disabling the whole first layer raises RTE by 3.2 points.",
           "+3.2 points (RTE)", "score change with layer 1 disabled on RTE, mean over seeds, points; resampling dev examples",
           Region(0.0, None), 100, "BERT-base, one fine-tuning run, RTE dev set (baseline about 58%)", "disabling",
-          "the claim is a gain (the paper's +3.2 points is one run's point estimate, with no interval to bound it by)"),
+          "the claim is a gain (the paper's +3.2 points is one run's point estimate, with no interval to bound it by)",
+          ("RTE",)),
     Claim("syntactic_head_obj", "Clark et al. 2019", "section 4.2, table 1",
           "A single head finds the direct object of a verb far better than the best fixed offset: 86.8 against 40.0 (dobj).",
           "86.8 vs 40.0",
@@ -596,11 +600,12 @@ OVERALL = "overall"  # the scope of a claim's one verdict over its rows
 
 
 def claims_table(measured: Sequence[Measured], fit: Mapping[tuple[str, int], bool], stages: Mapping[str, str],
-                 level: float = 0.95) -> pl.DataFrame:
+                 level: float = 0.95, tasks: Sequence[str] | None = None) -> pl.DataFrame:
     """The claims table: one row per measured statistic (shown in the claim's scale), with its verdict; for a claim
     measured in several rows, one more row (scope ``overall``) with the claim's verdict by :func:`overall_verdict`; a
     row for each claim nothing was measured for, by what its stage did (``stages``: report section -> ``ran``,
-    ``skipped`` (fitness.unfit: skip left out every model it would analyse) or ``not run``). A fine-tuned model a row
+    ``skipped`` (fitness.unfit: skip left out every model it would analyse) or ``not run``), or ``not applicable``
+    where the claim is about tasks none of which is among the run's ``tasks`` (None: every task). A fine-tuned model a row
     rests on must have a fitness verdict in ``fit``: a missing one is an error, never fit by default."""
     rows = []
     done: dict[str, list[tuple[float, float, float, bool, bool]]] = {}
@@ -630,7 +635,10 @@ def claims_table(measured: Sequence[Measured], fit: Mapping[tuple[str, int], boo
         if claim.key in done:
             continue
         stage = stages.get(claim.stage, "not run")
-        if stage == "skipped":
+        if claim.tasks and tasks is not None and not set(claim.tasks) & set(tasks):
+            decided, why = NOT_APPLICABLE, (f"the claim is about {', '.join(claim.tasks)}, which this run does not have "
+                                            f"among its tasks ({', '.join(tasks)})")
+        elif stage == "skipped":
             decided, why = MODEL_UNFIT, "fitness.unfit: skip left out every model this claim would rest on: none is fit"
         elif stage == "ran":
             decided, why = NOT_RUN, "its stage ran, but not on the data this claim needs (see statistic)"
@@ -666,7 +674,7 @@ VERDICT_RULE = (
     "{level} interval (ci_low to ci_high) lies inside that region; not reproduced: the whole interval lies outside; "
     "inconclusive: the interval straddles a boundary, or the number is not trusted (note says why); model unfit: "
     "the number rests on a fine-tuned model that is not fit for analysis (see the baselines); not run: the config does "
-    "not run the stage. A claim measured in several rows has one more row, scope 'overall': reproduced when every row on "
+    "not run the stage; not applicable: the claim is about a task this run does not have. A claim measured in several rows has one more row, scope 'overall': reproduced when every row on "
     "fit models lies inside the region after Holm's correction for the number of rows, not reproduced when at least one "
     "lies outside after it, inconclusive otherwise (p-values from each row's interval, Altman and Bland 2011). A verdict "
     "is about this run's models and data: 'reproduced' does not make the paper's number ours, 'not reproduced' is about "

@@ -9,7 +9,8 @@ the intervals of small deltas are much narrower than those of the scores themsel
 
 Metrics are computed from sufficient statistics (counts, sums), so ``[configs, resamples]`` scores
 come out of a few array operations; their definitions are the GLUE ones of :mod:`bertology_core.stats.metrics`
-(accuracy, binary F1 of class 1, binary Matthews correlation, Pearson, Spearman with average ranks).
+(accuracy, binary F1 of class 1, macro F1 over the classes present, Matthews correlation (binary, or its multiclass
+form: Gorodkin 2004, as sklearn), Pearson, Spearman with average ranks).
 """
 
 from __future__ import annotations
@@ -21,10 +22,28 @@ import warnings
 import numpy as np
 from scipy import stats
 
-SUPPORTED_METRICS = ("accuracy", "f1", "matthews_correlation", "pearson", "spearman")
+SUPPORTED_METRICS = ("accuracy", "f1", "f1_macro", "matthews_correlation", "pearson", "spearman")
 # the share of resamples that must define a statistic for its interval (percentile_interval's min_share) where a
 # statistic can be undefined on a resample: no interval when more than 1% of them leave it undefined
 DEFINED_SHARE = 0.99
+
+
+def _multiclass(metric: str, predictions: np.ndarray, labels: np.ndarray, weights: np.ndarray, size: int) -> np.ndarray:
+    """Macro F1 (the classes a resample's labels or predictions hold, each F1 weighted alike, as sklearn's
+    ``f1_score(average="macro")``) or multiclass Matthews correlation, from per-class weighted counts -> ``[C, R]``."""
+    classes = int(max(labels.max(), predictions.max())) + 1
+    true = np.stack([(labels == k).astype(np.float64) @ weights for k in range(classes)])  # [K, R]
+    hit = np.stack([((predictions == k) & (labels == k)).astype(np.float64) @ weights for k in range(classes)])  # [K, C, R]
+    predicted = np.stack([(predictions == k).astype(np.float64) @ weights for k in range(classes)])  # [K, C, R]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        if metric == "f1_macro":
+            present = (true[:, None, :] + predicted) > 0
+            f1 = np.where(present, 2 * hit / np.where(present, true[:, None, :] + predicted, 1), 0.0)
+            return f1.sum(axis=0) / present.sum(axis=0)
+        correct = hit.sum(axis=0)
+        covariance = correct * size - np.einsum("kcr,kr->cr", predicted, true)
+        denominator = np.sqrt((size**2 - (predicted**2).sum(axis=0)) * (size**2 - (true**2).sum(axis=0))[None, :])
+        return np.where(denominator > 0, covariance / np.where(denominator > 0, denominator, 1), 0.0)
 
 
 def resample_indices(n: int, resamples: int, seed: int) -> np.ndarray:
@@ -43,11 +62,13 @@ def metric_on_resamples(metric: str, predictions: np.ndarray, labels: np.ndarray
     predictions = np.atleast_2d(predictions)
     labels = np.asarray(labels)
     n = labels.shape[0]
-    if metric in ("accuracy", "f1", "matthews_correlation"):
+    if metric in ("accuracy", "f1", "f1_macro", "matthews_correlation"):
         weights = np.stack([np.bincount(row, minlength=n) for row in indices]).T.astype(np.float64)  # [n, R]
         size = indices.shape[1]
         if metric == "accuracy":
             return ((predictions == labels).astype(np.float64) @ weights) / size
+        if metric == "f1_macro" or (metric == "matthews_correlation" and not set(np.unique(labels)) | set(np.unique(predictions)) <= {0, 1}):
+            return _multiclass(metric, predictions, labels, weights, size)
         if not set(np.unique(labels)) <= {0, 1}:
             raise ValueError(f"{metric} is implemented for binary labels 0/1 only")
         positive, truth = (predictions == 1).astype(np.float64), (labels == 1).astype(np.float64)

@@ -1,7 +1,7 @@
-"""GLUE metrics, as the GLUE benchmark defines them per task.
+"""A task's metrics, as GLUE defines them and as a declared task names them (bertology_core.data.tasks).
 
-Accuracy, binary F1 (positive class 1: "equivalent"/"duplicate"), Matthews
-correlation (CoLA), and Pearson/Spearman correlation (STS-B).
+Accuracy, binary F1 (positive class: the label with id 1, GLUE's "equivalent"/"duplicate"), macro F1 (the unweighted
+mean of the F1 of each class the labels or predictions hold), Matthews correlation (CoLA), and Pearson/Spearman correlation (STS-B).
 """
 
 from __future__ import annotations
@@ -10,24 +10,27 @@ import numpy as np
 from scipy import stats
 from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef
 
-from bertology_core.data.glue import GlueTask
+from bertology_core.data.tasks import Task
 
 
-def compute_metrics(task: GlueTask, predictions: np.ndarray, labels: np.ndarray) -> dict[str, float]:
-    """The task's GLUE metrics for class ids (classification) or scores (STS-B)."""
+def compute_metrics(task: Task, predictions: np.ndarray, labels: np.ndarray) -> dict[str, float]:
+    """The task's metrics for class ids (classification) or scores (regression)."""
     out: dict[str, float] = {}
     for name in task.metrics:
         if name == "accuracy":
             out[name] = float(accuracy_score(labels, predictions))
         elif name == "f1":
             out[name] = float(f1_score(labels, predictions, pos_label=1, zero_division=0.0))
+        elif name == "f1_macro":
+            # over the classes the labels or predictions hold (sklearn's default), as the bootstrap's
+            out[name] = float(f1_score(labels, predictions, average="macro", zero_division=0.0))
         elif name == "matthews_correlation":
             out[name] = float(matthews_corrcoef(labels, predictions))
         elif name == "pearson":
             out[name] = _correlation(stats.pearsonr, predictions, labels)
         elif name == "spearman":
             out[name] = _correlation(stats.spearmanr, predictions, labels)
-        else:  # pragma: no cover - the task registry only names the metrics above
+        else:  # pragma: no cover - a declaration names only the metrics above (tasks.declare checks)
             raise ValueError(f"unknown metric {name}")
     return out
 
@@ -37,7 +40,3 @@ def _correlation(fn, predictions: np.ndarray, labels: np.ndarray) -> float:
     if np.ptp(predictions) == 0 or np.ptp(labels) == 0:
         return float("nan")
     return float(fn(predictions, labels)[0])
-
-
-def primary_metric(task: GlueTask) -> str:
-    return task.metrics[0]

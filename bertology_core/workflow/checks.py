@@ -6,12 +6,12 @@ Each check is a function of the :class:`~bertology_core.workflow.runs.Plan` that
 config.json), so it runs only once the earlier ones pass. Kinds, in order:
 
 1. the config's choices (:meth:`Plan.problems`);
-2. local GLUE files missing; 3. local CoNLL-U files missing;
+2. the tasks' local files missing; 3. local CoNLL-U files missing;
 4. package and folder models this config cannot use (a Hub id is checked by rule check_model);
 5. report sections with no text;
 6. the hand labels, every line (the first error stops: later files are not read);
 7. only in the main process (a cluster job parses the workflow again and need not reread the data): the files'
-   contents, every problem at once: GLUE splits, CoNLL-U files, hand labels naming an example the dev split lacks.
+   contents, every problem at once: the tasks' splits (a Hub dataset: whether it can be reached), CoNLL-U files, hand labels naming an example the dev split lacks.
 
 The hand labels read by check 6 are kept (:attr:`ParseChecks.hand_labels`): the rules look them up. Tested without
 Snakemake in tests/test_checks.py. This module imports neither torch nor Snakemake.
@@ -25,7 +25,7 @@ from pathlib import Path
 
 import polars as pl
 
-from bertology_core.data import glue, treebank
+from bertology_core.data import tasks, treebank
 from bertology_core.models import compatibility
 from bertology_core.patterns import pattern_labels
 from bertology_core.workflow import runs as run_table
@@ -73,11 +73,9 @@ def model_problems(plan: Plan) -> list[str]:
 # --- the files the config names ----------------------------------------------------------------------------------
 
 
-def missing_glue_files(plan: Plan) -> list[str]:
-    """Every local GLUE file the tasks need that does not exist (none for Hub data)."""
-    if plan.config["data"]["source"] != "local":
-        return []
-    return [str(path) for path in glue.missing_local_files(plan.tasks, plan.glue_dir())]
+def missing_task_files(plan: Plan) -> list[Path]:
+    """Every local file the tasks' sources declare that does not exist (none for Hub data)."""
+    return [Path(path) for task in plan.tasks for path in plan.task_files(task).values() if not Path(path).is_file()]
 
 
 def missing_treebank_files(plan: Plan) -> list[str]:
@@ -124,21 +122,52 @@ def read_hand_labels(plan: Plan, model: str) -> LabelData | None:
 # --- the files' contents -----------------------------------------------------------------------------------------
 
 
-def glue_problems(plan: Plan) -> tuple[list[str], dict[str, pl.DataFrame]]:
-    """(problems, dev split by task) of the local GLUE files: every split read and checked once (columns, labels, idx,
-    encoding), each problem naming the file and line. (The Hub's data is checked by its prepare_data job.)"""
+def task_problems(plan: Plan) -> tuple[list[str], dict[str, pl.DataFrame]]:
+    """(problems, dev split by task) of the tasks' local files: every split read and checked once (format, columns,
+    texts, labels, ids, encoding), each problem naming the file and line, then across splits (an example in two). A
+    Hub dataset's rows are checked by its prepare_data jobs, the first jobs of a run (:func:`hub_warnings`)."""
     problems, dev_frames = [], {}
-    for task in plan.tasks if plan.config["data"]["source"] == "local" else []:
-        for split in ["train", *plan.eval_splits(task)]:
-            path = glue.local_path(glue.get_task(task), split, plan.glue_dir())
+    for name in plan.tasks:
+        task, source = plan.task(name), plan.source(name)
+        if isinstance(source, tasks.Hub):
+            continue
+        frames = {}
+        for split in task.splits:
             try:
-                frame = glue.check_split(glue.get_task(task), glue.read_local(glue.get_task(task), split, plan.glue_dir()), str(path))
-            except glue.DataError as error:
+                frames[split] = tasks.read_split(task, split, source)
+            except tasks.DataError as error:
                 problems.append(str(error))
-                continue
-            if split == "dev":
-                dev_frames[task] = frame
+        if len(frames) == len(task.splits):
+            problems += tasks.check_splits(task, frames, source)
+            dev_frames[name] = frames["dev"]
     return problems, dev_frames
+
+
+def hub_warnings(plan: Plan) -> list[str]:
+    """Why each task's Hugging Face dataset cannot be loaded here (offline and not in the cache, an unknown id,
+    configuration or split), read from its metadata only. Warnings, not errors: a dry run (planning a cluster run on a
+    login node, say) needs no data, and Snakemake does not tell a Snakefile whether it is one; a real run stops at its
+    first jobs, prepare_data (priority 100, before any model job), with the same message."""
+    return [problem for name in plan.tasks if isinstance(source := plan.source(name), tasks.Hub)
+            for problem in hub_problems(plan.task(name), source)]
+
+
+def hub_problems(task: tasks.Task, hub: tasks.Hub) -> list[str]:
+    """Why a task's Hugging Face dataset cannot be loaded here (offline and not in the cache, unknown id or
+    configuration), read from its metadata only; empty when it can."""
+    try:
+        import datasets
+    except ImportError:
+        return [f"{task.name}: a Hugging Face dataset needs the datasets package. Fix: pip install -e '.[hub]'."]
+    try:
+        builder = datasets.load_dataset_builder(hub.dataset, hub.config, revision=hub.revision)
+    except Exception as error:  # offline, unreachable or unknown: datasets raises many types; each gets the same fix
+        return [tasks.hub_unreachable_message(task, hub, error)]
+    known = set((builder.info.splits or {}).keys())
+    if known and (absent := [name for name in hub.splits.values() if name not in known]):
+        return [f"{task.name}: dataset {hub.dataset} has no split {', '.join(map(repr, absent))} (it has {sorted(known)}). Fix: "
+                f"name its splits in task_declarations.{task.name}.hub.splits."]
+    return []
 
 
 def treebank_problems(plan: Plan) -> list[str]:
@@ -163,7 +192,7 @@ def hand_label_data_problems(plan: Plan, model: str, labelled: LabelData | None,
     keys = set(plan.every_model_fit.of(model).dump_keys)  # the fitness checkpoint cannot be read while parsing
     problems = []
     for task, frame in dev_frames.items():
-        sample = glue.subsample(frame, plan.data_limits(task)["max_eval_examples"], plan.config["data"]["subsample_seed"])
+        sample = tasks.subsample(frame, plan.data_limits(task)["max_eval_examples"], plan.config["data"]["subsample_seed"])
         held = set(sample["idx"].to_list())
         for role in ("labels", "test"):
             if role not in frames:
@@ -179,7 +208,7 @@ def hand_label_data_problems(plan: Plan, model: str, labelled: LabelData | None,
 def data_problems(plan: Plan, hand_labels: Mapping[str, LabelData | None]) -> list[str]:
     """Every problem with the files' contents at once: the GLUE splits, the CoNLL-U files, then each model's hand
     labels against the dev splits (``hand_labels``: model -> its hand labels as read)."""
-    problems, dev_frames = glue_problems(plan)
+    problems, dev_frames = task_problems(plan)
     problems += treebank_problems(plan)
     return problems + [problem for model in plan.models for problem in hand_label_data_problems(plan, model, hand_labels[model], dev_frames)]
 
@@ -222,8 +251,7 @@ class ParseChecks:
         plan = self.plan
         listed = [
             Check("config", plan.problems, lambda problems: "config:\n  " + "\n  ".join(problems)),
-            Check("glue_files", lambda: missing_glue_files(plan),
-                  lambda missing: glue.missing_files_message(missing, plan.glue_dir())),
+            Check("task_files", lambda: missing_task_files(plan), tasks.missing_files_message),
             Check("treebank_files", lambda: missing_treebank_files(plan), _missing_treebank_message),
             Check("models", lambda: model_problems(plan),
                   lambda problems: "config 'models':\n" + "\n".join(f"  {problem}" for problem in problems)),
@@ -243,6 +271,10 @@ class ParseChecks:
         except pattern_labels.LabelsError as error:
             return [f"patterns: {error}"]
         return []
+
+    def warnings(self) -> list[str]:
+        """What the run should hear before it starts but that need not stop it (in the main process only)."""
+        return hub_warnings(self.plan) if self.main_process else []
 
     def first_error(self) -> str | None:
         """The message of the first check, in order, that finds problems (None: every check passed). The checks after

@@ -17,7 +17,7 @@ SCRIPTS = "workflow_scripts"
 
 def imported_names(path: Path) -> set[str]:
     """Every absolute import of a file: ``import a.b`` gives ``a.b``; ``from a import b`` gives ``a``, and also ``a.b``
-    when ``a`` is in this project's package (``b`` may be a module: ``from bertology_core.data import glue``)."""
+    when ``a`` is in this project's package (``b`` may be a module: ``from bertology_core.data import tasks``)."""
     names: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
         if isinstance(node, ast.Import):

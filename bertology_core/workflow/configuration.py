@@ -141,7 +141,9 @@ def _dotted(parts: Iterable[Any]) -> str:
 MOVED_KEYS = {("(top level)", "analysis"): "its settings are under 'fitness' now (analysis.unfit is fitness.unfit, "
                                            "analysis.fitness.margin is fitness.margin, and so on)",
               ("finetune", "mem_mb"): "memory requests are per rule under 'compute.mem_mb' now (finetune.mem_mb is "
-                                      "compute.mem_mb.finetune, evaluate_pretrained, subnetwork_finetune and head_gates)"}
+                                      "compute.mem_mb.finetune, evaluate_pretrained, subnetwork_finetune and head_gates)",
+              ("linguistic", "spacy_model"): "spaCy pipelines are per language under 'linguistic.spacy_models' now "
+                                             "({en: <package>}), chosen by each task's declared language"}
 
 
 def _close(word: str, choices: Iterable[str]) -> str | None:

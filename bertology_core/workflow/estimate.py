@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from bertology_core.data import glue
+from bertology_core.data import tasks
 from bertology_core.data.batch_order import training_batches
 from bertology_core.outliers.outliers_stats import PLACEMENTS
 from bertology_core.workflow.cost import Calibration, ordered_batches, padded_batches, sorted_batches
@@ -58,7 +58,7 @@ class Lengths:
     frames: dict[tuple[str, str], Any]
 
     def of(self, task: str, split: str, max_length: int, examples: int | None = None, seed: int = 0) -> np.ndarray:
-        frame = glue.subsample(self.frames[(task, split)], examples, seed)
+        frame = tasks.subsample(self.frames[(task, split)], examples, seed)
         return np.minimum(frame["length"].to_numpy(), max_length)
 
 

@@ -30,7 +30,7 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
-from bertology_core.data import glue, states
+from bertology_core.data import states, tasks
 from bertology_core.report.files import FIGURE_FILES, TABLE_FILES, item_file
 from bertology_core.workflow import configuration
 
@@ -216,6 +216,12 @@ class Plan:
         self.repo = Path(repo)
         self.models: dict[str, str] = {m["name"]: m["spec"] for m in config["models"]}
         self.tasks: list[str] = list(config["tasks"])
+        # every declared task (the shipped ones, then task_declarations), or why the declarations cannot be read
+        try:
+            self.declared: dict[str, tasks.Task] = tasks.declared_tasks(config["task_declarations"], self.glue_dir(), self.repo)
+            self.declaration_problems: list[str] = []
+        except tasks.DataError as error:
+            self.declared, self.declaration_problems = {}, [str(error)]
         self.seeds: list[int] = list(config["seeds"])
         # fine-tuning's states this config runs (bertology_core.data.states), and those a fine-tuning job trains
         self.finetune_states: list[str] = list(config["finetune"]["states"])
@@ -239,11 +245,49 @@ class Plan:
         treebank = self.config["treebank"]
         return Path(TREEBANK_DOWNLOADED) / name if treebank["url"] else self.repo_path(treebank["dir"]) / name
 
-    def local_glue_file(self, task: str, split: str) -> list[str] | str:
-        """prepare_data's input: the local TSV itself, so an edited file reruns what uses it (none for Hub data)."""
-        if self.config["data"]["source"] != "local":
-            return []
-        return str(glue.local_path(glue.get_task(task), split, self.glue_dir()))
+    # -- the tasks --
+
+    def task(self, name: str) -> tasks.Task:
+        return self.declared[name]
+
+    def source(self, task: str) -> tasks.Files | tasks.Hub:
+        """Where a task's examples are read from: its files, or its Hugging Face dataset (data.source picks where a
+        task declares both)."""
+        return self.task(task).source(self.config["data"]["source"])
+
+    def task_files(self, task: str) -> dict[str, str]:
+        """prepare_data's input: every split's local file by split, so an edited file reruns what uses it (none for
+        Hub data). Every split, as each job checks that no example of its split is in another."""
+        source = self.source(task)
+        return {split: str(source.path(split)) for split in source.splits} if isinstance(source, tasks.Files) else {}
+
+    def task_declaration(self, wildcards: Any) -> dict[str, Any]:
+        """prepare_data's params: the task's declaration as written (a change reruns its data and all after), and the
+        source it is read from."""
+        name = wildcards.task
+        raw = self.config["task_declarations"].get(name) or tasks.shipped_declarations()[name]
+        return {"name": name, "declaration": raw, "source": self.config["data"]["source"]}
+
+    def task_meaning(self, wildcards: Any) -> dict[str, Any]:
+        """A job's params: what its task's labels mean and how it is scored (tasks.Task.meaning)."""
+        return self.task(wildcards.task).meaning()
+
+    def spacy_model(self, wildcards: Any) -> str:
+        """The spaCy pipeline that tags a task's dev sentences: linguistic.spacy_models by the task's language."""
+        return self.config["linguistic"]["spacy_models"][self.task(wildcards.task).language]
+
+    def linguistic_tasks(self) -> list[str]:
+        """The tasks whose language has a spaCy pipeline (linguistic.spacy_models): the linguistic stage's."""
+        return [task for task in self.tasks if self.task(task).language in self.config["linguistic"]["spacy_models"]]
+
+    def linguistic_left_out(self) -> list[str]:
+        """Why each task the linguistic stage leaves out is left out (what its section says)."""
+        return [f"{task}: its language {self.task(task).language!r} has no spaCy pipeline in linguistic.spacy_models"
+                for task in self.tasks if task not in self.linguistic_tasks()]
+
+    def task_meanings(self) -> dict[str, dict[str, Any]]:
+        """Every configured task's meaning, by name: the params of the jobs that gather tasks."""
+        return {name: self.task(name).meaning() for name in self.tasks}
 
     @staticmethod
     def run_dir(model: str, task: str, state: str, seed: int | str) -> str:
@@ -308,9 +352,8 @@ class Plan:
     def max_examples(self, task: str, split: str) -> int | None:
         return self.data_limits(task)["max_train_examples" if split == "train" else "max_eval_examples"]
 
-    @staticmethod
-    def eval_splits(task: str) -> list[str]:
-        return list(glue.get_task(task).eval_splits)
+    def eval_splits(self, task: str) -> list[str]:
+        return list(self.task(task).eval_splits)
 
     def eval_inputs(self, task: str) -> list[str]:
         return [f"results/data/{task}/{split}.parquet" for split in self.eval_splits(task)]
@@ -464,7 +507,7 @@ class Plan:
                     lengths[f"finetune.{section}.{name}.max_length"] = values["max_length"]
         if self.treebank_splits:
             lengths["probing.max_length"] = self.config["probing"]["max_length"]
-        return {"label_counts": {task: glue.get_task(task).num_labels for task in self.tasks}, "max_lengths": lengths}
+        return {"label_counts": {task: self.task(task).num_labels for task in self.tasks}, "max_lengths": lengths}
 
     # -- the seeds of each stage, whether or not their models turn out fit --
 
@@ -598,6 +641,9 @@ class Plan:
         if len(set(names)) != len(names):
             problems.append(f"config 'models': the name(s) {sorted({n for n in names if names.count(n) > 1})} are given "
                             "to more than one entry. Fix: give every model a unique name.")
+        problems += self.declaration_problems + [
+            f"config 'tasks' names {task!r}, which is not declared. Fix: declare it under task_declarations (see README, "
+            f"'Your own task'), or choose from {sorted(self.declared)}." for task in self.tasks if task not in self.declared]
         problems += configuration.per_task_problems(config, self.tasks)
         if config["treebank"]["dir"] and config["treebank"]["url"]:
             problems.append("config 'treebank': both dir and url are set. Fix: set the one the files come from, the "
@@ -743,11 +789,17 @@ class ModelRuns:
     syntactic_heads: list[str]  # states whose heads are scored against the treebank
     layer_mix: list[str]  # probed states that get Tenney et al.'s scalar mixes
     outliers: list[TaskSeed]  # fine-tuned models whose outlier dimensions are disabled
+    linguistic_tasks: list[str] = dataclasses.field(default_factory=list)  # tasks whose language spaCy can tag
 
     @property
     def dump_keys(self) -> list[str]:
         """``<task>/<dumped state>`` of every dump: the unit of the attention analyses (and of head roles)."""
         return [f"{task}/{dumped}" for task, dumped in self.dumps]
+
+    @property
+    def linguistic_keys(self) -> list[str]:
+        """The dumps the linguistic stage scores: those of tasks whose language has a spaCy pipeline."""
+        return [f"{task}/{dumped}" for task, dumped in self.dumps if task in self.linguistic_tasks]
 
     @property
     def dumped_fine_tuned(self) -> list[TaskSeed]:
@@ -896,7 +948,7 @@ class Runs:
                     if trains_finetuned else [])
         return ModelRuns(dumps=dumps, attention_change=changed, sweeps=sweeps, greedy=greedy, pruned=pruned,
                          subnetworks=subnetworks, gated=gated, gates=gate_jobs, probed=probed, syntactic_heads=syntactic,
-                         layer_mix=list(mixed), outliers=outliers)
+                         layer_mix=list(mixed), outliers=outliers, linguistic_tasks=plan.linguistic_tasks())
 
     # -- the report's sections --
 
@@ -912,7 +964,8 @@ class Runs:
             "patterns": SectionRuns(True, runs.dumped_runs, bool(runs.dumped_fine_tuned)),
             "attention_change": SectionRuns(bool(runs.attention_change), [(t, finetuned, s) for t, s in runs.attention_change],
                                             bool(runs.attention_change)),
-            "linguistic": SectionRuns(True, runs.dumped_runs, None),
+            "linguistic": SectionRuns(bool(runs.linguistic_keys),
+                                      [run for run in runs.dumped_runs if run[0] in runs.linguistic_tasks], None),
             "disabling": SectionRuns(bool(runs.sweeps), runs.sweeps, bool(runs.sweeps)),
             "pruning": SectionRuns(bool(runs.pruned), pruning_shows, bool(runs.pruned)),
             "probing": SectionRuns(bool(runs.probed), probing_shows, bool(runs.probed)),
@@ -1042,7 +1095,7 @@ class Runs:
 
     def linguistic_inputs(self, model: str) -> dict[str, Any]:
         """Every dump's linguistic score tables, by kind."""
-        keys = self.of(model).dump_keys
+        keys = self.of(model).linguistic_keys
         return {kind: [f"results/linguistic/{model}/{key}.{kind}.parquet" for key in keys]
                 for kind in ("features", "relations", "cls_shares", "cls_max")} | {"fitness": f"{FITNESS_TABLE}.parquet"}
 

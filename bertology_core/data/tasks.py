@@ -1,0 +1,599 @@
+"""Tasks as the config declares them: where a task's examples are, what its labels mean, how it is scored.
+
+A task is a declaration (``task_declarations`` in the config; GLUE's nine ship in ``glue.yaml`` beside this module,
+written the same way): its label names in a fixed order (classification) or its score range (regression), its
+metrics (the first, or ``main_metric``, is the one every stage reports), its language, and one or two sources:
+``files`` (CSV, TSV, JSON Lines or Parquet, one file per split) and ``hub`` (a Hugging Face dataset: id,
+configuration, revision, split names). Each source says which of its columns hold the text(s), the label and
+optionally the example's integer id (else the row number within the split).
+
+Every split is normalised to one schema, ``idx, sentence1, sentence2, label``: ``sentence2`` is null for
+single-sentence tasks, ``label`` the class id (the label's position among the declared names) or a float score.
+
+Delimited files are read with the csv module, so that every problem names its line: ``quoting: false`` reads them
+as GLUE's own ``_read_tsv`` did (quoting disabled: its sentences contain ``"``); a UTF-8 BOM (MRPC's header has one)
+is stripped. A raw label is looked up among the declared names (JSON/Parquet booleans as ``false``/``true``); where
+no declared name is itself an integer, an integer label is read as the position of a name (GLUE's ``0``/``1``).
+
+Checked before anything is trained (:func:`check_splits`): a missing column or split, a label outside the names or
+the range, an empty text, a duplicated id, an example whose id or text is also in another split, non-UTF-8 bytes,
+an unrecognised format. The official GLUE release has empty texts (QQP) and examples repeated across its splits
+(CoLA, STS-B): its declarations list them (``known_empty``, ``known_overlap``), so they are left out or allowed by
+name while anything else is refused.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import dataclasses
+import json
+import logging
+import math
+import re
+import sys
+from collections.abc import Iterable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import yaml
+
+from bertology_core.data import io
+
+SCHEMA = {"idx": pl.Int64, "sentence1": pl.String, "sentence2": pl.String}
+# the declarations that ship with the project, and the config key naming the folder their files are under
+SHIPPED = Path(__file__).with_name("glue.yaml")
+SHIPPED_DIR_KEY = "data.glue_dir"
+FORMATS = {".csv": "csv", ".tsv": "tsv", ".jsonl": "jsonl", ".parquet": "parquet"}
+CLASSIFICATION_METRICS = ("accuracy", "f1", "f1_macro", "matthews_correlation")
+REGRESSION_METRICS = ("pearson", "spearman")
+REQUIRED_SPLITS = ("train", "dev")
+# a task's name is a folder in every results path
+TASK_NAME = re.compile(r"[A-Za-z0-9._-]+")
+
+
+class DataError(ValueError):
+    """Bad or missing input data; the message names the file, the field and the fix."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Columns:
+    """Where a source holds an example: its text column(s) (one or two), its label column, its id column (None: the
+    row number within the split)."""
+
+    text: tuple[str, ...]
+    label: str
+    id: str | None = None
+
+    @classmethod
+    def read(cls, raw: Mapping[str, Any], key: str) -> Columns:
+        text = raw.get("text")
+        text = (text,) if isinstance(text, str) else tuple(text or ())
+        if not 1 <= len(text) <= 2 or not all(isinstance(t, str) and t for t in text):
+            raise DataError(f"{key}.text: {raw.get('text')!r} is not one or two column names. Fix: text: [sentence] or "
+                            "text: [premise, hypothesis].")
+        if not isinstance(raw.get("label"), str):
+            raise DataError(f"{key}.label: {raw.get('label')!r} is not a column name. Fix: label: <the label's column>.")
+        return cls(text, raw["label"], raw.get("id"))
+
+    def names(self) -> list[str]:
+        return [*self.text, self.label, *([self.id] if self.id else [])]
+
+
+@dataclasses.dataclass(frozen=True)
+class Files:
+    """Local files, one per split (``splits``: split -> path under ``dir``)."""
+
+    dir: Path
+    splits: Mapping[str, str]
+    columns: Columns
+    format: str | None = None  # None: from each file's extension
+    header: bool = True  # delimited files: the first line names the columns
+    column_names: tuple[str, ...] | None = None  # delimited files without a header: every column, in order
+    quoting: bool = True  # delimited files: fields may be quoted ("a, b"); false reads every quote as text
+
+    def path(self, split: str) -> Path:
+        return self.dir / self.splits[split]
+
+    def at(self, paths: Mapping[str, str | Path]) -> Files:
+        """The same files, found at ``paths`` (split -> path: where a job was given them)."""
+        return dataclasses.replace(self, dir=Path(), splits={split: str(path) for split, path in paths.items()})
+
+    def format_of(self, split: str) -> str:
+        """The file's format: the declared one, else from its extension; a DataError names both when neither is
+        known."""
+        if self.format:
+            return self.format
+        path = self.path(split)
+        known = FORMATS.get(path.suffix.lower())
+        if known is None:
+            raise DataError(f"{path}: file format {path.suffix or '(no extension)'!r} not recognised. Fix: name the file "
+                            f"*.csv, *.tsv, *.jsonl or *.parquet, or declare files.format ({', '.join(FORMATS.values())}).")
+        return known
+
+
+@dataclasses.dataclass(frozen=True)
+class Hub:
+    """A Hugging Face dataset: ``dataset`` (a Hub id, or a folder laid out as a Hub dataset), its configuration and
+    revision, ``splits``: split -> the dataset's split name."""
+
+    dataset: str
+    splits: Mapping[str, str]
+    columns: Columns
+    config: str | None = None
+    revision: str | None = None
+
+    def origin(self, split: str) -> str:
+        at = f"@{self.revision}" if self.revision else ""
+        return f"hub {self.dataset}{at} {self.config or ''}/{self.splits[split]}".replace(" /", " ")
+
+
+@dataclasses.dataclass(frozen=True)
+class Task:
+    """One declared task. ``label_names`` (classification, in the declared order: their positions are the class
+    ids) or ``label_range`` (regression); ``metrics``: the main metric first."""
+
+    name: str
+    label_names: tuple[str, ...] | None
+    label_range: tuple[float, float] | None
+    metrics: tuple[str, ...]
+    language: str | None = None
+    files: Files | None = None
+    hub: Hub | None = None
+    known_empty: Mapping[str, tuple[int, ...]] = dataclasses.field(default_factory=dict)
+    known_overlap: Mapping[str, tuple[int, ...]] = dataclasses.field(default_factory=dict)
+
+    @property
+    def is_regression(self) -> bool:
+        return self.label_names is None
+
+    @property
+    def num_labels(self) -> int:
+        return 1 if self.label_names is None else len(self.label_names)
+
+    @property
+    def main_metric(self) -> str:
+        return self.metrics[0]
+
+    @property
+    def splits(self) -> tuple[str, ...]:
+        source = self.files or self.hub
+        assert source is not None
+        return tuple(source.splits)
+
+    @property
+    def eval_splits(self) -> tuple[str, ...]:
+        return tuple(s for s in self.splits if s != "train")
+
+    def source(self, preferred: str) -> Files | Hub:
+        """The source a run reads: ``preferred`` (data.source: local or hub) where the task declares both."""
+        if self.files is not None and (preferred == "local" or self.hub is None):
+            return self.files
+        assert self.hub is not None
+        return self.hub
+
+    def meaning(self) -> dict[str, Any]:
+        """What a job that scores or trains on the prepared data needs of the task (its params: a change reruns
+        it); not where the data came from."""
+        return {"name": self.name, "label_names": list(self.label_names) if self.label_names else None,
+                "label_range": list(self.label_range) if self.label_range else None, "metrics": list(self.metrics),
+                "language": self.language}
+
+    @classmethod
+    def from_meaning(cls, meaning: Mapping[str, Any]) -> Task:
+        """The task a job was given as params (:meth:`meaning`)."""
+        return cls(meaning["name"], tuple(meaning["label_names"]) if meaning["label_names"] else None,
+                   tuple(meaning["label_range"]) if meaning["label_range"] else None, tuple(meaning["metrics"]),
+                   meaning.get("language"))
+
+
+# --- declarations ------------------------------------------------------------------------------------------------
+
+
+def declare(name: str, raw: Mapping[str, Any], folder: str | Path, key: str = "task_declarations") -> Task:
+    """The task a declaration describes (``raw``: one entry of ``task_declarations``, as the config schema checks
+    its shape). ``folder``: where ``files.dir`` (or, without one, the file paths) are relative to. Every problem
+    raises a DataError naming the config key and the fix."""
+    key = f"{key}.{name}"
+    labels, value_range = raw.get("labels"), raw.get("range")
+    if (labels is None) == (value_range is None):
+        raise DataError(f"{key}: declare either labels (classification: the names, in a fixed order) or range "
+                        "(regression: [low, high]), not both or neither.")
+    if labels is not None:
+        labels = tuple(("true" if label else "false") if isinstance(label, bool) else str(label) for label in labels)
+        if len(labels) < 2 or len(set(labels)) != len(labels):
+            raise DataError(f"{key}.labels: {list(labels)} must be two or more distinct names.")
+    if value_range is not None:
+        low, high = (float(v) for v in value_range)
+        if not low < high:
+            raise DataError(f"{key}.range: {value_range} must be [low, high] with low < high.")
+        value_range = (low, high)
+    metrics = tuple(raw.get("metrics") or (("pearson", "spearman") if labels is None else ("accuracy",)))
+    allowed = REGRESSION_METRICS if labels is None else CLASSIFICATION_METRICS
+    if wrong := [m for m in metrics if m not in allowed]:
+        raise DataError(f"{key}.metrics: {wrong} do not score a {'regression' if labels is None else 'classification'} "
+                        f"task. Fix: choose from {list(allowed)}.")
+    if "f1" in metrics and labels is not None and len(labels) != 2:
+        raise DataError(f"{key}.metrics: f1 is binary F1 (of the label with id 1, {labels[1]!r}); "
+                        f"{name} has {len(labels)} labels. Fix: use f1_macro.")
+    main = raw.get("main_metric") or metrics[0]
+    if main not in metrics:
+        raise DataError(f"{key}.main_metric: {main!r} is not among its metrics {list(metrics)}. Fix: add it to metrics.")
+    metrics = (main, *(m for m in metrics if m != main))
+    files = hub = None
+    if raw.get("files"):
+        spec = raw["files"]
+        base = Path(folder) / spec.get("dir", "")
+        files = Files(base, _splits(spec, f"{key}.files"), Columns.read(spec, f"{key}.files"), spec.get("format"),
+                      spec.get("header", True), tuple(spec["column_names"]) if spec.get("column_names") else None,
+                      spec.get("quoting", True))
+        if not files.header and not files.column_names:
+            raise DataError(f"{key}.files: header: false needs column_names (every column of the file, in order).")
+    if raw.get("hub"):
+        spec = raw["hub"]
+        hub = Hub(spec["dataset"], _splits(spec, f"{key}.hub"), Columns.read(spec, f"{key}.hub"), spec.get("config"),
+                  spec.get("revision"))
+    if files is None and hub is None:
+        raise DataError(f"{key}: no source. Fix: declare files (a file per split) or hub (a Hugging Face dataset).")
+    if files is not None and hub is not None and set(files.splits) != set(hub.splits):
+        raise DataError(f"{key}: files and hub declare different splits ({sorted(files.splits)} vs {sorted(hub.splits)}).")
+    known = {kind: {split: tuple(ids) for split, ids in (raw.get(kind) or {}).items()} for kind in ("known_empty", "known_overlap")}
+    return Task(name, labels, value_range, metrics, raw.get("language"), files, hub, **known)
+
+
+def _splits(spec: Mapping[str, Any], key: str) -> dict[str, str]:
+    splits = dict(spec.get("splits") or {})
+    if missing := [s for s in REQUIRED_SPLITS if s not in splits]:
+        raise DataError(f"{key}.splits: no {' or '.join(missing)} split. Fix: declare a train and a dev split (further "
+                        "splits are evaluated beside dev).")
+    return splits
+
+
+def shipped_declarations() -> dict[str, Any]:
+    """The declarations that ship with the project (GLUE's nine), as written."""
+    return yaml.safe_load(SHIPPED.read_text())
+
+
+def declared_tasks(declarations: Mapping[str, Any], shipped_dir: str | Path, repo: str | Path = ".") -> dict[str, Task]:
+    """Every task: the shipped declarations (their files under ``shipped_dir``), then the config's
+    ``task_declarations`` (``declarations``; paths relative to ``repo``), which may replace a shipped one."""
+    shipped = {name: declare(name, raw, shipped_dir) for name, raw in shipped_declarations().items()}
+    return shipped | {name: declare(name, raw, repo) for name, raw in declarations.items()}
+
+
+def glue_task(name: str, glue_dir: str | Path = "glue_data") -> Task:
+    """A shipped task by name, its files under ``glue_dir`` (for the library's users that have no config)."""
+    tasks = declared_tasks({}, glue_dir)
+    if name not in tasks:
+        raise DataError(f"Unknown task {name!r}. Shipped tasks: {', '.join(tasks)} (names are case-sensitive); "
+                        "declare others under task_declarations.")
+    return tasks[name]
+
+
+# --- reading -----------------------------------------------------------------------------------------------------
+
+# (position among the split's rows, where it is: "path:line" or the Hub split and row, id or None, texts, raw label)
+RawRow = tuple[int, str, Any, tuple[Any, ...], Any]
+
+
+def read_split(task: Task, split: str, source: Files | Hub) -> pl.DataFrame:
+    """One split in the normalised schema, every row checked (columns, text, label, id)."""
+    if split not in source.splits:
+        raise DataError(f"{task.name}: no split {split!r} declared. Fix: add it to the declaration's splits.")
+    rows = _read_hub(task, split, source) if isinstance(source, Hub) else _read_file(task, split, source)
+    return _normalise(task, split, rows, source.columns)
+
+
+def read_files(task: Task, split: str) -> pl.DataFrame:
+    """One split from the task's declared files (:func:`read_split`)."""
+    if task.files is None:
+        raise DataError(f"{task.name} declares no files. Fix: declare task_declarations.{task.name}.files, or read its "
+                        "Hugging Face dataset.")
+    return read_split(task, split, task.files)
+
+
+def origin(source: Files | Hub, split: str) -> str:
+    return str(source.path(split)) if isinstance(source, Files) else source.origin(split)
+
+
+def missing_files(tasks: Iterable[Task]) -> list[Path]:
+    """Every declared file of these tasks' local sources that does not exist."""
+    return [task.files.path(split) for task in tasks if task.files is not None for split in task.splits
+            if not task.files.path(split).is_file()]
+
+
+def missing_files_message(missing: list[Path]) -> str:
+    listed = "\n".join(f"  - {p}" for p in missing)
+    return (
+        f"Task data not found: {len(missing)} file(s) missing:\n{listed}\n"
+        "Fix: point the task's files at existing files (task_declarations.<TASK>.files.dir and splits; GLUE's: "
+        "data.glue_dir, a folder in the classic layout <glue_dir>/<TASK>/{train,dev}.tsv as written by GLUE's "
+        "download_glue_data.py, MNLI with dev_matched.tsv and dev_mismatched.tsv), or set data.source: hub for tasks "
+        "that declare a Hugging Face dataset (GLUE's: nyu-mll/glue). Or remove the task from `tasks`."
+    )
+
+
+@contextlib.contextmanager
+def _long_csv_fields() -> Iterator[None]:
+    """Rows can be long (MNLI's parses): csv's default limit of 128 KiB per field is raised while a split is read,
+    and restored after (it is process-wide)."""
+    previous = csv.field_size_limit(sys.maxsize)
+    try:
+        yield
+    finally:
+        csv.field_size_limit(previous)
+
+
+def _read_file(task: Task, split: str, files: Files) -> Iterator[RawRow]:
+    path = files.path(split)
+    if not path.is_file():
+        raise DataError(missing_files_message([path]))
+    kind = files.format_of(split)
+    try:
+        if kind in ("csv", "tsv"):
+            yield from _read_delimited(path, files, "," if kind == "csv" else "\t")
+        elif kind == "jsonl":
+            yield from _read_json_lines(path, files.columns)
+        elif kind == "parquet":
+            yield from _read_parquet(path, files.columns)
+        else:
+            raise DataError(f"{path}: files.format {kind!r} not recognised. Fix: one of {', '.join(FORMATS.values())}.")
+    except UnicodeDecodeError:
+        raise DataError(io.not_utf8_message(path)) from None
+
+
+def _missing_columns(where: str, wanted: Iterable[str], present: list[str]) -> DataError:
+    absent = [c for c in wanted if c not in present]
+    return DataError(f"{where}: no column {', '.join(map(repr, absent))} (the file has {', '.join(map(repr, present))}). "
+                     "Fix: name the columns the file has in the task's declaration (text, label, id), or rename them in "
+                     "the file.")
+
+
+def _read_delimited(path: Path, files: Files, delimiter: str) -> Iterator[RawRow]:
+    quoting = csv.QUOTE_MINIMAL if files.quoting else csv.QUOTE_NONE
+    with _long_csv_fields(), path.open(encoding="utf-8-sig", newline="") as handle:
+        reader = csv.reader(handle, delimiter=delimiter, quoting=quoting)
+        names = next(reader, None) if files.header else list(files.column_names or ())
+        if names is None:
+            raise DataError(f"{path}: the file is empty (no header line). Fix: supply the split's examples.")
+        names = [name.strip() for name in names]
+        wanted = files.columns.names()
+        if any(c not in names for c in wanted):
+            raise _missing_columns(f"{path}:1" if files.header else f"{path}: files.column_names", wanted, names)
+        at = [names.index(c) for c in wanted]
+        n_text = len(files.columns.text)
+        position = 0
+        for row in reader:
+            if not row or row == [""]:
+                continue
+            if len(row) != len(names):
+                raise DataError(
+                    f"{path}:{reader.line_num}: expected {len(names)} {'tab' if delimiter == chr(9) else 'comma'}-separated "
+                    f"fields ({', '.join(names)}), found {len(row)}. Fix: repair the line (a stray "
+                    f"{'tab' if delimiter == chr(9) else 'comma or quote'} or a newline inside a text)"
+                    + ("" if files.quoting else ", or declare files.quoting: true if its fields are quoted") + ".")
+            values = [row[i] for i in at]
+            yield (position, f"{path}:{reader.line_num}", values[n_text + 1] if files.columns.id else None,
+                   tuple(values[:n_text]), values[n_text])
+            position += 1
+
+
+def _read_json_lines(path: Path, columns: Columns) -> Iterator[RawRow]:
+    wanted = columns.names()
+    position = 0
+    with path.open(encoding="utf-8-sig") as handle:
+        for line_no, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as error:
+                raise DataError(f"{path}:{line_no}: not a JSON object ({error.msg}). Fix: one JSON object per line.") from None
+            if not isinstance(record, dict):
+                raise DataError(f"{path}:{line_no}: a JSON {type(record).__name__}, not an object. Fix: one JSON object "
+                                "per line, with the declared fields.")
+            if any(c not in record for c in wanted):
+                raise _missing_columns(f"{path}:{line_no}", wanted, list(record))
+            yield (position, f"{path}:{line_no}", record[columns.id] if columns.id else None,
+                   tuple(record[c] for c in columns.text), record[columns.label])
+            position += 1
+
+
+def _read_parquet(path: Path, columns: Columns) -> Iterator[RawRow]:
+    import pyarrow.parquet as pq
+
+    try:
+        schema = pq.read_schema(path)
+    except Exception as error:  # pyarrow raises several types for a file that is not Parquet
+        raise DataError(f"{path}: not a Parquet file ({type(error).__name__}: {error}). Fix: write it with "
+                        "polars/pandas/pyarrow, or declare its real format (files.format).") from None
+    wanted = columns.names()
+    if any(c not in schema.names for c in wanted):
+        raise _missing_columns(str(path), wanted, list(schema.names))
+    table = pl.read_parquet(path, columns=list(dict.fromkeys(wanted)))
+    for position, record in enumerate(table.iter_rows(named=True)):
+        yield (position, f"{path}: row {position + 1}", record[columns.id] if columns.id else None,
+               tuple(record[c] for c in columns.text), record[columns.label])
+
+
+def _read_hub(task: Task, split: str, hub: Hub) -> Iterator[RawRow]:
+    data = load_hub_split(task, split, hub)
+    wanted = hub.columns.names()
+    if any(c not in data.column_names for c in wanted):
+        raise _missing_columns(hub.origin(split), wanted, list(data.column_names))
+    feature = data.features.get(hub.columns.label)
+    names = getattr(feature, "names", None)
+    if names is not None and task.label_names is not None and tuple(names) != task.label_names:
+        raise DataError(f"{hub.origin(split)}: field {hub.columns.label!r} holds class ids of {list(names)}, the task "
+                        f"declares labels {list(task.label_names)}. Fix: declare the dataset's names in its order, "
+                        "so that ids agree.")
+    for position, record in enumerate(data.select_columns(list(dict.fromkeys(wanted)))):
+        yield (position, f"{hub.origin(split)} row {position + 1}", record[hub.columns.id] if hub.columns.id else None,
+               tuple(record[c] for c in hub.columns.text), record[hub.columns.label])
+
+
+def load_hub_split(task: Task, split: str, hub: Hub) -> Any:
+    """One split through ``datasets`` (network, its cache, or a folder laid out as a Hub dataset)."""
+    try:
+        import datasets  # imported lazily: only Hub users pay for it (the project's `hub` extra)
+    except ImportError:
+        raise DataError(f"{task.name} from the Hugging Face Hub needs the datasets package. Fix: pip install -e '.[hub]' "
+                        "(or declare the task's files and set data.source: local).") from None
+    try:
+        return datasets.load_dataset(hub.dataset, hub.config, split=hub.splits[split], revision=hub.revision)
+    except Exception as error:  # offline, unreachable or unknown: datasets raises many types; each gets the same fix
+        raise DataError(hub_unreachable_message(task, hub, error)) from error
+
+
+def hub_unreachable_message(task: Task, hub: Hub, error: BaseException) -> str:
+    config = f", {hub.config!r}" if hub.config else ""
+    return (
+        f"{task.name}: dataset {hub.dataset}{' config ' + hub.config if hub.config else ''} could not be loaded from the "
+        f"Hugging Face Hub ({type(error).__name__}: {str(error)[:200]}). Fix: connect this machine to the internet (and "
+        "unset HF_HUB_OFFLINE); or bring the data over as files from a machine that has internet: there, run "
+        f"`python -c \"import datasets; d = datasets.load_dataset({hub.dataset!r}{config}); "
+        "[d[s].to_parquet(f'{s}.parquet') for s in d]\"`, copy the Parquet files here and declare them as the task's "
+        "files (task_declarations.<TASK>.files, with data.source: local); or copy that machine's "
+        "~/.cache/huggingface/datasets folder to the same place here and run with HF_HUB_OFFLINE=1."
+    )
+
+
+# --- checking ----------------------------------------------------------------------------------------------------
+
+
+def _label_id(task: Task, raw: Any, where: str, column: str) -> float | int:
+    if task.is_regression:
+        assert task.label_range is not None
+        low, high = task.label_range
+        try:
+            value = float(raw)
+        except (TypeError, ValueError):
+            value = math.nan
+        if math.isnan(value):
+            raise DataError(f"{where}: field {column!r} = {raw!r} is not a number; {task.name} is a regression task with "
+                            f"scores in [{low:g}, {high:g}]. Fix: correct the score.")
+        if not low <= value <= high:
+            raise DataError(f"{where}: field {column!r} = {raw!r} is outside {task.name}'s range [{low:g}, {high:g}]. Fix: "
+                            "correct the score, or the declared range.")
+        return value
+    assert task.label_names is not None
+    text = ("true" if raw else "false") if isinstance(raw, bool) else None if raw is None else str(raw).strip()
+    if text in task.label_names:
+        return task.label_names.index(text)
+    numbered = not any(name.lstrip("-").isdigit() for name in task.label_names)
+    if numbered and not isinstance(raw, (bool, float)) and text is not None and text.lstrip("-").isdigit():
+        if 0 <= int(text) < task.num_labels:
+            return int(text)
+    ids = f" or their ids 0..{task.num_labels - 1}" if numbered else ""
+    raise DataError(f"{where}: field {column!r} = {raw!r} is not a {task.name} label. Allowed: {list(task.label_names)}"
+                    f"{ids}. Fix: correct the label (a hidden test label such as -1 has no place in a scored split), or "
+                    "add it to the task's declared labels.")
+
+
+def _normalise(task: Task, split: str, rows: Iterable[RawRow], columns: Columns) -> pl.DataFrame:
+    records: list[tuple[int, str, str | None, float | int]] = []
+    known_empty = set(task.known_empty.get(split, ()))
+    for position, where, raw_id, texts, raw_label in rows:
+        idx = position if columns.id is None else _integer_id(raw_id, where, columns.id)
+        if empty := [i for i, text in enumerate(texts) if not isinstance(text, str) or not text.strip()]:
+            if idx in known_empty:
+                logging.warning("%s: idx %d has an empty text in the official release; left out", where, idx)
+                continue
+            raise DataError(f"{where}: field {columns.text[empty[0]]!r} is empty (idx {idx}); every example needs its text "
+                            "(an empty sentence would be trained on and scored as [CLS] [SEP] alone). Fix: restore the "
+                            "text, or delete the example.")
+        records.append((idx, texts[0], texts[1] if len(texts) > 1 else None,
+                        _label_id(task, raw_label, where, columns.label)))
+    if not records:
+        raise DataError(f"{task.name} {split}: the split has no examples. Fix: supply a non-empty split.")
+    frame = pl.DataFrame(records, schema={**SCHEMA, "label": pl.Float64 if task.is_regression else pl.Int64}, orient="row")
+    repeated = frame.filter(pl.col("idx").is_duplicated())
+    if repeated.height:
+        raise DataError(f"{task.name} {split}: field {columns.id!r}: id {repeated['idx'][0]} is not unique "
+                        f"({repeated.height} examples share a repeated id). Fix: give every example its own id, or leave "
+                        "id out of the declaration (the row number).")
+    return frame
+
+
+def _integer_id(raw: Any, where: str, column: str | None) -> int:
+    try:
+        if isinstance(raw, bool) or (isinstance(raw, float) and not raw.is_integer()):
+            raise ValueError
+        return int(str(raw).strip()) if not isinstance(raw, (int, float)) else int(raw)
+    except (TypeError, ValueError):
+        raise DataError(f"{where}: field {column!r} = {raw!r} is not an integer; every output names an example by its integer "
+                        "id. Fix: give the example an integer id, or leave id out of the declaration (the row number "
+                        "within the split).") from None
+
+
+def overlap_problems(task: Task, frames: Mapping[str, pl.DataFrame], where: Mapping[str, str], by_id: bool) -> list[str]:
+    """Examples of a later split (in the declared order) whose id (where the source declares one) or text(s) are also
+    in an earlier split: a model evaluated on what it was trained on. ``by_id``: the source declares ids (row numbers
+    repeat across splits by construction). ``known_overlap`` lists (by split and idx) the ones the official release
+    has. ``where``: each split's origin."""
+    problems = []
+    seen: dict[str, tuple[set[int], dict[tuple[str | None, ...], int]]] = {}
+    for split, frame in frames.items():
+        allowed = set(task.known_overlap.get(split, ()))
+        texts = list(zip(frame["sentence1"].to_list(), frame["sentence2"].to_list(), strict=True))
+        ids = frame["idx"].to_list()
+        for earlier, (earlier_ids, earlier_texts) in seen.items():
+            same_id = [idx for idx in ids if by_id and idx in earlier_ids and idx not in allowed]
+            if same_id:
+                problems.append(f"{where[split]}: {len(same_id)} example(s) have an id also in split {earlier!r} "
+                                f"({where[earlier]}), first id {same_id[0]}. Fix: ids identify examples across splits; "
+                                "remove each from one split, or, if your ids number each split's rows, leave id out of "
+                                "the declaration.")
+            same_text = [(idx, earlier_texts[text]) for idx, text in zip(ids, texts, strict=True)
+                         if text in earlier_texts and idx not in allowed]
+            if same_text:
+                problems.append(f"{where[split]}: {len(same_text)} example(s) have the same text as one of split "
+                                f"{earlier!r} ({where[earlier]}), first idx {same_text[0][0]} (idx {same_text[0][1]} "
+                                f"there): a model would be scored on what it was trained on. Fix: remove each from one "
+                                f"of the splits (idx {[idx for idx, _ in same_text][:20]}).")
+        seen[split] = (set(ids), {t: i for i, t in zip(ids, texts, strict=True)})
+    return problems
+
+
+def prepare_split(task: Task, split: str, source: Files | Hub, max_examples: int | None, seed: int) -> pl.DataFrame:
+    """Read and check every split of the task (one split's examples may not be in another), then the seeded sample
+    of ``split``."""
+    frames = {name: read_split(task, name, source) for name in task.splits}
+    if problems := check_splits(task, frames, source):
+        raise DataError("\n".join(problems))
+    return subsample(frames[split], max_examples, seed)
+
+
+def check_splits(task: Task, frames: Mapping[str, pl.DataFrame], source: Files | Hub) -> list[str]:
+    """The problems across a task's splits (each split read by :func:`read_split`): an example in two splits."""
+    return overlap_problems(task, frames, {split: origin(source, split) for split in frames}, source.columns.id is not None)
+
+
+# --- the normalised frames ---------------------------------------------------------------------------------------
+
+
+def tokenizer_text(text: str | None) -> str | None:
+    """A sentence as every stage gives it to the tokenizer: without trailing whitespace. Every SST-2 sentence
+    ends with a space; WordPiece and SentencePiece tokenizers drop it, but a byte-level BPE tokenizer (RoBERTa,
+    ModernBERT) keeps it as a piece of its own (``Ġ``) after the last word, an input that would follow a quirk
+    of the file. Leading whitespace is kept, so character offsets into the sentence are those of the data (the
+    linguistic features align spaCy's tokens to word pieces by them)."""
+    return None if text is None else text.rstrip()
+
+
+def sentence_texts(frame: pl.DataFrame) -> tuple[list[str], list[str | None] | None]:
+    """``sentence1`` and, unless it is null in every row, ``sentence2`` of a frame in the normalised schema, as
+    the tokenizer is given them (:func:`tokenizer_text`)."""
+    first = [text.rstrip() for text in frame["sentence1"].to_list()]
+    if frame["sentence2"].null_count() == frame.height:
+        return first, None
+    return first, [tokenizer_text(text) for text in frame["sentence2"].to_list()]
+
+
+def subsample(frame: pl.DataFrame, max_examples: int | None, seed: int, order: str = "idx") -> pl.DataFrame:
+    """A seeded sample of at most ``max_examples`` rows, kept in the original order (of column ``order``:
+    ``idx`` for a task, ``sentence`` for a treebank)."""
+    if max_examples is None or frame.height <= max_examples:
+        return frame
+    return frame.sample(n=max_examples, seed=seed, shuffle=False).sort(order)
