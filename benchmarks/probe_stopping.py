@@ -28,7 +28,7 @@ from safetensors.numpy import load_file
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bertology_core.data import glue, io  # noqa: E402
+from bertology_core.data import io, tasks  # noqa: E402
 from bertology_core.models import models
 from bertology_core.probing import probing
 
@@ -64,7 +64,7 @@ def main() -> None:
     config = yaml.safe_load((ROOT / "config.yaml").read_text())["probing"]
     if args.config:
         config |= yaml.safe_load(args.config.read_text()).get("probing", {})
-    frames = {split: glue.subsample(pl.read_parquet(args.results / f"treebank/{split}.parquet"), config[f"{split}_sentences"],
+    frames = {split: tasks.subsample(pl.read_parquet(args.results / f"treebank/{split}.parquet"), config[f"{split}_sentences"],
                                     config["sample_seed"], order="sentence") for split in ("train", "dev")}
     tensors = load_file(str(args.results / f"probing/{args.model}/{args.state}/features.safetensors"))
     tokenizer = models.load_tokenizer(io.read_json(args.results / f"models/{args.model}/resolved.json")["path"])

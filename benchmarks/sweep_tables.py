@@ -27,14 +27,14 @@ CHILD = r"""
 import json, resource, sys, tempfile
 import numpy as np, polars as pl
 sys.path.insert(0, {repo!r})
-from bertology_core.data import glue
+from bertology_core.data import tasks
 from bertology_core.data.io import write_parquet
 from bertology_core.disabling import disabling
 
 way, n = {way!r}, {examples}
 imported_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 configs = disabling.sweep_configurations(12, 12, layers=True)
-task = glue.get_task("QQP")
+task = tasks.glue_task("QQP")
 rng = np.random.default_rng(0)
 dev = pl.DataFrame({{"idx": np.arange(n), "label": rng.integers(0, 2, n)}})
 predictions = rng.integers(0, 2, (len(configs), n))

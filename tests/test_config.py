@@ -16,7 +16,7 @@ SCHEMA = yaml.safe_load((REPO / "schemas" / "config.schema.yaml").read_text())
 KEYWORDS = {
     "$schema", "$ref", "description", "type", "additionalProperties", "definitions", "properties", "items", "enum",
     "default", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "minItems", "maxItems", "uniqueItems",
-    "required", "pattern", "propertyNames", "allOf", "minProperties",
+    "required", "pattern", "propertyNames", "allOf", "minProperties", "oneOf", "minLength",
 }
 
 
@@ -103,7 +103,7 @@ def test_every_number_written_as_text_is_read_as_one_and_named_for_the_warning()
     ({"finetune": {"hyperparameters": {"learnin_rate": 1e-4}}},
      "config 'finetune.hyperparameters' has no key 'learnin_rate' (did you mean 'learning_rate'?). Allowed keys: batch_size"),
     ({"taks": ["MRPC"]}, "config has no key 'taks' (did you mean 'tasks'?)"),
-    ({"tasks": ["MRPC", "mrpc"]}, "config 'tasks[1]' = 'mrpc': 'mrpc' is not one of"),
+    ({"tasks": ["MRPC", "../mrpc"]}, "config 'tasks[1]' = '../mrpc': '../mrpc' does not match"),
     ({"fitness": {"unfit": "Skip"}}, "(did you mean 'skip'?). Allowed: What downstream stages do"),
     ({"outliers": {"min_layer_share": 1}}, "config 'outliers.min_layer_share' = 1: 1 is greater than or equal to the maximum of 1"),
     ({"analysis": {"unfit": "skip"}}, "config has no key 'analysis': its settings are under 'fitness' now (analysis.unfit is fitness.unfit"),

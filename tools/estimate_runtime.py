@@ -118,10 +118,12 @@ def token_lengths(jobs: list[estimate.Job], tokenizer_folder: str, stand_ins: di
             continue
         # as prepare_data finds its files: its inputs, one per split
         declared = tasks.declare(task, job.params["task"]["declaration"], ROOT)
-        source = declared.source(job.params["task"]["source"])
+        source = declared.files or declared.hub
         if isinstance(source, tasks.Files):
             source = source.at({name: ROOT / path for name, path in zip(source.splits, job.inputs, strict=True)})
-        if local_glue and task in tasks.shipped_declarations():
+        shipped = tasks.shipped_declarations().get(task)
+        if local_glue and shipped is not None and all(job.params["task"]["declaration"][k] == shipped.get(k)
+                                                      for k in job.params["task"]["declaration"] if k != "hub"):
             declared = tasks.glue_task(task, local_glue)
             source = declared.files
         frame = tasks.prepare_split(declared, split, source, job.params["max_examples"], job.params["seed"])
@@ -130,6 +132,9 @@ def token_lengths(jobs: list[estimate.Job], tokenizer_folder: str, stand_ins: di
         source = frames.get((other_task, other_split))
         if source is None:
             raise SystemExit(f"--stand-in {task}:{split}={other_task}:{other_split}: the run prepares no {other_task} {other_split}")
+        if task not in GLUE_SIZES:
+            raise SystemExit(f"--stand-in {task}:{split}: {task} is not a GLUE task whose size is known here "
+                             f"({', '.join(GLUE_SIZES)}); prepare its data on this machine instead")
         size = GLUE_SIZES[task][0 if split == "train" else 1]
         drawn = np.random.default_rng(0).choice(source["length"].to_numpy(), size=size, replace=True)
         frames[(task, split)] = pl.DataFrame({"idx": np.arange(size), "length": drawn})

@@ -49,8 +49,9 @@ FORMATS = {".csv": "csv", ".tsv": "tsv", ".jsonl": "jsonl", ".parquet": "parquet
 CLASSIFICATION_METRICS = ("accuracy", "f1", "f1_macro", "matthews_correlation")
 REGRESSION_METRICS = ("pearson", "spearman")
 REQUIRED_SPLITS = ("train", "dev")
-# a task's name is a folder in every results path
-TASK_NAME = re.compile(r"[A-Za-z0-9._-]+")
+# a task's and a split's name are folders and file names in every results path
+TASK_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+SPLIT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")
 
 
 class DataError(ValueError):
@@ -75,7 +76,11 @@ class Columns:
                             "text: [premise, hypothesis].")
         if not isinstance(raw.get("label"), str):
             raise DataError(f"{key}.label: {raw.get('label')!r} is not a column name. Fix: label: <the label's column>.")
-        return cls(text, raw["label"], raw.get("id"))
+        columns = cls(text, raw["label"], raw.get("id"))
+        if len(set(columns.names())) != len(columns.names()):
+            raise DataError(f"{key}: text {list(text)}, label {columns.label!r} and id {columns.id!r} name a column twice. "
+                            "Fix: each names a column of its own.")
+        return columns
 
     def names(self) -> list[str]:
         return [*self.text, self.label, *([self.id] if self.id else [])]
@@ -143,6 +148,7 @@ class Task:
     hub: Hub | None = None
     known_empty: Mapping[str, tuple[int, ...]] = dataclasses.field(default_factory=dict)
     known_overlap: Mapping[str, tuple[int, ...]] = dataclasses.field(default_factory=dict)
+    overlap: str = "error"  # an example in two splits: an error, or (a release not checked here) a warning
 
     @property
     def is_regression(self) -> bool:
@@ -175,17 +181,15 @@ class Task:
 
     def meaning(self) -> dict[str, Any]:
         """What a job that scores or trains on the prepared data needs of the task (its params: a change reruns
-        it); not where the data came from."""
+        it); not where the data came from, nor its language (only the linguistic stage reads that)."""
         return {"name": self.name, "label_names": list(self.label_names) if self.label_names else None,
-                "label_range": list(self.label_range) if self.label_range else None, "metrics": list(self.metrics),
-                "language": self.language}
+                "label_range": list(self.label_range) if self.label_range else None, "metrics": list(self.metrics)}
 
     @classmethod
     def from_meaning(cls, meaning: Mapping[str, Any]) -> Task:
         """The task a job was given as params (:meth:`meaning`)."""
         return cls(meaning["name"], tuple(meaning["label_names"]) if meaning["label_names"] else None,
-                   tuple(meaning["label_range"]) if meaning["label_range"] else None, tuple(meaning["metrics"]),
-                   meaning.get("language"))
+                   tuple(meaning["label_range"]) if meaning["label_range"] else None, tuple(meaning["metrics"]))
 
 
 # --- declarations ------------------------------------------------------------------------------------------------
@@ -196,6 +200,9 @@ def declare(name: str, raw: Mapping[str, Any], folder: str | Path, key: str = "t
     its shape). ``folder``: where ``files.dir`` (or, without one, the file paths) are relative to. Every problem
     raises a DataError naming the config key and the fix."""
     key = f"{key}.{name}"
+    if not TASK_NAME.fullmatch(name):
+        raise DataError(f"{key}: {name!r} is not a task name. Fix: letters, digits, '.', '_' and '-', starting with a "
+                        "letter or digit (it names a folder in every results path).")
     labels, value_range = raw.get("labels"), raw.get("range")
     if (labels is None) == (value_range is None):
         raise DataError(f"{key}: declare either labels (classification: the names, in a fixed order) or range "
@@ -224,7 +231,7 @@ def declare(name: str, raw: Mapping[str, Any], folder: str | Path, key: str = "t
     files = hub = None
     if raw.get("files"):
         spec = raw["files"]
-        base = Path(folder) / spec.get("dir", "")
+        base = Path(folder) / Path(spec.get("dir", "")).expanduser()
         files = Files(base, _splits(spec, f"{key}.files"), Columns.read(spec, f"{key}.files"), spec.get("format"),
                       spec.get("header", True), tuple(spec["column_names"]) if spec.get("column_names") else None,
                       spec.get("quoting", True))
@@ -239,11 +246,20 @@ def declare(name: str, raw: Mapping[str, Any], folder: str | Path, key: str = "t
     if files is not None and hub is not None and set(files.splits) != set(hub.splits):
         raise DataError(f"{key}: files and hub declare different splits ({sorted(files.splits)} vs {sorted(hub.splits)}).")
     known = {kind: {split: tuple(ids) for split, ids in (raw.get(kind) or {}).items()} for kind in ("known_empty", "known_overlap")}
-    return Task(name, labels, value_range, metrics, raw.get("language"), files, hub, **known)
+    declared_splits = (files or hub).splits  # type: ignore[union-attr]
+    if stray := [f"{kind}.{split}" for kind, by_split in known.items() for split in by_split if split not in declared_splits]:
+        raise DataError(f"{key}: {', '.join(stray)} name(s) a split the task does not declare ({list(declared_splits)}).")
+    overlap = raw.get("overlap", "error")
+    if overlap not in ("error", "warn"):
+        raise DataError(f"{key}.overlap: {overlap!r} is not error or warn.")
+    return Task(name, labels, value_range, metrics, raw.get("language"), files, hub, **known, overlap=overlap)
 
 
 def _splits(spec: Mapping[str, Any], key: str) -> dict[str, str]:
     splits = dict(spec.get("splits") or {})
+    if wrong := [split for split in splits if not SPLIT_NAME.fullmatch(str(split))]:
+        raise DataError(f"{key}.splits: {wrong} are not split names. Fix: letters, digits, '_' and '-' (a split names "
+                        "a file of every prepared task).")
     if missing := [s for s in REQUIRED_SPLITS if s not in splits]:
         raise DataError(f"{key}.splits: no {' or '.join(missing)} split. Fix: declare a train and a dev split (further "
                         "splits are evaluated beside dev).")
@@ -282,7 +298,7 @@ def read_split(task: Task, split: str, source: Files | Hub) -> pl.DataFrame:
     if split not in source.splits:
         raise DataError(f"{task.name}: no split {split!r} declared. Fix: add it to the declaration's splits.")
     rows = _read_hub(task, split, source) if isinstance(source, Hub) else _read_file(task, split, source)
-    return _normalise(task, split, rows, source.columns)
+    return _normalise(task, split, rows, source.columns, origin(source, split))
 
 
 def read_files(task: Task, split: str) -> pl.DataFrame:
@@ -330,6 +346,12 @@ def _read_file(task: Task, split: str, files: Files) -> Iterator[RawRow]:
     if not path.is_file():
         raise DataError(missing_files_message([path]))
     kind = files.format_of(split)
+    if kind in ("csv", "tsv", "jsonl"):
+        with path.open("rb") as handle:
+            head = handle.read(4096)
+        if head.startswith(b"PAR1") or b"\0" in head:
+            raise DataError(f"{path}: a binary file{' (Parquet)' if head.startswith(b'PAR1') else ''}, not {kind} text. Fix: "
+                            "declare its real format (files.format, or the file's extension).")
     try:
         if kind in ("csv", "tsv"):
             yield from _read_delimited(path, files, "," if kind == "csv" else "\t")
@@ -352,31 +374,52 @@ def _missing_columns(where: str, wanted: Iterable[str], present: list[str]) -> D
 
 def _read_delimited(path: Path, files: Files, delimiter: str) -> Iterator[RawRow]:
     quoting = csv.QUOTE_MINIMAL if files.quoting else csv.QUOTE_NONE
+    separated = "tab" if delimiter == "\t" else "comma"
     with _long_csv_fields(), path.open(encoding="utf-8-sig", newline="") as handle:
-        reader = csv.reader(handle, delimiter=delimiter, quoting=quoting)
-        names = next(reader, None) if files.header else list(files.column_names or ())
-        if names is None:
-            raise DataError(f"{path}: the file is empty (no header line). Fix: supply the split's examples.")
-        names = [name.strip() for name in names]
-        wanted = files.columns.names()
-        if any(c not in names for c in wanted):
-            raise _missing_columns(f"{path}:1" if files.header else f"{path}: files.column_names", wanted, names)
-        at = [names.index(c) for c in wanted]
-        n_text = len(files.columns.text)
-        position = 0
-        for row in reader:
-            if not row or row == [""]:
-                continue
-            if len(row) != len(names):
-                raise DataError(
-                    f"{path}:{reader.line_num}: expected {len(names)} {'tab' if delimiter == chr(9) else 'comma'}-separated "
-                    f"fields ({', '.join(names)}), found {len(row)}. Fix: repair the line (a stray "
-                    f"{'tab' if delimiter == chr(9) else 'comma or quote'} or a newline inside a text)"
-                    + ("" if files.quoting else ", or declare files.quoting: true if its fields are quoted") + ".")
-            values = [row[i] for i in at]
-            yield (position, f"{path}:{reader.line_num}", values[n_text + 1] if files.columns.id else None,
-                   tuple(values[:n_text]), values[n_text])
-            position += 1
+        # strict: a quote in the middle of a field, or one never closed, is an error rather than a silent guess
+        reader = csv.reader(handle, delimiter=delimiter, quoting=quoting, strict=True)
+        start = 1
+        try:
+            names = next(reader, None) if files.header else list(files.column_names or ())
+            if names is None:
+                raise DataError(f"{path}: the file is empty (no header line). Fix: supply the split's examples.")
+            names = [name.strip() for name in names]
+            if repeated := sorted({name for name in names if names.count(name) > 1}):
+                raise DataError(f"{path}:1: the header names {repeated} more than once. Fix: give every column its own name.")
+            wanted = files.columns.names()
+            if any(c not in names for c in wanted):
+                raise _missing_columns(f"{path}:1" if files.header else f"{path}: files.column_names", wanted, names)
+            at = [names.index(c) for c in wanted]
+            n_text = len(files.columns.text)
+            position = 0
+            start = reader.line_num + 1
+            for row in reader:
+                line = f"{start}" if reader.line_num == start else f"{start}-{reader.line_num}"
+                if reader.line_num != start and len(row) > 1:
+                    raise DataError(
+                        f"{path}:{line}: one record spans lines {line}: a quoted field holds a line break, or a quote "
+                        "is not closed. Fix: close the quote, or replace the line breaks inside the text by spaces"
+                        + ("" if delimiter == "," else ", or declare files.quoting: false if quotes are part of the text")
+                        + ".")
+                start = reader.line_num + 1
+                if not row or row == [""]:
+                    continue
+                if len(row) != len(names):
+                    raise DataError(
+                        f"{path}:{line}: expected {len(names)} {separated}-separated fields ({', '.join(names)}), found "
+                        f"{len(row)}. Fix: repair the line (a stray {'tab' if separated == 'tab' else 'comma or quote'} or a "
+                        f"newline inside a text)" + ("" if files.quoting else ", or declare files.quoting: true if its "
+                                                    "fields are quoted") + ".")
+                values = [row[i] for i in at]
+                yield (position, f"{path}:{line}", values[n_text + 1] if files.columns.id else None,
+                       tuple(values[:n_text]), values[n_text])
+                position += 1
+        except csv.Error as error:
+            raise DataError(f"{path}:{start}: {error} (a quote inside a field, or one never closed, in the record that "
+                            "starts on this line). Fix: "
+                            "double the quotes inside a quoted field (\"\"), quote the field"
+                            + (", or declare files.quoting: false if quotes are part of the text" if delimiter == "\t" else "")
+                            + ".") from None
 
 
 def _read_json_lines(path: Path, columns: Columns) -> Iterator[RawRow]:
@@ -424,13 +467,19 @@ def _read_hub(task: Task, split: str, hub: Hub) -> Iterator[RawRow]:
         raise _missing_columns(hub.origin(split), wanted, list(data.column_names))
     feature = data.features.get(hub.columns.label)
     names = getattr(feature, "names", None)
-    if names is not None and task.label_names is not None and tuple(names) != task.label_names:
+    if names is not None and task.is_regression:
+        raise DataError(f"{hub.origin(split)}: field {hub.columns.label!r} holds class ids of {list(names)}; {task.name} "
+                        "is declared a regression task (range). Fix: declare its labels, or name its score column.")
+    if names is not None and tuple(names) != task.label_names:
         raise DataError(f"{hub.origin(split)}: field {hub.columns.label!r} holds class ids of {list(names)}, the task "
-                        f"declares labels {list(task.label_names)}. Fix: declare the dataset's names in its order, "
+                        f"declares labels {list(task.label_names or ())}. Fix: declare the dataset's names in its order, "
                         "so that ids agree.")
     for position, record in enumerate(data.select_columns(list(dict.fromkeys(wanted)))):
+        label = record[hub.columns.label]
+        if names is not None and isinstance(label, int) and 0 <= label < len(names):
+            label = names[label]  # a class id of the dataset's own names (checked equal to the declared ones)
         yield (position, f"{hub.origin(split)} row {position + 1}", record[hub.columns.id] if hub.columns.id else None,
-               tuple(record[c] for c in hub.columns.text), record[hub.columns.label])
+               tuple(record[c] for c in hub.columns.text), label)
 
 
 def load_hub_split(task: Task, split: str, hub: Hub) -> Any:
@@ -447,12 +496,15 @@ def load_hub_split(task: Task, split: str, hub: Hub) -> Any:
 
 
 def hub_unreachable_message(task: Task, hub: Hub, error: BaseException) -> str:
-    config = f", {hub.config!r}" if hub.config else ""
+    arguments = ", ".join([repr(hub.dataset), *([repr(hub.config)] if hub.config else []),
+                           *([f"revision={hub.revision!r}"] if hub.revision else [])])
     return (
-        f"{task.name}: dataset {hub.dataset}{' config ' + hub.config if hub.config else ''} could not be loaded from the "
-        f"Hugging Face Hub ({type(error).__name__}: {str(error)[:200]}). Fix: connect this machine to the internet (and "
-        "unset HF_HUB_OFFLINE); or bring the data over as files from a machine that has internet: there, run "
-        f"`python -c \"import datasets; d = datasets.load_dataset({hub.dataset!r}{config}); "
+        f"{task.name}: dataset {hub.dataset}{' config ' + hub.config if hub.config else ''}"
+        f"{' revision ' + hub.revision if hub.revision else ''} could not be loaded ({type(error).__name__}: "
+        f"{str(error)[:300]}). Fix: check the dataset, config, revision and split names in the task's declaration "
+        f"(splits: {dict(hub.splits)}); without internet, connect this machine (and unset HF_HUB_OFFLINE), or bring "
+        "the data over as files from a machine that has internet: there, run "
+        f"`python -c \"import datasets; d = datasets.load_dataset({arguments}); "
         "[d[s].to_parquet(f'{s}.parquet') for s in d]\"`, copy the Parquet files here and declare them as the task's "
         "files (task_declarations.<TASK>.files, with data.source: local); or copy that machine's "
         "~/.cache/huggingface/datasets folder to the same place here and run with HF_HUB_OFFLINE=1."
@@ -467,7 +519,7 @@ def _label_id(task: Task, raw: Any, where: str, column: str) -> float | int:
         assert task.label_range is not None
         low, high = task.label_range
         try:
-            value = float(raw)
+            value = math.nan if isinstance(raw, bool) else float(raw)
         except (TypeError, ValueError):
             value = math.nan
         if math.isnan(value):
@@ -478,25 +530,41 @@ def _label_id(task: Task, raw: Any, where: str, column: str) -> float | int:
                             "correct the score, or the declared range.")
         return value
     assert task.label_names is not None
-    text = ("true" if raw else "false") if isinstance(raw, bool) else None if raw is None else str(raw).strip()
-    if text in task.label_names:
-        return task.label_names.index(text)
-    numbered = not any(name.lstrip("-").isdigit() for name in task.label_names)
-    if numbered and not isinstance(raw, (bool, float)) and text is not None and text.lstrip("-").isdigit():
-        if 0 <= int(text) < task.num_labels:
-            return int(text)
-    ids = f" or their ids 0..{task.num_labels - 1}" if numbered else ""
-    raise DataError(f"{where}: field {column!r} = {raw!r} is not a {task.name} label. Allowed: {list(task.label_names)}"
-                    f"{ids}. Fix: correct the label (a hidden test label such as -1 has no place in a scored split), or "
-                    "add it to the task's declared labels.")
+    names = task.label_names
+    if isinstance(raw, bool):  # a JSON or Parquet boolean: the name false/true, whatever its case
+        text = next((name for name in names if name.lower() == str(raw).lower()), str(raw).lower())
+    elif isinstance(raw, float) and raw.is_integer():
+        text = str(int(raw))  # an integer written as a float (a column with missing values, say)
+    else:
+        text = None if raw is None else str(raw).strip()
+    if text in names:
+        return names.index(text)
+    numbered = not any(name.lstrip("-").isdigit() for name in names)
+    if numbered and text is not None and text.lstrip("-").isdigit() and 0 <= int(text) < task.num_labels:
+        return int(text)
+    ids = f" or their ids 0..{task.num_labels - 1}" if numbered else " (the names are integers: a label is read as a name)"
+    hint = (" YAML reads unquoted yes/no/on/off/true/false as booleans: quote the names in the declaration."
+            if {"true", "false"} & set(names) else "")
+    raise DataError(f"{where}: field {column!r} = {raw!r} is not a {task.name} label. Allowed: {list(names)}{ids}. Fix: "
+                    "correct the label (a hidden test label such as -1 has no place in a scored split), or add it to the "
+                    f"task's declared labels.{hint}")
 
 
-def _normalise(task: Task, split: str, rows: Iterable[RawRow], columns: Columns) -> pl.DataFrame:
+def _normalise(task: Task, split: str, rows: Iterable[RawRow], columns: Columns, source: str) -> pl.DataFrame:
     records: list[tuple[int, str, str | None, float | int]] = []
+    first_at: dict[int, str] = {}
     known_empty = set(task.known_empty.get(split, ()))
     for position, where, raw_id, texts, raw_label in rows:
         idx = position if columns.id is None else _integer_id(raw_id, where, columns.id)
-        if empty := [i for i, text in enumerate(texts) if not isinstance(text, str) or not text.strip()]:
+        if idx in first_at:
+            raise DataError(f"{where}: field {columns.id!r} = {idx} is not unique: {first_at[idx]} has it too. Fix: give "
+                            "every example its own id, or leave id out of the declaration (the row number).")
+        if columns.id is not None:
+            first_at[idx] = where
+        if wrong := [i for i, text in enumerate(texts) if text is not None and not isinstance(text, str)]:
+            raise DataError(f"{where}: field {columns.text[wrong[0]]!r} = {texts[wrong[0]]!r} is a "
+                            f"{type(texts[wrong[0]]).__name__}, not text. Fix: name the text column(s) in text.")
+        if empty := [i for i, text in enumerate(texts) if text is None or not text.strip()]:
             if idx in known_empty:
                 logging.warning("%s: idx %d has an empty text in the official release; left out", where, idx)
                 continue
@@ -506,37 +574,41 @@ def _normalise(task: Task, split: str, rows: Iterable[RawRow], columns: Columns)
         records.append((idx, texts[0], texts[1] if len(texts) > 1 else None,
                         _label_id(task, raw_label, where, columns.label)))
     if not records:
-        raise DataError(f"{task.name} {split}: the split has no examples. Fix: supply a non-empty split.")
-    frame = pl.DataFrame(records, schema={**SCHEMA, "label": pl.Float64 if task.is_regression else pl.Int64}, orient="row")
-    repeated = frame.filter(pl.col("idx").is_duplicated())
-    if repeated.height:
-        raise DataError(f"{task.name} {split}: field {columns.id!r}: id {repeated['idx'][0]} is not unique "
-                        f"({repeated.height} examples share a repeated id). Fix: give every example its own id, or leave "
-                        "id out of the declaration (the row number).")
-    return frame
+        raise DataError(f"{source}: split {split!r} of {task.name} has no examples. Fix: supply a non-empty split.")
+    return pl.DataFrame(records, schema={**SCHEMA, "label": pl.Float64 if task.is_regression else pl.Int64}, orient="row")
 
 
 def _integer_id(raw: Any, where: str, column: str | None) -> int:
     try:
         if isinstance(raw, bool) or (isinstance(raw, float) and not raw.is_integer()):
             raise ValueError
-        return int(str(raw).strip()) if not isinstance(raw, (int, float)) else int(raw)
-    except (TypeError, ValueError):
-        raise DataError(f"{where}: field {column!r} = {raw!r} is not an integer; every output names an example by its integer "
-                        "id. Fix: give the example an integer id, or leave id out of the declaration (the row number "
-                        "within the split).") from None
+        value = int(str(raw).strip()) if not isinstance(raw, (int, float)) else int(raw)
+        if not -(2**63) <= value < 2**63:
+            raise ValueError
+        return value
+    except (TypeError, ValueError, OverflowError):
+        raise DataError(f"{where}: field {column!r} = {raw!r} is not an integer id (64-bit); every output names an example "
+                        "by its integer id. Fix: give the example an integer id, or leave id out of the declaration (the "
+                        "row number within the split).") from None
+
+
+def _overlap_key(first: str, second: str | None) -> tuple[str, ...]:
+    """An example's text(s) as the model reads them, whitespace collapsed: what makes two examples the same input."""
+    return tuple(" ".join(text.split()) for text in (first, second) if text is not None)
 
 
 def overlap_problems(task: Task, frames: Mapping[str, pl.DataFrame], where: Mapping[str, str], by_id: bool) -> list[str]:
-    """Examples of a later split (in the declared order) whose id (where the source declares one) or text(s) are also
-    in an earlier split: a model evaluated on what it was trained on. ``by_id``: the source declares ids (row numbers
-    repeat across splits by construction). ``known_overlap`` lists (by split and idx) the ones the official release
-    has. ``where``: each split's origin."""
+    """Examples of a later split (train, then dev, then the others as declared) whose id (where the source declares
+    one) or text(s) are also in an earlier split: a model evaluated on what it was trained on. ``by_id``: the source
+    declares ids (row numbers repeat across splits by construction). ``known_overlap`` lists (by the later split and
+    its idx) the ones an official release has. ``where``: each split's origin."""
     problems = []
-    seen: dict[str, tuple[set[int], dict[tuple[str | None, ...], int]]] = {}
-    for split, frame in frames.items():
+    seen: dict[str, tuple[set[int], dict[tuple[str, ...], int]]] = {}
+    order = [s for s in REQUIRED_SPLITS if s in frames] + [s for s in frames if s not in REQUIRED_SPLITS]
+    for split in order:
+        frame = frames[split]
         allowed = set(task.known_overlap.get(split, ()))
-        texts = list(zip(frame["sentence1"].to_list(), frame["sentence2"].to_list(), strict=True))
+        texts = [_overlap_key(a, b) for a, b in zip(frame["sentence1"].to_list(), frame["sentence2"].to_list(), strict=True)]
         ids = frame["idx"].to_list()
         for earlier, (earlier_ids, earlier_texts) in seen.items():
             same_id = [idx for idx in ids if by_id and idx in earlier_ids and idx not in allowed]
@@ -565,9 +637,22 @@ def prepare_split(task: Task, split: str, source: Files | Hub, max_examples: int
     return subsample(frames[split], max_examples, seed)
 
 
+def prepare_files(task: Task, split: str, max_examples: int | None, seed: int) -> pl.DataFrame:
+    """:func:`prepare_split` from the task's declared files."""
+    if task.files is None:
+        raise DataError(f"{task.name} declares no files. Fix: declare task_declarations.{task.name}.files.")
+    return prepare_split(task, split, task.files, max_examples, seed)
+
+
 def check_splits(task: Task, frames: Mapping[str, pl.DataFrame], source: Files | Hub) -> list[str]:
-    """The problems across a task's splits (each split read by :func:`read_split`): an example in two splits."""
-    return overlap_problems(task, frames, {split: origin(source, split) for split in frames}, source.columns.id is not None)
+    """The problems across a task's splits (each split read by :func:`read_split`): an example in two. Under
+    ``overlap: warn`` (a release whose overlaps were not listed) they are logged as warnings instead."""
+    problems = overlap_problems(task, frames, {split: origin(source, split) for split in frames}, source.columns.id is not None)
+    if task.overlap == "warn":
+        for problem in problems:
+            logging.warning("%s (overlap: warn: not stopped)", problem)
+        return []
+    return problems
 
 
 # --- the normalised frames ---------------------------------------------------------------------------------------

@@ -2,7 +2,7 @@
 without leakage (choose on one half of dev, report on the other).
 
 A configuration's *delta* is its metric minus the intact model's, on the same examples, in points of the
-task's primary GLUE metric (accuracy; Pearson for STS-B). Across seeds the delta is the mean of the
+task's main metric (its declaration's: accuracy for most GLUE tasks; Pearson for STS-B). Across seeds the delta is the mean of the
 seeds' deltas, and its interval comes from the same example resamples applied to every seed (the seeds
 share the dev set), so it reflects the choice of dev examples for the average model. Seed-to-seed
 variance is shown by the per-seed rows and enters the verdict:

@@ -11,8 +11,8 @@ subnetwork is as good as the full one. So every fine-tuned model gets a verdict 
   The class is picked on each bootstrap resample anew, so a model that predicts one class everywhere is never
   fit, whatever the training labels' majority. Choosing the baseline on dev only makes the test harder to
   pass: the verdict is conservative.
-- **Difference**: the task's primary GLUE metric (accuracy; Matthews correlation for CoLA; Pearson for
-  STS-B) of the model minus that of the trivial predictor, on the full dev set, with a paired bootstrap
+- **Difference**: the task's main metric (its declaration's: accuracy for most GLUE tasks, Matthews correlation
+  for CoLA, Pearson for STS-B) of the model minus that of the trivial predictor, on the full dev set, with a paired bootstrap
   percentile interval over dev examples (:mod:`bertology_core.stats.bootstrap`: both scored on the same resamples).
 - **Verdict**: the model is *fit for analysis* when the interval's lower bound is above ``margin`` (default
   0: the model beats the trivial predictor beyond what the choice of dev examples explains) and dev holds at

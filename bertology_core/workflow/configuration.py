@@ -146,6 +146,12 @@ MOVED_KEYS = {("(top level)", "analysis"): "its settings are under 'fitness' now
                                              "({en: <package>}), chosen by each task's declared language"}
 
 
+def did_you_mean(word: str, choices: Iterable[str]) -> str:
+    """`` (did you mean 'X'?)`` for the choice closest to ``word``, or nothing."""
+    guess = _close(word, choices)
+    return f" (did you mean {guess!r}?)" if guess else ""
+
+
 def _close(word: str, choices: Iterable[str]) -> str | None:
     choices = [str(choice) for choice in choices]
     lowered = {choice.lower(): choice for choice in choices}

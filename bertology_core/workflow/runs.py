@@ -256,17 +256,20 @@ class Plan:
         return self.task(task).source(self.config["data"]["source"])
 
     def task_files(self, task: str) -> dict[str, str]:
-        """prepare_data's input: every split's local file by split, so an edited file reruns what uses it (none for
-        Hub data). Every split, as each job checks that no example of its split is in another."""
+        """prepare_data's input: every split's local file, keyed ``split_<split>``, so an edited file reruns what uses
+        it (none for Hub data). Every split, as each job checks that no example of its split is in another."""
         source = self.source(task)
-        return {split: str(source.path(split)) for split in source.splits} if isinstance(source, tasks.Files) else {}
+        return {f"split_{split}": str(source.path(split)) for split in source.splits} if isinstance(source, tasks.Files) else {}
 
     def task_declaration(self, wildcards: Any) -> dict[str, Any]:
-        """prepare_data's params: the task's declaration as written (a change reruns its data and all after), and the
-        source it is read from."""
+        """prepare_data's params: what the prepared data depends on in the task's declaration, as written (the source
+        it is read from, its labels or range, the release's known flaws), so that changing it reruns the task's data
+        and what reads it, and changing anything else (metrics, language, the other source) does not."""
         name = wildcards.task
         raw = self.config["task_declarations"].get(name) or tasks.shipped_declarations()[name]
-        return {"name": name, "declaration": raw, "source": self.config["data"]["source"]}
+        kind = "files" if isinstance(self.source(name), tasks.Files) else "hub"
+        kept = ("labels", "range", "known_empty", "known_overlap", "overlap")
+        return {"name": name, "declaration": {key: raw[key] for key in kept if key in raw} | {kind: raw[kind]}}
 
     def task_meaning(self, wildcards: Any) -> dict[str, Any]:
         """A job's params: what its task's labels mean and how it is scored (tasks.Task.meaning)."""
@@ -642,8 +645,9 @@ class Plan:
             problems.append(f"config 'models': the name(s) {sorted({n for n in names if names.count(n) > 1})} are given "
                             "to more than one entry. Fix: give every model a unique name.")
         problems += self.declaration_problems + [
-            f"config 'tasks' names {task!r}, which is not declared. Fix: declare it under task_declarations (see README, "
-            f"'Your own task'), or choose from {sorted(self.declared)}." for task in self.tasks if task not in self.declared]
+            f"config 'tasks' names {task!r}, which is not declared{configuration.did_you_mean(task, self.declared)}. Fix: "
+            f"declare it under task_declarations (see README, 'Your own task'), or choose from {sorted(self.declared)}."
+            for task in self.tasks if task not in self.declared and self.declared]
         problems += configuration.per_task_problems(config, self.tasks)
         if config["treebank"]["dir"] and config["treebank"]["url"]:
             problems.append("config 'treebank': both dir and url are set. Fix: set the one the files come from, the "
