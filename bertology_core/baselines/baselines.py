@@ -3,7 +3,7 @@
 Rows are tasks (and MNLI's two dev sets), columns the three model states of fine-tuning
 (:mod:`bertology_core.data.states`), titled by their labels — ``pretrained`` (the pre-trained encoder with an untrained
 head: the paper's "pre-trained"), ``scratch`` (random init, fine-tuned) and ``finetuned`` — each with the task's
-GLUE metrics as mean and standard deviation over seeds.
+task metrics as mean and standard deviation over seeds.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Fine-tuning and evaluation of sequence classifiers on GLUE, in one plain loop.
+"""Fine-tuning and evaluation of sequence classifiers on a declared task, in one plain loop.
 
 Defaults are those of Kovaleva et al. 2019 (from BERT's ``run_classifier``):
 batch 32, 3 epochs, learning rate 2e-5, max length 128, AdamW with linear decay

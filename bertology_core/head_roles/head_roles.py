@@ -38,7 +38,7 @@ Definitions, as in the paper, with what an encoder with [CLS]/[SEP] changes:
   relative position for this dependency relation" *in that direction*: accuracy - baseline >= 0.10. The paper's
   Table 1 prints accuracies in points, and does not say whether 10% is absolute or relative: here absolute. From
   the probing stage's Voita et al. table (:class:`bertology_core.probing.syntactic_heads.VoitaCounts`) on UD EWT, not the
-  GLUE dev text of the other roles. Only the pre-trained encoder and the fine-tuned models the probing stage scores
+  task dev text of the other roles. Only the pre-trained encoder and the fine-tuned models the probing stage scores
   have a verdict; ``specialised`` (any role) is null where it is unknown.
 
 The roles, their thresholds (``positional_share``, ``rare_share``, ``rare_significance``, ``syntactic_margin``) and

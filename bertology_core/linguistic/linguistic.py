@@ -85,7 +85,7 @@ TOKEN_SCHEMA = {
 
 
 def spacy_tokens(nlp: Any, frame: pl.DataFrame, batch_size: int = 256) -> pl.DataFrame:
-    """Run spaCy once over the sentences of a prepared GLUE split (``idx, sentence1, sentence2``): one
+    """Run spaCy once over the sentences of a prepared task split (``idx, sentence1, sentence2``): one
     row per spaCy token, ``segment`` 0/1 for the first/second sentence, ``head`` the index of its head."""
     records: dict[str, list] = {name: [] for name in TOKEN_SCHEMA}
     for segment, column in enumerate(("sentence1", "sentence2")):

@@ -5,7 +5,7 @@ base64 in the page) and needs nothing but a browser opened on the file: keys 1-5
 current map and move on, arrow keys move, Export downloads ``labels.csv`` with the columns
 ``task, state, idx, layer, head, label`` that the CNN trains on, and Import reads such a file back
 (to continue or review). Labels are also kept in the browser's localStorage per page.
-The CSV names each map by ``task, state, idx, layer, head`` (GLUE idx, not the dump's example number),
+The CSV names each map by ``task, state, idx, layer, head`` (the example's idx, not the dump's example number),
 the keys :mod:`bertology_core.patterns.pattern_labels` reads.
 """
 

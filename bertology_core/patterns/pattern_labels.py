@@ -2,7 +2,7 @@
 labelling sample, sheets to label from, agreement between passes, and the rule labeller fitted to them.
 
 A label names the map it judges by what the map *is*, never by where a dump happened to put it:
-``task, state, idx, layer, head`` (``idx`` is the GLUE example id, ``state`` the dumped state, e.g. ``pretrained``
+``task, state, idx, layer, head`` (``idx`` is the example's id in its task, ``state`` the dumped state, e.g. ``pretrained``
 or ``finetuned/seed1``: :mod:`bertology_core.data.states`). Changing ``attention.seed`` or ``attention.max_examples`` therefore cannot
 re-point a label to another map: the labelled examples' maps are computed for them (rule
 ``labelled_maps``) whether the analysis sample holds them or not.
@@ -62,7 +62,7 @@ def read_labels(path: str | os.PathLike[str], layers: int | None = None, heads: 
         missing = [c for c in COLUMNS if c not in (reader.fieldnames or [])]
         if missing:
             raise LabelsError(f"{path}:1: missing column(s) {missing}. Fix: the header must hold {list(COLUMNS)} "
-                              "(labels name the GLUE idx of the example, not its place in a dump).")
+                              "(labels name the idx of the example, not its place in a dump).")
         for line, record in enumerate(reader, start=2):
             label = (record["label"] or "").strip()
             if label not in patterns.CLASSES:

@@ -1,6 +1,6 @@
 """Training data, training, storage and prediction for the pattern CNN (see :mod:`pattern_cnn`).
 
-Labels come from hand labels (:mod:`pattern_labels`: keyed by task, state, GLUE idx, layer and head; their
+Labels come from hand labels (:mod:`pattern_labels`: keyed by task, state, example idx, layer and head; their
 maps come from the labelled dumps, computed for exactly those examples) or, for a model without any, from
 the rule labeller, sampled stratified by class. With hand labels the rule labeller's thresholds are fitted
 on a training split of them and scored on the held-out rest, and the CNN is scored by stratified
@@ -79,7 +79,7 @@ def maps_for(rows: pl.DataFrame, dump_prefixes: dict[str, str], image_size: int)
 def labelled_maps(labels: pl.DataFrame, labelled_prefixes: dict[str, str], image_size: int,
                   thresholds: patterns.RuleThresholds) -> tuple[np.ndarray, pl.DataFrame]:
     """Resized maps and features of every hand-labelled map, in the order of ``labels``, from the labelled
-    dumps (``task/state`` -> prefix): the maps are found by GLUE ``idx``, never by a dump's example number."""
+    dumps (``task/state`` -> prefix): the maps are found by the example's ``idx``, never by a dump's example number."""
     indexed = labels.with_row_index("row")
     out = np.empty((labels.height, image_size, image_size), dtype=np.float32)
     parts = []

@@ -1,1 +1,1 @@
-"""Statistics shared by the stages: the paired bootstrap and the GLUE metrics. Never imports torch."""
+"""Statistics shared by the stages: the paired bootstrap and the tasks' metrics. Never imports torch."""

@@ -2,7 +2,7 @@
 
 Each check is a function of the :class:`~bertology_core.workflow.runs.Plan` that returns its problems, one line each
 (empty when none). :class:`ParseChecks` runs them in order and tells the first kind that finds problems as one error
-(rules/common.smk raises it): a later check may read what an earlier one found missing (the GLUE files, a model's
+(rules/common.smk raises it): a later check may read what an earlier one found missing (the tasks' files, a model's
 config.json), so it runs only once the earlier ones pass. Kinds, in order:
 
 1. the config's choices (:meth:`Plan.problems`);
@@ -182,7 +182,7 @@ def treebank_problems(plan: Plan) -> list[str]:
 
 
 def hand_label_data_problems(plan: Plan, model: str, labelled: LabelData | None, dev_frames: Mapping[str, pl.DataFrame]) -> list[str]:
-    """Hand labels (training and test) of the dumps this config would make that name a GLUE idx the task's dev split
+    """Hand labels (training and test) of the dumps this config would make that name an example idx the task's dev split
     (as prepared: subsampled by max_eval_examples) does not hold, each naming the label file's line. ``labelled``:
     the model's hand labels as read (:func:`read_hand_labels`); ``dev_frames``: task -> local dev split. (Against Hub
     data: checked by labelled_maps.)"""
@@ -206,7 +206,7 @@ def hand_label_data_problems(plan: Plan, model: str, labelled: LabelData | None,
 
 
 def data_problems(plan: Plan, hand_labels: Mapping[str, LabelData | None]) -> list[str]:
-    """Every problem with the files' contents at once: the GLUE splits, the CoNLL-U files, then each model's hand
+    """Every problem with the files' contents at once: the tasks' splits, the CoNLL-U files, then each model's hand
     labels against the dev splits (``hand_labels``: model -> its hand labels as read)."""
     problems, dev_frames = task_problems(plan)
     problems += treebank_problems(plan)

@@ -197,7 +197,7 @@ class HandLabels:
     """A model's hand labels of attention maps, as read and checked from ``patterns.labels_csv`` or the label set in
     ``patterns.labels_dir`` whose card names the model (bertology_core.patterns.pattern_labels). ``files``: the label
     files by role (labels, second_pass, second_labeller, test); ``card``: the card's path, if any; ``maps``: every
-    (task, dumped state, GLUE idx) the training and test labels name, sorted."""
+    (task, dumped state, example idx) the training and test labels name, sorted."""
 
     files: Mapping[str, str]
     card: str | None
@@ -1042,7 +1042,7 @@ class Runs:
 
     def hand_label_set(self, model: str, labels: HandLabels | None) -> dict[str, Any] | None:
         """The hand labels that train ``model``'s pattern CNN, or None: the label files by role, ``card``, and ``idx``:
-        per labelled dump of this run (``task/state``), the GLUE idx whose maps are computed for the classifier."""
+        per labelled dump of this run (``task/state``), the example idx whose maps are computed for the classifier."""
         if labels is None:
             return None
         keys = set(self.of(model).dump_keys)
