@@ -103,6 +103,15 @@ def test_a_bad_hand_label_stops_at_its_line_and_one_dev_lacks_is_a_data_problem(
     assert checks.ParseChecks(plan, main_process=False).first_error() is None
 
 
+def test_a_hand_label_naming_an_undeclared_task_is_a_typo_and_one_of_another_declared_task_is_kept(tmp_path):
+    path = tmp_path / "labels.csv"
+    path.write_text("task,state,idx,layer,head,label\nMRPC,pretrained,0,0,0,vertical\nMRCP,pretrained,1,0,0,vertical\n")
+    error = checks.ParseChecks(plan_of({"patterns": {"labels_csv": str(path)}})).first_error()
+    assert f"{path}:3: field 'task' = 'MRCP' is not a declared task (did you mean 'MRPC'?)" in error
+    path.write_text("task,state,idx,layer,head,label\nMRPC,pretrained,0,0,0,vertical\nQQP,pretrained,1,0,0,vertical\n")
+    assert checks.ParseChecks(plan_of({"patterns": {"labels_csv": str(path)}})).first_error() is None
+
+
 def test_a_section_with_no_text_is_named(tmp_path):
     (tmp_path / "report" / "sections").mkdir(parents=True)
     plan = runs.Plan(load_config(SMOKE), tmp_path)

@@ -413,7 +413,7 @@ def test_labels_keyed_by_idx_find_the_same_maps_in_another_sample(small_dump, tm
         ("task,state,idx,layer,head,label\nMRPC,pretrained,0,0,0,stripes\n", "labels.csv:2: field 'label' = 'stripes' is not a class"),
         ("task,state,idx,layer,head,label\nMRPC,pretrained,0,9,0,vertical\n", "labels.csv:2: field 'layer' = 9 is outside 0..1"),
         ("task,state,idx,layer,head,label\nMRPC,pretrained,x,0,0,vertical\n", "labels.csv:2: field 'idx' = 'x' is not an integer"),
-        ("task,state,idx,layer,head,label\nMRCP,pretrained,1,0,0,vertical\n", "labels.csv:2: field 'task' = 'MRCP' is not a GLUE task"),
+        ("task,state,idx,layer,head,label\nMR/PC,pretrained,1,0,0,vertical\n", "labels.csv:2: field 'task' = 'MR/PC' is not a task name"),
         ("task,state,idx,layer,head,label\nMRPC,finetuned,1,0,0,vertical\n", "labels.csv:2: field 'state' = 'finetuned' is not a model state"),
         ("task,state,idx,layer,head,label\nMRPC,pretrained,3,0,1,vertical\nMRPC,pretrained,4,0,1,block\nMRPC,pretrained,3,0,1,diagonal\n",
          "labels.csv:4: field 'label' = 'diagonal' conflicts with"),

@@ -659,7 +659,7 @@ def test_the_pruning_summary_tables_from_hand_made_runs():
     wrong = dev.with_columns((1 - pl.col("label")).alias("prediction"))
     networks = [summary.Network("MRPC", 1, "all", "full", ["held_out", "paper"], right, 1.0),
                 summary.Network("MRPC", 1, "s", "bad", ["held_out"], wrong, 0.5)]
-    table = summary.subnetwork_table(networks, {"MRPC": dev}, split_seed=0)
+    table = summary.subnetwork_table(networks, {"MRPC": dev}, split_seed=0, task_of={"MRPC": get_task("MRPC")})
     assert table.select("kind", "protocol", "score", "examples").rows() == [
         ("full", "held_out", 1.0, 4), ("full", "paper", 1.0, 8), ("bad", "held_out", 0.0, 4)]
 

