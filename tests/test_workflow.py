@@ -570,8 +570,8 @@ def _latin1_line(path, number):
 
 # (case, config override, how to break the copied inputs, what the user must read)
 BAD_INPUTS = [
-    ("unknown task", {"tasks": ["MRPC", "FOO"]}, None, "'FOO' is not one of"),
-    ("task misspelt", {"tasks": ["MRPC", "mrpc"]}, None, "'mrpc' is not one of"),
+    ("unknown task", {"tasks": ["MRPC", "FOO"]}, None, "config 'tasks' names 'FOO', which is not declared. Fix: declare it"),
+    ("task misspelt", {"tasks": ["MRPC", "mrpc"]}, None, "config 'tasks' names 'mrpc', which is not declared (did you mean 'MRPC'?)"),
     ("unknown option", {"finetune": {"hyperparameters": {"learnin_rate": 1e-4}}}, None, "learnin_rate"),
     ("bad model name", {"models": [{"name": "a b", "spec": "x"}]}, None, "a b"),
     ("model package not installed", {"models": [{"name": "m", "spec": "package:no-such-model"}]}, None,
@@ -582,19 +582,20 @@ BAD_INPUTS = [
      "Model spec 'no-such-org/no-such-model' is not an installed package"),
     ("GLUE folder missing", {"data": {"glue_dir": "does/not/exist"}}, None, "does/not/exist/MRPC/train.tsv"),
     ("TSV column missing", {}, lambda g, u: _drop_column(g / "MRPC" / "train.tsv", 4),
-     "MRPC/train.tsv:1: the header has 4 tab-separated columns"),
+     "MRPC/train.tsv:1: no column '#2 String' (the file has 'Quality', '#1 ID', '#2 ID', '#1 String')"),
     ("malformed TSV row", {}, lambda g, u: _edit_line(g / "MRPC" / "dev.tsv", 3, lambda l: l.rsplit("\t", 1)[0]),
-     "MRPC/dev.tsv:3: expected 5 tab-separated columns"),
+     "MRPC/dev.tsv:3: expected 5 tab-separated fields"),
     ("label outside the label set", {}, lambda g, u: _edit_line(g / "MRPC" / "train.tsv", 2, lambda l: "7" + l[1:]),
-     "MRPC/train.tsv:2: field 'Quality' = '7' is not a MRPC label. Allowed: ['0', '1']"),
+     "MRPC/train.tsv:2: field 'Quality' = '7' is not a MRPC label. Allowed: ['not_equivalent', 'equivalent'] or their ids 0..1"),
     ("STS-B score outside [0, 5]", {}, lambda g, u: _edit_line(g / "STS-B" / "dev.tsv", 2, _replace_field(9, "7.5")),
-     "STS-B/dev.tsv: 1 example(s) of STS-B have field 'label' outside scores in [0, 5]"),
+     "STS-B/dev.tsv:2: field 'score' = '7.5' is outside STS-B's range [0, 5]"),
     ("STS-B score not a number", {}, lambda g, u: _edit_line(g / "STS-B" / "train.tsv", 2, _replace_field(9, "high")),
      "STS-B/train.tsv:2: field 'score' = 'high' is not a number"),
     ("TSV not UTF-8", {}, lambda g, u: _latin1_line(g / "MRPC" / "dev.tsv", 3),
      "MRPC/dev.tsv:3: byte 0xe9 at column"),
-    ("idx not an integer", {}, lambda g, u: _edit_line(g / "STS-B" / "train.tsv", 3, _replace_field(0, "1a")),
-     "STS-B/train.tsv:3: field 'index' = '1a' is not an integer"),
+    ("a dev example that is a training example", {},
+     lambda g, u: _edit_line(g / "STS-B" / "dev.tsv", 2, lambda l: (g / "STS-B" / "train.tsv").read_text().split("\n")[1]),
+     "STS-B/dev.tsv: 1 example(s) have the same text as one of split 'train'"),
     ("empty split", {}, lambda g, u: (g / "STS-B" / "dev.tsv").write_text((g / "STS-B" / "dev.tsv").read_text().split("\n")[0] + "\n"),
      "split 'dev' of STS-B has no examples"),
     ("CoNLL-U line with 9 fields", {}, lambda g, u: _edit_line(u / "smoke-ud-dev.conllu", 4, lambda l: l.rsplit("\t", 1)[0]),
@@ -635,7 +636,7 @@ BAD_INPUTS = [
     ("option misspelt", {"finetune": {"hyperparameters": {"learnin_rate": 1e-4}}}, None,
      "config 'finetune.hyperparameters' has no key 'learnin_rate' (did you mean 'learning_rate'?)"),
     ("empty first sentence", {}, lambda g, u: _edit_line(g / "MRPC" / "train.tsv", 3, _replace_field(3, " ")),
-     "MRPC/train.tsv:3: field '#1 String' is empty; every example needs its text"),
+     "MRPC/train.tsv:3: field '#1 String' is empty (idx 1); every example needs its text"),
     ("empty second sentence", {}, lambda g, u: _edit_line(g / "STS-B" / "dev.tsv", 2, _replace_field(8, "")),
      "STS-B/dev.tsv:2: field 'sentence2' is empty"),
     ("per-task settings of a task not run", {"disabling": {"per_task": {"RTE": {"seeds": [1]}}}}, None,
@@ -856,13 +857,14 @@ def test_a_dry_run_checks_the_data_too(tmp_path):
     broken.write_text(yaml.safe_dump({"data": {"glue_dir": str(glue_dir)}, "treebank": {"dir": str(ud_dir)}}))
     result = snakemake(tmp_path / "run", "-n", configs=(SMOKE, broken), check=False)
     assert result.returncode != 0
-    assert "MRPC/dev.tsv:3: expected 5 tab-separated columns" in result.stdout + result.stderr
+    assert "MRPC/dev.tsv:3: expected 5 tab-separated fields" in result.stdout + result.stderr
 
 
 def test_make_cpu_without_local_data_takes_it_from_the_hub_and_says_how_when_unreachable(tmp_path):
     """On a machine without ../shared/data, `make cpu` layers configs/cpu_online_data.yaml over the CPU profile (GLUE from
     the Hub, UD EWT downloaded and checked) and drops HF_HUB_OFFLINE. Here the Hub and the internet are unreachable: the
-    run stops at the data jobs with the steps to bring the data by hand, before any model job."""
+    run stops before its first job (the Hub's tasks) or at the treebank's download, with the steps to bring the data by
+    hand, before any model job."""
     import subprocess
 
     dry = subprocess.run(["make", "-n", "cpu", "LOCAL_DATA=/nonexistent"], cwd=REPO, capture_output=True, text=True, check=True)
@@ -884,9 +886,19 @@ def test_make_cpu_without_local_data_takes_it_from_the_hub_and_says_how_when_unr
                        check=False, env=unreachable)
     output = result.stdout + result.stderr
     assert result.returncode != 0
-    assert "could not be loaded from the Hugging Face Hub (dataset nyu-mll/glue" in output, output[-3000:]
+    # the Hub's tasks: before the first job (onstart), every task named with the steps to bring it as files or a cache
+    assert "Bad input data (nothing was run)" in output and "MRPC: dataset nyu-mll/glue config mrpc could not be loaded" in output, output[-3000:]
     assert "datasets.load_dataset('nyu-mll/glue', 'mrpc')" in output and "HF_HUB_OFFLINE=1" in output
-    assert "UD_English-EWT/r2.16/en_ewt-ud-dev.conllu: could not be downloaded" in output
+    assert not (workdir / "logs").exists()
+    # the treebank's download: its job, before any model job (the tasks' data taken from the smoke fixture here)
+    local = tmp_path / "local.yaml"
+    local.write_text(yaml.safe_dump({"data": {"source": "local", "glue_dir": str(GLUE_SMOKE)},
+                                     "patterns": {"labels_dir": None}}))  # the demo's hand labels name real dev examples
+    result = snakemake(workdir, "--keep-going", "--show-failed-logs", "--until", "download_treebank",
+                       configs=(*(REPO / c for c in configs), local), check=False, env=unreachable)
+    output = result.stdout + result.stderr
+    assert result.returncode != 0
+    assert "UD_English-EWT/r2.16/en_ewt-ud-dev.conllu: could not be downloaded" in output, output[-3000:]
     assert "curl -L -O https://raw.githubusercontent.com/UniversalDependencies/UD_English-EWT/r2.16/en_ewt-ud-dev.conllu" in output
     started = [rule for rule in MODEL_RULES[1:] if (workdir / "logs" / rule).exists()]
     assert started == [], f"{started} started without data"
