@@ -301,12 +301,17 @@ def read_split(task: Task, split: str, source: Files | Hub) -> pl.DataFrame:
     return _normalise(task, split, rows, source.columns, origin(source, split))
 
 
-def read_files(task: Task, split: str) -> pl.DataFrame:
-    """One split from the task's declared files (:func:`read_split`)."""
+def declared_files(task: Task) -> Files:
+    """The task's declared files; a DataError where it declares none."""
     if task.files is None:
         raise DataError(f"{task.name} declares no files. Fix: declare task_declarations.{task.name}.files, or read its "
                         "Hugging Face dataset.")
-    return read_split(task, split, task.files)
+    return task.files
+
+
+def read_files(task: Task, split: str) -> pl.DataFrame:
+    """One split from the task's declared files (:func:`read_split`)."""
+    return read_split(task, split, declared_files(task))
 
 
 def origin(source: Files | Hub, split: str) -> str:
@@ -639,9 +644,7 @@ def prepare_split(task: Task, split: str, source: Files | Hub, max_examples: int
 
 def prepare_files(task: Task, split: str, max_examples: int | None, seed: int) -> pl.DataFrame:
     """:func:`prepare_split` from the task's declared files."""
-    if task.files is None:
-        raise DataError(f"{task.name} declares no files. Fix: declare task_declarations.{task.name}.files.")
-    return prepare_split(task, split, task.files, max_examples, seed)
+    return prepare_split(task, split, declared_files(task), max_examples, seed)
 
 
 def check_splits(task: Task, frames: Mapping[str, pl.DataFrame], source: Files | Hub) -> list[str]:
