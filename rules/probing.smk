@@ -54,6 +54,7 @@ rule probe_layers:
         probe=config["probing"]["probe"],
         control_seed=config["probing"]["control_seed"],
         reference_regularisation=lambda wc: PLAN.reference_regularisation(wc.probed),
+        reference_sentences=config["probing"]["reference"]["max_train_sentences"],
     threads: config["probing"]["threads"]
     resources:
         mem_mb=memory("probe_layers"),

@@ -191,6 +191,44 @@ def test_task_and_control_probes_share_one_stopping_rule_and_unseen_dev_types_ge
     assert table["control_accuracy"].is_between(0, 1).all() and table["epochs_run"].min() >= 1
 
 
+def test_a_capped_reference_is_fitted_on_a_sentence_sample_beside_a_probe_fitted_on_the_same_sentences(monkeypatch):
+    """probing.reference.max_train_sentences: the reference and the probe set beside it see the same seeded sample of
+    training sentences (the same for task and control), their held-out sentences left out of the reference; uncapped,
+    the reported probe itself is set beside the reference, on the words it trained on."""
+    import polars as pl
+
+    features, tags, types, sentences = zipf_words(1200, 100, seed=5)
+    frames = {split: pl.DataFrame({"forms": [list(types[sentences == s]) for s in np.unique(sentences[part])],
+                                   "upos": [[f"T{t}" for t in tags[sentences == s]] for s in np.unique(sentences[part])]})
+              for split, part in (("train", slice(0, 900)), ("dev", slice(900, None)))}
+    tensors = {"train": features[:, :900], "dev": features[:, 900:], "train_complete": np.ones(900, bool),
+               "dev_complete": np.ones(300, bool)}
+    settings = probing.ProbeSettings(**SETTINGS)
+    fits, references = [], []
+    real_fit, real_reference = probing.fit_layer_probes, probing.reference_accuracy
+    monkeypatch.setattr(probing, "fit_layer_probes", lambda train, labels, *rest: fits.append(train.shape[1]) or real_fit(train, labels, *rest))
+    monkeypatch.setattr(probing, "reference_accuracy", lambda train, labels, *rest: references.append(
+        train.rows(layers=0)) or real_reference(train, labels, *rest))
+    uncapped, _ = probing.probe_label_sets(frames, tensors, {"upos": {"field": "upos"}}, settings, 1, 0, lowercase=True,
+                                           reference_regularisation=1.0, reference_sentences=None)
+    assert fits == [900, 900]  # no extra probe: the reported one is beside the reference
+    assert uncapped["reference_probe_accuracy"].to_list() == uncapped["accuracy"].to_list()
+    held = probing.held_out_sentences(sentences[:900], settings.validation_share, settings.seed)
+    assert uncapped["reference_train_words"].to_list() == [int((~held).sum())]
+    assert np.array_equal(references[0], features[0, :900][~held])
+    fits.clear(), references.clear()
+    capped, _ = probing.probe_label_sets(frames, tensors, {"upos": {"field": "upos"}}, settings, 1, 0, lowercase=True,
+                                         reference_regularisation=1.0, reference_sentences=20)
+    sample = probing.sentence_sample(sentences[:900], 20, settings.seed)
+    assert len(np.unique(sentences[:900][sample])) == 20 and fits == [900, int(sample.sum()), 900, int(sample.sum())]
+    fitted = np.flatnonzero(sample)[~probing.held_out_sentences(sentences[:900][sample], settings.validation_share, settings.seed)]
+    assert np.array_equal(references[0], features[0, fitted]) and np.array_equal(references[1], features[0, fitted])
+    assert capped["reference_train_words"].to_list() == [len(fitted)]
+    assert capped["accuracy"].to_list() == uncapped["accuracy"].to_list()  # the reported probe is the same
+    assert capped["reference_probe_accuracy"].to_list() != capped["accuracy"].to_list()
+    assert capped["reference_accuracy"].is_between(0, 1).all()
+
+
 def test_word_level_attention_sums_over_attended_pieces_and_averages_over_attending_pieces():
     # pieces: [CLS] w0 w1a w1b w2 [SEP]
     piece_words = [-1, 0, 1, 1, 2, -1]

@@ -20,7 +20,8 @@ tensors, frames = probing.load_probe_inputs(snakemake.input.features, {split: sn
 tokenizer = models.load_tokenizer(io.read_json(snakemake.input.resolved)["path"])
 table, words = probing.probe_label_sets(
     frames, tensors, params.labels, probing.ProbeSettings(**params.probe), params.min_label_count, params.control_seed,
-    lowercase=tokenizer.tokenize("The") == tokenizer.tokenize("the"), reference_regularisation=params.reference_regularisation)
+    lowercase=tokenizer.tokenize("The") == tokenizer.tokenize("the"), reference_regularisation=params.reference_regularisation,
+    reference_sentences=params.reference_sentences)
 state = pl.lit(snakemake.wildcards.probed).alias("state")
 io.write_parquet(table.with_columns(state), snakemake.output.probes)
 io.write_parquet(words.with_columns(state), snakemake.output.words)

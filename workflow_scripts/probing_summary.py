@@ -19,7 +19,8 @@ verdicts = fitness.Verdicts(pl.read_parquet(snakemake.input.fitness), model)
 
 probes = pl.concat([pl.read_parquet(p) for p in snakemake.input.probes]).select(
     "state", "labels", "layer", "accuracy", "control_accuracy", "selectivity", "epoch", "control_epoch", "epochs_run",
-    "control_epochs_run", "reference_accuracy", "reference_control_accuracy", "reference_selectivity", "majority_accuracy",
+    "control_epochs_run", "reference_accuracy", "reference_control_accuracy", "reference_selectivity",
+    "reference_probe_accuracy", "reference_probe_control_accuracy", "reference_train_words", "majority_accuracy",
     "classes", "train_words", "dev_words",
 ).sort("labels", "state", "layer")
 figures.write_table(verdicts.annotate(probes, state="state"), f"{out}/probes")
