@@ -18,8 +18,14 @@ from workflow_utils import SMOKE, snakemake
 
 pytestmark = pytest.mark.workflow
 
-# the hand labels of the smoke config name GLUE's tasks: a renamed task has none, so neither run uses them
-WITHOUT_HAND_LABELS = {"patterns": {"labels_dir": None, "labels_csv": None}}
+# the hand labels of the smoke config name GLUE's tasks: a renamed task has none, so neither run uses them; and one
+# job of each kind where the smoke config runs several (seeds, subnetworks, gate settings, probe seeds, CNNs): every
+# stage still runs on every task, in about half the jobs
+ONE_OF_EACH = {"patterns": {"labels_dir": None, "labels_csv": None, "ensemble": 1},
+               "disabling": {"per_task": {}}, "pruning": {"per_task": {}, "subnetworks": ["good"]},
+               "head_roles": {"gates": {"seeds": [1], "strengths": [10.0], "weights": ["trained"], "epochs": 4,
+                                        "learning_rate": 1.0}},
+               "layer_mix": {"probe_seeds": [0]}}
 FORMATS = ("csv", "jsonl", "parquet")
 
 
@@ -100,7 +106,7 @@ def test_declared_tasks_give_the_glue_paths_results_through_every_stage(tmp_path
     declarations = write_layouts(shared_glue, tmp_path)
     smoke = SMOKE.read_text()
     glue_config = config_file(tmp_path / "glue.yaml", smoke, tasks=["MRPC", "SST-2", "CoLA"],
-                              data={"glue_dir": str(shared_glue)}, **WITHOUT_HAND_LABELS)
+                              data={"glue_dir": str(shared_glue)}, **ONE_OF_EACH)
     snakemake(tmp_path / "glue", configs=(glue_config,))
     # names that sort as GLUE's do: where a stage orders tasks by name (the pattern classifier's maps, the atlas's
     # menu), the two runs then order them alike
@@ -108,7 +114,7 @@ def test_declared_tasks_give_the_glue_paths_results_through_every_stage(tmp_path
     config = config_file(tmp_path / "own.yaml", smoke.replace("MRPC", names["MRPC"]), tasks=list(names.values()),
                          task_declarations={names["MRPC"]: declarations[names["MRPC"]],
                                             names["SST-2"]: declarations[names["SST-2"]],
-                                            names["CoLA"]: cola_raw(shared_glue)}, **WITHOUT_HAND_LABELS)
+                                            names["CoLA"]: cola_raw(shared_glue)}, **ONE_OF_EACH)
     snakemake(tmp_path / "own", configs=(config,))
     compared = compare(tmp_path / "glue", tmp_path / "own", names)
     assert compared.returncode == 0, f"{compared.stdout[-4000:]}\n{compared.stderr[-2000:]}"
