@@ -44,7 +44,7 @@ if _error := CHECKS.first_error():
 # a Hub dataset that cannot be reached: a warning when the workflow is parsed (a dry run needs no data, and Snakemake
 # does not tell a Snakefile whether it is one), an error before the first job of a real run (onstart)
 _HUB_PROBLEMS = CHECKS.warnings()
-for _warning in _HUB_PROBLEMS:
+for _warning in _HUB_PROBLEMS + CHECKS.label_warnings():
     logger.warning(_warning)
 
 

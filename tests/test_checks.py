@@ -112,6 +112,20 @@ def test_a_hand_label_naming_an_undeclared_task_is_a_typo_and_one_of_another_dec
     assert checks.ParseChecks(plan_of({"patterns": {"labels_csv": str(path)}})).first_error() is None
 
 
+def test_hand_labels_of_a_task_the_config_redeclares_are_warned_about_and_of_a_shipped_one_not():
+    assert checks.ParseChecks(plan_of()).label_warnings() == []  # first_error not run: no labels read, nothing to say
+    checked = checks.ParseChecks(plan_of())
+    assert checked.first_error() is None and checked.label_warnings() == []
+    own_mrpc = {"labels": ["not_equivalent", "equivalent"], "metrics": ["accuracy", "f1"],
+                "files": {"dir": "tests/fixtures/glue_smoke/MRPC", "splits": {"train": "train.tsv", "dev": "dev.tsv"},
+                          "quoting": False, "text": ["#1 String", "#2 String"], "label": "Quality"}}
+    checked = checks.ParseChecks(plan_of({"task_declarations": {"MRPC": own_mrpc}}))
+    assert checked.first_error() is None
+    (warning,) = checked.label_warnings()
+    assert "hand labels of tiny-bert" in warning and "name MRPC examples by idx" in warning
+    assert "task_declarations.MRPC replaces" in warning and "patterns.labels_dir: null" in warning
+
+
 def test_a_section_with_no_text_is_named(tmp_path):
     (tmp_path / "report" / "sections").mkdir(parents=True)
     plan = runs.Plan(load_config(SMOKE), tmp_path)

@@ -282,6 +282,23 @@ class ParseChecks:
         """What the run should hear before it starts but that need not stop it (in the main process only)."""
         return hub_warnings(self.plan) if self.main_process else []
 
+    def label_warnings(self) -> list[str]:
+        """Hand labels name examples by task and idx: where the config's ``task_declarations`` replaces a shipped task
+        that a model's hand labels name (with another declaration than the shipped one), they hold only if the new
+        declaration keeps the shipped examples and their ids, which nothing here can check."""
+        shipped = tasks.shipped_declarations()
+        replaced = {name for name, declaration in self.plan.config["task_declarations"].items()
+                    if name in shipped and declaration != shipped[name]}
+        out = []
+        for model, read in self.hand_labels.items():
+            named = {task for task, _, _ in read[0].maps} if read else set()
+            for name in sorted(replaced & named & set(self.plan.tasks)):
+                out.append(f"patterns: the hand labels of {model} ({read[0].files['labels']}) name {name} examples by idx, "
+                           f"labelled on the shipped {name}, which task_declarations.{name} replaces: they are right only "
+                           f"if your {name} keeps the shipped examples and ids. Else set patterns.labels_dir: null (or "
+                           "label your own, README 'Attention analyses').")
+        return out
+
     def first_error(self) -> str | None:
         """The message of the first check, in order, that finds problems (None: every check passed). The checks after
         it are not run."""
