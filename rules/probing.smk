@@ -54,7 +54,7 @@ rule probe_layers:
         probe=config["probing"]["probe"],
         control_seed=config["probing"]["control_seed"],
         reference_regularisation=lambda wc: PLAN.reference_regularisation(wc.probed),
-        reference_sentences=config["probing"]["reference"]["max_train_sentences"],
+        reference_sentences=lambda wc: PLAN.reference_sentences(wc.probed),
     threads: config["probing"]["threads"]
     resources:
         mem_mb=memory("probe_layers"),

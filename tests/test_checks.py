@@ -124,6 +124,20 @@ def test_hand_labels_of_a_task_the_config_redeclares_are_warned_about_and_of_a_s
     (warning,) = checked.label_warnings()
     assert "hand labels of tiny-bert" in warning and "name MRPC examples by idx" in warning
     assert "task_declarations.MRPC replaces" in warning and "patterns.labels_dir: null" in warning
+    # the same files as the shipped declaration reads (under data.glue_dir): nothing to say
+    same = own_mrpc | {"files": own_mrpc["files"] | {"dir": str(REPO / "tests" / "fixtures" / "glue_smoke"), "format": "tsv",
+                                                     "splits": {"train": "MRPC/train.tsv", "dev": "MRPC/dev.tsv"}}}
+    checked = checks.ParseChecks(plan_of({"task_declarations": {"MRPC": same}}))
+    assert checked.first_error() is None and checked.label_warnings() == []
+    # a cluster job parses the workflow again: silent
+    cluster_job = checks.ParseChecks(plan_of({"task_declarations": {"MRPC": own_mrpc}}), main_process=False)
+    assert cluster_job.first_error() is None and cluster_job.label_warnings() == []
+    # labels given as one CSV: the warning names that key
+    labels_csv = REPO / "tests" / "fixtures" / "pattern_labels" / "tiny-bert.csv"
+    checked = checks.ParseChecks(plan_of({"task_declarations": {"MRPC": own_mrpc}, "patterns": {"labels_csv": str(labels_csv)}}))
+    assert checked.first_error() is None
+    (warning,) = checked.label_warnings()
+    assert "patterns.labels_csv: null" in warning
 
 
 def test_a_section_with_no_text_is_named(tmp_path):

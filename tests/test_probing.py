@@ -225,7 +225,14 @@ def test_a_capped_reference_is_fitted_on_a_sentence_sample_beside_a_probe_fitted
     assert np.array_equal(references[0], features[0, fitted]) and np.array_equal(references[1], features[0, fitted])
     assert capped["reference_train_words"].to_list() == [len(fitted)]
     assert capped["accuracy"].to_list() == uncapped["accuracy"].to_list()  # the reported probe is the same
-    assert capped["reference_probe_accuracy"].to_list() != capped["accuracy"].to_list()
+    # beside the reference: the probe fitted by the same rule on the sampled sentences, scored on the same dev words
+    vocabulary = probing.label_vocabulary([f"T{t}" for t in tags[:900]], 1)
+    dev_ids = probing.encode_labels([f"T{t}" for t in tags[900:]], vocabulary)
+    train_ids = probing.encode_labels([f"T{t}" for t in tags[:900]], vocabulary)
+    beside = real_fit(features[:, :900][:, sample], train_ids[sample], len(vocabulary), settings, sentences[:900][sample])
+    assert capped["reference_probe_accuracy"].to_list() == probing.probe_accuracy(beside, features[:, 900:], dev_ids).tolist()
+    # the sample is not the probe's held-out sentences (the two draws use different streams of the seed)
+    assert not np.array_equal(sample, probing.held_out_sentences(sentences[:900], settings.validation_share, settings.seed))
     assert capped["reference_accuracy"].is_between(0, 1).all()
 
 

@@ -469,11 +469,12 @@ REFERENCE_COLUMNS = {"reference_accuracy": pl.Float64, "reference_control_accura
 
 def sentence_sample(sentences: np.ndarray, count: int | None, seed: int) -> np.ndarray:
     """Mask of the words whose sentence is in a seeded sample of ``count`` of the distinct ``sentences`` (every word
-    when ``count`` is None or not below their number)."""
+    when ``count`` is None or not below their number). Its stream is not :func:`held_out_sentences`' for the same
+    seed (that one's first draws: the sample would be the probe's held-out sentences)."""
     unique = np.unique(sentences)
     if count is None or count >= len(unique):
         return np.ones(len(sentences), dtype=bool)
-    return np.isin(sentences, np.random.default_rng(seed).choice(unique, size=count, replace=False))
+    return np.isin(sentences, np.random.default_rng([seed, 1]).choice(unique, size=count, replace=False))
 
 
 def probe_label_sets(

@@ -284,19 +284,28 @@ class ParseChecks:
 
     def label_warnings(self) -> list[str]:
         """Hand labels name examples by task and idx: where the config's ``task_declarations`` replaces a shipped task
-        that a model's hand labels name (with another declaration than the shipped one), they hold only if the new
-        declaration keeps the shipped examples and their ids, which nothing here can check."""
-        shipped = tasks.shipped_declarations()
-        replaced = {name for name, declaration in self.plan.config["task_declarations"].items()
-                    if name in shipped and declaration != shipped[name]}
+        that a model's hand labels name, reading its examples from another source than the shipped declaration does
+        (in the run's ``data.source``), they hold only if that source keeps the shipped examples and their ids, which
+        nothing here can check (in the main process only, as :meth:`warnings`)."""
+        if not self.main_process:
+            return []
+        plan, shipped = self.plan, tasks.shipped_declarations()
+        replaced = set()
+        for name in set(plan.config["task_declarations"]) & set(shipped) & set(plan.tasks):
+            theirs = tasks.declare(name, shipped[name], plan.glue_dir())
+            ours = plan.task(name)
+            if (plan.source(name), ours.known_overlap, ours.known_empty) != (
+                    theirs.source(plan.config["data"]["source"]), theirs.known_overlap, theirs.known_empty):
+                replaced.add(name)
+        key = "patterns.labels_csv" if plan.config["patterns"]["labels_csv"] else "patterns.labels_dir"
         out = []
         for model, read in self.hand_labels.items():
             named = {task for task, _, _ in read[0].maps} if read else set()
-            for name in sorted(replaced & named & set(self.plan.tasks)):
+            for name in sorted(replaced & named):
                 out.append(f"patterns: the hand labels of {model} ({read[0].files['labels']}) name {name} examples by idx, "
-                           f"labelled on the shipped {name}, which task_declarations.{name} replaces: they are right only "
-                           f"if your {name} keeps the shipped examples and ids. Else set patterns.labels_dir: null (or "
-                           "label your own, README 'Attention analyses').")
+                           f"labelled on the shipped {name}, which task_declarations.{name} replaces with other data: they "
+                           f"are right only if yours keeps the shipped examples and ids. Else set {key}: null (or label "
+                           "your own, README 'Attention analyses').")
         return out
 
     def first_error(self) -> str | None:

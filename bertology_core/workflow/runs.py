@@ -497,6 +497,11 @@ class Plan:
         reference = self.config["probing"]["reference"]
         return reference["regularisation"] if probed in reference["states"] else None
 
+    def reference_sentences(self, probed: str) -> int | None:
+        """The reference probe's sentence cap for a state probing.reference names (None: none, or no reference)."""
+        reference = self.config["probing"]["reference"]
+        return reference["max_train_sentences"] if probed in reference["states"] else None
+
     def model_requirements(self) -> dict[str, Any]:
         """What the config asks of every model: each task's label count (1: regression) and every max_length it sets,
         by config key (the models must have that many positions)."""
