@@ -19,10 +19,11 @@ from workflow_utils import SMOKE, snakemake
 pytestmark = pytest.mark.workflow
 
 # the hand labels of the smoke config name GLUE's tasks: a renamed task has none, so neither run uses them; and one
-# job of each kind where the smoke config runs several (seeds, subnetworks, gate settings, probe seeds, CNNs): every
-# stage still runs on every task, in about half the jobs
+# job of each kind where the smoke config runs several (pruning's seeds and subnetworks, gate settings, probe seeds,
+# CNNs): every stage still runs on every task, in fewer jobs. The disabling sweeps keep the smoke config's per-task
+# seeds, respelt with the task's name in the run of one's own
 ONE_OF_EACH = {"patterns": {"labels_dir": None, "labels_csv": None, "ensemble": 1},
-               "disabling": {"per_task": {}}, "pruning": {"per_task": {}, "subnetworks": ["good"]},
+               "pruning": {"per_task": {}, "subnetworks": ["good"]},
                "head_roles": {"gates": {"seeds": [1], "strengths": [10.0], "weights": ["trained"], "epochs": 4,
                                         "learning_rate": 1.0}},
                "layer_mix": {"probe_seeds": [0]}}
