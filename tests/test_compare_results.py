@@ -125,3 +125,14 @@ def test_a_drawing_of_a_spec_with_the_same_values_is_accepted(tmp_path):
 def test_a_rename_must_be_old_equals_new():
     with pytest.raises(SystemExit):
         compare_results.main(["a", "b", "--rename", "no-equals-sign"])
+
+
+def test_a_changed_table_note_is_a_difference(tmp_path, capsys):
+    # the note a stage keeps in a table's footer is what the report prints under it: same rows, another note differ
+    before, after = _run(tmp_path / "before"), _run(tmp_path / "after")
+    for results, note in ((before, "Scores: accuracy; Pearson r for STS-B"), (after, "Scores: accuracy")):
+        table = pl.read_parquet(results / "tables" / "fitness.parquet")
+        table.write_parquet(results / "tables" / "fitness.parquet", metadata={"note": note})
+    assert compare_results.main([str(before), str(after)]) == 1
+    assert ("tables/fitness.parquet: note from character 0: 'Scores: accuracy; Pearson r for STS-B' (before) != 'Scores: accuracy'"
+            in capsys.readouterr().out)

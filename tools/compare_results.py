@@ -20,7 +20,8 @@ timing (``seconds``, ``*_seconds``), and the run's own directory, written ``<wor
 ``results`` and are never compared.
 
 A file identical byte for byte is ``identical``; otherwise it is compared by value: Parquet and CSV tables cell by
-cell (column names and types too; NaN equals NaN, as in polars' ``DataFrame.equals``), JSON records as data,
+cell (column names and types too; NaN equals NaN, as in polars' ``DataFrame.equals``) with the note kept in the
+footer (:func:`bertology_core.summaries.figures.write_table`), JSON records as data,
 Markdown line by line, Safetensors weights tensor by tensor (dtype, shape and bytes) with their metadata, anything
 else byte for byte. Equal values are ``same values``; a table (Parquet, CSV or Markdown) or JSON list whose rows are
 the same but in another order is ``same values, another row order`` (accepted, and listed with ``--list``). A
@@ -153,6 +154,12 @@ def _comparable(value):
 
 def _parquet(before: Path, after: Path, renames: Renames) -> str:
     a, b = pl.read_parquet(before), pl.read_parquet(after)
+    # the note a stage keeps in the footer is what the report prints under the table: part of the result
+    notes = [pl.read_parquet_metadata(path).get("note", "") for path in (before, after)]
+    if (old := renames.text(notes[0])) != notes[1]:
+        at = next((i for i, (x, y) in enumerate(zip(old, notes[1])) if x != y), min(len(old), len(notes[1])))
+        start = max(0, at - 30)  # from just before the first character that differs
+        raise Differs(f"note from character {start}: {old[start:start + 90]!r} (before) != {notes[1][start:start + 90]!r}")
     if [str(t) for t in a.dtypes] != [str(t) for t in b.dtypes]:
         raise Differs(f"column types {a.dtypes} (before) != {b.dtypes}")
     a_rows = [[_comparable(renames.value(v)) for v in row] for row in a.rows()]
