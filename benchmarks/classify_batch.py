@@ -35,7 +35,7 @@ def main() -> None:
 
     from bertology_core.attention import dumps
     from bertology_core.attention.dump_files import AttentionDump
-    from bertology_core.models import calibration
+    from bertology_core.cost import calibration
     from bertology_core.models.compatibility import package_model_folder
     from bertology_core.patterns import patterns
     from bertology_core.patterns.pattern_training import classify_dump

@@ -16,7 +16,7 @@ from snakemake.utils import validate
 from bertology_core.data import states
 from bertology_core.models import compatibility
 from bertology_core.workflow import checks, code_imports, configuration, runs as run_table
-from bertology_core.report.files import FIGURE_FILES, TABLE_FILES
+from bertology_core.summaries.files import FIGURE_FILES, TABLE_FILES
 from bertology_core.workflow.runs import FITNESS_TABLE, GATE_DIR, PRUNE_DIR, TREEBANK_DOWNLOADED
 
 _SCHEMA = yaml.safe_load((Path(workflow.basedir) / "schemas" / "config.schema.yaml").read_text())

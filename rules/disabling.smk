@@ -122,6 +122,7 @@ rule disabling_summary:
         **summary_outputs("disabling", "results/disabling/{model}/summary/selection"),
     params:
         code=script_code("disabling_summary"),
+        tasks=PLAN.task_meanings(),
         out="results/disabling/{model}/summary",
         modes=config["disabling"]["modes"],
         level=config["disabling"]["level"],

@@ -15,8 +15,8 @@ import torch
 from transformers import BertConfig
 
 from bertology_core.data.batch_order import training_batches
-from bertology_core.models import calibration
-from bertology_core.workflow import cost, estimate
+from bertology_core.cost import calibration
+from bertology_core.cost import estimate, model as cost
 
 ROOT = Path(__file__).resolve().parents[1]
 GEOMETRY = cost.Geometry(layers=2, hidden=8, intermediate=16, heads=2)

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from bertology_core.disabling import disabling, disabling_stats
+from bertology_core.scoring import plans as scoring
 from bertology_core.engine.intervention import intervene
 from bertology_core.engine.structure import depth_layers
 from bertology_core.models import batching
@@ -156,12 +157,12 @@ def test_greedy_search_reuses_the_sweep_and_reports_each_set_on_the_other_half()
     data = encoded(examples=24, seed=5)
     # labels are what the model predicts with L1H2 disabled: disabling that head helps
     target = disabling.evaluate_configurations(model, data, [disabling.head_set({(0, 1)})], "uniform").logits[0]
-    labels = disabling.predictions_from_logits(task, target[None])[0]
+    labels = task.predictions(target[None])[0]
     dev = pl.DataFrame({"idx": np.arange(24), "label": labels})
     configs = disabling.sweep_configurations(2, 4, layers=False)
     scored = disabling.evaluate_configurations(model, data, configs, "uniform")
-    sweep = disabling.sweep_frame(task, dev, configs, disabling.predictions_from_logits(task, scored.logits),
-                                  disabling.predictions_from_logits(task, scored.reference), "uniform")
+    sweep = disabling.sweep_frame(task, dev, configs, task.predictions(scored.logits),
+                                  task.predictions(scored.reference), "uniform")
     selection = disabling_stats.split_halves(labels, stratify=False, seed=0)
 
     def encode(frame):
@@ -179,7 +180,7 @@ def test_greedy_search_reuses_the_sweep_and_reports_each_set_on_the_other_half()
         if row["step"]:
             chosen.add((row["layer"], row["head"]))
         config = disabling.head_set(chosen) if chosen else disabling.INTACT
-        predictions = disabling.predictions_from_logits(task, disabling.evaluate_configurations(model, report, [config], "uniform").logits)[0]
+        predictions = task.predictions(disabling.evaluate_configurations(model, report, [config], "uniform").logits)[0]
         assert row["report_score"] == pytest.approx(compute_metrics(task, predictions, labels[~selection])["pearson"])
 
 
@@ -278,8 +279,8 @@ def test_deltas_compare_each_configuration_with_the_intact_row_of_its_own_pass()
 
 
 def test_a_pass_holds_the_cpu_rows_on_a_cpu_and_the_gpu_cap_on_a_gpu():
-    assert disabling.rows_per_pass(torch.device("cpu"), 48, 4096) == 48
-    assert disabling.rows_per_pass(torch.device("cuda"), 48, 4096) == 4096
+    assert scoring.rows_per_pass(torch.device("cpu"), 48, 4096) == 48
+    assert scoring.rows_per_pass(torch.device("cuda"), 48, 4096) == 4096
 
 
 def test_a_sweep_table_holds_each_configuration_once_per_example_in_order():

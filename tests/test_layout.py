@@ -1,7 +1,8 @@
-"""The library's boundaries, read from its source: no import cycle, and the torch-free half imports no torch.
+"""The library's boundaries, read from its source: its packages in layers that import only downwards, no import cycle
+between packages or modules, and the torch-free half imports no torch.
 
 The torch-free half is what runs at parse time and in the light environment (envs/tables.yaml): the shared packages
-``data``, ``stats``, ``report`` and ``workflow``, and each stage's tables (the modules listed in ``TORCH_FREE``).
+``data``, ``stats``, ``summaries``, ``report`` and ``workflow``, the cost model, and each stage's tables (the modules listed in ``TORCH_FREE``).
 Imports are followed through the whole package, lazy ones included (:mod:`bertology_core.workflow.code_imports`), and
 compared by their full dotted names (``safetensors.torch`` imports torch). The workflow scripts of every rule that runs in
 envs/tables.yaml must not reach torch either (the rules as tests/test_packaging.py reads them)."""
@@ -21,14 +22,14 @@ LIBRARY = REPO / "bertology_core"
 HEAVY = ("torch", "transformers")
 LIGHT_ENV = "tables"
 # the torch-free packages, whole
-TORCH_FREE_PACKAGES = ("data", "stats", "report", "workflow")
+TORCH_FREE_PACKAGES = ("data", "stats", "summaries", "report", "workflow")
 # the torch-free side of each stage (its tables and statistics), and the model checks read from files alone
 TORCH_FREE = (
     "attention/dump_files.py", "attention_change/attention_change.py", "baselines/baselines.py", "disabling/disabling_stats.py", "fitness/fitness.py",
     "head_roles/head_roles.py", "head_roles/head_roles_stats.py", "head_roles/head_gates_stats.py",
     "layer_mix/layer_mix_stats.py", "linguistic/linguistic.py", "models/compatibility.py", "outliers/outliers_stats.py",
     "patterns/annotation.py", "patterns/pattern_labels.py", "patterns/patterns.py", "pruning/pruning_stats.py",
-    "pruning/pruning_summary.py", "patterns/pattern_tables.py",
+    "pruning/pruning_summary.py", "patterns/pattern_tables.py", "cost/model.py", "cost/estimate.py",
 )
 
 
@@ -47,6 +48,55 @@ def test_the_library_has_no_import_cycle():
     except graphlib.CycleError as error:
         pytest.fail(f"import cycle in bertology_core: {' -> '.join(error.args[1])}")
     assert set(order) == set(graph)
+
+
+# The packages' order, lowest first: a package imports only from its own layer or those below it. Every package not
+# named here is a stage's (the layer between models and report); stages may import each other without a cycle.
+LAYERS = (("engine",), ("data",), ("stats", "summaries"), ("models",), None, ("report",), ("workflow", "cost"))
+
+
+def package_imports(library=LIBRARY, repo=REPO):
+    """{package: the other packages its modules import} over the library's modules."""
+    graph = {path.name: set() for path in library.iterdir() if (path / "__init__.py").is_file()}
+    for path in library.rglob("*.py"):
+        package = path.relative_to(library).parts[0]
+        for found in code_imports.local_imports(path, repo):
+            if (other := found.relative_to(library).parts[0]) != package:
+                graph[package].add(other)
+    return graph
+
+
+def layer_problems(graph, layers=LAYERS):
+    """Each import that goes up a layer, as ``package -> package``; the packages of no named layer are the stages'."""
+    named = {package: rank for rank, layer in enumerate(layers) if layer for package in layer}
+    stage_rank = layers.index(None)
+    rank = {package: named.get(package, stage_rank) for package in graph}
+    return sorted(f"{package} -> {other}" for package, others in graph.items() for other in others
+                  if rank[other] > rank[package])
+
+
+def test_the_packages_import_only_downwards():
+    graph = package_imports()
+    assert set(graph) >= {p for layer in LAYERS if layer for p in layer}, "a named layer's package is missing"
+    assert not layer_problems(graph), f"imports up a layer: {layer_problems(graph)}"
+    try:
+        list(graphlib.TopologicalSorter(graph).static_order())
+    except graphlib.CycleError as error:
+        pytest.fail(f"package cycle in bertology_core: {' -> '.join(error.args[1])}")
+
+
+def test_an_upward_import_is_found(tmp_path):
+    # the checks above can fail: a stage's module importing the workflow, and a model module importing a stage
+    for module in ("engine/plan.py", "models/models.py", "pruning/lottery.py", "workflow/checks.py"):
+        (tmp_path / "bertology_core" / module).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "bertology_core" / module).parent.joinpath("__init__.py").touch()
+    (tmp_path / "bertology_core/engine/plan.py").write_text("")
+    (tmp_path / "bertology_core/models/models.py").write_text("from bertology_core.pruning import lottery\n")
+    (tmp_path / "bertology_core/pruning/lottery.py").write_text("from bertology_core.workflow import checks\n")
+    (tmp_path / "bertology_core/workflow/checks.py").write_text("from bertology_core.engine import plan\n")
+    graph = package_imports(tmp_path / "bertology_core", tmp_path)
+    assert graph == {"engine": set(), "models": {"pruning"}, "pruning": {"workflow"}, "workflow": {"engine"}}
+    assert layer_problems(graph) == ["models -> pruning", "pruning -> workflow"]
 
 
 def test_a_cycle_is_found():

@@ -14,6 +14,7 @@ from bertology_core.engine.plan import HEAD_SCALE, MLP_SCALE, InterventionPlan, 
 from bertology_core.engine.structure import depth_layers
 from bertology_core.models import compaction
 from bertology_core.pruning import importance, lottery, pruning_stats
+from bertology_core.scoring import plans as scoring
 from bertology_core.data.tasks import glue_task as get_task
 from bertology_core.engine.plan import StructureMask
 from test_attention import FAMILIES, batch, tiny
@@ -520,7 +521,7 @@ def test_the_ticket_is_chosen_on_the_selection_half_alone(method):
 
     task = get_task("MNLI")  # three labels, as the tiny model has
     data = encoded(12, seed=7)
-    labels = importance.masked_predictions(use_engine(sharp_tiny(layers=2)), task, data)  # the full model scores 1
+    labels = task.predictions(scoring.evaluate_plan(use_engine(sharp_tiny(layers=2)), data))  # the full model scores 1
     dev = pl.DataFrame({"idx": np.arange(12), "label": labels})
     chooses, reports = lottery.protocol_examples(dev, "held_out", stratify=False, split_seed=0)
 

@@ -186,7 +186,7 @@ def test_layout_orders_declared_sections_and_presents_unknown_ones_after_by_thei
     assert layout.title("new_stage") == "New stage" and layout.texts == {"b": "First line second line."}
     assert layout.table_title("x/{model}/t") == "The table" and layout.table_note("x/{model}/t") == "Read it so."
     assert layout.table_title("x/{model}/other_one") == "Other one" and layout.table_note("x/{model}/other_one") == ""
-    from bertology_core.report import figures
+    from bertology_core.summaries import figures
 
     results = tmp_path / "results"
     (results / "x" / "m").mkdir(parents=True)

@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from bertology_core.data import states
-from bertology_core.report import files
+from bertology_core.summaries import files
 from bertology_core.workflow import configuration, runs
 from conftest import REPO
 

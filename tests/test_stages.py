@@ -43,7 +43,7 @@ log_to(snakemake.log[0])
 
 import polars as pl
 
-from bertology_core.report import figures
+from bertology_core.summaries import figures
 
 counts = pl.concat([pl.read_parquet(path).group_by(pl.col("label").cast(pl.String)).len().with_columns(pl.lit(path).alias("split")) for path in snakemake.input.dev])
 counts = counts.filter(pl.col("len") >= snakemake.params.min_count).sort("split", "label")

@@ -49,7 +49,7 @@ def assumed_calibration(name: str, cpu_side: str | None = None):
     rules that run no timed pass are carried over: those run on the CPU whatever the accelerator."""
     import dataclasses
 
-    from bertology_core.workflow import cost
+    from bertology_core.cost import model as cost
 
     values = ASSUMED[name]
     passes = {}
@@ -91,7 +91,8 @@ def main() -> None:
 
     import torch
 
-    from bertology_core.models import calibration, compatibility
+    from bertology_core.cost import calibration
+    from bertology_core.models import compatibility
     from bertology_core.workflow import configuration
 
     config = configuration.merged([ROOT / "config.yaml", *args.configfile])

@@ -8,7 +8,7 @@ estimate beside what a finished run measured.
 The jobs are those of a dry run of the whole workflow (``snakemake -n --forceall`` with the same config files), each
 with its own params and resources; the token lengths come from the data the run would prepare (``prepare_data``'s own
 function on its own params), tokenised with the model's tokenizer; each job is priced by
-:mod:`bertology_core.workflow.estimate` with the calibration's pass costs. ``--stand-in QQP:train=MRPC:train`` prices a
+:mod:`bertology_core.cost.estimate` with the calibration's pass costs. ``--stand-in QQP:train=MRPC:train`` prices a
 split that is not on this machine with another split's lengths, at the size GLUE publishes (printed as an assumption).
 The whole run's wall time is the sum of the jobs over ``--jobs`` (jobs at a time), a lower bound where the DAG's
 order leaves cores idle.
@@ -45,10 +45,11 @@ sys.path.insert(0, str(ROOT))
 
 from bertology_core.data import tasks, states, treebank  # noqa: E402
 from bertology_core.data.word_pieces import as_in_running_text  # noqa: E402
-from bertology_core.workflow import code_imports, configuration, estimate, job_record  # noqa: E402
+from bertology_core.cost import estimate  # noqa: E402
+from bertology_core.workflow import code_imports, configuration, job_record  # noqa: E402
 from bertology_core.models import compatibility  # noqa: E402
 from bertology_core.patterns import pattern_labels  # noqa: E402
-from bertology_core.workflow.cost import Calibration, Geometry  # noqa: E402
+from bertology_core.cost.model import Calibration, Geometry  # noqa: E402
 
 # rules that read an attention dump: priced by its examples' lengths
 DUMP_READERS = ("pattern_features", "classify_maps", "linguistic_scores", "head_roles", "attention_change")

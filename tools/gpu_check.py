@@ -122,7 +122,7 @@ def policy_against_float32(device, quick: bool, out: Path) -> dict:
     from bertology_core.data import tasks, states
     from bertology_core.finetune import finetune
     from bertology_core.models import batching, models, precision
-    from bertology_core.models.calibration import synchronize
+    from bertology_core.cost.calibration import synchronize
     from bertology_core.stats.metrics import compute_metrics
 
     folder, task, _, tokenizer, _, _ = minilm_and_mrpc()
@@ -164,7 +164,8 @@ def out_of_memory_back_off(device, quick: bool, out: Path) -> dict:
     from transformers import BertConfig
 
     from bertology_core.disabling import disabling
-    from bertology_core.models import batching, calibration
+    from bertology_core.cost import calibration
+    from bertology_core.models import batching
 
     geometry = {"num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4, "intermediate_size": 128} if quick else {}
     model = calibration.random_classifier(BertConfig(**geometry), device).eval()

@@ -7,7 +7,7 @@ log_to(snakemake.log[0])
 import polars as pl
 
 from bertology_core.fitness import fitness
-from bertology_core.report import figures
+from bertology_core.summaries import figures
 
 frames = [
     pl.read_parquet(path).with_columns(pl.lit(task).alias("task"), pl.lit(seed).alias("seed"))

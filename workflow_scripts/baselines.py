@@ -6,7 +6,7 @@ import polars as pl
 
 from bertology_core.baselines import baselines
 from bertology_core.data import io
-from bertology_core.report import figures
+from bertology_core.summaries import figures
 
 model = snakemake.wildcards.model
 records = [io.read_json(path) for path in snakemake.input.metrics]

@@ -15,12 +15,11 @@ from safetensors.numpy import load_file
 
 from bertology_core.data import tasks, io
 from bertology_core.engine.attention_function import use_engine
-from bertology_core.models import batching, compaction, device, models, precision
+from bertology_core.models import batching, compaction, device, models
 from bertology_core.engine.plan import StructureMask
-from bertology_core.pruning import importance
+from bertology_core.scoring import plans as scoring
 
-job_device = device.job_device(snakemake.threads)
-precision.for_job(snakemake.params.precision, job_device)  # measures in the policy's precision from here on
+job_device, _ = device.model_job(snakemake.threads, snakemake.params.precision)
 task = tasks.Task.from_meaning(snakemake.params.task)
 model = use_engine(models.load_classifier(snakemake.input.model, task, models.SAVED, 0).to(job_device))
 tokenizer = models.load_tokenizer(snakemake.input.model)
@@ -42,12 +41,12 @@ def timed(fn, repeats: int = 3):
     return best, out
 
 
-full_seconds, _ = timed(lambda: importance.masked_logits(model, encoded, None, batch_size))
-gated = importance.masked_logits(model, encoded, mask.plan(), batch_size)
+full_seconds, _ = timed(lambda: scoring.evaluate_plan(model, encoded, None, batch_size))
+gated = scoring.evaluate_plan(model, encoded, mask.plan(), batch_size)
 # weights shared across depth (ALBERT): what some of their depths keep cannot be cut and stays gated
 residual = compaction.residual_mask(model, mask)
 compact = compaction.compact(copy.deepcopy(model), mask)
-compact_seconds, compacted = timed(lambda: importance.masked_logits(compact, encoded, residual.plan(), batch_size))
+compact_seconds, compacted = timed(lambda: scoring.evaluate_plan(compact, encoded, residual.plan(), batch_size))
 difference = float(np.abs(compacted - gated).max())
 summary = {
     "task": task.name,

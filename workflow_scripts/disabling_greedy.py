@@ -10,11 +10,11 @@ import polars as pl
 
 from bertology_core.data import tasks
 from bertology_core.disabling import disabling, disabling_stats
-from bertology_core.models import batching, device, models, precision
-from bertology_core.report.figures import write_table
+from bertology_core.scoring import plans as scoring
+from bertology_core.models import batching, device, models
+from bertology_core.summaries.figures import write_table
 
-job_device = device.job_device(snakemake.threads)
-precision.for_job(snakemake.params.precision, job_device)  # measures in the policy's precision from here on
+job_device, _ = device.model_job(snakemake.threads, snakemake.params.precision)
 params = snakemake.params
 task = tasks.Task.from_meaning(snakemake.params.task)
 settings = disabling.GreedySettings(params.mode, params.max_steps, params.split_seed, params.resamples, params.level,
@@ -25,7 +25,7 @@ selection = disabling_stats.split_halves(dev["label"].to_numpy(), stratify=not t
 model = models.load_classifier(snakemake.input.model, task, models.SAVED, 0).to(job_device)
 tokenizer = models.load_tokenizer(snakemake.input.model)
 table, computed = disabling.greedy_search(model, task, dev, selection, lambda frame: batching.encode(frame, tokenizer, params.max_length),
-                                          sweep, settings, disabling.rows_per_pass(job_device, snakemake.resources.rows_per_pass,
+                                          sweep, settings, scoring.rows_per_pass(job_device, snakemake.resources.rows_per_pass,
                                                                                    snakemake.resources.gpu_rows_per_pass))
 logging.info("greedy: %d steps, %d configurations computed beyond the sweep", table.height - 1, computed)
 write_table(table, snakemake.output.table[0].removesuffix(".parquet"))

@@ -8,9 +8,11 @@ log_to(snakemake.log[0])
 
 import polars as pl
 
+from bertology_core.data import tasks
 from bertology_core.disabling import disabling_stats
 from bertology_core.fitness import fitness
-from bertology_core.report import figures
+from bertology_core.stats.metrics import main_metric_note
+from bertology_core.summaries import figures
 
 params = snakemake.params
 out = params.out
@@ -36,7 +38,7 @@ greedy = pl.concat([
 figures.write_table(verdicts.annotate(greedy.sort("task", "seed", "step"), seed="seed"), f"{out}/greedy")
 
 first_mode = params.modes[0]
-metric_note = "accuracy; Pearson r for STS-B"
+metric_note = main_metric_note(tasks.Task.from_meaning(params.tasks[task]) for task in sorted(set(heads["task"])))
 heatmap_data = heads.filter(pl.col("mode") == first_mode)
 bound = max(abs(heatmap_data["delta"].min()), abs(heatmap_data["delta"].max()), 1e-6)
 chart = figures.head_heatmap(

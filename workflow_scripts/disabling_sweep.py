@@ -12,11 +12,11 @@ import polars as pl
 
 from bertology_core.data import tasks, io
 from bertology_core.disabling import disabling
+from bertology_core.scoring import plans as scoring
 from bertology_core.finetune import finetune
-from bertology_core.models import device, precision
+from bertology_core.models import device
 
-job_device = device.job_device(snakemake.threads)
-precision.for_job(snakemake.params.precision, job_device)  # measures in the policy's precision from here on
+job_device, _ = device.model_job(snakemake.threads, snakemake.params.precision)
 params = snakemake.params
 task = tasks.Task.from_meaning(snakemake.params.task)
 scored = disabling.load_scored_model(snakemake.input.model, snakemake.input.data, task, params.max_examples, params.subsample_seed,
@@ -24,13 +24,13 @@ scored = disabling.load_scored_model(snakemake.input.model, snakemake.input.data
 model, dev, encoded = scored.model, scored.dev, scored.encoded
 config = model.config
 configs = disabling.sweep_configurations(config.num_hidden_layers, config.num_attention_heads, layers=params.layers)
-rows = disabling.rows_per_pass(job_device, snakemake.resources.rows_per_pass, snakemake.resources.gpu_rows_per_pass)
+rows = scoring.rows_per_pass(job_device, snakemake.resources.rows_per_pass, snakemake.resources.gpu_rows_per_pass)
 frames, summary = [], {"task": task.name, "examples": dev.height, "configurations": len(configs), "modes": {}}
 for mode in params.modes:
     started = time.perf_counter()
     scored = disabling.evaluate_configurations(model, encoded, configs, mode, rows_per_pass=rows)
-    frames.append(disabling.sweep_frame(task, dev, configs, disabling.predictions_from_logits(task, scored.logits),
-                                        disabling.predictions_from_logits(task, scored.reference), mode))
+    frames.append(disabling.sweep_frame(task, dev, configs, task.predictions(scored.logits),
+                                        task.predictions(scored.reference), mode))
     intact = finetune.prediction_metrics(task, frames[-1].filter(pl.col("kind") == "intact"))
     summary["modes"][mode] = {"seconds": time.perf_counter() - started, "intact": intact}
     logging.info("%s: %d configurations x %d examples in %.0f s; intact %s", mode, len(configs), dev.height,

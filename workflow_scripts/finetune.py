@@ -12,10 +12,9 @@ import polars as pl
 
 from bertology_core.data import tasks, io, states
 from bertology_core.finetune import finetune
-from bertology_core.models import batching, checkpoint, device, precision
+from bertology_core.models import batching, checkpoint, device
 
-job_device = device.job_device(snakemake.threads)
-job_precision = precision.for_job(snakemake.params.precision, job_device)
+job_device, job_precision = device.model_job(snakemake.threads, snakemake.params.precision)
 wc = snakemake.wildcards
 state = wc.state if snakemake.rule == "finetune" else states.PRETRAINED
 trains = state != states.PRETRAINED

@@ -9,7 +9,7 @@ log_to(snakemake.log[0])
 
 from bertology_core.data import io, states
 from bertology_core.fitness import fitness
-from bertology_core.report import figures
+from bertology_core.summaries import figures
 
 records = [io.read_json(path) for path in snakemake.input]
 table = fitness.verdict_table([fitness.verdict_row(r["model"]["name"], r) for r in records])

@@ -7,7 +7,8 @@ log_to(snakemake.log[0])
 import polars as pl
 
 from bertology_core.fitness import fitness
-from bertology_core.report import figures, head_atlas
+from bertology_core.report import head_atlas
+from bertology_core.summaries import figures
 
 inputs = snakemake.input
 model = snakemake.wildcards.model

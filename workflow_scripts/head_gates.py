@@ -15,14 +15,13 @@ import polars as pl
 from bertology_core.data import tasks, io
 from bertology_core.finetune import finetune
 from bertology_core.head_roles import head_gates, head_gates_stats
-from bertology_core.models import batching, checkpoint, device, models, precision
+from bertology_core.models import batching, checkpoint, device, models
 from bertology_core.engine.plan import StructureMask
-from bertology_core.pruning import importance
+from bertology_core.scoring import plans as scoring
 
 params, wc, runtime = snakemake.params, snakemake.wildcards, snakemake.resources
 settings = params.settings
-job_device = device.job_device(snakemake.threads)
-job_precision = precision.for_job(snakemake.params.precision, job_device)
+job_device, job_precision = device.model_job(snakemake.threads, snakemake.params.precision)
 task = tasks.Task.from_meaning(snakemake.params.task)
 config = finetune.FinetuneConfig.from_dict(params.hyperparameters | {"epochs": settings["epochs"]})
 tokens = batching.TokenFile.read(snakemake.input.tokens, config.max_length, ["train", "dev"])
@@ -49,11 +48,11 @@ michel = head_gates.michel_mask(pl.read_parquet(snakemake.input.importance), rec
 batch = runtime.eval_batch_size
 chosen = StructureMask(gated.kept(), np.ones(finetuned.config.num_hidden_layers, dtype=bool))
 predictions = dev.select("idx", "label").with_columns(
-    pl.Series("gates", importance.masked_predictions(gated.classifier, task, encoded, gated.evaluation_plan(), batch)),
+    pl.Series("gates", task.predictions(scoring.evaluate_plan(gated.classifier, encoded, gated.evaluation_plan(), batch))),
     # the heads the gates chose, at gate 1, on the weights the gates were trained with
-    pl.Series("gates_binary", importance.masked_predictions(gated.classifier, task, encoded, chosen.plan(), batch)),
-    pl.Series("michel", importance.masked_predictions(finetuned, task, encoded, michel.plan(), batch)),
-    pl.Series("full", importance.masked_predictions(finetuned, task, encoded, None, batch)),
+    pl.Series("gates_binary", task.predictions(scoring.evaluate_plan(gated.classifier, encoded, chosen.plan(), batch))),
+    pl.Series("michel", task.predictions(scoring.evaluate_plan(finetuned, encoded, michel.plan(), batch))),
+    pl.Series("full", task.predictions(scoring.evaluate_plan(finetuned, encoded, None, batch))),
 )
 record |= {"task": task.name, "seed": int(wc.seed), "weights": wc.weights, "precision": job_precision.to_dict(),
            "train_examples": train.height,

@@ -10,7 +10,7 @@ import polars as pl
 from bertology_core.data import tasks, io, states
 from bertology_core.fitness import fitness
 from bertology_core.head_roles import head_gates_stats, head_roles_stats
-from bertology_core.report import figures
+from bertology_core.summaries import figures
 
 inputs, params, model = snakemake.input, snakemake.params, snakemake.wildcards.model
 runs, boot = params.runs, (params.bootstrap["resamples"], params.bootstrap["level"], params.bootstrap["seed"])

@@ -11,11 +11,10 @@ import polars as pl
 
 from bertology_core.attention import dumps
 from bertology_core.data import io
-from bertology_core.models import device, precision
+from bertology_core.models import device
 from bertology_core.patterns import pattern_labels
 
-job_device = device.job_device(snakemake.threads)
-precision.for_job(snakemake.params.precision, job_device)  # measures in the policy's precision from here on
+job_device, _ = device.model_job(snakemake.threads, snakemake.params.precision)
 resolved = io.read_json(snakemake.input.resolved)
 summary = dumps.dump_model_folder(
     snakemake.input.get("model", resolved["path"]),

@@ -6,7 +6,8 @@ log_to(snakemake.log[0])
 
 import polars as pl
 
-from bertology_core.report import figures, layer_atlas
+from bertology_core.report import layer_atlas
+from bertology_core.summaries import figures
 
 inputs = snakemake.input
 model = snakemake.wildcards.model

@@ -9,7 +9,7 @@ import polars as pl
 
 from bertology_core.fitness import fitness
 from bertology_core.layer_mix import layer_mix_stats
-from bertology_core.report import figures
+from bertology_core.summaries import figures
 
 params, inputs = snakemake.params, snakemake.input
 model = snakemake.wildcards.model

@@ -12,7 +12,7 @@ import polars as pl
 from bertology_core.data import states
 from bertology_core.fitness import fitness
 from bertology_core.linguistic import linguistic
-from bertology_core.report import figures
+from bertology_core.summaries import figures
 
 PRE_TRAINED, FINE_TUNED = states.label(states.PRETRAINED), states.label(states.FINETUNED)
 

@@ -13,13 +13,12 @@ from safetensors.torch import save_file
 
 from bertology_core.data import tasks, io
 from bertology_core.engine.attention_function import use_engine
-from bertology_core.models import batching, device, models, precision
+from bertology_core.models import batching, device, models
 from bertology_core.pruning import lottery
 
 params = snakemake.params
 wc = snakemake.wildcards
-job_device = device.job_device(snakemake.threads)
-precision.for_job(snakemake.params.precision, job_device)  # measures in the policy's precision from here on
+job_device, _ = device.model_job(snakemake.threads, snakemake.params.precision)
 task = tasks.Task.from_meaning(snakemake.params.task)
 model = use_engine(models.load_classifier(snakemake.input.model, task, models.SAVED, 0).to(job_device))
 tokenizer = models.load_tokenizer(snakemake.input.model)

@@ -12,12 +12,12 @@ import polars as pl
 
 from bertology_core.data import tasks, io
 from bertology_core.disabling import disabling
+from bertology_core.scoring import plans as scoring
 from bertology_core.finetune import finetune
-from bertology_core.models import device, precision
+from bertology_core.models import device
 from bertology_core.outliers import outliers, outliers_stats
 
-job_device = device.job_device(snakemake.threads)
-precision.for_job(snakemake.params.precision, job_device)  # measures in the policy's precision from here on
+job_device, _ = device.model_job(snakemake.threads, snakemake.params.precision)
 params = snakemake.params
 task = tasks.Task.from_meaning(snakemake.params.task)
 scored = disabling.load_scored_model(snakemake.input.model, snakemake.input.data, task, params.max_examples, params.subsample_seed,
@@ -27,11 +27,11 @@ _, table, reason = outliers.find_outliers(model, outliers_stats.Criterion(**para
 found = [] if reason else outliers_stats.outlier_dimensions(table)
 configs = outliers_stats.configurations(found, model.config.hidden_size, params.draws, params.random_seed)
 started = time.perf_counter()
-rows = disabling.rows_per_pass(job_device, snakemake.resources.rows_per_pass, snakemake.resources.gpu_rows_per_pass)
+rows = scoring.rows_per_pass(job_device, snakemake.resources.rows_per_pass, snakemake.resources.gpu_rows_per_pass)
 logits = outliers.evaluate_dimension_sets(model, scored.encoded, configs, rows_per_pass=rows)
 frame = outliers_stats.predictions_frame(configs, dev["idx"].to_numpy(), dev["label"].to_numpy(),
-                                         disabling.predictions_from_logits(task, logits.logits),
-                                         disabling.predictions_from_logits(task, logits.reference), task.is_regression)
+                                         task.predictions(logits.logits),
+                                         task.predictions(logits.reference), task.is_regression)
 io.write_parquet(frame, snakemake.output.predictions)
 record = {"task": task.name, "examples": dev.height, "outliers": found, "not_applicable": reason, "configurations": len(configs),
           "seconds": time.perf_counter() - started, "intact": finetune.prediction_metrics(task, frame.filter(pl.col("kind") == "intact"))}

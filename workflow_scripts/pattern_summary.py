@@ -9,7 +9,7 @@ import polars as pl
 from bertology_core.data import io
 from bertology_core.fitness import fitness
 from bertology_core.patterns import pattern_tables
-from bertology_core.report import figures
+from bertology_core.summaries import figures
 
 frames = {key: pl.read_parquet(path) for key, path in zip(snakemake.params.dump_keys, snakemake.input.classes)}
 report = io.read_json(snakemake.input.report)

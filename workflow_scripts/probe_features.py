@@ -10,12 +10,11 @@ import numpy as np
 import polars as pl
 
 from bertology_core.data import io, mapped, states, treebank
-from bertology_core.models import device, models, precision
+from bertology_core.models import device, models
 from bertology_core.probing import probing
 
 params = snakemake.params
-job_device = device.job_device(snakemake.threads)
-precision.for_job(snakemake.params.precision, job_device)  # measures in the policy's precision from here on
+job_device, _ = device.model_job(snakemake.threads, snakemake.params.precision)
 # the probed state's encoder: pre-trained, fine-tuned, or the pre-trained architecture with random weights
 folder = snakemake.input.get("model", io.read_json(snakemake.input.resolved)["path"])
 random_seed = snakemake.params.get("random_seed", 0) if snakemake.wildcards.probed == states.RANDOM_WEIGHTS else None

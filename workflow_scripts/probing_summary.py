@@ -9,7 +9,7 @@ import altair as alt
 import polars as pl
 
 from bertology_core.fitness import fitness
-from bertology_core.report import figures
+from bertology_core.summaries import figures
 
 params = snakemake.params
 model = snakemake.wildcards.model

@@ -13,13 +13,15 @@ from safetensors.numpy import load_file
 from bertology_core.data import io, tasks
 from bertology_core.fitness import fitness
 from bertology_core.pruning import pruning_stats
-from bertology_core.report import figures
+from bertology_core.stats.metrics import main_metric_note
+from bertology_core.summaries import figures
 from bertology_core.pruning import pruning_summary as summary
 
 params, inputs, model = snakemake.params, snakemake.input, snakemake.wildcards.model
 out = snakemake.output.importance[0].rsplit("/", 1)[0]
 runs = [tuple(r) for r in params.runs]
 verdicts = fitness.Verdicts(pl.read_parquet(inputs.fitness), model, fitness.seeds_by_task(runs))
+task_of = {name: tasks.Task.from_meaning(meaning) for name, meaning in params.tasks.items()}
 settings = summary.PruningSettings(params.methods, params.protocols, params.keep, params.keep_above_constant, params.tolerance,
                                    params.step_share, params.recompute, **params.data)
 
@@ -30,7 +32,7 @@ figures.save_chart(summary.importance_chart(importance, model, settings, runs), 
 michel = summary.michel_curves({run: pl.read_parquet(p) for run, p in zip(runs, inputs.michel)})
 prunable = summary.prunable_shares(michel, settings.tolerance)
 figures.write_table(verdicts.annotate(prunable, seed="seed"), f"{out}/michel", note=summary.michel_note(settings))
-figures.save_chart(summary.michel_chart(michel, model, settings, runs), f"{out}/michel")
+figures.save_chart(summary.michel_chart(michel, model, settings, runs, task_of), f"{out}/michel")
 
 tickets = [(t, s, m, p) for t, s in runs for m in settings.methods for p in settings.protocols]
 curves = summary.lottery_curves({ticket: pl.read_parquet(p) for ticket, p in zip(tickets, inputs.curves)})
@@ -51,7 +53,7 @@ if "full" not in params.networks or not sub_runs:
         if (task, seed) in compared or not any(t == task for t, _ in compared):
             networks.append(summary.Network(task, seed, "all", "full", settings.protocols, pl.read_parquet(predictions), 1.0))
 dev = {path.split("/")[-2]: pl.read_parquet(path) for path in inputs.dev}
-subnetworks, no_ticket = pruning_stats.drop_seeds_without_ticket(summary.subnetwork_table(networks, dev, settings.split_seed, {name: tasks.Task.from_meaning(meaning) for name, meaning in params.tasks.items()}))
+subnetworks, no_ticket = pruning_stats.drop_seeds_without_ticket(summary.subnetwork_table(networks, dev, settings.split_seed, task_of))
 seed_table, lottery_table = pruning_stats.lottery_tables(subnetworks)
 lottery_table = lottery_table.with_columns(
     pl.Series(fitness.COLUMN, [verdicts.label(t, s) for t, s in lottery_table.select("task", "seed_list").iter_rows()], dtype=pl.String),
@@ -59,7 +61,7 @@ lottery_table = lottery_table.with_columns(
 )
 protocol_note, no_ticket_note = summary.protocol_note(settings), summary.no_ticket_note(no_ticket)
 figures.write_table(lottery_table, f"{out}/lottery", note=(
-    f"Re-fine-tuned subnetworks: {params.recipe_note}. {protocol_note} Scores: {summary.METRIC_NOTE}, mean ± std over seeds "
+    f"Re-fine-tuned subnetworks: {params.recipe_note}. {protocol_note} Scores: {main_metric_note(task_of[t] for t in sorted({t for t, _ in runs}))}, mean ± std over seeds "
     f"(seeds per task: {summary.seeds_note(runs)}; per seed in the lottery_seeds table).{no_ticket_note}"))
 figures.write_table(verdicts.annotate(seed_table, seed="seed"), f"{out}/lottery_seeds",
                     note=f"Re-fine-tuned subnetworks per seed: {params.recipe_note}. {protocol_note}{no_ticket_note}")

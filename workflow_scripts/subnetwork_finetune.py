@@ -15,12 +15,11 @@ from safetensors.torch import load_file
 
 from bertology_core.data import tasks, io
 from bertology_core.finetune import finetune
-from bertology_core.models import batching, checkpoint, device, models, precision
+from bertology_core.models import batching, checkpoint, device, models
 from bertology_core.pruning import lottery
 from bertology_core.engine.plan import StructureMask
 
-job_device = device.job_device(snakemake.threads)
-job_precision = precision.for_job(snakemake.params.precision, job_device)
+job_device, job_precision = device.model_job(snakemake.threads, snakemake.params.precision)
 params = snakemake.params
 wc = snakemake.wildcards
 task = tasks.Task.from_meaning(snakemake.params.task)

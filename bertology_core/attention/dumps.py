@@ -25,7 +25,7 @@ from bertology_core.engine.plan import InterventionPlan
 from bertology_core.models import models
 from bertology_core.models.batching import Encoded
 from bertology_core.models.device import default_device
-from bertology_core.workflow.faults import failpoint
+from bertology_core.data.failpoints import failpoint
 
 
 @dataclass

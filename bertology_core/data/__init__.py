@@ -1,1 +1,1 @@
-"""Data: declared tasks (GLUE's nine and any other) and UD treebanks read and checked, word pieces, the vocabulary of model states, atomic file output. Never imports torch."""
+"""Data: declared tasks (GLUE's nine and any other) and UD treebanks read and checked, word pieces, the vocabulary of model states, atomic file output, failpoints for crash tests. Never imports torch."""

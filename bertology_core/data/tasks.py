@@ -34,12 +34,15 @@ import re
 import sys
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 import yaml
 
 from bertology_core.data import io
+
+if TYPE_CHECKING:
+    import numpy as np
 
 SCHEMA = {"idx": pl.Int64, "sentence1": pl.String, "sentence2": pl.String}
 # the declarations that ship with the project, and the config key naming the folder their files are under
@@ -161,6 +164,16 @@ class Task:
     @property
     def main_metric(self) -> str:
         return self.metrics[0]
+
+    @property
+    def label_dtype(self) -> type[pl.DataType]:
+        """A label's (and a prediction's) type in a table: a score (regression) or a class id."""
+        return pl.Float64 if self.is_regression else pl.Int64
+
+    def predictions(self, logits: np.ndarray) -> np.ndarray:
+        """What the model predicts from its ``[..., num_labels]`` logits: the score (regression) or the class id of the
+        highest logit (the first, on a tie)."""
+        return logits[..., 0] if self.is_regression else logits.argmax(-1)
 
     @property
     def splits(self) -> tuple[str, ...]:
@@ -580,7 +593,7 @@ def _normalise(task: Task, split: str, rows: Iterable[RawRow], columns: Columns,
                         _label_id(task, raw_label, where, columns.label)))
     if not records:
         raise DataError(f"{source}: split {split!r} of {task.name} has no examples. Fix: supply a non-empty split.")
-    return pl.DataFrame(records, schema={**SCHEMA, "label": pl.Float64 if task.is_regression else pl.Int64}, orient="row")
+    return pl.DataFrame(records, schema={**SCHEMA, "label": task.label_dtype}, orient="row")
 
 
 def _integer_id(raw: Any, where: str, column: str | None) -> int:

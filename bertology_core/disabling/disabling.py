@@ -13,7 +13,7 @@ Speed: configurations are evaluated several per forward pass. They are grouped b
 they differ (``l``); the engine computes layers below ``l`` once per batch and repeats the batch once per
 configuration only from ``l`` on (prefix reuse + batch expansion). Every head of layer ``l`` (and the
 whole layer ``l``) shares one pass, with the intact model in every pass as the reference its deltas are taken
-against (:class:`PassLogits`), so a full single-head sweep costs about (H + 2) / (H + 1) x sum_l (L - l) / L^2 of
+against (:class:`~bertology_core.scoring.plans.PassLogits`), so a full single-head sweep costs about (H + 2) / (H + 1) x sum_l (L - l) / L^2 of
 the naive method's one full forward pass per configuration (0.63 for 6 layers of 12 heads, 0.58 for 12). Both
 methods also run the last layer after its attention on the [CLS] token alone
 (:func:`~bertology_core.engine.first_token.first_token_output`): a quarter of that layer's cost is left where the cut
@@ -31,16 +31,12 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from itertools import groupby
-from typing import NamedTuple
 
 import numpy as np
 import polars as pl
 import torch
 from transformers import PreTrainedModel
 
-from bertology_core.engine.attention_function import use_engine
-from bertology_core.engine.first_token import first_token_output
-from bertology_core.engine.intervention import intervene
 from bertology_core.engine.plan import HEAD_SCALE, HEAD_UNIFORM, InterventionPlan, per_layer
 from bertology_core.stats.bootstrap import metric_on_resamples, paired_deltas, resample_indices
 from bertology_core.models.batching import Encoded, encode
@@ -48,6 +44,7 @@ from bertology_core.data import tasks
 from bertology_core.data.tasks import Task
 from bertology_core.data.tables import repeated
 from bertology_core.models import models
+from bertology_core.scoring import plans as scoring
 
 log = logging.getLogger(__name__)
 
@@ -118,7 +115,7 @@ def build_plan(configs: Sequence[Configuration], mode: str, num_layers: int, num
 def _groups(configs: Sequence[Configuration], num_layers: int, reuse_prefix: bool) -> list[list[int]]:
     """Indices of the configurations sharing a forward pass: those whose first disabled head beyond what
     all of them disable lies in the same layer (the intact model is in the last layer's group; as the reference,
-    :func:`evaluate_plans` adds it to every other pass)."""
+    :func:`~bertology_core.scoring.plans.evaluate_plans` adds it to every other pass)."""
     if not reuse_prefix:
         return [[i] for i in range(len(configs))]
     shared = frozenset.intersection(*(c.disabled for c in configs)) if configs else frozenset()
@@ -131,25 +128,6 @@ def _groups(configs: Sequence[Configuration], num_layers: int, reuse_prefix: boo
     return [list(g) for _, g in groupby(ordered, key=first_layer)]
 
 
-class PassLogits(NamedTuple):
-    """Logits ``[configs, examples, labels]`` of every configuration and, where a reference configuration ran in every
-    pass (the intact model in a sweep, the chosen set in a greedy step), the reference's logits from each
-    configuration's own forward pass (same shape; ``None`` otherwise). A configuration is compared with the reference
-    row of its own pass: passes of other shapes sum their products in another order, which on this CPU in float32
-    moves logits by about 5e-7 (all-MiniLM-L6-v2 on STS-B) and on a GPU, with TF32 products, is expected to move them
-    by far more (``make gpu-check`` measures it)."""
-
-    logits: np.ndarray
-    reference: np.ndarray | None
-
-
-def rows_per_pass(device: torch.device, cpu: int, gpu: int) -> int:
-    """Rows (configurations x examples) per forward pass on ``device``: ``cpu`` on a CPU, where larger passes fall out
-    of cache and run slower per row; ``gpu`` elsewhere, a cap that :func:`evaluate_plans` halves when the device has
-    no memory for a pass."""
-    return cpu if device.type == "cpu" else gpu
-
-
 @torch.inference_mode()
 def evaluate_configurations(
     model: PreTrainedModel,
@@ -160,10 +138,10 @@ def evaluate_configurations(
     reuse_prefix: bool = True,
     examples_per_batch: int | None = None,
     reference: Configuration | None = None,
-) -> PassLogits:
+) -> scoring.PassLogits:
     """Logits ``[configs, examples, labels]`` of ``model`` with each configuration's heads disabled, and those of the
     ``reference`` configuration (default: :data:`INTACT` where it is among ``configs``) in every pass
-    (:class:`PassLogits`).
+    (:class:`~bertology_core.scoring.plans.PassLogits`).
 
     A pass evaluates a group of G configurations (the reference among them) on ``max(1, rows_per_pass // G)`` examples
     (or a fixed ``examples_per_batch``): on CPU a batch of many more rows than that is slower *per row* (the
@@ -177,76 +155,12 @@ def evaluate_configurations(
     if reference is None and INTACT in configs:
         reference = INTACT
     every = list(configs) + ([reference] if reference is not None and reference not in configs else [])
-    scored = evaluate_plans(model, data, len(every), _groups(every, num_layers, reuse_prefix),
+    scored = scoring.evaluate_plans(model, data, len(every), _groups(every, num_layers, reuse_prefix),
                             lambda group: build_plan([every[i] for i in group], mode, num_layers, num_heads),
                             rows_per_pass, reuse_prefix, examples_per_batch,
                             reference=None if reference is None else every.index(reference))
     count = len(configs)
-    return PassLogits(scored.logits[:count], None if scored.reference is None else scored.reference[:count])
-
-
-@torch.inference_mode()
-def evaluate_plans(
-    model: PreTrainedModel,
-    data: Encoded,
-    num_configs: int,
-    groups: Sequence[Sequence[int]],
-    plan_of: Callable[[Sequence[int]], InterventionPlan],
-    rows_per_pass: int = 48,
-    reuse_prefix: bool = True,
-    examples_per_batch: int | None = None,
-    reference: int | None = None,
-) -> PassLogits:
-    """Logits ``[num_configs, examples, labels]``: each group of configuration indices shares forward passes under the
-    engine plan ``plan_of(group)`` (batch expansion, one row per configuration and example), with the last layer cut
-    to the first token (:func:`~bertology_core.engine.first_token.first_token_output`); batches as in
-    :func:`evaluate_configurations`. A pass the device has no memory for is split in two and run again, and every
-    later pass keeps the smaller size (the logits do not depend on the batching). With prefix reuse, ``reference`` (a
-    configuration's index) joins every pass as one more configuration and counts among its rows; without it every
-    configuration runs alone in passes of the same shape, so the reference's own passes serve every configuration."""
-    use_engine(model)
-    model.eval()
-    device = next(model.parameters()).device
-    order = np.argsort(-data.lengths(), kind="stable")
-    logits = np.zeros((num_configs, len(data), model.config.num_labels), dtype=np.float32)
-    joined = reference is not None and reuse_prefix
-    if reference is not None and not any(reference in group for group in groups):
-        raise ValueError(f"the reference configuration {reference} is in no group")
-    own_reference = np.zeros_like(logits) if joined else None
-    cap = None  # rows per pass (configurations x examples) after the device ran out of memory: halved until one fits
-    for group in groups:
-        group = list(group)
-        members = group if not joined or reference in group else [*group, reference]
-        plan = plan_of(members)
-        batch_size = examples_per_batch or max(1, rows_per_pass // len(members))
-        start = 0
-        while start < len(order):
-            size = batch_size if cap is None else max(1, min(batch_size, cap // len(members)))
-            examples = order[start : start + size]
-            batch = {k: v.to(device) for k, v in data.collate(examples).items()}
-            failed = False
-            try:
-                with intervene(model, plan, reuse_prefix=reuse_prefix), first_token_output(model):
-                    out = model(**batch).logits.float().cpu().numpy()
-            except torch.OutOfMemoryError:
-                if size == 1:
-                    raise
-                failed = True
-            if failed:  # out of the handler, so the failed pass's tensors are released before the cache is emptied
-                cap = size * len(members) // 2
-                del batch
-                if device.type == "cuda":
-                    torch.cuda.empty_cache()
-                log.warning("out of memory with %d rows per pass: at most %d from now on", size * len(members), cap)
-                continue
-            out = out.reshape(len(members), len(examples), -1)
-            logits[np.ix_(group, examples)] = out[: len(group)]
-            if own_reference is not None:
-                own_reference[np.ix_(group, examples)] = out[members.index(reference)][None]
-            start += len(examples)
-    if reference is not None and not joined:
-        own_reference = np.broadcast_to(logits[reference], logits.shape).copy()
-    return PassLogits(logits, own_reference)
+    return scoring.PassLogits(scored.logits[:count], None if scored.reference is None else scored.reference[:count])
 
 
 @dataclass(frozen=True)
@@ -268,17 +182,12 @@ def load_scored_model(folder: str, dev_path: str, task: Task, max_examples: int 
     return ScoredModel(model, dev, encode(dev, models.load_tokenizer(folder), max_length))
 
 
-def predictions_from_logits(task: Task, logits: np.ndarray) -> np.ndarray:
-    """Class ids (classification) or scores (regression) from ``[..., labels]`` logits."""
-    return logits[..., 0] if task.is_regression else logits.argmax(-1)
-
-
 def sweep_frame(task: Task, dev: pl.DataFrame, configs: Sequence[Configuration], predictions: np.ndarray,
                 intact_predictions: np.ndarray, mode: str) -> pl.DataFrame:
     """Tidy per-example predictions: ``mode, config, kind, layer, head, idx, label, prediction, intact_prediction``
     (the intact model's prediction in the configuration's own pass, :class:`PassLogits`)."""
     n = dev.height
-    dtype = pl.Float64 if task.is_regression else pl.Int64
+    dtype = task.label_dtype
     return pl.DataFrame(
         {
             "mode": repeated([mode], len(configs) * n, pl.String),
@@ -376,7 +285,7 @@ def greedy_search(model: PreTrainedModel, task: Task, dev: pl.DataFrame, selecti
             computed.extend(c.name for c in missing)
             scored = evaluate_configurations(model, halves["selection"], missing, settings.mode, rows_per_pass=rows_per_pass,
                                              reference=reference)
-            pairs = zip(predictions_from_logits(task, scored.logits), predictions_from_logits(task, scored.reference))
+            pairs = zip(task.predictions(scored.logits), task.predictions(scored.reference))
             known.update(zip([(c.name, reference.name) for c in missing], pairs))
         return tuple(np.stack([known[(c.name, reference.name)][part] for c in configs]) for part in (0, 1))
 
@@ -384,7 +293,7 @@ def greedy_search(model: PreTrainedModel, task: Task, dev: pl.DataFrame, selecti
     intact_score, steps = greedy_disable(evaluate_selection, labels[selection], metric, heads, settings.max_steps)
     configs = [INTACT, *[head_set(step.disabled) for step in steps]]
     scored = evaluate_configurations(model, halves["report"], configs, settings.mode, rows_per_pass=rows_per_pass)
-    report, own_intact = predictions_from_logits(task, scored.logits), predictions_from_logits(task, scored.reference)
+    report, own_intact = task.predictions(scored.logits), task.predictions(scored.reference)
     deltas = paired_deltas(metric, report[1:], own_intact[1:], labels[~selection],
                            resample_indices(int((~selection).sum()), settings.resamples, settings.bootstrap_seed))
     low, high = deltas.interval(settings.level)

@@ -34,7 +34,7 @@ from bertology_core.models.device import default_device
 from bertology_core.models.precision import Precision
 from bertology_core.models.models import load_classifier_reported, load_tokenizer
 from bertology_core.engine.first_token import first_token_output
-from bertology_core.workflow.faults import failpoint
+from bertology_core.data.failpoints import failpoint
 from bertology_core.data.tasks import Task
 from bertology_core.stats.metrics import compute_metrics
 
@@ -227,12 +227,11 @@ def predict(model: PreTrainedModel, data: Encoded, batch_size: int) -> np.ndarra
 
 def predictions_frame(task: Task, frame: pl.DataFrame, logits: np.ndarray) -> pl.DataFrame:
     """Per-example predictions: ``idx, label, prediction, logits`` (the later sweeps and bootstraps need them)."""
-    prediction = logits[:, 0] if task.is_regression else logits.argmax(axis=1)
     return pl.DataFrame(
         {
             "idx": frame["idx"],
             "label": frame["label"],
-            "prediction": pl.Series(prediction, dtype=pl.Float64 if task.is_regression else pl.Int64),
+            "prediction": pl.Series(task.predictions(logits), dtype=task.label_dtype),
             "logits": pl.Series([row.tolist() for row in logits], dtype=pl.List(pl.Float32)),
         }
     )

@@ -7,6 +7,9 @@ import os
 
 import torch
 
+from bertology_core.models import precision
+from bertology_core.models.precision import Precision
+
 
 def default_device() -> torch.device:
     """The first CUDA GPU when torch sees one, else the CPU."""
@@ -22,3 +25,11 @@ def job_device(threads: int) -> torch.device:
     torch.set_num_threads(threads)
     torch.use_deterministic_algorithms(True)
     return default_device()
+
+
+def model_job(threads: int, policy: str) -> tuple[torch.device, Precision]:
+    """The preamble of every job that runs a model: its device (:func:`job_device`) and the precision policy
+    (``compute.precision``) resolved there, the job set up to measure in it from here on (:func:`precision.for_job`);
+    a training job passes the precision on to :func:`bertology_core.finetune.finetune.train`."""
+    device = job_device(threads)
+    return device, precision.for_job(policy, device)

@@ -16,10 +16,10 @@ import polars as pl
 import torch
 from transformers import PreTrainedModel
 
-from bertology_core.disabling import disabling
 from bertology_core.engine.plan import ATTENTION_NORM_SCALE, OUTPUT_NORM_SCALE, InterventionPlan, per_layer
 from bertology_core.engine.structure import UnsupportedStructure, missing_part_reason, structure
 from bertology_core.models.batching import Encoded
+from bertology_core.scoring import plans as scoring
 from bertology_core.outliers.outliers_stats import NORMS, Criterion, DimensionSet, outlier_table, standardised
 
 POINT_OF_NORM = {"output_norm": OUTPUT_NORM_SCALE, "attention_norm": ATTENTION_NORM_SCALE}
@@ -63,7 +63,7 @@ def build_plan(configs: Sequence[DimensionSet], num_layers: int, hidden: int) ->
 
 
 def evaluate_dimension_sets(model: PreTrainedModel, data: Encoded, configs: Sequence[DimensionSet],
-                            rows_per_pass: int = 48) -> disabling.PassLogits:
+                            rows_per_pass: int = 48) -> scoring.PassLogits:
     """Logits ``[configs, examples, labels]`` with each configuration's dimensions disabled, the first configuration
     (the intact model) in every pass. Every configuration
     differs from the first layer on, so nothing is shared between them but the embeddings; they run ``rows_per_pass``
@@ -71,9 +71,9 @@ def evaluate_dimension_sets(model: PreTrainedModel, data: Encoded, configs: Sequ
     num_layers, hidden = model.config.num_hidden_layers, model.config.hidden_size
     per_pass = max(1, min(len(configs), rows_per_pass))
     groups = [list(range(start, min(start + per_pass, len(configs)))) for start in range(0, len(configs), per_pass)]
-    return disabling.evaluate_plans(model, data, len(configs), groups,
-                                    lambda group: build_plan([configs[i] for i in group], num_layers, hidden), rows_per_pass,
-                                    reference=0)
+    return scoring.evaluate_plans(model, data, len(configs), groups,
+                                  lambda group: build_plan([configs[i] for i in group], num_layers, hidden), rows_per_pass,
+                                  reference=0)
 
 
 def find_outliers(model: PreTrainedModel, criterion: Criterion) -> tuple[pl.DataFrame, pl.DataFrame, str]:

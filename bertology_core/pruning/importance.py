@@ -52,9 +52,9 @@ from bertology_core.engine.first_token import first_token_output, reads_first_to
 from bertology_core.engine.intervention import intervene
 from bertology_core.engine.plan import HEAD_SCALE, MLP_SCALE, AttentionSink, InterventionPlan, StructureMask, per_layer
 from bertology_core.engine.structure import UnsupportedStructure, structure
-from bertology_core.finetune import finetune
 from bertology_core.finetune.finetune import labels_tensor
 from bertology_core.models.batching import Encoded
+from bertology_core.scoring import plans as scoring
 from bertology_core.data.tasks import Task
 from bertology_core.stats.metrics import compute_metrics
 
@@ -246,25 +246,6 @@ def iterative_head_pruning(
     return steps
 
 
-@torch.inference_mode()
-def masked_logits(
-    model: PreTrainedModel, data: Encoded, plan: InterventionPlan | None = None, batch_size: int = 64
-) -> np.ndarray:
-    """Logits ``[examples, labels]`` with ``plan`` active, through the engine (only [CLS] goes past the
-    last layer's attention); batches sorted by length."""
-    use_engine(model)
-    with intervene(model, plan or InterventionPlan()), first_token_output(model):
-        return finetune.predict(model, data, batch_size)
-
-
-def masked_predictions(
-    model: PreTrainedModel, task: Task, data: Encoded, plan: InterventionPlan | None = None, batch_size: int = 64
-) -> np.ndarray:
-    """Class ids (scores for regression) from :func:`masked_logits`."""
-    logits = masked_logits(model, data, plan, batch_size)
-    return logits[:, 0] if task.is_regression else logits.argmax(-1)
-
-
 def dev_scorer(model: PreTrainedModel, task: Task, dev: pl.DataFrame, encoded: Encoded, batch_size: int,
                record: list | None = None) -> Callable[[InterventionPlan | None], float]:
     """The task's primary metric on ``dev`` (encoded as ``encoded``) for a plan (None: the model as it is); logs
@@ -272,7 +253,7 @@ def dev_scorer(model: PreTrainedModel, task: Task, dev: pl.DataFrame, encoded: E
     labels, metric = dev["label"].to_numpy(), task.main_metric
 
     def score(plan: InterventionPlan | None) -> float:
-        predictions = masked_predictions(model, task, encoded, plan, batch_size)
+        predictions = task.predictions(scoring.evaluate_plan(model, encoded, plan, batch_size))
         value = compute_metrics(task, predictions, labels)[metric]
         logging.info("dev %s %.4f", metric, value)
         if record is not None:

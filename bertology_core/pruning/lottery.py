@@ -63,8 +63,9 @@ from bertology_core.models.precision import Precision
 from bertology_core.data.tasks import Task, subsample
 from bertology_core.stats.metrics import compute_metrics
 from bertology_core.engine.plan import StructureMask
-from bertology_core.pruning.importance import gate_importance, least_important, masked_predictions, normalize_by_layer
+from bertology_core.pruning.importance import gate_importance, least_important, normalize_by_layer
 from bertology_core.pruning.pruning_stats import PROTOCOLS
+from bertology_core.scoring import plans as scoring
 
 State = TypeVar("State")
 
@@ -448,11 +449,11 @@ def find_ticket(
     are of ``batch_size`` under ``batch``). m-pruning leaves its masks on ``model``.
     """
     metric = task.main_metric
-    full_report = compute_metrics(task, masked_predictions(model, task, report, None, batch_size), report_labels)
+    full_report = compute_metrics(task, task.predictions(scoring.evaluate_plan(model, report, None, batch_size)), report_labels)
     floor = best_constant_score(task, selection_labels) if keep_above_constant else None
 
     def score(plan: InterventionPlan | None) -> float:
-        value = compute_metrics(task, masked_predictions(model, task, selection, plan, batch_size), selection_labels)[metric]
+        value = compute_metrics(task, task.predictions(scoring.evaluate_plan(model, selection, plan, batch_size)), selection_labels)[metric]
         logging.getLogger(__name__).info("%s %s-pruning: %s %.4f on %d choosing examples", protocol, method, metric, value, len(selection_labels))
         return value
 
@@ -537,7 +538,7 @@ def finetune_subnetwork(
                                 checkpointer, precision=precision)
         evaluated = encode_split(eval_frame, "dev", tokenizer, config.max_length, tokens)
         logits = finetune.predict(model, evaluated, eval_batch_size)
-    predictions = logits[:, 0] if task.is_regression else logits.argmax(-1)
+    predictions = task.predictions(logits)
     if isinstance(mask, dict):  # m-pruning: share of the prunable weight matrices' entries
         kept = kept_weight_share(current_weight_masks(model))
     elif gated_share is not None:  # weights shared across depth: the share the mask keeps, counted per depth

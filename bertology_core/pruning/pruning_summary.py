@@ -17,10 +17,9 @@ import polars as pl
 
 from bertology_core.data.tasks import Task
 from bertology_core.pruning import pruning_stats
-from bertology_core.report import figures
-from bertology_core.stats.metrics import compute_metrics
+from bertology_core.summaries import figures
+from bertology_core.stats.metrics import compute_metrics, main_metric_note
 
-METRIC_NOTE = "accuracy; Pearson r for STS-B"
 Run = tuple[str, int]  # (task, seed)
 
 
@@ -112,16 +111,19 @@ def michel_note(settings: PruningSettings) -> str:
     )
 
 
-def michel_chart(curves: pl.DataFrame, model: str, settings: PruningSettings, runs: Sequence[Run]) -> alt.Chart:
+def michel_chart(curves: pl.DataFrame, model: str, settings: PruningSettings, runs: Sequence[Run],
+                 tasks: Mapping[str, Task]) -> alt.Chart:
+    """Michel et al.'s fig. 3: the dev score, each task's main metric (``tasks``: name -> task), per step of pruning."""
     line = alt.Chart(curves.to_pandas()).mark_line(point=True).encode(
         x=alt.X("share_pruned:Q", axis=alt.Axis(format="%"), title="heads pruned"),
         y=alt.Y("score:Q", title="dev score", scale=alt.Scale(zero=False)),
         color=alt.Color("seed:N"),
         tooltip=["task", "seed", "step", alt.Tooltip("share_pruned:Q", format=".0%"), alt.Tooltip("score:Q", format=".4f")],
     ).properties(width=220, height=160).facet(facet=alt.Facet("task:N", title=None), columns=4).resolve_scale(y="independent")
+    metric = main_metric_note(tasks[t] for t in sorted({t for t, _ in runs}))
     return figures.with_caption(
         line, "Iterative head pruning (Michel et al. 2019, fig. 3)",
-        f"Dev score ({METRIC_NOTE}) as the least important heads are masked, {settings.step_share:.0%} of heads per step "
+        f"Dev score ({metric}) as the least important heads are masked, {settings.step_share:.0%} of heads per step "
         f"(importance {'recomputed each step' if settings.recompute else 'computed once'}).\n"
         f"{michel_note(settings)}\nModel {model}; seeds per task: {seeds_note(runs)}. Prunable shares in the michel table.",
     )

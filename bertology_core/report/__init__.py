@@ -1,1 +1,1 @@
-"""The report: figures, the page, the head and layer atlases, and the claims table. Never imports torch."""
+"""The report: the page, the head and layer atlases, and the claims table. Never imports torch."""

@@ -27,7 +27,7 @@ from markupsafe import Markup
 from bertology_core.data import states
 from bertology_core.data.io import write_text
 from bertology_core.fitness.fitness import COLUMN, UNFIT
-from bertology_core.report.files import item_file
+from bertology_core.summaries.files import item_file
 
 _PAGE = Path(__file__).with_name("page")  # the page's template, style and script (package data)
 
@@ -312,5 +312,5 @@ def _table_files(path: Path) -> str:
 
 
 def table_note(path: str | os.PathLike[str]) -> str:
-    """The note a stage kept in a table's Parquet file (bertology_core.report.figures.write_table), '' if none."""
+    """The note a stage kept in a table's Parquet file (bertology_core.summaries.figures.write_table), '' if none."""
     return pl.read_parquet_metadata(path).get("note", "")

@@ -6,11 +6,33 @@ mean of the F1 of each class the labels or predictions hold), Matthews correlati
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import numpy as np
 from scipy import stats
 from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef
 
 from bertology_core.data.tasks import Task
+
+
+# how a caption or a column title names each metric a declaration may list
+METRIC_NAMES = {
+    "accuracy": "accuracy", "f1": "F1", "f1_macro": "macro F1", "matthews_correlation": "Matthews correlation",
+    "pearson": "Pearson r", "spearman": "Spearman rho",
+}
+
+
+def main_metric_note(tasks: Iterable[Task]) -> str:
+    """What a caption says a "dev score" is: each task's main metric (its declaration's first), named as
+    :data:`METRIC_NAMES` does, with the tasks that have it ("accuracy for MRPC, SST-2; Pearson r for STS-B"); the
+    metric's name alone where every task has the same one. Never a task list written into a caption by hand: a
+    declared task scores what its declaration says."""
+    by_metric: dict[str, list[str]] = {}
+    for task in sorted(tasks, key=lambda t: t.name):
+        by_metric.setdefault(task.main_metric, []).append(task.name)
+    if len(by_metric) == 1:
+        return METRIC_NAMES[next(iter(by_metric))]
+    return "; ".join(f"{METRIC_NAMES[metric]} for {', '.join(names)}" for metric, names in by_metric.items())
 
 
 def compute_metrics(task: Task, predictions: np.ndarray, labels: np.ndarray) -> dict[str, float]:

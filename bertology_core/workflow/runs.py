@@ -31,7 +31,7 @@ from typing import Any
 import pyarrow.parquet as pq
 
 from bertology_core.data import states, tasks
-from bertology_core.report.files import FIGURE_FILES, TABLE_FILES, item_file
+from bertology_core.summaries.files import FIGURE_FILES, TABLE_FILES, item_file
 from bertology_core.workflow import configuration
 
 FineTuned = tuple[str, str, int]  # (task, state, seed): one fine-tuning run of a model

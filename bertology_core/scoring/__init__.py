@@ -1,0 +1,1 @@
+"""Scoring: a model's logits under engine plans, the one forward loop every stage that measures configurations runs."""

@@ -1,0 +1,116 @@
+"""Scoring a model under engine plans: the one forward loop that every stage measuring a configuration runs
+(disabling sweeps and greedy search, outlier disabling, head importance's pruning curve, lottery searches, the head
+gates' evaluation, a compacted model against its mask).
+
+Examples are sorted by length to save padding; a group of configurations shares each forward pass (batch expansion,
+one row per configuration and example) with the last layer cut to the first token
+(:func:`~bertology_core.engine.first_token.first_token_output`); a pass the device has no memory for is split in two.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from typing import NamedTuple
+
+import numpy as np
+import torch
+from transformers import PreTrainedModel
+
+from bertology_core.engine.attention_function import use_engine
+from bertology_core.engine.first_token import first_token_output
+from bertology_core.engine.intervention import intervene
+from bertology_core.engine.plan import InterventionPlan
+from bertology_core.models.batching import Encoded
+
+log = logging.getLogger(__name__)
+
+
+class PassLogits(NamedTuple):
+    """Logits ``[configs, examples, labels]`` of every configuration and, where a reference configuration ran in every
+    pass (the intact model in a sweep, the chosen set in a greedy step), the reference's logits from each
+    configuration's own forward pass (same shape; ``None`` otherwise). A configuration is compared with the reference
+    row of its own pass: passes of other shapes sum their products in another order, which on this CPU in float32
+    moves logits by about 5e-7 (all-MiniLM-L6-v2 on STS-B) and on a GPU, with TF32 products, is expected to move them
+    by far more (``make gpu-check`` measures it)."""
+
+    logits: np.ndarray
+    reference: np.ndarray | None
+
+
+def rows_per_pass(device: torch.device, cpu: int, gpu: int) -> int:
+    """Rows (configurations x examples) per forward pass on ``device``: ``cpu`` on a CPU, where larger passes fall out
+    of cache and run slower per row; ``gpu`` elsewhere, a cap that :func:`evaluate_plans` halves when the device has
+    no memory for a pass."""
+    return cpu if device.type == "cpu" else gpu
+
+
+@torch.inference_mode()
+def evaluate_plans(
+    model: PreTrainedModel,
+    data: Encoded,
+    num_configs: int,
+    groups: Sequence[Sequence[int]],
+    plan_of: Callable[[Sequence[int]], InterventionPlan],
+    rows_per_pass: int = 48,
+    reuse_prefix: bool = True,
+    examples_per_batch: int | None = None,
+    reference: int | None = None,
+) -> PassLogits:
+    """Logits ``[num_configs, examples, labels]``: each group of configuration indices shares forward passes under the
+    engine plan ``plan_of(group)`` (batch expansion, one row per configuration and example), with the last layer cut
+    to the first token (:func:`~bertology_core.engine.first_token.first_token_output`); batches as in
+    :func:`~bertology_core.disabling.disabling.evaluate_configurations`. A pass the device has no memory for is split in two and run again, and every
+    later pass keeps the smaller size (the logits do not depend on the batching). With prefix reuse, ``reference`` (a
+    configuration's index) joins every pass as one more configuration and counts among its rows; without it every
+    configuration runs alone in passes of the same shape, so the reference's own passes serve every configuration."""
+    use_engine(model)
+    model.eval()
+    device = next(model.parameters()).device
+    order = np.argsort(-data.lengths(), kind="stable")
+    logits = np.zeros((num_configs, len(data), model.config.num_labels), dtype=np.float32)
+    joined = reference is not None and reuse_prefix
+    if reference is not None and not any(reference in group for group in groups):
+        raise ValueError(f"the reference configuration {reference} is in no group")
+    own_reference = np.zeros_like(logits) if joined else None
+    cap = None  # rows per pass (configurations x examples) after the device ran out of memory: halved until one fits
+    for group in groups:
+        group = list(group)
+        members = group if not joined or reference in group else [*group, reference]
+        plan = plan_of(members)
+        batch_size = examples_per_batch or max(1, rows_per_pass // len(members))
+        start = 0
+        while start < len(order):
+            size = batch_size if cap is None else max(1, min(batch_size, cap // len(members)))
+            examples = order[start : start + size]
+            batch = {k: v.to(device) for k, v in data.collate(examples).items()}
+            failed = False
+            try:
+                with intervene(model, plan, reuse_prefix=reuse_prefix), first_token_output(model):
+                    out = model(**batch).logits.float().cpu().numpy()
+            except torch.OutOfMemoryError:
+                if size == 1:
+                    raise
+                failed = True
+            if failed:  # out of the handler, so the failed pass's tensors are released before the cache is emptied
+                cap = size * len(members) // 2
+                del batch
+                if device.type == "cuda":
+                    torch.cuda.empty_cache()
+                log.warning("out of memory with %d rows per pass: at most %d from now on", size * len(members), cap)
+                continue
+            out = out.reshape(len(members), len(examples), -1)
+            logits[np.ix_(group, examples)] = out[: len(group)]
+            if own_reference is not None:
+                own_reference[np.ix_(group, examples)] = out[members.index(reference)][None]
+            start += len(examples)
+    if reference is not None and not joined:
+        own_reference = np.broadcast_to(logits[reference], logits.shape).copy()
+    return PassLogits(logits, own_reference)
+
+
+def evaluate_plan(model: PreTrainedModel, data: Encoded, plan: InterventionPlan | None = None,
+                  rows_per_pass: int = 64) -> np.ndarray:
+    """Logits ``[examples, labels]`` of ``model`` under one plan (None: the model as it is, through the engine):
+    :func:`evaluate_plans` with one configuration, ``rows_per_pass`` examples a pass."""
+    return evaluate_plans(model, data, 1, [[0]], lambda _: plan or InterventionPlan(), rows_per_pass).logits[0]
