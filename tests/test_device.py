@@ -44,7 +44,7 @@ def test_every_rule_that_requests_a_gpu_runs_a_script_that_asks_the_device_helpe
     assert {"finetune", "evaluate_pretrained", "dump_attention", "probe_features", "syntactic_heads"} <= set(gpu_rules)
     for name, text in gpu_rules.items():
         modules = _script_and_helpers(text)
-        assert _calls(modules, "job_device") >= 1, f"rule {name} requests a GPU but its script never calls device.job_device"
+        assert _calls(modules, "model_job") >= 1, f"rule {name} requests a GPU but its script never calls device.model_job"
         # the helper is the one place: no script picks a device or sets torch's determinism on its own
         for forbidden in ("is_available", "set_num_threads", "use_deterministic_algorithms", "default_device"):
             assert _calls(modules, forbidden) == 0, f"rule {name}: its script calls {forbidden} itself"
@@ -71,8 +71,23 @@ def test_without_a_gpu_jobs_run_on_the_cpu():
 
 def test_every_rule_that_runs_a_model_names_the_precision_policy_and_its_script_applies_it():
     model_rules = {name: text for name, text in _rules().items() if re.search(r'script:\s*"\.\./workflow_scripts/', text)
-                   and _calls(_script_and_helpers(text), "job_device")}
+                   and _calls(_script_and_helpers(text), "model_job")}
     assert {"finetune", "dump_attention", "disabling_sweep", "head_gates", "subnetwork_finetune"} <= set(model_rules)
     for name, text in model_rules.items():
         assert 'precision=config["compute"]["precision"]' in text, f"rule {name} runs a model without compute.precision"
-        assert _calls(_script_and_helpers(text), "for_job") == 1, f"rule {name}: its script never applies the policy"
+        # the one preamble: device.model_job resolves the policy and sets the job up in it, and nothing else does
+        assert _calls(_script_and_helpers(text), "model_job") == 1, f"rule {name}: its script never applies the policy"
+        assert _calls(_script_and_helpers(text), "for_job") == 0, f"rule {name}: its script applies the policy itself"
+
+
+def test_a_model_job_gets_its_device_and_the_policy_resolved_there():
+    threads, deterministic = torch.get_num_threads(), torch.are_deterministic_algorithms_enabled()
+    try:
+        chosen, resolved = device.model_job(1, "float32")
+        assert chosen == device.default_device() and resolved.device == chosen.type
+        assert (resolved.policy, resolved.training, resolved.measurement) == ("float32", "float32", "float32")
+        with pytest.raises(ValueError, match="compute.precision = 'half'"):
+            device.model_job(1, "half")
+    finally:
+        torch.use_deterministic_algorithms(deterministic)
+        torch.set_num_threads(threads)

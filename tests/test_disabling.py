@@ -202,7 +202,7 @@ def test_a_pass_the_device_has_no_memory_for_is_halved_and_the_logits_are_unchan
     data = encoded(examples=9)
     configs = disabling.sweep_configurations(3, 4)
     reference = disabling.evaluate_configurations(model, data, configs, "uniform", rows_per_pass=80).logits
-    forward, intervene_as_is, collate_as_is = model.forward, disabling.intervene, data.collate
+    forward, intervene_as_is, collate_as_is = model.forward, scoring.intervene, data.collate
     pass_size, passes = {}, []
 
     def counting_configurations(model, plan, **kwargs):  # the configurations sharing the pass about to run
@@ -219,7 +219,7 @@ def test_a_pass_the_device_has_no_memory_for_is_halved_and_the_logits_are_unchan
             raise torch.OutOfMemoryError("fake: the pass does not fit")
         return forward(*args, **kwargs)
 
-    monkeypatch.setattr(disabling, "intervene", counting_configurations)
+    monkeypatch.setattr(scoring, "intervene", counting_configurations)
     monkeypatch.setattr(data, "collate", counting_examples)
     monkeypatch.setattr(model, "forward", small_device)
     with caplog.at_level("WARNING"):
@@ -239,13 +239,13 @@ def test_a_sweeps_intact_row_is_the_plain_forward_of_its_pass(monkeypatch):
     configs = disabling.sweep_configurations(3, 4)
     assert configs[0] == disabling.INTACT
     passes = []
-    intervene_as_is = disabling.intervene
+    intervene_as_is = scoring.intervene
 
     def counting(model, plan, **kwargs):
         passes.append(plan.num_configs)
         return intervene_as_is(model, plan, **kwargs)
 
-    monkeypatch.setattr(disabling, "intervene", counting)
+    monkeypatch.setattr(scoring, "intervene", counting)
     scored = disabling.evaluate_configurations(model, data, configs, "uniform", rows_per_pass=10 * len(configs))
     monkeypatch.undo()
     groups = disabling._groups(configs, 3, reuse_prefix=True)

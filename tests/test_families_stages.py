@@ -55,10 +55,10 @@ def test_importance_and_compaction(fine_tuned):
     order = np.argsort(heads, axis=None)[: heads.size // 2]
     mask = StructureMask.for_model(model).without(heads=[tuple(np.unravel_index(i, heads.shape)) for i in order],
                                                   mlps=[int(np.argmin(mlps))])
-    gated = scoring.evaluate_plan(model, dev, mask.plan(), batch_size=4)
+    gated = scoring.evaluate_plan(model, dev, mask.plan(), rows_per_pass=4)
     residual = compaction.residual_mask(model, mask)
     compact = compaction.compact(model, mask)
-    compacted = scoring.evaluate_plan(compact, dev, residual.plan(), batch_size=4)
+    compacted = scoring.evaluate_plan(compact, dev, residual.plan(), rows_per_pass=4)
     print(f"{name}: compacted vs gated max logit difference {np.abs(compacted - gated).max():.1e}")
     np.testing.assert_allclose(compacted, gated, atol=1e-5, rtol=0)
 
