@@ -137,15 +137,6 @@ def _dotted(parts: Iterable[Any]) -> str:
     return text or "(top level)"
 
 
-# keys renamed so that a stage's settings sit under its one name: (where, former key) -> where they are now
-MOVED_KEYS = {("(top level)", "analysis"): "its settings are under 'fitness' now (analysis.unfit is fitness.unfit, "
-                                           "analysis.fitness.margin is fitness.margin, and so on)",
-              ("finetune", "mem_mb"): "memory requests are per rule under 'compute.mem_mb' now (finetune.mem_mb is "
-                                      "compute.mem_mb.finetune, evaluate_pretrained, subnetwork_finetune and head_gates)",
-              ("linguistic", "spacy_model"): "spaCy pipelines are per language under 'linguistic.spacy_models' now "
-                                             "({en: <package>}), chosen by each task's declared language"}
-
-
 def did_you_mean(word: str, choices: Iterable[str]) -> str:
     """`` (did you mean 'X'?)`` for the choice closest to ``word``, or nothing."""
     guess = _close(word, choices)
@@ -174,9 +165,6 @@ def schema_problems(config: Any, schema: dict[str, Any]) -> list[str]:
             for extra in sorted(set(error.instance) - set(allowed)):
                 guess = _close(str(extra), allowed)
                 where = f"config '{key}'" if error.absolute_path else "config"
-                if (moved := MOVED_KEYS.get((key, extra))) is not None:
-                    problems.append(f"{where} has no key {extra!r}: {moved}.")
-                    continue
                 problems.append(f"{where} has no key {extra!r}{f' (did you mean {guess!r}?)' if guess else ''}. "
                                 f"Allowed keys: {', '.join(allowed)}.")
             continue
