@@ -103,6 +103,7 @@ rule outliers_summary:
     params:
         code=script_code("outliers_summary"),
         tasks=lambda wc: runs().of(wc.model).outlier_tasks,
+        task_meanings=PLAN.task_meanings(),
         fitness_runs=lambda wc: runs().of(wc.model).outlier_seeds_by_task,
         criterion={key: config["outliers"][key] for key in ("sigmas", "min_layer_share")},
         level=config["outliers"]["level"],

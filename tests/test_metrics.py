@@ -34,6 +34,7 @@ def test_a_caption_names_each_task_s_own_main_metric():
     glue = [tasks.glue_task(name) for name in ("STS-B", "MRPC", "CoLA", "SST-2")]
     assert main_metric_note(glue) == "Matthews correlation for CoLA; accuracy for MRPC, SST-2; Pearson r for STS-B"
     assert main_metric_note(glue[1:2]) == "accuracy"
+    assert main_metric_note([]) == "each task's main metric"
     # a declared task scores what its declaration lists first, whatever its labels look like
     topics = tasks.Task("topics", ("a", "b", "c"), None, ("f1_macro", "accuracy"))
     assert main_metric_note([topics]) == "macro F1"

@@ -10,6 +10,7 @@ import polars as pl
 from bertology_core.data import tasks, io, states
 from bertology_core.fitness import fitness
 from bertology_core.head_roles import head_gates_stats, head_roles_stats
+from bertology_core.stats.metrics import main_metric_note
 from bertology_core.summaries import figures
 
 inputs, params, model = snakemake.input, snakemake.params, snakemake.wildcards.model
@@ -69,6 +70,7 @@ figures.save_chart(head_roles_stats.correlation_chart(
     f"{params.out}/importance_relations")
 
 records = [io.read_json(p) for p in inputs.gates]
+metric = main_metric_note(tasks.Task.from_meaning(params.tasks[t]) for t in sorted({r["task"] for r in records}))
 gate_table = head_gates_stats.gates_table(records, [pl.read_parquet(p) for p in inputs.gate_predictions],
                                     {r["task"]: tasks.Task.from_meaning(params.tasks[r["task"]]).main_metric for r in records}, *boot)
 if gate_table.height:
@@ -77,14 +79,14 @@ if gate_table.height:
                        for (task, seed), path in zip(runs["michel"], inputs.michel)])
     curve = curve.with_columns((gate_table["heads"][0] - pl.col("heads_pruned")).alias("heads_kept"))
     chart = head_gates_stats.gates_chart(gate_table, curve, "L0 head gates against Michel et al.'s pruning (Voita et al. 2019)",
-                                   "Dev score (the curve's seeded dev sample) against heads kept: Michel et al.'s iterative curve "
+                                   f"Dev score ({metric}; the curve's seeded dev sample) against heads kept: Michel et al.'s iterative curve "
                                    "(importance order, no retraining)\nand Hard Concrete gates trained with the L0 penalty at each "
                                    f"strength, the model's weights trained with them (Voita et al.) or frozen; model {model}.")
 else:  # no gates in this config: the summary's files say so
     gate_table = pl.DataFrame({"note": ["no L0 gates in this config (head_roles_stats.gates.tasks)"]})
     chart = figures.note_chart("L0 head gates", gate_table["note"][0])
 figures.write_table(gate_table, f"{params.out}/gates", note=(
-    "Per job: heads whose deterministic gate is not 0 and the dev score with the learnt gates (gates), with those heads at "
+    f"Per job: heads whose deterministic gate is not 0 and the dev score ({metric}) with the learnt gates (gates), with those heads at "
     "gate 1 (gates_binary: the heads the gates chose, without their learnt scales), with Michel et al.'s order cut at the "
     "same number of heads (the fine-tuned model, never retrained) and with the full model; gates minus Michel with paired "
     "bootstrap intervals over the dev examples. Rows with the weights trained also retrain the model (Voita et al.): the "

@@ -8,11 +8,14 @@ log_to(snakemake.log[0])
 import polars as pl
 
 from bertology_core.fitness import fitness
+from bertology_core.data import tasks
 from bertology_core.outliers import outliers_stats
+from bertology_core.stats.metrics import main_metric_note
 from bertology_core.summaries import figures
 
 params, inputs = snakemake.params, snakemake.input
 model = snakemake.wildcards.model
+metric = main_metric_note(tasks.Task.from_meaning(params.task_meanings[t]) for t in params.tasks)
 verdicts = fitness.Verdicts(pl.read_parquet(inputs.fitness), model, params.fitness_runs)
 stems = {name: snakemake.output[name][0].removesuffix(".parquet") for name in ("dimensions", "contrast", "deltas")}
 criterion = (f"a weight or bias more than {params.criterion['sigmas']:g} standard deviations from its output LayerNorm's mean "
@@ -40,7 +43,7 @@ if contrast.height:  # an across-seed row rests on the seeds it pools (a model w
     }).annotate(contrast.select("task", pl.exclude("task")), seed="seed")
 figures.write_table(deltas.select("task", pl.exclude("task")) if deltas.height else deltas, stems["deltas"])
 figures.write_table(contrast, stems["contrast"], note=(
-    "Per fine-tuned model (seed) and across seeds (seed empty): the score change when the outlier dimensions are disabled "
+    f"Per fine-tuned model (seed) and across seeds (seed empty): the change of the dev score ({metric}) when the outlier dimensions are disabled "
     "(LayerNorm weight and bias at 0 in every layer) in the output LayerNorms, the attention-output LayerNorms or both; the "
     "same for as many random dimensions, drawn outliers.random_draws times (mean, 2.5 and 97.5 percentiles, worst, share of "
     f"draws at or below the outliers); difference = outliers minus the random mean with a paired {params.level:.0%} interval "
@@ -48,7 +51,7 @@ figures.write_table(contrast, stems["contrast"], note=(
 title = "Disabling the outlier dimensions against as many random ones"
 if deltas.height:
     chart = figures.with_caption(outliers_stats.contrast_chart(deltas), title,
-                                 f"Model {model}: score change, mean over seeds; grey, each random draw; red, the outlier dimensions with "
+                                 f"Model {model}: change of the dev score ({metric}), mean over seeds; grey, each random draw; red, the outlier dimensions with "
                                  f"a {params.level:.0%} interval over dev examples.")
 else:
     chart = figures.note_chart(title, "No fine-tuned model with outlier dimensions to disable (see the dimensions table).")

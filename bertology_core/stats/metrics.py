@@ -25,11 +25,13 @@ METRIC_NAMES = {
 def main_metric_note(tasks: Iterable[Task]) -> str:
     """What a caption says a "dev score" is: each task's main metric (its declaration's first), named as
     :data:`METRIC_NAMES` does, with the tasks that have it ("accuracy for MRPC, SST-2; Pearson r for STS-B"); the
-    metric's name alone where every task has the same one. Never a task list written into a caption by hand: a
+    metric's name alone where every task has the same one; with no task, "each task's main metric". Never a task list written into a caption by hand: a
     declared task scores what its declaration says."""
     by_metric: dict[str, list[str]] = {}
     for task in sorted(tasks, key=lambda t: t.name):
         by_metric.setdefault(task.main_metric, []).append(task.name)
+    if not by_metric:
+        return "each task's main metric"
     if len(by_metric) == 1:
         return METRIC_NAMES[next(iter(by_metric))]
     return "; ".join(f"{METRIC_NAMES[metric]} for {', '.join(names)}" for metric, names in by_metric.items())
