@@ -8,6 +8,8 @@ written into the chart as a subtitle so an exported PNG still says what it is.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 import altair as alt
@@ -63,6 +65,27 @@ def write_table(frame: pl.DataFrame, stem: str | os.PathLike[str], note: str = "
     write_parquet(frame, f"{stem}.parquet", metadata={"note": note} if note else None)
     with atomic_path(f"{stem}.csv") as tmp:
         frame.write_csv(tmp)
+
+
+@dataclass(frozen=True)
+class Output:
+    """One summary as a stage's library code returns it: a tidy ``table`` with the ``note`` the report prints under it
+    (what a reader needs to read it), and/or a ``figure`` that carries its own title and caption. Written by
+    :func:`write_outputs`, the one writer of every stage's summaries."""
+
+    table: pl.DataFrame | None = None
+    note: str = ""
+    figure: alt.TopLevelMixin | None = None
+
+
+def write_outputs(outputs: Mapping[str, Output], folder: str | os.PathLike[str]) -> None:
+    """Each summary's files at ``<folder>/<name>``: its table's (:func:`write_table`) and its figure's
+    (:func:`save_chart`)."""
+    for name, output in outputs.items():
+        if output.table is not None:
+            write_table(output.table, f"{folder}/{name}", output.note)
+        if output.figure is not None:
+            save_chart(output.figure, f"{folder}/{name}")
 
 
 PATTERN_COLORS = alt.Scale(
