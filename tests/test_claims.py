@@ -254,7 +254,8 @@ def test_every_hand_labelled_class_share_has_a_binomial_interval():
 def test_masks_whose_sizes_alone_keep_kappa_low_give_no_verdict():
     """Nested masks agree as much as masks of their sizes can, yet seeds keeping 90%, 50% and 30% of the heads give a
     kappa of about 0.18, inside Prasanna et al.'s range: the sizes, not the choice of heads, would decide the claim."""
-    from bertology_core.pruning import pruning_stats, pruning_summary
+    from bertology_core.pruning import pruning_stats
+    from bertology_core.pruning import summary as pruning_summary
 
     order = np.arange(144)
     nested = [{"heads": (order < kept).reshape(12, 12), "mlps": np.array([1] * 11 + [0])} for kept in (130, 72, 43)]

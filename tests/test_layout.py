@@ -29,7 +29,7 @@ TORCH_FREE = (
     "head_roles/head_roles.py", "head_roles/head_roles_stats.py", "head_roles/head_gates_stats.py",
     "layer_mix/layer_mix_stats.py", "linguistic/linguistic.py", "models/compatibility.py", "outliers/outliers_stats.py",
     "patterns/annotation.py", "patterns/pattern_labels.py", "patterns/patterns.py", "pruning/pruning_stats.py",
-    "pruning/pruning_summary.py", "patterns/pattern_tables.py", "cost/model.py", "cost/estimate.py",
+    "patterns/pattern_tables.py", "cost/model.py", "cost/estimate.py",
 )
 
 
@@ -148,9 +148,13 @@ def test_a_heavy_import_is_found(tmp_path):
     assert not heavy_imports(LIBRARY / "patterns" / "pattern_tables.py")
 
 
+# a module of this name in any package is a stage's summaries (tables, notes, figures): torch-free by its name
+SUMMARY_MODULE = "summary.py"
+
+
 def torch_free_modules():
     shared = [path for package in TORCH_FREE_PACKAGES for path in (LIBRARY / package).rglob("*.py")]
-    return sorted(shared + [LIBRARY / path for path in TORCH_FREE])
+    return sorted(set(shared + [LIBRARY / path for path in TORCH_FREE] + list(LIBRARY.glob(f"*/{SUMMARY_MODULE}"))))
 
 
 @pytest.mark.parametrize("path", torch_free_modules(), ids=name)
@@ -184,3 +188,19 @@ def test_every_package_is_a_boundary_the_test_knows():
     assert set(TORCH_FREE_PACKAGES) <= packages
     for path in TORCH_FREE:
         assert (LIBRARY / path).parent.name in packages
+
+
+def summary_scripts():
+    return sorted(path.stem for path in (REPO / "workflow_scripts").glob("*_summary.py"))
+
+
+@pytest.mark.parametrize("script", summary_scripts())
+def test_a_stage_summary_is_library_code_written_by_the_one_writer(script):
+    # the stage's <stage>/summary.py shapes the tables and draws the figures; the script reads, calls and writes. The
+    # stage is the rule file that runs the script (rules/<stage>.smk)
+    stage = next(path.stem for path in (REPO / "rules").glob("*.smk") if f"workflow_scripts/{script}.py" in path.read_text())
+    assert (LIBRARY / stage / SUMMARY_MODULE).is_file(), f"{script}: no bertology_core/{stage}/{SUMMARY_MODULE}"
+    tree = ast.parse((REPO / "workflow_scripts" / f"{script}.py").read_text())
+    called = {getattr(node.func, "attr", getattr(node.func, "id", None)) for node in ast.walk(tree) if isinstance(node, ast.Call)}
+    assert "write_outputs" in called and "summarise" in called
+    assert not called & {"write_table", "save_chart", "with_caption", "head_heatmap", "note_chart"}, called

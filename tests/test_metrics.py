@@ -47,7 +47,7 @@ def test_the_pruning_curve_caption_names_a_declared_task_s_metric():
 
     import polars as pl
 
-    from bertology_core.pruning import pruning_summary
+    from bertology_core.pruning import summary as pruning_summary
 
     topics = tasks.Task("topics", ("a", "b", "c"), None, ("f1_macro",))
     curves = pl.DataFrame({"task": ["topics"] * 2, "seed": [1, 1], "step": [0, 1], "share_pruned": [0.0, 0.1],

@@ -5,6 +5,7 @@ stage; and a declared task's bad input stops the run at parse."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -130,6 +131,23 @@ def test_declared_tasks_give_the_glue_paths_results_through_every_stage(tmp_path
     claims = pl.read_parquet(results / "claims" / "tiny-bert" / "claims.parquet")
     rte = claims.filter(pl.col("claim") == "first_layer_disabling_gain_rte")
     assert rte["verdict"].to_list() == ["not applicable"] and "RTE" in rte["note"][0]
+    # every caption and table note names each task's own main metric, as its declaration lists it: none names a task or
+    # a metric of another config (the captions once said "accuracy; Pearson r for STS-B" whatever the tasks)
+    captions = {path: _subtitle(json.loads(path.read_text())) for path in results.rglob("*.vl.json")}
+    notes = {path: pl.read_parquet_metadata(path).get("note", "") for path in results.rglob("summary/*.parquet")}
+    assert not [str(path) for path, text in {**captions, **notes}.items() if "Pearson r" in text or "STS-B" in text]
+    scored = "Matthews correlation for CoLA_raw; accuracy for MRPC_jsonl, SST-2_csv"
+    for summary in ("disabling/tiny-bert/summary/heads", "disabling/tiny-bert/summary/layers"):
+        assert scored in captions[results / f"{summary}.vl.json"], summary
+    # pruning and the head gates run on MRPC alone in this config: their one metric by name
+    assert "Dev score (accuracy)" in captions[results / "pruning/tiny-bert/summary/michel.vl.json"]
+    assert "Scores: accuracy," in notes[results / "pruning/tiny-bert/summary/lottery.parquet"]
+
+
+def _subtitle(spec: dict) -> str:
+    """A saved figure's caption: its title's subtitle (a figure with nothing to draw has a plain title)."""
+    title = spec.get("title")
+    return " ".join(title.get("subtitle", [])) if isinstance(title, dict) else ""
 
 
 def test_a_declared_tasks_bad_file_stops_the_run_at_parse_naming_file_line_and_field(tmp_path):

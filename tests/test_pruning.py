@@ -610,7 +610,7 @@ def test_a_seed_without_a_ticket_does_not_lower_the_masks_kappa():
     0.18-0.32, although the two tickets agree perfectly. Only ticket seeds count, and the table names the other."""
     import polars as pl
 
-    from bertology_core.pruning import pruning_summary as summary
+    from bertology_core.pruning import summary
 
     rng = np.random.default_rng(0)
     half = np.zeros(144, dtype=bool)
@@ -631,11 +631,11 @@ def test_a_seed_without_a_ticket_does_not_lower_the_masks_kappa():
 
 
 def test_the_pruning_summary_tables_from_hand_made_runs():
-    """Survival, stability, prunable shares and the subnetwork rows of bertology_core.pruning.pruning_summary on inputs
+    """Survival, stability, prunable shares and the subnetwork rows of bertology_core.pruning.summary on inputs
     whose answers are known by hand."""
     import polars as pl
 
-    from bertology_core.pruning import pruning_summary as summary
+    from bertology_core.pruning import summary
 
     heads = [np.array([[1, 1], [0, 1]]), np.array([[1, 0], [0, 1]]), np.array([[1, 1], [0, 0]])]
     masks = {("MRPC", "s"): [(seed, {"heads": h, "mlps": np.array([1, 1])}) for seed, h in enumerate(heads, 1)]}
@@ -666,7 +666,7 @@ def test_the_pruning_summary_tables_from_hand_made_runs():
 
 
 def test_weight_masks_are_placed_by_their_module_names_in_every_family():
-    from bertology_core.pruning.pruning_summary import layer_and_matrix
+    from bertology_core.pruning.summary import layer_and_matrix
 
     assert layer_and_matrix("bert.encoder.layer.3.attention.self.query") == (3, "attention.self.query")
     assert layer_and_matrix("model.layers.11.attn.Wqkv") == (11, "attn.Wqkv")

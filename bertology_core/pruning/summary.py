@@ -16,6 +16,7 @@ import numpy as np
 import polars as pl
 
 from bertology_core.data.tasks import Task
+from bertology_core.fitness.fitness import COLUMN, Verdicts
 from bertology_core.pruning import pruning_stats
 from bertology_core.summaries import figures
 from bertology_core.stats.metrics import compute_metrics, main_metric_note
@@ -335,3 +336,52 @@ def survival_chart(survival: pl.DataFrame, model: str, runs: Sequence[Run]) -> a
 def compact_table(records: Mapping[Run, Mapping[str, Any]]) -> pl.DataFrame:
     rows = [{"task": t, "seed": s, **record} for (t, s), record in records.items()]
     return pl.DataFrame(rows).sort("task", "seed") if rows else pl.DataFrame({"task": [], "seed": []})
+
+
+# ------------------------------------------------------------------------------------------------ the whole stage
+
+
+STABILITY_NOTE = (
+    "Fleiss' kappa over the seeds whose pruning kept a ticket (seeds_without_ticket: those whose pruning removed nothing, "
+    "left out); kappa_ci: bootstrap over the masked elements, seeds fixed; kappa_loo_min/max: kappa with each ticket seed left "
+    "out in turn; kept_share_min/max: the spread of the ticket seeds' kept shares (masks of different sizes lower kappa).")
+
+
+def summarise(
+    model: str, runs: Sequence[Run], importance: Mapping[Run, pl.DataFrame], michel: Mapping[Run, pl.DataFrame],
+    curves: Mapping[tuple[str, int, str, str], pl.DataFrame], networks: Sequence[Network], dev: Mapping[str, pl.DataFrame],
+    masks: Mapping[tuple[str, str], Sequence[tuple[int, Mapping[str, np.ndarray]]]], compact: Mapping[Run, Mapping[str, Any]],
+    verdicts: Verdicts, tasks: Mapping[str, Task], settings: PruningSettings, recipe_note: str,
+    kappa_interval: Callable[[np.ndarray], tuple[float, float]],
+) -> dict[str, figures.Output]:
+    """Every summary of the stage for one model, from each run's outputs: (task, seed) -> its importance, its Michel
+    curve and its compaction record; (task, seed, method, protocol) -> a ticket's curve; the networks to score
+    (:class:`Network`) on each task's dev split; (task, method) -> each seed's ticket masks. ``recipe_note`` says how
+    the subnetworks were re-fine-tuned; ``kappa_interval`` gives the masks' Fleiss' kappa interval."""
+    importance_frame = importance_table(importance)
+    michel_frame = michel_curves(michel)
+    curve_frame = lottery_curves(curves)
+    subnetworks, no_ticket = pruning_stats.drop_seeds_without_ticket(subnetwork_table(networks, dev, settings.split_seed, tasks))
+    seed_table, lottery_table = pruning_stats.lottery_tables(subnetworks)
+    lottery_table = lottery_table.with_columns(
+        pl.Series(COLUMN, [verdicts.label(t, s) for t, s in lottery_table.select("task", "seed_list").iter_rows()], dtype=pl.String),
+        pl.col("seed_list").list.eval(pl.element().cast(pl.String)).list.join(", "),
+    )
+    protocols, tickets = protocol_note(settings), no_ticket_note(no_ticket)
+    metric = main_metric_note(tasks[t] for t in sorted({t for t, _ in runs}))
+    survival, stability = survival_and_stability(masks, kappa_interval)
+    compact_frame = compact_table(compact)
+    return {
+        "importance": figures.Output(verdicts.annotate(importance_frame), figure=importance_chart(importance_frame, model, settings, runs)),
+        "michel": figures.Output(verdicts.annotate(prunable_shares(michel_frame, settings.tolerance), seed="seed"),
+                                 michel_note(settings), michel_chart(michel_frame, model, settings, runs, tasks)),
+        "lottery_curves": figures.Output(verdicts.annotate(curve_frame, seed="seed"), figure=lottery_chart(curve_frame, model, settings, runs)),
+        "lottery": figures.Output(lottery_table, (
+            f"Re-fine-tuned subnetworks: {recipe_note}. {protocols} Scores: {metric}, mean ± std over seeds "
+            f"(seeds per task: {seeds_note(runs)}; per seed in the lottery_seeds table).{tickets}")),
+        "lottery_seeds": figures.Output(verdicts.annotate(seed_table, seed="seed"),
+                                        f"Re-fine-tuned subnetworks per seed: {recipe_note}. {protocols}{tickets}"),
+        "survival": figures.Output(verdicts.annotate(survival), figure=survival_chart(survival, model, runs)),
+        "stability": figures.Output(verdicts.annotate(stability), STABILITY_NOTE),
+        "compact": figures.Output(verdicts.annotate(compact_frame, seed="seed") if compact_frame.height else compact_frame),
+    }
