@@ -426,9 +426,9 @@ def test_editing_a_library_module_reruns_exactly_the_jobs_whose_scripts_import_i
                            snakefile=repo / "Snakefile")
 
     assert planned() == {}  # the copy itself changes nothing
-    # figures: imported by every summary script, disabling_greedy's (write_table), head_atlas's, the claims', the
+    # figures: imported by every stage's summary module, disabling_greedy's script (write_table), head_atlas's, the claims', the
     # fitness table's and the baselines'; by no module
-    with (repo / "bertology_core" / "report" / "figures.py").open("a") as module:
+    with (repo / "bertology_core" / "summaries" / "figures.py").open("a") as module:
         module.write("\n# an edit\n")
     assert planned() == {
         "pattern_summary": 1, "attention_change_summary": 1, "linguistic_summary": 1, "disabling_greedy": 2,
