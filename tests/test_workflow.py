@@ -426,8 +426,8 @@ def test_editing_a_library_module_reruns_exactly_the_jobs_whose_scripts_import_i
                            snakefile=repo / "Snakefile")
 
     assert planned() == {}  # the copy itself changes nothing
-    # figures: imported by every stage's summary module, disabling_greedy's script (write_table), head_atlas's, the claims', the
-    # fitness table's and the baselines'; by no module
+    # figures: imported by every stage's summary module (so every summary script reaches it), by disabling_greedy's script
+    # (write_table), head_atlas's, the claims', the fitness table's and the baselines'; by no model job's
     with (repo / "bertology_core" / "summaries" / "figures.py").open("a") as module:
         module.write("\n# an edit\n")
     assert planned() == {
