@@ -118,7 +118,7 @@ def main() -> None:
 
     def score(epoch: int) -> None:
         logits = finetune.predict(model, encoded_held, 64)
-        prediction = logits[:, 0] if task.is_regression else logits.argmax(1)
+        prediction = task.predictions(logits)
         values = compute_metrics(task, prediction, labels_held)
         record = {
             "task": args.task, "lr": args.lr, "epochs": args.epochs, "batch_size": args.batch_size,

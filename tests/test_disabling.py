@@ -299,3 +299,30 @@ def test_a_sweep_table_holds_each_configuration_once_per_example_in_order():
         assert rows["layer"].to_list() == [config.layer] * n and rows["head"].to_list() == [config.head] * n
         assert rows["idx"].to_list() == list(range(10, 10 + n)) and rows["prediction"].to_list() == predictions[i].tolist()
     assert frame.filter(pl.col("kind") == "layer")["head"].null_count() == n * 2
+
+
+def test_the_summary_keeps_every_greedy_search_and_names_each_task_s_metric():
+    # a greedy search per swept state: the same (task, seed) twice, both kept; captions name the tasks' own metrics
+    from bertology_core.data.tasks import Task, glue_task
+    from bertology_core.disabling import summary
+    from bertology_core.fitness import fitness
+
+    rows = [{"task": task, "mode": "uniform", "config": name, "kind": kind, "layer": layer, "head": head, "seed": None,
+             "metric": metric, "delta": delta, "ci_low": delta - 0.1, "ci_high": delta + 0.1, "seeds": 1,
+             "seeds_positive": int(delta > 0), "seeds_negative": int(delta < 0), "delta_std_over_seeds": None,
+             "verdict": "none", "examples": 8}
+            for task, metric in (("topics", "f1_macro"), ("MRPC", "accuracy"))
+            for name, kind, layer, head, delta in (("L1H1", "head", 0, 0, 0.02), ("L1H2", "head", 0, 1, -0.01),
+                                                    ("L1", "layer", 0, None, -0.05))]
+    deltas = pl.DataFrame(rows, schema_overrides={"seed": pl.Int64, "head": pl.Int64, "delta_std_over_seeds": pl.Float64})
+    selection = pl.DataFrame({"task": ["MRPC"], "mode": ["uniform"], "kind": ["head"], "seed": [1]})
+    greedy = [(("MRPC", 1), pl.DataFrame({"step": [0], "state": ["finetuned"]})),
+              (("MRPC", 1), pl.DataFrame({"step": [0], "state": ["scratch"]}))]
+    verdicts = fitness.Verdicts(fitness.verdict_table([]), "m")
+    declared = {"topics": Task("topics", ("a", "b", "c"), None, ("f1_macro",)), "MRPC": glue_task("MRPC")}
+    outputs = summary.summarise(deltas, selection, greedy, verdicts, declared,
+                                summary.DisablingSettings("m", ["uniform"], 0.95, 1, "MRPC 1, topics 1", "all"))
+    assert outputs["greedy"].table["state"].to_list() == ["finetuned", "scratch"]
+    caption = " ".join(outputs["heads"].figure.to_dict()["title"]["subtitle"])
+    assert "accuracy for MRPC; macro F1 for topics" in caption and "Pearson" not in caption
+    assert set(outputs) == {"heads", "layers", "extremes", "selection", "greedy"}

@@ -14,7 +14,7 @@ from bertology_core.summaries import figures
 params, inputs, model = snakemake.params, snakemake.input, snakemake.wildcards.model
 outputs = summary.summarise(
     pl.concat([pl.read_parquet(p) for p in inputs.deltas]), pl.concat([pl.read_parquet(p) for p in inputs.selection]),
-    {(task, seed): pl.read_parquet(p) for (task, seed), p in zip(params.greedy_runs, inputs.greedy)},
+    [((task, seed), pl.read_parquet(p)) for (task, seed), p in zip(params.greedy_runs, inputs.greedy)],
     fitness.Verdicts(pl.read_parquet(inputs.fitness), model, params.fitness_runs),
     {name: tasks.Task.from_meaning(meaning) for name, meaning in params.tasks.items()},
     summary.DisablingSettings(model, params.modes, params.level, params.extremes, params.seed_note, params.example_note),

@@ -185,7 +185,7 @@ def load_scored_model(folder: str, dev_path: str, task: Task, max_examples: int 
 def sweep_frame(task: Task, dev: pl.DataFrame, configs: Sequence[Configuration], predictions: np.ndarray,
                 intact_predictions: np.ndarray, mode: str) -> pl.DataFrame:
     """Tidy per-example predictions: ``mode, config, kind, layer, head, idx, label, prediction, intact_prediction``
-    (the intact model's prediction in the configuration's own pass, :class:`PassLogits`)."""
+    (the intact model's prediction in the configuration's own pass, :class:`~bertology_core.scoring.plans.PassLogits`)."""
     n = dev.height
     dtype = task.label_dtype
     return pl.DataFrame(

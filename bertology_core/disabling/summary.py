@@ -33,10 +33,10 @@ class DisablingSettings:
     example_note: str
 
 
-def summarise(deltas: pl.DataFrame, selection: pl.DataFrame, greedy: Mapping[tuple[str, int], pl.DataFrame],
+def summarise(deltas: pl.DataFrame, selection: pl.DataFrame, greedy: Sequence[tuple[tuple[str, int], pl.DataFrame]],
               verdicts: Verdicts, tasks: Mapping[str, Task], settings: DisablingSettings) -> dict[str, Output]:
     """``deltas`` and ``selection``: every task's and state's (rule disabling_stats); ``greedy``: (task, seed) -> its
-    greedy search; ``tasks``: the tasks by name, whose main metrics the captions name."""
+    greedy search, in the runs' order (a pair per swept state: the same (task, seed) may come twice); ``tasks``: the tasks by name, whose main metrics the captions name."""
     sort = ["task", "mode", "layer", "head", "seed"]
     pooled = deltas.filter(pl.col("seed").is_null())
     heads = pooled.filter(pl.col("kind") == "head").select(COLUMNS).sort(sort[:-1])
@@ -44,7 +44,7 @@ def summarise(deltas: pl.DataFrame, selection: pl.DataFrame, greedy: Mapping[tup
     # best and worst: the across-seed estimates, three of each kind per task and mode
     extremes = disabling_stats.extremes(pooled, settings.extremes, COLUMNS[2:])
     searched = pl.concat([frame.with_columns(pl.lit(task).alias("task"), pl.lit(seed).alias("seed"))
-                          for (task, seed), frame in greedy.items()], how="diagonal_relaxed") if greedy else pl.DataFrame(
+                          for (task, seed), frame in greedy], how="diagonal_relaxed") if greedy else pl.DataFrame(
         {"task": [], "seed": [], "step": []})
 
     first_mode = settings.modes[0]

@@ -27,7 +27,7 @@ from transformers import PreTrainedModel, get_linear_schedule_with_warmup
 
 from bertology_core.data import states
 from bertology_core.data.batch_order import training_batches
-from bertology_core.models.batching import Encoded, TokenFile, encode_split
+from bertology_core.models.batching import Encoded, TokenFile, encode_split, to_device
 from bertology_core.models.checkpoint import Checkpointer, TrainingState
 from bertology_core.models import precision as precisions
 from bertology_core.models.device import default_device
@@ -76,14 +76,6 @@ def parameter_groups(model: torch.nn.Module, weight_decay: float) -> list[dict[s
 
 def labels_tensor(task: Task, labels: np.ndarray) -> torch.Tensor:
     return torch.tensor(labels, dtype=torch.float32 if task.is_regression else torch.long)
-
-
-def _to(batch: dict[str, torch.Tensor], device: torch.device) -> dict[str, torch.Tensor]:
-    """A batch on ``device``; to a GPU from pinned memory without waiting for the copy (the next kernel that reads it
-    is queued after it)."""
-    if device.type != "cuda":
-        return {key: value.to(device) for key, value in batch.items()}
-    return {key: value.pin_memory().to(device, non_blocking=True) for key, value in batch.items()}
 
 
 # training losses are read from the device every this many steps (and before a checkpoint and at the end): reading
@@ -167,8 +159,8 @@ def train(
             for batch_indices in batches[state.batch_in_epoch :]:
                 if state.step >= total_steps:
                     break
-                batch = _to(data.collate(batch_indices), device)
-                target = _to({"labels": labels_tensor(task, labels[batch_indices])}, device)["labels"]
+                batch = to_device(data.collate(batch_indices), device)
+                target = to_device({"labels": labels_tensor(task, labels[batch_indices])}, device)["labels"]
                 with precisions.training(precision):
                     output = model(**batch, labels=target)
                 output.loss.backward()
@@ -221,7 +213,7 @@ def predict(model: PreTrainedModel, data: Encoded, batch_size: int) -> np.ndarra
     logits = np.zeros((len(data), model.config.num_labels), dtype=np.float32)
     for start in range(0, len(order), batch_size):
         indices = order[start : start + batch_size]
-        logits[indices] = model(**_to(data.collate(indices), device)).logits.float().cpu().numpy()
+        logits[indices] = model(**to_device(data.collate(indices), device)).logits.float().cpu().numpy()
     return logits
 
 

@@ -50,6 +50,14 @@ class Encoded:
         return batch
 
 
+def to_device(batch: dict[str, torch.Tensor], device: torch.device) -> dict[str, torch.Tensor]:
+    """A batch on ``device``; to a GPU from pinned memory without waiting for the copy (the next kernel that reads it
+    is queued after it)."""
+    if device.type != "cuda":
+        return {key: value.to(device) for key, value in batch.items()}
+    return {key: value.pin_memory().to(device, non_blocking=True) for key, value in batch.items()}
+
+
 def token_table(frame: pl.DataFrame, tokenizer: Any, max_length: int) -> pl.DataFrame:
     """Every example of ``frame`` tokenised as :func:`encode` does: ``idx``, ``input_ids`` (cut to ``max_length``),
     ``token_type_ids`` where the tokenizer returns them, and ``full_length`` (word pieces before the cut). Token type

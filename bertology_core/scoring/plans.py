@@ -21,7 +21,7 @@ from bertology_core.engine.attention_function import use_engine
 from bertology_core.engine.first_token import first_token_output
 from bertology_core.engine.intervention import intervene
 from bertology_core.engine.plan import InterventionPlan
-from bertology_core.models.batching import Encoded
+from bertology_core.models.batching import Encoded, to_device
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +83,7 @@ def evaluate_plans(
         while start < len(order):
             size = batch_size if cap is None else max(1, min(batch_size, cap // len(members)))
             examples = order[start : start + size]
-            batch = {k: v.to(device) for k, v in data.collate(examples).items()}
+            batch = to_device(data.collate(examples), device)
             failed = False
             try:
                 with intervene(model, plan, reuse_prefix=reuse_prefix), first_token_output(model):
