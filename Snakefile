@@ -26,8 +26,8 @@ configfile: f"{workflow.basedir}/config.yaml"
 include: "rules/common.smk"
 
 
-# one rule file per stage (bertology_core.workflow.runs.STAGES); which jobs each makes is data (rules/common.smk)
-for stage in run_table.STAGES:
+# one rule file per stage (bertology_core.workflow.jobs.STAGES); which jobs each makes is data (rules/common.smk)
+for stage in job_table.STAGES:
 
     include: f"rules/{stage}.smk"
 
@@ -36,9 +36,9 @@ rule all:
     default_target: True
     input:
         # what needs no fine-tuned model starts at once, whatever fitness.unfit says
-        early=PLAN.early_targets(),
+        early=EXPERIMENT.early_targets(),
         # a function: under fitness.unfit skip or fail, these depend on the fitness checkpoint
-        rest=lambda wc: runs().all_targets(),
+        rest=lambda wc: jobs().all_targets(),
 
 
 onsuccess:
@@ -50,3 +50,7 @@ onsuccess:
         table = disk.format_table(disk.disk_usage("results", since=RUN_STARTED))
         io.write_text(table, "results/disk_usage.md")
         print(f"Disk use per stage (also in results/disk_usage.md):\n{table}")
+        # every run of every stage, as the rules looked them up (bertology_core.workflow.jobs.Jobs.table), once the
+        # verdicts that decide them are known
+        if not EXPERIMENT.needs_verdicts or Path(f"{FITNESS_TABLE}.parquet").is_file():
+            jobs().table().write_parquet("results/jobs.parquet")

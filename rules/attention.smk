@@ -6,7 +6,7 @@ rule dump_attention:
         "../envs/torch.yaml"
     input:
         unpack(after_fitness_when_grouped("dump_attention")),
-        unpack(lambda wc: PLAN.encoder_inputs(wc.model, wc.task, wc.dumped)),
+        unpack(lambda wc: EXPERIMENT.attention.encoder_inputs(wc.model, wc.task, wc.dumped)),
     output:
         attention=dump_file("results/attention/{model}/{task}/{dumped}.attention.parquet"),
         tokens=dump_file("results/attention/{model}/{task}/{dumped}.tokens.parquet"),
@@ -20,7 +20,7 @@ rule dump_attention:
         batch_size=config["attention"]["batch_size"],
         bits=config["attention"]["bits"],
         # cut inputs as the dumped model was trained
-        max_length=lambda wc: PLAN.max_length(wc.task, states.dumped_state(wc.dumped)),
+        max_length=lambda wc: EXPERIMENT.max_length(wc.task, states.dumped_state(wc.dumped)),
     threads: config["attention"]["threads"]
     resources:
         group_slot=1,  # one at a time in a cluster group submission (profiles/slurm)

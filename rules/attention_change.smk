@@ -6,8 +6,8 @@ rule attention_change:
     conda:
         "../envs/torch.yaml"
     input:
-        before=lambda wc: PLAN.dump_files(wc.model, f"{wc.task}/{states.PRETRAINED}"),
-        after=lambda wc: PLAN.dump_files(wc.model, f"{wc.task}/{states.seeded(states.FINETUNED, wc.seed)}"),
+        before=lambda wc: EXPERIMENT.attention.dump_files(wc.model, f"{wc.task}/{states.PRETRAINED}"),
+        after=lambda wc: EXPERIMENT.attention.dump_files(wc.model, f"{wc.task}/{states.seeded(states.FINETUNED, wc.seed)}"),
     output:
         heads="results/attention_change/{model}/{task}/seed{seed}.parquet",
         # per example, layer and head: what the claims table resamples
@@ -33,13 +33,13 @@ rule attention_change_summary:
     conda:
         "../envs/tables.yaml"
     input:
-        unpack(lambda wc: runs().attention_change_summary_inputs(wc.model)),
+        unpack(lambda wc: EXPERIMENT.attention_change.summary_inputs(jobs(), wc.model)),
     output:
         **summary_outputs("attention_change", "results/attention_change/{model}/summary/cosine"),
         **summary_outputs("attention_change", "results/attention_change/{model}/summary/cosine_by_layer"),
     params:
         code=script_code("attention_change_summary"),
-        task_seeds=lambda wc: runs().of(wc.model).attention_change,
+        task_seeds=lambda wc: jobs().of(wc.model).attention_change,
         out="results/attention_change/{model}/summary",
         examples=config["attention"]["max_examples"],
     log:

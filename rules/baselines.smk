@@ -7,7 +7,7 @@ rule baselines:
     conda:
         "../envs/tables.yaml"
     input:
-        metrics=lambda wc: PLAN.metrics_files(wc.model),
+        metrics=lambda wc: EXPERIMENT.baselines.metrics_files(wc.model),
         fitness=f"{FITNESS_TABLE}.parquet",
     output:
         # the table (Table 1 shape), and beside it one row per run and metric, and their mean and std as numbers

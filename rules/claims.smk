@@ -1,5 +1,5 @@
 # The claims table: each seed paper's claim that this run tests, the paper's number, this run's with its
-# interval, and a verdict (bertology_core/report/claims.py).
+# interval, and a verdict (bertology_core/claims/verdicts.py).
 
 
 rule claims:
@@ -8,13 +8,13 @@ rule claims:
     conda:
         "../envs/tables.yaml"
     input:
-        unpack(lambda wc: runs().claims_inputs(wc.model)),
+        unpack(lambda wc: EXPERIMENT.claims.inputs(jobs(), wc.model)),
     output:
         **summary_outputs("claims", "results/claims/{model}/claims"),
     params:
         code=script_code("claims"),
-        tasks=PLAN.task_meanings(),
-        runs=lambda wc: runs().claims_runs(wc.model),
+        tasks=EXPERIMENT.task_meanings(),
+        runs=lambda wc: EXPERIMENT.claims.runs_read(jobs(), wc.model),
         settings=config["claims"],
         tolerance=config["pruning"]["michel_tolerance"],
         importance={key: config["pruning"][key] for key in ("importance_split", "importance_examples", "importance_granularity")},

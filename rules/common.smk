@@ -1,7 +1,8 @@
-# What every stage needs: the validated config, its runs table (bertology_core/workflow/runs.py), the checks of the
-# config and of the input files it names (before any job), the wildcard constraints, and the few helpers that need
-# Snakemake. Rule files define no function: their inputs and params look things up in PLAN (what the config decides by
-# itself) or in runs() (what runs under the fitness verdicts).
+# What every stage needs: the validated config, its experiment (bertology_core/workflow/jobs.py: every stage's
+# declaration, bertology_core/<stage>/stage.py, bound to it), the checks of the config and of the input files it names
+# (before any job), the wildcard constraints, and the few helpers that need Snakemake. Rule files define no function:
+# their inputs and params look things up in EXPERIMENT (what the config decides by itself; a stage is
+# EXPERIMENT.<stage>) and in jobs() (what runs under the fitness verdicts).
 import functools
 import hashlib
 import re
@@ -15,9 +16,12 @@ from snakemake.utils import validate
 
 from bertology_core.data import states
 from bertology_core.models import compatibility
-from bertology_core.workflow import checks, code_imports, configuration, runs as run_table
+from bertology_core.workflow import checks, code_imports, configuration, jobs as job_table
 from bertology_core.summaries.files import FIGURE_FILES, TABLE_FILES
-from bertology_core.workflow.runs import FITNESS_TABLE, GATE_DIR, PRUNE_DIR, TREEBANK_DOWNLOADED
+from bertology_core.head_roles.stage import GATE_DIR
+from bertology_core.jobs.experiment import FITNESS_TABLE, TREEBANK_DOWNLOADED
+from bertology_core.patterns.stage import label_files
+from bertology_core.pruning.stage import PRUNE_DIR
 
 _SCHEMA = yaml.safe_load((Path(workflow.basedir) / "schemas" / "config.schema.yaml").read_text())
 # a number written as text ("32", or 2e-5, which YAML 1.1 reads as text) is read as the number the schema asks for
@@ -32,13 +36,13 @@ if problems := configuration.schema_problems(config, _SCHEMA):
 validate(config, schema="../schemas/config.schema.yaml")
 
 REPO = Path(workflow.basedir)
-# the runs of every stage, computed once
-PLAN = run_table.Plan(config, REPO)
+# every stage's declaration bound to the config, computed once
+EXPERIMENT = job_table.experiment(config, REPO)
 # Every check of the config and of the input files it names, in order, before the DAG is built
 # (bertology_core/workflow/checks.py): the first kind that finds problems stops the run, naming each problem and the
 # fix. The files' contents (about a second for the CPU profile) only in the main process, as a cluster job parses the
 # workflow again and need not reread the data.
-CHECKS = checks.ParseChecks(PLAN, main_process=workflow.is_main_process)
+CHECKS = checks.ParseChecks(EXPERIMENT, main_process=workflow.is_main_process)
 if _error := CHECKS.first_error():
     raise WorkflowError(_error)
 # a Hub dataset that cannot be reached: a warning when the workflow is parsed (a dry run needs no data, and Snakemake
@@ -55,36 +59,36 @@ MODEL_JOB_GPUS = config["compute"]["gpus"]
 
 
 wildcard_constraints:
-    model="|".join(re.escape(m) for m in PLAN.models),
-    task="|".join(re.escape(t) for t in PLAN.declared),
-    split="|".join(sorted({re.escape(s) for task in PLAN.declared.values() for s in task.splits})),
+    model="|".join(re.escape(m) for m in EXPERIMENT.models),
+    task="|".join(re.escape(t) for t in EXPERIMENT.declared),
+    split="|".join(sorted({re.escape(s) for task in EXPERIMENT.declared.values() for s in task.splits})),
     seed=r"\d+",
     # a fine-tuning run's state, an attention dump's state (trained ones per seed), a probed state
     state="|".join(states.FINE_TUNING),
     dumped=states.DUMPED_PATTERN,
-    probed="|".join((states.PRETRAINED, states.RANDOM_WEIGHTS)) + "|(?:" + "|".join(re.escape(t) for t in PLAN.declared)
+    probed="|".join((states.PRETRAINED, states.RANDOM_WEIGHTS)) + "|(?:" + "|".join(re.escape(t) for t in EXPERIMENT.declared)
     + rf")/{states.FINETUNED}/seed\d+",
 
 
 # --- the runs under the fitness verdicts -------------------------------------------------------------------------
 
 
-def runs():
-    """What runs under the fitness verdicts (bertology_core.workflow.runs.Runs). Where no verdict decides anything
+def jobs():
+    """What runs under the fitness verdicts (bertology_core.workflow.jobs.Jobs). Where no verdict decides anything
     (fitness.unfit warn, or no analysis of a model fine-tuned from the pre-trained encoder): what the config runs
     were every model fit. Under skip and fail: the runs under the fitness checkpoint's table, so an input function
     that calls this waits for the checkpoint, and Snakemake asks it again once the table is written."""
-    if not PLAN.needs_verdicts:
-        return PLAN.every_model_fit
+    if not EXPERIMENT.needs_verdicts:
+        return EXPERIMENT.every_model_fit
     path = Path(checkpoints.fitness_table.get().output[0])
-    return _runs_under(str(path), path.stat().st_mtime_ns)
+    return _jobs_under(str(path), path.stat().st_mtime_ns)
 
 
 @functools.lru_cache(maxsize=1)
-def _runs_under(path, modified):
+def _jobs_under(path, modified):
     """The runs under the verdicts of the fitness table at ``path``, read once per version of it (``modified``)."""
     table = pl.read_parquet(path).select("model", "task", "state", "seed", "fit")
-    return PLAN.runs({(m, t, i, int(s)): bool(f) for m, t, i, s, f in table.iter_rows()})
+    return EXPERIMENT.jobs({(m, t, i, int(s)): bool(f) for m, t, i, s, f in table.iter_rows()})
 
 
 # --- what a rule declares ----------------------------------------------------------------------------------------
@@ -147,12 +151,12 @@ def report_file(section, path, kind):
 
 
 def summary_outputs(section, stem):
-    """The outputs of the summary of ``section`` at ``stem`` (results/..., as the runs table's SECTIONS declare it)
+    """The outputs of the summary of ``section`` at ``stem`` (results/..., as its stage's section declares it)
     for a rule's ``output:`` (``**summary_outputs(...)``), named as the table names them: the files of a table
     (figures.write_table) and/or a figure (figures.save_chart), each written once: the report page reads a table's
     Parquet and a figure's Vega-Lite spec, and each table's CSV and each figure's PNG is registered with Snakemake's
     report (``snakemake --report``)."""
-    written = run_table.summary(section, stem.removeprefix("results/"))
+    written = job_table.summary(EXPERIMENT, section, stem.removeprefix("results/"))
     registered = {"table": ".csv", "figure": ".png"}
     kept = [ext for kind in written.files for ext in (TABLE_FILES if kind == "table" else FIGURE_FILES) if ext != registered[kind]]
     outputs = {written.name: multiext(stem, *kept)}
@@ -166,14 +170,14 @@ def summary_outputs(section, stem):
 def model_files(model):
     """resolve_model's inputs: a folder's config and weights (replacing its weights reruns what used them); for a Hub
     id, the verdict of check_model, ancient(); re-checking it for a changed config never reruns the model's jobs."""
-    if PLAN.models[model].startswith(compatibility.PACKAGE_PREFIX):
+    if EXPERIMENT.models[model].startswith(compatibility.PACKAGE_PREFIX):
         return {}
-    folder = checks.model_folder(PLAN, model)
+    folder = checks.model_folder(EXPERIMENT, model)
     if folder is None:
         return {"checked": ancient(f"results/models/{model}/checked.json")}
     return {"config": str(folder / "config.json"), "weights": sorted(str(p) for p in folder.glob("*.safetensors"))}
 
 
 def hand_labels(model):
-    """``model``'s hand labels (bertology_core.workflow.runs.HandLabels), or None: read once, by the checks."""
+    """``model``'s hand labels (bertology_core.patterns.stage.HandLabels), or None: read once, by the checks."""
     return CHECKS.labels(model)

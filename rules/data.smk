@@ -7,13 +7,13 @@ rule prepare_data:
     conda:
         "../envs/tables.yaml"
     input:
-        unpack(lambda wc: PLAN.task_files(wc.task)),
+        unpack(lambda wc: EXPERIMENT.task_files(wc.task)),
     output:
         "results/data/{task}/{split}.parquet",
     params:
         code=script_code("prepare_data"),
-        task=PLAN.task_declaration,
-        max_examples=lambda wc: PLAN.max_examples(wc.task, wc.split),
+        task=EXPERIMENT.task_declaration,
+        max_examples=lambda wc: EXPERIMENT.max_examples(wc.task, wc.split),
         seed=config["data"]["subsample_seed"],
     log:
         "logs/prepare_data/{task}/{split}.log",
@@ -34,7 +34,7 @@ rule tokenize_data:
     conda:
         "../envs/torch.yaml"
     input:
-        data=lambda wc: PLAN.task_data(wc.task),
+        data=lambda wc: EXPERIMENT.task_data(wc.task),
         resolved="results/models/{model}/resolved.json",
     output:
         "results/data/{task}/tokens/{model}.max{max_length}.parquet",

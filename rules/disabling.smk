@@ -7,7 +7,7 @@ rule disabling_sweep:
     conda:
         "../envs/torch.yaml"
     input:
-        model=lambda wc: f"{PLAN.run_dir(wc.model, wc.task, wc.state, wc.seed)}/model",
+        model=lambda wc: f"{EXPERIMENT.run_dir(wc.model, wc.task, wc.state, wc.seed)}/model",
         data="results/data/{task}/dev.parquet",
     output:
         sweep="results/disabling/{model}/{task}/{state}/seed{seed}/sweep.parquet",
@@ -15,15 +15,15 @@ rule disabling_sweep:
     wildcard_constraints:
         state="|".join(states.TRAINED),
     params:
-        task=PLAN.task_meaning,
+        task=EXPERIMENT.task_meaning,
         # what the job computes in (bertology_core/models/precision.py)
         precision=config["compute"]["precision"],
         code=script_code("disabling_sweep"),
         modes=config["disabling"]["modes"],
         layers=config["disabling"]["layers"],
-        max_examples=lambda wc: PLAN.disabling_setting(wc.task, "max_examples"),
+        max_examples=lambda wc: EXPERIMENT.disabling.setting(wc.task, "max_examples"),
         subsample_seed=config["data"]["subsample_seed"],
-        max_length=lambda wc: PLAN.max_length(wc.task, wc.state),
+        max_length=lambda wc: EXPERIMENT.max_length(wc.task, wc.state),
     threads: config["disabling"]["threads"]
     priority: 10  # long, and the statistics wait for every seed's sweep
     resources:
@@ -45,7 +45,7 @@ rule disabling_greedy:
     conda:
         "../envs/torch.yaml"
     input:
-        model=lambda wc: f"{PLAN.run_dir(wc.model, wc.task, wc.state, wc.seed)}/model",
+        model=lambda wc: f"{EXPERIMENT.run_dir(wc.model, wc.task, wc.state, wc.seed)}/model",
         data="results/data/{task}/dev.parquet",
         sweep="results/disabling/{model}/{task}/{state}/seed{seed}/sweep.parquet",
     output:
@@ -53,17 +53,17 @@ rule disabling_greedy:
     wildcard_constraints:
         state="|".join(states.TRAINED),
     params:
-        task=PLAN.task_meaning,
+        task=EXPERIMENT.task_meaning,
         # what the job computes in (bertology_core/models/precision.py)
         precision=config["compute"]["precision"],
         code=script_code("disabling_greedy"),
         mode=config["disabling"]["modes"][0],
-        max_steps=lambda wc: PLAN.disabling_setting(wc.task, "greedy_steps"),
+        max_steps=lambda wc: EXPERIMENT.disabling.setting(wc.task, "greedy_steps"),
         split_seed=config["disabling"]["split_seed"],
         resamples=config["disabling"]["resamples"],
         level=config["disabling"]["level"],
         bootstrap_seed=config["disabling"]["bootstrap_seed"],
-        max_length=lambda wc: PLAN.max_length(wc.task, wc.state),
+        max_length=lambda wc: EXPERIMENT.max_length(wc.task, wc.state),
     threads: config["disabling"]["threads"]
     resources:
         mem_mb=memory("disabling_greedy"),
@@ -84,14 +84,14 @@ rule disabling_stats:
     conda:
         "../envs/tables.yaml"
     input:
-        lambda wc: runs().sweep_files(wc.model, wc.task, wc.state),
+        lambda wc: EXPERIMENT.disabling.sweep_files(jobs(), wc.model, wc.task, wc.state),
     output:
         deltas="results/disabling/{model}/{task}/{state}/deltas.parquet",
         selection="results/disabling/{model}/{task}/{state}/selection.parquet",
     params:
-        task=PLAN.task_meaning,
+        task=EXPERIMENT.task_meaning,
         code=script_code("disabling_stats"),
-        seeds=lambda wc: runs().of(wc.model).swept_seeds(wc.task, wc.state),
+        seeds=lambda wc: jobs().of(wc.model).swept_seeds(wc.task, wc.state),
         resamples=config["disabling"]["resamples"],
         level=config["disabling"]["level"],
         bootstrap_seed=config["disabling"]["bootstrap_seed"],
@@ -113,7 +113,7 @@ rule disabling_summary:
     conda:
         "../envs/tables.yaml"
     input:
-        unpack(lambda wc: runs().disabling_summary_inputs(wc.model)),
+        unpack(lambda wc: EXPERIMENT.disabling.summary_inputs(jobs(), wc.model)),
     output:
         **summary_outputs("disabling", "results/disabling/{model}/summary/heads"),
         **summary_outputs("disabling", "results/disabling/{model}/summary/layers"),
@@ -122,15 +122,15 @@ rule disabling_summary:
         **summary_outputs("disabling", "results/disabling/{model}/summary/selection"),
     params:
         code=script_code("disabling_summary"),
-        tasks=PLAN.task_meanings(),
+        tasks=EXPERIMENT.task_meanings(),
         out="results/disabling/{model}/summary",
         modes=config["disabling"]["modes"],
         level=config["disabling"]["level"],
         extremes=config["disabling"]["extremes"],
-        greedy_runs=lambda wc: runs().of(wc.model).greedy_task_seeds,
-        seed_note=lambda wc: runs().disabling_seed_note(wc.model),
-        fitness_runs=lambda wc: runs().disabling_fitness_runs(wc.model),
-        example_note=PLAN.disabling_example_note(),
+        greedy_runs=lambda wc: jobs().of(wc.model).greedy_task_seeds,
+        seed_note=lambda wc: EXPERIMENT.disabling.seed_note(jobs(), wc.model),
+        fitness_runs=lambda wc: EXPERIMENT.disabling.fitness_runs(jobs(), wc.model),
+        example_note=EXPERIMENT.disabling.example_note(),
     log:
         "logs/disabling_summary/{model}.log",
     benchmark:

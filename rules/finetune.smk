@@ -8,8 +8,8 @@ rule finetune:
     input:
         resolved="results/models/{model}/resolved.json",
         train="results/data/{task}/train.parquet",
-        eval=lambda wc: PLAN.eval_inputs(wc.task),
-        tokens=lambda wc: PLAN.tokens(wc.model, wc.task, PLAN.max_length(wc.task, wc.state)),
+        eval=lambda wc: EXPERIMENT.eval_inputs(wc.task),
+        tokens=lambda wc: EXPERIMENT.tokens(wc.model, wc.task, EXPERIMENT.max_length(wc.task, wc.state)),
     output:
         model=directory("results/finetune/{model}/{task}/{state}/seed{seed}/model"),
         # the run's record; metrics.json adds the fitness verdict to it (rule model_fitness)
@@ -18,12 +18,12 @@ rule finetune:
     wildcard_constraints:
         state="|".join(states.TRAINED),
     params:
-        task=PLAN.task_meaning,
+        task=EXPERIMENT.task_meaning,
         # what the job computes in (bertology_core/models/precision.py)
         precision=config["compute"]["precision"],
         code=script_code("finetune"),
-        hyperparameters=lambda wc: PLAN.hyperparameters(wc.task, wc.state),
-        eval_splits=lambda wc: PLAN.eval_splits(wc.task),
+        hyperparameters=lambda wc: EXPERIMENT.hyperparameters(wc.task, wc.state),
+        eval_splits=lambda wc: EXPERIMENT.eval_splits(wc.task),
         # not a declared output: Snakemake deletes the outputs of a failed job, and this must survive it
         checkpoint_dir="results/checkpoints/finetune/{model}/{task}/{state}/seed{seed}",
     threads: config["finetune"]["threads"]
@@ -32,10 +32,10 @@ rule finetune:
     priority: 20
     resources:
         mem_mb=memory("finetune"),
-        runtime=PLAN.training_runtime(lambda wc: PLAN.hyperparameters(wc.task, wc.state)["epochs"]),
+        runtime=EXPERIMENT.finetune.training_runtime(lambda wc: EXPERIMENT.hyperparameters(wc.task, wc.state)["epochs"]),
         cpus_per_task=config["finetune"]["threads"],
         gpu=MODEL_JOB_GPUS,
-        **PLAN.finetune_runtime(),
+        **EXPERIMENT.finetune.runtime(),
     log:
         "logs/finetune/{model}/{task}/{state}/seed{seed}.log",
     benchmark:
@@ -50,19 +50,19 @@ rule evaluate_pretrained:
     input:
         unpack(after_fitness_when_grouped("evaluate_pretrained")),
         resolved="results/models/{model}/resolved.json",
-        eval=lambda wc: PLAN.eval_inputs(wc.task),
-        tokens=lambda wc: PLAN.tokens(wc.model, wc.task, PLAN.max_length(wc.task, states.PRETRAINED)),
+        eval=lambda wc: EXPERIMENT.eval_inputs(wc.task),
+        tokens=lambda wc: EXPERIMENT.tokens(wc.model, wc.task, EXPERIMENT.max_length(wc.task, states.PRETRAINED)),
     output:
         metrics=f"results/finetune/{{model}}/{{task}}/{states.PRETRAINED}/seed{{seed}}/metrics.json",
         predictions=f"results/finetune/{{model}}/{{task}}/{states.PRETRAINED}/seed{{seed}}/predictions.parquet",
     params:
-        task=PLAN.task_meaning,
+        task=EXPERIMENT.task_meaning,
         # what the job computes in (bertology_core/models/precision.py)
         precision=config["compute"]["precision"],
         code=script_code("finetune"),
         # no training settings, so changing them never reruns it
-        hyperparameters=lambda wc: PLAN.evaluation_parameters(wc.task),
-        eval_splits=lambda wc: PLAN.eval_splits(wc.task),
+        hyperparameters=lambda wc: EXPERIMENT.finetune.evaluation_parameters(wc.task),
+        eval_splits=lambda wc: EXPERIMENT.eval_splits(wc.task),
     threads: config["finetune"]["threads"]
     resources:
         group_slot=1,  # one at a time in a cluster group submission (profiles/slurm)

@@ -16,9 +16,9 @@ rule model_fitness:
     wildcard_constraints:
         state="|".join(states.TRAINED),
     params:
-        task=PLAN.task_meaning,
+        task=EXPERIMENT.task_meaning,
         code=script_code("model_fitness"),
-        settings=lambda wc: PLAN.fitness_settings(wc.task),
+        settings=lambda wc: EXPERIMENT.fitness.task_settings(wc.task),
     log:
         "logs/model_fitness/{model}/{task}/{state}/seed{seed}.log",
     benchmark:
@@ -38,7 +38,7 @@ checkpoint fitness_table:
     conda:
         "../envs/tables.yaml"
     input:
-        PLAN.fitness_inputs(),
+        EXPERIMENT.fitness.inputs(),
     output:
         multiext(FITNESS_TABLE, *TABLE_FILES),
     params:

@@ -7,7 +7,7 @@ rule head_roles:
     conda:
         "../envs/torch.yaml"
     input:
-        dump=lambda wc: PLAN.dump_files(wc.model, f"{wc.task}/{wc.dumped}"),
+        dump=lambda wc: EXPERIMENT.attention.dump_files(wc.model, f"{wc.task}/{wc.dumped}"),
         # rare tokens are counted in the training text of the task (in the model's word pieces)
         train="results/data/{task}/train.parquet",
         resolved="results/models/{model}/resolved.json",
@@ -35,10 +35,10 @@ rule head_gates:
     conda:
         "../envs/torch.yaml"
     input:
-        model=lambda wc: f"{PLAN.run_dir(wc.model, wc.task, states.FINETUNED, wc.seed)}/model",
+        model=lambda wc: f"{EXPERIMENT.run_dir(wc.model, wc.task, states.FINETUNED, wc.seed)}/model",
         train="results/data/{task}/train.parquet",
         dev="results/data/{task}/dev.parquet",
-        tokens=lambda wc: PLAN.tokens(wc.model, wc.task, PLAN.max_length(wc.task, states.FINETUNED)),
+        tokens=lambda wc: EXPERIMENT.tokens(wc.model, wc.task, EXPERIMENT.max_length(wc.task, states.FINETUNED)),
         # Michel et al.'s ordering, scored at the gates' number of heads
         importance=f"{PRUNE_DIR}/importance.parquet",
     output:
@@ -48,14 +48,14 @@ rule head_gates:
         weights="trained|frozen",
         strength=r"[0-9.e+-]+",
     params:
-        task=PLAN.task_meaning,
+        task=EXPERIMENT.task_meaning,
         # what the job computes in (bertology_core/models/precision.py)
         precision=config["compute"]["precision"],
         code=script_code("head_gates"),
         settings={k: v for k, v in config["head_roles"]["gates"].items() if k not in ("tasks", "seeds", "strengths", "weights")},
-        hyperparameters=lambda wc: PLAN.hyperparameters(wc.task, states.FINETUNED),
+        hyperparameters=lambda wc: EXPERIMENT.hyperparameters(wc.task, states.FINETUNED),
         subsample_seed=config["data"]["subsample_seed"],
-        dev_sample=PLAN.pruning_dev_sample(),
+        dev_sample=EXPERIMENT.pruning.dev_sample(),
         normalize_by_layer=config["pruning"]["normalize_by_layer"],
         # not a declared output: Snakemake deletes the outputs of a failed job, and this must survive it
         checkpoint_dir="results/checkpoints/head_gates/{model}/{task}/seed{seed}/{weights}_strength{strength}",
@@ -63,11 +63,11 @@ rule head_gates:
     threads: config["head_roles"]["threads"]
     resources:
         mem_mb=memory("head_gates"),
-        runtime=PLAN.training_runtime(lambda wc: config["head_roles"]["gates"]["epochs"],
+        runtime=EXPERIMENT.finetune.training_runtime(lambda wc: config["head_roles"]["gates"]["epochs"],
                                       lambda wc: config["head_roles"]["gates"]["train_examples"]),
         cpus_per_task=config["head_roles"]["threads"],
         gpu=MODEL_JOB_GPUS,
-        **PLAN.finetune_runtime(),
+        **EXPERIMENT.finetune.runtime(),
     log:
         "logs/head_gates/{model}/{task}/seed{seed}/{weights}_strength{strength}.log",
     benchmark:
@@ -82,15 +82,15 @@ rule head_roles_summary:
     conda:
         "../envs/tables.yaml"
     input:
-        unpack(lambda wc: runs().head_roles_summary_inputs(wc.model)),
+        unpack(lambda wc: EXPERIMENT.head_roles.summary_inputs(jobs(), wc.model)),
     output:
         **summary_outputs("head_roles", "results/head_roles/{model}/summary/roles"),
         **summary_outputs("head_roles", "results/head_roles/{model}/summary/importance_relations"),
         **summary_outputs("head_roles", "results/head_roles/{model}/summary/gates"),
     params:
         code=script_code("head_roles_summary"),
-        tasks=PLAN.task_meanings(),
-        runs=lambda wc: runs().head_roles_runs(wc.model),
+        tasks=EXPERIMENT.task_meanings(),
+        runs=lambda wc: EXPERIMENT.head_roles.summary_runs(jobs(), wc.model),
         thresholds=config["head_roles"]["thresholds"],
         syntactic_relations=config["head_roles"]["syntactic_relations"],
         rare_top_frequent=config["head_roles"]["rare_top_frequent"],

@@ -17,7 +17,7 @@ rule layer_mix:
         words="results/layer_mix/{model}/{probed}/words.parquet",
     params:
         code=script_code("layer_mix"),
-        sample=PLAN.probing_sample(),
+        sample=EXPERIMENT.probing.sample(),
         labels=config["probing"]["labels"],
         min_label_count=config["probing"]["min_label_count"],
         probe=config["layer_mix"]["probe"],
@@ -42,13 +42,13 @@ rule layer_mix_summary:
     conda:
         "../envs/tables.yaml"
     input:
-        unpack(lambda wc: runs().layer_mix_summary_inputs(wc.model)),
+        unpack(lambda wc: EXPERIMENT.layer_mix.summary_inputs(jobs(), wc.model)),
     output:
         **summary_outputs("layer_mix", "results/layer_mix/{model}/summary/expected_layers"),
         **summary_outputs("layer_mix", "results/layer_mix/{model}/summary/cumulative"),
     params:
         code=script_code("layer_mix_summary"),
-        states=lambda wc: runs().of(wc.model).layer_mix,
+        states=lambda wc: jobs().of(wc.model).layer_mix,
         sample={key: config["probing"][key] for key in ("pooling", "train_sentences", "dev_sentences")},
         level=config["layer_mix"]["level"],
     log:

@@ -10,7 +10,7 @@ rule spacy_tokens:
         "results/linguistic/spacy/{task}.parquet",
     params:
         code=script_code("spacy_tokens"),
-        model=PLAN.spacy_model,
+        model=EXPERIMENT.linguistic.spacy_model,
     log:
         "logs/spacy_tokens/{task}.log",
     benchmark:
@@ -26,7 +26,7 @@ rule linguistic_scores:
     conda:
         "../envs/torch.yaml"
     input:
-        dump=lambda wc: PLAN.dump_files(wc.model, f"{wc.task}/{wc.dumped}"),
+        dump=lambda wc: EXPERIMENT.attention.dump_files(wc.model, f"{wc.task}/{wc.dumped}"),
         data="results/data/{task}/dev.parquet",
         spacy="results/linguistic/spacy/{task}.parquet",
         resolved="results/models/{model}/resolved.json",
@@ -53,16 +53,16 @@ rule linguistic_summary:
     conda:
         "../envs/tables.yaml"
     input:
-        unpack(lambda wc: runs().linguistic_inputs(wc.model)),
+        unpack(lambda wc: EXPERIMENT.linguistic.summary_inputs(jobs(), wc.model)),
     output:
         **summary_outputs("linguistic", "results/linguistic/{model}/summary/features"),
         **summary_outputs("linguistic", "results/linguistic/{model}/summary/relations"),
         **summary_outputs("linguistic", "results/linguistic/{model}/summary/cls"),
     params:
         code=script_code("linguistic_summary"),
-        dump_keys=lambda wc: runs().of(wc.model).linguistic_keys,
-        left_out=PLAN.linguistic_left_out(),
-        fine_tuned=lambda wc: runs().of(wc.model).dumped_fine_tuned,
+        dump_keys=lambda wc: jobs().of(wc.model).linguistic_keys,
+        left_out=EXPERIMENT.linguistic.left_out(),
+        fine_tuned=lambda wc: jobs().of(wc.model).dumped_fine_tuned,
         out="results/linguistic/{model}/summary",
         examples=config["attention"]["max_examples"],
     log:

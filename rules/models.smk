@@ -8,13 +8,13 @@ rule check_model:
     conda:
         "../envs/torch.yaml"
     input:
-        hand_labels=lambda wc: run_table.label_files(hand_labels(wc.model)),
+        hand_labels=lambda wc: label_files(hand_labels(wc.model)),
     output:
         "results/models/{model}/checked.json",
     params:
         code=script_code("check_model"),
-        spec=lambda wc: PLAN.models[wc.model],
-        requirements=PLAN.model_requirements(),
+        spec=lambda wc: EXPERIMENT.models[wc.model],
+        requirements=EXPERIMENT.model_requirements(),
     log:
         "logs/check_model/{model}.log",
     benchmark:
@@ -36,7 +36,7 @@ rule resolve_model:
         "results/models/{model}/resolved.json",
     params:
         code=script_code("resolve_model"),
-        spec=lambda wc: PLAN.models[wc.model],
+        spec=lambda wc: EXPERIMENT.models[wc.model],
     log:
         "logs/resolve_model/{model}.log",
     benchmark:

@@ -8,13 +8,13 @@ rule outlier_dimensions:
         "../envs/torch.yaml"
     input:
         resolved="results/models/{model}/resolved.json",
-        models=lambda wc: runs().outlier_models(wc.model),
+        models=lambda wc: EXPERIMENT.outliers.models(jobs(), wc.model),
     output:
         parameters="results/outliers/{model}/parameters.parquet",
         dimensions="results/outliers/{model}/dimensions.parquet",
     params:
         code=script_code("outlier_dimensions"),
-        runs=lambda wc: runs().of(wc.model).outliers,
+        runs=lambda wc: jobs().of(wc.model).outliers,
         criterion={key: config["outliers"][key] for key in ("sigmas", "min_layer_share")},
     resources:
         mem_mb=memory("outlier_dimensions"),
@@ -31,13 +31,13 @@ rule outlier_disabling:
     conda:
         "../envs/torch.yaml"
     input:
-        model=lambda wc: f"{PLAN.run_dir(wc.model, wc.task, states.FINETUNED, wc.seed)}/model",
+        model=lambda wc: f"{EXPERIMENT.run_dir(wc.model, wc.task, states.FINETUNED, wc.seed)}/model",
         data="results/data/{task}/dev.parquet",
     output:
         predictions="results/outliers/{model}/{task}/seed{seed}/disabling.parquet",
         record="results/outliers/{model}/{task}/seed{seed}/disabling.json",
     params:
-        task=PLAN.task_meaning,
+        task=EXPERIMENT.task_meaning,
         # what the job computes in (bertology_core/models/precision.py)
         precision=config["compute"]["precision"],
         code=script_code("outlier_disabling"),
@@ -46,7 +46,7 @@ rule outlier_disabling:
         random_seed=config["outliers"]["random_seed"],
         max_examples=config["outliers"]["max_examples"],
         subsample_seed=config["data"]["subsample_seed"],
-        max_length=lambda wc: PLAN.max_length(wc.task, states.FINETUNED),
+        max_length=lambda wc: EXPERIMENT.max_length(wc.task, states.FINETUNED),
     threads: config["outliers"]["threads"]
     resources:
         mem_mb=memory("outlier_disabling"),
@@ -67,14 +67,14 @@ rule outlier_stats:
     conda:
         "../envs/tables.yaml"
     input:
-        lambda wc: runs().outlier_disabling_files(wc.model, wc.task),
+        lambda wc: EXPERIMENT.outliers.disabling_files(jobs(), wc.model, wc.task),
     output:
         deltas="results/outliers/{model}/{task}/deltas.parquet",
         contrast="results/outliers/{model}/{task}/contrast.parquet",
     params:
-        task=PLAN.task_meaning,
+        task=EXPERIMENT.task_meaning,
         code=script_code("outlier_stats"),
-        seeds=lambda wc: runs().of(wc.model).outlier_seeds(wc.task),
+        seeds=lambda wc: jobs().of(wc.model).outlier_seeds(wc.task),
         resamples=config["outliers"]["resamples"],
         level=config["outliers"]["level"],
         bootstrap_seed=config["outliers"]["bootstrap_seed"],
@@ -95,16 +95,16 @@ rule outliers_summary:
     conda:
         "../envs/tables.yaml"
     input:
-        unpack(lambda wc: runs().outliers_summary_inputs(wc.model)),
+        unpack(lambda wc: EXPERIMENT.outliers.summary_inputs(jobs(), wc.model)),
     output:
         **summary_outputs("outliers", "results/outliers/{model}/summary/dimensions"),
         **summary_outputs("outliers", "results/outliers/{model}/summary/contrast"),
         **summary_outputs("outliers", "results/outliers/{model}/summary/deltas"),
     params:
         code=script_code("outliers_summary"),
-        tasks=lambda wc: runs().of(wc.model).outlier_tasks,
-        task_meanings=PLAN.task_meanings(),
-        fitness_runs=lambda wc: runs().of(wc.model).outlier_seeds_by_task,
+        tasks=lambda wc: jobs().of(wc.model).outlier_tasks,
+        task_meanings=EXPERIMENT.task_meanings(),
+        fitness_runs=lambda wc: jobs().of(wc.model).outlier_seeds_by_task,
         criterion={key: config["outliers"][key] for key in ("sigmas", "min_layer_share")},
         level=config["outliers"]["level"],
         examples=config["outliers"]["max_examples"],

@@ -8,7 +8,7 @@ rule pattern_features:
     conda:
         "../envs/torch.yaml"
     input:
-        lambda wc: PLAN.dump_files(wc.model, f"{wc.task}/{wc.dumped}"),
+        lambda wc: EXPERIMENT.attention.dump_files(wc.model, f"{wc.task}/{wc.dumped}"),
     output:
         "results/patterns/{model}/{task}/{dumped}.features.parquet",
     params:
@@ -31,7 +31,7 @@ rule labelled_maps:
         "../envs/torch.yaml"
     input:
         unpack(after_fitness_when_grouped("labelled_maps")),
-        unpack(lambda wc: PLAN.encoder_inputs(wc.model, wc.task, wc.dumped)),
+        unpack(lambda wc: EXPERIMENT.attention.encoder_inputs(wc.model, wc.task, wc.dumped)),
     output:
         attention="results/patterns/{model}/labelled/{task}/{dumped}.attention.parquet",
         tokens="results/patterns/{model}/labelled/{task}/{dumped}.tokens.parquet",
@@ -40,10 +40,10 @@ rule labelled_maps:
         # what the job computes in (bertology_core/models/precision.py)
         precision=config["compute"]["precision"],
         code=script_code("labelled_maps"),
-        only_idx=lambda wc: runs().hand_label_set(wc.model, hand_labels(wc.model))["idx"][f"{wc.task}/{wc.dumped}"],
+        only_idx=lambda wc: EXPERIMENT.patterns.hand_label_set(jobs(), wc.model, hand_labels(wc.model))["idx"][f"{wc.task}/{wc.dumped}"],
         batch_size=config["attention"]["batch_size"],
         bits=config["attention"]["bits"],
-        max_length=lambda wc: PLAN.max_length(wc.task, states.dumped_state(wc.dumped)),
+        max_length=lambda wc: EXPERIMENT.max_length(wc.task, states.dumped_state(wc.dumped)),
     threads: config["attention"]["threads"]
     resources:
         group_slot=1,  # one at a time in a cluster group submission (profiles/slurm)
@@ -63,18 +63,18 @@ rule pattern_classifier:
     conda:
         "../envs/torch.yaml"
     input:
-        unpack(lambda wc: runs().pattern_classifier_inputs(wc.model, hand_labels(wc.model))),
+        unpack(lambda wc: EXPERIMENT.patterns.classifier_inputs(jobs(), wc.model, hand_labels(wc.model))),
     output:
         weights="results/patterns/{model}/classifier/model.safetensors",
         report="results/patterns/{model}/classifier/report.json",
         training_maps="results/patterns/{model}/classifier/training_maps.parquet",
     params:
         code=script_code("pattern_classifier"),
-        dump_keys=lambda wc: runs().of(wc.model).dump_keys,
-        dump_prefixes=lambda wc: runs().dump_prefixes(wc.model),
-        labelled_keys=lambda wc: list(runs().labelled_dumps(wc.model, hand_labels(wc.model))),
-        recipe_keys=lambda wc: runs().labelled_recipe_keys(wc.model, hand_labels(wc.model)),
-        labelled_prefixes=lambda wc: list(runs().labelled_dumps(wc.model, hand_labels(wc.model)).values()),
+        dump_keys=lambda wc: jobs().of(wc.model).dump_keys,
+        dump_prefixes=lambda wc: EXPERIMENT.attention.dump_prefixes(jobs(), wc.model),
+        labelled_keys=lambda wc: list(EXPERIMENT.patterns.labelled_dumps(jobs(), wc.model, hand_labels(wc.model))),
+        recipe_keys=lambda wc: EXPERIMENT.patterns.labelled_recipe_keys(jobs(), wc.model, hand_labels(wc.model)),
+        labelled_prefixes=lambda wc: list(EXPERIMENT.patterns.labelled_dumps(jobs(), wc.model, hand_labels(wc.model)).values()),
         rules=config["patterns"]["rules"],
         validation_share=config["patterns"]["validation_share"],
         min_class_labels=config["patterns"]["min_class_labels"],
@@ -102,7 +102,7 @@ rule classify_maps:
     input:
         weights="results/patterns/{model}/classifier/model.safetensors",
         features="results/patterns/{model}/{task}/{dumped}.features.parquet",
-        dump=lambda wc: PLAN.dump_files(wc.model, f"{wc.task}/{wc.dumped}"),
+        dump=lambda wc: EXPERIMENT.attention.dump_files(wc.model, f"{wc.task}/{wc.dumped}"),
     output:
         "results/patterns/{model}/{task}/{dumped}.classes.parquet",
     params:
@@ -127,7 +127,7 @@ rule pattern_summary:
     conda:
         "../envs/tables.yaml"
     input:
-        unpack(lambda wc: runs().pattern_summary_inputs(wc.model)),
+        unpack(lambda wc: EXPERIMENT.patterns.summary_inputs(jobs(), wc.model)),
     output:
         **summary_outputs("patterns", "results/patterns/{model}/summary/classifier"),
         **summary_outputs("patterns", "results/patterns/{model}/summary/shares"),
@@ -135,7 +135,7 @@ rule pattern_summary:
         **summary_outputs("patterns", "results/patterns/{model}/summary/confusion"),
     params:
         code=script_code("pattern_summary"),
-        dump_keys=lambda wc: runs().of(wc.model).dump_keys,
+        dump_keys=lambda wc: jobs().of(wc.model).dump_keys,
         out="results/patterns/{model}/summary",
         examples=config["attention"]["max_examples"],
     log:
@@ -153,13 +153,13 @@ rule annotation_page:
     conda:
         "../envs/torch.yaml"
     input:
-        lambda wc: runs().every_dump_file(wc.model),
+        lambda wc: EXPERIMENT.attention.every_dump_file(jobs(), wc.model),
     output:
         "results/patterns/{model}/annotate.html",
     params:
         code=script_code("annotation_page"),
-        dump_keys=lambda wc: runs().of(wc.model).dump_keys,
-        dump_prefixes=lambda wc: runs().dump_prefixes(wc.model),
+        dump_keys=lambda wc: jobs().of(wc.model).dump_keys,
+        dump_prefixes=lambda wc: EXPERIMENT.attention.dump_prefixes(jobs(), wc.model),
         maps=config["patterns"]["annotation_maps"],
         seed=config["patterns"]["seed"],
     log:

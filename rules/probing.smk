@@ -6,7 +6,7 @@ rule probe_features:
     conda:
         "../envs/torch.yaml"
     input:
-        unpack(lambda wc: PLAN.probed_encoder_inputs(wc.model, wc.probed)),
+        unpack(lambda wc: EXPERIMENT.probing.encoder_inputs(wc.model, wc.probed)),
         train="results/treebank/train.parquet",
         dev="results/treebank/dev.parquet",
     output:
@@ -15,7 +15,7 @@ rule probe_features:
         # what the job computes in (bertology_core/models/precision.py)
         precision=config["compute"]["precision"],
         code=script_code("probe_features"),
-        sample=PLAN.probing_sample(),
+        sample=EXPERIMENT.probing.sample(),
         pooling=config["probing"]["pooling"],
         max_length=config["probing"]["max_length"],
         batch_size=config["probing"]["batch_size"],
@@ -48,13 +48,13 @@ rule probe_layers:
         words="results/probing/{model}/{probed}/probe_words.parquet",
     params:
         code=script_code("probe_layers"),
-        sample=PLAN.probing_sample(),
+        sample=EXPERIMENT.probing.sample(),
         labels=config["probing"]["labels"],
         min_label_count=config["probing"]["min_label_count"],
         probe=config["probing"]["probe"],
         control_seed=config["probing"]["control_seed"],
-        reference_regularisation=lambda wc: PLAN.reference_regularisation(wc.probed),
-        reference_sentences=lambda wc: PLAN.reference_sentences(wc.probed),
+        reference_regularisation=lambda wc: EXPERIMENT.probing.reference_regularisation(wc.probed),
+        reference_sentences=lambda wc: EXPERIMENT.probing.reference_sentences(wc.probed),
     threads: config["probing"]["threads"]
     resources:
         mem_mb=memory("probe_layers"),
@@ -72,7 +72,7 @@ rule syntactic_heads:
     conda:
         "../envs/torch.yaml"
     input:
-        unpack(lambda wc: PLAN.probed_encoder_inputs(wc.model, wc.probed)),
+        unpack(lambda wc: EXPERIMENT.probing.encoder_inputs(wc.model, wc.probed)),
         treebank=lambda wc: f"results/treebank/{config['probing']['syntactic_heads']['split']}.parquet",
     output:
         per_head="results/probing/{model}/{probed}/head_relations.parquet",
@@ -108,15 +108,15 @@ rule probing_summary:
     conda:
         "../envs/tables.yaml"
     input:
-        unpack(lambda wc: runs().probing_summary_inputs(wc.model)),
+        unpack(lambda wc: EXPERIMENT.probing.summary_inputs(jobs(), wc.model)),
     output:
         **summary_outputs("probing", "results/probing/{model}/summary/probes"),
         **summary_outputs("probing", "results/probing/{model}/summary/syntactic_heads"),
         **summary_outputs("probing", "results/probing/{model}/summary/syntactic_heads_held_out"),
     params:
         code=script_code("probing_summary"),
-        states=lambda wc: runs().of(wc.model).probed,
-        head_states=lambda wc: runs().of(wc.model).syntactic_heads,
+        states=lambda wc: jobs().of(wc.model).probed,
+        head_states=lambda wc: jobs().of(wc.model).syntactic_heads,
         # what the caption says the probes were trained and scored on
         sample={key: config["probing"][key] for key in ("pooling", "train_sentences", "dev_sentences")},
     log:

@@ -10,8 +10,8 @@ rule head_importance:
         "../envs/torch.yaml"
     input:
         unpack(after_fitness_when_grouped("head_importance")),
-        model=lambda wc: f"{PLAN.run_dir(wc.model, wc.task, states.FINETUNED, wc.seed)}/model",
-        importance=lambda wc: PLAN.importance_data(wc.task),
+        model=lambda wc: f"{EXPERIMENT.run_dir(wc.model, wc.task, states.FINETUNED, wc.seed)}/model",
+        importance=lambda wc: EXPERIMENT.pruning.importance_data(wc.task),
         dev="results/data/{task}/dev.parquet",
     output:
         importance=f"{PRUNE_DIR}/importance.parquet",
@@ -19,15 +19,15 @@ rule head_importance:
         # per step and dev example: what the claims table resamples
         predictions=f"{PRUNE_DIR}/michel_predictions.parquet",
     params:
-        task=PLAN.task_meaning,
+        task=EXPERIMENT.task_meaning,
         # what the job computes in (bertology_core/models/precision.py)
         precision=config["compute"]["precision"],
         code=script_code("head_importance"),
-        importance=PLAN.pruning_params(),
+        importance=EXPERIMENT.pruning.params(),
         step_share=config["pruning"]["michel_step_share"],
         recompute=config["pruning"]["michel_recompute"],
-        max_length=lambda wc: PLAN.max_length(wc.task, states.FINETUNED),
-        dev_sample=PLAN.pruning_dev_sample(),
+        max_length=lambda wc: EXPERIMENT.max_length(wc.task, states.FINETUNED),
+        dev_sample=EXPERIMENT.pruning.dev_sample(),
     # the long single jobs start beside the sweeps instead of trailing the run alone
     priority: 10
     threads: config["pruning"]["threads"]
@@ -50,8 +50,8 @@ rule lottery_pruning:
     conda:
         "../envs/torch.yaml"
     input:
-        model=lambda wc: f"{PLAN.run_dir(wc.model, wc.task, states.FINETUNED, wc.seed)}/model",
-        importance=lambda wc: PLAN.importance_data(wc.task),
+        model=lambda wc: f"{EXPERIMENT.run_dir(wc.model, wc.task, states.FINETUNED, wc.seed)}/model",
+        importance=lambda wc: EXPERIMENT.pruning.importance_data(wc.task),
         dev="results/data/{task}/dev.parquet",
     output:
         mask=f"{PRUNE_DIR}/{{method}}_{{protocol}}_mask.safetensors",
@@ -62,18 +62,18 @@ rule lottery_pruning:
         method="m|s",
         protocol="held_out|paper",
     params:
-        task=PLAN.task_meaning,
+        task=EXPERIMENT.task_meaning,
         # what the job computes in (bertology_core/models/precision.py)
         precision=config["compute"]["precision"],
         code=script_code("lottery_pruning"),
-        selection=lambda wc: PLAN.lottery_split(wc.protocol),
-        importance=lambda wc: PLAN.pruning_params() if wc.method == "s" else None,
+        selection=lambda wc: EXPERIMENT.pruning.lottery_split(wc.protocol),
+        importance=lambda wc: EXPERIMENT.pruning.params() if wc.method == "s" else None,
         keep=config["pruning"]["keep"],
         keep_above_constant=config["pruning"]["keep_above_constant"],
-        method=lambda wc: PLAN.lottery_method(wc.method),
-        max_length=lambda wc: PLAN.max_length(wc.task, states.FINETUNED),
+        method=lambda wc: EXPERIMENT.pruning.lottery_method(wc.method),
+        max_length=lambda wc: EXPERIMENT.max_length(wc.task, states.FINETUNED),
         # a sample of the choosing examples (held_out's half A); the paper's protocol chooses on all of dev
-        dev_sample=lambda wc: PLAN.pruning_dev_sample() if wc.protocol == "held_out" else {"examples": None, "seed": 0},
+        dev_sample=lambda wc: EXPERIMENT.pruning.dev_sample() if wc.protocol == "held_out" else {"examples": None, "seed": 0},
         batch_size=config["pruning"]["batch_size"],
     priority: 10
     threads: config["pruning"]["threads"]
@@ -95,19 +95,19 @@ rule compact_model:
         "../envs/torch.yaml"
     input:
         unpack(after_fitness_when_grouped("compact_model")),
-        model=lambda wc: f"{PLAN.run_dir(wc.model, wc.task, states.FINETUNED, wc.seed)}/model",
+        model=lambda wc: f"{EXPERIMENT.run_dir(wc.model, wc.task, states.FINETUNED, wc.seed)}/model",
         mask=f"{PRUNE_DIR}/s_held_out_mask.safetensors",
         dev="results/data/{task}/dev.parquet",
     output:
         model=directory(f"{PRUNE_DIR}/s_compact"),
         summary=f"{PRUNE_DIR}/s_compact.json",
     params:
-        task=PLAN.task_meaning,
+        task=EXPERIMENT.task_meaning,
         # what the job computes in (bertology_core/models/precision.py)
         precision=config["compute"]["precision"],
         code=script_code("compact_model"),
-        max_length=lambda wc: PLAN.max_length(wc.task, states.FINETUNED),
-        dev_sample=PLAN.pruning_dev_sample(),
+        max_length=lambda wc: EXPERIMENT.max_length(wc.task, states.FINETUNED),
+        dev_sample=EXPERIMENT.pruning.dev_sample(),
     threads: config["pruning"]["threads"]
     resources:
         group_slot=1,  # one at a time in a cluster group submission (profiles/slurm)
@@ -128,18 +128,18 @@ rule subnetwork_finetune:
     conda:
         "../envs/torch.yaml"
     input:
-        unpack(lambda wc: PLAN.subnetwork_inputs(wc.model, wc.task, wc.seed, wc.network)),
+        unpack(lambda wc: EXPERIMENT.pruning.subnetwork_inputs(wc.model, wc.task, wc.seed, wc.network)),
     output:
         metrics=f"{PRUNE_DIR}/subnetworks/{{network}}.json",
         predictions=f"{PRUNE_DIR}/subnetworks/{{network}}.predictions.parquet",
     wildcard_constraints:
         network="full|[ms]-(good|random|bad)-(held_out|paper)",
     params:
-        task=PLAN.task_meaning,
+        task=EXPERIMENT.task_meaning,
         # what the job computes in (bertology_core/models/precision.py)
         precision=config["compute"]["precision"],
         code=script_code("subnetwork_finetune"),
-        hyperparameters=lambda wc: PLAN.subnetwork_recipe(wc.task),
+        hyperparameters=lambda wc: EXPERIMENT.pruning.subnetwork_recipe(wc.task),
         eval_batch_size=config["finetune"]["eval_batch_size"],
         max_train_examples=config["pruning"]["subnetwork_max_train_examples"],
         subsample_seed=config["data"]["subsample_seed"],
@@ -151,11 +151,11 @@ rule subnetwork_finetune:
     threads: config["finetune"]["threads"]
     resources:
         mem_mb=memory("subnetwork_finetune"),
-        runtime=PLAN.training_runtime(lambda wc: PLAN.subnetwork_recipe(wc.task)["epochs"],
+        runtime=EXPERIMENT.finetune.training_runtime(lambda wc: EXPERIMENT.pruning.subnetwork_recipe(wc.task)["epochs"],
                                       lambda wc: config["pruning"]["subnetwork_max_train_examples"]),
         cpus_per_task=config["finetune"]["threads"],
         gpu=MODEL_JOB_GPUS,
-        **PLAN.finetune_runtime(),
+        **EXPERIMENT.finetune.runtime(),
     log:
         "logs/subnetwork_finetune/{model}/{task}/seed{seed}/{network}.log",
     benchmark:
@@ -170,7 +170,7 @@ rule pruning_summary:
     conda:
         "../envs/tables.yaml"
     input:
-        unpack(lambda wc: runs().pruning_summary_inputs(wc.model)),
+        unpack(lambda wc: EXPERIMENT.pruning.summary_inputs(jobs(), wc.model)),
     output:
         **summary_outputs("pruning", "results/pruning/{model}/summary/importance"),
         **summary_outputs("pruning", "results/pruning/{model}/summary/michel"),
@@ -182,12 +182,12 @@ rule pruning_summary:
         **summary_outputs("pruning", "results/pruning/{model}/summary/compact"),
     params:
         code=script_code("pruning_summary"),
-        tasks=PLAN.task_meanings(),
-        runs=lambda wc: runs().of(wc.model).pruned,
-        subnetwork_runs=lambda wc: runs().of(wc.model).subnetworks,
+        tasks=EXPERIMENT.task_meanings(),
+        runs=lambda wc: jobs().of(wc.model).pruned,
+        subnetwork_runs=lambda wc: jobs().of(wc.model).subnetworks,
         methods=config["pruning"]["methods"],
-        protocols=PLAN.lottery_protocols(),
-        networks=PLAN.subnetwork_names(),
+        protocols=EXPERIMENT.pruning.lottery_protocols(),
+        networks=EXPERIMENT.pruning.subnetwork_names(),
         keep=config["pruning"]["keep"],
         keep_above_constant=config["pruning"]["keep_above_constant"],
         tolerance=config["pruning"]["michel_tolerance"],
@@ -197,7 +197,7 @@ rule pruning_summary:
         data={key: config["pruning"][key] for key in ("importance_split", "importance_examples", "importance_granularity",
                                                       "dev_examples", "split_seed")},
         bootstrap={k: config["pruning"][f"kappa_{k}"] for k in ("resamples", "level", "seed")},
-        recipe_note=lambda wc: runs().pruning_recipe_note(wc.model),
+        recipe_note=lambda wc: EXPERIMENT.pruning.recipe_note(jobs(), wc.model),
     log:
         "logs/pruning_summary/{model}.log",
     benchmark:

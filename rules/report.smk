@@ -8,12 +8,12 @@ rule head_atlas:
     conda:
         "../envs/tables.yaml"
     input:
-        unpack(lambda wc: runs().head_atlas_inputs(wc.model)),
+        unpack(lambda wc: EXPERIMENT.report.head_atlas_inputs(jobs(), wc.model)),
     output:
         **summary_outputs("report", "results/report/{model}/head_atlas"),
     params:
         code=script_code("head_atlas"),
-        fitness_runs=lambda wc: runs().atlas_fitness_runs(wc.model),
+        fitness_runs=lambda wc: EXPERIMENT.report.atlas_fitness_runs(jobs(), wc.model),
     log:
         "logs/head_atlas/{model}.log",
     benchmark:
@@ -31,7 +31,7 @@ rule layer_atlas:
     conda:
         "../envs/tables.yaml"
     input:
-        unpack(lambda wc: runs().layer_atlas_inputs(wc.model)),
+        unpack(lambda wc: EXPERIMENT.report.layer_atlas_inputs(jobs(), wc.model)),
     output:
         **summary_outputs("report", "results/report/{model}/layer_atlas"),
     params:
@@ -54,7 +54,7 @@ rule report:
     conda:
         "../envs/tables.yaml"
     input:
-        unpack(lambda wc: runs().report_inputs()),
+        unpack(lambda wc: EXPERIMENT.report.inputs(jobs())),
     output:
         report(
             "results/report/index.html",
@@ -66,15 +66,15 @@ rule report:
         ),
     params:
         code=script_code("report"),
-        models=list(PLAN.models),
-        # what each section shows (bertology_core/workflow/runs.py, SECTIONS); how it looks is report/'s
-        sections=PLAN.section_summaries(),
-        section_runs=lambda wc: runs().report_section_shows(),
+        models=list(EXPERIMENT.models),
+        # what each section shows (each stage's section: bertology_core/<stage>/stage.py); how it looks is report/'s
+        sections=EXPERIMENT.section_summaries(),
+        section_runs=lambda wc: EXPERIMENT.report.section_shows(jobs()),
         unfit=config["fitness"]["unfit"],
-        skipped=lambda wc: runs().report_skipped_sections(),
-        model_specs=PLAN.models,
-        tasks=PLAN.tasks,
-        seeds=PLAN.seeds,
+        skipped=lambda wc: EXPERIMENT.report.skipped_sections(jobs()),
+        model_specs=EXPERIMENT.models,
+        tasks=EXPERIMENT.tasks,
+        seeds=EXPERIMENT.seeds,
     log:
         "logs/report/report.log",
     benchmark:

@@ -5,7 +5,7 @@ rule prepare_treebank:
     conda:
         "../envs/tables.yaml"
     input:
-        lambda wc: PLAN.treebank_file(wc.split),
+        lambda wc: EXPERIMENT.treebank_file(wc.split),
     output:
         "results/treebank/{split}.parquet",
     wildcard_constraints:

@@ -6,15 +6,16 @@ from __future__ import annotations
 
 import shutil
 
-from bertology_core.workflow import checks, runs
+from bertology_core.jobs.experiment import Experiment
+from bertology_core.workflow import checks, jobs
 from conftest import REPO
-from test_runs import load_config
+from test_jobs import load_config
 
 SMOKE = "configs/smoke.yaml"
 
 
-def plan_of(*overlays) -> runs.Plan:
-    return runs.Plan(load_config(SMOKE, *overlays), REPO)
+def plan_of(*overlays) -> Experiment:
+    return jobs.experiment(load_config(SMOKE, *overlays), REPO)
 
 
 def _treebank_copy(tmp_path):
@@ -142,6 +143,6 @@ def test_hand_labels_of_a_task_the_config_redeclares_are_warned_about_and_of_a_s
 
 def test_a_section_with_no_text_is_named(tmp_path):
     (tmp_path / "report" / "sections").mkdir(parents=True)
-    plan = runs.Plan(load_config(SMOKE), tmp_path)
-    assert checks.missing_section_texts(plan) == [section.anchor for section in runs.SECTIONS]
+    plan = jobs.experiment(load_config(SMOKE), tmp_path)
+    assert checks.missing_section_texts(plan) == [section.anchor for section in plan.sections()]
     assert checks.missing_section_texts(plan_of()) == []

@@ -8,8 +8,8 @@ import numpy as np
 import polars as pl
 import pytest
 
-from bertology_core.report import claims
-from bertology_core.report.claims import INCONCLUSIVE, MODEL_UNFIT, NOT_REPRODUCED, NOT_RUN, REPRODUCED, Region
+from bertology_core.claims import verdicts as claims
+from bertology_core.claims.verdicts import INCONCLUSIVE, MODEL_UNFIT, NOT_REPRODUCED, NOT_RUN, REPRODUCED, Region
 
 
 @pytest.mark.parametrize(("low", "high", "region", "expected"), [

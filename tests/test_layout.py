@@ -22,7 +22,7 @@ LIBRARY = REPO / "bertology_core"
 HEAVY = ("torch", "transformers")
 LIGHT_ENV = "tables"
 # the torch-free packages, whole
-TORCH_FREE_PACKAGES = ("data", "stats", "summaries", "report", "workflow")
+TORCH_FREE_PACKAGES = ("data", "stats", "summaries", "jobs", "report", "workflow")
 # the torch-free side of each stage (its tables and statistics), and the model checks read from files alone
 TORCH_FREE = (
     "attention/dump_files.py", "attention_change/attention_change.py", "baselines/baselines.py", "disabling/disabling_stats.py", "fitness/fitness.py",
@@ -52,7 +52,7 @@ def test_the_library_has_no_import_cycle():
 
 # The packages' order, lowest first: a package imports only from its own layer or those below it. Every package not
 # named here is a stage's (the layer between models and report); stages may import each other without a cycle.
-LAYERS = (("engine",), ("data",), ("stats", "summaries"), ("models",), ("scoring",), None, ("report",), ("workflow", "cost"))
+LAYERS = (("engine",), ("data",), ("stats", "summaries"), ("models",), ("scoring",), ("jobs",), None, ("report",), ("workflow", "cost"))
 
 
 def package_imports(library=LIBRARY, repo=REPO):
@@ -150,11 +150,14 @@ def test_a_heavy_import_is_found(tmp_path):
 
 # a module of this name in any package is a stage's summaries (tables, notes, figures): torch-free by its name
 SUMMARY_MODULE = "summary.py"
+# a module of this name is a stage's declaration (its runs, checks, section), read while the workflow is parsed
+STAGE_MODULE = "stage.py"
 
 
 def torch_free_modules():
     shared = [path for package in TORCH_FREE_PACKAGES for path in (LIBRARY / package).rglob("*.py")]
-    return sorted(set(shared + [LIBRARY / path for path in TORCH_FREE] + list(LIBRARY.glob(f"*/{SUMMARY_MODULE}"))))
+    by_name = [path for module in (SUMMARY_MODULE, STAGE_MODULE) for path in LIBRARY.glob(f"*/{module}")]
+    return sorted(set(shared + [LIBRARY / path for path in TORCH_FREE] + by_name))
 
 
 @pytest.mark.parametrize("path", torch_free_modules(), ids=name)

@@ -159,15 +159,17 @@ LAYOUT_FILE = Path(__file__).resolve().parents[1] / "report" / "layout.yaml"
 
 
 def test_every_section_and_table_of_the_layout_is_one_a_stage_declares():
-    """The layout only presents: each section it orders is one the runs table declares and has its text; each table it
+    """The layout only presents: each section it orders is one a stage declares and has its text; each table it
     titles is a summary a stage writes (a renamed stem must not silently drop the note a reader needs)."""
     import yaml
 
-    from bertology_core.workflow.runs import SECTIONS
+    from bertology_core.workflow import jobs
+    from test_jobs import load_config
 
+    sections = jobs.experiment(load_config(), LAYOUT_FILE.parents[1]).sections()
     data = yaml.safe_load(LAYOUT_FILE.read_text())
-    anchors = {section.anchor for section in SECTIONS}
-    stems = {summary.stem for section in SECTIONS for summary in section.summaries}
+    anchors = {section.anchor for section in sections}
+    stems = {summary.stem for section in sections for summary in section.summaries}
     for entry in data["sections"]:
         assert entry["anchor"] in anchors, entry
         assert (LAYOUT_FILE.parent / "sections" / f"{entry['anchor']}.rst").is_file(), entry

@@ -1,6 +1,7 @@
-"""Adding a stage: its rule file, script and section text are new files; the one shared file of code it changes is
-the runs table (bertology_core/workflow/runs.py: its name in STAGES, its section and summaries, when it runs), plus
-its settings in the config schema. The Snakefile includes it by its name."""
+"""Adding a stage: its rule file, script, section text and package (bertology_core/<stage>/stage.py: its section and
+summaries, when it runs) are new files; the one shared file of code it changes is the list of stages
+(bertology_core/workflow/jobs.py, STAGES), plus its settings in the config schema. The Snakefile includes it by its
+name."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ rule toy_summary:
     conda:
         "../envs/tables.yaml"
     input:
-        dev=expand("results/data/{task}/dev.parquet", task=PLAN.tasks),
+        dev=expand("results/data/{task}/dev.parquet", task=EXPERIMENT.tasks),
     output:
         **summary_outputs("toy", "results/toy/{model}/summary/counts"),
     params:
@@ -50,6 +51,19 @@ counts = counts.filter(pl.col("len") >= snakemake.params.min_count).sort("split"
 figures.write_table(counts, snakemake.output.counts[0].removesuffix(".parquet"))
 '''
 
+TOY_STAGE = '''"""The toy stage's declaration: its section, which runs when toy.enabled."""
+
+from bertology_core.jobs.experiment import ModelRuns, Stage, Verdicted
+from bertology_core.jobs.sections import Section, SectionRuns, Summary
+
+
+class Toy(Stage):
+    section = Section("toy", (Summary("counts", "toy/{model}/summary/counts"),))
+
+    def section_runs(self, jobs: Verdicted, model: str, runs: ModelRuns) -> SectionRuns:
+        return SectionRuns(self.settings()["enabled"], [], None)
+'''
+
 TOY_SCHEMA = '''  toy:
     type: object
     additionalProperties: false
@@ -68,8 +82,8 @@ def _tracked_files(root):
 
 @pytest.fixture(scope="module")
 def repo_with_toy_stage(tmp_path_factory):
-    """A copy of the repository with a new stage added the way the README says: new files, three entries in the runs
-    table (its name, its section, when it runs) and one section of the schema."""
+    """A copy of the repository with a new stage added the way the README says: new files (its package declares its
+    section and when it runs), its name in the list of stages and one section of the schema."""
     if shutil.which("git") is None or not (REPO / ".git").exists():
         pytest.skip("needs the repository's git checkout to copy its files")
     copy = tmp_path_factory.mktemp("repo")
@@ -79,31 +93,26 @@ def repo_with_toy_stage(tmp_path_factory):
     (copy / "rules" / "toy.smk").write_text(TOY_RULES)
     (copy / "workflow_scripts" / "toy_summary.py").write_text(TOY_SCRIPT)
     (copy / "report" / "sections" / "toy.rst").write_text("Label counts of each task's dev split (a test-only stage).\n")
-    runs = copy / "bertology_core" / "workflow" / "runs.py"
-    text = runs.read_text()
-    edits = {
-        # its one name, after the report's
-        '"claims", "report")': '"claims", "report", "toy")',
-        # its section and summary, after the last section
-        "\n)\n\n\ndef summary(": '\n    Section("toy", (Summary("counts", "toy/{model}/summary/counts"),)),\n)\n\n\ndef summary(',
-        # when it runs: its config switch
-        '            "claims": SectionRuns(': '            "toy": SectionRuns(self.plan.config["toy"]["enabled"], [], None),\n            "claims": SectionRuns(',
-    }
-    for old, new in edits.items():
-        assert text.count(old) == 1, old
-        text = text.replace(old, new)
-    runs.write_text(text)
+    (copy / "bertology_core" / "toy").mkdir()
+    (copy / "bertology_core" / "toy" / "__init__.py").write_text("")
+    (copy / "bertology_core" / "toy" / "stage.py").write_text(TOY_STAGE)
+    listed = copy / "bertology_core" / "workflow" / "jobs.py"
+    text = listed.read_text()
+    # its one name, after the report's
+    assert text.count('"claims", "report")') == 1
+    listed.write_text(text.replace('"claims", "report")', '"claims", "report", "toy")'))
     with open(copy / "schemas" / "config.schema.yaml", "a") as schema:
         schema.write(TOY_SCHEMA)
     return copy
 
 
-def test_the_toy_stage_changes_only_new_files_the_runs_table_and_the_schema(repo_with_toy_stage):
+def test_the_toy_stage_changes_only_new_files_the_list_of_stages_and_the_schema(repo_with_toy_stage):
     original = set(_tracked_files(REPO))
     copied = {path.relative_to(repo_with_toy_stage).as_posix() for path in repo_with_toy_stage.rglob("*") if path.is_file()}
-    assert copied - original == {"rules/toy.smk", "workflow_scripts/toy_summary.py", "report/sections/toy.rst"}
+    assert copied - original == {"rules/toy.smk", "workflow_scripts/toy_summary.py", "report/sections/toy.rst",
+                                 "bertology_core/toy/__init__.py", "bertology_core/toy/stage.py"}
     changed = {name for name in original if not filecmp.cmp(REPO / name, repo_with_toy_stage / name, shallow=False)}
-    assert changed == {"bertology_core/workflow/runs.py", "schemas/config.schema.yaml"}
+    assert changed == {"bertology_core/workflow/jobs.py", "schemas/config.schema.yaml"}
 
 
 def test_a_new_stage_joins_the_dag_the_report_and_rule_all_from_its_own_files(repo_with_toy_stage, tmp_path):

@@ -346,6 +346,10 @@ def test_run_reports_disk_use_per_stage(smoke_run):
                   "pruning", "probing", "head_roles", "report"):
         assert f"| {stage} | " in report
     assert "| **total** |" in report and "checkpoints" not in report  # finished runs leave no checkpoint
+    # the jobs table: every run of every stage, by the stage that declares it
+    jobs = pl.read_parquet(smoke_run / "results" / "jobs.parquet")
+    assert jobs.filter(pl.col("runs") == "sweeps").select("task", "seed").rows() == [("MRPC", 1), ("MRPC", 2), ("STS-B", 1)]
+    assert {"attention", "disabling", "pruning", "probing", "head_roles", "outliers", "layer_mix"} <= set(jobs["stage"])
 
 
 def test_snakemakes_own_report_holds_the_report_page(smoke_run, tmp_path):

@@ -1,7 +1,7 @@
 """The files of one summary, written once and read by both reports: a tidy table's (:func:`figures.write_table`)
 and a figure's (:func:`figures.save_chart`). The report page shows a table's Parquet and embeds a figure's Vega-Lite
-spec; Snakemake's report (``snakemake --report``) holds a table's CSV and a figure's PNG. Plain names: the runs table
-(:mod:`bertology_core.workflow.runs`) reads them while Snakemake parses the workflow."""
+spec; Snakemake's report (``snakemake --report``) holds a table's CSV and a figure's PNG. Plain names: the stages' declarations
+(:mod:`bertology_core.workflow.jobs`) reads them while Snakemake parses the workflow."""
 
 TABLE_FILES = (".parquet", ".csv")
 FIGURE_FILES = (".png", ".vl.json")

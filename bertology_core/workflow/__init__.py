@@ -1,1 +1,1 @@
-"""What the workflow asks of the library: the config read against its schema, the runs table, the parse-time checks of the config and input files, the code a script reaches, disk use. Never imports torch."""
+"""What the workflow asks of the library: the config read against its schema, the list of stages and the runs under verdicts, the parse-time checks of the config and input files, the code a script reaches, disk use. Never imports torch."""

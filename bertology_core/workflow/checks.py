@@ -1,11 +1,11 @@
 """The checks made when the workflow is parsed, before any job: the config's choices, then the input files it names.
 
-Each check is a function of the :class:`~bertology_core.workflow.runs.Plan` that returns its problems, one line each
+Each check is a function of the :class:`~bertology_core.jobs.experiment.Experiment` that returns its problems, one line each
 (empty when none). :class:`ParseChecks` runs them in order and tells the first kind that finds problems as one error
 (rules/common.smk raises it): a later check may read what an earlier one found missing (the tasks' files, a model's
 config.json), so it runs only once the earlier ones pass. Kinds, in order:
 
-1. the config's choices (:meth:`Plan.problems`);
+1. the config's choices (:func:`bertology_core.workflow.jobs.problems`);
 2. the tasks' local files missing; 3. local CoNLL-U files missing;
 4. package and folder models this config cannot use (a Hub id is checked by rule check_model);
 5. report sections with no text;
@@ -20,6 +20,7 @@ Snakemake in tests/test_checks.py. This module imports neither torch nor Snakema
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
@@ -28,8 +29,9 @@ import polars as pl
 from bertology_core.data import tasks, treebank
 from bertology_core.models import compatibility
 from bertology_core.patterns import pattern_labels
-from bertology_core.workflow import configuration, runs as run_table
-from bertology_core.workflow.runs import HandLabels, Plan
+from bertology_core.jobs.experiment import Experiment
+from bertology_core.patterns.stage import HandLabels, hand_labels as labels_read
+from bertology_core.workflow import configuration, jobs
 
 # a model's hand labels as read: what the rules look up, and every label frame by role, with its lines
 LabelData = tuple[HandLabels, dict[str, pl.DataFrame]]
@@ -38,20 +40,20 @@ LabelData = tuple[HandLabels, dict[str, pl.DataFrame]]
 # --- the models --------------------------------------------------------------------------------------------------
 
 
-def model_folder(plan: Plan, model: str) -> Path | None:
+def model_folder(experiment: Experiment, model: str) -> Path | None:
     """The folder of a package or folder spec (relative paths: to the repository); None for a Hub id (fetched and
     checked by rule check_model). A spec that names no folder raises compatibility.ModelSpecError."""
-    spec = plan.models[model]
+    spec = experiment.models[model]
     if spec.startswith(compatibility.PACKAGE_PREFIX):
         return compatibility.package_model_folder(spec.removeprefix(compatibility.PACKAGE_PREFIX))
-    return compatibility.spec_folder(spec, plan.repo)
+    return compatibility.spec_folder(spec, experiment.repo)
 
 
-def one_model_problems(plan: Plan, model: str) -> list[str]:
+def one_model_problems(experiment: Experiment, model: str) -> list[str]:
     """Why a package or folder model cannot be used by this config (architecture, tokenizer, label counts,
     positions). A Hub id is checked by rule check_model, before any other model job."""
     try:
-        folder = model_folder(plan, model)
+        folder = model_folder(experiment, model)
     except compatibility.ModelSpecError as error:
         return [str(error)]
     if folder is None:
@@ -62,79 +64,79 @@ def one_model_problems(plan: Plan, model: str) -> list[str]:
     if not compatibility.is_hf_folder(folder):
         return [f"folder {folder} has no config.json or no *.safetensors weights. Fix: save the model with "
                 "save_pretrained() (safetensors; .bin pickles are refused)."]
-    return compatibility.model_problems(folder, **plan.model_requirements())
+    return compatibility.model_problems(folder, **experiment.model_requirements())
 
 
-def model_problems(plan: Plan) -> list[str]:
+def model_problems(experiment: Experiment) -> list[str]:
     """Every problem of every model, each naming the model and its spec."""
-    return [f"{name}: spec {spec!r}: {problem}" for name, spec in plan.models.items() for problem in one_model_problems(plan, name)]
+    return [f"{name}: spec {spec!r}: {problem}" for name, spec in experiment.models.items() for problem in one_model_problems(experiment, name)]
 
 
 # --- the files the config names ----------------------------------------------------------------------------------
 
 
-def missing_task_files(plan: Plan) -> list[Path]:
+def missing_task_files(experiment: Experiment) -> list[Path]:
     """Every local file the tasks' sources declare that does not exist (none for Hub data)."""
-    return [Path(path) for task in plan.tasks for path in plan.task_files(task).values() if not Path(path).is_file()]
+    return [Path(path) for task in experiment.tasks for path in experiment.task_files(task).values() if not Path(path).is_file()]
 
 
-def missing_treebank_files(plan: Plan) -> list[str]:
+def missing_treebank_files(experiment: Experiment) -> list[str]:
     """Every CoNLL-U file of treebank.dir that does not exist (downloads: fetched by download_treebank)."""
-    if not plan.config["treebank"]["dir"]:
+    if not experiment.config["treebank"]["dir"]:
         return []
-    return [str(plan.treebank_file(split)) for split in plan.treebank_splits if not plan.treebank_file(split).is_file()]
+    return [str(experiment.treebank_file(split)) for split in experiment.treebank_splits if not experiment.treebank_file(split).is_file()]
 
 
-def missing_section_texts(plan: Plan) -> list[str]:
+def missing_section_texts(experiment: Experiment) -> list[str]:
     """The report sections with no text (report/sections/<anchor>.rst)."""
-    return run_table.section_texts_missing(plan.repo)
+    return jobs.section_texts_missing(experiment)
 
 
 # --- the hand labels ---------------------------------------------------------------------------------------------
 
 
-def read_hand_labels(plan: Plan, model: str) -> LabelData | None:
+def read_hand_labels(experiment: Experiment, model: str) -> LabelData | None:
     """(HandLabels, every label frame by role, with its lines) of ``model``'s hand labels, or None: every line checked
     (for a package or folder model, layers and heads against its config.json); test labels must name maps the
     training labels do not, and a second pass or labeller a subset of them. A bad line raises
     pattern_labels.LabelsError."""
-    settings = plan.config["patterns"]
+    settings = experiment.config["patterns"]
     if settings["labels_csv"]:
-        files, card = {"labels": plan.repo_path(settings["labels_csv"])}, None
+        files, card = {"labels": experiment.repo_path(settings["labels_csv"])}, None
     else:
-        card = pattern_labels.find_label_card(plan.repo_path(settings["labels_dir"]) if settings["labels_dir"] else None,
-                                              plan.models[model])
+        card = pattern_labels.find_label_card(experiment.repo_path(settings["labels_dir"]) if settings["labels_dir"] else None,
+                                              experiment.models[model])
         if card is None:
             return None
         files = pattern_labels.LabelCard.read(card).files(card)
-    folder = model_folder(plan, model)
+    folder = model_folder(experiment, model)
     geometry = compatibility.geometry(compatibility.read_config(folder)) if folder is not None else (None, None)
     frames = {role: pattern_labels.read_labels(path, *geometry) for role, path in files.items()}
     for role, frame in frames.items():
         # a label set may name tasks this config does not run, but not one that no declaration knows (a typo)
-        for task, line in frame.filter(~pl.col("task").is_in(list(plan.declared))).select("task", "line").head(1).iter_rows():
+        for task, line in frame.filter(~pl.col("task").is_in(list(experiment.declared))).select("task", "line").head(1).iter_rows():
             raise pattern_labels.LabelsError(
                 f"{files[role]}:{line}: field 'task' = {task!r} is not a declared task"
-                f"{configuration.did_you_mean(task, plan.declared)}. Fix: correct the name, or declare the task.")
+                f"{configuration.did_you_mean(task, experiment.declared)}. Fix: correct the name, or declare the task.")
     if "test" in frames:
         pattern_labels.check_test_disjoint(frames["labels"], frames["test"], files["test"], files["labels"])
     for role in ("second_pass", "second_labeller"):
         if role in frames:
             pattern_labels.check_relabelled_subset(frames["labels"], frames[role], files[role], files["labels"], role)
     named = pl.concat([frames[role].select("task", "state", "idx") for role in ("labels", "test") if role in frames])
-    return run_table.hand_labels(files, card, named.iter_rows()), frames
+    return labels_read(files, card, named.iter_rows()), frames
 
 
 # --- the files' contents -----------------------------------------------------------------------------------------
 
 
-def task_problems(plan: Plan) -> tuple[list[str], dict[str, pl.DataFrame]]:
+def task_problems(experiment: Experiment) -> tuple[list[str], dict[str, pl.DataFrame]]:
     """(problems, dev split by task) of the tasks' local files: every split read and checked once (format, columns,
     texts, labels, ids, encoding), each problem naming the file and line, then across splits (an example in two). A
     Hub dataset's rows are checked by its prepare_data jobs, the first jobs of a run (:func:`hub_warnings`)."""
     problems, dev_frames = [], {}
-    for name in plan.tasks:
-        task, source = plan.task(name), plan.source(name)
+    for name in experiment.tasks:
+        task, source = experiment.task(name), experiment.source(name)
         if isinstance(source, tasks.Hub):
             continue
         frames = {}
@@ -149,13 +151,13 @@ def task_problems(plan: Plan) -> tuple[list[str], dict[str, pl.DataFrame]]:
     return problems, dev_frames
 
 
-def hub_warnings(plan: Plan) -> list[str]:
+def hub_warnings(experiment: Experiment) -> list[str]:
     """Why each task's Hugging Face dataset cannot be loaded here (offline and not in the cache, an unknown id,
     configuration or split), read from its metadata only. Warnings, not errors: a dry run (planning a cluster run on a
     login node, say) needs no data, and Snakemake does not tell a Snakefile whether it is one; a real run stops at its
     first jobs, prepare_data (priority 100, before any model job), with the same message."""
-    return [problem for name in plan.tasks if isinstance(source := plan.source(name), tasks.Hub)
-            for problem in hub_problems(plan.task(name), source)]
+    return [problem for name in experiment.tasks if isinstance(source := experiment.source(name), tasks.Hub)
+            for problem in hub_problems(experiment.task(name), source)]
 
 
 def hub_problems(task: tasks.Task, hub: tasks.Hub) -> list[str]:
@@ -176,18 +178,18 @@ def hub_problems(task: tasks.Task, hub: tasks.Hub) -> list[str]:
     return []
 
 
-def treebank_problems(plan: Plan) -> list[str]:
+def treebank_problems(experiment: Experiment) -> list[str]:
     """Format and encoding of the local CoNLL-U files (downloads: checked by prepare_treebank)."""
     problems = []
-    for split in plan.treebank_splits if plan.config["treebank"]["dir"] else []:
+    for split in experiment.treebank_splits if experiment.config["treebank"]["dir"] else []:
         try:
-            treebank.validate(plan.treebank_file(split))
+            treebank.validate(experiment.treebank_file(split))
         except treebank.TreebankError as error:
             problems.append(str(error))
     return problems
 
 
-def hand_label_data_problems(plan: Plan, model: str, labelled: LabelData | None, dev_frames: Mapping[str, pl.DataFrame]) -> list[str]:
+def hand_label_data_problems(experiment: Experiment, model: str, labelled: LabelData | None, dev_frames: Mapping[str, pl.DataFrame]) -> list[str]:
     """Hand labels (training and test) of the dumps this config would make that name an example idx the task's dev split
     (as prepared: subsampled by max_eval_examples) does not hold, each naming the label file's line. ``labelled``:
     the model's hand labels as read (:func:`read_hand_labels`); ``dev_frames``: task -> local dev split. (Against Hub
@@ -195,10 +197,10 @@ def hand_label_data_problems(plan: Plan, model: str, labelled: LabelData | None,
     if labelled is None:
         return []
     labels, frames = labelled
-    keys = set(plan.every_model_fit.of(model).dump_keys)  # the fitness checkpoint cannot be read while parsing
+    keys = set(experiment.every_model_fit.of(model).dump_keys)  # the fitness checkpoint cannot be read while parsing
     problems = []
     for task, frame in dev_frames.items():
-        sample = tasks.subsample(frame, plan.data_limits(task)["max_eval_examples"], plan.config["data"]["subsample_seed"])
+        sample = tasks.subsample(frame, experiment.data_limits(task)["max_eval_examples"], experiment.config["data"]["subsample_seed"])
         held = set(sample["idx"].to_list())
         for role in ("labels", "test"):
             if role not in frames:
@@ -211,12 +213,12 @@ def hand_label_data_problems(plan: Plan, model: str, labelled: LabelData | None,
     return problems
 
 
-def data_problems(plan: Plan, hand_labels: Mapping[str, LabelData | None]) -> list[str]:
+def data_problems(experiment: Experiment, hand_labels: Mapping[str, LabelData | None]) -> list[str]:
     """Every problem with the files' contents at once: the tasks' splits, the CoNLL-U files, then each model's hand
     labels against the dev splits (``hand_labels``: model -> its hand labels as read)."""
-    problems, dev_frames = task_problems(plan)
-    problems += treebank_problems(plan)
-    return problems + [problem for model in plan.models for problem in hand_label_data_problems(plan, model, hand_labels[model], dev_frames)]
+    problems, dev_frames = task_problems(experiment)
+    problems += treebank_problems(experiment)
+    return problems + [problem for model in experiment.models for problem in hand_label_data_problems(experiment, model, hand_labels[model], dev_frames)]
 
 
 # --- every check, in order ---------------------------------------------------------------------------------------
@@ -238,7 +240,7 @@ def _missing_treebank_message(missing: list[str]) -> str:
 
 
 def _missing_texts_message(missing: list[str]) -> str:
-    return (f"report/sections: no text for the section(s) {missing} of the runs table. Fix: write "
+    return (f"report/sections: no text for the section(s) {missing} their stages declare. Fix: write "
             f"report/sections/<anchor>.rst (a paragraph: what the section shows, from which paper).")
 
 
@@ -247,40 +249,40 @@ class ParseChecks:
     ``main_process``: whether the files' contents are read too (False in a cluster job, which parses the workflow
     again)."""
 
-    def __init__(self, plan: Plan, main_process: bool = True) -> None:
-        self.plan = plan
+    def __init__(self, experiment: Experiment, main_process: bool = True) -> None:
+        self.experiment = experiment
         self.main_process = main_process
         # model -> its hand labels as read, or None; filled by the hand-label check
         self.hand_labels: dict[str, LabelData | None] = {}
 
     def checks(self) -> list[Check]:
-        plan = self.plan
+        experiment = self.experiment
         listed = [
-            Check("config", plan.problems, lambda problems: "config:\n  " + "\n  ".join(problems)),
-            Check("task_files", lambda: missing_task_files(plan), tasks.missing_files_message),
-            Check("treebank_files", lambda: missing_treebank_files(plan), _missing_treebank_message),
-            Check("models", lambda: model_problems(plan),
+            Check("config", functools.partial(jobs.problems, experiment), lambda problems: "config:\n  " + "\n  ".join(problems)),
+            Check("task_files", lambda: missing_task_files(experiment), tasks.missing_files_message),
+            Check("treebank_files", lambda: missing_treebank_files(experiment), _missing_treebank_message),
+            Check("models", lambda: model_problems(experiment),
                   lambda problems: "config 'models':\n" + "\n".join(f"  {problem}" for problem in problems)),
-            Check("section_texts", lambda: missing_section_texts(plan), _missing_texts_message),
+            Check("section_texts", lambda: missing_section_texts(experiment), _missing_texts_message),
             Check("hand_labels", self._read_hand_labels, lambda problems: "\n".join(problems)),
         ]
         if self.main_process:
-            listed.append(Check("data", lambda: data_problems(plan, self.hand_labels),
+            listed.append(Check("data", lambda: data_problems(experiment, self.hand_labels),
                                 lambda problems: "Bad input data (nothing was run):\n" + "\n".join(problems)))
         return listed
 
     def _read_hand_labels(self) -> list[str]:
         """Every model's hand labels, read once and kept; the first bad line is the problem (later ones unread)."""
         try:
-            for model in self.plan.models:
-                self.hand_labels[model] = read_hand_labels(self.plan, model)
+            for model in self.experiment.models:
+                self.hand_labels[model] = read_hand_labels(self.experiment, model)
         except pattern_labels.LabelsError as error:
             return [f"patterns: {error}"]
         return []
 
     def warnings(self) -> list[str]:
         """What the run should hear before it starts but that need not stop it (in the main process only)."""
-        return hub_warnings(self.plan) if self.main_process else []
+        return hub_warnings(self.experiment) if self.main_process else []
 
     def label_warnings(self) -> list[str]:
         """Hand labels name examples by task and idx: where the config's ``task_declarations`` replaces a shipped task
@@ -289,15 +291,15 @@ class ParseChecks:
         nothing here can check (in the main process only, as :meth:`warnings`)."""
         if not self.main_process:
             return []
-        plan, shipped = self.plan, tasks.shipped_declarations()
+        experiment, shipped = self.experiment, tasks.shipped_declarations()
         replaced = set()
-        for name in set(plan.config["task_declarations"]) & set(shipped) & set(plan.tasks):
-            theirs = tasks.declare(name, shipped[name], plan.glue_dir())
-            ours = plan.task(name)
-            if (plan.source(name), ours.known_overlap, ours.known_empty) != (
-                    theirs.source(plan.config["data"]["source"]), theirs.known_overlap, theirs.known_empty):
+        for name in set(experiment.config["task_declarations"]) & set(shipped) & set(experiment.tasks):
+            theirs = tasks.declare(name, shipped[name], experiment.glue_dir())
+            ours = experiment.task(name)
+            if (experiment.source(name), ours.known_overlap, ours.known_empty) != (
+                    theirs.source(experiment.config["data"]["source"]), theirs.known_overlap, theirs.known_empty):
                 replaced.add(name)
-        key = "patterns.labels_csv" if plan.config["patterns"]["labels_csv"] else "patterns.labels_dir"
+        key = "patterns.labels_csv" if experiment.config["patterns"]["labels_csv"] else "patterns.labels_dir"
         out = []
         for model, read in self.hand_labels.items():
             named = {task for task, _, _ in read[0].maps} if read else set()

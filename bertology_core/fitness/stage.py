@@ -1,0 +1,20 @@
+"""The fitness stage's declaration: the verdict's settings per task and what the checkpoint reads."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bertology_core.jobs.experiment import Stage
+
+
+class Fitness(Stage):
+    def task_settings(self, task: str) -> dict[str, Any]:
+        """The verdict's settings for one task: the defaults, with the task's margin."""
+        fitness = self.settings()
+        return {k: v for k, v in fitness.items() if k not in ("unfit", "per_task")} | fitness["per_task"].get(task, {})
+
+    def inputs(self) -> list[str]:
+        """What the fitness checkpoint reads: the verdict of every fine-tuned run of every model."""
+        experiment = self.experiment
+        return [f"{experiment.run_dir(model, t, i, s)}/metrics.json" for model in experiment.models
+                for t, i, s in experiment.fine_tuned_runs()]

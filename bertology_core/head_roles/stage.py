@@ -1,0 +1,97 @@
+"""The head_roles stage's declaration (Voita et al. 2019): the head roles of every dump and the L0 head gates of the
+pruned models, its config checks, its section and the summary's inputs."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from bertology_core.data import states
+from bertology_core.jobs.experiment import FITNESS_TABLE, Fit, GateJob, ModelRuns, Stage, Verdicted
+from bertology_core.jobs.sections import BOTH, Section, SectionRuns, Summary
+
+# the head gates of one pruned model (trained beside Michel et al.'s curve of that model)
+GATE_DIR = "results/head_roles/{model}/gates/{task}/seed{seed}"
+
+
+class HeadRoles(Stage):
+    section = Section("head_roles", (
+        Summary("roles", "head_roles/{model}/summary/roles", BOTH, ("figure",)),
+        Summary("relations", "head_roles/{model}/summary/importance_relations", BOTH, BOTH),
+        Summary("gates", "head_roles/{model}/summary/gates", BOTH, BOTH),
+    ))
+    claimed = True
+
+    def runs(self, model: str, fit: Fit, found: Mapping[str, Any]) -> dict[str, Any]:
+        """``gated``: the pruned models (task, seed) that gates.tasks and gates.seeds choose; ``gates``: one training
+        per gated model, weights and strength."""
+        gates = self.settings()["gates"]
+        gated = [(task, seed) for task, seed in found["pruned"]
+                 if (gates["tasks"] is None or task in gates["tasks"]) and (gates["seeds"] is None or seed in gates["seeds"])]
+        # a penalty strength as paths spell it: Python's shortest round-trip form (0.01, 0.3, 1e-05)
+        jobs = [(task, seed, weights, repr(float(strength))) for task, seed in gated
+                for weights in gates["weights"] for strength in gates["strengths"]]
+        return {"gated": gated, "gates": jobs}
+
+    def section_runs(self, jobs: Verdicted, model: str, runs: ModelRuns) -> SectionRuns:
+        shows = sorted(set(runs.dumped_runs) | {(t, states.FINETUNED, s) for t, s in runs.gated})
+        return SectionRuns(bool(runs.dumps), shows, bool(runs.dumped_runs or runs.gated))
+
+    def problems(self) -> list[str]:
+        """Gate tasks and seeds must be pruned ones: the gates are compared with Michel et al.'s curve of the same model."""
+        gates, experiment, pruning = self.settings()["gates"], self.experiment, self.experiment.pruning
+        pruned = pruning.tasks()
+        problems = experiment.named_task_problems({"head_roles.gates.tasks": gates["tasks"]})
+        for task in [t for t in gates["tasks"] or [] if t in experiment.tasks]:
+            if task not in pruned:
+                problems.append(f"head_roles.gates.tasks names {task}, which is not pruned (pruning.tasks: "
+                                f"{self.config['pruning']['tasks']}): the gates are compared with Michel et al.'s curve of the "
+                                "same model. Fix: add it to pruning.tasks or drop it.")
+            elif gates["seeds"] is not None and not set(gates["seeds"]) & set(pruning.seeds(task)):
+                problems.append(f"head_roles.gates.seeds {gates['seeds']} names no pruned seed of {task} "
+                                f"({pruning.seeds(task)}). Fix: use one of them or set seeds: null.")
+        candidates = [task for task in pruned if gates["tasks"] is None or task in gates["tasks"]]
+        if candidates and gates["seeds"] is not None and not any(set(gates["seeds"]) & set(pruning.seeds(t)) for t in candidates):
+            problems.append(f"head_roles.gates.seeds {gates['seeds']} names no seed that is pruned (pruning seeds: "
+                            f"{ {task: pruning.seeds(task) for task in pruned} }): no gates would be trained. "
+                            "Fix: name a pruned seed, set seeds: null, or tasks: [] for no gates.")
+        if gates["tasks"] != [] and pruned and self.config["pruning"]["michel_recompute"]:
+            problems.append("head_roles.gates are compared with Michel et al.'s order computed once (the curve without "
+                            "recomputation), but pruning.michel_recompute is true. Fix: set pruning.michel_recompute: false, "
+                            "or head_roles.gates.tasks: [] for no gates.")
+        if gates["tasks"] != [] and pruned and not self.config["attention"]["dumped"]:
+            problems.append("head_roles.gates are summarised with the head roles of the attention dumps, and attention.dumped "
+                            "is empty. Fix: dump a state (attention.dumped: [pretrained, finetuned]) or set head_roles.gates.tasks: [].")
+        low, high = gates["stretch"]
+        if not (low < 0 and high > 1):
+            problems.append(f"head_roles.gates.stretch {gates['stretch']}: the L0 penalty needs low < 0 and high > 1 "
+                            "(Louizos et al.). Fix: use [-0.1, 1.1].")
+        return problems
+
+    @staticmethod
+    def gate_file(model: str, job: GateJob, suffix: str) -> str:
+        task, seed, weights, strength = job
+        return f"{GATE_DIR.format(model=model, task=task, seed=seed)}/{weights}_strength{strength}.{suffix}"
+
+    def summary_inputs(self, jobs: Verdicted, model: str) -> dict[str, Any]:
+        runs, pruning = jobs.of(model), self.experiment.pruning
+        swept = [(task, state) for task, state in runs.disabling_task_states if state == states.FINETUNED]
+        return {
+            "fitness": f"{FITNESS_TABLE}.parquet",
+            "roles": [f"results/head_roles/{model}/{key}.parquet" for key in runs.dump_keys],
+            # Voita et al.'s token-level accuracy per relation and direction (the syntactic role)
+            "voita": [f"results/probing/{model}/{state}/syntactic_heads_voita.parquet" for state in runs.syntactic_heads],
+            "importance": [f"{pruning.folder(model, t, s)}/importance.parquet" for t, s in runs.pruned],
+            "deltas": [f"results/disabling/{model}/{task}/{state}/deltas.parquet" for task, state in swept],
+            # in the order of summary_runs' keys, which the summary pairs them with
+            "michel": [f"{pruning.folder(model, t, s)}/michel_curve.parquet" for t, s in runs.gate_curves],
+            "gates": [self.gate_file(model, job, "json") for job in runs.gates],
+            "gate_predictions": [self.gate_file(model, job, "predictions.parquet") for job in runs.gates],
+            "dev": sorted({f"results/data/{t}/dev.parquet" for t, _, _, _ in runs.gates}),
+        }
+
+    @staticmethod
+    def summary_runs(jobs: Verdicted, model: str) -> dict[str, list[Any]]:
+        """What the head roles summary needs to read its inputs: the key of each per-run file, in input order."""
+        runs = jobs.of(model)
+        return {"roles": runs.dump_keys, "importance": runs.pruned, "michel": runs.gate_curves, "gates": runs.gates}

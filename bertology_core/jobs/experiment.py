@@ -1,0 +1,461 @@
+"""What a config decides, shared by every stage: the models, tasks and seeds, every fine-tuning run, the settings jobs
+of several stages read, and :class:`Stage`, the base of each stage's declaration.
+
+Each stage declares itself in its own package (``bertology_core/<stage>/stage.py``): its settings, the runs it makes
+for a model (as fields of :class:`ModelRuns`, from the config and the fitness verdicts), its config checks, its
+section of the report and the input lists of its rules. The workflow (``bertology_core.workflow.jobs``) binds them to
+one :class:`Experiment` in the stages' order; a stage is then ``experiment.<stage>``.
+
+Run keys are plain tuples, ``(task, state, seed)`` or ``(task, seed)``, because the rules pass them on to the workflow
+scripts as params, and Snakemake decides whether params changed by their ``repr``. Torch-free and Snakemake-free."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import Any, ClassVar, Protocol
+
+from bertology_core.data import states, tasks
+from bertology_core.jobs.sections import FineTuned, Section, SectionRuns
+
+TaskSeed = tuple[str, int]  # (task, seed): a model fine-tuned from the pre-trained encoder (state finetuned)
+Subnetwork = tuple[str, int, str]  # (task, seed, network): one re-fine-tuned subnetwork of a pruned model
+GateJob = tuple[str, int, str, str]  # (task, seed, weights, strength as paths spell it): one head-gate training
+Verdicts = Mapping[tuple[str, str, str, int], bool]  # (model, task, state, seed) -> fit for analysis
+Fit = Callable[[str, str, int], bool]  # (task, state, seed) -> whether the analyses use that model
+
+# the fitness verdicts (a table: TABLE_FILES), which every summary reads to label its rows
+FITNESS_TABLE = "results/fitness/fitness"
+# where the treebank's files are downloaded to under treebank.url
+TREEBANK_DOWNLOADED = "results/treebank/source"
+# the probed states that are no fine-tuned model (their own names; a fine-tuned one is <TASK>/finetuned/seed<N>)
+UNTRAINED_PROBED = (states.PRETRAINED, states.RANDOM_WEIGHTS)
+
+
+def task_seed(probed: str) -> TaskSeed:
+    """(task, seed) of a probed model fine-tuned from the pre-trained encoder (``MRPC/finetuned/seed1``)."""
+    task, _, seed = states.split_run_name(probed)
+    return task, seed
+
+
+# --- the runs of one model --------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelRuns:
+    """What every analysis stage runs for one model, under one set of verdicts (each field filled by the stage that
+    declares it, :meth:`Stage.runs`): each list holds only analysed models (those fit, or every one under fitness.unfit
+    warn), in the order the stage's inputs and params list them. :meth:`rows` is the same as a table."""
+
+    dumps: list[tuple[str, str]]  # (task, dumped state) of every attention dump: pretrained, <state>/seed<N>
+    attention_change: list[TaskSeed]  # fine-tuned models compared with the pre-trained encoder's dump
+    linguistic_tasks: list[str]  # tasks whose language spaCy can tag
+    sweeps: list[FineTuned]  # disabling sweeps
+    greedy: list[FineTuned]  # sweeps that also get the greedy multi-head search
+    pruned: list[TaskSeed]  # head importance, Michel et al.'s curve, lottery tickets
+    subnetworks: list[Subnetwork]  # re-fine-tuned subnetworks of the pruned models
+    probed: list[str]  # probed states: pretrained, random_weights, <TASK>/finetuned/seed<N>
+    syntactic_heads: list[str]  # states whose heads are scored against the treebank
+    gated: list[TaskSeed]  # pruned models that get L0 head gates
+    gates: list[GateJob]  # every head-gate training
+    outliers: list[TaskSeed]  # fine-tuned models whose outlier dimensions are disabled
+    layer_mix: list[str]  # probed states that get Tenney et al.'s scalar mixes
+
+    def rows(self) -> list[dict[str, Any]]:
+        """One row per run: ``runs`` (the field), ``task``, ``state``, ``seed`` and ``key`` (the rest of a run's key:
+        a subnetwork's name, a gate's weights and strength), each null where the run has none."""
+        found = []
+        for field in dataclasses.fields(self):
+            for run in getattr(self, field.name):
+                found.append({"runs": field.name, **_columns(field.name, run)})
+        return found
+
+    @property
+    def dump_keys(self) -> list[str]:
+        """``<task>/<dumped state>`` of every dump: the unit of the attention analyses (and of head roles)."""
+        return [f"{task}/{dumped}" for task, dumped in self.dumps]
+
+    @property
+    def linguistic_keys(self) -> list[str]:
+        """The dumps the linguistic stage scores: those of tasks whose language has a spaCy pipeline."""
+        return [f"{task}/{dumped}" for task, dumped in self.dumps if task in self.linguistic_tasks]
+
+    @property
+    def dumped_fine_tuned(self) -> list[TaskSeed]:
+        """(task, seed) of every dumped model fine-tuned from the pre-trained encoder."""
+        return [(task, states.split_seeded(d)[1]) for task, d in self.dumps if states.dumped_state(d) == states.FINETUNED]
+
+    @property
+    def dumped_runs(self) -> list[FineTuned]:
+        """(task, state, seed) of every dumped fine-tuned model (from the pre-trained encoder or from scratch)."""
+        return [(task, *states.split_seeded(d)) for task, d in self.dumps if d != states.PRETRAINED]
+
+    @property
+    def disabling_task_states(self) -> list[tuple[str, str]]:
+        """(task, state) of every per-task statistics job: those with at least one swept seed."""
+        return list(dict.fromkeys((task, state) for task, state, _ in self.sweeps))
+
+    @property
+    def gate_curves(self) -> list[TaskSeed]:
+        """(task, seed) of every pruned model with head gates: Michel et al.'s curve of each is scored beside them."""
+        return sorted({(task, seed) for task, seed, _, _ in self.gates})
+
+    @property
+    def greedy_task_seeds(self) -> list[TaskSeed]:
+        """(task, seed) of every greedy search, in order (what the disabling summary reads them by)."""
+        return [(task, seed) for task, _, seed in self.greedy]
+
+    def swept_seeds(self, task: str, state: str) -> list[int]:
+        return [seed for t, i, seed in self.sweeps if (t, i) == (task, state)]
+
+    @property
+    def probed_fine_tuned(self) -> list[TaskSeed]:
+        """(task, seed) of every probed model fine-tuned from the pre-trained encoder."""
+        return [task_seed(state) for state in self.probed if state not in UNTRAINED_PROBED]
+
+    @property
+    def layer_mix_fine_tuned(self) -> list[FineTuned]:
+        return [(t, states.FINETUNED, s) for t, s in self.probed_fine_tuned
+                if states.run_name(t, states.FINETUNED, s) in self.layer_mix]
+
+    @property
+    def outlier_tasks(self) -> list[str]:
+        return list(dict.fromkeys(task for task, _ in self.outliers))
+
+    def outlier_seeds(self, task: str) -> list[int]:
+        return [seed for t, seed in self.outliers if t == task]
+
+    @property
+    def outlier_seeds_by_task(self) -> dict[str, list[int]]:
+        """Task -> its disabled seeds: the runs the outliers summary labels with their verdicts."""
+        return {task: self.outlier_seeds(task) for task in self.outlier_tasks}
+
+    def analysed_seeds(self, task: str) -> list[int]:
+        """Every seed of a task whose model fine-tuned from the pre-trained encoder some per-head stage analyses (the
+        head atlas labels their rows with the verdicts)."""
+        seeds = {seed for t, seed in self.dumped_fine_tuned if t == task}
+        seeds |= {seed for t, state, seed in self.sweeps if t == task and state == states.FINETUNED}
+        seeds |= {seed for t, seed in self.pruned if t == task}
+        seeds |= {seed for t, seed in self.probed_fine_tuned if t == task}
+        return sorted(seeds)
+
+    def fine_tuned_candidates(self) -> set[TaskSeed]:
+        """(task, seed) of every model fine-tuned from the pre-trained encoder that some stage analyses: under
+        :attr:`Experiment.every_model_fit`, those whose verdict decides something."""
+        seeded = [task_seed(s) for s in self.syntactic_heads if s not in UNTRAINED_PROBED]
+        sweeps = [(t, seed) for t, state, seed in self.sweeps if state == states.FINETUNED]
+        return {*self.dumped_fine_tuned, *self.attention_change, *sweeps, *self.pruned, *self.probed_fine_tuned, *seeded,
+                *self.outliers}
+
+
+def _columns(field: str, run: Any) -> dict[str, Any]:
+    """A run's key as the jobs table's columns (task, state, seed, key)."""
+    row: dict[str, Any] = {"task": None, "state": None, "seed": None, "key": None}
+    if isinstance(run, str):  # a task (linguistic_tasks) or a probed state
+        if field == "linguistic_tasks":
+            return row | {"task": run}
+        if run in UNTRAINED_PROBED:
+            return row | {"state": run}
+        task, state, seed = states.split_run_name(run)
+        return row | {"task": task, "state": state, "seed": seed}
+    if field == "dumps":
+        task, dumped = run
+        if dumped == states.PRETRAINED:
+            return row | {"task": task, "state": dumped}
+        state, seed = states.split_seeded(dumped)
+        return row | {"task": task, "state": state, "seed": int(seed)}
+    if len(run) == 3 and isinstance(run[1], str) and not isinstance(run[2], str):  # (task, state, seed)
+        return row | {"task": run[0], "state": run[1], "seed": int(run[2])}
+    # (task, seed, *rest): state finetuned
+    return row | {"task": run[0], "state": states.FINETUNED, "seed": int(run[1]), "key": "/".join(map(str, run[2:])) or None}
+
+
+# --- a stage's declaration ---------------------------------------------------------------------------------------
+
+
+class Verdicted(Protocol):
+    """The runs under one set of verdicts (bertology_core.workflow.jobs.Jobs), as the stages read them."""
+
+    experiment: Experiment
+
+    def of(self, model: str) -> ModelRuns: ...
+
+    def stage_runs(self, model: str, anchor: str) -> bool: ...
+
+    def sections(self, model: str) -> dict[str, SectionRuns]: ...
+
+    def section_shows(self, model: str) -> dict[str, list[FineTuned]]: ...
+
+    def skipped_sections(self, model: str) -> list[str]: ...
+
+    def shown_summaries(self, model: str) -> list[tuple[str, str]]: ...
+
+
+class Stage:
+    """A stage of the workflow, declared in its package (``bertology_core/<stage>/stage.py``): one name (its rule
+    file, package, results folder, report section and config key), the section it shows, whether the claims read it,
+    its settings, the runs it makes, the problems with its config choices and the input lists of its rules. A stage
+    without a package of its own (data, treebank, models) is this base: a name and nothing else."""
+
+    name: ClassVar[str] = ""
+    # its report section, if it shows one
+    section: ClassVar[Section | None] = None
+    # whether the claims (bertology_core/claims/) read its results: a stage they do not read does not rerun them
+    claimed: ClassVar[bool] = False
+
+    def __init__(self, experiment: Experiment, name: str | None = None) -> None:
+        self.experiment = experiment
+        self.config = experiment.config
+        if name is not None:
+            self.name = name
+
+    def settings(self) -> Mapping[str, Any]:
+        """Its config section (``config[<stage>]``)."""
+        return self.config[self.name]
+
+    def problems(self) -> list[str]:
+        """Every choice of its config section the workflow cannot run, one line each with the fix."""
+        return []
+
+    def fine_tuned_seeds(self, task: str, state: str, probing: bool) -> set[int]:
+        """Seeds it needs ``task`` fine-tuned with into ``state`` beyond the top-level seeds (``probing``: whether the
+        probing stage's count)."""
+        return set()
+
+    def runs(self, model: str, fit: Fit, found: Mapping[str, Any]) -> dict[str, Any]:
+        """Its fields of :class:`ModelRuns` for ``model`` (``found``: those of the stages before it)."""
+        return {}
+
+    def early_targets(self, model: str) -> list[str]:
+        """Targets of ``all`` that rest on no fine-tuned model (scheduled before the fitness checkpoint is done)."""
+        return []
+
+    def section_runs(self, jobs: Verdicted, model: str, runs: ModelRuns) -> SectionRuns:
+        """Whether its section runs for ``model``, and what it shows (by default: whenever asked, no fine-tuned model)."""
+        return SectionRuns(True, [], None)
+
+
+# --- the config's shared choices ----------------------------------------------------------------------------------
+
+
+class Experiment:
+    """Everything the validated config decides by itself, shared by the stages: models, tasks, seeds, the fine-tuning
+    runs, the settings read by jobs of several stages. ``repo``: where relative paths of the config point. The stages
+    (``stages``, in the pipeline's order) are bound by the workflow; each is also an attribute (``experiment.pruning``)."""
+
+    def __init__(self, config: Mapping[str, Any], repo: str | Path) -> None:
+        self.config = config
+        self.repo = Path(repo)
+        self.models: dict[str, str] = {m["name"]: m["spec"] for m in config["models"]}
+        self.tasks: list[str] = list(config["tasks"])
+        # every declared task (the shipped ones, then task_declarations), or why the declarations cannot be read
+        try:
+            self.declared: dict[str, tasks.Task] = tasks.declared_tasks(config["task_declarations"], self.glue_dir(), self.repo)
+            self.declaration_problems: list[str] = []
+        except tasks.DataError as error:
+            self.declared, self.declaration_problems = {}, [str(error)]
+        self.seeds: list[int] = list(config["seeds"])
+        # fine-tuning's states this config runs (bertology_core.data.states), and those a fine-tuning job trains
+        self.finetune_states: list[str] = list(config["finetune"]["states"])
+        self.trained_states: list[str] = [s for s in self.finetune_states if s in states.TRAINED]
+        treebank = config["treebank"]
+        self.treebank_splits: list[str] = list(treebank["files"]) if treebank["dir"] or treebank["url"] else []
+        self.stages: dict[str, Stage] = {}
+        self._under: Callable[[Experiment, Verdicts | None], Verdicted] | None = None
+
+    def bind(self, declared: Iterable[tuple[str, type[Stage]]],
+             under: Callable[[Experiment, Verdicts | None], Verdicted]) -> Experiment:
+        """Bind each (name, declaration) in the pipeline's order, and how the runs under verdicts are built
+        (``under(experiment, verdicts)``); returns itself."""
+        self.stages = {name: declaration(self, name) for name, declaration in declared}
+        self._under = under
+        return self
+
+    def __getattr__(self, name: str) -> Any:
+        # a stage by its name: experiment.pruning (only called for attributes not found otherwise)
+        stages = self.__dict__.get("stages", {})
+        if name in stages:
+            return stages[name]
+        raise AttributeError(f"{type(self).__name__} has no attribute or stage {name!r}")
+
+    # -- paths --
+
+    def repo_path(self, path: str | Path) -> Path:
+        """Relative config paths are relative to the repository, wherever snakemake runs."""
+        path = Path(path).expanduser()
+        return path if path.is_absolute() else self.repo / path
+
+    def glue_dir(self) -> Path:
+        return self.repo_path(self.config["data"]["glue_dir"])
+
+    def treebank_file(self, split: str) -> Path:
+        """A split's CoNLL-U file: in treebank.dir, or downloaded from treebank.url (rule download_treebank)."""
+        name = self.config["treebank"]["files"][split]
+        treebank = self.config["treebank"]
+        return Path(TREEBANK_DOWNLOADED) / name if treebank["url"] else self.repo_path(treebank["dir"]) / name
+
+    @staticmethod
+    def run_dir(model: str, task: str, state: str, seed: int | str) -> str:
+        return f"results/finetune/{model}/{task}/{state}/seed{seed}"
+
+    @staticmethod
+    def tokens(model: str, task: str, max_length: int) -> str:
+        """A task's splits tokenised with a model's tokenizer, cut at ``max_length`` (rule tokenize_data)."""
+        return f"results/data/{task}/tokens/{model}.max{max_length}.parquet"
+
+    # -- the tasks --
+
+    def task(self, name: str) -> tasks.Task:
+        return self.declared[name]
+
+    def source(self, task: str) -> tasks.Files | tasks.Hub:
+        """Where a task's examples are read from: its files, or its Hugging Face dataset (data.source picks where a
+        task declares both)."""
+        return self.task(task).source(self.config["data"]["source"])
+
+    def task_files(self, task: str) -> dict[str, str]:
+        """prepare_data's input: every split's local file, keyed ``split_<split>``, so an edited file reruns what uses
+        it (none for Hub data). Every split, as each job checks that no example of its split is in another."""
+        source = self.source(task)
+        return {f"split_{split}": str(source.path(split)) for split in source.splits} if isinstance(source, tasks.Files) else {}
+
+    def task_declaration(self, wildcards: Any) -> dict[str, Any]:
+        """prepare_data's params: what the prepared data depends on in the task's declaration, as written (the source
+        it is read from, its labels or range, the release's known flaws), so that changing it reruns the task's data
+        and what reads it, and changing anything else (metrics, language, the other source) does not."""
+        name = wildcards.task
+        raw = self.config["task_declarations"].get(name) or tasks.shipped_declarations()[name]
+        kind = "files" if isinstance(self.source(name), tasks.Files) else "hub"
+        kept = ("labels", "range", "known_empty", "known_overlap", "overlap")
+        return {"name": name, "declaration": {key: raw[key] for key in kept if key in raw} | {kind: raw[kind]}}
+
+    def task_meaning(self, wildcards: Any) -> dict[str, Any]:
+        """A job's params: what its task's labels mean and how it is scored (tasks.Task.meaning)."""
+        return self.task(wildcards.task).meaning()
+
+    def task_meanings(self) -> dict[str, dict[str, Any]]:
+        """Every configured task's meaning, by name: the params of the jobs that gather tasks."""
+        return {name: self.task(name).meaning() for name in self.tasks}
+
+    # -- the data and the fine-tuning recipe every model job reads --
+
+    def data_limits(self, task: str) -> dict[str, int | None]:
+        """max_train_examples / max_eval_examples for one task: defaults, then per-task overrides."""
+        data = self.config["data"]
+        limits = {"max_train_examples": data["max_train_examples"], "max_eval_examples": data["max_eval_examples"]}
+        limits.update(data["per_task"].get(task, {}))
+        return limits
+
+    def max_examples(self, task: str, split: str) -> int | None:
+        return self.data_limits(task)["max_train_examples" if split == "train" else "max_eval_examples"]
+
+    def eval_splits(self, task: str) -> list[str]:
+        return list(self.task(task).eval_splits)
+
+    def eval_inputs(self, task: str) -> list[str]:
+        return [f"results/data/{task}/{split}.parquet" for split in self.eval_splits(task)]
+
+    def task_data(self, task: str) -> list[str]:
+        """Every prepared split of a task, train first (what its token file holds)."""
+        return [f"results/data/{task}/train.parquet", *self.eval_inputs(task)]
+
+    def hyperparameters(self, task: str, state: str) -> dict[str, Any]:
+        """Fine-tuning hyper-parameters of one job: defaults, then per-task, then per-state overrides. Passed as
+        params, so changing one task's value reruns exactly that task's jobs."""
+        finetune = self.config["finetune"]
+        values = dict(finetune["hyperparameters"])
+        values.update(finetune["per_task"].get(task, {}))
+        values.update(finetune["per_state"].get(state, {}))
+        return values
+
+    def max_length(self, task: str, state: str) -> int:
+        """Where a model's inputs are cut: as it was trained."""
+        return self.hyperparameters(task, state)["max_length"]
+
+    def model_requirements(self) -> dict[str, Any]:
+        """What the config asks of every model: each task's label count (1: regression) and every max_length it sets,
+        by config key (the models must have that many positions)."""
+        finetune = self.config["finetune"]
+        lengths = {}
+        if "max_length" in finetune["hyperparameters"]:
+            lengths["finetune.hyperparameters.max_length"] = finetune["hyperparameters"]["max_length"]
+        for section in ("per_task", "per_state"):
+            for name, values in finetune[section].items():
+                if "max_length" in values:
+                    lengths[f"finetune.{section}.{name}.max_length"] = values["max_length"]
+        if self.treebank_splits:
+            lengths["probing.max_length"] = self.config["probing"]["max_length"]
+        return {"label_counts": {task: self.task(task).num_labels for task in self.tasks}, "max_lengths": lengths}
+
+    # -- the fine-tuning runs: the top-level seeds, and those the stages add --
+
+    def finetuned_seeds(self, task: str, state: str = states.FINETUNED, probing: bool = True) -> list[int]:
+        """Every seed a task is fine-tuned with into ``state``: the top-level seeds and the extra seeds the stages need
+        (the disabling sweeps', pruning's and probing's; ``probing``: with probing's, which default to these)."""
+        seeds = set(self.seeds)
+        for stage in self.stages.values():
+            seeds |= stage.fine_tuned_seeds(task, state, probing)
+        return sorted(seeds)
+
+    def fine_tuned_runs(self) -> list[FineTuned]:
+        """Every (task, state, seed) the config fine-tunes: the top-level seeds of every trained state, and the
+        extra seeds of the disabling sweeps, pruning and probing."""
+        runs = {(task, state, seed) for task in self.tasks for state in self.trained_states for seed in self.finetuned_seeds(task, state)}
+        return sorted(runs, key=lambda run: (self.tasks.index(run[0]), run[1], run[2]))
+
+    def named_task_problems(self, task_lists: Mapping[str, list[str] | None],
+                            state_lists: Mapping[str, list[str] | None] | None = None) -> list[str]:
+        """Every list that picks tasks (or <TASK>/finetuned/seed<N> states) for one stage must name tasks in ``tasks``.
+        (per_task overrides are not such lists: configuration.per_task_problems checks them.)"""
+        named = [(key, task, task) for key, tasks in task_lists.items() for task in tasks or []]
+        named += [(key, state, states.split_run_name(state)[0]) for key, chosen in (state_lists or {}).items()
+                  for state in chosen or [] if states.is_run_name(state)]
+        return [f"{key} names {name}, {'which' if name == task else f'whose task {task}'} is not in tasks {self.tasks}. "
+                f"Fix: add {task} to tasks, or drop {name} from {key}." for key, name, task in named if task not in self.tasks]
+
+    # -- the runs under verdicts, and what rests on none --
+
+    def jobs(self, verdicts: Verdicts | None = None) -> Verdicted:
+        """The runs under ``verdicts`` (None: every model counts as fit)."""
+        if self._under is None:
+            raise RuntimeError("the stages are not bound: build the experiment with bertology_core.workflow.jobs.experiment")
+        return self._under(self, verdicts)
+
+    @functools.cached_property
+    def every_model_fit(self) -> Verdicted:
+        """What the config runs were every fine-tuned model fit: the answer under fitness.unfit warn, and the only
+        question that can be asked while the workflow is parsed (before the fitness checkpoint)."""
+        return self.jobs(None)
+
+    @functools.cached_property
+    def needs_verdicts(self) -> bool:
+        """Whether the fitness verdicts decide what runs: fitness.unfit is skip or fail and some analysis would use a
+        model fine-tuned from the pre-trained encoder. Otherwise every_model_fit is the answer and nothing waits for
+        the fitness checkpoint."""
+        if self.config["fitness"]["unfit"] == "warn":
+            return False
+        return any(self.every_model_fit.of(model).fine_tuned_candidates() for model in self.models)
+
+    def early_targets(self) -> list[str]:
+        """Targets of ``all`` that rest on no fine-tuned model (the treebank, the pre-trained encoder's dumps, probes and
+        syntactic heads), listed apart so that they are scheduled before the fitness checkpoint is done."""
+        targets = []
+        for model in self.models:
+            targets += [f"results/treebank/{split}.parquet" for split in self.treebank_splits]
+            for stage in self.stages.values():
+                targets += stage.early_targets(model)
+        return list(dict.fromkeys(targets))
+
+    def sections(self) -> list[Section]:
+        """Every stage's section, in the stages' order."""
+        return [stage.section for stage in self.stages.values() if stage.section is not None]
+
+    def section_summaries(self) -> dict[str, list[tuple[str, str]]]:
+        """Section anchor -> (kind, stem) of every item the page shows: the page's content, in order."""
+        return {section.anchor: section.shown() for section in self.sections()}
+
+    def claimed_sections(self) -> list[str]:
+        """The sections whose results the claims read (not every section: a new stage does not rerun the claims)."""
+        return [stage.name for stage in self.stages.values() if stage.claimed]
