@@ -83,7 +83,7 @@ def peak_rss_child(glue: str, examples: int, threads: int) -> dict:
 import json, resource, tempfile, torch
 from pathlib import Path
 from transformers import AutoModel, AutoTokenizer
-from bertology_core.attention import dump_files, dumps
+from bertology_core.attention import dump_tables, dumps
 from bertology_core.data import tasks
 from bertology_core.engine.attention_function import use_engine
 from bertology_core.models import compatibility
@@ -111,7 +111,7 @@ def main() -> None:
     sys.path.insert(0, str(REPO / "benchmarks"))
     from profile_times import machine, write_section
 
-    from bertology_core.attention import dump_files, dumps
+    from bertology_core.attention import dump_tables, dumps
     from bertology_core.data import tasks
 
     tokenizer, ours, eager = load(args.threads)
@@ -121,7 +121,7 @@ def main() -> None:
     plain = plain_forward_seconds(eager, encoded, 32)
     with tempfile.TemporaryDirectory() as tmp:
         summary = dumps.write_dump(ours, tokenizer, frame, Path(tmp) / "mrpc", batch_size=32)
-        error = round_trip_error(eager, tokenizer, dump_files.AttentionDump(Path(tmp) / "mrpc"), 25)
+        error = round_trip_error(eager, tokenizer, dump_tables.AttentionDump(Path(tmp) / "mrpc"), 25)
     maps = summary["examples"] * len(summary["layers"]) * summary["heads"]
     padded = maps * 128 * 128 * 4 / summary["values"]
     memory = [peak_rss_child(args.glue, n, args.threads) for n in (250, 500, 1000)]

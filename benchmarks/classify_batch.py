@@ -1,5 +1,5 @@
 """Pattern classification batch size: CPU seconds of ``classify_maps``' work
-(:func:`bertology_core.patterns.pattern_training.classify_dump`, an ensemble of ``--ensemble`` untrained pattern CNNs)
+(:func:`bertology_core.patterns.training.classify_dump`, an ensemble of ``--ensemble`` untrained pattern CNNs)
 on one attention dump, at several ``patterns.classify_batch_size`` values side by side, and whether the labels agree.
 
     python benchmarks/classify_batch.py [--examples 200] [--words 12] [--sizes 16 64 256] [--rounds 3]
@@ -34,11 +34,11 @@ def main() -> None:
     from transformers import AutoConfig, AutoTokenizer
 
     from bertology_core.attention import dumps
-    from bertology_core.attention.dump_files import AttentionDump
+    from bertology_core.attention.dump_tables import AttentionDump
     from bertology_core.cost import calibration
     from bertology_core.models.compatibility import package_model_folder
-    from bertology_core.patterns import patterns
-    from bertology_core.patterns.pattern_training import classify_dump
+    from bertology_core.patterns import feature_tables
+    from bertology_core.patterns.training import classify_dump
     from profile_times import write_section
     from sweep_tables import cpu_name
 
@@ -63,7 +63,7 @@ def main() -> None:
         prefix = Path(scratch) / "dump"
         dumps.write_dump(model, tokenizer, frame, prefix, max_length=128, batch_size=32)
         dump = AttentionDump(prefix)
-        features = patterns.dump_features(dump)
+        features = feature_tables.dump_features(dump)
         classify_dump(classifier, dump, features, args.sizes[0])  # warm-up: first-call allocations
         for _ in range(args.rounds):
             for size in args.sizes:

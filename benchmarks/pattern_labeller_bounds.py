@@ -5,7 +5,7 @@ Reads the maps of the labelled examples the workflow computed (``results/pattern
 prints, for the labels given:
 
 - macro F1 (the four classes with labels) of a logistic regression and of decision trees (depth 2-5) on
-  the features of ``patterns.FEATURES``, under stratified
+  the features of ``feature_tables.FEATURES``, under stratified
   5-fold cross-validation repeated over 4 seeds, on all labels and on the randomly drawn ones;
 - the logistic regression trained on 40-100% of each training fold (does more of the same labels help?);
 - the rule labeller fitted (from a neutral start) on 70% and scored on the held-out 30%, for 5 seeded splits,
@@ -39,8 +39,8 @@ from sklearn.tree import DecisionTreeClassifier
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bertology_core.patterns import pattern_labels, pattern_training, patterns  # noqa: E402
-from bertology_core.attention.dump_files import AttentionDump  # noqa: E402
+from bertology_core.patterns import feature_tables, label_tables, training  # noqa: E402
+from bertology_core.attention.dump_tables import AttentionDump  # noqa: E402
 
 CLASSES = ["vertical", "diagonal", "vertical_diagonal", "heterogeneous"]
 
@@ -65,7 +65,7 @@ def top_column_kind(labels: pl.DataFrame, labelled: Path) -> list[str]:
         dump = dumps.setdefault(key, AttentionDump(labelled / key))
         tokens = dump.tokens().filter(pl.col("idx") == row["idx"])
         column = int(np.argmax(dump.map(tokens["example"][0], row["layer"], row["head"]).mean(axis=0)))
-        special = patterns.special_masks(tokens["segment_ids"][0].to_list())[0]
+        special = feature_tables.special_masks(tokens["segment_ids"][0].to_list())[0]
         kinds.append("[CLS]" if column == 0 else "other special" if special[column] else "word")
     return kinds
 
@@ -76,10 +76,10 @@ def main() -> None:
     parser.add_argument("--labelled", type=Path, required=True, help="results/patterns/<model>/labelled")
     parser.add_argument("--cnn", action="store_true", help="also cross-validate the pattern CNN (minutes)")
     args = parser.parse_args()
-    labels = pattern_labels.read_labels(args.labels)
+    labels = label_tables.read_labels(args.labels)
     keys = sorted(set(labels.select(pl.concat_str("task", pl.lit("/"), "state")).to_series()))
-    _, frame = pattern_training.labelled_maps(labels, {k: str(args.labelled / k) for k in keys}, 8, patterns.RuleThresholds())
-    X, y = patterns.feature_matrix(frame), frame["label"].to_numpy()
+    _, frame = training.labelled_maps(labels, {k: str(args.labelled / k) for k in keys}, 8, feature_tables.RuleThresholds())
+    X, y = feature_tables.feature_matrix(frame), frame["label"].to_numpy()
     random = (frame["sample"] == "random").fill_null(False).to_numpy()
     print(f"{len(y)} labels ({random.sum()} random); macro F1 over {CLASSES}: all labels, random ones (5-fold CV, 4 seeds)")
     logistic = lambda: make_pipeline(StandardScaler(), LogisticRegression(C=1.0, max_iter=5000))  # noqa: E731
@@ -89,23 +89,23 @@ def main() -> None:
         print(f"decision tree, depth {depth}:", scores(tree, X, y, random))
     for fraction in (0.4, 0.6, 0.8, 1.0):
         print(f"logistic regression on {fraction:.0%} of each training fold:", scores(logistic, X, y, random, fraction=fraction))
-    repeated = pattern_training.repeated_rule_validation(frame, y, 0.3, list(range(5)), CLASSES)
+    repeated = training.repeated_rule_validation(frame, y, 0.3, list(range(5)), CLASSES)
     print("rule labeller, held out on 5 seeded 70/30 splits:", np.round(repeated["macro_f1_frequent_classes"], 3),
           f"mean {repeated['mean']:.3f} +/- {repeated['std']:.3f}")
     for depth in (2, 5):
         held = []
         for seed in range(5):
-            split = pattern_labels.validation_split(y, 0.3, seed)
+            split = label_tables.validation_split(y, 0.3, seed)
             tree = DecisionTreeClassifier(max_depth=depth, min_samples_leaf=5, random_state=0).fit(X[split == "fit"], y[split == "fit"])
             held.append(f1_score(y[split == "held_out"], tree.predict(X[split == "held_out"]), labels=CLASSES, average="macro"))
         print(f"decision tree depth {depth}, held out on the same splits:", np.round(held, 3), f"mean {np.mean(held):.3f}")
     if args.cnn:
         import yaml
 
-        from bertology_core.patterns.pattern_cnn import PatternCNN, cross_validated_f1, pack
+        from bertology_core.patterns.cnn import PatternCNN, cross_validated_f1, pack
 
         settings = yaml.safe_load((Path(__file__).resolve().parents[1] / "config.yaml").read_text())["patterns"]
-        maps, _ = pattern_training.labelled_maps(labels, {k: str(args.labelled / k) for k in keys}, settings["image_size"], patterns.RuleThresholds())
+        maps, _ = training.labelled_maps(labels, {k: str(args.labelled / k) for k in keys}, settings["image_size"], feature_tables.RuleThresholds())
         model = PatternCNN(image_size=settings["image_size"], epochs=settings["epochs"], seed=settings["seed"], ensemble=settings["ensemble"])
         cv = cross_validated_f1(model, pack(maps, X), y, folds=settings["cv_folds"], seed=settings["seed"])
         predicted = cv["out_of_fold_predictions"]

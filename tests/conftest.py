@@ -86,13 +86,13 @@ class Crash(Exception):
 def crashing_at_failpoints(monkeypatch) -> Iterator[None]:
     """Training's failpoints (after a checkpoint is saved) raise :class:`Crash` inside the block, and do nothing after
     it: run a training that dies at its first checkpoint, then resume it."""
-    from bertology_core.finetune import finetune
+    from bertology_core.finetune import training
 
     def crash(name):
         raise Crash
 
-    monkeypatch.setattr(finetune, "failpoint", crash)
+    monkeypatch.setattr(training, "failpoint", crash)
     try:
         yield
     finally:
-        monkeypatch.setattr(finetune, "failpoint", lambda name: None)
+        monkeypatch.setattr(training, "failpoint", lambda name: None)

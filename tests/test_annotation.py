@@ -53,9 +53,9 @@ def test_label_with_keys_export_and_import_in_headless_chromium(browser, tmp_pat
         "MRPC,pretrained,101,1,3,vertical\n"
         "MRPC,pretrained,103,1,3,heterogeneous\n"
     )
-    from bertology_core.patterns import pattern_labels  # the export is what the labels reader takes
+    from bertology_core.patterns import label_tables  # the export is what the labels reader takes
 
-    assert pattern_labels.read_labels(exported)["label"].to_list() == ["diagonal", "vertical", "heterogeneous"]
+    assert label_tables.read_labels(exported)["label"].to_list() == ["diagonal", "vertical", "heterogeneous"]
     # a fresh browser context (no localStorage) imports the CSV and shows the same labels
     other = browser.new_context().new_page()
     other.goto(page_file.as_uri())

@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 import pytest
-from scipy import stats
+import scipy.stats
 
 from bertology_core.data import tasks
-from bertology_core.disabling import disabling_stats
+from bertology_core.disabling import stats
 from bertology_core.stats import bootstrap
 from bertology_core.stats.metrics import compute_metrics
 
@@ -54,8 +54,8 @@ def test_interval_of_a_constructed_case_matches_the_binomial_law():
     deltas = bootstrap.paired_deltas("accuracy", config[None], reference, labels, bootstrap.resample_indices(n, resamples, 7))
     low, high = deltas.interval(0.95)
     assert deltas.delta[0] == pytest.approx(k / n)
-    assert low[0] == pytest.approx(stats.binom.ppf(0.025, n, k / n) / n, abs=1.5 / n)
-    assert high[0] == pytest.approx(stats.binom.ppf(0.975, n, k / n) / n, abs=1.5 / n)
+    assert low[0] == pytest.approx(scipy.stats.binom.ppf(0.025, n, k / n) / n, abs=1.5 / n)
+    assert high[0] == pytest.approx(scipy.stats.binom.ppf(0.975, n, k / n) / n, abs=1.5 / n)
 
 
 def _sweep(seed_effects: dict[int, list[int]], n: int = 40) -> pl.DataFrame:
@@ -81,14 +81,14 @@ def _sweep(seed_effects: dict[int, list[int]], n: int = 40) -> pl.DataFrame:
 
 def test_a_gain_needs_every_seed_and_an_interval_above_zero():
     fixes = list(range(12))  # 12 of 40 examples fixed: a clear gain
-    consistent = disabling_stats.SweepArrays.from_frame(_sweep({1: fixes, 2: fixes, 3: fixes}))
-    table = disabling_stats.deltas_table(consistent, "accuracy", 500, 0.95, 0)
+    consistent = stats.SweepArrays.from_frame(_sweep({1: fixes, 2: fixes, 3: fixes}))
+    table = stats.deltas_table(consistent, "accuracy", 500, 0.95, 0)
     head = table.filter((pl.col("config") == "L1H1") & pl.col("seed").is_null()).row(0, named=True)
     assert head["delta"] == pytest.approx(0.3) and head["ci_low"] > 0 and head["verdict"] == "gain"
     assert head["seeds"] == 3 and head["seeds_positive"] == 3
     # the same mean gain, but one seed's disabling hurts: not a gain
-    mixed = disabling_stats.SweepArrays.from_frame(_sweep({1: fixes + list(range(12, 18)), 2: fixes + list(range(12, 18)), 3: [-21, -22, -23]}))
-    row = disabling_stats.deltas_table(mixed, "accuracy", 500, 0.95, 0).filter(
+    mixed = stats.SweepArrays.from_frame(_sweep({1: fixes + list(range(12, 18)), 2: fixes + list(range(12, 18)), 3: [-21, -22, -23]}))
+    row = stats.deltas_table(mixed, "accuracy", 500, 0.95, 0).filter(
         (pl.col("config") == "L1H1") & pl.col("seed").is_null()).row(0, named=True)
     assert row["delta"] > 0 and row["seeds_positive"] == 2 and row["verdict"] == "none"
 
@@ -100,9 +100,9 @@ def test_selection_is_made_on_one_half_and_reported_on_the_other():
     selection[:20] = True
     # the head fixes 6 selection-half examples and breaks 6 report-half ones
     sweep = _sweep({1: [0, 2, 4, 6, 8, 10, -31, -33, -35, -37, -39, -40]}, n)
-    arrays = disabling_stats.SweepArrays.from_frame(sweep)
+    arrays = stats.SweepArrays.from_frame(sweep)
     assert np.array_equal(arrays.labels, labels)
-    table = disabling_stats.selection_table(arrays, selection, "accuracy", 500, 0.95, 0)
+    table = stats.selection_table(arrays, selection, "accuracy", 500, 0.95, 0)
     row = table.filter(pl.col("seed") == 1).row(0, named=True)
     assert row["config"] == "L1H1" and row["selection_delta"] == pytest.approx(6 / 20)
     assert row["report_delta"] == pytest.approx(-6 / 20) and row["report_ci_high"] < 0

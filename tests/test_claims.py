@@ -240,12 +240,12 @@ def test_heterogeneous_share_from_the_hand_labels_random_sample():
 def test_every_hand_labelled_class_share_has_a_binomial_interval():
     from scipy.stats import binomtest
 
-    from bertology_core.patterns import pattern_tables
+    from bertology_core.patterns import tables
 
     report = {"hand_label_shares_random_sample": [
         {"task": "RTE", "state": "pretrained", "label": "vertical", "maps": 21, "share": 0.7},
         {"task": "RTE", "state": "pretrained", "label": "diagonal", "maps": 9, "share": 0.3}]}
-    shares = pattern_tables.hand_label_shares(report).sort("class")
+    shares = tables.hand_label_shares(report).sort("class")
     ci = binomtest(9, 30).proportion_ci(0.95, method="exact")
     assert shares.row(0, named=True)["class"] == "diagonal"
     assert (shares["ci_low"][0], shares["ci_high"][0]) == pytest.approx((ci.low, ci.high))
@@ -254,12 +254,12 @@ def test_every_hand_labelled_class_share_has_a_binomial_interval():
 def test_masks_whose_sizes_alone_keep_kappa_low_give_no_verdict():
     """Nested masks agree as much as masks of their sizes can, yet seeds keeping 90%, 50% and 30% of the heads give a
     kappa of about 0.18, inside Prasanna et al.'s range: the sizes, not the choice of heads, would decide the claim."""
-    from bertology_core.pruning import pruning_stats
+    from bertology_core.pruning import stats
     from bertology_core.pruning import summary as pruning_summary
 
     order = np.arange(144)
     nested = [{"heads": (order < kept).reshape(12, 12), "mlps": np.array([1] * 11 + [0])} for kept in (130, 72, 43)]
-    assert pruning_stats.fleiss_kappa(np.stack([m["heads"] for m in nested])) < 0.40  # the artefact
+    assert stats.fleiss_kappa(np.stack([m["heads"] for m in nested])) < 0.40  # the artefact
     _, stability = pruning_summary.survival_and_stability({("SST-2", "s"): list(enumerate(nested, 1))}, lambda stack: (0.1, 0.3))
     [measured] = claims.mask_agreement(stability, {"SST-2": [1, 2, 3]}, min_seeds=3)
     row = stability.filter(pl.col("element") == "heads").row(0, named=True)

@@ -7,7 +7,7 @@ import polars as pl
 import pytest
 import torch
 
-from bertology_core.disabling import disabling, disabling_stats
+from bertology_core.disabling import stats, sweeps
 from bertology_core.scoring import plans as scoring
 from bertology_core.engine.intervention import intervene
 from bertology_core.engine.structure import depth_layers
@@ -36,18 +36,18 @@ def sharp_tiny(layers: int = 3):
     return model
 
 
-@pytest.mark.parametrize("mode", disabling.MODES)
+@pytest.mark.parametrize("mode", sweeps.MODES)
 def test_sweep_equals_a_plain_forward_with_the_same_plan(mode):
     model = sharp_tiny(layers=3)
     data = encoded()
-    configs = disabling.sweep_configurations(3, 4)
+    configs = sweeps.sweep_configurations(3, 4)
     assert len(configs) == 1 + 3 * 4 + 3
-    fast = disabling.evaluate_configurations(model, data, configs, mode, rows_per_pass=10).logits
-    naive = disabling.evaluate_configurations(model, data, configs, mode, reuse_prefix=False, examples_per_batch=2).logits
+    fast = sweeps.evaluate_configurations(model, data, configs, mode, rows_per_pass=10).logits
+    naive = sweeps.evaluate_configurations(model, data, configs, mode, reuse_prefix=False, examples_per_batch=2).logits
     for index, config in enumerate(configs):
         # reference: one example at a time (no padding at all), the configuration's plan alone
         for example, ids in enumerate(data.input_ids):
-            plan = disabling.build_plan([config], mode, 3, 4)
+            plan = sweeps.build_plan([config], mode, 3, 4)
             with torch.no_grad(), intervene(model, plan):
                 plain = model(input_ids=torch.tensor([ids])).logits[0].numpy()
             np.testing.assert_allclose(fast[index, example], plain, atol=1e-4, rtol=0)
@@ -59,8 +59,8 @@ def test_sweep_equals_a_plain_forward_with_the_same_plan(mode):
 def test_a_disabled_layer_in_zero_mode_leaves_only_the_attention_bias():
     model = tiny(layers=2)
     data = encoded(3)
-    (layer_config,) = [c for c in disabling.whole_layers(2, 4) if c.layer == 1]
-    logits = disabling.evaluate_configurations(model, data, [layer_config], "zero").logits
+    (layer_config,) = [c for c in sweeps.whole_layers(2, 4) if c.layer == 1]
+    logits = sweeps.evaluate_configurations(model, data, [layer_config], "zero").logits
     dense = depth_layers(model)[1].attention.output.dense
 
     def zero_context(module, args):
@@ -68,39 +68,39 @@ def test_a_disabled_layer_in_zero_mode_leaves_only_the_attention_bias():
 
     handle = dense.register_forward_pre_hook(zero_context)
     try:
-        reference = disabling.evaluate_configurations(model, data, [disabling.INTACT], "zero").logits
+        reference = sweeps.evaluate_configurations(model, data, [sweeps.INTACT], "zero").logits
     finally:
         handle.remove()
     np.testing.assert_allclose(logits, reference, atol=1e-5, rtol=0)
 
 
 def test_configurations_share_a_pass_from_their_first_differing_layer():
-    configs = disabling.sweep_configurations(3, 2)
-    groups = disabling._groups(configs, 3, reuse_prefix=True)
+    configs = sweeps.sweep_configurations(3, 2)
+    groups = sweeps._groups(configs, 3, reuse_prefix=True)
     first_layers = [{min((l for l, _ in configs[i].disabled), default=2) for i in group} for group in groups]
     assert first_layers == [{0}, {1}, {2}]
     assert sum(len(g) for g in groups) == len(configs) and 0 in groups[-1]  # intact joins the last layer
     # a head every configuration disables does not decide the grouping
     base = {(0, 1)}
-    greedy_step = [disabling.head_set(base | {h}) for h in [(0, 0), (1, 0), (1, 1), (2, 0)]]
-    assert [len(g) for g in disabling._groups(greedy_step, 3, reuse_prefix=True)] == [1, 2, 1]
-    assert disabling._groups(configs, 3, reuse_prefix=False) == [[i] for i in range(len(configs))]
+    greedy_step = [sweeps.head_set(base | {h}) for h in [(0, 0), (1, 0), (1, 1), (2, 0)]]
+    assert [len(g) for g in sweeps._groups(greedy_step, 3, reuse_prefix=True)] == [1, 2, 1]
+    assert sweeps._groups(configs, 3, reuse_prefix=False) == [[i] for i in range(len(configs))]
 
 
 def test_build_plan_rejects_heads_outside_the_model():
     with pytest.raises(ValueError, match="outside the model's 2 x 4"):
-        disabling.build_plan([disabling.head_set({(2, 0)})], "uniform", 2, 4)
+        sweeps.build_plan([sweeps.head_set({(2, 0)})], "uniform", 2, 4)
     with pytest.raises(ValueError, match="mode"):
-        disabling.build_plan([disabling.INTACT], "random", 2, 4)
+        sweeps.build_plan([sweeps.INTACT], "random", 2, 4)
 
 
 def test_split_halves_are_stratified_seeded_and_complementary():
     labels = np.array([0] * 10 + [1] * 7)
-    selection = disabling_stats.split_halves(labels, stratify=True, seed=5)
+    selection = stats.split_halves(labels, stratify=True, seed=5)
     assert selection[labels == 0].sum() == 5 and selection[labels == 1].sum() == 3  # odd: extra to report
-    assert np.array_equal(selection, disabling_stats.split_halves(labels, stratify=True, seed=5))
-    assert not np.array_equal(selection, disabling_stats.split_halves(labels, stratify=True, seed=6))
-    assert disabling_stats.split_halves(np.linspace(0, 5, 9), stratify=False, seed=0).sum() == 4
+    assert np.array_equal(selection, stats.split_halves(labels, stratify=True, seed=5))
+    assert not np.array_equal(selection, stats.split_halves(labels, stratify=True, seed=6))
+    assert stats.split_halves(np.linspace(0, 5, 9), stratify=False, seed=0).sum() == 4
 
 
 def test_greedy_adds_the_most_helpful_head_until_nothing_helps():
@@ -124,13 +124,13 @@ def test_greedy_adds_the_most_helpful_head_until_nothing_helps():
         return np.stack([predicted(c) for c in configs]), np.stack([predicted(reference)] * len(configs))
 
     heads = [(layer, head) for layer in range(2) for head in range(2)]
-    intact, steps = disabling.greedy_disable(evaluate, labels, "accuracy", heads, max_steps=5)
+    intact, steps = sweeps.greedy_disable(evaluate, labels, "accuracy", heads, max_steps=5)
     assert intact == 0.5
     assert [s.added for s in steps] == [(0, 1), (1, 0)]
     assert [round(s.selection_score, 6) for s in steps] == [0.7, 0.8]
     assert steps[-1].disabled == frozenset({(0, 1), (1, 0)})
     assert calls == [1, 4, 3, 2]  # intact, then each remaining head until no gain
-    _, capped = disabling.greedy_disable(evaluate, labels, "accuracy", heads, max_steps=1)
+    _, capped = sweeps.greedy_disable(evaluate, labels, "accuracy", heads, max_steps=1)
     assert len(capped) == 1
 
     def noisy(configs, reference):  # the reference of a pass scores lower than elsewhere: a gain is against it
@@ -139,7 +139,7 @@ def test_greedy_adds_the_most_helpful_head_until_nothing_helps():
             references[:, 6] = 1 - references[:, 6]  # one more wrong in the pass that holds the chosen set
         return predictions, references
 
-    _, against_own_pass = disabling.greedy_disable(noisy, labels, "accuracy", heads, max_steps=5)
+    _, against_own_pass = sweeps.greedy_disable(noisy, labels, "accuracy", heads, max_steps=5)
     assert [s.added for s in against_own_pass] == [(0, 1), (1, 0)]
     assert [round(s.selection_gain, 6) for s in against_own_pass] == [0.2, 0.2]  # 0.8 against 0.6 in its own pass
 
@@ -156,20 +156,20 @@ def test_greedy_search_reuses_the_sweep_and_reports_each_set_on_the_other_half()
     model = sharp_tiny(layers=2)
     data = encoded(examples=24, seed=5)
     # labels are what the model predicts with L1H2 disabled: disabling that head helps
-    target = disabling.evaluate_configurations(model, data, [disabling.head_set({(0, 1)})], "uniform").logits[0]
+    target = sweeps.evaluate_configurations(model, data, [sweeps.head_set({(0, 1)})], "uniform").logits[0]
     labels = task.predictions(target[None])[0]
     dev = pl.DataFrame({"idx": np.arange(24), "label": labels})
-    configs = disabling.sweep_configurations(2, 4, layers=False)
-    scored = disabling.evaluate_configurations(model, data, configs, "uniform")
-    sweep = disabling.sweep_frame(task, dev, configs, task.predictions(scored.logits),
+    configs = sweeps.sweep_configurations(2, 4, layers=False)
+    scored = sweeps.evaluate_configurations(model, data, configs, "uniform")
+    sweep = sweeps.sweep_frame(task, dev, configs, task.predictions(scored.logits),
                                   task.predictions(scored.reference), "uniform")
-    selection = disabling_stats.split_halves(labels, stratify=False, seed=0)
+    selection = stats.split_halves(labels, stratify=False, seed=0)
 
     def encode(frame):
         return batching.Encoded([data.input_ids[i] for i in frame["idx"]], None, 0)
 
-    settings = disabling.GreedySettings("uniform", max_steps, 0, 200, 0.95, 0)
-    table, computed = disabling.greedy_search(model, task, dev, selection, encode, sweep, settings, rows_per_pass=16)
+    settings = sweeps.GreedySettings("uniform", max_steps, 0, 200, 0.95, 0)
+    table, computed = sweeps.greedy_search(model, task, dev, selection, encode, sweep, settings, rows_per_pass=16)
     steps = table.height - 1
     assert steps >= 1 and table["step"].to_list() == list(range(steps + 1)) and table["disabled"][0] == "intact"
     # step 1 came from the sweep; each later search step evaluated every head not yet chosen
@@ -179,8 +179,8 @@ def test_greedy_search_reuses_the_sweep_and_reports_each_set_on_the_other_half()
     for row in table.iter_rows(named=True):
         if row["step"]:
             chosen.add((row["layer"], row["head"]))
-        config = disabling.head_set(chosen) if chosen else disabling.INTACT
-        predictions = task.predictions(disabling.evaluate_configurations(model, report, [config], "uniform").logits)[0]
+        config = sweeps.head_set(chosen) if chosen else sweeps.INTACT
+        predictions = task.predictions(sweeps.evaluate_configurations(model, report, [config], "uniform").logits)[0]
         assert row["report_score"] == pytest.approx(compute_metrics(task, predictions, labels[~selection])["pearson"])
 
 
@@ -189,7 +189,7 @@ def test_extremes_are_the_best_and_worst_of_each_kind_with_ties_in_table_order()
 
     pooled = pl.DataFrame({"task": ["MRPC"] * 5, "mode": ["uniform"] * 5, "kind": ["head"] * 4 + ["layer"],
                            "layer": [0, 0, 1, 1, 0], "head": [0, 1, 0, 1, None], "delta": [0.02, -0.05, 0.02, 0.0, -0.1]})
-    table = disabling_stats.extremes(pooled, 1, ["layer", "head", "delta"])
+    table = stats.extremes(pooled, 1, ["layer", "head", "delta"])
     assert table.select("kind", "end", "layer", "head", "delta").rows() == [
         ("head", "best", 0, 0, 0.02), ("head", "worst", 0, 1, -0.05), ("layer", "best", 0, None, -0.1), ("layer", "worst", 0, None, -0.1)]
 
@@ -200,8 +200,8 @@ def test_a_pass_the_device_has_no_memory_for_is_halved_and_the_logits_are_unchan
     computes."""
     model = sharp_tiny(layers=3)
     data = encoded(examples=9)
-    configs = disabling.sweep_configurations(3, 4)
-    reference = disabling.evaluate_configurations(model, data, configs, "uniform", rows_per_pass=80).logits
+    configs = sweeps.sweep_configurations(3, 4)
+    reference = sweeps.evaluate_configurations(model, data, configs, "uniform", rows_per_pass=80).logits
     forward, intervene_as_is, collate_as_is = model.forward, scoring.intervene, data.collate
     pass_size, passes = {}, []
 
@@ -223,7 +223,7 @@ def test_a_pass_the_device_has_no_memory_for_is_halved_and_the_logits_are_unchan
     monkeypatch.setattr(data, "collate", counting_examples)
     monkeypatch.setattr(model, "forward", small_device)
     with caplog.at_level("WARNING"):
-        constrained = disabling.evaluate_configurations(model, data, configs, "uniform", rows_per_pass=80).logits
+        constrained = sweeps.evaluate_configurations(model, data, configs, "uniform", rows_per_pass=80).logits
     np.testing.assert_allclose(constrained, reference, atol=1e-5, rtol=0)
     assert (constrained.argmax(-1) == reference.argmax(-1)).all()
     assert max(passes) > 24 and "out of memory" in caplog.text
@@ -236,8 +236,8 @@ def test_a_sweeps_intact_row_is_the_plain_forward_of_its_pass(monkeypatch):
     batches and padding), and its row is what a plain forward of those examples gives."""
     model = sharp_tiny(layers=3)
     data = encoded(examples=6)
-    configs = disabling.sweep_configurations(3, 4)
-    assert configs[0] == disabling.INTACT
+    configs = sweeps.sweep_configurations(3, 4)
+    assert configs[0] == sweeps.INTACT
     passes = []
     intervene_as_is = scoring.intervene
 
@@ -246,9 +246,9 @@ def test_a_sweeps_intact_row_is_the_plain_forward_of_its_pass(monkeypatch):
         return intervene_as_is(model, plan, **kwargs)
 
     monkeypatch.setattr(scoring, "intervene", counting)
-    scored = disabling.evaluate_configurations(model, data, configs, "uniform", rows_per_pass=10 * len(configs))
+    scored = sweeps.evaluate_configurations(model, data, configs, "uniform", rows_per_pass=10 * len(configs))
     monkeypatch.undo()
-    groups = disabling._groups(configs, 3, reuse_prefix=True)
+    groups = sweeps._groups(configs, 3, reuse_prefix=True)
     assert passes == [len(g) + (0 not in g) for g in groups]  # one pass per group (every example fits), intact in each
     order = np.argsort(-data.lengths(), kind="stable")  # a pass: every example, sorted by length, padded together
     with torch.no_grad():
@@ -257,7 +257,7 @@ def test_a_sweeps_intact_row_is_the_plain_forward_of_its_pass(monkeypatch):
     for index in range(len(configs)):
         np.testing.assert_allclose(scored.reference[index, order], plain, atol=1e-6, rtol=0)
     # the configurations' own rows do not depend on the intact row joining their pass
-    alone = disabling.evaluate_configurations(model, data, configs[1:], "uniform", rows_per_pass=10 * len(configs))
+    alone = sweeps.evaluate_configurations(model, data, configs[1:], "uniform", rows_per_pass=10 * len(configs))
     assert alone.reference is None
     np.testing.assert_allclose(scored.logits[1:], alone.logits, atol=1e-6, rtol=0)
 
@@ -286,11 +286,11 @@ def test_a_pass_holds_the_cpu_rows_on_a_cpu_and_the_gpu_cap_on_a_gpu():
 def test_a_sweep_table_holds_each_configuration_once_per_example_in_order():
     from bertology_core.data.tasks import glue_task as get_task
 
-    configs = disabling.sweep_configurations(2, 3, layers=True)  # heads and layers: layer set, head None for a layer
+    configs = sweeps.sweep_configurations(2, 3, layers=True)  # heads and layers: layer set, head None for a layer
     n = 4
     dev = pl.DataFrame({"idx": np.arange(10, 10 + n), "label": np.arange(n) % 2})
     predictions = np.arange(len(configs) * n).reshape(len(configs), n) % 2
-    frame = disabling.sweep_frame(get_task("MRPC"), dev, configs, predictions, predictions[::-1], "uniform")
+    frame = sweeps.sweep_frame(get_task("MRPC"), dev, configs, predictions, predictions[::-1], "uniform")
     assert frame.height == len(configs) * n and frame["mode"].unique().to_list() == ["uniform"]
     assert frame.schema["layer"] == pl.Int16 and frame.schema["head"] == pl.Int16 and frame.schema["config"] == pl.String
     for i, config in enumerate(configs):
@@ -305,7 +305,7 @@ def test_the_summary_keeps_every_greedy_search_and_names_each_task_s_metric():
     # a greedy search per swept state: the same (task, seed) twice, both kept; captions name the tasks' own metrics
     from bertology_core.data.tasks import Task, glue_task
     from bertology_core.disabling import summary
-    from bertology_core.fitness import fitness
+    from bertology_core.fitness import verdict_stats
 
     rows = [{"task": task, "mode": "uniform", "config": name, "kind": kind, "layer": layer, "head": head, "seed": None,
              "metric": metric, "delta": delta, "ci_low": delta - 0.1, "ci_high": delta + 0.1, "seeds": 1,
@@ -318,7 +318,7 @@ def test_the_summary_keeps_every_greedy_search_and_names_each_task_s_metric():
     selection = pl.DataFrame({"task": ["MRPC"], "mode": ["uniform"], "kind": ["head"], "seed": [1]})
     greedy = [(("MRPC", 1), pl.DataFrame({"step": [0], "state": ["finetuned"]})),
               (("MRPC", 1), pl.DataFrame({"step": [0], "state": ["scratch"]}))]
-    verdicts = fitness.Verdicts(fitness.verdict_table([]), "m")
+    verdicts = verdict_stats.Verdicts(verdict_stats.verdict_table([]), "m")
     declared = {"topics": Task("topics", ("a", "b", "c"), None, ("f1_macro",)), "MRPC": glue_task("MRPC")}
     outputs = summary.summarise(deltas, selection, greedy, verdicts, declared,
                                 summary.DisablingSettings("m", ["uniform"], 0.95, 1, "MRPC 1, topics 1", "all"))

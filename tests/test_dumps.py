@@ -9,7 +9,7 @@ import pytest
 import torch
 from transformers import AutoModel, AutoTokenizer
 
-from bertology_core.attention import dump_files, dumps
+from bertology_core.attention import dump_tables, dumps
 from bertology_core.data import tasks
 from bertology_core.engine.attention_function import use_engine
 from conftest import GLUE_SMOKE, TINY_BERT, tiny_mrpc_dump
@@ -24,7 +24,7 @@ def dumped(tmp_path_factory):
 
 def test_round_trip_matches_eager_attention_at_true_length(dumped):
     prefix, summary, frame, tokenizer = dumped
-    reader = dump_files.AttentionDump(prefix)
+    reader = dump_tables.AttentionDump(prefix)
     eager = AutoModel.from_pretrained(TINY_BERT, attn_implementation="eager").eval()
     tokens = reader.tokens()
     assert summary["examples"] == 11 and tokens.height == 11
@@ -51,7 +51,7 @@ def test_round_trip_matches_eager_attention_at_true_length(dumped):
 
 def test_row_groups_hold_one_layer_head_and_a_contiguous_example_range(dumped):
     prefix, _, _, _ = dumped
-    attention_path, _ = dump_files.dump_paths(prefix)
+    attention_path, _ = dump_tables.dump_paths(prefix)
     metadata = pq.ParquetFile(attention_path).metadata
     names = [metadata.schema.column(i).name for i in range(metadata.num_columns)]
     ranges = set()
@@ -61,13 +61,13 @@ def test_row_groups_hold_one_layer_head_and_a_contiguous_example_range(dumped):
         ranges.add((stats["example"].min, stats["example"].max))
     assert sorted(ranges) == [(0, 3), (4, 7), (8, 10)]  # batches of 4, numbered by length
     assert metadata.num_row_groups == 3 * 2 * 4
-    lengths = dump_files.AttentionDump(prefix).tokens()["tokens"].list.len().to_list()
+    lengths = dump_tables.AttentionDump(prefix).tokens()["tokens"].list.len().to_list()
     assert lengths == sorted(lengths)
 
 
 def test_reader_filters_lazily(dumped):
     prefix, _, _, _ = dumped
-    reader = dump_files.AttentionDump(prefix)
+    reader = dump_tables.AttentionDump(prefix)
     one_head = list(reader.maps(layer=1, head=2))
     assert len(one_head) == 11 and {(l, h) for _, l, h, _ in one_head} == {(1, 2)}
     for _, _, _, matrix in one_head:
@@ -94,23 +94,23 @@ def test_interrupted_dump_leaves_no_file(tmp_path):
     handle.remove()
     assert list(tmp_path.iterdir()) == []
     with pytest.raises(FileNotFoundError):
-        dump_files.AttentionDump(tmp_path / "rte")
+        dump_tables.AttentionDump(tmp_path / "rte")
 
 
 @pytest.mark.parametrize("family", ["tiny-distilbert", "tiny-albert", "tiny-deberta-v3", "tiny-modernbert", "tiny-xlm-roberta"])
 def test_every_family_dumps_its_eager_attention(family, tmp_path):
     """Each family's fixture (its own structure and tokenizer type; some without token types) dumps what its eager
     attention computes, at true length."""
-    from bertology_core.models import models
+    from bertology_core.models import loading
     from conftest import FIXTURES
 
     folder = FIXTURES / family
     model = use_engine(AutoModel.from_pretrained(folder).eval())
     eager = AutoModel.from_pretrained(folder, attn_implementation="eager").eval()
-    tokenizer = models.load_tokenizer(folder)
+    tokenizer = loading.load_tokenizer(folder)
     frame = tasks.read_files(tasks.glue_task("MRPC", GLUE_SMOKE), "dev").slice(0, 5)
     dumps.write_dump(model, tokenizer, frame, tmp_path / "d", max_length=32, batch_size=2)
-    reader = dump_files.AttentionDump(tmp_path / "d")
+    reader = dump_tables.AttentionDump(tmp_path / "d")
     layers = model.config.num_hidden_layers
     for example, idx, token_list, types, _, word_ids in reader.tokens().iter_rows():
         assert (types is None) == ("token_type_ids" not in tokenizer.model_input_names)

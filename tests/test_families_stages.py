@@ -10,10 +10,10 @@ import pytest
 import torch
 
 from bertology_core.data import tasks, states, treebank
-from bertology_core.disabling import disabling
-from bertology_core.finetune import finetune
-from bertology_core.models import batching, compaction, models
-from bertology_core.probing import probing
+from bertology_core.disabling import sweeps
+from bertology_core.finetune import training
+from bertology_core.models import batching, compaction, loading
+from bertology_core.probing import probes
 from bertology_core.pruning import importance
 from bertology_core.scoring import plans as scoring
 from bertology_core.engine.plan import StructureMask
@@ -27,21 +27,21 @@ MRPC = tasks.glue_task("MRPC")
 def fine_tuned(request):
     """The fixture fine-tuned on 24 smoke MRPC pairs for one epoch, and the encoded dev pairs."""
     folder = FIXTURES / request.param
-    tokenizer = models.load_tokenizer(folder)
+    tokenizer = loading.load_tokenizer(folder)
     train = tasks.read_files(tasks.glue_task(MRPC.name, GLUE_SMOKE), "train").head(24)
     dev = tasks.read_files(tasks.glue_task(MRPC.name, GLUE_SMOKE), "dev").head(6)
-    model = models.load_classifier(folder, MRPC, states.PRETRAINED, 1)
-    config = finetune.FinetuneConfig(batch_size=8, epochs=1, learning_rate=1e-3, max_length=32)
-    record = finetune.train(model, MRPC, batching.encode(train, tokenizer, 32), train["label"].to_numpy(), config, 1, progress=False)
+    model = loading.load_classifier(folder, MRPC, states.PRETRAINED, 1)
+    config = training.FinetuneConfig(batch_size=8, epochs=1, learning_rate=1e-3, max_length=32)
+    record = training.train(model, MRPC, batching.encode(train, tokenizer, 32), train["label"].to_numpy(), config, 1, progress=False)
     assert record["steps"] == 3 and np.isfinite(record["final_loss_mean_last_20"])
     return request.param, model.eval(), batching.encode(dev, tokenizer, 32), dev["label"].to_numpy()
 
 
 def test_disabling_sweep_equals_the_naive_method(fine_tuned):
     _, model, dev, _ = fine_tuned
-    heads = disabling.single_heads(model.config.num_hidden_layers, model.config.num_attention_heads)
-    sweep = disabling.evaluate_configurations(model, dev, heads, rows_per_pass=12).logits
-    naive = disabling.evaluate_configurations(model, dev, heads, reuse_prefix=False, examples_per_batch=2).logits
+    heads = sweeps.single_heads(model.config.num_hidden_layers, model.config.num_attention_heads)
+    sweep = sweeps.evaluate_configurations(model, dev, heads, rows_per_pass=12).logits
+    naive = sweeps.evaluate_configurations(model, dev, heads, reuse_prefix=False, examples_per_batch=2).logits
     assert sweep.shape == (len(heads), 6, 2)
     np.testing.assert_allclose(sweep, naive, atol=1e-5, rtol=0)
 
@@ -66,11 +66,11 @@ def test_importance_and_compaction(fine_tuned):
 @pytest.mark.parametrize("name", FIXTURE_MODELS)
 def test_probing_word_vectors(name):
     folder = FIXTURES / name
-    encoder = models.load_encoder(folder)
+    encoder = loading.load_encoder(folder)
     sentences = [forms for path in sorted(UD_SMOKE.glob("*.conllu")) for forms in treebank.read_conllu(path)["forms"].to_list()]
-    aligned = probing.align_words(models.load_tokenizer(folder), sentences, 64)
+    aligned = probes.align_words(loading.load_tokenizer(folder), sentences, 64)
     with torch.no_grad():
-        vectors, complete = probing.word_representations(encoder, aligned, "first", batch_size=2)
+        vectors, complete = probes.word_representations(encoder, aligned, "first", batch_size=2)
     words = sum(len(s) for s in sentences)
     assert vectors.shape == (encoder.config.num_hidden_layers + 1, words, encoder.config.hidden_size)
     assert complete.all() and np.isfinite(vectors).all()

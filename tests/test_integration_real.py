@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from bertology_core.data import tasks
-from bertology_core.finetune import finetune
+from bertology_core.finetune import training
 
 pytestmark = pytest.mark.integration
 
@@ -56,9 +56,9 @@ def test_minilm_fine_tunes_on_real_mrpc_deterministically(shared_glue, minilm_pa
     task = tasks.glue_task("MRPC", shared_glue)
     train = tasks.prepare_split(task, "train", task.files, 64, 0)
     dev = tasks.prepare_split(task, "dev", task.files, 32, 0)
-    config = finetune.FinetuneConfig(batch_size=16, epochs=1, learning_rate=5e-5, group_by_length=True)
+    config = training.FinetuneConfig(batch_size=16, epochs=1, learning_rate=5e-5, group_by_length=True)
     runs = [
-        finetune.finetune_and_evaluate(str(minilm_path), task, "finetuned", 3, train, {"dev": dev}, config, progress=False)
+        training.finetune_and_evaluate(str(minilm_path), task, "finetuned", 3, train, {"dev": dev}, config, progress=False)
         for _ in range(2)
     ]
     assert runs[0].metrics["training"]["steps"] == 4

@@ -25,11 +25,11 @@ LIGHT_ENV = "tables"
 TORCH_FREE_PACKAGES = ("data", "stats", "summaries", "jobs", "report", "workflow")
 # the torch-free side of each stage (its tables and statistics), and the model checks read from files alone
 TORCH_FREE = (
-    "attention/dump_files.py", "attention_change/attention_change.py", "baselines/baselines.py", "disabling/disabling_stats.py", "fitness/fitness.py",
-    "head_roles/head_roles.py", "head_roles/head_roles_stats.py", "head_roles/head_gates_stats.py",
-    "layer_mix/layer_mix_stats.py", "linguistic/linguistic.py", "models/compatibility.py", "outliers/outliers_stats.py",
-    "patterns/annotation.py", "patterns/pattern_labels.py", "patterns/patterns.py", "pruning/pruning_stats.py",
-    "patterns/pattern_tables.py", "cost/model.py", "cost/estimate.py",
+    "attention/dump_tables.py", "attention_change/stats.py", "baselines/tables.py", "disabling/stats.py", "fitness/verdict_stats.py",
+    "head_roles/measure_tables.py", "head_roles/stats.py", "head_roles/gate_stats.py",
+    "layer_mix/stats.py", "linguistic/score_tables.py", "models/compatibility.py", "outliers/stats.py",
+    "patterns/annotation.py", "patterns/label_tables.py", "patterns/feature_tables.py", "pruning/stats.py",
+    "patterns/tables.py", "cost/model.py", "cost/estimate.py",
 )
 
 
@@ -87,11 +87,11 @@ def test_the_packages_import_only_downwards():
 
 def test_an_upward_import_is_found(tmp_path):
     # the checks above can fail: a stage's module importing the workflow, and a model module importing a stage
-    for module in ("engine/plan.py", "models/models.py", "pruning/lottery.py", "workflow/checks.py"):
+    for module in ("engine/plan.py", "models/loading.py", "pruning/lottery.py", "workflow/checks.py"):
         (tmp_path / "bertology_core" / module).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / "bertology_core" / module).parent.joinpath("__init__.py").touch()
     (tmp_path / "bertology_core/engine/plan.py").write_text("")
-    (tmp_path / "bertology_core/models/models.py").write_text("from bertology_core.pruning import lottery\n")
+    (tmp_path / "bertology_core/models/loading.py").write_text("from bertology_core.pruning import lottery\n")
     (tmp_path / "bertology_core/pruning/lottery.py").write_text("from bertology_core.workflow import checks\n")
     (tmp_path / "bertology_core/workflow/checks.py").write_text("from bertology_core.engine import plan\n")
     graph = package_imports(tmp_path / "bertology_core", tmp_path)
@@ -144,8 +144,8 @@ def test_a_heavy_import_is_found(tmp_path):
         "bertology_core/pkg/weights.py": ["safetensors.torch"],
     }
     # and in the library: the classifier's training half imports torch, its tables do not
-    assert heavy_imports(LIBRARY / "patterns" / "pattern_training.py")
-    assert not heavy_imports(LIBRARY / "patterns" / "pattern_tables.py")
+    assert heavy_imports(LIBRARY / "patterns" / "training.py")
+    assert not heavy_imports(LIBRARY / "patterns" / "tables.py")
 
 
 # a module of this name in any package is a stage's summaries (tables, notes, figures): torch-free by its name

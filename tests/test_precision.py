@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from bertology_core.data import tasks
-from bertology_core.finetune import finetune
+from bertology_core.finetune import training
 from bertology_core.models import checkpoint, precision
 from conftest import GLUE_SMOKE, TINY_BERT
 
@@ -37,8 +37,8 @@ def test_measuring_in_float32_turns_tf32_off():
 def _run(policy_precision, seed=3, checkpointer=None):
     task = tasks.glue_task("SST-2")
     train, dev = tasks.read_files(tasks.glue_task(task.name, GLUE_SMOKE), "train"), tasks.read_files(tasks.glue_task(task.name, GLUE_SMOKE), "dev")
-    config = finetune.FinetuneConfig(batch_size=8, epochs=2, learning_rate=1e-3, max_length=32, group_by_length=True)
-    return finetune.finetune_and_evaluate(str(TINY_BERT), task, "finetuned", seed, train, {"dev": dev}, config,
+    config = training.FinetuneConfig(batch_size=8, epochs=2, learning_rate=1e-3, max_length=32, group_by_length=True)
+    return training.finetune_and_evaluate(str(TINY_BERT), task, "finetuned", seed, train, {"dev": dev}, config,
                                           progress=False, checkpointer=checkpointer, precision=policy_precision)
 
 
@@ -71,22 +71,22 @@ def test_a_checkpoint_is_never_resumed_in_another_precision(tmp_path, monkeypatc
     def crash(name):
         raise Crash
 
-    monkeypatch.setattr(finetune, "failpoint", crash)
+    monkeypatch.setattr(training, "failpoint", crash)
     checkpointer = checkpoint.Checkpointer(tmp_path / "ckpt", fingerprint="run", every_steps=4, every_seconds=None)
     with pytest.raises(Crash):  # a checkpoint at step 4, written under the mixed policy
         _run(precision.resolve("mixed", CPU), checkpointer=checkpointer)
     assert (tmp_path / "ckpt" / checkpoint.META_FILE).is_file()
-    monkeypatch.setattr(finetune, "failpoint", lambda name: None)
+    monkeypatch.setattr(training, "failpoint", lambda name: None)
     resumed = _run(precision.resolve("float32", CPU), checkpointer=checkpointer)
     assert resumed.metrics["training"]["resumed_at_step"] == 0  # the mixed run's checkpoint is not resumed
     assert resumed.metrics["training"]["loss_curve"] == _run(precision.resolve("float32", CPU)).metrics["training"]["loss_curve"]
 
 
 def test_models_load_in_float32_whatever_the_file_holds(tmp_path):
-    from bertology_core.models import models
-    half = models.load_classifier(str(TINY_BERT), tasks.glue_task("MRPC"), "pretrained", 0).to(torch.bfloat16)
+    from bertology_core.models import loading
+    half = loading.load_classifier(str(TINY_BERT), tasks.glue_task("MRPC"), "pretrained", 0).to(torch.bfloat16)
     half.save_pretrained(tmp_path / "half")
     from transformers import AutoTokenizer
     AutoTokenizer.from_pretrained(str(TINY_BERT)).save_pretrained(tmp_path / "half")
-    loaded = models.load_classifier(str(tmp_path / "half"), tasks.glue_task("MRPC"), models.SAVED, 0)
+    loaded = loading.load_classifier(str(tmp_path / "half"), tasks.glue_task("MRPC"), loading.SAVED, 0)
     assert {p.dtype for p in loaded.parameters()} == {torch.float32}

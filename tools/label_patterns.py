@@ -23,8 +23,8 @@ import polars as pl
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bertology_core.patterns import pattern_labels, patterns
-from bertology_core.attention.dump_files import AttentionDump  # noqa: E402
+from bertology_core.patterns import feature_tables, label_tables
+from bertology_core.attention.dump_tables import AttentionDump  # noqa: E402
 
 PER_SHEET = 20
 
@@ -41,9 +41,9 @@ def with_sheets(keys: pl.DataFrame) -> pl.DataFrame:
 
 
 def sample(args: argparse.Namespace) -> None:
-    features = {key: patterns.dump_features(AttentionDump(args.attention / key)) for key in dump_keys(args.attention)}
-    keys = pattern_labels.draw_sample(features, args.random_per_dump, args.enriched_per_class, args.seed)
-    with_sheets(pattern_labels.blind_order(keys, args.seed)).write_csv(args.out)
+    features = {key: feature_tables.dump_features(AttentionDump(args.attention / key)) for key in dump_keys(args.attention)}
+    keys = label_tables.draw_sample(features, args.random_per_dump, args.enriched_per_class, args.seed)
+    with_sheets(label_tables.blind_order(keys, args.seed)).write_csv(args.out)
     print(f"{keys.height} maps from {len(features)} dumps -> {args.out}")
 
 
@@ -66,8 +66,8 @@ def sheets(args: argparse.Namespace) -> None:
                 raise SystemExit(f"{key}: idx {row['idx']} is in no dump under {[str(a) for a in args.attention]}")
             where, example = found[0]
             maps.append(dumps[where].map(example["example"][0], row["layer"], row["head"]))
-            specials.append(patterns.special_masks(example["segment_ids"][0].to_list())[0])
-        (args.out / f"sheet{sheet:03d}.png").write_bytes(pattern_labels.label_sheet(maps, specials))
+            specials.append(feature_tables.special_masks(example["segment_ids"][0].to_list())[0])
+        (args.out / f"sheet{sheet:03d}.png").write_bytes(label_tables.label_sheet(maps, specials))
     print(f"{keys['sheet'].n_unique()} sheets -> {args.out}")
 
 
@@ -77,21 +77,21 @@ def test_sample(args: argparse.Namespace) -> None:
     with ``--recheck`` maps drawn at random from ``--recheck-from`` (``sample`` = ``recheck``): relabelled by a new
     labeller who has not seen their labels, they measure agreement between labellers, and the sheets do not tell
     the two parts apart."""
-    done = pl.concat([pattern_labels.read_labels(path).select(*pattern_labels.KEY) for path in args.exclude])
+    done = pl.concat([label_tables.read_labels(path).select(*label_tables.KEY) for path in args.exclude])
     features = {}
     for key in dump_keys(args.attention):
         task, state = key.split("/", 1)
-        frame = patterns.dump_features(AttentionDump(args.attention / key)).with_columns(
+        frame = feature_tables.dump_features(AttentionDump(args.attention / key)).with_columns(
             pl.lit(task).alias("task"), pl.lit(state).alias("state"), pl.col("idx").cast(pl.Int64),
             pl.col("layer").cast(pl.Int32), pl.col("head").cast(pl.Int32))
-        features[key] = frame.join(done, on=list(pattern_labels.KEY), how="anti")
-    fresh = pattern_labels.draw_sample(features, args.per_dump, 0, args.seed).with_columns(pl.lit("test-random").alias("sample"))
+        features[key] = frame.join(done, on=list(label_tables.KEY), how="anti")
+    fresh = label_tables.draw_sample(features, args.per_dump, 0, args.seed).with_columns(pl.lit("test-random").alias("sample"))
     parts = [fresh]
     if args.recheck:
-        earlier = pattern_labels.read_labels(args.recheck_from)
+        earlier = label_tables.read_labels(args.recheck_from)
         take = np.sort(np.random.default_rng(args.seed).choice(earlier.height, size=min(args.recheck, earlier.height), replace=False))
-        parts.append(earlier[take].select(*pattern_labels.KEY).with_columns(pl.lit("recheck").alias("sample")))
-    keys = with_sheets(pattern_labels.blind_order(pl.concat(parts), args.seed))
+        parts.append(earlier[take].select(*label_tables.KEY).with_columns(pl.lit("recheck").alias("sample")))
+    keys = with_sheets(label_tables.blind_order(pl.concat(parts), args.seed))
     keys.with_columns(pl.col("sheet") + args.first_sheet - 1).write_csv(args.out)
     print(f"{fresh.height} new maps + {keys.height - fresh.height} to recheck, {keys['sheet'].n_unique()} sheets -> {args.out}")
 
@@ -100,38 +100,38 @@ def focus(args: argparse.Namespace) -> None:
     """More maps of a rare class for the labeller: ``--count`` maps drawn at random from the maps that satisfy
     ``--where`` (a SQL condition on the features, e.g. the rule labeller's class), mixed with ``--filler`` maps
     drawn at random from the same dumps, so the sheets do not tell the labeller which maps are candidates."""
-    done = pl.concat([pl.read_csv(path).select(*pattern_labels.KEY) for path in args.exclude]) if args.exclude else \
+    done = pl.concat([pl.read_csv(path).select(*label_tables.KEY) for path in args.exclude]) if args.exclude else \
         pl.DataFrame(schema={"task": pl.String, "state": pl.String, "idx": pl.Int64, "layer": pl.Int32, "head": pl.Int32})
     rng = np.random.default_rng(args.seed)
     pool = pl.concat([
-        patterns.dump_features(AttentionDump(args.attention / key)).select(
+        feature_tables.dump_features(AttentionDump(args.attention / key)).select(
             pl.lit(key.split("/")[0]).alias("task"), pl.lit(key.split("/", 1)[1]).alias("state"),
-            pl.col("idx").cast(pl.Int64), pl.col("layer").cast(pl.Int32), pl.col("head").cast(pl.Int32), *patterns.FEATURES)
+            pl.col("idx").cast(pl.Int64), pl.col("layer").cast(pl.Int32), pl.col("head").cast(pl.Int32), *feature_tables.FEATURES)
         for key in dump_keys(args.attention) if key.split("/")[0] in args.tasks
     ]).join(done.with_columns(pl.col("idx").cast(pl.Int64), pl.col("layer").cast(pl.Int32), pl.col("head").cast(pl.Int32)),
-            on=list(pattern_labels.KEY), how="anti")
+            on=list(label_tables.KEY), how="anti")
     candidates = pool.filter(pl.sql_expr(args.where))
     take = rng.choice(candidates.height, size=min(args.count, candidates.height), replace=False)
-    chosen = candidates[np.sort(take)].select(*pattern_labels.KEY).with_columns(pl.lit(args.name).alias("sample"))
-    rest = pool.join(chosen, on=list(pattern_labels.KEY), how="anti")
+    chosen = candidates[np.sort(take)].select(*label_tables.KEY).with_columns(pl.lit(args.name).alias("sample"))
+    rest = pool.join(chosen, on=list(label_tables.KEY), how="anti")
     take = rng.choice(rest.height, size=min(args.filler, rest.height), replace=False)
-    filler = rest[np.sort(take)].select(*pattern_labels.KEY).with_columns(pl.lit("random-filler").alias("sample"))
-    keys = with_sheets(pattern_labels.blind_order(pl.concat([chosen, filler]), args.seed))
+    filler = rest[np.sort(take)].select(*label_tables.KEY).with_columns(pl.lit("random-filler").alias("sample"))
+    keys = with_sheets(label_tables.blind_order(pl.concat([chosen, filler]), args.seed))
     keys.with_columns(pl.col("sheet") + args.first_sheet - 1).write_csv(args.out)
     print(f"{chosen.height} of {candidates.height} candidates + {filler.height} filler maps -> {args.out}")
 
 
 def second_pass(args: argparse.Namespace) -> None:
-    first = pattern_labels.read_labels(args.labels)
+    first = label_tables.read_labels(args.labels)
     rng = np.random.default_rng(args.seed)
     take = np.sort(rng.choice(first.height, size=int(round(args.share * first.height)), replace=False))
-    keys = pattern_labels.blind_order(first[take].select(*pattern_labels.KEY), args.seed)
+    keys = label_tables.blind_order(first[take].select(*label_tables.KEY), args.seed)
     with_sheets(keys).write_csv(args.out)
     print(f"{keys.height} maps for the blind second pass -> {args.out}")
 
 
 def agreement(args: argparse.Namespace) -> None:
-    print(pattern_labels.pass_agreement(pattern_labels.read_labels(args.labels), pattern_labels.read_labels(args.second)))
+    print(label_tables.pass_agreement(label_tables.read_labels(args.labels), label_tables.read_labels(args.second)))
 
 
 def main() -> None:

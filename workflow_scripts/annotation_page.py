@@ -9,7 +9,7 @@ import polars as pl
 
 from bertology_core.data import io
 from bertology_core.patterns import annotation
-from bertology_core.attention.dump_files import AttentionDump
+from bertology_core.attention.dump_tables import AttentionDump
 
 rng = np.random.default_rng(snakemake.params.seed)
 dumps = {key: AttentionDump(prefix) for key, prefix in zip(snakemake.params.dump_keys, snakemake.params.dump_prefixes)}

@@ -9,16 +9,16 @@ from _common import log_to
 log_to(snakemake.log[0])
 
 from bertology_core.data import io
-from bertology_core.models import compatibility, models
-from bertology_core.patterns import pattern_labels
+from bertology_core.models import compatibility, loading
+from bertology_core.patterns import label_tables
 
 spec = snakemake.params.spec
 try:
-    resolved = models.resolve_model(spec)  # downloads once; refuses unsupported architectures and tokenizers
+    resolved = loading.resolve_model(spec)  # downloads once; refuses unsupported architectures and tokenizers
     problems = compatibility.model_problems(Path(resolved.path), **snakemake.params.requirements)
     for labels in snakemake.input.hand_labels:
-        pattern_labels.read_labels(labels, resolved.num_hidden_layers, resolved.num_attention_heads)
-except (compatibility.ModelSpecError, pattern_labels.LabelsError) as error:
+        label_tables.read_labels(labels, resolved.num_hidden_layers, resolved.num_attention_heads)
+except (compatibility.ModelSpecError, label_tables.LabelsError) as error:
     problems = [str(error)]
 if problems:
     message = f"Model {snakemake.wildcards.model} (spec {spec!r}) cannot be used with this config:\n  " + "\n  ".join(problems)

@@ -8,8 +8,8 @@ log_to(snakemake.log[0])
 import polars as pl
 
 from bertology_core.data import tasks, io, states
-from bertology_core.head_roles import head_roles_stats
-from bertology_core.patterns import patterns
+from bertology_core.head_roles import stats
+from bertology_core.patterns import feature_tables
 from bertology_core.claims import verdicts as claims
 from bertology_core.summaries import figures
 
@@ -30,7 +30,7 @@ labeller = io.read_json(inputs.report)
 if inputs.classes:
     # a share is a proportion: where hand labels were drawn at random from a fine-tuned dump they estimate it without any
     # labeller; the labeller's share over every map stands beside it, and alone (trusted if validated) elsewhere
-    validated, description = patterns.labeller_validated(labeller, settings["labeller_min_f1"])
+    validated, description = feature_tables.labeller_validated(labeller, settings["labeller_min_f1"])
     by_labeller = claims.heterogeneous_share(keyed("classes", runs["classes"]), *bootstrap, description, validated=validated)
     agreement = labeller.get("second_labeller")
     labeller_note = description + (f"; two labellings made apart agree on {agreement['agreement']:.0%} of "
@@ -56,7 +56,7 @@ if inputs.michel_curves:
                                                              f"{importance['importance_split']} examples, |gradient| per "
                                                              f"{importance['importance_granularity']}")
 if "role_relations" in inputs.keys():
-    measured += claims.confident_heads_important(pl.read_parquet(inputs.role_relations), head_roles_stats.IMPORTANCE)
+    measured += claims.confident_heads_important(pl.read_parquet(inputs.role_relations), stats.IMPORTANCE)
     measured += claims.l0_gates_beat_michel(pl.read_parquet(inputs.gates))
 if inputs.outlier_contrast:
     measured += claims.outliers_disrupt(pl.concat([pl.read_parquet(p) for p in inputs.outlier_contrast], how="diagonal_relaxed"))

@@ -15,14 +15,14 @@ from safetensors.numpy import load_file
 
 from bertology_core.data import tasks, io
 from bertology_core.engine.attention_function import use_engine
-from bertology_core.models import batching, compaction, device, models
+from bertology_core.models import batching, compaction, device, loading
 from bertology_core.engine.plan import StructureMask
 from bertology_core.scoring import plans as scoring
 
 job_device, _ = device.model_job(snakemake.threads, snakemake.params.precision)
 task = tasks.Task.from_meaning(snakemake.params.task)
-model = use_engine(models.load_classifier(snakemake.input.model, task, models.SAVED, 0).to(job_device))
-tokenizer = models.load_tokenizer(snakemake.input.model)
+model = use_engine(loading.load_classifier(snakemake.input.model, task, loading.SAVED, 0).to(job_device))
+tokenizer = loading.load_tokenizer(snakemake.input.model)
 saved = load_file(snakemake.input.mask)
 mask = StructureMask(saved["heads"].astype(bool), saved["mlps"].astype(bool))
 # the dev examples Michel's curve is scored on: enough to time and compare

@@ -9,22 +9,22 @@ log_to(snakemake.log[0])
 import polars as pl
 
 from bertology_core.data import tasks
-from bertology_core.disabling import disabling, disabling_stats
+from bertology_core.disabling import stats, sweeps
 from bertology_core.scoring import plans as scoring
-from bertology_core.models import batching, device, models
+from bertology_core.models import batching, device, loading
 from bertology_core.summaries.figures import write_table
 
 job_device, _ = device.model_job(snakemake.threads, snakemake.params.precision)
 params = snakemake.params
 task = tasks.Task.from_meaning(snakemake.params.task)
-settings = disabling.GreedySettings(params.mode, params.max_steps, params.split_seed, params.resamples, params.level,
+settings = sweeps.GreedySettings(params.mode, params.max_steps, params.split_seed, params.resamples, params.level,
                                     params.bootstrap_seed)
 sweep = pl.read_parquet(snakemake.input.sweep).filter(pl.col("mode") == settings.mode)
 dev = pl.read_parquet(snakemake.input.data).filter(pl.col("idx").is_in(sweep["idx"].unique().implode())).sort("idx")
-selection = disabling_stats.split_halves(dev["label"].to_numpy(), stratify=not task.is_regression, seed=settings.split_seed)
-model = models.load_classifier(snakemake.input.model, task, models.SAVED, 0).to(job_device)
-tokenizer = models.load_tokenizer(snakemake.input.model)
-table, computed = disabling.greedy_search(model, task, dev, selection, lambda frame: batching.encode(frame, tokenizer, params.max_length),
+selection = stats.split_halves(dev["label"].to_numpy(), stratify=not task.is_regression, seed=settings.split_seed)
+model = loading.load_classifier(snakemake.input.model, task, loading.SAVED, 0).to(job_device)
+tokenizer = loading.load_tokenizer(snakemake.input.model)
+table, computed = sweeps.greedy_search(model, task, dev, selection, lambda frame: batching.encode(frame, tokenizer, params.max_length),
                                           sweep, settings, scoring.rows_per_pass(job_device, snakemake.resources.rows_per_pass,
                                                                                    snakemake.resources.gpu_rows_per_pass))
 logging.info("greedy: %d steps, %d configurations computed beyond the sweep", table.height - 1, computed)

@@ -11,7 +11,7 @@ log_to(snakemake.log[0])
 import polars as pl
 
 from bertology_core.data import tasks, io, states
-from bertology_core.finetune import finetune
+from bertology_core.finetune import training
 from bertology_core.models import batching, checkpoint, device
 
 job_device, job_precision = device.model_job(snakemake.threads, snakemake.params.precision)
@@ -33,14 +33,14 @@ if trains:
         every_steps=runtime.checkpoint_steps or None,
         every_seconds=runtime.checkpoint_seconds or None,
     )
-result = finetune.finetune_and_evaluate(
+result = training.finetune_and_evaluate(
     model_path=resolved["path"],
     task=task,
     state=state,
     seed=int(wc.seed),
     train_frame=pl.read_parquet(snakemake.input.train) if trains else None,
     eval_frames={s: pl.read_parquet(p) for s, p in zip(snakemake.params.eval_splits, snakemake.input.eval)},
-    config=finetune.FinetuneConfig.from_dict(snakemake.params.hyperparameters),
+    config=training.FinetuneConfig.from_dict(snakemake.params.hyperparameters),
     eval_batch_size=runtime.eval_batch_size,
     checkpointer=checkpointer,
     device=job_device,

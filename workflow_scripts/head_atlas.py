@@ -6,7 +6,7 @@ log_to(snakemake.log[0])
 
 import polars as pl
 
-from bertology_core.fitness import fitness
+from bertology_core.fitness import verdict_stats
 from bertology_core.report import head_atlas
 from bertology_core.summaries import figures
 
@@ -28,7 +28,7 @@ atlas = head_atlas.head_atlas(
     best_relations=table("best_relations"), roles=table("roles"),
 )
 # a fine-tuned row rests on every seed of its task that a stage analysed
-atlas = fitness.Verdicts(pl.read_parquet(inputs.fitness), model, snakemake.params.fitness_runs).annotate(atlas, state="state")
+atlas = verdict_stats.Verdicts(pl.read_parquet(inputs.fitness), model, snakemake.params.fitness_runs).annotate(atlas, state="state")
 stem = snakemake.output.table[0].removesuffix(".parquet")
 figures.write_table(atlas, stem)
 joined = ", ".join(name for name in ("patterns", "features", "cosine", "disabling", "importance", "survival", "relations", "roles")

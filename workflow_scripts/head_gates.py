@@ -13,9 +13,9 @@ import numpy as np
 import polars as pl
 
 from bertology_core.data import tasks, io
-from bertology_core.finetune import finetune
-from bertology_core.head_roles import head_gates, head_gates_stats
-from bertology_core.models import batching, checkpoint, device, models
+from bertology_core.finetune import training
+from bertology_core.head_roles import gate_stats, head_gates
+from bertology_core.models import batching, checkpoint, device, loading
 from bertology_core.engine.plan import StructureMask
 from bertology_core.scoring import plans as scoring
 
@@ -23,7 +23,7 @@ params, wc, runtime = snakemake.params, snakemake.wildcards, snakemake.resources
 settings = params.settings
 job_device, job_precision = device.model_job(snakemake.threads, snakemake.params.precision)
 task = tasks.Task.from_meaning(snakemake.params.task)
-config = finetune.FinetuneConfig.from_dict(params.hyperparameters | {"epochs": settings["epochs"]})
+config = training.FinetuneConfig.from_dict(params.hyperparameters | {"epochs": settings["epochs"]})
 tokens = batching.TokenFile.read(snakemake.input.tokens, config.max_length, ["train", "dev"])
 train = tasks.subsample(pl.read_parquet(snakemake.input.train), settings["train_examples"], params.subsample_seed)
 gate_settings = head_gates.GateSettings(temperature=settings["temperature"], stretch=tuple(settings["stretch"]),
@@ -36,14 +36,14 @@ checkpointer = checkpoint.Checkpointer(
     every_steps=runtime.checkpoint_steps or None, every_seconds=runtime.checkpoint_seconds or None,
 )
 gated, record = head_gates.train_gates(
-    models.load_classifier(snakemake.input.model, task, models.SAVED, 0).to(job_device), task,
+    loading.load_classifier(snakemake.input.model, task, loading.SAVED, 0).to(job_device), task,
     tokens.encoded("train", train), train["label"].to_numpy(), config, float(wc.strength),
     gate_settings, wc.weights == "trained", int(wc.seed), checkpointer, precision=job_precision,
 )
 dev = tasks.subsample(pl.read_parquet(snakemake.input.dev), params.dev_sample["examples"], params.dev_sample["seed"])
 encoded = tokens.encoded("dev", dev)
 # Michel et al.'s ordering prunes the fine-tuned model as it is (never retrained)
-finetuned = models.load_classifier(snakemake.input.model, task, models.SAVED, 0).to(job_device)
+finetuned = loading.load_classifier(snakemake.input.model, task, loading.SAVED, 0).to(job_device)
 michel = head_gates.michel_mask(pl.read_parquet(snakemake.input.importance), record["heads_kept"], params.normalize_by_layer)
 batch = runtime.eval_batch_size
 chosen = StructureMask(gated.kept(), np.ones(finetuned.config.num_hidden_layers, dtype=bool))
@@ -57,8 +57,8 @@ predictions = dev.select("idx", "label").with_columns(
 record |= {"task": task.name, "seed": int(wc.seed), "weights": wc.weights, "precision": job_precision.to_dict(),
            "train_examples": train.height,
            "dev_examples": dev.height, "michel_heads": michel.heads.astype(int).tolist(),
-           "scores": {name: finetune.prediction_metrics(task, predictions.select("idx", "label", pl.col(name).alias("prediction")))
-                      for name in head_gates_stats.PREDICTIONS}}
+           "scores": {name: training.prediction_metrics(task, predictions.select("idx", "label", pl.col(name).alias("prediction")))
+                      for name in gate_stats.PREDICTIONS}}
 io.write_parquet(predictions, snakemake.output.predictions)
 io.write_json(record, snakemake.output.record)  # last: its presence marks a finished job
 checkpointer.remove()

@@ -12,7 +12,7 @@ import polars as pl
 
 from bertology_core.data import tasks, io
 from bertology_core.engine.attention_function import use_engine
-from bertology_core.models import batching, device, models
+from bertology_core.models import batching, device, loading
 from bertology_core.engine.plan import StructureMask
 from bertology_core.pruning import importance
 
@@ -20,8 +20,8 @@ params = snakemake.params
 batch_size = snakemake.resources.batch_size
 job_device, _ = device.model_job(snakemake.threads, snakemake.params.precision)
 task = tasks.Task.from_meaning(snakemake.params.task)
-model = use_engine(models.load_classifier(snakemake.input.model, task, models.SAVED, 0).to(job_device))
-tokenizer = models.load_tokenizer(snakemake.input.model)
+model = use_engine(loading.load_classifier(snakemake.input.model, task, loading.SAVED, 0).to(job_device))
+tokenizer = loading.load_tokenizer(snakemake.input.model)
 # importance_examples null: the whole split (tasks.subsample returns it as it is)
 frame = tasks.subsample(pl.read_parquet(snakemake.input.importance), params.importance["importance_examples"],
                        params.importance["subsample_seed"])

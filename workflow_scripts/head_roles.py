@@ -10,16 +10,16 @@ log_to(snakemake.log[0])
 
 import polars as pl
 
-from bertology_core.attention import dump_files
+from bertology_core.attention import dump_tables
 from bertology_core.data import tasks, io, states
-from bertology_core.head_roles import head_roles
-from bertology_core.models import models
+from bertology_core.head_roles import measure_tables
+from bertology_core.models import loading
 
 wc = snakemake.wildcards
-tokenizer = models.load_tokenizer(io.read_json(snakemake.input.resolved)["path"])
+tokenizer = loading.load_tokenizer(io.read_json(snakemake.input.resolved)["path"])
 first, second = tasks.sentence_texts(pl.read_parquet(snakemake.input.train))
-frequencies = head_roles.piece_frequencies(tokenizer, first + (second or []))
-roles = head_roles.dump_roles(dump_files.AttentionDump(snakemake.params.dump), frequencies, snakemake.params.rare_top_frequent)
+frequencies = measure_tables.piece_frequencies(tokenizer, first + (second or []))
+roles = measure_tables.dump_roles(dump_tables.AttentionDump(snakemake.params.dump), frequencies, snakemake.params.rare_top_frequent)
 state = states.dumped_state(wc.dumped)
 seed = states.split_seeded(wc.dumped)[1] if states.is_seeded(wc.dumped) else None
 roles = roles.with_columns(pl.lit(wc.task).alias("task"), pl.lit(state).alias("state"), pl.lit(seed, pl.Int64).alias("seed"))

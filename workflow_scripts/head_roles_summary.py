@@ -8,7 +8,7 @@ log_to(snakemake.log[0])
 import polars as pl
 
 from bertology_core.data import io, tasks
-from bertology_core.head_roles import head_roles_stats, summary
+from bertology_core.head_roles import stats, summary
 from bertology_core.summaries import figures
 
 inputs, params, model = snakemake.input, snakemake.params, snakemake.wildcards.model
@@ -26,7 +26,7 @@ outputs = summary.summarise(
     [io.read_json(p) for p in inputs.gates], [pl.read_parquet(p) for p in inputs.gate_predictions],
     {tuple(run): pl.read_parquet(path) for run, path in zip(runs["michel"], inputs.michel)},
     {name: tasks.Task.from_meaning(meaning) for name, meaning in params.tasks.items()},
-    summary.HeadRolesSettings(model, head_roles_stats.RoleThresholds(**params.thresholds), params.syntactic_relations,
+    summary.HeadRolesSettings(model, stats.RoleThresholds(**params.thresholds), params.syntactic_relations,
                               params.rare_top_frequent, **params.bootstrap),
 )
 figures.write_outputs(outputs, params.out)

@@ -11,17 +11,17 @@ import polars as pl
 import torch
 
 from bertology_core.data import io
-from bertology_core.layer_mix import layer_mix
-from bertology_core.models import models
-from bertology_core.probing import probing
+from bertology_core.layer_mix import cumulative_probes
+from bertology_core.models import loading
+from bertology_core.probing import probes
 
 torch.set_num_threads(snakemake.threads)  # the same thread count every run: identical sums, identical probes
 params = snakemake.params
-tensors, frames = probing.load_probe_inputs(snakemake.input.features, {split: snakemake.input[split] for split in ("train", "dev")},
+tensors, frames = probes.load_probe_inputs(snakemake.input.features, {split: snakemake.input[split] for split in ("train", "dev")},
                                             params.sample)
-tokenizer = models.load_tokenizer(io.read_json(snakemake.input.resolved)["path"])
-cumulative, summary, words = layer_mix.layer_mix_label_sets(
-    frames, tensors, params.labels, layer_mix.probe_settings(params.probe, params.probe_seeds), params.min_label_count,
+tokenizer = loading.load_tokenizer(io.read_json(snakemake.input.resolved)["path"])
+cumulative, summary, words = cumulative_probes.layer_mix_label_sets(
+    frames, tensors, params.labels, cumulative_probes.probe_settings(params.probe, params.probe_seeds), params.min_label_count,
     tokenizer.tokenize("The") == tokenizer.tokenize("the"), **params.bootstrap)
 state = pl.lit(snakemake.wildcards.probed).alias("state")
 for table, path in ((cumulative, snakemake.output.cumulative), (summary, snakemake.output.summary), (words, snakemake.output.words)):

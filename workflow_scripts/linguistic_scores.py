@@ -8,12 +8,12 @@ log_to(snakemake.log[0])
 import polars as pl
 
 from bertology_core.data import io
-from bertology_core.linguistic import linguistic
-from bertology_core.attention.dump_files import AttentionDump
-from bertology_core.models.models import load_tokenizer
+from bertology_core.linguistic import score_tables
+from bertology_core.attention.dump_tables import AttentionDump
+from bertology_core.models.loading import load_tokenizer
 
 tokenizer = load_tokenizer(io.read_json(snakemake.input.resolved)["path"])
-frames = linguistic.score_dump(
+frames = score_tables.score_dump(
     AttentionDump(snakemake.params.dump_prefix), tokenizer, pl.read_parquet(snakemake.input.data),
     pl.read_parquet(snakemake.input.spacy), directions=snakemake.params.directions,
 )

@@ -13,15 +13,15 @@ from safetensors.torch import save_file
 
 from bertology_core.data import tasks, io
 from bertology_core.engine.attention_function import use_engine
-from bertology_core.models import batching, device, models
+from bertology_core.models import batching, device, loading
 from bertology_core.pruning import lottery
 
 params = snakemake.params
 wc = snakemake.wildcards
 job_device, _ = device.model_job(snakemake.threads, snakemake.params.precision)
 task = tasks.Task.from_meaning(snakemake.params.task)
-model = use_engine(models.load_classifier(snakemake.input.model, task, models.SAVED, 0).to(job_device))
-tokenizer = models.load_tokenizer(snakemake.input.model)
+model = use_engine(loading.load_classifier(snakemake.input.model, task, loading.SAVED, 0).to(job_device))
+tokenizer = loading.load_tokenizer(snakemake.input.model)
 importance_data = None
 if wc.method == "s":  # s-pruning ranks heads and MLPs by Michel et al.'s importance on these examples (null: the whole split)
     frame = tasks.subsample(pl.read_parquet(snakemake.input.importance), params.importance["importance_examples"],

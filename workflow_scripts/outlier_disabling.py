@@ -11,29 +11,29 @@ log_to(snakemake.log[0])
 import polars as pl
 
 from bertology_core.data import tasks, io
-from bertology_core.disabling import disabling
+from bertology_core.disabling import sweeps
 from bertology_core.scoring import plans as scoring
-from bertology_core.finetune import finetune
+from bertology_core.finetune import training
 from bertology_core.models import device
-from bertology_core.outliers import outliers, outliers_stats
+from bertology_core.outliers import layernorms, stats
 
 job_device, _ = device.model_job(snakemake.threads, snakemake.params.precision)
 params = snakemake.params
 task = tasks.Task.from_meaning(snakemake.params.task)
-scored = disabling.load_scored_model(snakemake.input.model, snakemake.input.data, task, params.max_examples, params.subsample_seed,
+scored = sweeps.load_scored_model(snakemake.input.model, snakemake.input.data, task, params.max_examples, params.subsample_seed,
                                      params.max_length, job_device)
 model, dev = scored.model, scored.dev
-_, table, reason = outliers.find_outliers(model, outliers_stats.Criterion(**params.criterion))
-found = [] if reason else outliers_stats.outlier_dimensions(table)
-configs = outliers_stats.configurations(found, model.config.hidden_size, params.draws, params.random_seed)
+_, table, reason = layernorms.find_outliers(model, stats.Criterion(**params.criterion))
+found = [] if reason else stats.outlier_dimensions(table)
+configs = stats.configurations(found, model.config.hidden_size, params.draws, params.random_seed)
 started = time.perf_counter()
 rows = scoring.rows_per_pass(job_device, snakemake.resources.rows_per_pass, snakemake.resources.gpu_rows_per_pass)
-logits = outliers.evaluate_dimension_sets(model, scored.encoded, configs, rows_per_pass=rows)
-frame = outliers_stats.predictions_frame(configs, dev["idx"].to_numpy(), dev["label"].to_numpy(),
+logits = layernorms.evaluate_dimension_sets(model, scored.encoded, configs, rows_per_pass=rows)
+frame = stats.predictions_frame(configs, dev["idx"].to_numpy(), dev["label"].to_numpy(),
                                          task.predictions(logits.logits),
                                          task.predictions(logits.reference), task.is_regression)
 io.write_parquet(frame, snakemake.output.predictions)
 record = {"task": task.name, "examples": dev.height, "outliers": found, "not_applicable": reason, "configurations": len(configs),
-          "seconds": time.perf_counter() - started, "intact": finetune.prediction_metrics(task, frame.filter(pl.col("kind") == "intact"))}
+          "seconds": time.perf_counter() - started, "intact": training.prediction_metrics(task, frame.filter(pl.col("kind") == "intact"))}
 io.write_json(record, snakemake.output.record)
 logging.info("%s", record)

@@ -10,16 +10,16 @@ log_to(snakemake.log[0])
 import polars as pl
 
 from bertology_core.data import io
-from bertology_core.patterns import pattern_labels, pattern_training, patterns
+from bertology_core.patterns import feature_tables, label_tables, training
 
 label_set = None
 if snakemake.input.get("labels"):
-    label_set = pattern_labels.load_label_set(
+    label_set = label_tables.load_label_set(
         snakemake.input.labels, snakemake.input.get("card"), snakemake.input.get("second_pass"),
         io.read_json(snakemake.input.resolved), snakemake.params.dump_keys,
         recipes={key: io.read_json(path) for key, path in zip(snakemake.params.recipe_keys, snakemake.input.recipes)},
         test_path=snakemake.input.get("test"), second_labeller_path=snakemake.input.get("second_labeller"))
-result = pattern_training.train_classifier(
+result = training.train_classifier(
     features={key: pl.read_parquet(path) for key, path in zip(snakemake.params.dump_keys, snakemake.input.features)},
     dump_prefixes=dict(zip(snakemake.params.dump_keys, snakemake.params.dump_prefixes)),
     label_set=label_set,
@@ -30,11 +30,11 @@ result = pattern_training.train_classifier(
     epochs=snakemake.params.epochs,
     ensemble=snakemake.params.ensemble,
     seed=snakemake.params.seed,
-    thresholds=patterns.RuleThresholds.from_dict(snakemake.params.rules),
+    thresholds=feature_tables.RuleThresholds.from_dict(snakemake.params.rules),
     validation_share=snakemake.params.validation_share,
     min_class_labels=snakemake.params.min_class_labels,
 )
-pattern_training.save_classifier(result, snakemake.output.weights)
+training.save_classifier(result, snakemake.output.weights)
 io.write_parquet(result.training_maps, snakemake.output.training_maps)
 io.write_json(result.report, snakemake.output.report)
 logging.info("cross-validated macro F1 %.3f (labels: %s)", result.report["macro_f1_mean"], result.report["labels_source"])

@@ -10,20 +10,20 @@ import numpy as np
 import polars as pl
 
 from bertology_core.data import io, mapped, states, treebank
-from bertology_core.models import device, models
-from bertology_core.probing import probing
+from bertology_core.models import device, loading
+from bertology_core.probing import probes
 
 params = snakemake.params
 job_device, _ = device.model_job(snakemake.threads, snakemake.params.precision)
 # the probed state's encoder: pre-trained, fine-tuned, or the pre-trained architecture with random weights
 folder = snakemake.input.get("model", io.read_json(snakemake.input.resolved)["path"])
 random_seed = snakemake.params.get("random_seed", 0) if snakemake.wildcards.probed == states.RANDOM_WEIGHTS else None
-encoder = models.load_encoder(folder, random_seed).to(job_device)
-tokenizer = models.load_tokenizer(folder)
+encoder = loading.load_encoder(folder, random_seed).to(job_device)
+tokenizer = loading.load_tokenizer(folder)
 aligned, metadata = {}, {"pooling": params.pooling, "state": snakemake.wildcards.probed}
 for split in ("train", "dev"):
     frame = treebank.sample(pl.read_parquet(snakemake.input[split]), params.sample[split], params.sample["seed"])
-    aligned[split] = probing.align_words(tokenizer, frame["forms"].to_list(), params.max_length)
+    aligned[split] = probes.align_words(tokenizer, frame["forms"].to_list(), params.max_length)
     metadata[f"{split}_sentences"] = str(frame.height)
 layers, hidden = encoder.config.num_hidden_layers + 1, encoder.config.hidden_size
 # float16: half the disk and the memory; probes standardise anyway. Written through a memory map of the output file:
@@ -34,7 +34,7 @@ for split, words in ((split, int(sum(found.num_words))) for split, found in alig
     specs[f"{split}_complete"] = ((words,), np.uint8)
 with mapped.write_mapped(snakemake.output[0], specs, metadata) as tensors:
     for split, found in aligned.items():
-        features, complete = probing.word_representations(encoder, found, params.pooling, params.batch_size, np.float16,
+        features, complete = probes.word_representations(encoder, found, params.pooling, params.batch_size, np.float16,
                                                           out=tensors[split])
         tensors[f"{split}_complete"][:] = complete
         mapped.release(features)

@@ -10,16 +10,16 @@ import polars as pl
 import torch
 
 from bertology_core.data import io
-from bertology_core.models import models
-from bertology_core.probing import probing
+from bertology_core.models import loading
+from bertology_core.probing import probes
 
 torch.set_num_threads(snakemake.threads)  # the same thread count every run: identical sums, identical probes
 params = snakemake.params
-tensors, frames = probing.load_probe_inputs(snakemake.input.features, {split: snakemake.input[split] for split in ("train", "dev")},
+tensors, frames = probes.load_probe_inputs(snakemake.input.features, {split: snakemake.input[split] for split in ("train", "dev")},
                                             params.sample)
-tokenizer = models.load_tokenizer(io.read_json(snakemake.input.resolved)["path"])
-table, words = probing.probe_label_sets(
-    frames, tensors, params.labels, probing.ProbeSettings(**params.probe), params.min_label_count, params.control_seed,
+tokenizer = loading.load_tokenizer(io.read_json(snakemake.input.resolved)["path"])
+table, words = probes.probe_label_sets(
+    frames, tensors, params.labels, probes.ProbeSettings(**params.probe), params.min_label_count, params.control_seed,
     lowercase=tokenizer.tokenize("The") == tokenizer.tokenize("the"), reference_regularisation=params.reference_regularisation,
     reference_sentences=params.reference_sentences)
 state = pl.lit(snakemake.wildcards.probed).alias("state")

@@ -9,8 +9,8 @@ import polars as pl
 from safetensors.numpy import load_file
 
 from bertology_core.data import io, tasks
-from bertology_core.fitness import fitness
-from bertology_core.pruning import pruning_stats, summary
+from bertology_core.fitness import verdict_stats
+from bertology_core.pruning import stats, summary
 from bertology_core.summaries import figures
 
 params, inputs, model = snakemake.params, snakemake.input, snakemake.wildcards.model
@@ -44,8 +44,8 @@ outputs = summary.summarise(
     {(task, method): [(s, load_file(mask_paths[(task, s, method)])) for t, s in runs if t == task]
      for task in sorted({t for t, _ in runs}) for method in settings.methods},
     {run: io.read_json(p) for run, p in zip([r for r in runs if "s" in settings.methods], inputs.compact)},
-    fitness.Verdicts(pl.read_parquet(inputs.fitness), model, fitness.seeds_by_task(runs)),
+    verdict_stats.Verdicts(pl.read_parquet(inputs.fitness), model, verdict_stats.seeds_by_task(runs)),
     {name: tasks.Task.from_meaning(meaning) for name, meaning in params.tasks.items()}, settings, params.recipe_note,
-    lambda stack: pruning_stats.fleiss_kappa_interval(stack, bootstrap["resamples"], bootstrap["level"], bootstrap["seed"]),
+    lambda stack: stats.fleiss_kappa_interval(stack, bootstrap["resamples"], bootstrap["level"], bootstrap["seed"]),
 )
 figures.write_outputs(outputs, snakemake.output.importance[0].rsplit("/", 1)[0])

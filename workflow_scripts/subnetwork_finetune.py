@@ -14,8 +14,8 @@ from safetensors.numpy import load_file as load_numpy
 from safetensors.torch import load_file
 
 from bertology_core.data import tasks, io
-from bertology_core.finetune import finetune
-from bertology_core.models import batching, checkpoint, device, models
+from bertology_core.finetune import training
+from bertology_core.models import batching, checkpoint, device, loading
 from bertology_core.pruning import lottery
 from bertology_core.engine.plan import StructureMask
 
@@ -36,7 +36,7 @@ if wc.network != "full":
         good = {name: value.bool() for name, value in load_file(snakemake.input.mask).items()}
         magnitudes = None
         if kind == "bad":
-            finetuned = models.load_classifier(snakemake.input.finetuned_model, task, models.SAVED, 0)
+            finetuned = loading.load_classifier(snakemake.input.finetuned_model, task, loading.SAVED, 0)
             magnitudes = {name: module.weight.detach() for name, module in lottery.encoder_weights(finetuned)}
         mask = lottery.weight_subnetwork(good, kind, draw_seed, magnitudes)
 train = tasks.subsample(pl.read_parquet(snakemake.input.train), params.max_train_examples, params.subsample_seed)
@@ -60,7 +60,7 @@ checkpointer = checkpoint.Checkpointer(
 )
 result, predictions = lottery.finetune_subnetwork(
     resolved["path"], task, seed, train, dev,
-    finetune.FinetuneConfig.from_dict(params.hyperparameters), mask, eval_batch_size=params.eval_batch_size, device=job_device,
+    training.FinetuneConfig.from_dict(params.hyperparameters), mask, eval_batch_size=params.eval_batch_size, device=job_device,
     precision=job_precision,
     tokens=batching.TokenFile.read(snakemake.input.tokens, params.hyperparameters["max_length"], ["train", "dev"]),
     checkpointer=checkpointer,

@@ -13,20 +13,20 @@ import polars as pl
 
 from bertology_core.data import io, states, treebank
 from bertology_core.engine.attention_function import use_engine
-from bertology_core.models import device, models
-from bertology_core.probing import probing, syntactic_heads
-from bertology_core.disabling.disabling_stats import split_halves
+from bertology_core.models import device, loading
+from bertology_core.probing import probes, syntactic_heads
+from bertology_core.disabling.stats import split_halves
 
 settings = snakemake.params.settings
 job_device, _ = device.model_job(snakemake.threads, snakemake.params.precision)
 # the probed state's encoder: pre-trained, fine-tuned, or the pre-trained architecture with random weights
 folder = snakemake.input.get("model", io.read_json(snakemake.input.resolved)["path"])
 random_seed = snakemake.params.get("random_seed", 0) if snakemake.wildcards.probed == states.RANDOM_WEIGHTS else None
-encoder = models.load_encoder(folder, random_seed).to(job_device)
-tokenizer = models.load_tokenizer(folder)
+encoder = loading.load_encoder(folder, random_seed).to(job_device)
+tokenizer = loading.load_tokenizer(folder)
 encoder = use_engine(encoder)
 frame = treebank.sample(pl.read_parquet(snakemake.input.treebank), settings["sentences"], snakemake.params.seed)
-aligned = probing.align_words(tokenizer, frame["forms"].to_list(), snakemake.params.max_length)
+aligned = probes.align_words(tokenizer, frame["forms"].to_list(), snakemake.params.max_length)
 relations = [[r.split(":")[0] for r in s] if settings["strip_subtypes"] else s for s in frame["deprels"].to_list()]
 counts = syntactic_heads.relation_counts(encoder, aligned, frame["heads"].to_list(), relations, settings["batch_size"], settings["offsets"])
 state = pl.lit(snakemake.wildcards.probed).alias("state")

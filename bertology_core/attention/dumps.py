@@ -1,4 +1,4 @@
-"""Writing attention dumps (:mod:`bertology_core.attention.dump_files` gives their layout and reads them): the
+"""Writing attention dumps (:mod:`bertology_core.attention.dump_tables` gives their layout and reads them): the
 encoder runs on the engine, batch after batch, and each batch's maps are written as they come, so memory does not grow
 with the number of examples."""
 
@@ -16,13 +16,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import torch
 
-from bertology_core.attention.dump_files import ATTENTION_SCHEMA, DEFAULT_BITS, SCALE_KEY, TOKENS_SCHEMA, dump_paths, quantise
+from bertology_core.attention.dump_tables import ATTENTION_SCHEMA, DEFAULT_BITS, SCALE_KEY, TOKENS_SCHEMA, dump_paths, quantise
 from bertology_core.data.tasks import sentence_texts
 from bertology_core.data.io import atomic_path
 from bertology_core.engine.attention_function import use_engine
 from bertology_core.engine.intervention import intervene
 from bertology_core.engine.plan import InterventionPlan
-from bertology_core.models import models
+from bertology_core.models import loading
 from bertology_core.models.batching import Encoded
 from bertology_core.models.device import default_device
 from bertology_core.data.failpoints import failpoint
@@ -32,7 +32,7 @@ from bertology_core.data.failpoints import failpoint
 class EncodedExamples:
     idx: list[int]
     input_ids: list[list[int]]
-    token_type_ids: list[list[int]] | None  # None when the tokenizer returns none (models.load_tokenizer: RoBERTa, ...)
+    token_type_ids: list[list[int]] | None  # None when the tokenizer returns none (loading.load_tokenizer: RoBERTa, ...)
     segment_ids: list[list[int | None]]  # 0/1 per sentence, None for special tokens, for every model
     word_ids: list[list[int | None]]  # the tokenizer's own words, from 0 in each sentence (see the module docstring)
     tokens: list[list[str]]
@@ -143,8 +143,8 @@ def dump_model_folder(folder: str | Path, frame: pl.DataFrame, prefix: str | Pat
     """Load the encoder and tokenizer of a Hugging Face folder (safetensors, no remote code) onto ``device`` (default:
     :func:`bertology_core.models.device.default_device`), put it on the bertology engine and :func:`write_dump` ``frame``
     with it; the summary names the folder."""
-    encoder = use_engine(models.load_encoder(folder).to(device or default_device()))
-    summary = write_dump(encoder, models.load_tokenizer(folder), frame, prefix, **options)
+    encoder = use_engine(loading.load_encoder(folder).to(device or default_device()))
+    summary = write_dump(encoder, loading.load_tokenizer(folder), frame, prefix, **options)
     summary["model_folder"] = str(folder)
     return summary
 

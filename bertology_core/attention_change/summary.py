@@ -7,7 +7,7 @@ from collections.abc import Mapping
 
 import polars as pl
 
-from bertology_core.fitness.fitness import Verdicts
+from bertology_core.fitness.verdict_stats import Verdicts
 from bertology_core.summaries import figures
 from bertology_core.summaries.figures import Output
 

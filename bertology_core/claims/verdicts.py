@@ -7,7 +7,7 @@ otherwise: Clopper-Pearson for a share of hand-labelled maps; the unit resampled
 sentences, heads), and the verdict rule (:func:`verdict`) is:
 
 - **model unfit**: the number rests on a fine-tuned model that is not fit for analysis
-  (:mod:`bertology_core.fitness.fitness`), or ``fitness.unfit: skip`` left out every model it would rest on;
+  (:mod:`bertology_core.fitness.verdict_stats`), or ``fitness.unfit: skip`` left out every model it would rest on;
 - **reproduced**: the whole interval lies inside the region;
 - **not reproduced**: the whole interval lies outside it;
 - **inconclusive**: the interval straddles a boundary of the region, or the number cannot be trusted
@@ -55,8 +55,8 @@ import polars as pl
 from scipy import stats
 
 from bertology_core.data import states
-from bertology_core.layer_mix.layer_mix_stats import expected_layer_difference
-from bertology_core.pruning.pruning_stats import prunable_share
+from bertology_core.layer_mix.stats import expected_layer_difference
+from bertology_core.pruning.stats import prunable_share
 from bertology_core.stats.bootstrap import DEFINED_SHARE, metric_on_resamples, percentile_interval, resample_indices
 
 REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE, MODEL_UNFIT, NOT_RUN, NOT_APPLICABLE = (
@@ -262,7 +262,7 @@ def heterogeneous_share(classes: Mapping[tuple[str, int], pl.DataFrame], resampl
     """Per task: the share of maps the CNN labels heterogeneous in the fine-tuned dumps (``classes``:
     (task, seed) -> classes table with ``idx`` and ``cnn_label``), seeds pooled; a cluster bootstrap over dev
     examples (all maps of an example together). Not trusted unless the labeller was validated on hand labels
-    (:func:`bertology_core.patterns.patterns.labeller_validated`)."""
+    (:func:`bertology_core.patterns.feature_tables.labeller_validated`)."""
     rows = []
     for task in sorted({t for t, _ in classes}):
         seeds = sorted(s for t, s in classes if t == task)
@@ -345,7 +345,7 @@ def last_layers_change(changes: Mapping[tuple[str, int], pl.DataFrame], resample
 
 def best_head_gain(selection: pl.DataFrame, seeds: Mapping[str, Sequence[int]]) -> list[Measured]:
     """Per task (and disabling mode, when several): the across-seed held-out change of the best single head
-    (disabling_stats.selection_table)."""
+    (stats.selection_table)."""
     rows = []
     pooled = selection.filter((pl.col("kind") == "head") & pl.col("seed").is_null())
     several = pooled["mode"].n_unique() > 1

@@ -45,7 +45,7 @@ from bertology_core.engine import attention_function
 from bertology_core.engine.attention_function import use_engine
 from bertology_core.engine.intervention import intervene
 from bertology_core.engine.first_token import first_token_output
-from bertology_core.finetune import finetune
+from bertology_core.finetune import training
 from bertology_core.models import precision as precisions
 from bertology_core.cost import model as cost
 
@@ -61,8 +61,8 @@ SHAPES = {
 # a typical job script of each start-up kind (:func:`bertology_core.cost.estimate.startup_kind`), whose imports a
 # fresh process runs; a model job then loads the model and its tokenizer onto the device
 STARTUP_SCRIPTS = {"model": "dump_attention", "torch": "classify_maps", "tables": "disabling_summary"}
-STARTUP_MODEL_LOAD = "from bertology_core.models import models; models.load_encoder({path!r}).to({device!r})"
-STARTUP_TOKENIZER_LOAD = "; models.load_tokenizer({path!r})"
+STARTUP_MODEL_LOAD = "from bertology_core.models import models; loading.load_encoder({path!r}).to({device!r})"
+STARTUP_TOKENIZER_LOAD = "; loading.load_tokenizer({path!r})"
 SCRIPTS = Path(__file__).resolve().parents[2] / "workflow_scripts"
 
 
@@ -185,7 +185,7 @@ def calibrate(config: PretrainedConfig, device: torch.device, policy: str, threa
     geometry = cost.Geometry.from_config(config.to_dict())
     model = random_classifier(config, device)
     trained = random_classifier(config, device, engine=False)
-    optimizer = finetune.adamw(trained.parameters(), 1e-5, device, resolved)  # as fine-tuning builds it
+    optimizer = training.adamw(trained.parameters(), 1e-5, device, resolved)  # as fine-tuning builds it
     shapes = dict(shapes or SHAPES["cuda" if device.type == "cuda" else "cpu"])
     # scale rows down where a round of the training shapes would take more than a tenth of the budget
     once = pass_function(trained, "train", _batch(config, *max(shapes["train"], key=lambda s: s[0] * s[1]), device), resolved, optimizer)
@@ -288,29 +288,29 @@ DUMP_SHAPES = ((32, 4), (16, 16), (12, 48), (12, 100))
 def untrained_classifier(ensemble: int, image_size: int, source: str) -> Any:
     """A pattern classifier of ``ensemble`` untrained CNNs (seed 0) with the rule labeller's default thresholds: what
     classifying a dump costs does not depend on what the nets learnt."""
-    from bertology_core.patterns import patterns
-    from bertology_core.patterns.pattern_cnn import PatternEnsemble, PatternNet
-    from bertology_core.patterns.pattern_training import LoadedClassifier
+    from bertology_core.patterns import feature_tables
+    from bertology_core.patterns.cnn import PatternEnsemble, PatternNet
+    from bertology_core.patterns.training import LoadedClassifier
 
     torch.manual_seed(0)
-    nets = [PatternNet(len(patterns.CLASSES), features=len(patterns.FEATURES)) for _ in range(ensemble)]
-    return LoadedClassifier(PatternEnsemble(nets).eval(), np.array(patterns.CLASSES), image_size, source,
-                            patterns.RuleThresholds())
+    nets = [PatternNet(len(feature_tables.CLASSES), features=len(feature_tables.FEATURES)) for _ in range(ensemble)]
+    return LoadedClassifier(PatternEnsemble(nets).eval(), np.array(feature_tables.CLASSES), image_size, source,
+                            feature_tables.RuleThresholds())
 
 
 def time_pattern_training(image_size: int, maps: int = 640, rounds: int = 3) -> dict[str, float]:
     """Seconds of training the pattern CNN per training map and pixel (``per_value``): the median of ``rounds`` fits of
-    one net for one epoch (:class:`~bertology_core.patterns.pattern_cnn.PatternCNN`, its batch size) on ``maps`` random
+    one net for one epoch (:class:`~bertology_core.patterns.cnn.PatternCNN`, its batch size) on ``maps`` random
     ``image_size`` x ``image_size`` maps with the pattern features. The rule pattern_classifier spends it nets x epochs
     x folds x training maps times (its cross-validation and final fit; :data:`bertology_core.cost.estimate.STAGE_WORK`).
     The CNN trains on the CPU whatever the accelerator: process CPU seconds."""
-    from bertology_core.patterns import patterns
-    from bertology_core.patterns.pattern_cnn import PatternCNN, pack
+    from bertology_core.patterns import feature_tables
+    from bertology_core.patterns.cnn import PatternCNN, pack
 
     generator = np.random.default_rng(0)
     X = pack(generator.random((maps, image_size, image_size), dtype=np.float32),
-             generator.random((maps, len(patterns.FEATURES)), dtype=np.float32))
-    y = np.array(patterns.CLASSES)[generator.integers(0, len(patterns.CLASSES), maps)]
+             generator.random((maps, len(feature_tables.FEATURES)), dtype=np.float32))
+    y = np.array(feature_tables.CLASSES)[generator.integers(0, len(feature_tables.CLASSES), maps)]
     timings, threads = [], torch.get_num_threads()
     torch.set_num_threads(1)  # as the rule runs (one thread): process CPU seconds of more threads would add up
     try:
@@ -328,15 +328,15 @@ def time_map_stages(config: PretrainedConfig, tokenizer: Any, device: torch.devi
                     shapes: Sequence[tuple[int, int]] = DUMP_SHAPES, rounds: int = 3) -> dict[str, dict[str, float]]:
     """Seconds of the stages that read attention dumps, fitted as ``maps x per_map + per_value x sum of length^2``
     (non-negative; ``per_call`` 0) from dumps of the model's geometry (``shapes``: examples, words a sentence): ``dump``
-    (writing, the forward pass apart), ``pattern_features`` (:func:`~bertology_core.patterns.patterns.dump_features`)
-    and ``classify_maps`` (:func:`~bertology_core.patterns.pattern_training.classify_dump` with an untrained ensemble of
+    (writing, the forward pass apart), ``pattern_features`` (:func:`~bertology_core.patterns.feature_tables.dump_features`)
+    and ``classify_maps`` (:func:`~bertology_core.patterns.training.classify_dump` with an untrained ensemble of
     ``ensemble`` nets, ``classify_batch_size`` maps a pass), each shape's the median of ``rounds`` timings. On a CPU
     the seconds are the process's CPU seconds: the dump's writer thread compresses batch k beside the forward pass of
     batch k+1, which a job beside another on a busy machine does not get for free."""
     from bertology_core.attention import dumps
-    from bertology_core.attention.dump_files import AttentionDump
-    from bertology_core.patterns import patterns
-    from bertology_core.patterns.pattern_training import classify_dump
+    from bertology_core.attention.dump_tables import AttentionDump
+    from bertology_core.patterns import feature_tables
+    from bertology_core.patterns.training import classify_dump
 
     model = random_classifier(config, device).eval()
     classifier = untrained_classifier(ensemble, image_size, "calibration")
@@ -356,7 +356,7 @@ def time_map_stages(config: PretrainedConfig, tokenizer: Any, device: torch.devi
                 dump_seconds = clock() - started
                 dump = AttentionDump(prefix)
                 started = clock()
-                features = patterns.dump_features(dump)
+                features = feature_tables.dump_features(dump)
                 feature_seconds = clock() - started
                 started = clock()
                 classify_dump(classifier, dump, features, classify_batch_size)

@@ -29,7 +29,7 @@ import numpy as np
 
 from bertology_core.data import tasks
 from bertology_core.data.batch_order import training_batches
-from bertology_core.outliers.outliers_stats import PLACEMENTS
+from bertology_core.outliers.stats import PLACEMENTS
 from bertology_core.cost.model import Calibration, ordered_batches, padded_batches, sorted_batches
 
 

@@ -51,7 +51,7 @@ TRAINED = (FINETUNED, SCRATCH)
 DUMPED = (PRETRAINED, FINETUNED, SCRATCH)
 # the states probing.states chooses (a probed fine-tuned model is named <TASK>/finetuned/seed<N>)
 PROBED = (PRETRAINED, FINETUNED, RANDOM_WEIGHTS)
-# the weights each fine-tuning state starts from (models.load_classifier)
+# the weights each fine-tuning state starts from (loading.load_classifier)
 STARTS_FROM = {PRETRAINED: PRETRAINED, FINETUNED: PRETRAINED, SCRATCH: RANDOM_WEIGHTS}
 
 # a dumped state: pretrained, or a trained state and its seed (a regular expression for wildcards and label files)
@@ -60,7 +60,7 @@ _SEEDED = re.compile(rf"(?P<state>{'|'.join(TRAINED)})/seed(?P<seed>\d+)")
 _RUN = re.compile(rf"(?P<task>[^/]+)/(?P<state>{'|'.join(TRAINED)})/seed(?P<seed>\d+)")
 
 
-# the label of the fine-tuned minus pre-trained rows of per-state tables (linguistic.state_means), beside the labels
+# the label of the fine-tuned minus pre-trained rows of per-state tables (score_tables.state_means), beside the labels
 DIFFERENCE = "difference"
 
 
@@ -110,6 +110,6 @@ def is_run_name(name: str) -> bool:
 
 
 
-# how a label card's recipe fingerprint spells each fine-tuning state (pattern_labels.recipe_fingerprint): a frozen
+# how a label card's recipe fingerprint spells each fine-tuning state (label_tables.recipe_fingerprint): a frozen
 # hash format, older than these names, so that the shipped cards' fingerprints (data/pattern_labels/*.json) match
 FINGERPRINT_NAMES = {PRETRAINED: "untuned", FINETUNED: "pretrained", SCRATCH: "random"}

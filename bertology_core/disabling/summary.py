@@ -10,8 +10,8 @@ from dataclasses import dataclass
 import polars as pl
 
 from bertology_core.data.tasks import Task
-from bertology_core.disabling import disabling_stats
-from bertology_core.fitness.fitness import Verdicts
+from bertology_core.disabling import stats
+from bertology_core.fitness.verdict_stats import Verdicts
 from bertology_core.stats.metrics import main_metric_note
 from bertology_core.summaries import figures
 from bertology_core.summaries.figures import Output
@@ -42,7 +42,7 @@ def summarise(deltas: pl.DataFrame, selection: pl.DataFrame, greedy: Sequence[tu
     heads = pooled.filter(pl.col("kind") == "head").select(COLUMNS).sort(sort[:-1])
     layers = deltas.filter(pl.col("kind") == "layer").select(["seed", *COLUMNS]).sort(sort, nulls_last=True)
     # best and worst: the across-seed estimates, three of each kind per task and mode
-    extremes = disabling_stats.extremes(pooled, settings.extremes, COLUMNS[2:])
+    extremes = stats.extremes(pooled, settings.extremes, COLUMNS[2:])
     searched = pl.concat([frame.with_columns(pl.lit(task).alias("task"), pl.lit(seed).alias("seed"))
                           for (task, seed), frame in greedy], how="diagonal_relaxed") if greedy else pl.DataFrame(
         {"task": [], "seed": [], "step": []})

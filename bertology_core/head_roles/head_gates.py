@@ -40,7 +40,7 @@ from transformers import PreTrainedModel
 from bertology_core.engine.attention_function import use_engine
 from bertology_core.engine.intervention import intervene
 from bertology_core.engine.plan import HEAD_SCALE, InterventionPlan, per_layer
-from bertology_core.finetune import finetune
+from bertology_core.finetune import training
 from bertology_core.models.batching import Encoded
 from bertology_core.models.checkpoint import Checkpointer
 from bertology_core.models.precision import Precision
@@ -138,10 +138,10 @@ class GatedClassifier(nn.Module):
             output = self.classifier(**batch, labels=labels)
         return GatedOutput(loss=output.loss + self.strength * penalty, task_loss=output.loss, penalty=penalty)
 
-    def parameter_groups(self, config: finetune.FinetuneConfig) -> list[dict[str, Any]]:
+    def parameter_groups(self, config: training.FinetuneConfig) -> list[dict[str, Any]]:
         """The optimiser's groups: the gates (their own learning rate, no weight decay: decay would pull every
         ``log_alpha`` to 0, a half-open gate) and, when they train, the weights with fine-tuning's groups."""
-        groups = finetune.parameter_groups(self.classifier, config.weight_decay) if self.train_weights else []
+        groups = training.parameter_groups(self.classifier, config.weight_decay) if self.train_weights else []
         return groups + [{"params": [self.gates.log_alpha], "weight_decay": 0.0, "lr": self.gates.settings.learning_rate}]
 
     def evaluation_plan(self) -> InterventionPlan:
@@ -160,7 +160,7 @@ def train_gates(
     task: Task,
     data: Encoded,
     labels: np.ndarray,
-    config: finetune.FinetuneConfig,
+    config: training.FinetuneConfig,
     strength: float,
     settings: GateSettings,
     train_weights: bool,
@@ -170,12 +170,12 @@ def train_gates(
     precision: Precision | None = None,
 ) -> tuple[GatedClassifier, dict[str, Any]]:
     """Train Hard Concrete head gates (and the weights with ``train_weights``) on ``data`` with penalty strength
-    ``strength``, with fine-tuning's loop (:func:`bertology_core.finetune.finetune.train`: its schedule, clipping, seeding and
+    ``strength``, with fine-tuning's loop (:func:`bertology_core.finetune.training.train`: its schedule, clipping, seeding and
     resumable checkpoints), in ``precision`` (None: float32). Returns the gated model (eval mode) and the training
     record."""
     # the gates on the classifier's device: a step then needs no copy between host and device
     gated = GatedClassifier(classifier, strength, settings, train_weights).to(next(classifier.parameters()).device)
-    record = finetune.train(gated, task, data, labels, config, seed, progress, checkpointer,
+    record = training.train(gated, task, data, labels, config, seed, progress, checkpointer,
                             optimizer_groups=gated.parameter_groups(config), precision=precision)
     gates = gated.gates.deterministic().detach().cpu().numpy()
     record |= {

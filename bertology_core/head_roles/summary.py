@@ -12,8 +12,8 @@ import polars as pl
 
 from bertology_core.data import states
 from bertology_core.data.tasks import Task
-from bertology_core.fitness import fitness
-from bertology_core.head_roles import head_gates_stats, head_roles_stats
+from bertology_core.fitness import verdict_stats
+from bertology_core.head_roles import gate_stats, stats
 from bertology_core.stats.metrics import main_metric_note
 from bertology_core.summaries import figures
 from bertology_core.summaries.figures import Output
@@ -28,7 +28,7 @@ class HeadRolesSettings:
     over heads and over dev examples."""
 
     model: str
-    thresholds: head_roles_stats.RoleThresholds
+    thresholds: stats.RoleThresholds
     syntactic_relations: Sequence[str]
     rare_top_frequent: int
     resamples: int
@@ -54,7 +54,7 @@ def roles_outputs(roles: pl.DataFrame, scored: Sequence[str], settings: HeadRole
         f"pieces attend to the head word; head->dep: the reverse) at least {thresholds.syntactic_margin:.2f} above that relation and "
         f"direction's most-frequent-offset baseline (UD EWT; only the states the probing stage scores: {scored_note}); "
         "specialised = any role (null where the syntactic one is unknown). Confidence: mean maximum weight, special tokens left out.")
-    chart = head_roles_stats.roles_chart(
+    chart = stats.roles_chart(
         roles, "Head roles (Voita et al. 2019)",
         "Colour: confidence (mean maximum attention weight over real tokens, special tokens left out). Text: P-1/P+1 positional "
         f"(>= {thresholds.positional_share:.0%} of maxima at one offset), R rare tokens (>= {thresholds.rare_share:.0%} on the rarest piece "
@@ -66,11 +66,11 @@ def roles_outputs(roles: pl.DataFrame, scored: Sequence[str], settings: HeadRole
     return Output(roles, note, chart)
 
 
-def importance_outputs(relations: pl.DataFrame, verdicts: fitness.Verdicts, settings: HeadRolesSettings) -> Output:
+def importance_outputs(relations: pl.DataFrame, verdicts: verdict_stats.Verdicts, settings: HeadRolesSettings) -> Output:
     """The within-layer rank correlations of roles with importance and disabling (``relations``), or a note chart where
     no dumped fine-tuned model has either."""
     title = "Are the important heads the confident, specialised ones? (Voita et al. 2019)"
-    chart = head_roles_stats.correlation_chart(
+    chart = stats.correlation_chart(
         relations, title,
         f"Spearman correlation within layers over a fine-tuned model's heads between a role measure of its dump and each target "
         f"(ranked within each layer: depth trends left out), with its {settings.level:.0%} bootstrap interval over heads "
@@ -84,25 +84,25 @@ def importance_outputs(relations: pl.DataFrame, verdicts: fitness.Verdicts, sett
 
 
 def gates_outputs(records: Sequence[Mapping[str, Any]], predictions: Sequence[pl.DataFrame], michel: Mapping[Run, pl.DataFrame],
-                  verdicts: fitness.Verdicts, tasks: Mapping[str, Task], settings: HeadRolesSettings) -> Output:
+                  verdicts: verdict_stats.Verdicts, tasks: Mapping[str, Task], settings: HeadRolesSettings) -> Output:
     """Voita et al. 2019's L0 head gates against Michel et al.'s pruning curve (``michel``: (task, seed) -> its curve),
     one row per gate job (``records``, ``predictions``); a note table and chart where the config trains no gates. The
     caption and note name each task's main metric (``tasks``: by name)."""
     metric = main_metric_note(tasks[t] for t in sorted({r["task"] for r in records}))
-    table = head_gates_stats.gates_table(list(records), list(predictions), {r["task"]: tasks[r["task"]].main_metric for r in records},
+    table = gate_stats.gates_table(list(records), list(predictions), {r["task"]: tasks[r["task"]].main_metric for r in records},
                                          *settings.bootstrap)
     if table.height:
         table = verdicts.annotate(table, seed="seed")
         curve = pl.concat([frame.select(pl.lit(task).alias("task"), pl.lit(seed, pl.Int64).alias("seed"), "heads_pruned", "score")
                            for (task, seed), frame in michel.items()])
         curve = curve.with_columns((table["heads"][0] - pl.col("heads_pruned")).alias("heads_kept"))
-        chart = head_gates_stats.gates_chart(
+        chart = gate_stats.gates_chart(
             table, curve, "L0 head gates against Michel et al.'s pruning (Voita et al. 2019)",
             f"Dev score ({metric}; the curve's seeded dev sample) against heads kept: Michel et al.'s iterative curve "
             "(importance order, no retraining)\nand Hard Concrete gates trained with the L0 penalty at each "
             f"strength, the model's weights trained with them (Voita et al.) or frozen; model {settings.model}.")
     else:  # no gates in this config: the summary's files say so
-        table = pl.DataFrame({"note": ["no L0 gates in this config (head_roles_stats.gates.tasks)"]})
+        table = pl.DataFrame({"note": ["no L0 gates in this config (head_roles.gates.tasks)"]})
         chart = figures.note_chart("L0 head gates", table["note"][0])
     return Output(table, (
         f"Per job: heads whose deterministic gate is not 0 and the dev score ({metric}) with the learnt gates (gates), with those heads at "
@@ -121,19 +121,19 @@ def summarise(roles: pl.DataFrame, voita: pl.DataFrame | None, fitness_table: pl
     (task, seed) -> the pruning stage's importance; ``deltas``: the disabling stage's per-task tables; ``gates`` and
     ``gate_predictions``: each gate job's record and dev predictions; ``michel``: (task, seed) -> Michel et al.'s curve;
     ``tasks``: the tasks by name. Returns ``roles``, ``importance_relations`` and ``gates``."""
-    syntactic = head_roles_stats.best_relation_margins(voita, settings.syntactic_relations) if voita is not None else None
-    roles = head_roles_stats.assign_roles(roles, settings.thresholds, syntactic)
+    syntactic = stats.best_relation_margins(voita, settings.syntactic_relations) if voita is not None else None
+    roles = stats.assign_roles(roles, settings.thresholds, syntactic)
     # each row's model in the model states' one spelling: pretrained, TASK/finetuned/seedN, TASK/scratch/seedN
     dumped = pl.struct("task", "state", "seed").map_elements(
         lambda r: r["state"] if r["seed"] is None else states.run_name(r["task"], r["state"], r["seed"]), return_dtype=pl.String)
     # the verdicts pool the fine-tuned seeds that were dumped
     tuned = roles.filter(pl.col("state") == states.FINETUNED).select("task", "seed").unique().sort("task", "seed")
-    verdicts = fitness.Verdicts(fitness_table, settings.model, fitness.seeds_by_task(tuned.rows()))
+    verdicts = verdict_stats.Verdicts(fitness_table, settings.model, verdict_stats.seeds_by_task(tuned.rows()))
     roles = verdicts.annotate(roles.with_columns(dumped.alias("_dump")), state="_dump").drop("_dump").sort(
         "task", "state", "seed", "layer", "head")
     scored = sorted(syntactic["state"].unique().to_list()) if syntactic is not None else []
-    targets = head_roles_stats.importance_targets(dict(importance), list(deltas))
-    relations = head_roles_stats.rank_correlations(roles, targets, *settings.bootstrap)
+    targets = stats.importance_targets(dict(importance), list(deltas))
+    relations = stats.rank_correlations(roles, targets, *settings.bootstrap)
     return {
         "roles": roles_outputs(roles, scored, settings),
         "importance_relations": importance_outputs(relations, verdicts, settings),

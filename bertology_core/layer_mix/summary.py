@@ -9,8 +9,8 @@ from typing import Any
 
 import polars as pl
 
-from bertology_core.fitness.fitness import Verdicts
-from bertology_core.layer_mix import layer_mix_stats
+from bertology_core.fitness.verdict_stats import Verdicts
+from bertology_core.layer_mix import stats
 from bertology_core.summaries import figures
 from bertology_core.summaries.figures import Output
 
@@ -32,9 +32,9 @@ def summarise(summaries: Sequence[pl.DataFrame], cumulative: Sequence[pl.DataFra
     summary = pl.concat(summaries).select("state", pl.exclude("state")).sort("labels", "state")
     cumulative = pl.concat(cumulative).select("state", pl.exclude("state")).sort("labels", "state", "layer")
     sample = f"{settings.sample['train_sentences'] or 'all'} train / {settings.sample['dev_sentences'] or 'all'} dev sentences"
-    means = layer_mix_stats.mean_expected_layers(summary)
+    means = stats.mean_expected_layers(summary)
     chart = figures.with_caption(
-        layer_mix_stats.mix_chart(cumulative, summary),
+        stats.mix_chart(cumulative, summary),
         "Where each label set's information sits across depth (Tenney et al. 2019, fig. 1)",
         f"Left: what each layer adds to a probe on the mix of layers 0..l (dev accuracy). Right: the weight of each layer in a "
         f"scalar-mix probe over all layers.\nModel {settings.model}; UD EWT {sample}, {settings.sample['pooling']} word piece; "

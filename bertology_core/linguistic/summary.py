@@ -10,8 +10,8 @@ import altair as alt
 import polars as pl
 
 from bertology_core.data import states
-from bertology_core.fitness.fitness import Verdicts
-from bertology_core.linguistic import linguistic
+from bertology_core.fitness.verdict_stats import Verdicts
+from bertology_core.linguistic import score_tables
 from bertology_core.summaries import figures
 from bertology_core.summaries.figures import Output
 
@@ -54,7 +54,7 @@ def summarise(features: Mapping[str, pl.DataFrame], relations: Mapping[str, pl.D
     Kovaleva et al. 2019's section 4.4 (fig. 6 for [CLS] and [SEP]) as ``features``, section 4.5 as ``relations``
     and fig. 7 as ``cls``."""
     note = settings.note
-    feature_means = linguistic.state_means(tagged(features), ["layer", "head", "feature"])
+    feature_means = score_tables.state_means(tagged(features), ["layer", "head", "feature"])
     panels = [
         figures.head_grid(feature_means.filter(pl.col("model_state") == view), "score", "feature", "task", view,
                           scheme="redblue" if view == states.DIFFERENCE else "viridis",
@@ -69,7 +69,7 @@ def summarise(features: Mapping[str, pl.DataFrame], relations: Mapping[str, pl.D
         + note)
 
     # direction "from->to": the from word attends to the to word; both directions of a relation share its word pairs
-    relation_means = linguistic.state_means(tagged(relations), ["layer", "head", "relation", "direction", "from", "to"])
+    relation_means = score_tables.state_means(tagged(relations), ["layer", "head", "relation", "direction", "from", "to"])
     shown = FINE_TUNED if FINE_TUNED in set(relation_means["model_state"]) else PRE_TRAINED
     relations_chart = figures.with_caption(
         figures.head_grid(relation_means.filter(pl.col("model_state") == shown), "score", "direction", "task", shown, cell=10),

@@ -61,7 +61,7 @@ def to_device(batch: dict[str, torch.Tensor], device: torch.device) -> dict[str,
 def token_table(frame: pl.DataFrame, tokenizer: Any, max_length: int) -> pl.DataFrame:
     """Every example of ``frame`` tokenised as :func:`encode` does: ``idx``, ``input_ids`` (cut to ``max_length``),
     ``token_type_ids`` where the tokenizer returns them, and ``full_length`` (word pieces before the cut). Token type
-    ids are kept when the tokenizer returns them (:func:`bertology_core.models.models.load_tokenizer` sets it to return
+    ids are kept when the tokenizer returns them (:func:`bertology_core.models.loading.load_tokenizer` sets it to return
     them exactly when the model embeds them)."""
     first, second = sentence_texts(frame)
     out = tokenizer(first, second, truncation=True, max_length=max_length, padding=False)

@@ -30,6 +30,6 @@ def job_device(threads: int) -> torch.device:
 def model_job(threads: int, policy: str) -> tuple[torch.device, Precision]:
     """The preamble of every job that runs a model: its device (:func:`job_device`) and the precision policy
     (``compute.precision``) resolved there, the job set up to measure in it from here on (:func:`precision.for_job`);
-    a training job passes the precision on to :func:`bertology_core.finetune.finetune.train`."""
+    a training job passes the precision on to :func:`bertology_core.finetune.training.train`."""
     device = job_device(threads)
     return device, precision.for_job(policy, device)

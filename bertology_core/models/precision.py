@@ -3,7 +3,7 @@
 Two kinds of work, two rules:
 
 - **training** (fine-tuning, the re-fine-tuned lottery subnetworks, the L0 head gates: everything that runs
-  :func:`bertology_core.finetune.finetune.train`): under ``mixed``, bfloat16 autocast (``torch.autocast``) with the
+  :func:`bertology_core.finetune.training.train`): under ``mixed``, bfloat16 autocast (``torch.autocast``) with the
   weights, gradients and optimiser state in float32 (the master weights), where the device computes bfloat16
   (CUDA GPUs that report it, CPUs with AVX512-BF16 or AMX); elsewhere float32 with TF32 matrix products on CUDA.
   Lower precision is for training, where the fitness verdicts and the floors of the CPU profile show it harmless;
@@ -11,7 +11,7 @@ Two kinds of work, two rules:
   scoring, outlier disabling, probing features: every difference between configurations): float32, with TF32 matrix
   products on CUDA under ``mixed`` (a 10-bit mantissa in the products, float32 accumulation), never bfloat16.
 
-``float32`` computes everything in float32 (TF32 off). Models always load in float32 (:mod:`models.models`), so a
+``float32`` computes everything in float32 (TF32 off). Models always load in float32 (:mod:`models.loading`), so a
 checkpoint saved in half precision never trains in pure half precision. The resolved precision is part of a
 training checkpoint's fingerprint (a checkpoint written in one precision never resumes in another) and of each
 job's record.
@@ -91,7 +91,7 @@ def training(precision: Precision) -> Iterator[None]:
 
 def for_job(policy: str, device: torch.device) -> Precision:
     """The policy resolved for a job on ``device``, with the job set up to measure (:func:`measuring`); a training
-    job passes the result to :func:`bertology_core.finetune.finetune.train`."""
+    job passes the result to :func:`bertology_core.finetune.training.train`."""
     precision = resolve(policy, device)
     measuring(precision)
     return precision

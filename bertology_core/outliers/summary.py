@@ -10,8 +10,8 @@ from dataclasses import dataclass
 import polars as pl
 
 from bertology_core.data.tasks import Task
-from bertology_core.fitness.fitness import Verdicts
-from bertology_core.outliers import outliers_stats
+from bertology_core.fitness.verdict_stats import Verdicts
+from bertology_core.outliers import stats
 from bertology_core.stats.metrics import main_metric_note
 from bertology_core.summaries import figures
 from bertology_core.summaries.figures import Output
@@ -42,14 +42,14 @@ def summarise(dimensions: pl.DataFrame, parameters: pl.DataFrame, deltas: Sequen
     verdicts = Verdicts(fitness, settings.model, fitness_runs)
     criterion = (f"a weight or bias more than {settings.sigmas:g} standard deviations from its output LayerNorm's mean "
                  f"in more than {settings.min_layer_share:.0%} of the layers")
-    summary = outliers_stats.dimensions_summary(dimensions)
+    summary = stats.dimensions_summary(dimensions)
     # the model states' one spelling (pretrained, TASK/finetuned/seedN) says which fine-tuned model a row rests on
     named = summary.with_columns(pl.when(pl.col("task").is_null()).then(pl.col("state"))
                                  .otherwise(pl.format("{}/{}/seed{}", "task", "state", "seed")).alias("_model_state"))
     title = "LayerNorm weights and biases per hidden dimension (Kovaleva et al. 2021, fig. 1)"
     if parameters.height:
         dimensions_chart = figures.with_caption(
-            outliers_stats.parameters_chart(parameters, summary), title,
+            stats.parameters_chart(parameters, summary), title,
             f"Model {settings.model}, pre-trained: one line per layer; dashed red, the outlier dimensions ({criterion}).")
     else:
         dimensions_chart = figures.note_chart(title, summary["not_applicable"].drop_nulls().first() or "no LayerNorm parameters")
@@ -63,7 +63,7 @@ def summarise(dimensions: pl.DataFrame, parameters: pl.DataFrame, deltas: Sequen
     title = "Disabling the outlier dimensions against as many random ones"
     if deltas.height:
         contrast_chart = figures.with_caption(
-            outliers_stats.contrast_chart(deltas), title,
+            stats.contrast_chart(deltas), title,
             f"Model {settings.model}: change of the dev score ({metric}), mean over seeds; grey, each random draw; red, the "
             f"outlier dimensions with a {settings.level:.0%} interval over dev examples.")
     else:

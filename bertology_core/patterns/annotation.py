@@ -6,7 +6,7 @@ current map and move on, arrow keys move, Export downloads ``labels.csv`` with t
 ``task, state, idx, layer, head, label`` that the CNN trains on, and Import reads such a file back
 (to continue or review). Labels are also kept in the browser's localStorage per page.
 The CSV names each map by ``task, state, idx, layer, head`` (the example's idx, not the dump's example number),
-the keys :mod:`bertology_core.patterns.pattern_labels` reads.
+the keys :mod:`bertology_core.patterns.label_tables` reads.
 """
 
 from __future__ import annotations
@@ -17,14 +17,14 @@ import json
 
 import numpy as np
 
-from bertology_core.patterns.patterns import CLASSES
+from bertology_core.patterns.feature_tables import CLASSES
 
 KEYS = {str(i + 1): name for i, name in enumerate(CLASSES)}
 
 
 def encode_map(attention: np.ndarray, max_side: int = 64) -> dict[str, object]:
     """8-bit, linear, scaled to the map's largest weight (as the label sheets of
-    :func:`bertology_core.patterns.pattern_labels.label_sheet`, so labels made with either are made alike),
+    :func:`bertology_core.patterns.label_tables.label_sheet`, so labels made with either are made alike),
     block-averaged to ``max_side``."""
     length = attention.shape[0]
     factor = int(np.ceil(length / max_side))

@@ -8,8 +8,8 @@ from typing import Any
 
 import polars as pl
 
-from bertology_core.fitness.fitness import Verdicts
-from bertology_core.patterns import pattern_tables
+from bertology_core.fitness.verdict_stats import Verdicts
+from bertology_core.patterns import tables
 from bertology_core.summaries import figures
 from bertology_core.summaries.figures import Output
 
@@ -20,21 +20,21 @@ def summarise(frames: dict[str, pl.DataFrame], report: dict[str, Any], verdicts:
     ``examples``: the dev examples per task the dumps hold at most (config ``attention.max_examples``)."""
     source = report["labels_source"]
     shares = pl.concat([
-        pattern_tables.class_shares(frames, "rule_label").with_columns(pl.lit("rule-based").alias("labeller")),
-        pattern_tables.class_shares(frames, "cnn_label").with_columns(pl.lit("CNN").alias("labeller")),
-        pattern_tables.hand_label_shares(report).with_columns(pl.lit("hand labels (random sample)").alias("labeller")),
-        pattern_tables.hand_label_shares(report, test=True).with_columns(
+        tables.class_shares(frames, "rule_label").with_columns(pl.lit("rule-based").alias("labeller")),
+        tables.class_shares(frames, "cnn_label").with_columns(pl.lit("CNN").alias("labeller")),
+        tables.hand_label_shares(report).with_columns(pl.lit("hand labels (random sample)").alias("labeller")),
+        tables.hand_label_shares(report, test=True).with_columns(
             pl.lit("test labels (random sample)").alias("labeller")),
     ], how="diagonal_relaxed").with_columns(pl.lit(source).alias("cnn_labels_source"))
     shares = verdicts.annotate(shares, state="dump")
     heads = pl.concat([
-        pattern_tables.dominant_class(frame, "cnn_label").with_columns(pl.lit(key).alias("dump"))
+        tables.dominant_class(frame, "cnn_label").with_columns(pl.lit(key).alias("dump"))
         for key, frame in frames.items()
     ]).with_columns(pl.lit(source).alias("cnn_labels_source"))
     heads = verdicts.annotate(heads, state="dump")
 
     config_note = f"model {model}; up to {examples} dev examples per task; CNN: {source}"
-    unlearnt = pattern_tables.classes_not_learnt(report)
+    unlearnt = tables.classes_not_learnt(report)
     if unlearnt:  # a 0% the CNN cannot avoid is not a measurement
         config_note += f"\nThe CNN learnt no {', '.join(unlearnt)} (no training labels of it): its 0% there is not measured."
     shares_chart = figures.class_share_bars(
@@ -49,7 +49,7 @@ def summarise(frames: dict[str, pl.DataFrame], report: dict[str, Any], verdicts:
     )
     return {
         "shares": Output(shares, figure=shares_chart),
-        "classifier": Output(pattern_tables.classifier_table(report)),
-        "confusion": Output(pattern_tables.confusion_table(report)),
+        "classifier": Output(tables.classifier_table(report)),
+        "confusion": Output(tables.confusion_table(report)),
         "heads": Output(heads, figure=heads_chart),
     }

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import altair as alt
 import polars as pl
 
-from bertology_core.fitness.fitness import Verdicts
+from bertology_core.fitness.verdict_stats import Verdicts
 from bertology_core.summaries import figures
 from bertology_core.summaries.figures import Output
 

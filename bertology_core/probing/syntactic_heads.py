@@ -311,7 +311,7 @@ def relation_counts(
     offsets: Sequence[int] = CLARK_OFFSETS,
     voita_relations: Iterable[str] | None = None,
 ) -> RelationCounts:
-    """Run ``model`` (on the attention engine) over word-aligned sentences (:func:`probing.align_words`)
+    """Run ``model`` (on the attention engine) over word-aligned sentences (:func:`probes.align_words`)
     and count, per relation, every head's correct predictions and the offset baselines' (Clark et al., on word-level
     attention), and in the same pass Voita et al.'s token-level counts (``.voita``, :class:`VoitaCounts`) of the
     ``voita_relations`` (None: every relation) on the piece-level maps."""

@@ -14,13 +14,13 @@ keeps at least ``keep`` (90%) of the full fine-tuned model's score; the subnetwo
 Then "good" (the survivors), "bad" (as many elements, taken from the pruned ones: for m-pruning the weights
 of smallest magnitude) and "random" (as many elements drawn uniformly) subnetworks are each re-fine-tuned from the *pre-trained* weights with their mask
 fixed, and compared. Stability across fine-tuning seeds (survival maps, Fleiss' kappa of the masks with
-seeds as raters; the paper: 0.18-0.32 for heads) is in :mod:`bertology_core.pruning.pruning_stats`.
+seeds as raters; the paper: 0.18-0.32 for heads) is in :mod:`bertology_core.pruning.stats`.
 
 Where this differs from Prasanna et al.: they (and their code) score the 90% rule on dev and then report the
 re-fine-tuned subnetworks on the same dev, so the stopping point, i.e. the ticket, is chosen on the data that
 scores it. Here a ticket is found under a *protocol* (:func:`protocol_examples`, :data:`PROTOCOLS`):
 ``held_out`` splits dev in two seeded halves (stratified by label, as the disabling stage's
-:func:`bertology_core.disabling.disabling_stats.split_halves`), scores the rule on half A only and reports on half B;
+:func:`bertology_core.disabling.stats.split_halves`), scores the rule on half A only and reports on half B;
 ``paper`` keeps their protocol (chosen and reported on all of dev) beside it, so that the size of the
 difference shows. The pruning order itself does not look at dev: m-pruning ranks by magnitude, s-pruning by
 importance on ``pruning.importance_split`` (train by default); only where to stop does. Both protocols share
@@ -50,21 +50,21 @@ from bertology_core.engine.attention_function import use_engine
 from bertology_core.engine.intervention import intervene
 from bertology_core.engine.plan import InterventionPlan
 from bertology_core.engine.structure import depth_layers
-from bertology_core.disabling.disabling_stats import split_halves
-from bertology_core.finetune import finetune
-from bertology_core.finetune.finetune import FinetuneConfig
+from bertology_core.disabling.stats import split_halves
+from bertology_core.finetune import training
+from bertology_core.finetune.training import FinetuneConfig
 from bertology_core.models import compaction
 from bertology_core.models.batching import Encoded, TokenFile, encode_split
 from bertology_core.models.checkpoint import Checkpointer
 from bertology_core.models.device import default_device
-from bertology_core.models.models import load_classifier_reported, load_tokenizer
+from bertology_core.models.loading import load_classifier_reported, load_tokenizer
 from bertology_core.models import precision as precisions
 from bertology_core.models.precision import Precision
 from bertology_core.data.tasks import Task, subsample
 from bertology_core.stats.metrics import compute_metrics
 from bertology_core.engine.plan import StructureMask
 from bertology_core.pruning.importance import gate_importance, least_important, normalize_by_layer
-from bertology_core.pruning.pruning_stats import PROTOCOLS
+from bertology_core.pruning.stats import PROTOCOLS
 from bertology_core.scoring import plans as scoring
 
 State = TypeVar("State")
@@ -352,7 +352,7 @@ def protocol_examples(
     """Boolean masks over ``dev``'s rows: the examples that choose the ticket (score the 90% rule) and those
     its re-fine-tuned subnetworks are reported on.
 
-    - ``held_out`` (not Prasanna et al.'s): :func:`~bertology_core.disabling.disabling_stats.split_halves` of dev's
+    - ``held_out`` (not Prasanna et al.'s): :func:`~bertology_core.disabling.stats.split_halves` of dev's
       labels (``split_seed``; each class halved separately with ``stratify``) gives half A, which chooses,
       and half B, all of which reports; no example does both.
     - ``paper`` (Prasanna et al.'s): all of dev chooses and all of dev reports, the same examples.
@@ -506,7 +506,7 @@ def finetune_subnetwork(
 ) -> tuple[dict[str, Any], pl.DataFrame]:
     """Fine-tune the *pre-trained* encoder (fresh classifier head, ``seed``) with ``mask`` fixed, in ``precision``
     (None: float32); evaluate. ``tokens``: the task's splits tokenised beforehand (else tokenised here, the same way).
-    ``checkpointer``: training saves its state now and then and resumes from it (:func:`finetune.train`; the masked
+    ``checkpointer``: training saves its state now and then and resumes from it (:func:`training.train`; the masked
     model is built the same way before a checkpoint is loaded into it).
 
     A structure mask is applied by compaction (the removed heads and MLPs are cut out, which is exact and
@@ -534,10 +534,10 @@ def finetune_subnetwork(
         apply_weight_masks(model, mask)
     encoded = encode_split(train_frame, "train", tokenizer, config.max_length, tokens)
     with gates:
-        record = finetune.train(model, task, encoded, train_frame["label"].to_numpy(), config, seed, progress,
+        record = training.train(model, task, encoded, train_frame["label"].to_numpy(), config, seed, progress,
                                 checkpointer, precision=precision)
         evaluated = encode_split(eval_frame, "dev", tokenizer, config.max_length, tokens)
-        logits = finetune.predict(model, evaluated, eval_batch_size)
+        logits = training.predict(model, evaluated, eval_batch_size)
     predictions = task.predictions(logits)
     if isinstance(mask, dict):  # m-pruning: share of the prunable weight matrices' entries
         kept = kept_weight_share(current_weight_masks(model))

@@ -1,7 +1,7 @@
 """The tables and figures of the pruning stage for one model: head importance maps, Michel et al.'s pruning curves
 and prunable shares, the lottery-ticket curves, Prasanna et al.'s full / good / random / bad table under each
 protocol (over seeds and per seed), which heads survive s-pruning across seeds with the masks' Fleiss' kappa, and
-the compacted models. The statistics are :mod:`bertology_core.pruning.pruning_stats`'; this module gathers the per-run
+the compacted models. The statistics are :mod:`bertology_core.pruning.stats`'; this module gathers the per-run
 outputs into tables, writes the notes a reader needs beside them, and draws the figures.
 """
 
@@ -16,8 +16,8 @@ import numpy as np
 import polars as pl
 
 from bertology_core.data.tasks import Task
-from bertology_core.fitness.fitness import COLUMN, Verdicts
-from bertology_core.pruning import pruning_stats
+from bertology_core.fitness.verdict_stats import COLUMN, Verdicts
+from bertology_core.pruning import stats
 from bertology_core.summaries import figures
 from bertology_core.stats.metrics import compute_metrics, main_metric_note
 
@@ -98,7 +98,7 @@ def prunable_shares(curves: pl.DataFrame, tolerance: float) -> pl.DataFrame:
     rows = []
     for (task, seed), frame in curves.sort("task", "seed", "step").group_by(["task", "seed"], maintain_order=True):
         rows.append({"task": task, "seed": seed, "full_score": frame["score"][0],
-                     "prunable_share": pruning_stats.prunable_share(frame["share_pruned"].to_list(), frame["score"].to_list(), tolerance),
+                     "prunable_share": stats.prunable_share(frame["share_pruned"].to_list(), frame["score"].to_list(), tolerance),
                      "score_at_half": float(frame.filter(pl.col("share_pruned") >= 0.5)["score"][0])})
     return pl.DataFrame(rows).sort("task", "seed")
 
@@ -136,11 +136,11 @@ def michel_chart(curves: pl.DataFrame, model: str, settings: PruningSettings, ru
 def lottery_curves(per_ticket: Mapping[tuple[str, int, str, str], pl.DataFrame]) -> pl.DataFrame:
     """Every ticket's pruning curve (``per_ticket``: (task, seed, method, protocol) -> curve), protocols named."""
     curves = pl.concat([tagged(f, t, s) for (t, s, _, _), f in per_ticket.items()], how="diagonal_relaxed")
-    protocol_order = pl.col("protocol").replace_strict({p: i for i, p in enumerate(pruning_stats.PROTOCOLS)}, return_dtype=pl.Int8)
+    protocol_order = pl.col("protocol").replace_strict({p: i for i, p in enumerate(stats.PROTOCOLS)}, return_dtype=pl.Int8)
     return curves.select("task", "seed", "method", "protocol", "iteration", "phase", "kept_share", "score", "share_of_full", "chosen",
                          "floor", *[c for c in ("heads_kept", "mlps_kept") if c in curves.columns]
                          ).sort("task", "method", "seed", protocol_order, "iteration").with_columns(
-        pl.col("protocol").replace_strict(pruning_stats.PROTOCOLS, return_dtype=pl.String))
+        pl.col("protocol").replace_strict(stats.PROTOCOLS, return_dtype=pl.String))
 
 
 def lottery_chart(curves: pl.DataFrame, model: str, settings: PruningSettings, runs: Sequence[Run]) -> alt.Chart:
@@ -158,9 +158,9 @@ def lottery_chart(curves: pl.DataFrame, model: str, settings: PruningSettings, r
         data=curves.to_pandas(),
     ).properties(width=220, height=160).facet(facet=alt.Facet("task:N", title=None), columns=4)
     choosing_note = (
-        f"{pruning_stats.PROTOCOLS['held_out']}: the score is on half A of dev (split seed {settings.split_seed}"
+        f"{stats.PROTOCOLS['held_out']}: the score is on half A of dev (split seed {settings.split_seed}"
         + ("" if settings.dev_examples is None else f", a seeded sample of {settings.dev_examples}") + ")"
-        + (f"; {pruning_stats.PROTOCOLS['paper']}: on all of dev" if "paper" in settings.protocols else "")
+        + (f"; {stats.PROTOCOLS['paper']}: on all of dev" if "paper" in settings.protocols else "")
         + ("; floor: the best constant prediction's score on the choosing examples, where pruning also stops"
            if settings.keep_above_constant else "")
     )
@@ -197,16 +197,16 @@ def subnetwork_table(networks: Sequence[Network], dev: Mapping[str, pl.DataFrame
                      task_of: Mapping[str, Task]) -> pl.DataFrame:
     """One row per network and protocol it is reported under: its score on that protocol's report examples and on
     each of half A, half B and dev (``task_of``: each task by name). No training time: results must not differ between two runs of one config."""
-    sets = {task: pruning_stats.report_sets(frame, stratify=not task_of[task].is_regression, split_seed=split_seed)
+    sets = {task: stats.report_sets(frame, stratify=not task_of[task].is_regression, split_seed=split_seed)
             for task, frame in dev.items()}
     rows = []
     for network in networks:
         task = task_of[network.task]
         metric = task.main_metric
-        scores = pruning_stats.scores_on_sets(network.predictions, sets[network.task],
+        scores = stats.scores_on_sets(network.predictions, sets[network.task],
                                               lambda p, y, task=task, metric=metric: compute_metrics(task, p, y)[metric])
         for protocol in network.protocols:
-            report = pruning_stats.PROTOCOL_REPORT_SET[protocol]
+            report = stats.PROTOCOL_REPORT_SET[protocol]
             rows.append({"task": network.task, "seed": network.seed, "method": network.method, "kind": network.kind,
                          "protocol": protocol, "metric": metric, "score": scores[report], **scores,
                          "examples": len(sets[network.task][report]), "kept_share": network.kept_share})
@@ -217,11 +217,11 @@ def protocol_note(settings: PruningSettings) -> str:
     floor_note = (" Both protocols also stop where the score falls to the best constant prediction's (pruning.keep_above_constant, "
                   "not in the paper)." if settings.keep_above_constant else "")
     return (
-        f"protocol '{pruning_stats.PROTOCOLS['held_out']}': the ticket (where the {settings.keep:.0%} rule stops) is chosen on "
+        f"protocol '{stats.PROTOCOLS['held_out']}': the ticket (where the {settings.keep:.0%} rule stops) is chosen on "
         f"half A of dev (split seed {settings.split_seed}, stratified by label for classification"
         + ("" if settings.dev_examples is None else f"; a seeded sample of {settings.dev_examples} of it")
         + "), and every row, full included, is reported on half B"
-        + (f"; '{pruning_stats.PROTOCOLS['paper']}' (Prasanna et al.'s protocol): chosen on all of dev and reported on all of dev. "
+        + (f"; '{stats.PROTOCOLS['paper']}' (Prasanna et al.'s protocol): chosen on all of dev and reported on all of dev. "
            "half_a, half_b, dev: each network on each set. minus_held_out: the reported score minus the held-out protocol's "
            "(the two numbers a reader compares; they differ in report set, ticket and re-fine-tuning run); "
            "half_b_minus_held_out: both on half B, which the held-out ticket never saw, so only the ticket differs"
@@ -233,7 +233,7 @@ def protocol_note(settings: PruningSettings) -> str:
 def no_ticket_note(no_ticket: Sequence[tuple[str, str, int, str]]) -> str:
     return (
         " Left out of good/random/bad, as their pruning removed nothing (no ticket): "
-        + ", ".join(f"{t} {m}-pruning seed {s} ({pruning_stats.PROTOCOLS[p]})" for t, m, s, p in no_ticket) + "."
+        + ", ".join(f"{t} {m}-pruning seed {s} ({stats.PROTOCOLS[p]})" for t, m, s, p in no_ticket) + "."
     ) if no_ticket else ""
 
 
@@ -254,7 +254,7 @@ def layer_and_matrix(name: str) -> tuple[int, str]:
 
 def prunes_something(mask: Mapping[str, np.ndarray]) -> bool:
     """Whether one seed's mask file removed any element: a mask that keeps everything is no ticket (its pruning
-    stopped at iteration 0), as :func:`bertology_core.pruning.pruning_stats.drop_seeds_without_ticket` counts it."""
+    stopped at iteration 0), as :func:`bertology_core.pruning.stats.drop_seeds_without_ticket` counts it."""
     return any(not np.asarray(values, dtype=bool).all() for values in mask.values())
 
 
@@ -270,21 +270,21 @@ def survival_and_stability(masks: Mapping[tuple[str, str], Sequence[tuple[int, M
     kappa: the spread of the seeds' kept shares (masks that stop at different sizes lower kappa too), and kappa with
     each ticket seed left out in turn (``kappa_loo_min``, ``kappa_loo_max``: how much one seed moves it; the bootstrap
     interval resamples elements with the seeds fixed, which says nothing about seeds), and ``kappa_max``, the kappa
-    nested masks of the seeds' sizes would reach (:func:`~bertology_core.pruning.pruning_stats.fleiss_kappa_ceiling`)."""
+    nested masks of the seeds' sizes would reach (:func:`~bertology_core.pruning.stats.fleiss_kappa_ceiling`)."""
     survival_rows: list[dict[str, Any]] = []
     stability_rows: list[dict[str, Any]] = []
 
     def stability(task: str, method: str, element: str, stack: np.ndarray, without: list[int]) -> dict[str, Any]:
         low, high = kappa_interval(stack) if len(stack) >= 2 else (float("nan"), float("nan"))
         kept = stack.reshape(len(stack), -1).mean(1) if len(stack) else np.zeros(0)
-        left_out = [pruning_stats.fleiss_kappa(np.delete(stack, i, axis=0)) for i in range(len(stack))] if len(stack) >= 3 else []
+        left_out = [stats.fleiss_kappa(np.delete(stack, i, axis=0)) for i in range(len(stack))] if len(stack) >= 3 else []
         return {"task": task, "method": method, "element": element, "seeds": len(stack),
                 "seeds_without_ticket": ", ".join(map(str, without)),
                 "kept_share": float(kept.mean()) if len(kept) else float("nan"),
                 "kept_share_min": float(kept.min()) if len(kept) else float("nan"),
                 "kept_share_max": float(kept.max()) if len(kept) else float("nan"),
-                "fleiss_kappa": pruning_stats.fleiss_kappa(stack) if len(stack) else float("nan"),
-                "kappa_max": pruning_stats.fleiss_kappa_ceiling(stack) if len(stack) else float("nan"),
+                "fleiss_kappa": stats.fleiss_kappa(stack) if len(stack) else float("nan"),
+                "kappa_max": stats.fleiss_kappa_ceiling(stack) if len(stack) else float("nan"),
                 "kappa_ci_low": low, "kappa_ci_high": high,
                 "kappa_loo_min": float(np.nanmin(left_out)) if left_out and not np.isnan(left_out).all() else float("nan"),
                 "kappa_loo_max": float(np.nanmax(left_out)) if left_out and not np.isnan(left_out).all() else float("nan")}
@@ -297,7 +297,7 @@ def survival_and_stability(masks: Mapping[tuple[str, str], Sequence[tuple[int, M
                 per_seed = [mask for _, mask in seeded if prunes_something({element: mask[element]})]
                 stack = np.stack([m[element].astype(bool) for m in per_seed]) if per_seed else np.zeros((0, 0), bool)
                 if per_seed:
-                    survival = pruning_stats.survival(stack)
+                    survival = stats.survival(stack)
                     for index in np.ndindex(survival.shape):
                         survival_rows.append({"task": task, "method": method, "element": element[:-1], "layer": index[0],
                                               "head": index[1] if len(index) > 1 else None, "survival": float(survival[index])})
@@ -361,8 +361,8 @@ def summarise(
     importance_frame = importance_table(importance)
     michel_frame = michel_curves(michel)
     curve_frame = lottery_curves(curves)
-    subnetworks, no_ticket = pruning_stats.drop_seeds_without_ticket(subnetwork_table(networks, dev, settings.split_seed, tasks))
-    seed_table, lottery_table = pruning_stats.lottery_tables(subnetworks)
+    subnetworks, no_ticket = stats.drop_seeds_without_ticket(subnetwork_table(networks, dev, settings.split_seed, tasks))
+    seed_table, lottery_table = stats.lottery_tables(subnetworks)
     lottery_table = lottery_table.with_columns(
         pl.Series(COLUMN, [verdicts.label(t, s) for t, s in lottery_table.select("task", "seed_list").iter_rows()], dtype=pl.String),
         pl.col("seed_list").list.eval(pl.element().cast(pl.String)).list.join(", "),

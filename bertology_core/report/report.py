@@ -26,7 +26,7 @@ from markupsafe import Markup
 
 from bertology_core.data import states
 from bertology_core.data.io import write_text
-from bertology_core.fitness.fitness import COLUMN, UNFIT
+from bertology_core.fitness.verdict_stats import COLUMN, UNFIT
 from bertology_core.summaries.files import item_file
 
 _PAGE = Path(__file__).with_name("page")  # the page's template, style and script (package data)

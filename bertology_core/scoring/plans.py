@@ -60,7 +60,7 @@ def evaluate_plans(
     """Logits ``[num_configs, examples, labels]``: each group of configuration indices shares forward passes under the
     engine plan ``plan_of(group)`` (batch expansion, one row per configuration and example), with the last layer cut
     to the first token (:func:`~bertology_core.engine.first_token.first_token_output`); batches as in
-    :func:`~bertology_core.disabling.disabling.evaluate_configurations`. A pass the device has no memory for is split in two and run again, and every
+    :func:`~bertology_core.disabling.sweeps.evaluate_configurations`. A pass the device has no memory for is split in two and run again, and every
     later pass keeps the smaller size (the logits do not depend on the batching). With prefix reuse, ``reference`` (a
     configuration's index) joins every pass as one more configuration and counts among its rows; without it every
     configuration runs alone in passes of the same shape, so the reference's own passes serve every configuration."""

@@ -28,7 +28,7 @@ import polars as pl
 
 from bertology_core.data import tasks, treebank
 from bertology_core.models import compatibility
-from bertology_core.patterns import pattern_labels
+from bertology_core.patterns import label_tables
 from bertology_core.jobs.experiment import Experiment
 from bertology_core.patterns.stage import HandLabels, hand_labels as labels_read
 from bertology_core.workflow import configuration, jobs
@@ -99,30 +99,30 @@ def read_hand_labels(experiment: Experiment, model: str) -> LabelData | None:
     """(HandLabels, every label frame by role, with its lines) of ``model``'s hand labels, or None: every line checked
     (for a package or folder model, layers and heads against its config.json); test labels must name maps the
     training labels do not, and a second pass or labeller a subset of them. A bad line raises
-    pattern_labels.LabelsError."""
+    label_tables.LabelsError."""
     settings = experiment.config["patterns"]
     if settings["labels_csv"]:
         files, card = {"labels": experiment.repo_path(settings["labels_csv"])}, None
     else:
-        card = pattern_labels.find_label_card(experiment.repo_path(settings["labels_dir"]) if settings["labels_dir"] else None,
+        card = label_tables.find_label_card(experiment.repo_path(settings["labels_dir"]) if settings["labels_dir"] else None,
                                               experiment.models[model])
         if card is None:
             return None
-        files = pattern_labels.LabelCard.read(card).files(card)
+        files = label_tables.LabelCard.read(card).files(card)
     folder = model_folder(experiment, model)
     geometry = compatibility.geometry(compatibility.read_config(folder)) if folder is not None else (None, None)
-    frames = {role: pattern_labels.read_labels(path, *geometry) for role, path in files.items()}
+    frames = {role: label_tables.read_labels(path, *geometry) for role, path in files.items()}
     for role, frame in frames.items():
         # a label set may name tasks this config does not run, but not one that no declaration knows (a typo)
         for task, line in frame.filter(~pl.col("task").is_in(list(experiment.declared))).select("task", "line").head(1).iter_rows():
-            raise pattern_labels.LabelsError(
+            raise label_tables.LabelsError(
                 f"{files[role]}:{line}: field 'task' = {task!r} is not a declared task"
                 f"{configuration.did_you_mean(task, experiment.declared)}. Fix: correct the name, or declare the task.")
     if "test" in frames:
-        pattern_labels.check_test_disjoint(frames["labels"], frames["test"], files["test"], files["labels"])
+        label_tables.check_test_disjoint(frames["labels"], frames["test"], files["test"], files["labels"])
     for role in ("second_pass", "second_labeller"):
         if role in frames:
-            pattern_labels.check_relabelled_subset(frames["labels"], frames[role], files[role], files["labels"], role)
+            label_tables.check_relabelled_subset(frames["labels"], frames[role], files[role], files["labels"], role)
     named = pl.concat([frames[role].select("task", "state", "idx") for role in ("labels", "test") if role in frames])
     return labels_read(files, card, named.iter_rows()), frames
 
@@ -276,7 +276,7 @@ class ParseChecks:
         try:
             for model in self.experiment.models:
                 self.hand_labels[model] = read_hand_labels(self.experiment, model)
-        except pattern_labels.LabelsError as error:
+        except label_tables.LabelsError as error:
             return [f"patterns: {error}"]
         return []
 

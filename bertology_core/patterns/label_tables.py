@@ -32,7 +32,7 @@ import numpy as np
 import polars as pl
 
 from bertology_core.data import tasks, states
-from bertology_core.patterns import patterns
+from bertology_core.patterns import feature_tables
 
 KEY = ("task", "state", "idx", "layer", "head")
 STATE = re.compile(states.DUMPED_PATTERN)
@@ -65,9 +65,9 @@ def read_labels(path: str | os.PathLike[str], layers: int | None = None, heads: 
                               "(labels name the idx of the example, not its place in a dump).")
         for line, record in enumerate(reader, start=2):
             label = (record["label"] or "").strip()
-            if label not in patterns.CLASSES:
+            if label not in feature_tables.CLASSES:
                 raise LabelsError(f"{path}:{line}: field 'label' = {label!r} is not a class. "
-                                  f"Allowed: {list(patterns.CLASSES)}.")
+                                  f"Allowed: {list(feature_tables.CLASSES)}.")
             values: dict[str, Any] = {"task": (record["task"] or "").strip(), "state": (record["state"] or "").strip()}
             if not tasks.TASK_NAME.fullmatch(values["task"]):
                 raise LabelsError(f"{path}:{line}: field 'task' = {values['task']!r} is not a task name (letters, digits, "
@@ -191,7 +191,7 @@ def draw_sample(features: dict[str, pl.DataFrame], random_per_dump: int, enriche
         chosen.append(group[np.sort(take)].with_columns(pl.lit("random").alias("sample")))
     random_part = pl.concat(chosen)
     rest = pool.join(random_part, on=list(KEY), how="anti")
-    for label in patterns.CLASSES:
+    for label in feature_tables.CLASSES:
         group = rest.filter(pl.col("rule_label") == label)
         take = rng.choice(group.height, size=min(enriched_per_class, group.height), replace=False)
         chosen.append(group[np.sort(take)].with_columns(pl.lit("enriched").alias("sample")))
@@ -277,7 +277,7 @@ def pass_agreement(first: pl.DataFrame, second: pl.DataFrame, frequent: list[str
     if joined.height < second.height:
         raise LabelsError(f"{second.height - joined.height} label(s) of the second pass name maps the first pass does not label. "
                           "Fix: draw the second pass from the first (tools/label_patterns.py second-pass).")
-    classes = [c for c in patterns.CLASSES if c in set(joined["label"])]
+    classes = [c for c in feature_tables.CLASSES if c in set(joined["label"])]
     return {
         "maps": joined.height,
         "cohen_kappa": float(cohen_kappa_score(joined["label"], joined["second"])),
@@ -292,11 +292,11 @@ def pass_agreement(first: pl.DataFrame, second: pl.DataFrame, frequent: list[str
 # ---------------------------------------------------------------------------------------------- the rule labeller
 
 
-def rule_labels(features: pl.DataFrame, thresholds: patterns.RuleThresholds) -> np.ndarray:
-    """:func:`patterns.rule_label` of every row of a features frame."""
+def rule_labels(features: pl.DataFrame, thresholds: feature_tables.RuleThresholds) -> np.ndarray:
+    """:func:`feature_tables.rule_label` of every row of a features frame."""
     columns = ("stripe_excess", "band_excess", "line_excess", "within_segment")
     rows = features.select(columns).iter_rows()
-    return np.array([patterns.rule_label(dict(zip(columns, row)), thresholds) for row in rows], dtype=object)
+    return np.array([feature_tables.rule_label(dict(zip(columns, row)), thresholds) for row in rows], dtype=object)
 
 
 def validation_split(labels: np.ndarray, held_out_share: float, seed: int) -> np.ndarray:
@@ -317,8 +317,8 @@ def validation_split(labels: np.ndarray, held_out_share: float, seed: int) -> np
 THRESHOLD_GRID = tuple(np.round(np.arange(0.025, 1.0, 0.025), 3))
 
 
-def fit_rule_thresholds(features: pl.DataFrame, labels: np.ndarray, start: patterns.RuleThresholds,
-                        rounds: int = 4) -> patterns.RuleThresholds:
+def fit_rule_thresholds(features: pl.DataFrame, labels: np.ndarray, start: feature_tables.RuleThresholds,
+                        rounds: int = 4) -> feature_tables.RuleThresholds:
     """Thresholds of the rule labeller that maximise macro F1 against ``labels`` (over the classes they hold),
     by coordinate ascent from ``start``: each threshold in turn over a grid of 0.025 steps (``structure``:
     0.05 steps up to 2), keeping a change only when it raises macro F1, until a round changes nothing.
@@ -327,15 +327,15 @@ def fit_rule_thresholds(features: pl.DataFrame, labels: np.ndarray, start: patte
     from sklearn.metrics import f1_score
 
     labels = np.asarray(labels, dtype=object)
-    classes = [c for c in patterns.CLASSES if c in set(labels)]
+    classes = [c for c in feature_tables.CLASSES if c in set(labels)]
 
-    def score(candidate: patterns.RuleThresholds) -> float:
+    def score(candidate: feature_tables.RuleThresholds) -> float:
         return float(f1_score(labels, rule_labels(features, candidate), labels=classes, average="macro", zero_division=0))
 
     best, best_score = start, score(start)
     for _ in range(rounds):
         changed = False
-        for field in fields(patterns.RuleThresholds):
+        for field in fields(feature_tables.RuleThresholds):
             grid = tuple(round(2 * v, 3) for v in THRESHOLD_GRID) if field.name == "structure" else THRESHOLD_GRID
             for value in grid:
                 try:

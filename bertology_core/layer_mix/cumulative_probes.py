@@ -17,19 +17,19 @@ edge probes pool a span and run a two-layer MLP); each layer is standardised on 
 (the probing stage's standardisation, so a layer's weight is not a matter of its scale: BERT's layers differ in norm
 by several times); training is the probing stage's (AdamW in minibatches, early stopping on held-out training
 sentences, the weights of the epoch with the best held-out loss kept per probe). All ``L + 1`` cumulative probes
-train together as one batched model, as :func:`bertology_core.probing.probing.fit_layer_probes` trains one probe per layer;
+train together as one batched model, as :func:`bertology_core.probing.probes.fit_layer_probes` trains one probe per layer;
 they do not interact. The full mix (the last cumulative probe) gives the mixing weights and the center of gravity.
 When the differential scores sum to nothing (a label set no layer improves on the embeddings), the expected layer is
 undefined (NaN): a negative or zero total would make it meaningless. Negative ``Delta_l`` are kept, as in the paper's
 formula and the authors' notebook, but an expected layer outside ``[1, L]`` is undefined too (see
-:func:`bertology_core.layer_mix.layer_mix_stats.expected_layer`).
+:func:`bertology_core.layer_mix.stats.expected_layer`).
 
 Probe seeds (not in the paper, which reports no variance across runs): the cumulative probes are trained once per
 probe seed (``layer_mix.probe_seeds``); a seed sets the minibatch order and which training sentences are held out for
 early stopping (the initialisation is the probing stage's, all zeros: equal mixing weights, ``gamma`` 1). The
 point estimates are the means over probe seeds of each seed's estimate, with the per-seed minimum and maximum beside
 them; the interval resamples dev sentences and, in each resample, draws one probe seed at random
-(:func:`bertology_core.layer_mix.layer_mix_stats.resampled_expected_layers`), so it covers what one probe training could give
+(:func:`bertology_core.layer_mix.stats.resampled_expected_layers`), so it covers what one probe training could give
 as well as sentence sampling.
 """
 
@@ -42,8 +42,8 @@ import numpy as np
 import polars as pl
 import torch
 
-from bertology_core.layer_mix.layer_mix_stats import center_of_gravity, expected_layer, resampled_expected_layers
-from bertology_core.probing.probing import ProbeSettings, WordFeatures, held_out_sentences, label_set_data
+from bertology_core.layer_mix.stats import center_of_gravity, expected_layer, resampled_expected_layers
+from bertology_core.probing.probes import ProbeSettings, WordFeatures, held_out_sentences, label_set_data
 from bertology_core.stats.bootstrap import DEFINED_SHARE, percentile_interval
 
 
@@ -105,7 +105,7 @@ def _losses(features: WordFeatures, mean: torch.Tensor, std: torch.Tensor, y, mi
 def fit_cumulative_probes(train: np.ndarray | WordFeatures, train_labels: np.ndarray, num_classes: int, settings: ProbeSettings,
                           sentences: np.ndarray) -> MixedProbes:
     """Probes on the scalar mix of layers ``0..k`` for every ``k`` of ``train`` ``[layers, words, features]`` (an array or
-    a :class:`~bertology_core.probing.probing.WordFeatures` view, minibatches gathered as they are drawn), trained
+    a :class:`~bertology_core.probing.probes.WordFeatures` view, minibatches gathered as they are drawn), trained
     together (a sum of independent losses) with the probing stage's optimiser and early stopping: the words of
     ``settings.validation_share`` of the training ``sentences`` are held out, each probe keeps its parameters from
     the epoch with its best held-out loss, and training stops when none improved for ``settings.patience`` epochs.
@@ -226,7 +226,7 @@ def layer_mix_label_sets(frames: dict[str, pl.DataFrame], tensors: dict[str, np.
                          settings: ProbeSettings | Sequence[ProbeSettings], min_label_count: int, lowercase: bool,
                          resamples: int, level: float, seed: int) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
     """Cumulative scalar-mix probes for every label set of ``label_specs`` on the probing stage's word features
-    (the same words, labels and pairs as :func:`bertology_core.probing.probing.probe_label_sets`), trained once per probe seed:
+    (the same words, labels and pairs as :func:`bertology_core.probing.probes.probe_label_sets`), trained once per probe seed:
     ``settings`` holds one :class:`ProbeSettings` per seed (:func:`probe_settings`), each with its own minibatch order
     and held-out sentences. Returns the cumulative table, the summary (center of gravity, expected layer and its
     interval over dev sentences and probe seeds: :func:`layer_mix_tables`) and every dev word's right/wrong per probe

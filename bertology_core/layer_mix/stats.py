@@ -1,5 +1,5 @@
 """Tenney et al. 2019's measures from cumulative probe scores: the center of gravity, the expected layer and their
-resampled intervals over dev sentences and probe seeds (:mod:`bertology_core.layer_mix.layer_mix` trains the probes; this module
+resampled intervals over dev sentences and probe seeds (:mod:`bertology_core.layer_mix.cumulative_probes` trains the probes; this module
 needs no torch)."""
 
 from __future__ import annotations
@@ -87,7 +87,7 @@ def resampled_expected_layers(correct: dict[str, np.ndarray], sentences: dict[st
 
 
 def words_correct(words: pl.DataFrame, name: str) -> tuple[list, np.ndarray, np.ndarray]:
-    """From the per-word table of :func:`bertology_core.layer_mix.layer_mix.layer_mix_label_sets`, label set ``name``'s probe
+    """From the per-word table of :func:`bertology_core.layer_mix.cumulative_probes.layer_mix_label_sets`, label set ``name``'s probe
     seeds (sorted; ``[None]`` for a table written before it had a ``probe_seed`` column: one seed), right or wrong
     ``[probe_seeds, probes, words]`` and each word's sentence."""
     frame = words.filter(pl.col("labels") == name)

@@ -30,7 +30,7 @@ Definitions, as in the paper, with what an encoder with [CLS]/[SEP] changes:
   needs ``rare_share`` >= the config's ``rare_share`` (0.5: the majority of the counted tokens, our choice, fixed
   before any run) *and* the head above chance by a one-sided t-test over the counted examples of each example's hit
   share minus its chance rate (the queries of one example share its rarest token, so the example is the unit) at the
-  config's ``rare_significance`` (0.05): :func:`bertology_core.head_roles.head_roles_stats.assign_roles`.
+  config's ``rare_significance`` (0.05): :func:`bertology_core.head_roles.stats.assign_roles`.
 - **Syntactic** (section 5.2): a head is syntactic when, for one of the paper's four major relations (nsubj, dobj,
   amod, advmod; UD's obj for dobj: the config's ``syntactic_relations``) in one direction (dependent -> head or
   head -> dependent), its token-level accuracy (how often a query piece's maximum weight, special tokens left out,
@@ -42,7 +42,7 @@ Definitions, as in the paper, with what an encoder with [CLS]/[SEP] changes:
   have a verdict; ``specialised`` (any role) is null where it is unknown.
 
 The roles, their thresholds (``positional_share``, ``rare_share``, ``rare_significance``, ``syntactic_margin``) and
-the comparisons with importance are in :mod:`bertology_core.head_roles.head_roles_stats`. Confidence and the positional role are
+the comparisons with importance are in :mod:`bertology_core.head_roles.stats`. Confidence and the positional role are
 counted over every real query token of every example in the dump (the dump's seeded sample of the task's dev set):
 what the paper averages over; the rare-token role over those of the examples that pass its filter. The maximum is
 ``argmax``'s: on a tie the first key (leftmost) wins.
@@ -58,7 +58,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from bertology_core.attention.dump_files import dequantise
+from bertology_core.attention.dump_tables import dequantise
 
 RARE_TOP_FREQUENT = 500  # Voita et al. 5.3: sentences whose least frequent token is not in the top-500
 
@@ -198,7 +198,7 @@ class RoleCounts:
 
 
 def dump_roles(dump, frequencies: Counter, top_frequent: int = RARE_TOP_FREQUENT) -> pl.DataFrame:
-    """The roles table of one attention dump (:class:`bertology_core.attention.dump_files.AttentionDump`): every example, every
+    """The roles table of one attention dump (:class:`bertology_core.attention.dump_tables.AttentionDump`): every example, every
     head; the rare-token role on the examples whose rarest piece is not among the ``top_frequent`` most frequent of
     ``frequencies``. Reads one example's maps at a time (all its layers and heads)."""
     tokens = dump.tokens()

@@ -10,9 +10,9 @@ The paper's five classes, as it defines them:
 - ``block``: intra-sentence attention, for inputs of two distinct sentences;
 - ``heterogeneous``: no distinct structure (highly variable with the input).
 
-The paper trained a CNN on ~400 hand-labelled maps (:mod:`bertology_core.patterns.pattern_cnn`); this module
+The paper trained a CNN on ~400 hand-labelled maps (:mod:`bertology_core.patterns.cnn`); this module
 gives interpretable per-map features and a transparent rule labeller on them, whose thresholds are
-fitted to hand labels (:mod:`bertology_core.patterns.pattern_labels`) and stand in for them when a model has none.
+fitted to hand labels (:mod:`bertology_core.patterns.label_tables`) and stand in for them when a model has none.
 
 Feature definitions (``A`` is an L x L map, rows are queries and sum to 1; means are over rows):
 
@@ -70,9 +70,9 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from bertology_core.attention.dump_files import dequantise
+from bertology_core.attention.dump_tables import dequantise
 
-# how a classifier's labels_source begins when it learnt people's labels (pattern_training), not the rules'
+# how a classifier's labels_source begins when it learnt people's labels (patterns.training), not the rules'
 HAND_LABELS = "hand labels"
 
 
@@ -228,7 +228,7 @@ def _excess(mass: float, uniform: float) -> float:
 @dataclass(frozen=True)
 class RuleThresholds:
     """Thresholds of the rule labeller (config ``patterns.rules``); fitted to hand labels by
-    :func:`bertology_core.patterns.pattern_labels.fit_rule_thresholds`. The defaults of ``structure`` and the two
+    :func:`bertology_core.patterns.label_tables.fit_rule_thresholds`. The defaults of ``structure`` and the two
     shares are those fitted (from :meth:`neutral`) on the 70% fitting split of the all-MiniLM-L6-v2 hand labels
     (``data/pattern_labels``); the block thresholds are the earlier rule's (those labels hold no block)."""
 
@@ -300,7 +300,7 @@ def special_masks(segment_ids: list[int | None]) -> tuple[np.ndarray, np.ndarray
 
 def dump_features(dump: Any, thresholds: RuleThresholds = RuleThresholds(), layers: list[int] | None = None,
                   keys: pl.DataFrame | None = None) -> pl.DataFrame:
-    """One row per map of an :class:`~bertology_core.attention.dump_files.AttentionDump`: ``example, idx, layer, head,
+    """One row per map of an :class:`~bertology_core.attention.dump_tables.AttentionDump`: ``example, idx, layer, head,
     length``, the features and ``rule_label``; only ``layers`` or only the ``(example, layer, head)`` rows of
     ``keys`` when given."""
     tokens = dump.tokens()

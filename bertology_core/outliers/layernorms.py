@@ -1,7 +1,7 @@
 """Outlier LayerNorm dimensions (Kovaleva et al. 2021, "BERT Busters") in a model: its LayerNorm parameters per layer,
 and its dev predictions with the outliers, or as many random dimensions, disabled through the attention engine.
 
-The criterion and the configurations are in :mod:`bertology_core.outliers.outliers_stats` (the definitions, from the paper,
+The criterion and the configurations are in :mod:`bertology_core.outliers.stats` (the definitions, from the paper,
 are in its docstring). Disabling a dimension is the engine's LayerNorm-dimension edit (``attention_norm.scale`` and
 ``output_norm.scale`` at 0, every layer), which equals zeroing that dimension's LayerNorm weight and bias in a copy of
 the model; several configurations share each forward pass by the engine's batch expansion, from the first layer on.
@@ -20,7 +20,7 @@ from bertology_core.engine.plan import ATTENTION_NORM_SCALE, OUTPUT_NORM_SCALE, 
 from bertology_core.engine.structure import UnsupportedStructure, missing_part_reason, structure
 from bertology_core.models.batching import Encoded
 from bertology_core.scoring import plans as scoring
-from bertology_core.outliers.outliers_stats import NORMS, Criterion, DimensionSet, outlier_table, standardised
+from bertology_core.outliers.stats import NORMS, Criterion, DimensionSet, outlier_table, standardised
 
 POINT_OF_NORM = {"output_norm": OUTPUT_NORM_SCALE, "attention_norm": ATTENTION_NORM_SCALE}
 
@@ -77,7 +77,7 @@ def evaluate_dimension_sets(model: PreTrainedModel, data: Encoded, configs: Sequ
 
 
 def find_outliers(model: PreTrainedModel, criterion: Criterion) -> tuple[pl.DataFrame, pl.DataFrame, str]:
-    """The model's LayerNorm parameters with their ``z`` (:func:`~bertology_core.outliers.outliers_stats.standardised`), its
+    """The model's LayerNorm parameters with their ``z`` (:func:`~bertology_core.outliers.stats.standardised`), its
     per-dimension outlier table, and why the criterion does not apply ("" when it does): for a pre-LayerNorm encoder
     both tables are empty and the reason says why, so a workflow over several encoders goes on."""
     try:

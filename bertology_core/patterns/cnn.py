@@ -9,7 +9,7 @@ layer), global average pooling and a linear layer; AdamW (weight decay 0.01), cr
 under cross-validation on the hand labels of all-MiniLM-L6-v2).
 
 **Differs from the paper:** the linear layer also reads the map's per-map features
-(:data:`bertology_core.patterns.patterns.FEATURES`, standardised on the training maps). On 560 hand-labelled
+(:data:`bertology_core.patterns.feature_tables.FEATURES`, standardised on the training maps). On 560 hand-labelled
 maps of all-MiniLM-L6-v2 the image alone reached cross-validated macro F1 0.68 and image plus
 features about 0.80: a thumbnail of a long map loses the one-token lines and stripes a person sees.
 Quality is estimated with stratified k-fold cross-validation (macro F1; the paper's F1 averaging is
@@ -35,7 +35,7 @@ from sklearn.model_selection import StratifiedKFold
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from bertology_core.attention.dump_files import dequantise
+from bertology_core.attention.dump_tables import dequantise
 
 
 def resize_map(attention: np.ndarray, size: int) -> np.ndarray:

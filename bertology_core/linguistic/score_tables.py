@@ -58,7 +58,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from bertology_core.attention.dump_files import dequantise
+from bertology_core.attention.dump_tables import dequantise
 from bertology_core.data import states
 from bertology_core.data.tasks import tokenizer_text
 from bertology_core.data.word_pieces import blank_pieces, blank_spans_to_next_piece

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 import numpy as np
 import polars as pl
 
-from bertology_core.disabling.disabling_stats import split_halves
+from bertology_core.disabling.stats import split_halves
 from bertology_core.stats.bootstrap import percentile_interval
 
 # How a lottery ticket is chosen and reported (bertology_core.pruning.lottery.protocol_examples); the labels are
@@ -26,7 +26,7 @@ KIND_ORDER = {"full": 0, "good": 1, "random": 2, "bad": 3}
 def report_sets(dev: pl.DataFrame, stratify: bool, split_seed: int) -> dict[str, np.ndarray]:
     """The dev ``idx`` of every set a network is scored on: ``half_a`` (the held-out protocol chooses on it),
     ``half_b`` (it reports on it) and ``dev``; the halves are
-    :func:`bertology_core.disabling.disabling_stats.split_halves` of ``dev``'s labels in its row order, as
+    :func:`bertology_core.disabling.stats.split_halves` of ``dev``'s labels in its row order, as
     :func:`bertology_core.pruning.lottery.protocol_examples` draws them."""
     half_a = split_halves(dev["label"].to_numpy(), stratify, split_seed)
     idx = dev["idx"].to_numpy()

@@ -15,7 +15,7 @@ Layout (one dump = two files written atomically):
   let ``polars.scan_parquet`` skip everything but one layer, one head or one example.
   Byte-stream-split encoding plus zstd keeps it near one byte per value.
 - ``<name>.tokens.parquet``: one row per example: ``example, idx, tokens,
-  token_type_ids`` (null when the tokenizer returns none: :func:`bertology_core.models.models.load_tokenizer`),
+  token_type_ids`` (null when the tokenizer returns none: :func:`bertology_core.models.loading.load_tokenizer`),
   ``segment_ids`` (0/1 for the first or second sentence, null for special tokens) and ``word_ids``
   (null for special tokens): the tokenizer's own pre-tokenised words, numbered from 0 in each
   sentence, so what a word is depends on the tokenizer: in "didn't bark." BERT's are didn, ', t,

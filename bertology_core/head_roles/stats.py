@@ -1,4 +1,4 @@
-"""Voita et al.'s head roles from the measures of :mod:`bertology_core.head_roles.head_roles` (whose docstring gives the
+"""Voita et al.'s head roles from the measures of :mod:`bertology_core.head_roles.measure_tables` (whose docstring gives the
 definitions): the roles by their thresholds (the rare-token role also by a test against chance over examples), the
 syntactic role from the probing stage's Voita et al. table (token level, per relation and direction, each with its
 own offset baseline), the within-layer rank correlations of the measures with Michel et al.'s importance and with

@@ -14,7 +14,7 @@ from typing import Any
 import polars as pl
 
 from bertology_core.data import states
-from bertology_core.fitness.fitness import Verdicts
+from bertology_core.fitness.verdict_stats import Verdicts
 
 
 def collect(model: str, records: Iterable[dict[str, Any]]) -> pl.DataFrame:
@@ -68,7 +68,7 @@ def wide(summary: pl.DataFrame) -> pl.DataFrame:
 
 def with_fitness(table: pl.DataFrame, verdicts: pl.DataFrame, seeds: dict[tuple[str, str], list[int]]) -> pl.DataFrame:
     """``table`` (from :func:`wide`) with the trivial predictor's dev score on each task's primary-metric row
-    and, per trained state, whether its models are fit for analysis (:mod:`bertology_core.fitness.fitness`).
+    and, per trained state, whether its models are fit for analysis (:mod:`bertology_core.fitness.verdict_stats`).
     ``verdicts``: the fitness table of this model; ``seeds``: (task, state) -> the seeds in the table."""
     model = verdicts["model"][0] if verdicts.height else ""
     labels = {state: Verdicts(verdicts, model, state=state) for state in states.TRAINED}

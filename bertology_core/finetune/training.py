@@ -32,7 +32,7 @@ from bertology_core.models.checkpoint import Checkpointer, TrainingState
 from bertology_core.models import precision as precisions
 from bertology_core.models.device import default_device
 from bertology_core.models.precision import Precision
-from bertology_core.models.models import load_classifier_reported, load_tokenizer
+from bertology_core.models.loading import load_classifier_reported, load_tokenizer
 from bertology_core.engine.first_token import first_token_output
 from bertology_core.data.failpoints import failpoint
 from bertology_core.data.tasks import Task

@@ -25,7 +25,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from bertology_core.attention.dump_files import AttentionDump, dequantise
+from bertology_core.attention.dump_tables import AttentionDump, dequantise
 
 
 def cosine_similarity(before: np.ndarray, after: np.ndarray) -> float:

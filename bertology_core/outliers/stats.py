@@ -1,6 +1,6 @@
 """Outlier LayerNorm dimensions (Kovaleva et al. 2021, "BERT Busters"): which dimensions they are, the configurations
 that disable them or as many random dimensions, and the statistics of those disablings. Needs no torch
-(:mod:`bertology_core.outliers.outliers` reads the weights and runs the model).
+(:mod:`bertology_core.outliers.layernorms` reads the weights and runs the model).
 
 The criterion. What the paper and its authors' blog state: the outliers are scaling factors (weights) and biases of the
 *output* LayerNorm (BERT's ``output.LayerNorm``, the one that closes each layer after the MLP's residual sum) that fall
@@ -33,7 +33,7 @@ import polars as pl
 from bertology_core.data import states
 from bertology_core.data.tables import repeated
 from bertology_core.stats.bootstrap import PairedDeltas, paired_deltas, resample_indices
-from bertology_core.disabling.disabling_stats import by_configuration, pooled_over_seeds, seed_verdicts
+from bertology_core.disabling.stats import by_configuration, pooled_over_seeds, seed_verdicts
 
 NORMS = ("output_norm", "attention_norm")  # the engine's DepthParts fields (bertology_core.engine.structure)
 CRITERION_NORM = "output_norm"
@@ -53,7 +53,7 @@ class Criterion:
 
 
 def standardised(parameters: pl.DataFrame) -> pl.DataFrame:
-    """``parameters`` (norm, layer, dimension, weight, bias; :func:`bertology_core.outliers.outliers.layernorm_parameters`) with
+    """``parameters`` (norm, layer, dimension, weight, bias; :func:`bertology_core.outliers.layernorms.layernorm_parameters`) with
     ``z_weight`` and ``z_bias``: each value minus the mean of its LayerNorm's vector, over that vector's standard
     deviation (sample, ``ddof=1``, as ``torch.std``), per norm and layer; 0 for a constant vector."""
     def z(p: str) -> pl.Expr:

@@ -21,7 +21,7 @@ is at the attention output block (BERT, DeBERTa), about a third where it is at t
 ModernBERT), which moves the bound to about 0.56 for 6 layers and 0.55 for 12.
 
 Beyond the paper: greedy multi-head disabling (:func:`greedy_disable`), choosing on one half of dev and
-reporting on the other (:func:`~bertology_core.disabling.disabling_stats.split_halves`), so the reported gain is not selected on the data it is
+reporting on the other (:func:`~bertology_core.disabling.stats.split_halves`), so the reported gain is not selected on the data it is
 measured on.
 """
 
@@ -43,7 +43,7 @@ from bertology_core.models.batching import Encoded, encode
 from bertology_core.data import tasks
 from bertology_core.data.tasks import Task
 from bertology_core.data.tables import repeated
-from bertology_core.models import models
+from bertology_core.models import loading
 from bertology_core.scoring import plans as scoring
 
 log = logging.getLogger(__name__)
@@ -178,8 +178,8 @@ def load_scored_model(folder: str, dev_path: str, task: Task, max_examples: int 
     """The fine-tuned model at ``folder`` and a seeded sample of at most ``max_examples`` of its task's dev split
     (``tasks.subsample``), encoded with the model's tokenizer: what a disabling job scores."""
     dev = tasks.subsample(pl.read_parquet(dev_path), max_examples, subsample_seed).sort("idx")
-    model = models.load_classifier(folder, task, models.SAVED, 0).to(device)
-    return ScoredModel(model, dev, encode(dev, models.load_tokenizer(folder), max_length))
+    model = loading.load_classifier(folder, task, loading.SAVED, 0).to(device)
+    return ScoredModel(model, dev, encode(dev, loading.load_tokenizer(folder), max_length))
 
 
 def sweep_frame(task: Task, dev: pl.DataFrame, configs: Sequence[Configuration], predictions: np.ndarray,

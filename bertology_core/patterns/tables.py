@@ -1,7 +1,7 @@
 """The pattern classifier's tables, read from its report and its labelled frames: class shares per dump (the
 paper's fig. 2), each head's dominant class, the labellers' scores and confusion matrices, and the hand labels'
 random-sample shares. Torch-free (the summary runs in the light environment, envs/tables.yaml); training, storage
-and prediction are in :mod:`pattern_training`.
+and prediction are in :mod:`bertology_core.patterns.training`.
 """
 
 from __future__ import annotations
@@ -11,14 +11,14 @@ from typing import Any
 import polars as pl
 from scipy.stats import binomtest
 
-from bertology_core.patterns import patterns
+from bertology_core.patterns import feature_tables
 
 PAPER_F1 = 0.86  # Kovaleva et al. 2019, on ~400 hand-labelled maps
 
 
 def classes_not_learnt(report: dict[str, Any]) -> list[str]:
     """The pattern classes the CNN never saw a training label of (it cannot predict them)."""
-    return [c for c in patterns.CLASSES if not report.get("class_counts", {}).get(c)]
+    return [c for c in feature_tables.CLASSES if not report.get("class_counts", {}).get(c)]
 
 
 def class_shares(frames: dict[str, pl.DataFrame], label: str) -> pl.DataFrame:
@@ -72,7 +72,7 @@ def classifier_table(report: dict[str, Any]) -> pl.DataFrame:
              "macro_f1_frequent_classes": scores["macro_f1_frequent_classes"],
              "interval_low": (scores.get("macro_f1_frequent_classes_interval") or [None, None])[0],
              "interval_high": (scores.get("macro_f1_frequent_classes_interval") or [None, None])[1],
-             **{f"f1_{c}": scores["f1_per_class"].get(c) for c in patterns.CLASSES}, "cohen_kappa": None}
+             **{f"f1_{c}": scores["f1_per_class"].get(c) for c in feature_tables.CLASSES}, "cohen_kappa": None}
             for labeller, evaluation, scores in evaluations if scores is not None]
     for key, labeller, evaluation in (("second_pass", "second labelling pass", "blind, against the first pass"),
                                       ("second_labeller", "second labeller", "blind, against the labels")):
@@ -82,8 +82,8 @@ def classifier_table(report: dict[str, Any]) -> pl.DataFrame:
                          "macro_f1": second["macro_f1_against_first"],
                          "macro_f1_frequent_classes": second.get("macro_f1_against_first_frequent_classes"),
                          "interval_low": None, "interval_high": None,
-                         **{f"f1_{c}": None for c in patterns.CLASSES}, "cohen_kappa": second["cohen_kappa"]})
-    schema = {f"f1_{c}": pl.Float64 for c in patterns.CLASSES} | {
+                         **{f"f1_{c}": None for c in feature_tables.CLASSES}, "cohen_kappa": second["cohen_kappa"]})
+    schema = {f"f1_{c}": pl.Float64 for c in feature_tables.CLASSES} | {
         "cohen_kappa": pl.Float64, "macro_f1_frequent_classes": pl.Float64, "interval_low": pl.Float64, "interval_high": pl.Float64}
     return pl.DataFrame(rows, schema_overrides=schema).with_columns(
         pl.lit(report["labels_source"]).alias("labels_source"),
@@ -93,7 +93,7 @@ def classifier_table(report: dict[str, Any]) -> pl.DataFrame:
 
 
 def trained_on_hand_labels_report(report: dict[str, Any]) -> bool:
-    return patterns.trained_on_hand_labels(report["labels_source"])
+    return feature_tables.trained_on_hand_labels(report["labels_source"])
 
 
 def confusion_table(report: dict[str, Any]) -> pl.DataFrame:
