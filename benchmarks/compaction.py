@@ -5,7 +5,7 @@
 all-MiniLM-L6-v2 as an MRPC classifier (fresh head; the speed does not depend on the weights' values) with
 seeded random structure masks keeping 100%, 75%, 50% and 25% of the heads and of the MLPs. For each: the
 dev-set forward time of the model as the engine gates it (heads and MLPs multiplied by 0: no faster) and of
-the compacted model (``bertology_core.models.compaction.compact``: the removed heads' rows and the removed MLPs are
+the compacted model (``bertology_core.pruning.compaction.compact``: the removed heads' rows and the removed MLPs are
 cut out of the weight matrices), best of 3 passes, same batches, and the largest logit difference between
 the two (exactness). Writes (replaces) the section "Compacted models" of BENCHMARKS.md.
 """
@@ -59,7 +59,7 @@ def main() -> None:
     from profile_times import machine, write_section
 
     from bertology_core.engine.attention_function import use_engine
-    from bertology_core.models import compaction
+    from bertology_core.pruning import compaction
     from bertology_core.engine.plan import StructureMask
 
     torch.set_num_threads(args.threads)

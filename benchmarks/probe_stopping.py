@@ -34,7 +34,7 @@ from bertology_core.probing import probes
 
 
 # where the modules an earlier commit's flat library imported from live now
-FLAT_MODULES = {"bertology_core.batching": "bertology_core.models.batching", "bertology_core.treebank": "bertology_core.data.treebank",
+FLAT_MODULES = {"bertology_core.batching": "bertology_core.inputs.batching", "bertology_core.treebank": "bertology_core.data.treebank",
                 "bertology_core.word_pieces": "bertology_core.data.word_pieces", "bertology_core.bootstrap": "bertology_core.stats.bootstrap"}
 
 

@@ -34,7 +34,8 @@ def run_one(runner: str, bf16: bool, train_examples: int, epochs: float, seed: i
 
     from bertology_core.data import states, tasks
     from bertology_core.finetune import training
-    from bertology_core.models import batching, compatibility, loading, precision
+    from bertology_core.inputs import batching
+    from bertology_core.models import compatibility, loading, precision
     from bertology_core.stats.metrics import compute_metrics
 
     torch.set_num_threads(1)

@@ -35,7 +35,8 @@ def run_one(threads: int, steps: int, compile: bool = False, bf16: bool = False)
     import torch
 
     from bertology_core.data import batch_order, states, tasks
-    from bertology_core.models import batching, compatibility, loading
+    from bertology_core.inputs import batching
+    from bertology_core.models import compatibility, loading
     from bertology_core.engine.first_token import first_token_output
 
     torch.set_num_threads(threads)

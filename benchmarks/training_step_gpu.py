@@ -40,8 +40,9 @@ def main() -> None:
     from bertology_core.cost.calibration import random_classifier, synchronize
     from bertology_core.data import tasks
     from bertology_core.finetune import training
-    from bertology_core.models import batching, loading, precision
+    from bertology_core.inputs import batching
 
+    from bertology_core.models import loading, precision
     device = torch.device(args.device)
     task = tasks.glue_task("MRPC", args.glue)
     train = tasks.read_split(task, "train", task.files).head(args.examples)

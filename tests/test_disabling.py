@@ -11,7 +11,7 @@ from bertology_core.disabling import stats, sweeps
 from bertology_core.scoring import plans as scoring
 from bertology_core.engine.intervention import intervene
 from bertology_core.engine.structure import depth_layers
-from bertology_core.models import batching
+from bertology_core.inputs import batching
 from bertology_core.stats.bootstrap import paired_deltas
 from test_attention import tiny
 

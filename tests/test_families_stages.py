@@ -12,7 +12,9 @@ import torch
 from bertology_core.data import tasks, states, treebank
 from bertology_core.disabling import sweeps
 from bertology_core.finetune import training
-from bertology_core.models import batching, compaction, loading
+from bertology_core.inputs import batching
+from bertology_core.models import loading
+from bertology_core.pruning import compaction
 from bertology_core.probing import probes
 from bertology_core.pruning import importance
 from bertology_core.scoring import plans as scoring

@@ -5,7 +5,8 @@ import torch
 
 from bertology_core.data import batch_order, tasks, states
 from bertology_core.finetune import training
-from bertology_core.models import batching, loading
+from bertology_core.inputs import batching
+from bertology_core.models import loading
 from conftest import GLUE_SMOKE, TINY_BERT
 
 
@@ -154,7 +155,7 @@ def _optimizer_and_scheduler(model):
 
 def test_encode_counts_the_examples_cut_to_max_length():
     from bertology_core.models import loading
-    from bertology_core.models.batching import encode
+    from bertology_core.inputs.batching import encode
 
     tokenizer = loading.load_tokenizer(TINY_BERT)
     frame = pl.DataFrame({"idx": [0, 1], "sentence1": ["the cat sat on the mat", "the cat"],

@@ -20,7 +20,8 @@ from transformers import AutoModel, AutoModelForSequenceClassification, AutoToke
 from bertology_core.attention import dumps
 from bertology_core.data import tasks, treebank
 from bertology_core.linguistic import score_tables
-from bertology_core.models import batching, compatibility, loading
+from bertology_core.inputs import batching
+from bertology_core.models import compatibility, loading
 from bertology_core.probing import probes
 from bertology_core.data.word_pieces import blank_pieces, blank_spans_to_next_piece
 from conftest import FIXTURES, GLUE_SMOKE, UD_SMOKE

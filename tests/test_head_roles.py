@@ -10,7 +10,8 @@ import torch
 from bertology_core.data import tasks, states
 from bertology_core.finetune import training
 from bertology_core.head_roles import gate_stats, head_gates, measure_tables, stats
-from bertology_core.models import batching, loading
+from bertology_core.inputs import batching
+from bertology_core.models import loading
 from conftest import GLUE_SMOKE, TINY_BERT
 
 # [CLS] a b c d [SEP]: positions 0 and 5 are special

@@ -14,7 +14,7 @@ from transformers import BertConfig, BertForSequenceClassification
 from bertology_core.engine.attention_function import use_engine
 from bertology_core.engine.structure import UnsupportedStructure, structure
 from bertology_core.outliers import layernorms, stats
-from bertology_core.models.batching import Encoded
+from bertology_core.inputs.batching import Encoded
 
 
 def parameters(layers=4, hidden=16, seed=0):

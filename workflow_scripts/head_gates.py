@@ -15,7 +15,8 @@ import polars as pl
 from bertology_core.data import tasks, io
 from bertology_core.finetune import training
 from bertology_core.head_roles import gate_stats, head_gates
-from bertology_core.models import batching, checkpoint, device, loading
+from bertology_core.inputs import batching
+from bertology_core.models import checkpoint, device, loading
 from bertology_core.engine.plan import StructureMask
 from bertology_core.scoring import plans as scoring
 

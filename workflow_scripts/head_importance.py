@@ -12,7 +12,8 @@ import polars as pl
 
 from bertology_core.data import tasks, io
 from bertology_core.engine.attention_function import use_engine
-from bertology_core.models import batching, device, loading
+from bertology_core.inputs import batching
+from bertology_core.models import device, loading
 from bertology_core.engine.plan import StructureMask
 from bertology_core.pruning import importance
 

@@ -13,7 +13,8 @@ from safetensors.torch import save_file
 
 from bertology_core.data import tasks, io
 from bertology_core.engine.attention_function import use_engine
-from bertology_core.models import batching, device, loading
+from bertology_core.inputs import batching
+from bertology_core.models import device, loading
 from bertology_core.pruning import lottery
 
 params = snakemake.params

@@ -15,7 +15,8 @@ from safetensors.torch import load_file
 
 from bertology_core.data import tasks, io
 from bertology_core.finetune import training
-from bertology_core.models import batching, checkpoint, device, loading
+from bertology_core.inputs import batching
+from bertology_core.models import checkpoint, device, loading
 from bertology_core.pruning import lottery
 from bertology_core.engine.plan import StructureMask
 

@@ -23,7 +23,7 @@ from bertology_core.engine.attention_function import use_engine
 from bertology_core.engine.intervention import intervene
 from bertology_core.engine.plan import InterventionPlan
 from bertology_core.models import loading
-from bertology_core.models.batching import Encoded
+from bertology_core.inputs.batching import Encoded
 from bertology_core.models.device import default_device
 from bertology_core.data.failpoints import failpoint
 

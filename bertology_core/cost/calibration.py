@@ -259,9 +259,9 @@ def synthetic_frame(tokenizer: Any, examples: int, words: int, seed: int) -> pl.
 
 
 def time_tokenizer(tokenizer: Any, examples: int = 400) -> dict[str, float]:
-    """Seconds of :func:`~bertology_core.models.batching.encode` (what every model job does to its data first), fitted
+    """Seconds of :func:`~bertology_core.inputs.batching.encode` (what every model job does to its data first), fitted
     as ``per_example + per_piece x pieces`` from synthetic pairs of three lengths (the median of 3 timings each)."""
-    from bertology_core.models.batching import encode
+    from bertology_core.inputs.batching import encode
 
     rows = []
     for words in (4, 16, 48):

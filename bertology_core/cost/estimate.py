@@ -444,7 +444,7 @@ def syntactic_heads(job: Job, lengths: Lengths, calibration: Calibration) -> Pri
 
 def head_roles(job: Job, lengths: Lengths, calibration: Calibration) -> Price:
     """Counting the word pieces of the task's training text (one pass of the tokenizer without a second, uncut one:
-    about half of what :func:`~bertology_core.models.batching.encode` costs); the maps' scoring is stage work."""
+    about half of what :func:`~bertology_core.inputs.batching.encode` costs); the maps' scoring is stage work."""
     seconds = 0.5 * calibration.tokenize_seconds(lengths.of(job.wildcards["task"], "train", 1 << 30))
     return Price(seconds, {"count pieces": seconds})
 

@@ -39,7 +39,7 @@ from transformers import PreTrainedModel
 
 from bertology_core.engine.plan import HEAD_SCALE, HEAD_UNIFORM, InterventionPlan, per_layer
 from bertology_core.stats.bootstrap import metric_on_resamples, paired_deltas, resample_indices
-from bertology_core.models.batching import Encoded, encode
+from bertology_core.inputs.batching import Encoded, encode
 from bertology_core.data import tasks
 from bertology_core.data.tasks import Task
 from bertology_core.data.tables import repeated

@@ -27,7 +27,7 @@ from transformers import PreTrainedModel, get_linear_schedule_with_warmup
 
 from bertology_core.data import states
 from bertology_core.data.batch_order import training_batches
-from bertology_core.models.batching import Encoded, TokenFile, encode_split, to_device
+from bertology_core.inputs.batching import Encoded, TokenFile, encode_split, to_device
 from bertology_core.models.checkpoint import Checkpointer, TrainingState
 from bertology_core.models import precision as precisions
 from bertology_core.models.device import default_device

@@ -41,7 +41,7 @@ from bertology_core.engine.attention_function import use_engine
 from bertology_core.engine.intervention import intervene
 from bertology_core.engine.plan import HEAD_SCALE, InterventionPlan, per_layer
 from bertology_core.finetune import training
-from bertology_core.models.batching import Encoded
+from bertology_core.inputs.batching import Encoded
 from bertology_core.models.checkpoint import Checkpointer
 from bertology_core.models.precision import Precision
 from bertology_core.engine.first_token import first_token_output

@@ -1,1 +1,1 @@
-"""Models: resolving and loading them with every weight checked, compatibility read from their files, batching, checkpoints, compaction, the device."""
+"""Models: resolving and loading them with every weight checked, compatibility read from their files, checkpoints, the device."""

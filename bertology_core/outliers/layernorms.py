@@ -18,7 +18,7 @@ from transformers import PreTrainedModel
 
 from bertology_core.engine.plan import ATTENTION_NORM_SCALE, OUTPUT_NORM_SCALE, InterventionPlan, per_layer
 from bertology_core.engine.structure import UnsupportedStructure, missing_part_reason, structure
-from bertology_core.models.batching import Encoded
+from bertology_core.inputs.batching import Encoded
 from bertology_core.scoring import plans as scoring
 from bertology_core.outliers.stats import NORMS, Criterion, DimensionSet, outlier_table, standardised
 

@@ -32,7 +32,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from bertology_core.data import mapped, treebank
 from bertology_core.data.word_pieces import as_in_running_text, blank_pieces
-from bertology_core.models.batching import Encoded
+from bertology_core.inputs.batching import Encoded
 
 POOLINGS = ("first", "mean")
 

@@ -61,7 +61,7 @@ import torch
 
 from bertology_core.engine.intervention import intervene
 from bertology_core.engine.plan import InterventionPlan
-from bertology_core.models.batching import Encoded
+from bertology_core.inputs.batching import Encoded
 from bertology_core.stats.bootstrap import percentile_interval, resample_indices
 
 DIRECTIONS = ("dep->head", "head<-dep")

@@ -53,7 +53,7 @@ from bertology_core.engine.intervention import intervene
 from bertology_core.engine.plan import HEAD_SCALE, MLP_SCALE, AttentionSink, InterventionPlan, StructureMask, per_layer
 from bertology_core.engine.structure import UnsupportedStructure, structure
 from bertology_core.finetune.training import labels_tensor
-from bertology_core.models.batching import Encoded
+from bertology_core.inputs.batching import Encoded
 from bertology_core.scoring import plans as scoring
 from bertology_core.data.tasks import Task
 from bertology_core.stats.metrics import compute_metrics

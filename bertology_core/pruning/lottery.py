@@ -53,8 +53,7 @@ from bertology_core.engine.structure import depth_layers
 from bertology_core.disabling.stats import split_halves
 from bertology_core.finetune import training
 from bertology_core.finetune.training import FinetuneConfig
-from bertology_core.models import compaction
-from bertology_core.models.batching import Encoded, TokenFile, encode_split
+from bertology_core.inputs.batching import Encoded, TokenFile, encode_split
 from bertology_core.models.checkpoint import Checkpointer
 from bertology_core.models.device import default_device
 from bertology_core.models.loading import load_classifier_reported, load_tokenizer
@@ -63,6 +62,7 @@ from bertology_core.models.precision import Precision
 from bertology_core.data.tasks import Task, subsample
 from bertology_core.stats.metrics import compute_metrics
 from bertology_core.engine.plan import StructureMask
+from bertology_core.pruning import compaction
 from bertology_core.pruning.importance import gate_importance, least_important, normalize_by_layer
 from bertology_core.pruning.stats import PROTOCOLS
 from bertology_core.scoring import plans as scoring

@@ -21,7 +21,7 @@ from bertology_core.engine.attention_function import use_engine
 from bertology_core.engine.first_token import first_token_output
 from bertology_core.engine.intervention import intervene
 from bertology_core.engine.plan import InterventionPlan
-from bertology_core.models.batching import Encoded, to_device
+from bertology_core.inputs.batching import Encoded, to_device
 
 log = logging.getLogger(__name__)
 
