@@ -2,10 +2,14 @@
 between packages or modules, and the torch-free half imports no torch.
 
 The torch-free half is what runs at parse time and in the light environment (envs/tables.yaml): the shared packages
-``data``, ``stats``, ``summaries``, ``report`` and ``workflow``, the cost model, and each stage's tables (the modules listed in ``TORCH_FREE``).
-Imports are followed through the whole package, lazy ones included (:mod:`bertology_core.workflow.code_imports`), and
-compared by their full dotted names (``safetensors.torch`` imports torch). The workflow scripts of every rule that runs in
-envs/tables.yaml must not reach torch either (the rules as tests/test_packaging.py reads them)."""
+``data``, ``stats``, ``summaries``, ``report`` and ``workflow``, the cost model (all of ``cost`` but its calibration),
+the model checks read from files alone, and each stage's tables. A stage module says by its name which side it is on:
+``*stats.py``, ``*tables.py``, ``summary.py`` and ``stage.py`` never reach torch, and every other module of a stage
+does (the model-running side), so a new module is checked by what it is called, and a torch-free module that is not
+named so is an error too. Imports are followed through the whole package, lazy ones included
+(:mod:`bertology_core.workflow.code_imports`), and compared by their full dotted names (``safetensors.torch``
+imports torch). The workflow scripts of every rule that runs in envs/tables.yaml must not reach torch either (the
+rules as tests/test_packaging.py reads them)."""
 
 import ast
 import graphlib
@@ -21,16 +25,19 @@ LIBRARY = REPO / "bertology_core"
 # an import name equal to or starting with these, or ending in ".torch" (safetensors.torch), reaches torch
 HEAVY = ("torch", "transformers")
 LIGHT_ENV = "tables"
-# the torch-free packages, whole
-TORCH_FREE_PACKAGES = ("data", "stats", "summaries", "jobs", "report", "workflow")
-# the torch-free side of each stage (its tables and statistics), and the model checks read from files alone
-TORCH_FREE = (
-    "attention/dump_tables.py", "attention_change/stats.py", "baselines/tables.py", "disabling/stats.py", "fitness/verdict_stats.py",
-    "head_roles/measure_tables.py", "head_roles/stats.py", "head_roles/gate_stats.py",
-    "layer_mix/stats.py", "linguistic/score_tables.py", "models/compatibility.py", "outliers/stats.py",
-    "patterns/annotation.py", "patterns/label_tables.py", "patterns/feature_tables.py", "pruning/stats.py",
-    "patterns/tables.py", "cost/model.py", "cost/estimate.py",
-)
+# the torch-free packages, whole, but for the modules in TORCH_SIDE
+TORCH_FREE_PACKAGES = ("data", "stats", "summaries", "jobs", "report", "workflow", "cost")
+# cost's calibration times a device's passes with the stages' own code: the one torch module of a torch-free package
+TORCH_SIDE = ("cost/calibration.py",)
+# outside the stages and the packages above: the model checks read from files alone, at parse time
+TORCH_FREE_MODULES = ("models/compatibility.py",)
+# a stage module named so is torch-free; every other stage module runs models (imports torch)
+TORCH_FREE_SUFFIXES = ("stats", "tables")
+TORCH_FREE_NAMES = ("summary.py", "stage.py")
+# torch-free stage modules that are not tables, and why
+UNNAMED_TORCH_FREE = {
+    "patterns/annotation.py": "the labelling page: one HTML file for a browser, no table",
+}
 
 
 def modules():
@@ -39,6 +46,14 @@ def modules():
 
 def name(path):
     return path.relative_to(LIBRARY).with_suffix("").as_posix()
+
+
+def torch_free_by_name(filename):
+    """Whether a stage module's file name says it never reaches torch: ``stats.py``, ``<what>_stats.py``, ``tables.py``,
+    ``<what>_tables.py``, ``summary.py`` or ``stage.py``."""
+    stem = filename.removesuffix(".py")
+    return filename in TORCH_FREE_NAMES or any(stem == suffix or stem.endswith(f"_{suffix}")
+                                               for suffix in TORCH_FREE_SUFFIXES)
 
 
 def test_the_library_has_no_import_cycle():
@@ -149,16 +164,24 @@ def test_a_heavy_import_is_found(tmp_path):
     assert not heavy_imports(LIBRARY / "patterns" / "tables.py")
 
 
-# a module of this name in any package is a stage's summaries (tables, notes, figures): torch-free by its name
-SUMMARY_MODULE = "summary.py"
-# a module of this name is a stage's declaration (its runs, checks, section), read while the workflow is parsed
-STAGE_MODULE = "stage.py"
+def stage_packages(library=LIBRARY):
+    """The packages of no named layer: one per stage."""
+    named = {package for layer in LAYERS if layer for package in layer}
+    return sorted(path.name for path in library.iterdir()
+                  if (path / "__init__.py").is_file() and path.name not in named)
+
+
+def stage_modules():
+    return sorted(path for package in stage_packages() for path in (LIBRARY / package).glob("*.py")
+                  if path.name != "__init__.py")
 
 
 def torch_free_modules():
-    shared = [path for package in TORCH_FREE_PACKAGES for path in (LIBRARY / package).rglob("*.py")]
-    by_name = [path for module in (SUMMARY_MODULE, STAGE_MODULE) for path in LIBRARY.glob(f"*/{module}")]
-    return sorted(set(shared + [LIBRARY / path for path in TORCH_FREE] + by_name))
+    shared = [path for package in TORCH_FREE_PACKAGES for path in (LIBRARY / package).rglob("*.py")
+              if path.relative_to(LIBRARY).as_posix() not in TORCH_SIDE]
+    named = [path for path in stage_modules() if torch_free_by_name(path.name)]
+    listed = [LIBRARY / path for path in TORCH_FREE_MODULES + tuple(UNNAMED_TORCH_FREE)]
+    return sorted(set(shared + named + listed))
 
 
 @pytest.mark.parametrize("path", torch_free_modules(), ids=name)
@@ -166,6 +189,35 @@ def test_the_torch_free_half_never_imports_torch(path):
     assert path.is_file()
     heavy = heavy_imports(path)
     assert not heavy, f"{name(path)} reaches torch: {heavy}"
+
+
+@pytest.mark.parametrize("path", stage_modules(), ids=name)
+def test_a_stage_module_is_named_for_its_side(path):
+    # the converse of the test above: a stage module that reaches no torch carries a torch-free name (or is one of the
+    # few listed with their reason), so the name always tells which environment a module can run in
+    module = path.relative_to(LIBRARY).as_posix()
+    if torch_free_by_name(path.name):
+        assert module not in UNNAMED_TORCH_FREE, f"{module} is named torch-free: drop it from UNNAMED_TORCH_FREE"
+    elif module not in UNNAMED_TORCH_FREE:
+        assert heavy_imports(path), (
+            f"{module} imports no torch: name it <what>_stats.py or <what>_tables.py (or summary.py), "
+            "so that the light environment's rule covers it")
+
+
+def test_the_listed_exceptions_still_hold():
+    for module in TORCH_SIDE:
+        assert (LIBRARY / module).parent.name in TORCH_FREE_PACKAGES
+        assert heavy_imports(LIBRARY / module), f"{module} reaches no torch: drop it from TORCH_SIDE"
+    for module in TORCH_FREE_MODULES:
+        assert (LIBRARY / module).parent.name not in TORCH_FREE_PACKAGES + tuple(stage_packages())
+    for module in UNNAMED_TORCH_FREE:
+        assert (LIBRARY / module).parent.name in stage_packages()
+
+
+def test_the_name_rule_reads_the_suffix():
+    torch_free = ("stats.py", "gate_stats.py", "tables.py", "dump_tables.py", "summary.py", "stage.py")
+    torch_side = ("training.py", "statistics.py", "stats_plots.py", "dumps.py", "summary_cnn.py", "stage_runs.py")
+    assert all(map(torch_free_by_name, torch_free)) and not any(map(torch_free_by_name, torch_side))
 
 
 def light_environment_scripts():
@@ -187,11 +239,12 @@ def test_the_light_environment_scripts_never_import_torch(script):
 
 
 def test_every_package_is_a_boundary_the_test_knows():
-    # a new package is either torch-free (listed above) or a stage's or the engine's: its torch side says so
+    # a package is in a named layer or a stage's, whose modules' names say their side; the lists above name real files
     packages = {path.name for path in LIBRARY.iterdir() if (path / "__init__.py").is_file()}
     assert set(TORCH_FREE_PACKAGES) <= packages
-    for path in TORCH_FREE:
-        assert (LIBRARY / path).parent.name in packages
+    assert stage_packages() and not set(stage_packages()) & set(TORCH_FREE_PACKAGES)
+    for path in TORCH_SIDE + TORCH_FREE_MODULES + tuple(UNNAMED_TORCH_FREE):
+        assert (LIBRARY / path).is_file(), path
 
 
 def summary_scripts():
@@ -203,7 +256,7 @@ def test_a_stage_summary_is_library_code_written_by_the_one_writer(script):
     # the stage's <stage>/summary.py shapes the tables and draws the figures; the script reads, calls and writes. The
     # stage is the rule file that runs the script (rules/<stage>.smk)
     stage = next(path.stem for path in (REPO / "rules").glob("*.smk") if f"workflow_scripts/{script}.py" in path.read_text())
-    assert (LIBRARY / stage / SUMMARY_MODULE).is_file(), f"{script}: no bertology_core/{stage}/{SUMMARY_MODULE}"
+    assert (LIBRARY / stage / "summary.py").is_file(), f"{script}: no bertology_core/{stage}/summary.py"
     tree = ast.parse((REPO / "workflow_scripts" / f"{script}.py").read_text())
     called = {getattr(node.func, "attr", getattr(node.func, "id", None)) for node in ast.walk(tree) if isinstance(node, ast.Call)}
     assert "write_outputs" in called and "summarise" in called
