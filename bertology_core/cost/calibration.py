@@ -61,7 +61,7 @@ SHAPES = {
 # a typical job script of each start-up kind (:func:`bertology_core.cost.estimate.startup_kind`), whose imports a
 # fresh process runs; a model job then loads the model and its tokenizer onto the device
 STARTUP_SCRIPTS = {"model": "dump_attention", "torch": "classify_maps", "tables": "disabling_summary"}
-STARTUP_MODEL_LOAD = "from bertology_core.models import models; loading.load_encoder({path!r}).to({device!r})"
+STARTUP_MODEL_LOAD = "from bertology_core.models import loading; loading.load_encoder({path!r}).to({device!r})"
 STARTUP_TOKENIZER_LOAD = "; loading.load_tokenizer({path!r})"
 SCRIPTS = Path(__file__).resolve().parents[2] / "workflow_scripts"
 
