@@ -1,5 +1,5 @@
 # The claims table: each seed paper's claim that this run tests, the paper's number, this run's with its
-# interval, and a verdict (bertology_core/claims/verdicts.py).
+# interval, and a verdict (bertology_core/claims/stats.py).
 
 
 rule claims:

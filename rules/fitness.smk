@@ -1,4 +1,4 @@
-# Is each fine-tuned model fit for analysis? (bertology_core/fitness/fitness.py) Its dev metric against the task's
+# Is each fine-tuned model fit for analysis? (bertology_core/fitness/verdict_stats.py) Its dev metric against the task's
 # trivial predictor, with a paired bootstrap interval; fitness.unfit decides what the analyses do with an
 # unfit model fine-tuned from the pre-trained encoder.
 

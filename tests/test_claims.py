@@ -8,8 +8,8 @@ import numpy as np
 import polars as pl
 import pytest
 
-from bertology_core.claims import verdicts as claims
-from bertology_core.claims.verdicts import INCONCLUSIVE, MODEL_UNFIT, NOT_REPRODUCED, NOT_RUN, REPRODUCED, Region
+from bertology_core.claims import stats as claims
+from bertology_core.claims.stats import INCONCLUSIVE, MODEL_UNFIT, NOT_REPRODUCED, NOT_RUN, REPRODUCED, Region
 
 
 @pytest.mark.parametrize(("low", "high", "region", "expected"), [

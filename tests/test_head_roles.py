@@ -420,7 +420,7 @@ def test_gates_table_pairs_every_column_on_the_same_dev_examples():
 
 
 def test_the_claim_compares_frozen_gates_inside_the_fixed_pruning_range():
-    from bertology_core.claims import verdicts as claims
+    from bertology_core.claims import stats as claims
 
     gates = pl.DataFrame({"task": ["SST-2"] * 4, "seed": [1] * 4, "weights": ["frozen", "frozen", "frozen", "trained"],
                           "strength": [0.01, 0.1, 0.3, 0.1], "heads_kept": [70, 27, 4, 20], "heads": [72] * 4,

@@ -124,7 +124,7 @@ def test_every_section_has_its_text_and_every_summary_is_found_by_its_stem():
 def test_each_section_is_named_as_its_stage_and_lies_in_its_results_folder():
     """One name per stage: a section's anchor names its stage's rule file (rules/<stage>.smk) and the folder under
     results/ its summaries lie in; the claims read each stage's status by that name."""
-    from bertology_core.claims import verdicts as claims
+    from bertology_core.claims import stats as claims
 
     experiment = plan_of()
     for name, stage in experiment.stages.items():

@@ -10,7 +10,7 @@ import polars as pl
 from bertology_core.data import tasks, io, states
 from bertology_core.head_roles import stats
 from bertology_core.patterns import feature_tables
-from bertology_core.claims import verdicts as claims
+from bertology_core.claims import stats as claims
 from bertology_core.summaries import figures
 
 inputs, params = snakemake.input, snakemake.params

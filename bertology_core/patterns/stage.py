@@ -18,7 +18,7 @@ LABEL_FILE_ROLES = ("labels", "card", "second_pass", "second_labeller", "test")
 @dataclasses.dataclass(frozen=True)
 class HandLabels:
     """A model's hand labels of attention maps, as read and checked from ``patterns.labels_csv`` or the label set in
-    ``patterns.labels_dir`` whose card names the model (bertology_core.patterns.pattern_labels). ``files``: the label
+    ``patterns.labels_dir`` whose card names the model (bertology_core.patterns.label_tables). ``files``: the label
     files by role (labels, second_pass, second_labeller, test); ``card``: the card's path, if any; ``maps``: every
     (task, dumped state, example idx) the training and test labels name, sorted."""
 
