@@ -69,6 +69,9 @@ rule report:
         models=list(EXPERIMENT.models),
         # what each section shows (each stage's section: bertology_core/<stage>/stage.py); how it looks is report/'s
         sections=EXPERIMENT.section_summaries(),
+        # the sections' titles and their tables' titles and notes, as the stages declare them
+        titles=EXPERIMENT.section_titles(),
+        tables=EXPERIMENT.table_texts(),
         section_runs=lambda wc: EXPERIMENT.report.section_shows(jobs()),
         unfit=config["fitness"]["unfit"],
         skipped=lambda wc: EXPERIMENT.report.skipped_sections(jobs()),

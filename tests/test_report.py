@@ -159,8 +159,8 @@ LAYOUT_FILE = Path(__file__).resolve().parents[1] / "report" / "layout.yaml"
 
 
 def test_every_section_and_table_of_the_layout_is_one_a_stage_declares():
-    """The layout only presents: each section it orders is one a stage declares and has its text; each table it
-    titles is a summary a stage writes (a renamed stem must not silently drop the note a reader needs)."""
+    """The layout only orders: each section it names is one a stage declares and has its text; every section a stage
+    declares is titled by it (the layout holds no title or note)."""
     import yaml
 
     from bertology_core.workflow import jobs
@@ -170,20 +170,22 @@ def test_every_section_and_table_of_the_layout_is_one_a_stage_declares():
     data = yaml.safe_load(LAYOUT_FILE.read_text())
     anchors = {section.anchor for section in sections}
     stems = {summary.stem for section in sections for summary in section.summaries}
-    for entry in data["sections"]:
-        assert entry["anchor"] in anchors, entry
-        assert (LAYOUT_FILE.parent / "sections" / f"{entry['anchor']}.rst").is_file(), entry
-    for stem in data["tables"]:
-        assert stem in stems, stem
+    assert set(data) == {"sections"} and set(data["sections"]) == anchors
+    for anchor in data["sections"]:
+        assert (LAYOUT_FILE.parent / "sections" / f"{anchor}.rst").is_file(), anchor
+    assert all(section.title for section in sections)
+    # the notes a reader needs sit beside the summaries they explain
+    assert "pruning/{model}/summary/lottery" in stems
+    assert next(m for s in sections for m in s.summaries if m.stem == "pruning/{model}/summary/lottery").note
 
 
 def test_layout_orders_declared_sections_and_presents_unknown_ones_after_by_their_anchor(tmp_path):
     layout_file = tmp_path / "layout.yaml"
-    layout_file.write_text("sections:\n- {anchor: b, title: 'Bee: second'}\n- {anchor: a, title: Ay}\n"
-                           "tables:\n  x/{model}/t: {title: The table, note: Read it so.}\n")
+    layout_file.write_text("sections:\n- b\n- a\n")
     text = tmp_path / "b.rst"
     text.write_text("First line\nsecond line.\n\n")
-    layout = report.load_layout(layout_file, [text])
+    layout = report.load_layout(layout_file, [text], {"b": "Bee: second", "a": "Ay"},
+                                {"x/{model}/t": ("The table", "Read it so.")})
     assert layout.ordered(["a", "new_stage", "b"]) == ["b", "a", "new_stage"]
     assert layout.title("new_stage") == "New stage" and layout.texts == {"b": "First line second line."}
     assert layout.table_title("x/{model}/t") == "The table" and layout.table_note("x/{model}/t") == "Read it so."
@@ -205,10 +207,13 @@ def test_layout_orders_declared_sections_and_presents_unknown_ones_after_by_thei
     assert table.caption == f"From {results}/x/m/t.{{parquet,csv}}. Kept with the table. Read it so."
 
 
-def test_a_layout_section_without_a_title_is_refused_naming_the_file(tmp_path):
+def test_a_layout_that_does_more_than_order_is_refused_naming_the_file(tmp_path):
     layout_file = tmp_path / "layout.yaml"
-    layout_file.write_text("sections:\n- {anchor: a}\n")
-    with pytest.raises(ValueError, match="layout.yaml: field 'sections'.*Fix: each entry needs an anchor and a title"):
+    layout_file.write_text("sections:\n- {anchor: a, title: A}\n")
+    with pytest.raises(ValueError, match="layout.yaml: .*Fix: the layout only orders the sections"):
+        report.load_layout(layout_file)
+    layout_file.write_text("sections: [a]\ntables: {x: {title: T}}\n")
+    with pytest.raises(ValueError, match=r"layout.yaml: the field\(s\) \['tables'\]"):
         report.load_layout(layout_file)
 
 

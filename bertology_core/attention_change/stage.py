@@ -15,7 +15,7 @@ class AttentionChange(Stage):
     section = Section("attention_change", (
         Summary("cosine", "attention_change/{model}/summary/cosine", BOTH, ("figure",)),
         Summary("layers", "attention_change/{model}/summary/cosine_by_layer", shown=()),
-    ))
+    ), title='Change of attention after fine-tuning')
     claimed = True
 
     def runs(self, model: str, fit: Fit, found: Mapping[str, Any]) -> dict[str, Any]:

@@ -10,7 +10,9 @@ from bertology_core.jobs.sections import Section, SectionRuns, Summary
 
 class Baselines(Stage):
     # the long table and the numeric summary beside it are rule baselines' own outputs
-    section = Section("baselines", (Summary("table", "baselines/{model}/baselines"),))
+    section = Section("baselines", (Summary("table", "baselines/{model}/baselines",
+            title='Baselines'),),
+            title='Baselines: fine-tuned, pre-trained and from scratch')
 
     def metrics_files(self, model: str) -> list[str]:
         """The metrics.json of every run of the baselines table: the pre-trained encoder's (top-level seeds) and every

@@ -11,7 +11,9 @@ from bertology_core.jobs.sections import Section, SectionRuns, Summary
 
 
 class Claims(Stage):
-    section = Section("claims", (Summary("table", "claims/{model}/claims"),))
+    section = Section("claims", (Summary("table", "claims/{model}/claims",
+            title='Claims'),),
+            title='Claims: the papers against this run')
 
     @staticmethod
     def shows(runs: ModelRuns) -> list[tuple[str, str, int]]:

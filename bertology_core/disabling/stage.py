@@ -15,10 +15,15 @@ class Disabling(Stage):
     section = Section("disabling", (
         Summary("heads", "disabling/{model}/summary/heads", BOTH, ("figure",)),
         Summary("layers", "disabling/{model}/summary/layers", BOTH, ("figure",)),
-        Summary("extremes", "disabling/{model}/summary/extremes"),
-        Summary("greedy", "disabling/{model}/summary/greedy"),
+        Summary("extremes", "disabling/{model}/summary/extremes",
+                title='Heads and layers whose disabling helps or hurts most'),
+        Summary("greedy", "disabling/{model}/summary/greedy",
+                title='Greedy disabling',
+                note=('Heads are added one at a time while disabling them raises the score on the selection half of '
+                      "dev; each set is reported on the other half. A lone 'intact' row means no single head raised the"
+                      " selection half's score.")),
         Summary("selection", "disabling/{model}/summary/selection", shown=()),
-    ))
+    ), title='Disabling heads and layers')
     claimed = True
 
     @staticmethod

@@ -17,9 +17,11 @@ GATE_DIR = "results/head_roles/{model}/gates/{task}/seed{seed}"
 class HeadRoles(Stage):
     section = Section("head_roles", (
         Summary("roles", "head_roles/{model}/summary/roles", BOTH, ("figure",)),
-        Summary("relations", "head_roles/{model}/summary/importance_relations", BOTH, BOTH),
-        Summary("gates", "head_roles/{model}/summary/gates", BOTH, BOTH),
-    ))
+        Summary("relations", "head_roles/{model}/summary/importance_relations", BOTH, BOTH,
+                title='Role measures against head importance and disabling (Spearman over heads)'),
+        Summary("gates", "head_roles/{model}/summary/gates", BOTH, BOTH,
+                title="L0 head gates against Michel et al.'s ordering at the same number of heads"),
+    ), title='Head roles and learned head gates (Voita et al. 2019)')
     claimed = True
 
     def runs(self, model: str, fit: Fit, found: Mapping[str, Any]) -> dict[str, Any]:

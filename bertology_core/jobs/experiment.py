@@ -456,6 +456,15 @@ class Experiment:
         """Section anchor -> (kind, stem) of every item the page shows: the page's content, in order."""
         return {section.anchor: section.shown() for section in self.sections()}
 
+    def section_titles(self) -> dict[str, str]:
+        """Section anchor -> the page's title of the section, where its stage gives one."""
+        return {section.anchor: section.title for section in self.sections() if section.title}
+
+    def table_texts(self) -> dict[str, tuple[str, str]]:
+        """Stem (with ``{model}``) -> (title, note) the page shows with a table, where its stage gives them."""
+        return {summary.stem: (summary.title, summary.note) for section in self.sections() for summary in section.summaries
+                if summary.title or summary.note}
+
     def claimed_sections(self) -> list[str]:
         """The sections whose results the claims read (not every section: a new stage does not rerun the claims)."""
         return [stage.name for stage in self.stages.values() if stage.claimed]

@@ -20,12 +20,16 @@ class Summary:
     """One summary a stage writes for each model: a tidy table (figures.write_table) and/or a figure
     (figures.save_chart) at ``stem`` (under results/, with ``{model}``). ``name``: the rule's output name (what its
     script writes to); ``files``: what is written (``table``, ``figure``); ``shown``: what the report page shows of it,
-    in order (none: written for the claims, the atlases or a reader, but not on the page)."""
+    in order (none: written for the claims, the atlases or a reader, but not on the page); ``title`` and ``note``: the
+    page's title of its table (else its file name) and what the page says under it, after the note the table keeps in
+    its Parquet file (a figure carries its own title and caption)."""
 
     name: str
     stem: str
     files: tuple[str, ...] = ("table",)
     shown: tuple[str, ...] = ("table",)
+    title: str = ""
+    note: str = ""
 
     def paths(self) -> list[str]:
         """Every file written (under results/, with ``{model}``): the page links each table's files, so each is a
@@ -35,11 +39,12 @@ class Summary:
 
 @dataclasses.dataclass(frozen=True)
 class Section:
-    """One section of the report page (report/sections/<anchor>.rst says what it shows, from which paper) and the
-    summaries its stage writes."""
+    """One section of the report page (report/sections/<anchor>.rst says what it shows, from which paper), its title
+    (else its anchor) and the summaries its stage writes."""
 
     anchor: str
     summaries: tuple[Summary, ...]
+    title: str = ""
 
     def shown(self) -> list[tuple[str, str]]:
         """(kind, stem) of every item the page shows, in order."""

@@ -12,9 +12,10 @@ from bertology_core.jobs.sections import BOTH, Section, SectionRuns, Summary
 
 class LayerMix(Stage):
     section = Section("layer_mix", (
-        Summary("expected", "layer_mix/{model}/summary/expected_layers", BOTH, ("figure", "table")),
+        Summary("expected", "layer_mix/{model}/summary/expected_layers", BOTH, ("figure", "table"),
+                title='Centers of gravity and expected layers per label set and model state'),
         Summary("cumulative", "layer_mix/{model}/summary/cumulative", shown=()),
-    ))
+    ), title='Where linguistic information sits across layers (Tenney et al. 2019)')
     claimed = True
 
     def runs(self, model: str, fit: Fit, found: Mapping[str, Any]) -> dict[str, Any]:

@@ -15,7 +15,7 @@ class Linguistic(Stage):
         Summary("features", "linguistic/{model}/summary/features", BOTH, ("figure",)),
         Summary("relations", "linguistic/{model}/summary/relations", BOTH, ("figure",)),
         Summary("cls", "linguistic/{model}/summary/cls", BOTH, ("figure",)),
-    ))
+    ), title='Attention to linguistic features, [CLS], [SEP] and token types')
 
     def spacy_model(self, wildcards: Any) -> str:
         """The spaCy pipeline that tags a task's dev sentences: linguistic.spacy_models by the task's language."""

@@ -13,10 +13,12 @@ from bertology_core.jobs.sections import BOTH, Section, SectionRuns, Summary
 
 class Outliers(Stage):
     section = Section("outliers", (
-        Summary("dimensions", "outliers/{model}/summary/dimensions", BOTH, ("figure", "table")),
-        Summary("contrast", "outliers/{model}/summary/contrast", BOTH, ("figure", "table")),
+        Summary("dimensions", "outliers/{model}/summary/dimensions", BOTH, ("figure", "table"),
+                title='Outlier LayerNorm dimensions per model state'),
+        Summary("contrast", "outliers/{model}/summary/contrast", BOTH, ("figure", "table"),
+                title='Disabling the outlier dimensions against as many random dimensions'),
         Summary("deltas", "outliers/{model}/summary/deltas", shown=()),
-    ))
+    ), title='Outlier LayerNorm dimensions (Kovaleva et al. 2021, BERT Busters)')
     claimed = True
 
     def tasks(self) -> list[str]:

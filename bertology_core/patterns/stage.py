@@ -39,11 +39,12 @@ def label_files(labels: HandLabels | None) -> list[str]:
 
 class Patterns(Stage):
     section = Section("patterns", (
-        Summary("classifier", "patterns/{model}/summary/classifier"),
+        Summary("classifier", "patterns/{model}/summary/classifier",
+                title='Pattern labellers against hand labels'),
         Summary("shares", "patterns/{model}/summary/shares", BOTH, ("figure",)),
         Summary("heads", "patterns/{model}/summary/heads", BOTH, ("figure",)),
         Summary("confusion", "patterns/{model}/summary/confusion", shown=()),
-    ))
+    ), title='Self-attention patterns')
     claimed = True
 
     def section_runs(self, jobs: Verdicted, model: str, runs: ModelRuns) -> SectionRuns:

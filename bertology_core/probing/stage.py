@@ -14,10 +14,24 @@ from bertology_core.jobs.sections import BOTH, Section, SectionRuns, Summary
 
 class Probing(Stage):
     section = Section("probing", (
-        Summary("probes", "probing/{model}/summary/probes", BOTH, ("figure", "table")),
-        Summary("heads", "probing/{model}/summary/syntactic_heads"),
-        Summary("held_out", "probing/{model}/summary/syntactic_heads_held_out"),
-    ))
+        Summary("probes", "probing/{model}/summary/probes", BOTH, ("figure", "table"),
+                title='Probes per layer: accuracy, control accuracy, selectivity, stopping epoch, converged reference',
+                note=('Each probe stops on a held-out share of the training sentences (never dev): epoch = the epoch '
+                      'whose weights it kept, epochs_run = when it stopped (no layer improved for '
+                      "probing.probe.patience epochs). reference_* = scikit-learn's LogisticRegression run to "
+                      'convergence on the same features (probing.reference.states): the difference is how much the '
+                      "probe's stopping and regularisation move accuracy and selectivity.")),
+        Summary("heads", "probing/{model}/summary/syntactic_heads",
+                title='Syntactic heads (Clark et al. 2019, table 1)',
+                note=("As Clark et al. did, each relation's best head and best offset are chosen on the sentences they "
+                      'are scored on, which flatters the head (144 candidates per direction against 6 offsets); the '
+                      'next table does not.')),
+        Summary("held_out", "probing/{model}/summary/syntactic_heads_held_out",
+                title='Syntactic heads chosen on half the sentences, scored on the other half',
+                note=('Head and offset chosen on a seeded half of the sentences, accuracies on the other half; '
+                      "difference = head minus offset, with a bootstrap interval over the report half's sentences "
+                      '(probing.syntactic_heads.resamples, level).')),
+    ), title='Probing and syntactic heads')
     claimed = True
 
     def probed_runs(self) -> list[TaskSeed]:

@@ -21,11 +21,31 @@ class Pruning(Stage):
         Summary("michel", "pruning/{model}/summary/michel", BOTH, ("figure",)),
         Summary("curves", "pruning/{model}/summary/lottery_curves", BOTH, ("figure",)),
         Summary("survival", "pruning/{model}/summary/survival", BOTH, ("figure",)),
-        Summary("lottery", "pruning/{model}/summary/lottery"),
-        Summary("lottery_seeds", "pruning/{model}/summary/lottery_seeds"),
-        Summary("stability", "pruning/{model}/summary/stability"),
-        Summary("compact", "pruning/{model}/summary/compact"),
-    ))
+        Summary("lottery", "pruning/{model}/summary/lottery",
+                title='Lottery tickets: full, good, random and bad subnetworks',
+                note=('The good, random and bad rows are there when pruning.subnetworks lists them (on the CPU profile:'
+                      " add configs/cpu_subnetworks.yaml); 'full' is the fine-tuned model. A seed whose pruning removed"
+                      " nothing has no ticket and is left out of its method's rows (the seeds column counts the rest; "
+                      "the note's first part names them). protocol: 'selected on half A, reported on half B' chooses "
+                      'each ticket (where the 90% rule stops) on a seeded half of dev and scores every row on the other'
+                      " half; 'paper: selected and reported on all of dev' is Prasanna et al.'s protocol "
+                      '(pruning.paper_protocol). half_a/half_b/dev: each network on each set. minus_held_out: the '
+                      "reported score minus the held-out protocol's (report set, ticket and re-fine-tuning run all "
+                      'differ); half_b_minus_held_out: both on half B, which the held-out ticket never saw, so only the'
+                      ' ticket differs (0 for the full model).')),
+        Summary("lottery_seeds", "pruning/{model}/summary/lottery_seeds",
+                title='Lottery tickets per seed, under each protocol',
+                note=("One row per seed, method, subnetwork and protocol: score on the protocol's report examples "
+                      '(examples), on half A, half B and all of dev, share of parameters kept, minus_held_out (the '
+                      "score minus the held-out protocol's for the same seed) and half_b_minus_held_out (both on half "
+                      'B).')),
+        Summary("stability", "pruning/{model}/summary/stability",
+                title="Stability of the masks across seeds (Fleiss' kappa)",
+                note=("Masks of the held-out tickets (chosen on half A of dev); Fleiss' kappa with seeds as raters and "
+                      'a bootstrap interval over the masked elements.')),
+        Summary("compact", "pruning/{model}/summary/compact",
+                title='Compacted models'),
+    ), title='Head importance and pruning')
     claimed = True
 
     @staticmethod

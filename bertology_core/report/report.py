@@ -13,7 +13,7 @@ import functools
 import html
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -189,29 +189,30 @@ def write_page(path: str | os.PathLike[str], title: str, subtitle: Sequence[str]
     return len(page.encode())
 
 
-# --- the page's layout: presentation only, read from report/layout.yaml and report/sections/*.rst ---------------
+# --- the page's layout: its order read from report/layout.yaml, its texts from report/sections/*.rst, titles and notes
+# as the stages declare them ----------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
 class Layout:
-    """How the page presents the sections the workflow declares: their order and titles, each section's text
-    (``texts``: anchor -> text) and the title and note of each table (``tables``: stem with ``{model}`` -> (title,
-    note)). A declared section the layout does not name comes after the others, titled by its anchor; a table it
-    does not name is titled by its file name."""
+    """How the page presents the sections the workflow declares: their order (``order``, from report/layout.yaml) and
+    titles, each section's text (``texts``: anchor -> text) and the title and note of each table (``tables``: stem
+    with ``{model}`` -> (title, note)), as the stages declare them. A declared section the layout does not name comes
+    after the others; one with no title is titled by its anchor, a table with none by its file name."""
 
     order: tuple[str, ...] = ()
-    titles: dict[str, str] = field(default_factory=dict)
-    texts: dict[str, str] = field(default_factory=dict)
-    tables: dict[str, tuple[str, str]] = field(default_factory=dict)
+    titles: Mapping[str, str] = field(default_factory=dict)
+    texts: Mapping[str, str] = field(default_factory=dict)
+    tables: Mapping[str, Sequence[str]] = field(default_factory=dict)
 
     def title(self, anchor: str) -> str:
-        return self.titles.get(anchor, anchor.replace("_", " ").capitalize())
+        return self.titles.get(anchor) or anchor.replace("_", " ").capitalize()
 
     def table_title(self, stem: str) -> str:
-        return self.tables.get(stem, (stem.rsplit("/", 1)[-1].replace("_", " ").capitalize(), ""))[0]
+        return (self.tables.get(stem) or ("", ""))[0] or stem.rsplit("/", 1)[-1].replace("_", " ").capitalize()
 
     def table_note(self, stem: str) -> str:
-        return self.tables.get(stem, ("", ""))[1]
+        return (self.tables.get(stem) or ("", ""))[1]
 
     def ordered(self, anchors: Sequence[str]) -> list[str]:
         """``anchors`` (declared sections) in the layout's order, those it does not name after, as declared."""
@@ -224,20 +225,22 @@ def read_section_text(path: str | os.PathLike[str]) -> str:
     return " ".join(line.strip() for line in Path(path).read_text(encoding="utf-8").splitlines() if line.strip())
 
 
-def load_layout(layout_file: str | os.PathLike[str], text_files: Sequence[str | os.PathLike[str]] = ()) -> Layout:
-    """The layout of ``layout_file`` (YAML: ``sections``, a list of {anchor, title}; ``tables``, stem -> {title,
-    note}) with the section texts of ``text_files`` (``<anchor>.rst``)."""
+def load_layout(layout_file: str | os.PathLike[str], text_files: Sequence[str | os.PathLike[str]] = (),
+                titles: Mapping[str, str] | None = None, tables: Mapping[str, Sequence[str]] | None = None) -> Layout:
+    """The order of ``layout_file`` (YAML: ``sections``, a list of anchors) with the section texts of ``text_files``
+    (``<anchor>.rst``) and the stages' ``titles`` (anchor -> title) and ``tables`` (stem -> (title, note))."""
     data = yaml.safe_load(Path(layout_file).read_text(encoding="utf-8")) or {}
     sections = data.get("sections") or []
-    bad = [entry for entry in sections if not isinstance(entry, dict) or not {"anchor", "title"} <= set(entry)]
-    if bad:
-        raise ValueError(f"{layout_file}: field 'sections' holds {bad[0]!r}. Fix: each entry needs an anchor and a title.")
-    tables = {stem: ((entry or {}).get("title", ""), (entry or {}).get("note", "")) for stem, entry in (data.get("tables") or {}).items()}
+    bad = [entry for entry in sections if not isinstance(entry, str)]
+    if bad or set(data) - {"sections"}:
+        found = repr(bad[0]) if bad else f"the field(s) {sorted(set(data) - {'sections'})}"
+        raise ValueError(f"{layout_file}: {found}. Fix: the layout only orders the sections: 'sections', a list of "
+                         "anchors (titles and table notes are declared by each stage, bertology_core/<stage>/stage.py).")
     return Layout(
-        order=tuple(entry["anchor"] for entry in sections),
-        titles={entry["anchor"]: entry["title"] for entry in sections},
+        order=tuple(sections),
+        titles=dict(titles or {}),
         texts={Path(path).stem: read_section_text(path) for path in text_files},
-        tables=tables,
+        tables={stem: tuple(texts) for stem, texts in (tables or {}).items()},
     )
 
 

@@ -14,9 +14,11 @@ from bertology_core.summaries.files import item_file
 class Report(Stage):
     # the head and layer atlases: the report stage's own tables (results/report/)
     section = Section("report", (
-        Summary("table", "report/{model}/head_atlas", BOTH, ("figure", "table")),
-        Summary("table", "report/{model}/layer_atlas", BOTH, ("figure", "table")),
-    ))
+        Summary("table", "report/{model}/head_atlas", BOTH, ("figure", "table"),
+                title='Head atlas'),
+        Summary("table", "report/{model}/layer_atlas", BOTH, ("figure", "table"),
+                title='Layer atlas'),
+    ), title='Head and layer atlases')
 
     def section_runs(self, jobs: Verdicted, model: str, runs: ModelRuns) -> SectionRuns:
         probed = [(task, states.FINETUNED, seed) for task, seed in runs.probed_fine_tuned]
