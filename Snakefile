@@ -1,7 +1,7 @@
 # bertology: the classic BERTology analyses on any Hugging Face encoder, as one DAG.
 import time
 
-from snakemake.exceptions import WorkflowError
+from snakemake.exceptions import IncompleteCheckpointException, WorkflowError
 from snakemake.utils import min_version
 
 from bertology_core.workflow import configuration
@@ -53,4 +53,8 @@ onsuccess:
         # every run of every stage, as the rules looked them up (bertology_core.workflow.jobs.Jobs.table), once the
         # verdicts that decide them are known
         if not EXPERIMENT.needs_verdicts or Path(f"{FITNESS_TABLE}.parquet").is_file():
-            jobs().table().write_parquet("results/jobs.parquet")
+            try:
+                jobs().table().write_parquet("results/jobs.parquet")
+            except (IncompleteCheckpointException, KeyError):
+                # a run that did not build the fitness checkpoint (a single target) under fitness.unfit skip or fail
+                logger.info("results/jobs.parquet not written: this run did not decide the fitness verdicts")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import copy
+import os
 import re
 import subprocess
 import sys
@@ -103,9 +104,12 @@ def test_the_shipped_configs_choose_only_runs_they_make(overlays):
 @pytest.mark.parametrize("module", ["jobs", "checks"])
 def test_the_parse_time_modules_import_neither_torch_nor_snakemake(module):
     # the jobs and the checks are read while Snakemake parses the workflow, and unit-tested without it
-    code = (f"import sys; import bertology_core.workflow.{module}; "
+    # binding the stages imports every stage's package and declaration
+    code = (f"import sys; import bertology_core.workflow.{module}; from bertology_core.workflow import jobs; "
+            "from test_jobs import load_config; jobs.experiment(load_config(), '.').every_model_fit.table(); "
             "print(sorted(m for m in ('torch', 'transformers', 'snakemake') if m in sys.modules))")
-    found = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO)
+    found = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO,
+                           env={**os.environ, "PYTHONPATH": str(REPO / "tests")})
     assert found.stdout.strip() == "[]"
 
 
@@ -166,6 +170,35 @@ def test_smoke_runs_of_every_stage(smoke):
     assert model.layer_mix == model.probed
     # outliers.seeds null: the disabling stage's seeds
     assert model.outliers == [("MRPC", 1), ("MRPC", 2), ("STS-B", 1)]
+
+
+@pytest.mark.parametrize("overlays", [(), (CPU,), (CPU, "configs/cpu_subnetworks.yaml"), (SMOKE, "configs/smoke_families.yaml")],
+                         ids=["default", "cpu", "cpu_subnetworks", "smoke_families"])
+def test_every_shipped_config_has_a_jobs_table(overlays):
+    experiment = plan_of(*overlays)
+    table = experiment.every_model_fit.table()
+    assert table.height == sum(len(experiment.every_model_fit.of(m).rows()) for m in experiment.models) > 0
+    assert table["stage"].null_count() == 0 and set(table["model"]) == set(experiment.models)
+
+
+def test_a_stage_without_its_declaration_or_taking_anothers_runs_is_refused(monkeypatch):
+    from bertology_core.jobs.experiment import Stage
+
+    with pytest.raises(TypeError, match="the stage 'nothing' has no declaration. Fix: write bertology_core/nothing/stage.py"):
+        jobs.declaration("nothing")
+
+    class Greedy(Stage):
+        def runs(self, model, fit, found):
+            return {"sweeps": []}
+
+    monkeypatch.setattr(jobs, "STAGES", (*jobs.STAGES, "greedy"))
+    real = jobs.declaration
+    monkeypatch.setattr(jobs, "declaration", lambda name: Greedy if name == "greedy" else real(name))
+    experiment = plan_of(SMOKE)
+    with pytest.raises(TypeError, match=r"the stage 'greedy' declares runs \['sweeps'\], which \['disabling'\] declared first"):
+        experiment.every_model_fit.of("tiny-bert")
+    with pytest.raises(RuntimeError, match="the stages are not bound"):
+        Experiment(experiment.config, REPO).fine_tuned_runs()
 
 
 def test_the_jobs_table_holds_every_run_with_the_stage_that_declares_it(smoke):

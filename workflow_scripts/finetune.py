@@ -13,8 +13,8 @@ import polars as pl
 from bertology_core.data import tasks, io, states
 from bertology_core.finetune import training
 from bertology_core.inputs import batching
-
 from bertology_core.models import checkpoint, device
+
 job_device, job_precision = device.model_job(snakemake.threads, snakemake.params.precision)
 wc = snakemake.wildcards
 state = wc.state if snakemake.rule == "finetune" else states.PRETRAINED

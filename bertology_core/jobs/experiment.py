@@ -268,17 +268,23 @@ class Experiment:
     def bind(self, declared: Iterable[tuple[str, type[Stage]]],
              under: Callable[[Experiment, Verdicts | None], Verdicted]) -> Experiment:
         """Bind each (name, declaration) in the pipeline's order, and how the runs under verdicts are built
-        (``under(experiment, verdicts)``); returns itself."""
+        (``under(experiment, verdicts)``); returns itself. A declared stage is also an attribute (``experiment.pruning``),
+        which must not hide one of the experiment's own."""
         self.stages = {name: declaration(self, name) for name, declaration in declared}
+        for name, stage in self.stages.items():
+            if type(stage) is Stage:  # no declaration of its own (data, treebank, models): nothing to look up
+                continue
+            if hasattr(self, name):
+                raise TypeError(f"the stage {name!r} would hide Experiment.{name}. Fix: rename one of them.")
+            setattr(self, name, stage)
         self._under = under
         return self
 
-    def __getattr__(self, name: str) -> Any:
-        # a stage by its name: experiment.pruning (only called for attributes not found otherwise)
-        stages = self.__dict__.get("stages", {})
-        if name in stages:
-            return stages[name]
-        raise AttributeError(f"{type(self).__name__} has no attribute or stage {name!r}")
+    def _bound(self) -> dict[str, Stage]:
+        """The stages; an experiment whose stages are not bound would answer for the top-level seeds only."""
+        if self._under is None:
+            raise RuntimeError("the stages are not bound: build the experiment with bertology_core.workflow.jobs.experiment")
+        return self.stages
 
     # -- paths --
 
@@ -395,7 +401,7 @@ class Experiment:
         """Every seed a task is fine-tuned with into ``state``: the top-level seeds and the extra seeds the stages need
         (the disabling sweeps', pruning's and probing's; ``probing``: with probing's, which default to these)."""
         seeds = set(self.seeds)
-        for stage in self.stages.values():
+        for stage in self._bound().values():
             seeds |= stage.fine_tuned_seeds(task, state, probing)
         return sorted(seeds)
 
@@ -419,8 +425,8 @@ class Experiment:
 
     def jobs(self, verdicts: Verdicts | None = None) -> Verdicted:
         """The runs under ``verdicts`` (None: every model counts as fit)."""
-        if self._under is None:
-            raise RuntimeError("the stages are not bound: build the experiment with bertology_core.workflow.jobs.experiment")
+        self._bound()
+        assert self._under is not None
         return self._under(self, verdicts)
 
     @functools.cached_property
@@ -444,13 +450,13 @@ class Experiment:
         targets = []
         for model in self.models:
             targets += [f"results/treebank/{split}.parquet" for split in self.treebank_splits]
-            for stage in self.stages.values():
+            for stage in self._bound().values():
                 targets += stage.early_targets(model)
         return list(dict.fromkeys(targets))
 
     def sections(self) -> list[Section]:
         """Every stage's section, in the stages' order."""
-        return [stage.section for stage in self.stages.values() if stage.section is not None]
+        return [stage.section for stage in self._bound().values() if stage.section is not None]
 
     def section_summaries(self) -> dict[str, list[tuple[str, str]]]:
         """Section anchor -> (kind, stem) of every item the page shows: the page's content, in order."""

@@ -45,12 +45,19 @@ STAGES = ("data", "treebank", "models", "finetune", "fitness", "baselines", "att
           "linguistic", "disabling", "pruning", "probing", "head_roles", "outliers", "layer_mix", "claims", "report")
 
 
+# the stages whose rules need nothing beyond the experiment's shared lookups: no declaration of their own
+UNDECLARED = ("data", "treebank", "models")
+
+
 def declaration(name: str) -> type[Stage]:
     """The stage's declaration: the Stage class of ``bertology_core/<name>/stage.py``, or the bare :class:`Stage` for
-    a stage with no package of its own."""
+    one of :data:`UNDECLARED`."""
+    if name in UNDECLARED:
+        return Stage
     module_name = f"bertology_core.{name}.stage"
     if importlib.util.find_spec(f"bertology_core.{name}") is None or importlib.util.find_spec(module_name) is None:
-        return Stage
+        raise TypeError(f"the stage {name!r} has no declaration. Fix: write bertology_core/{name}/stage.py with its Stage "
+                        "class (README, 'Adding a stage').")
     module = importlib.import_module(module_name)
     found = [value for value in vars(module).values()
              if isinstance(value, type) and issubclass(value, Stage) and value.__module__ == module_name]
@@ -136,6 +143,9 @@ class Jobs:
             found: dict[str, Any] = {}
             for name, stage in self.experiment.stages.items():
                 fields = stage.runs(model, fit, found)
+                if taken := set(fields) & set(found):
+                    raise TypeError(f"the stage {name!r} declares runs {sorted(taken)}, which "
+                                    f"{sorted({self._declared_by[f] for f in taken})} declared first")
                 self._declared_by.update(dict.fromkeys(fields, name))
                 found.update(fields)
             self._models[model] = ModelRuns(**found)
