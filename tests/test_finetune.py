@@ -1,5 +1,6 @@
 import numpy as np
 import polars as pl
+import pyarrow.parquet as pq
 import pytest
 import torch
 
@@ -165,6 +166,26 @@ def test_encode_counts_the_examples_cut_to_max_length():
     lengths = [len(ids) for ids in full.input_ids]
     cut = encode(frame, tokenizer, min(lengths) + 1)
     assert cut.truncated == 1 and max(len(ids) for ids in cut.input_ids) == min(lengths) + 1
+
+
+def test_a_token_table_cuts_as_the_tokenizer_does_and_a_file_written_in_chunks_is_the_same_table(tmp_path):
+    # one pass without the cut, a second over the long pairs only: the ids are the tokenizer's own truncated ones
+    tokenizer = loading.load_tokenizer(str(TINY_BERT))
+    frame = tasks.read_files(tasks.glue_task("MRPC", GLUE_SMOKE), "train")
+    first, second = tasks.sentence_texts(frame)
+    full = [len(ids) for ids in tokenizer(first, second)["input_ids"]]
+    max_length = int(np.median(full))
+    table = batching.token_table(frame, tokenizer, max_length)
+    direct = tokenizer(first, second, truncation=True, max_length=max_length)
+    assert table["input_ids"].to_list() == direct["input_ids"]
+    assert table["token_type_ids"].to_list() == direct["token_type_ids"]
+    assert table["full_length"].to_list() == full and 0 < sum(n > max_length for n in full) < frame.height
+    splits = {"train": frame, "dev": frame.head(3)}
+    batching.TokenFile.write(splits, tokenizer, max_length, tmp_path / "whole.parquet", chunk_rows=10_000)
+    batching.TokenFile.write(splits, tokenizer, max_length, tmp_path / "chunks.parquet", chunk_rows=4)
+    assert pq.ParquetFile(tmp_path / "chunks.parquet").num_row_groups == -(-frame.height // 4) + 1
+    assert pl.read_parquet(tmp_path / "chunks.parquet").equals(pl.read_parquet(tmp_path / "whole.parquet"))
+    assert pl.read_parquet_metadata(tmp_path / "chunks.parquet")["max_length"] == str(max_length)
 
 
 def test_a_token_file_gives_any_rows_of_a_split_exactly_as_tokenising_them_does(tmp_path):

@@ -107,6 +107,18 @@ class AttentionDump:
         length = row["length"][0]
         return dequantise(row["weights"][0].to_numpy(), self.scale).reshape(length, length)
 
+    def example_chunks(self, columns: list[str], examples: int = 64, where: pl.Expr | None = None) -> Iterator[pl.DataFrame]:
+        """The rows of ``examples`` examples at a time (all their layers and heads, or those ``where`` keeps),
+        ``columns`` of them sorted by example, layer and head: a dump keeps a batch of examples numbered by length in each row group, so a chunk
+        reads its own row groups (the statistics skip the rest) and a reader holds one chunk's maps whatever the
+        dump's size."""
+        order = self.tokens()["example"].sort().to_list()
+        for start in range(0, len(order), examples):
+            first, last = order[start], order[min(start + examples, len(order)) - 1]
+            chunk = pl.col("example").is_between(first, last)
+            yield (self.scan().filter(chunk if where is None else chunk & where).select(columns).collect()
+                   .sort("example", "layer", "head"))
+
     def maps(self, **where: int) -> Iterator[tuple[int, int, int, np.ndarray]]:
         """Yield ``(example, layer, head, map)`` for every map matching ``where`` (e.g. ``layer=3``)."""
         frame = self.scan()

@@ -211,12 +211,7 @@ def dump_roles(dump, frequencies: Counter, top_frequent: int = RARE_TOP_FREQUENT
     shape = dump.scan().select(pl.col("layer").max() + 1, pl.col("head").max() + 1, pl.col("length").max()).collect().row(0)
     num_layers, num_heads, max_length = (int(v) for v in shape)
     counts = RoleCounts(num_layers, num_heads, max_length)
-    # examples are stored in row groups by batch: reading a batch of examples at a time keeps memory small
-    order = sorted(examples)
-    for start in range(0, len(order), 64):
-        chunk = order[start:start + 64]
-        frame = dump.scan().filter(pl.col("example").is_between(chunk[0], chunk[-1])).select(
-            "example", "layer", "head", "length", "weights").collect().sort("example", "layer", "head")
+    for frame in dump.example_chunks(["example", "layer", "head", "length", "weights"]):
         for (example,), group in frame.group_by("example", maintain_order=True):
             length = int(group["length"][0])
             values = np.stack([np.asarray(w, dtype=np.uint16) for w in group["weights"]])

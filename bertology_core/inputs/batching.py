@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 import polars as pl
+import pyarrow.parquet as pq
 import torch
 
 from bertology_core.data import io
@@ -62,18 +63,28 @@ def token_table(frame: pl.DataFrame, tokenizer: Any, max_length: int) -> pl.Data
     """Every example of ``frame`` tokenised as :func:`encode` does: ``idx``, ``input_ids`` (cut to ``max_length``),
     ``token_type_ids`` where the tokenizer returns them, and ``full_length`` (word pieces before the cut). Token type
     ids are kept when the tokenizer returns them (:func:`bertology_core.models.loading.load_tokenizer` sets it to return
-    them exactly when the model embeds them)."""
+    them exactly when the model embeds them).
+
+    One pass without the cut gives every example's full length and, for the examples that fit, their ids; only the
+    examples longer than ``max_length`` are tokenised again with truncation, so that the pair strategy decides what is
+    cut and the ids are the tokenizer's own (an example that fits is the same either way)."""
     first, second = sentence_texts(frame)
-    out = tokenizer(first, second, truncation=True, max_length=max_length, padding=False)
-    # a second pass without truncation counts the examples cut (the pair strategy decides what is cut, so the
-    # truncated ids are the tokenizer's own)
-    full = tokenizer(first, second, truncation=False, padding=False, return_attention_mask=False,
-                     return_token_type_ids=False)["input_ids"]
+    out = tokenizer(first, second, truncation=False, padding=False, return_attention_mask=False)
+    ids, types = out["input_ids"], out.get("token_type_ids")
+    full_length = [len(example) for example in ids]
+    long = [i for i, length in enumerate(full_length) if length > max_length]
+    if long:
+        cut = tokenizer([first[i] for i in long], None if second is None else [second[i] for i in long], truncation=True,
+                        max_length=max_length, padding=False, return_attention_mask=False)
+        for j, i in enumerate(long):
+            ids[i] = cut["input_ids"][j]
+            if types is not None:
+                types[i] = cut["token_type_ids"][j]
     idx = frame["idx"] if "idx" in frame.columns else pl.Series("idx", range(frame.height), dtype=pl.Int64)  # else the row
-    columns = {"idx": idx, "input_ids": pl.Series(out["input_ids"], dtype=pl.List(pl.Int32)),
-               "full_length": pl.Series([len(ids) for ids in full], dtype=pl.Int32)}
-    if out.get("token_type_ids") is not None:
-        columns["token_type_ids"] = pl.Series(out["token_type_ids"], dtype=pl.List(pl.Int8))
+    columns = {"idx": idx, "input_ids": pl.Series(ids, dtype=pl.List(pl.Int32)),
+               "full_length": pl.Series(full_length, dtype=pl.Int32)}
+    if types is not None:
+        columns["token_type_ids"] = pl.Series(types, dtype=pl.List(pl.Int8))
     return pl.DataFrame(columns)
 
 
@@ -97,6 +108,10 @@ def pad_id(tokenizer: Any) -> int:
     return tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
 
 
+# examples tokenised and written at a time by TokenFile.write (about 3 MB of ids at 40 word pieces each)
+CHUNK_ROWS = 16_384
+
+
 @dataclass(frozen=True)
 class TokenFile:
     """A task's splits tokenised once for one model and ``max_length`` (rule ``tokenize_data``), so that the jobs that
@@ -108,10 +123,26 @@ class TokenFile:
     max_length: int
 
     @classmethod
-    def write(cls, splits: dict[str, pl.DataFrame], tokenizer: Any, max_length: int, path: str | Path) -> None:
-        table = pl.concat([token_table(frame, tokenizer, max_length).with_columns(pl.lit(split).alias("split"))
-                           for split, frame in splits.items()])
-        io.write_parquet(table, path, metadata={"pad_token_id": str(pad_id(tokenizer)), "max_length": str(max_length)})
+    def write(cls, splits: dict[str, pl.DataFrame], tokenizer: Any, max_length: int, path: str | Path,
+              chunk_rows: int = CHUNK_ROWS) -> None:
+        """Tokenise ``splits`` ``chunk_rows`` examples at a time, each chunk one row group of the file: the writer holds
+        one chunk's tokens whatever the task's size."""
+        metadata = {"pad_token_id": str(pad_id(tokenizer)), "max_length": str(max_length)}
+        with io.atomic_path(path) as tmp:
+            writer = None
+            try:
+                for split, frame in splits.items():
+                    # an empty split still gives the file its columns
+                    for start in range(0, max(frame.height, 1), chunk_rows):
+                        chunk = token_table(frame.slice(start, chunk_rows), tokenizer, max_length)
+                        table = chunk.with_columns(pl.lit(split).alias("split")).to_arrow()
+                        if writer is None:
+                            schema = table.schema.with_metadata(metadata)
+                            writer = pq.ParquetWriter(tmp, schema, compression="zstd")
+                        writer.write_table(table.cast(schema))
+            finally:
+                if writer is not None:
+                    writer.close()
 
     @classmethod
     def read(cls, path: str | Path, max_length: int, splits: list[str] | None = None) -> "TokenFile":

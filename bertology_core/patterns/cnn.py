@@ -46,10 +46,16 @@ def resize_map(attention: np.ndarray, size: int) -> np.ndarray:
 
 
 def resized_maps(dump: Any, keys: pl.DataFrame, size: int) -> np.ndarray:
-    """``[n, size, size]`` resized maps for the ``(example, layer, head)`` rows of ``keys``, in its order."""
+    """``[n, size, size]`` resized maps for the ``(example, layer, head)`` rows of ``keys``, in its order. Only the
+    row groups of the keys' layers and example range are read (their statistics skip the rest): a caller that asks one
+    layer at a time holds one layer's maps, not the dump's."""
     wanted = keys.select("example", "layer", "head").with_row_index("order")
+    if wanted.height == 0:
+        return np.empty((0, size, size), dtype=np.float32)
     found = (
         dump.scan()
+        .filter(pl.col("layer").is_in(wanted["layer"].unique().to_list())
+                & pl.col("example").is_between(wanted["example"].min(), wanted["example"].max()))
         .join(wanted.lazy(), on=["example", "layer", "head"])
         .select("order", "length", "weights")
         .collect()

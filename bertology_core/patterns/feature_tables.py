@@ -305,17 +305,14 @@ def dump_features(dump: Any, thresholds: RuleThresholds = RuleThresholds(), laye
     ``keys`` when given."""
     tokens = dump.tokens()
     masks = {row["example"]: special_masks(row["segment_ids"]) for row in tokens.iter_rows(named=True)}
-    frame = dump.scan()
-    if layers is not None:
-        frame = frame.filter(pl.col("layer").is_in(layers))
-    if keys is not None:
-        frame = frame.join(keys.select("example", "layer", "head").lazy(), on=["example", "layer", "head"], how="semi")
     rows = []
-    for example, idx, layer, head, length, weights in (
-        frame.select("example", "idx", "layer", "head", "length", "weights").collect().iter_rows()
-    ):
-        attention = dequantise(np.asarray(weights, dtype=np.uint16), dump.scale).reshape(length, length)
-        features = map_features(attention, *masks[example])
-        rows.append({"example": example, "idx": idx, "layer": layer, "head": head, "length": length, **features,
-                     "rule_label": rule_label(features, thresholds)})
+    where = None if layers is None else pl.col("layer").is_in(layers)
+    for frame in dump.example_chunks(["example", "idx", "layer", "head", "length", "weights"], where=where):
+        if keys is not None:
+            frame = frame.join(keys.select("example", "layer", "head"), on=["example", "layer", "head"], how="semi")
+        for example, idx, layer, head, length, weights in frame.iter_rows():
+            attention = dequantise(np.asarray(weights, dtype=np.uint16), dump.scale).reshape(length, length)
+            features = map_features(attention, *masks[example])
+            rows.append({"example": example, "idx": idx, "layer": layer, "head": head, "length": length, **features,
+                         "rule_label": rule_label(features, thresholds)})
     return pl.DataFrame(rows).sort("example", "layer", "head")
