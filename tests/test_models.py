@@ -309,3 +309,11 @@ def test_the_rehearsal_model_is_bert_base_geometry_with_the_package_vocabulary_a
     # only the classifier head is drawn anew; the pooler the tool saved is loaded
     assert resolved.weights_loaded["new"] == ["classifier.bias", "classifier.weight"]
     assert "bert.pooler.dense.weight" in resolved.weights_loaded["head_loaded"]
+    # BERT-large's geometry (two layers here) and any dimension replaced
+    large = json.loads((random_model.write_random_model(tmp_path / "large", geometry="large", layers=2) / "config.json").read_text())
+    assert (large["hidden_size"], large["num_attention_heads"], large["intermediate_size"], large["num_hidden_layers"]) == (1024, 16, 4096, 2)
+    narrow = json.loads((random_model.write_random_model(tmp_path / "narrow", layers=1, heads=4, hidden=64, intermediate=128)
+                         / "config.json").read_text())
+    assert (narrow["hidden_size"], narrow["num_attention_heads"], narrow["intermediate_size"]) == (64, 4, 128)
+    with pytest.raises(SystemExit, match="not a multiple of the 5 heads"):
+        random_model.write_random_model(tmp_path / "bad", layers=1, heads=5)
