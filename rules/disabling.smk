@@ -24,6 +24,8 @@ rule disabling_sweep:
         max_examples=lambda wc: EXPERIMENT.disabling.setting(wc.task, "max_examples"),
         subsample_seed=config["data"]["subsample_seed"],
         max_length=lambda wc: EXPERIMENT.max_length(wc.task, wc.state),
+        # not a declared output: Snakemake deletes the outputs of a failed job, and this must survive it
+        checkpoint_dir="results/checkpoints/disabling_sweep/{model}/{task}/{state}/seed{seed}",
     threads: config["disabling"]["threads"]
     priority: 10  # long, and the statistics wait for every seed's sweep
     resources:
@@ -33,6 +35,8 @@ rule disabling_sweep:
         gpu=MODEL_JOB_GPUS,
         rows_per_pass=config["disabling"]["rows_per_pass"],  # speed and memory only
         gpu_rows_per_pass=config["disabling"]["gpu_rows_per_pass"],
+        # how often a killed or timed-out job's finished groups are saved (finetune.checkpoint_minutes)
+        checkpoint_seconds=EXPERIMENT.finetune.runtime()["checkpoint_seconds"],
     log:
         "logs/disabling_sweep/{model}/{task}/{state}/seed{seed}.log",
     benchmark:

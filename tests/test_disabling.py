@@ -326,3 +326,51 @@ def test_the_summary_keeps_every_greedy_search_and_names_each_task_s_metric():
     caption = " ".join(outputs["heads"].figure.to_dict()["title"]["subtitle"])
     assert "accuracy for MRPC; macro F1 for topics" in caption and "Pearson" not in caption
     assert set(outputs) == {"heads", "layers", "extremes", "selection", "greedy"}
+
+
+def test_a_sweep_killed_after_a_checkpoint_resumes_to_the_same_logits_bit_for_bit(tmp_path, monkeypatch):
+    """The sweep saves its finished groups (here after every group) and dies at the first save; the rerun loads them,
+    runs only the passes not done, equals an uninterrupted sweep exactly and removes its checkpoint. A checkpoint of
+    other settings (another fingerprint) is ignored: that sweep runs every pass."""
+    from bertology_core.models.checkpoint import ScoresCheckpoint
+    from conftest import Crash
+
+    model = sharp_tiny(layers=3)
+    data = encoded(examples=9)
+    configs = sweeps.sweep_configurations(3, 4)
+    forward, passes = model.forward, []
+
+    def counted(*args, **kwargs):
+        passes.append(1)
+        return forward(*args, **kwargs)
+
+    def crash(name):
+        raise Crash
+
+    def passes_of(**kwargs):
+        passes.clear()
+        result = sweeps.evaluate_configurations(model, data, configs, "uniform", rows_per_pass=10, **kwargs)
+        return result, len(passes)
+
+    monkeypatch.setattr(model, "forward", counted)
+    passes_of()  # the first use of a model also runs the engine's one probe of its structure
+    whole, every_pass = passes_of()
+    saved = ScoresCheckpoint(tmp_path / "sweep", "settings", every_seconds=0)
+    monkeypatch.setattr(scoring, "failpoint", crash)
+    with pytest.raises(Crash):
+        passes_of(checkpoint=saved)
+    before_kill = len(passes)
+    assert (tmp_path / "sweep" / "scores.json").is_file()
+    monkeypatch.setattr(scoring, "failpoint", lambda name: None)
+    resumed, after_kill = passes_of(checkpoint=saved)
+    assert 0 < after_kill < every_pass and before_kill + after_kill == every_pass
+    np.testing.assert_array_equal(resumed.logits, whole.logits)
+    np.testing.assert_array_equal(resumed.reference, whole.reference)
+    assert not (tmp_path / "sweep").exists()
+    monkeypatch.setattr(scoring, "failpoint", crash)
+    with pytest.raises(Crash):
+        passes_of(checkpoint=saved)
+    monkeypatch.setattr(scoring, "failpoint", lambda name: None)
+    again, passes_again = passes_of(checkpoint=ScoresCheckpoint(tmp_path / "sweep", "other settings", every_seconds=None))
+    np.testing.assert_array_equal(again.logits, whole.logits)
+    assert passes_again == every_pass

@@ -3,6 +3,7 @@ predictions of every configuration (rule disabling_sweep)."""
 
 import logging
 import time
+from pathlib import Path
 
 from _common import log_to
 
@@ -14,7 +15,7 @@ from bertology_core.data import tasks, io
 from bertology_core.disabling import sweeps
 from bertology_core.scoring import plans as scoring
 from bertology_core.finetune import training
-from bertology_core.models import device
+from bertology_core.models import checkpoint, device
 
 job_device, _ = device.model_job(snakemake.threads, snakemake.params.precision)
 params = snakemake.params
@@ -26,9 +27,14 @@ config = model.config
 configs = sweeps.sweep_configurations(config.num_hidden_layers, config.num_attention_heads, layers=params.layers)
 rows = scoring.rows_per_pass(job_device, snakemake.resources.rows_per_pass, snakemake.resources.gpu_rows_per_pass)
 frames, summary = [], {"task": task.name, "examples": dev.height, "configurations": len(configs), "modes": {}}
+# what the scores depend on: a checkpoint of anything else is stale (the pass size too: it sets the batches' shapes)
+depends = checkpoint.fingerprint(dict(params.items()), [checkpoint.file_sha256(path) for path in sorted(Path(snakemake.input.model).glob("*.safetensors"))],
+                                 checkpoint.file_sha256(snakemake.input.data), rows, job_device.type)
 for mode in params.modes:
     started = time.perf_counter()
-    scored = sweeps.evaluate_configurations(model, encoded, configs, mode, rows_per_pass=rows)
+    saved = checkpoint.ScoresCheckpoint(Path(params.checkpoint_dir) / mode, checkpoint.fingerprint(depends, mode),
+                                        snakemake.resources.checkpoint_seconds or None)
+    scored = sweeps.evaluate_configurations(model, encoded, configs, mode, rows_per_pass=rows, checkpoint=saved)
     frames.append(sweeps.sweep_frame(task, dev, configs, task.predictions(scored.logits),
                                         task.predictions(scored.reference), mode))
     intact = training.prediction_metrics(task, frames[-1].filter(pl.col("kind") == "intact"))

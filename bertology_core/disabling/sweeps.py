@@ -44,6 +44,7 @@ from bertology_core.data import tasks
 from bertology_core.data.tasks import Task
 from bertology_core.data.tables import repeated
 from bertology_core.models import loading
+from bertology_core.models.checkpoint import ScoresCheckpoint
 from bertology_core.scoring import plans as scoring
 
 log = logging.getLogger(__name__)
@@ -138,6 +139,7 @@ def evaluate_configurations(
     reuse_prefix: bool = True,
     examples_per_batch: int | None = None,
     reference: Configuration | None = None,
+    checkpoint: ScoresCheckpoint | None = None,
 ) -> scoring.PassLogits:
     """Logits ``[configs, examples, labels]`` of ``model`` with each configuration's heads disabled, and those of the
     ``reference`` configuration (default: :data:`INTACT` where it is among ``configs``) in every pass
@@ -149,7 +151,8 @@ def evaluate_configurations(
     ``reuse_prefix=False`` is the naive method (one full forward pass per configuration, same engine):
     the benchmark's reference, run with the same ``examples_per_batch``. Examples are sorted by length
     to save padding; uniform attention covers only an example's own tokens, so results do not depend
-    on the batching beyond the order in which products are summed.
+    on the batching beyond the order in which products are summed. ``checkpoint``: where a killed job resumes
+    (:func:`~bertology_core.scoring.plans.evaluate_plans`).
     """
     num_layers, num_heads = model.config.num_hidden_layers, model.config.num_attention_heads
     if reference is None and INTACT in configs:
@@ -158,7 +161,7 @@ def evaluate_configurations(
     scored = scoring.evaluate_plans(model, data, len(every), _groups(every, num_layers, reuse_prefix),
                             lambda group: build_plan([every[i] for i in group], mode, num_layers, num_heads),
                             rows_per_pass, reuse_prefix, examples_per_batch,
-                            reference=None if reference is None else every.index(reference))
+                            reference=None if reference is None else every.index(reference), checkpoint=checkpoint)
     count = len(configs)
     return scoring.PassLogits(scored.logits[:count], None if scored.reference is None else scored.reference[:count])
 

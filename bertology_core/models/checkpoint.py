@@ -154,3 +154,57 @@ class Checkpointer:
 
     def remove(self) -> None:
         shutil.rmtree(self.directory, ignore_errors=True)
+
+
+SCORES_FILE = "scores.safetensors"
+SCORES_META = "scores.json"
+
+
+@dataclass
+class ScoresCheckpoint:
+    """Where a long scoring job (configurations scored in groups of forward passes) keeps the groups it finished, so
+    that a job killed or out of time resumes at the first unfinished group instead of starting over. A group's logits
+    do not depend on the other groups (each group's passes are its own), so a resumed job's arrays equal an
+    uninterrupted one's bit for bit. Saved (atomically, safetensors + JSON) when ``every_seconds`` have passed since
+    the last save; ``fingerprint``: what the scores depend on (model, data, configurations, settings)."""
+
+    directory: Path
+    fingerprint: str
+    every_seconds: float | None = 600.0
+
+    def due(self, seconds_since: float) -> bool:
+        return self.every_seconds is not None and seconds_since >= self.every_seconds
+
+    def save(self, done: list[bool], arrays: dict[str, Any], state: dict[str, Any] | None = None) -> None:
+        from safetensors.numpy import save_file as save_arrays
+
+        with atomic_path(self.directory) as tmp:
+            tmp.mkdir()
+            save_arrays({name: value for name, value in arrays.items() if value is not None}, str(tmp / SCORES_FILE))
+            (tmp / SCORES_META).write_text(json.dumps({"fingerprint": self.fingerprint, "done": done, "state": state or {}}))
+        log.info("scores saved after %d of %d groups in %s", sum(done), len(done), self.directory)
+
+    def load(self, groups: int, arrays: dict[str, Any]) -> tuple[list[bool], dict[str, Any]] | None:
+        """Fill ``arrays`` (the job's own, of the same shapes) from a checkpoint with our fingerprint and ``groups``
+        groups, and return which groups are done and the loop's saved ``state``; None (and the stale checkpoint
+        removed) when there is none."""
+        from safetensors.numpy import load_file as load_arrays
+
+        meta_path = self.directory / SCORES_META
+        if not meta_path.is_file():
+            return None
+        meta = json.loads(meta_path.read_text())
+        saved = load_arrays(str(self.directory / SCORES_FILE)) if meta.get("fingerprint") == self.fingerprint else {}
+        wanted = {name for name, value in arrays.items() if value is not None}
+        if (len(meta.get("done", [])) != groups or set(saved) != wanted
+                or any(saved[name].shape != arrays[name].shape for name in wanted)):
+            log.info("ignoring scores in %s: they belong to other settings", self.directory)
+            self.remove()
+            return None
+        for name in wanted:
+            arrays[name][...] = saved[name]
+        log.info("resuming after %d of %d groups (%s)", sum(meta["done"]), groups, self.directory)
+        return list(meta["done"]), dict(meta.get("state", {}))
+
+    def remove(self) -> None:
+        shutil.rmtree(self.directory, ignore_errors=True)

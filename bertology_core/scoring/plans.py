@@ -10,6 +10,7 @@ one row per configuration and example) with the last layer cut to the first toke
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
@@ -21,7 +22,9 @@ from bertology_core.engine.attention_function import use_engine
 from bertology_core.engine.first_token import first_token_output
 from bertology_core.engine.intervention import intervene
 from bertology_core.engine.plan import InterventionPlan
+from bertology_core.data.failpoints import failpoint
 from bertology_core.inputs.batching import Encoded, to_device
+from bertology_core.models.checkpoint import ScoresCheckpoint
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +59,7 @@ def evaluate_plans(
     reuse_prefix: bool = True,
     examples_per_batch: int | None = None,
     reference: int | None = None,
+    checkpoint: ScoresCheckpoint | None = None,
 ) -> PassLogits:
     """Logits ``[num_configs, examples, labels]``: each group of configuration indices shares forward passes under the
     engine plan ``plan_of(group)`` (batch expansion, one row per configuration and example), with the last layer cut
@@ -63,7 +67,10 @@ def evaluate_plans(
     :func:`~bertology_core.disabling.sweeps.evaluate_configurations`. A pass the device has no memory for is split in two and run again, and every
     later pass keeps the smaller size (the logits do not depend on the batching). With prefix reuse, ``reference`` (a
     configuration's index) joins every pass as one more configuration and counts among its rows; without it every
-    configuration runs alone in passes of the same shape, so the reference's own passes serve every configuration."""
+    configuration runs alone in passes of the same shape, so the reference's own passes serve every configuration.
+    With a ``checkpoint``, the finished groups (and the pass size after running out of memory) are saved as it says and
+    a rerun resumes after them: its logits equal an uninterrupted run's bit for bit; the checkpoint is removed when
+    every group is done."""
     use_engine(model)
     model.eval()
     device = next(model.parameters()).device
@@ -74,7 +81,14 @@ def evaluate_plans(
         raise ValueError(f"the reference configuration {reference} is in no group")
     own_reference = np.zeros_like(logits) if joined else None
     cap = None  # rows per pass (configurations x examples) after the device ran out of memory: halved until one fits
-    for group in groups:
+    arrays = {"logits": logits, "own_reference": own_reference}
+    done = [False] * len(groups)
+    if checkpoint is not None and (restored := checkpoint.load(len(groups), arrays)) is not None:
+        done, cap = restored[0], restored[1].get("cap")
+    saved = time.monotonic()
+    for number, group in enumerate(groups):
+        if done[number]:
+            continue
         group = list(group)
         members = group if not joined or reference in group else [*group, reference]
         plan = plan_of(members)
@@ -104,6 +118,13 @@ def evaluate_plans(
             if own_reference is not None:
                 own_reference[np.ix_(group, examples)] = out[members.index(reference)][None]
             start += len(examples)
+        done[number] = True
+        if checkpoint is not None and not all(done) and checkpoint.due(time.monotonic() - saved):
+            checkpoint.save(done, arrays, {"cap": cap})
+            saved = time.monotonic()
+            failpoint("scores.after_checkpoint")
+    if checkpoint is not None:
+        checkpoint.remove()
     if reference is not None and not joined:
         own_reference = np.broadcast_to(logits[reference], logits.shape).copy()
     return PassLogits(logits, own_reference)
