@@ -47,6 +47,8 @@ rule outlier_disabling:
         max_examples=config["outliers"]["max_examples"],
         subsample_seed=config["data"]["subsample_seed"],
         max_length=lambda wc: EXPERIMENT.max_length(wc.task, states.FINETUNED),
+        # not a declared output: Snakemake deletes the outputs of a failed job, and this must survive it
+        checkpoint_dir="results/checkpoints/outlier_disabling/{model}/{task}/seed{seed}",
     threads: config["outliers"]["threads"]
     resources:
         mem_mb=memory("outlier_disabling"),
@@ -55,6 +57,8 @@ rule outlier_disabling:
         gpu=MODEL_JOB_GPUS,
         rows_per_pass=config["disabling"]["rows_per_pass"],  # speed and memory only
         gpu_rows_per_pass=config["disabling"]["gpu_rows_per_pass"],
+        # how often a killed or timed-out job's finished groups are saved (finetune.checkpoint_minutes)
+        checkpoint_seconds=EXPERIMENT.finetune.runtime()["checkpoint_seconds"],
     log:
         "logs/outlier_disabling/{model}/{task}/seed{seed}.log",
     benchmark:

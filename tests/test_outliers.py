@@ -4,6 +4,7 @@ disabling against edited copies, and the statistics."""
 from __future__ import annotations
 
 import copy
+import json
 
 import numpy as np
 import polars as pl
@@ -102,6 +103,33 @@ def test_engine_disabling_equals_zeroing_the_weights_of_a_copy():
             reference = zeroed_copy(model, config.dimensions, config.norms)(**batch).logits.numpy()
             np.testing.assert_allclose(logits[index], reference, atol=1e-5)
             assert not np.allclose(logits[index], intact, atol=1e-4)
+
+
+def test_outlier_disabling_killed_after_a_checkpoint_resumes_to_the_same_logits_bit_for_bit(tmp_path, monkeypatch):
+    from bertology_core.models.checkpoint import ScoresCheckpoint
+    from bertology_core.scoring import plans
+    from conftest import Crash
+
+    model = use_engine(tiny_bert())
+    generator = torch.Generator().manual_seed(1)
+    data = Encoded([torch.randint(5, 99, (n,), generator=generator).tolist() for n in (7, 12, 4, 9)], None, 0)
+    configs = stats.configurations([3, 17], hidden=32, draws=4, seed=0)
+    whole = layernorms.evaluate_dimension_sets(model, data, configs, rows_per_pass=8)
+    saved = ScoresCheckpoint(tmp_path / "outliers", "settings", every_seconds=0)
+
+    def crash(name):
+        raise Crash
+
+    monkeypatch.setattr(plans, "failpoint", crash)
+    with pytest.raises(Crash):
+        layernorms.evaluate_dimension_sets(model, data, configs, rows_per_pass=8, checkpoint=saved)
+    done = json.loads((tmp_path / "outliers" / "scores.json").read_text())["done"]
+    assert done[0] and not all(done)
+    monkeypatch.setattr(plans, "failpoint", lambda name: None)
+    resumed = layernorms.evaluate_dimension_sets(model, data, configs, rows_per_pass=8, checkpoint=saved)
+    np.testing.assert_array_equal(resumed.logits, whole.logits)
+    np.testing.assert_array_equal(resumed.reference, whole.reference)
+    assert not (tmp_path / "outliers").exists()
 
 
 def test_layernorm_parameters_read_the_modules_and_refuse_a_pre_norm_encoder():

@@ -27,13 +27,12 @@ config = model.config
 configs = sweeps.sweep_configurations(config.num_hidden_layers, config.num_attention_heads, layers=params.layers)
 rows = scoring.rows_per_pass(job_device, snakemake.resources.rows_per_pass, snakemake.resources.gpu_rows_per_pass)
 frames, summary = [], {"task": task.name, "examples": dev.height, "configurations": len(configs), "modes": {}}
-# what the scores depend on: a checkpoint of anything else is stale (the pass size too: it sets the batches' shapes)
-depends = checkpoint.fingerprint(dict(params.items()), [checkpoint.file_sha256(path) for path in sorted(Path(snakemake.input.model).glob("*.safetensors"))],
-                                 checkpoint.file_sha256(snakemake.input.data), rows, job_device.type)
 for mode in params.modes:
     started = time.perf_counter()
-    saved = checkpoint.ScoresCheckpoint(Path(params.checkpoint_dir) / mode, checkpoint.fingerprint(depends, mode),
-                                        snakemake.resources.checkpoint_seconds or None)
+    # a killed job resumes after the groups it finished (the pass size is in the fingerprint: it shapes the batches)
+    saved = checkpoint.scores_checkpoint(Path(params.checkpoint_dir) / mode, snakemake.resources.checkpoint_seconds or None,
+                                         dict(params.items()), snakemake.input.model, snakemake.input.data, rows,
+                                         job_device.type, mode)
     scored = sweeps.evaluate_configurations(model, encoded, configs, mode, rows_per_pass=rows, checkpoint=saved)
     frames.append(sweeps.sweep_frame(task, dev, configs, task.predictions(scored.logits),
                                         task.predictions(scored.reference), mode))

@@ -14,7 +14,7 @@ from bertology_core.data import tasks, io
 from bertology_core.disabling import sweeps
 from bertology_core.scoring import plans as scoring
 from bertology_core.finetune import training
-from bertology_core.models import device
+from bertology_core.models import checkpoint, device
 from bertology_core.outliers import layernorms, stats
 
 job_device, _ = device.model_job(snakemake.threads, snakemake.params.precision)
@@ -28,7 +28,9 @@ found = [] if reason else stats.outlier_dimensions(table)
 configs = stats.configurations(found, model.config.hidden_size, params.draws, params.random_seed)
 started = time.perf_counter()
 rows = scoring.rows_per_pass(job_device, snakemake.resources.rows_per_pass, snakemake.resources.gpu_rows_per_pass)
-logits = layernorms.evaluate_dimension_sets(model, scored.encoded, configs, rows_per_pass=rows)
+saved = checkpoint.scores_checkpoint(params.checkpoint_dir, snakemake.resources.checkpoint_seconds or None, dict(params.items()),
+                                     snakemake.input.model, snakemake.input.data, rows, job_device.type)
+logits = layernorms.evaluate_dimension_sets(model, scored.encoded, configs, rows_per_pass=rows, checkpoint=saved)
 frame = stats.predictions_frame(configs, dev["idx"].to_numpy(), dev["label"].to_numpy(),
                                          task.predictions(logits.logits),
                                          task.predictions(logits.reference), task.is_regression)

@@ -208,3 +208,12 @@ class ScoresCheckpoint:
 
     def remove(self) -> None:
         shutil.rmtree(self.directory, ignore_errors=True)
+
+
+def scores_checkpoint(directory: str | os.PathLike[str], every_seconds: float | None, params: dict[str, Any],
+                      model_folder: str | os.PathLike[str], data: str | os.PathLike[str], *settings: Any) -> ScoresCheckpoint:
+    """The :class:`ScoresCheckpoint` of a scoring job at ``directory``: its fingerprint holds the job's ``params``,
+    the hashes of the model's weights and of its data file, and ``settings`` that change the passes' shapes (rows
+    per pass, the device's kind, a sweep's mode)."""
+    weights = [file_sha256(path) for path in sorted(Path(model_folder).glob("*.safetensors"))]
+    return ScoresCheckpoint(Path(directory), fingerprint(params, weights, file_sha256(data), *settings), every_seconds)

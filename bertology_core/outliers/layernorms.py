@@ -19,6 +19,7 @@ from transformers import PreTrainedModel
 from bertology_core.engine.plan import ATTENTION_NORM_SCALE, OUTPUT_NORM_SCALE, InterventionPlan, per_layer
 from bertology_core.engine.structure import UnsupportedStructure, missing_part_reason, structure
 from bertology_core.inputs.batching import Encoded
+from bertology_core.models.checkpoint import ScoresCheckpoint
 from bertology_core.scoring import plans as scoring
 from bertology_core.outliers.stats import NORMS, Criterion, DimensionSet, outlier_table, standardised
 
@@ -63,17 +64,18 @@ def build_plan(configs: Sequence[DimensionSet], num_layers: int, hidden: int) ->
 
 
 def evaluate_dimension_sets(model: PreTrainedModel, data: Encoded, configs: Sequence[DimensionSet],
-                            rows_per_pass: int = 48) -> scoring.PassLogits:
+                            rows_per_pass: int = 48, checkpoint: ScoresCheckpoint | None = None) -> scoring.PassLogits:
     """Logits ``[configs, examples, labels]`` with each configuration's dimensions disabled, the first configuration
     (the intact model) in every pass. Every configuration
     differs from the first layer on, so nothing is shared between them but the embeddings; they run ``rows_per_pass``
-    rows at a time (configurations x examples), the row count at which the disabling sweeps run fastest per row."""
+    rows at a time (configurations x examples), the row count at which the disabling sweeps run fastest per row.
+    ``checkpoint``: where a killed job resumes (:func:`~bertology_core.scoring.plans.evaluate_plans`)."""
     num_layers, hidden = model.config.num_hidden_layers, model.config.hidden_size
     per_pass = max(1, min(len(configs), rows_per_pass))
     groups = [list(range(start, min(start + per_pass, len(configs)))) for start in range(0, len(configs), per_pass)]
     return scoring.evaluate_plans(model, data, len(configs), groups,
                                   lambda group: build_plan([configs[i] for i in group], num_layers, hidden), rows_per_pass,
-                                  reference=0)
+                                  reference=0, checkpoint=checkpoint)
 
 
 def find_outliers(model: PreTrainedModel, criterion: Criterion) -> tuple[pl.DataFrame, pl.DataFrame, str]:
