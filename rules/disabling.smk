@@ -68,6 +68,8 @@ rule disabling_greedy:
         level=config["disabling"]["level"],
         bootstrap_seed=config["disabling"]["bootstrap_seed"],
         max_length=lambda wc: EXPERIMENT.max_length(wc.task, wc.state),
+        # not a declared output: Snakemake deletes the outputs of a failed job, and this must survive it
+        checkpoint_dir="results/checkpoints/disabling_greedy/{model}/{task}/{state}/seed{seed}",
     threads: config["disabling"]["threads"]
     resources:
         mem_mb=memory("disabling_greedy"),
@@ -76,6 +78,8 @@ rule disabling_greedy:
         gpu=MODEL_JOB_GPUS,
         rows_per_pass=config["disabling"]["rows_per_pass"],  # speed and memory only
         gpu_rows_per_pass=config["disabling"]["gpu_rows_per_pass"],
+        # how often a killed or timed-out job's finished steps are saved (finetune.checkpoint_minutes)
+        checkpoint_seconds=EXPERIMENT.finetune.runtime()["checkpoint_seconds"],
     log:
         "logs/disabling_greedy/{model}/{task}/{state}/seed{seed}.log",
     benchmark:

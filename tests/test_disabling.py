@@ -144,7 +144,7 @@ def test_greedy_adds_the_most_helpful_head_until_nothing_helps():
     assert [round(s.selection_gain, 6) for s in against_own_pass] == [0.2, 0.2]  # 0.8 against 0.6 in its own pass
 
 
-def test_greedy_search_reuses_the_sweep_and_reports_each_set_on_the_other_half():
+def test_greedy_search_reuses_the_sweep_and_reports_each_set_on_the_other_half(tmp_path, monkeypatch):
     """The search's first step reads the single-head sweep (no forward pass for it), every chosen set is reported
     on the half it was not chosen on, and its report score equals a plain evaluation of that set on that half."""
     import polars as pl
@@ -182,6 +182,33 @@ def test_greedy_search_reuses_the_sweep_and_reports_each_set_on_the_other_half()
         config = sweeps.head_set(chosen) if chosen else sweeps.INTACT
         predictions = task.predictions(sweeps.evaluate_configurations(model, report, [config], "uniform").logits)[0]
         assert row["report_score"] == pytest.approx(compute_metrics(task, predictions, labels[~selection])["pearson"])
+
+    # killed after its first saved search step, the rerun replays the saved steps without a pass and ends the same
+    from bertology_core.models.checkpoint import ArrayCheckpoint
+    from conftest import Crash
+
+    evaluate_as_is, selection_passes = sweeps.evaluate_configurations, []
+
+    def counted(model, data, configs, *args, **kwargs):
+        selection_passes.append(len(configs))
+        return evaluate_as_is(model, data, configs, *args, **kwargs)
+
+    def crash(name):
+        raise Crash
+
+    saved = ArrayCheckpoint(tmp_path / "greedy", "settings", every_seconds=0)
+    monkeypatch.setattr(sweeps, "evaluate_configurations", counted)
+    monkeypatch.setattr(sweeps, "failpoint", crash)
+    with pytest.raises(Crash):
+        sweeps.greedy_search(model, task, dev, selection, encode, sweep, settings, rows_per_pass=16, checkpoint=saved)
+    assert selection_passes == [heads - 1]
+    monkeypatch.setattr(sweeps, "failpoint", lambda name: None)
+    selection_passes.clear()
+    resumed, resumed_computed = sweeps.greedy_search(model, task, dev, selection, encode, sweep, settings, rows_per_pass=16,
+                                                     checkpoint=saved)
+    assert resumed.equals(table) and resumed_computed == computed and not (tmp_path / "greedy").exists()
+    # the rerun scored only the search steps after the saved one, then the report half
+    assert sum(selection_passes[:-1]) == computed - (heads - 1)
 
 
 def test_extremes_are_the_best_and_worst_of_each_kind_with_ties_in_table_order():
@@ -332,7 +359,7 @@ def test_a_sweep_killed_after_a_checkpoint_resumes_to_the_same_logits_bit_for_bi
     """The sweep saves its finished groups (here after every group) and dies at the first save; the rerun loads them,
     runs only the passes not done, equals an uninterrupted sweep exactly and removes its checkpoint. A checkpoint of
     other settings (another fingerprint) is ignored: that sweep runs every pass."""
-    from bertology_core.models.checkpoint import ScoresCheckpoint
+    from bertology_core.models.checkpoint import ArrayCheckpoint
     from conftest import Crash
 
     model = sharp_tiny(layers=3)
@@ -355,12 +382,12 @@ def test_a_sweep_killed_after_a_checkpoint_resumes_to_the_same_logits_bit_for_bi
     monkeypatch.setattr(model, "forward", counted)
     passes_of()  # the first use of a model also runs the engine's one probe of its structure
     whole, every_pass = passes_of()
-    saved = ScoresCheckpoint(tmp_path / "sweep", "settings", every_seconds=0)
+    saved = ArrayCheckpoint(tmp_path / "sweep", "settings", every_seconds=0)
     monkeypatch.setattr(scoring, "failpoint", crash)
     with pytest.raises(Crash):
         passes_of(checkpoint=saved)
     before_kill = len(passes)
-    assert (tmp_path / "sweep" / "scores.json").is_file()
+    assert (tmp_path / "sweep" / "arrays.json").is_file()
     monkeypatch.setattr(scoring, "failpoint", lambda name: None)
     resumed, after_kill = passes_of(checkpoint=saved)
     assert 0 < after_kill < every_pass and before_kill + after_kill == every_pass
@@ -371,6 +398,6 @@ def test_a_sweep_killed_after_a_checkpoint_resumes_to_the_same_logits_bit_for_bi
     with pytest.raises(Crash):
         passes_of(checkpoint=saved)
     monkeypatch.setattr(scoring, "failpoint", lambda name: None)
-    again, passes_again = passes_of(checkpoint=ScoresCheckpoint(tmp_path / "sweep", "other settings", every_seconds=None))
+    again, passes_again = passes_of(checkpoint=ArrayCheckpoint(tmp_path / "sweep", "other settings", every_seconds=None))
     np.testing.assert_array_equal(again.logits, whole.logits)
     assert passes_again == every_pass

@@ -106,7 +106,7 @@ def test_engine_disabling_equals_zeroing_the_weights_of_a_copy():
 
 
 def test_outlier_disabling_killed_after_a_checkpoint_resumes_to_the_same_logits_bit_for_bit(tmp_path, monkeypatch):
-    from bertology_core.models.checkpoint import ScoresCheckpoint
+    from bertology_core.models.checkpoint import ArrayCheckpoint
     from bertology_core.scoring import plans
     from conftest import Crash
 
@@ -115,7 +115,7 @@ def test_outlier_disabling_killed_after_a_checkpoint_resumes_to_the_same_logits_
     data = Encoded([torch.randint(5, 99, (n,), generator=generator).tolist() for n in (7, 12, 4, 9)], None, 0)
     configs = stats.configurations([3, 17], hidden=32, draws=4, seed=0)
     whole = layernorms.evaluate_dimension_sets(model, data, configs, rows_per_pass=8)
-    saved = ScoresCheckpoint(tmp_path / "outliers", "settings", every_seconds=0)
+    saved = ArrayCheckpoint(tmp_path / "outliers", "settings", every_seconds=0)
 
     def crash(name):
         raise Crash
@@ -123,7 +123,7 @@ def test_outlier_disabling_killed_after_a_checkpoint_resumes_to_the_same_logits_
     monkeypatch.setattr(plans, "failpoint", crash)
     with pytest.raises(Crash):
         layernorms.evaluate_dimension_sets(model, data, configs, rows_per_pass=8, checkpoint=saved)
-    done = json.loads((tmp_path / "outliers" / "scores.json").read_text())["done"]
+    done = json.loads((tmp_path / "outliers" / "arrays.json").read_text())["state"]["done"]
     assert done[0] and not all(done)
     monkeypatch.setattr(plans, "failpoint", lambda name: None)
     resumed = layernorms.evaluate_dimension_sets(model, data, configs, rows_per_pass=8, checkpoint=saved)

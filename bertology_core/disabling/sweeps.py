@@ -28,6 +28,7 @@ measured on.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from itertools import groupby
@@ -42,9 +43,10 @@ from bertology_core.stats.bootstrap import metric_on_resamples, paired_deltas, r
 from bertology_core.inputs.batching import Encoded, encode
 from bertology_core.data import tasks
 from bertology_core.data.tasks import Task
+from bertology_core.data.failpoints import failpoint
 from bertology_core.data.tables import repeated
 from bertology_core.models import loading
-from bertology_core.models.checkpoint import ScoresCheckpoint
+from bertology_core.models.checkpoint import ArrayCheckpoint
 from bertology_core.scoring import plans as scoring
 
 log = logging.getLogger(__name__)
@@ -139,7 +141,7 @@ def evaluate_configurations(
     reuse_prefix: bool = True,
     examples_per_batch: int | None = None,
     reference: Configuration | None = None,
-    checkpoint: ScoresCheckpoint | None = None,
+    checkpoint: ArrayCheckpoint | None = None,
 ) -> scoring.PassLogits:
     """Logits ``[configs, examples, labels]`` of ``model`` with each configuration's heads disabled, and those of the
     ``reference`` configuration (default: :data:`INTACT` where it is among ``configs``) in every pass
@@ -268,32 +270,47 @@ class GreedySettings:
 
 def greedy_search(model: PreTrainedModel, task: Task, dev: pl.DataFrame, selection: np.ndarray,
                   encode: Callable[[pl.DataFrame], Encoded], sweep: pl.DataFrame, settings: GreedySettings,
-                  rows_per_pass: int) -> tuple[pl.DataFrame, int]:
+                  rows_per_pass: int, checkpoint: ArrayCheckpoint | None = None) -> tuple[pl.DataFrame, int]:
     """Greedy multi-head disabling (:func:`greedy_disable`) chosen on the ``selection`` half of ``dev`` (sorted by
     idx; a mask) and every step's set reported on the other half against the intact model, with paired bootstrap
     intervals. The single-head sweep's predictions (``sweep``, same examples and mode) are reused, so the first
     step costs no forward pass. Returns the table (step 0 = intact) and the number of configurations computed
-    beyond the sweep."""
+    beyond the sweep. With a ``checkpoint``, the predictions computed so far are saved as it says, and a rerun after a
+    kill replays the steps they cover without a pass (the search is deterministic given them)."""
     metric, labels = task.main_metric, dev["label"].to_numpy()
     halves = {"selection": encode(dev.filter(pl.Series(selection))), "report": encode(dev.filter(pl.Series(~selection)))}
     # a configuration's predictions and those of the set it was compared with, in its own pass: the sweep's single
     # heads against the intact model
     known = {(name, INTACT.name): tuple(group.sort("idx")[column].to_numpy()[selection] for column in ("prediction", "intact_prediction"))
              for (name,), group in sweep.partition_by("config", as_dict=True).items()}
-    computed = []
+    computed: list[tuple[str, str]] = []  # (configuration, reference) scored beyond the sweep, in order
+    if checkpoint is not None and (restored := checkpoint.load()) is not None:
+        arrays, state = restored
+        computed = [tuple(pair) for pair in state["computed"]]
+        known.update({pair: (arrays[f"{pair[0]}\t{pair[1]}\tprediction"], arrays[f"{pair[0]}\t{pair[1]}\treference"])
+                      for pair in computed})
+    saved = time.monotonic()
 
     def evaluate_selection(configs: list[Configuration], reference: Configuration) -> tuple[np.ndarray, np.ndarray]:
+        nonlocal saved
         missing = [c for c in configs if (c.name, reference.name) not in known]
         if missing:
-            computed.extend(c.name for c in missing)
+            computed.extend((c.name, reference.name) for c in missing)
             scored = evaluate_configurations(model, halves["selection"], missing, settings.mode, rows_per_pass=rows_per_pass,
                                              reference=reference)
             pairs = zip(task.predictions(scored.logits), task.predictions(scored.reference))
             known.update(zip([(c.name, reference.name) for c in missing], pairs))
+            if checkpoint is not None and checkpoint.due(time.monotonic() - saved):
+                checkpoint.save({f"{a}\t{b}\t{part}": known[(a, b)][index] for a, b in computed
+                                 for index, part in enumerate(("prediction", "reference"))}, {"computed": computed})
+                saved = time.monotonic()
+                failpoint("scores.after_checkpoint")
         return tuple(np.stack([known[(c.name, reference.name)][part] for c in configs]) for part in (0, 1))
 
     heads = [(layer, head) for layer in range(model.config.num_hidden_layers) for head in range(model.config.num_attention_heads)]
     intact_score, steps = greedy_disable(evaluate_selection, labels[selection], metric, heads, settings.max_steps)
+    if checkpoint is not None:
+        checkpoint.remove()
     configs = [INTACT, *[head_set(step.disabled) for step in steps]]
     scored = evaluate_configurations(model, halves["report"], configs, settings.mode, rows_per_pass=rows_per_pass)
     report, own_intact = task.predictions(scored.logits), task.predictions(scored.reference)

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 from safetensors.torch import load_file, save_file
 
@@ -156,17 +157,17 @@ class Checkpointer:
         shutil.rmtree(self.directory, ignore_errors=True)
 
 
-SCORES_FILE = "scores.safetensors"
-SCORES_META = "scores.json"
+ARRAYS_FILE = "arrays.safetensors"
+ARRAYS_META = "arrays.json"
 
 
 @dataclass
-class ScoresCheckpoint:
-    """Where a long scoring job (configurations scored in groups of forward passes) keeps the groups it finished, so
-    that a job killed or out of time resumes at the first unfinished group instead of starting over. A group's logits
-    do not depend on the other groups (each group's passes are its own), so a resumed job's arrays equal an
-    uninterrupted one's bit for bit. Saved (atomically, safetensors + JSON) when ``every_seconds`` have passed since
-    the last save; ``fingerprint``: what the scores depend on (model, data, configurations, settings)."""
+class ArrayCheckpoint:
+    """Where a long job that is not a training loop (configurations scored in groups of passes, a search's scored
+    sets) keeps the arrays it finished and the state it needs to go on, so that a job killed or out of time resumes
+    instead of starting over. Saved atomically (safetensors + JSON) once ``every_seconds`` have passed since the last
+    save; ``fingerprint``: what the results depend on (model, data, settings). How the job resumes from its arrays is
+    its own (e.g. :func:`bertology_core.scoring.plans.evaluate_plans`)."""
 
     directory: Path
     fingerprint: str
@@ -175,45 +176,44 @@ class ScoresCheckpoint:
     def due(self, seconds_since: float) -> bool:
         return self.every_seconds is not None and seconds_since >= self.every_seconds
 
-    def save(self, done: list[bool], arrays: dict[str, Any], state: dict[str, Any] | None = None) -> None:
+    def save(self, arrays: dict[str, Any], state: dict[str, Any] | None = None) -> None:
         from safetensors.numpy import save_file as save_arrays
 
         with atomic_path(self.directory) as tmp:
             tmp.mkdir()
-            save_arrays({name: value for name, value in arrays.items() if value is not None}, str(tmp / SCORES_FILE))
-            (tmp / SCORES_META).write_text(json.dumps({"fingerprint": self.fingerprint, "done": done, "state": state or {}}))
-        log.info("scores saved after %d of %d groups in %s", sum(done), len(done), self.directory)
+            # contiguous copies: safetensors writes an array's buffer, and a strided view's is not its values
+            save_arrays({name: np.ascontiguousarray(value) for name, value in arrays.items() if value is not None},
+                        str(tmp / ARRAYS_FILE))
+            (tmp / ARRAYS_META).write_text(json.dumps({"fingerprint": self.fingerprint, "state": state or {}}))
+        log.info("saved %d arrays in %s", len(arrays), self.directory)
 
-    def load(self, groups: int, arrays: dict[str, Any]) -> tuple[list[bool], dict[str, Any]] | None:
-        """Fill ``arrays`` (the job's own, of the same shapes) from a checkpoint with our fingerprint and ``groups``
-        groups, and return which groups are done and the loop's saved ``state``; None (and the stale checkpoint
-        removed) when there is none."""
+    def load(self) -> tuple[dict[str, Any], dict[str, Any]] | None:
+        """The saved arrays and state where the checkpoint has our fingerprint; None (and a stale one removed) when
+        there is none."""
         from safetensors.numpy import load_file as load_arrays
 
-        meta_path = self.directory / SCORES_META
+        meta_path = self.directory / ARRAYS_META
         if not meta_path.is_file():
             return None
         meta = json.loads(meta_path.read_text())
-        saved = load_arrays(str(self.directory / SCORES_FILE)) if meta.get("fingerprint") == self.fingerprint else {}
-        wanted = {name for name, value in arrays.items() if value is not None}
-        if (len(meta.get("done", [])) != groups or set(saved) != wanted
-                or any(saved[name].shape != arrays[name].shape for name in wanted)):
-            log.info("ignoring scores in %s: they belong to other settings", self.directory)
-            self.remove()
+        if meta.get("fingerprint") != self.fingerprint:
+            self.discard("it belongs to other settings")
             return None
-        for name in wanted:
-            arrays[name][...] = saved[name]
-        log.info("resuming after %d of %d groups (%s)", sum(meta["done"]), groups, self.directory)
-        return list(meta["done"]), dict(meta.get("state", {}))
+        log.info("resuming from %s", self.directory)
+        return load_arrays(str(self.directory / ARRAYS_FILE)), dict(meta.get("state", {}))
+
+    def discard(self, why: str) -> None:
+        log.info("ignoring the checkpoint in %s: %s", self.directory, why)
+        self.remove()
 
     def remove(self) -> None:
         shutil.rmtree(self.directory, ignore_errors=True)
 
 
 def scores_checkpoint(directory: str | os.PathLike[str], every_seconds: float | None, params: dict[str, Any],
-                      model_folder: str | os.PathLike[str], data: str | os.PathLike[str], *settings: Any) -> ScoresCheckpoint:
-    """The :class:`ScoresCheckpoint` of a scoring job at ``directory``: its fingerprint holds the job's ``params``,
+                      model_folder: str | os.PathLike[str], data: str | os.PathLike[str], *settings: Any) -> ArrayCheckpoint:
+    """The :class:`ArrayCheckpoint` of a scoring job at ``directory``: its fingerprint holds the job's ``params``,
     the hashes of the model's weights and of its data file, and ``settings`` that change the passes' shapes (rows
     per pass, the device's kind, a sweep's mode)."""
     weights = [file_sha256(path) for path in sorted(Path(model_folder).glob("*.safetensors"))]
-    return ScoresCheckpoint(Path(directory), fingerprint(params, weights, file_sha256(data), *settings), every_seconds)
+    return ArrayCheckpoint(Path(directory), fingerprint(params, weights, file_sha256(data), *settings), every_seconds)

@@ -19,7 +19,7 @@ from transformers import PreTrainedModel
 from bertology_core.engine.plan import ATTENTION_NORM_SCALE, OUTPUT_NORM_SCALE, InterventionPlan, per_layer
 from bertology_core.engine.structure import UnsupportedStructure, missing_part_reason, structure
 from bertology_core.inputs.batching import Encoded
-from bertology_core.models.checkpoint import ScoresCheckpoint
+from bertology_core.models.checkpoint import ArrayCheckpoint
 from bertology_core.scoring import plans as scoring
 from bertology_core.outliers.stats import NORMS, Criterion, DimensionSet, outlier_table, standardised
 
@@ -64,7 +64,7 @@ def build_plan(configs: Sequence[DimensionSet], num_layers: int, hidden: int) ->
 
 
 def evaluate_dimension_sets(model: PreTrainedModel, data: Encoded, configs: Sequence[DimensionSet],
-                            rows_per_pass: int = 48, checkpoint: ScoresCheckpoint | None = None) -> scoring.PassLogits:
+                            rows_per_pass: int = 48, checkpoint: ArrayCheckpoint | None = None) -> scoring.PassLogits:
     """Logits ``[configs, examples, labels]`` with each configuration's dimensions disabled, the first configuration
     (the intact model) in every pass. Every configuration
     differs from the first layer on, so nothing is shared between them but the embeddings; they run ``rows_per_pass``

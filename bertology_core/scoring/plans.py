@@ -24,7 +24,7 @@ from bertology_core.engine.intervention import intervene
 from bertology_core.engine.plan import InterventionPlan
 from bertology_core.data.failpoints import failpoint
 from bertology_core.inputs.batching import Encoded, to_device
-from bertology_core.models.checkpoint import ScoresCheckpoint
+from bertology_core.models.checkpoint import ArrayCheckpoint
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +59,7 @@ def evaluate_plans(
     reuse_prefix: bool = True,
     examples_per_batch: int | None = None,
     reference: int | None = None,
-    checkpoint: ScoresCheckpoint | None = None,
+    checkpoint: ArrayCheckpoint | None = None,
 ) -> PassLogits:
     """Logits ``[num_configs, examples, labels]``: each group of configuration indices shares forward passes under the
     engine plan ``plan_of(group)`` (batch expansion, one row per configuration and example), with the last layer cut
@@ -83,8 +83,16 @@ def evaluate_plans(
     cap = None  # rows per pass (configurations x examples) after the device ran out of memory: halved until one fits
     arrays = {"logits": logits, "own_reference": own_reference}
     done = [False] * len(groups)
-    if checkpoint is not None and (restored := checkpoint.load(len(groups), arrays)) is not None:
-        done, cap = restored[0], restored[1].get("cap")
+    if checkpoint is not None and (restored := checkpoint.load()) is not None:
+        saved_arrays, state = restored
+        wanted = {name for name, value in arrays.items() if value is not None}
+        if (len(state.get("done", [])) != len(groups) or set(saved_arrays) != wanted
+                or any(saved_arrays[name].shape != arrays[name].shape for name in wanted)):
+            checkpoint.discard("its groups or shapes are not this job's")
+        else:
+            for name in wanted:
+                arrays[name][...] = saved_arrays[name]
+            done, cap = list(state["done"]), state.get("cap")
     saved = time.monotonic()
     for number, group in enumerate(groups):
         if done[number]:
@@ -120,7 +128,7 @@ def evaluate_plans(
             start += len(examples)
         done[number] = True
         if checkpoint is not None and not all(done) and checkpoint.due(time.monotonic() - saved):
-            checkpoint.save(done, arrays, {"cap": cap})
+            checkpoint.save(arrays, {"done": done, "cap": cap})
             saved = time.monotonic()
             failpoint("scores.after_checkpoint")
     if checkpoint is not None:
