@@ -75,6 +75,8 @@ rule lottery_pruning:
         # a sample of the choosing examples (held_out's half A); the paper's protocol chooses on all of dev
         dev_sample=lambda wc: EXPERIMENT.pruning.dev_sample() if wc.protocol == "held_out" else {"examples": None, "seed": 0},
         batch_size=config["pruning"]["batch_size"],
+        # not a declared output: Snakemake deletes the outputs of a failed job, and this must survive it
+        checkpoint_dir="results/checkpoints/lottery_pruning/{model}/{task}/seed{seed}/{method}_{protocol}",
     priority: 10
     threads: config["pruning"]["threads"]
     resources:
@@ -82,6 +84,8 @@ rule lottery_pruning:
         runtime=scaled(120),
         cpus_per_task=config["pruning"]["threads"],
         gpu=MODEL_JOB_GPUS,
+        # how often a killed or timed-out job's scores and importance are saved (finetune.checkpoint_minutes)
+        checkpoint_seconds=EXPERIMENT.finetune.runtime()["checkpoint_seconds"],
     log:
         "logs/lottery_pruning/{model}/{task}/seed{seed}/{method}_{protocol}.log",
     benchmark:

@@ -556,6 +556,58 @@ def test_the_ticket_is_chosen_on_the_selection_half_alone(method):
     assert summary["protocol_label"] == stats.PROTOCOLS["held_out"] and summary["iteration"] == ticket.best.iteration
 
 
+@pytest.mark.parametrize("method", ["m", "s"])
+def test_a_ticket_search_killed_after_a_checkpoint_resumes_to_the_same_ticket(method, tmp_path, monkeypatch):
+    """Every score and importance is saved as it comes (here after each); killed at the third save, the rerun replays
+    the saved ones without a pass, computes the rest, and finds the ticket an uninterrupted search finds."""
+    from bertology_core.inputs import batching
+    from bertology_core.models import checkpoint
+    from conftest import Crash
+
+    task = get_task("MNLI")
+    data = encoded(12, seed=7)
+    labels = task.predictions(scoring.evaluate_plan(use_engine(sharp_tiny(layers=2)), data))
+    chooses = np.arange(12) % 2 == 0
+    settings = {"rate": 0.5, "max_iterations": 4} if method == "m" else {"head_share": 0.25, "mlps_per_step": 1, "refine": True}
+
+    def subset(rows):
+        return batching.Encoded(input_ids=[data.input_ids[i] for i in np.flatnonzero(rows)], token_type_ids=None, pad_token_id=0)
+
+    def run(saved=None):
+        return lottery.find_ticket(
+            use_engine(sharp_tiny(layers=2)), task, method, "held_out", subset(chooses), labels[chooses], subset(~chooses),
+            labels[~chooses], keep=0.5, method_settings=settings, importance_data=(data, labels), batch_size=4, checkpoint=saved)
+
+    whole = run()
+    saved = checkpoint.ArrayCheckpoint(tmp_path / "ticket", "settings", every_seconds=0)
+    saves = []
+
+    def crash_at_third(name):
+        saves.append(name)
+        if len(saves) == 3:
+            raise Crash
+
+    monkeypatch.setattr(checkpoint, "failpoint", crash_at_third)
+    with pytest.raises(Crash):
+        run(saved)
+    monkeypatch.setattr(checkpoint, "failpoint", lambda name: None)
+    passes, evaluate_as_is = [], scoring.evaluate_plan
+
+    def counted(*args, **kwargs):
+        passes.append(1)
+        return evaluate_as_is(*args, **kwargs)
+
+    monkeypatch.setattr(scoring, "evaluate_plan", counted)
+    resumed = run(saved)
+    assert [it.score for it in resumed.history] == [it.score for it in whole.history] and resumed.chosen == whole.chosen
+    assert all(torch.equal(a, resumed.tensors()[name]) for name, a in whole.tensors().items())
+    assert resumed.full_report_metrics == whole.full_report_metrics and not (tmp_path / "ticket").exists()
+    resumed_passes = len(passes)
+    passes.clear()
+    run()
+    assert resumed_passes < len(passes)  # the rerun scored only what was not saved; a whole search scores it all
+
+
 def test_lottery_tables_show_both_protocols_and_their_paired_difference():
     import polars as pl
 

@@ -3,6 +3,7 @@
 model's; held_out chooses on half A of dev, paper on dev (rule lottery_pruning)."""
 
 import logging
+from pathlib import Path
 
 from _common import log_to
 
@@ -14,7 +15,7 @@ from safetensors.torch import save_file
 from bertology_core.data import tasks, io
 from bertology_core.engine.attention_function import use_engine
 from bertology_core.inputs import batching
-from bertology_core.models import device, loading
+from bertology_core.models import checkpoint, device, loading
 from bertology_core.pruning import lottery
 
 params = snakemake.params
@@ -43,6 +44,11 @@ ticket = lottery.find_ticket(
     normalize=bool(params.importance and params.importance["normalize_by_layer"]),
     batch_size=params.batch_size,
     importance_granularity=params.importance["importance_granularity"] if params.importance else "token",
+    # a killed job replays the scores and importance it saved (its inputs' hashes are in the fingerprint)
+    checkpoint=checkpoint.scores_checkpoint(params.checkpoint_dir, snakemake.resources.checkpoint_seconds or None,
+                                            dict(params.items()), snakemake.input.model, snakemake.input.dev,
+                                            [checkpoint.file_sha256(path) for path in snakemake.input if Path(path).is_file()],
+                                            job_device.type),
 )
 summary = ticket.summary() | params.selection
 io.write_parquet(ticket.curve(), snakemake.output.curve)

@@ -18,6 +18,8 @@ import json
 import logging
 import os
 import shutil
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -26,6 +28,7 @@ import numpy as np
 import torch
 from safetensors.torch import load_file, save_file
 
+from bertology_core.data.failpoints import failpoint
 from bertology_core.data.io import atomic_path
 
 log = logging.getLogger(__name__)
@@ -182,7 +185,7 @@ class ArrayCheckpoint:
         with atomic_path(self.directory) as tmp:
             tmp.mkdir()
             # contiguous copies: safetensors writes an array's buffer, and a strided view's is not its values
-            save_arrays({name: np.ascontiguousarray(value) for name, value in arrays.items() if value is not None},
+            save_arrays({name: np.array(value, order="C") for name, value in arrays.items() if value is not None},
                         str(tmp / ARRAYS_FILE))
             (tmp / ARRAYS_META).write_text(json.dumps({"fingerprint": self.fingerprint, "state": state or {}}))
         log.info("saved %d arrays in %s", len(arrays), self.directory)
@@ -217,3 +220,38 @@ def scores_checkpoint(directory: str | os.PathLike[str], every_seconds: float | 
     per pass, the device's kind, a sweep's mode)."""
     weights = [file_sha256(path) for path in sorted(Path(model_folder).glob("*.safetensors"))]
     return ArrayCheckpoint(Path(directory), fingerprint(params, weights, file_sha256(data), *settings), every_seconds)
+
+
+class Replay:
+    """The results of a deterministic job's expensive calls (scores, importance), in the order it makes them, saved to
+    an :class:`ArrayCheckpoint` as they come: a rerun after a kill gets the saved results back in the same order
+    without computing them, and computes from the first one missing. The job must make the same calls in the same
+    order given the same results (a search whose every choice follows from its scores), so that the rerun's results
+    equal an uninterrupted run's. Without a checkpoint it only computes."""
+
+    def __init__(self, checkpoint: ArrayCheckpoint | None):
+        self.checkpoint, self.results, self.position = checkpoint, [], 0
+        self.saved = time.monotonic()
+        if checkpoint is not None and (restored := checkpoint.load()) is not None:
+            arrays, state = restored
+            self.results = [{name: arrays[f"{call}:{name}"] for name in names} for call, names in enumerate(state["calls"])]
+
+    def __call__(self, compute: Callable[[], dict[str, Any]]) -> dict[str, np.ndarray]:
+        """``compute()``'s named arrays, or the saved ones of this call."""
+        if self.position < len(self.results):
+            result = self.results[self.position]
+        else:
+            result = {name: np.asarray(value) for name, value in compute().items()}
+            self.results.append(result)
+            if self.checkpoint is not None and self.checkpoint.due(time.monotonic() - self.saved):
+                self.checkpoint.save({f"{call}:{name}": value for call, named in enumerate(self.results) for name, value in named.items()},
+                                     {"calls": [list(named) for named in self.results]})
+                self.saved = time.monotonic()
+                failpoint("scores.after_checkpoint")
+        self.position += 1
+        return result
+
+    def finish(self) -> None:
+        """The job is done: its checkpoint is removed."""
+        if self.checkpoint is not None:
+            self.checkpoint.remove()

@@ -54,7 +54,7 @@ from bertology_core.disabling.stats import split_halves
 from bertology_core.finetune import training
 from bertology_core.finetune.training import FinetuneConfig
 from bertology_core.inputs.batching import Encoded, TokenFile, encode_split
-from bertology_core.models.checkpoint import Checkpointer
+from bertology_core.models.checkpoint import ArrayCheckpoint, Checkpointer, Replay
 from bertology_core.models.device import default_device
 from bertology_core.models.loading import load_classifier_reported, load_tokenizer
 from bertology_core.models import precision as precisions
@@ -438,6 +438,7 @@ def find_ticket(
     normalize: bool = True,
     batch_size: int = 32,
     importance_granularity: str = "token",
+    checkpoint: ArrayCheckpoint | None = None,
 ) -> Ticket:
     """m- or s-pruning of ``model`` (``method``), every iteration scored on ``selection`` only (half A under
     ``held_out``): the 90% rule, and the floor with ``keep_above_constant``, never see ``report``, which
@@ -446,16 +447,30 @@ def find_ticket(
     ``method_settings``: m: ``rate``, ``max_iterations``; s: ``head_share``, ``mlps_per_step``, ``refine``
     (with ``importance_data``, the train examples and labels of the gate-gradient importance, ``normalize`` and
     ``importance_granularity``, :func:`~bertology_core.pruning.importance.gate_importance`'s ``granularity``, whose batches
-    are of ``batch_size`` under ``batch``). m-pruning leaves its masks on ``model``.
+    are of ``batch_size`` under ``batch``). m-pruning leaves its masks on ``model``. With a ``checkpoint``, every
+    score and importance computed is saved as it says (:class:`~bertology_core.models.checkpoint.Replay`): a rerun
+    after a kill replays the iterations they cover without a pass (the pruning steps themselves are redone: they
+    follow from the scores and importance) and goes on from there.
     """
     metric = task.main_metric
-    full_report = compute_metrics(task, task.predictions(scoring.evaluate_plan(model, report, None, batch_size)), report_labels)
+    replay = Replay(checkpoint)
+    full_predictions = replay(lambda: {"predictions": task.predictions(scoring.evaluate_plan(model, report, None, batch_size))})
+    full_report = compute_metrics(task, full_predictions["predictions"], report_labels)
     floor = best_constant_score(task, selection_labels) if keep_above_constant else None
 
     def score(plan: InterventionPlan | None) -> float:
-        value = compute_metrics(task, task.predictions(scoring.evaluate_plan(model, selection, plan, batch_size)), selection_labels)[metric]
+        def compute() -> dict[str, float]:
+            predictions = task.predictions(scoring.evaluate_plan(model, selection, plan, batch_size))
+            return {"score": compute_metrics(task, predictions, selection_labels)[metric]}
+
+        value = float(replay(compute)["score"])
         logging.getLogger(__name__).info("%s %s-pruning: %s %.4f on %d choosing examples", protocol, method, metric, value, len(selection_labels))
         return value
+
+    def importance(mask: StructureMask) -> tuple[np.ndarray, np.ndarray]:
+        found = replay(lambda: dict(zip(("heads", "mlps"), gate_importance(model, task, *importance_data, mask, batch_size,
+                                                                          importance_granularity))))
+        return found["heads"], found["mlps"]
 
     if method == "m":
         chosen, history = prune_while_above(
@@ -473,7 +488,7 @@ def find_ticket(
         chosen, history = structured_pruning(
             StructureMask.for_model(model),
             lambda mask: score(mask.plan()),
-            lambda mask: gate_importance(model, task, *importance_data, mask, batch_size, importance_granularity),
+            importance,
             head_share=method_settings["head_share"],
             mlps_per_step=method_settings["mlps_per_step"],
             keep=keep,
@@ -483,6 +498,7 @@ def find_ticket(
         )
     else:
         raise ValueError(f"unknown pruning method {method!r}: m or s")
+    replay.finish()
     return Ticket(method, protocol, chosen, history, floor, len(selection_labels), len(report_labels), full_report)
 
 
