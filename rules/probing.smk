@@ -55,11 +55,15 @@ rule probe_layers:
         control_seed=config["probing"]["control_seed"],
         reference_regularisation=lambda wc: EXPERIMENT.probing.reference_regularisation(wc.probed),
         reference_sentences=lambda wc: EXPERIMENT.probing.reference_sentences(wc.probed),
+        # not a declared output: Snakemake deletes the outputs of a failed job, and this must survive it
+        checkpoint_dir="results/checkpoints/probe_layers/{model}/{probed}",
     threads: config["probing"]["threads"]
     resources:
         mem_mb=memory("probe_layers"),
         runtime=scaled(60),
         cpus_per_task=config["probing"]["threads"],
+        # how often a killed or timed-out job's finished probes are saved (finetune.checkpoint_minutes)
+        checkpoint_seconds=EXPERIMENT.finetune.runtime()["checkpoint_seconds"],
     log:
         "logs/probe_layers/{model}/{probed}.log",
     benchmark:

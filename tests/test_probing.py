@@ -493,3 +493,44 @@ def test_voita_counts_come_from_the_same_pass_as_clark_et_als_and_match_the_mode
             expected = (word_of_maximum[:, :, pieces == query] == target).mean(-1)
             got = voita.filter((voita["relation"] == relation) & (voita["direction"] == direction)).sort("layer", "head")
             np.testing.assert_allclose(got["accuracy"].to_numpy(), expected.reshape(-1))
+
+
+def test_probes_killed_after_a_checkpoint_resume_to_the_same_tables(tmp_path, monkeypatch):
+    """Each label set's task and control probes are saved as they are done; killed at the third save (the second
+    label set's task probes), the rerun reads back what was saved, fits only the rest and gives the same tables."""
+    import polars as pl
+
+    from bertology_core.models import checkpoint
+    from conftest import Crash
+
+    features, tags, types, sentences = zipf_words(600, 60, seed=5)
+    frames = {split: pl.DataFrame({"forms": [list(types[sentences == s]) for s in np.unique(sentences[part])],
+                                   "upos": [[f"T{t}" for t in tags[sentences == s]] for s in np.unique(sentences[part])]})
+              for split, part in (("train", slice(0, 450)), ("dev", slice(450, None)))}
+    tensors = {"train": features[:, :450], "dev": features[:, 450:], "train_complete": np.ones(450, bool),
+               "dev_complete": np.ones(150, bool)}
+    settings = probes.ProbeSettings(**SETTINGS)
+    label_sets = {"upos": {"field": "upos"}, "upos_again": {"field": "upos"}}
+
+    def run(saved=None):
+        return probes.probe_label_sets(frames, tensors, label_sets, settings, 1, 0, lowercase=True, reference_regularisation=1.0,
+                                       checkpoint=saved)
+
+    table, words = run()
+    saved = checkpoint.ArrayCheckpoint(tmp_path / "probes", "settings", every_seconds=0)
+    saves = []
+
+    def crash_at_third(name):
+        saves.append(name)
+        if len(saves) == 3:
+            raise Crash
+
+    monkeypatch.setattr(checkpoint, "failpoint", crash_at_third)
+    with pytest.raises(Crash):
+        run(saved)
+    monkeypatch.setattr(checkpoint, "failpoint", lambda name: None)
+    fits, real_fit = [], probes.fit_layer_probes
+    monkeypatch.setattr(probes, "fit_layer_probes", lambda *args: fits.append(1) or real_fit(*args))
+    resumed, resumed_words = run(saved)
+    assert resumed.equals(table) and resumed_words.equals(words) and not (tmp_path / "probes").exists()
+    assert len(fits) == 1  # the second label set's control probes: the three saved fits are read back

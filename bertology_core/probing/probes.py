@@ -33,6 +33,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from bertology_core.data import mapped, treebank
 from bertology_core.data.word_pieces import as_in_running_text, blank_pieces
 from bertology_core.inputs.batching import Encoded
+from bertology_core.models.checkpoint import ArrayCheckpoint, Replay
 
 POOLINGS = ("first", "mean")
 
@@ -480,7 +481,7 @@ def sentence_sample(sentences: np.ndarray, count: int | None, seed: int) -> np.n
 def probe_label_sets(
     frames: dict[str, pl.DataFrame], tensors: dict[str, np.ndarray], label_specs: dict[str, dict], settings: ProbeSettings,
     min_label_count: int, control_seed: int, lowercase: bool, reference_regularisation: float | None = None,
-    reference_sentences: int | None = None,
+    reference_sentences: int | None = None, checkpoint: ArrayCheckpoint | None = None,
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Task and control probes per layer for every label set of ``label_specs`` (name -> ``field``,
     ``strip_subtypes``, ``pair``) on word features ``tensors`` (``train``/``dev`` ``[layers, words, hidden]``
@@ -496,8 +497,12 @@ def probe_label_sets(
     the full treebank (52 fits of up to 183k words x 1,536 features). So that only the fitting differs, it is set
     beside a probe fitted the same way as the reported one on the same sentences (``reference_probe_accuracy``:
     the reported probe itself when nothing was left out), and ``reference_train_words`` says how many words the
-    reference fitted."""
+    reference fitted.
+
+    With a ``checkpoint``, each label set's task and control probes are saved as they are done
+    (:class:`~bertology_core.models.checkpoint.Replay`): a rerun after a kill reads them back and fits the rest."""
     rows, word_rows = [], []
+    replay = Replay(checkpoint)
     for name, spec in label_specs.items():
         data = label_set_data(frames, tensors, name, spec, min_label_count, lowercase)
         vocabulary, targets, usable, types = data.vocabulary, data.targets, data.usable, data.types
@@ -507,20 +512,27 @@ def probe_label_sets(
         for kind in ("task", "control"):
             train_y = targets["train"] if kind == "task" else np.array([control[t] for t in types["train"]])
             dev_y = targets["dev"] if kind == "task" else np.array([control[t] for t in types["dev"]])
-            x_train, y_train = data.x("train"), train_y[usable["train"]]
-            x_dev, y_dev = data.x("dev"), dev_y[usable["dev"]]
-            probe = fit_layer_probes(x_train, y_train, len(vocabulary), settings, train_sentences[usable["train"]])
-            correct = probe_correct(probe, x_dev, y_dev)
-            results[kind] = {"accuracy": correct.mean(axis=1), "epoch": probe.best_epoch, "epochs_run": np.full(len(correct), probe.epochs_run)}
-            if reference_regularisation is not None:  # on the words a probe trained on: only the fitting differs
-                words_sentences = train_sentences[usable["train"]]
-                sampled = sentence_sample(words_sentences, reference_sentences, settings.seed)
-                beside = probe if sampled.all() else fit_layer_probes(
-                    x_train.subset(sampled), y_train[sampled], len(vocabulary), settings, words_sentences[sampled])
-                fitted = np.flatnonzero(sampled)[~held_out_sentences(words_sentences[sampled], settings.validation_share, settings.seed)]
-                results[kind]["reference"] = reference_accuracy(x_train.subset(fitted), y_train[fitted], x_dev, y_dev, reference_regularisation)
-                results[kind]["reference_probe"] = correct.mean(axis=1) if beside is probe else probe_accuracy(beside, x_dev, y_dev)
-                results[kind]["reference_words"] = len(fitted)
+
+            def fit(train_y=train_y, dev_y=dev_y) -> dict[str, Any]:
+                x_train, y_train = data.x("train"), train_y[usable["train"]]
+                x_dev, y_dev = data.x("dev"), dev_y[usable["dev"]]
+                probe = fit_layer_probes(x_train, y_train, len(vocabulary), settings, train_sentences[usable["train"]])
+                correct = probe_correct(probe, x_dev, y_dev)
+                fitted = {"correct": correct, "epoch": probe.best_epoch, "epochs_run": np.full(len(correct), probe.epochs_run)}
+                if reference_regularisation is not None:  # on the words a probe trained on: only the fitting differs
+                    words_sentences = train_sentences[usable["train"]]
+                    sampled = sentence_sample(words_sentences, reference_sentences, settings.seed)
+                    beside = probe if sampled.all() else fit_layer_probes(
+                        x_train.subset(sampled), y_train[sampled], len(vocabulary), settings, words_sentences[sampled])
+                    kept = np.flatnonzero(sampled)[~held_out_sentences(words_sentences[sampled], settings.validation_share, settings.seed)]
+                    fitted["reference"] = reference_accuracy(x_train.subset(kept), y_train[kept], x_dev, y_dev, reference_regularisation)
+                    fitted["reference_probe"] = correct.mean(axis=1) if beside is probe else probe_accuracy(beside, x_dev, y_dev)
+                    fitted["reference_words"] = len(kept)
+                return fitted
+
+            found = replay(fit)
+            correct = found["correct"]
+            results[kind] = {"accuracy": correct.mean(axis=1), **{key: value for key, value in found.items() if key != "correct"}}
             word_rows.append(pl.DataFrame({
                 "labels": name, "kind": kind, "layer": np.repeat(np.arange(correct.shape[0]), correct.shape[1]).astype(np.int16),
                 "sentence": np.tile(dev_sentences_all[usable["dev"]], correct.shape[0]).astype(np.int32), "correct": correct.reshape(-1),
@@ -542,6 +554,7 @@ def probe_label_sets(
                          "epochs_run": int(task["epochs_run"][layer]), "control_epochs_run": int(ctrl["epochs_run"][layer]),
                          **reference, "majority_accuracy": majority, "classes": len(vocabulary),
                          "train_words": int(usable["train"].sum()), "dev_words": int(usable["dev"].sum())})
+    replay.finish()
     schema = {"layer": pl.Int16, **REFERENCE_COLUMNS}
     return pl.DataFrame(rows, schema_overrides=schema), pl.concat(word_rows)
 
