@@ -23,11 +23,15 @@ rule layer_mix:
         probe=config["layer_mix"]["probe"],
         probe_seeds=config["layer_mix"]["probe_seeds"],
         bootstrap={key: config["layer_mix"][key] for key in ("resamples", "level", "seed")},
+        # not a declared output: Snakemake deletes the outputs of a failed job, and this must survive it
+        checkpoint_dir="results/checkpoints/layer_mix/{model}/{probed}",
     threads: config["layer_mix"]["threads"]
     resources:
         mem_mb=memory("layer_mix"),
         runtime=scaled(60),
         cpus_per_task=config["layer_mix"]["threads"],
+        # how often a killed or timed-out job's finished probes are saved (finetune.checkpoint_minutes)
+        checkpoint_seconds=EXPERIMENT.finetune.runtime()["checkpoint_seconds"],
     log:
         "logs/layer_mix/{model}/{probed}.log",
     benchmark:

@@ -223,3 +223,45 @@ def test_probe_settings_take_each_probe_seed():
     quick = [dataclasses.replace(SETTINGS, seed=seed, max_epochs=2) for seed in (0, 1)]
     fitted = [cumulative_probes.fit_cumulative_probes(x, y, 4, s, sentences) for s in quick]
     assert not torch.equal(fitted[0].weight, fitted[1].weight) and not torch.equal(fitted[0].mean, fitted[1].mean)
+
+
+def test_a_layer_mix_killed_after_a_checkpoint_resumes_to_the_same_tables(tmp_path, monkeypatch):
+    """Each label set's probes of each seed are saved as they are done; killed at the second save, the rerun reads
+    the saved probes back (their weights, epochs and dev words), fits only the rest and gives the same three tables."""
+    from bertology_core.models import checkpoint
+    from conftest import Crash
+    from test_probing import zipf_words
+
+    features, tags, types, sentences = zipf_words(600, 60, seed=5)
+    # three layers (embeddings and two more), the tag readable more clearly higher up
+    noise = np.random.default_rng(0).normal(size=(3, *features.shape[1:])).astype(np.float32)
+    features = np.concatenate([features * scale + noise[i] for i, scale in enumerate((0.2, 0.6, 1.0))])
+    frames = {split: pl.DataFrame({"forms": [list(types[sentences == s]) for s in np.unique(sentences[part])],
+                                   "upos": [[f"T{t}" for t in tags[sentences == s]] for s in np.unique(sentences[part])]})
+              for split, part in (("train", slice(0, 450)), ("dev", slice(450, None)))}
+    tensors = {"train": features[:, :450], "dev": features[:, 450:], "train_complete": np.ones(450, bool),
+               "dev_complete": np.ones(150, bool)}
+    seeds = [dataclasses.replace(SETTINGS, seed=seed, max_epochs=3) for seed in (0, 1)]
+
+    def run(saved=None):
+        return cumulative_probes.layer_mix_label_sets(frames, tensors, {"upos": {"field": "upos"}, "again": {"field": "upos"}},
+                                                      seeds, 1, True, resamples=50, level=0.9, seed=0, checkpoint=saved)
+
+    whole = run()
+    saved = checkpoint.ArrayCheckpoint(tmp_path / "mix", "settings", every_seconds=0)
+    saves = []
+
+    def crash_at_second(name):
+        saves.append(name)
+        if len(saves) == 2:
+            raise Crash
+
+    monkeypatch.setattr(checkpoint, "failpoint", crash_at_second)
+    with pytest.raises(Crash):
+        run(saved)
+    monkeypatch.setattr(checkpoint, "failpoint", lambda name: None)
+    fits, real_fit = [], cumulative_probes.fit_cumulative_probes
+    monkeypatch.setattr(cumulative_probes, "fit_cumulative_probes", lambda *args: fits.append(1) or real_fit(*args))
+    resumed = run(saved)
+    assert all(a.equals(b) for a, b in zip(resumed, whole)) and not (tmp_path / "mix").exists()
+    assert len(fits) == 2  # the second label set's two seeds

@@ -36,6 +36,7 @@ as well as sentence sampling.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 from dataclasses import dataclass
 
 import numpy as np
@@ -43,6 +44,7 @@ import polars as pl
 import torch
 
 from bertology_core.layer_mix.stats import center_of_gravity, expected_layer, resampled_expected_layers
+from bertology_core.models.checkpoint import ArrayCheckpoint, Replay
 from bertology_core.probing.probes import ProbeSettings, WordFeatures, held_out_sentences, label_set_data
 from bertology_core.stats.bootstrap import DEFINED_SHARE, percentile_interval
 
@@ -61,6 +63,9 @@ class MixedProbes:
     std: torch.Tensor
     best_epoch: np.ndarray
     epochs_run: int
+
+
+TENSOR_FIELDS = ("mix", "gamma", "weight", "bias", "mean", "std")  # MixedProbes' tensors
 
 
 def probe_settings(probe: Mapping, probe_seeds: Sequence[int]) -> list[ProbeSettings]:
@@ -224,21 +229,34 @@ def layer_mix_tables(labels: str, probes: MixedProbes | Sequence[MixedProbes], c
 
 def layer_mix_label_sets(frames: dict[str, pl.DataFrame], tensors: dict[str, np.ndarray], label_specs: dict[str, dict],
                          settings: ProbeSettings | Sequence[ProbeSettings], min_label_count: int, lowercase: bool,
-                         resamples: int, level: float, seed: int) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+                         resamples: int, level: float, seed: int,
+                         checkpoint: ArrayCheckpoint | None = None) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
     """Cumulative scalar-mix probes for every label set of ``label_specs`` on the probing stage's word features
     (the same words, labels and pairs as :func:`bertology_core.probing.probes.probe_label_sets`), trained once per probe seed:
     ``settings`` holds one :class:`ProbeSettings` per seed (:func:`probe_settings`), each with its own minibatch order
     and held-out sentences. Returns the cumulative table, the summary (center of gravity, expected layer and its
     interval over dev sentences and probe seeds: :func:`layer_mix_tables`) and every dev word's right/wrong per probe
-    seed and cumulative probe (what paired comparisons between label sets resample)."""
+    seed and cumulative probe (what paired comparisons between label sets resample). With a ``checkpoint``, each
+    label set's probes of each seed are saved as they are done (:class:`~bertology_core.models.checkpoint.Replay`): a
+    rerun after a kill reads them back and fits the rest."""
     settings = [settings] if isinstance(settings, ProbeSettings) else list(settings)
     cumulative, summaries, words = [], [], []
+    replay = Replay(checkpoint)
     for name, spec in label_specs.items():
         data = label_set_data(frames, tensors, name, spec, min_label_count, lowercase)
         train, train_labels, train_sentences = data.x("train"), data.y("train"), data.words_sentences("train")
         dev, dev_labels, sentences = data.x("dev"), data.y("dev"), data.words_sentences("dev")
-        probes = [fit_cumulative_probes(train, train_labels, len(data.vocabulary), seeded, train_sentences) for seeded in settings]
-        correct = np.stack([cumulative_correct(p, dev, dev_labels) for p in probes])  # [probe_seeds, probes, words]
+
+        def fit(seeded: ProbeSettings) -> dict[str, Any]:
+            fitted = fit_cumulative_probes(train, train_labels, len(data.vocabulary), seeded, train_sentences)
+            return {**{name: getattr(fitted, name).detach().cpu().numpy() for name in TENSOR_FIELDS},
+                    "best_epoch": fitted.best_epoch, "epochs_run": fitted.epochs_run,
+                    "correct": cumulative_correct(fitted, dev, dev_labels)}
+
+        found = [replay(lambda seeded=seeded: fit(seeded)) for seeded in settings]
+        probes = [MixedProbes(**{name: torch.from_numpy(np.array(one[name])) for name in TENSOR_FIELDS},
+                              best_epoch=np.array(one["best_epoch"]), epochs_run=int(one["epochs_run"])) for one in found]
+        correct = np.stack([one["correct"] for one in found])  # [probe_seeds, probes, words]
         table, summary = layer_mix_tables(name, probes, correct, sentences, resamples, level, seed)
         cumulative.append(table)
         summaries.append(summary.with_columns(pl.lit(len(data.vocabulary)).alias("classes")))
@@ -248,4 +266,5 @@ def layer_mix_label_sets(frames: dict[str, pl.DataFrame], tensors: dict[str, np.
             "layer": np.tile(np.repeat(np.arange(layers), count), seeds).astype(np.int16),
             "sentence": np.tile(sentences, seeds * layers).astype(np.int32), "correct": correct.reshape(-1),
         }))
+    replay.finish()
     return pl.concat(cumulative), pl.concat(summaries), pl.concat(words)
