@@ -186,6 +186,13 @@ def test_a_token_table_cuts_as_the_tokenizer_does_and_a_file_written_in_chunks_i
     assert pq.ParquetFile(tmp_path / "chunks.parquet").num_row_groups == -(-frame.height // 4) + 1
     assert pl.read_parquet(tmp_path / "chunks.parquet").equals(pl.read_parquet(tmp_path / "whole.parquet"))
     assert pl.read_parquet_metadata(tmp_path / "chunks.parquet")["max_length"] == str(max_length)
+    # an empty split (first or last) keeps the file's columns; without idx, a row is counted over its whole split
+    empty = frame.head(0)
+    batching.TokenFile.write({"dev": empty, "train": frame.drop("idx"), "test": empty}, tokenizer, max_length,
+                             tmp_path / "edges.parquet", chunk_rows=4)
+    edges = pl.read_parquet(tmp_path / "edges.parquet")
+    assert edges["idx"].to_list() == list(range(frame.height)) and set(edges["split"]) == {"train"}
+    assert edges.drop("idx").equals(pl.read_parquet(tmp_path / "whole.parquet").filter(pl.col("split") == "train").drop("idx"))
 
 
 def test_a_token_file_gives_any_rows_of_a_split_exactly_as_tokenising_them_does(tmp_path):

@@ -67,15 +67,22 @@ def write_random_model(out: Path, *, seed: int = 0, geometry: str = "base", laye
     return out
 
 
+def positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value}: a dimension is at least 1")
+    return value
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("out", type=Path, help="the model folder to write")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--geometry", choices=sorted(GEOMETRIES), default="base")
-    parser.add_argument("--layers", type=int, default=None, help="the geometry's layers replaced (e.g. fewer, for tests)")
-    parser.add_argument("--heads", type=int, default=None)
-    parser.add_argument("--hidden", type=int, default=None)
-    parser.add_argument("--intermediate", type=int, default=None)
+    parser.add_argument("--layers", type=positive, default=None, help="the geometry's layers replaced (e.g. fewer, for tests)")
+    parser.add_argument("--heads", type=positive, default=None)
+    parser.add_argument("--hidden", type=positive, default=None)
+    parser.add_argument("--intermediate", type=positive, default=None)
     args = parser.parse_args(argv)
     folder = write_random_model(args.out, seed=args.seed, geometry=args.geometry, layers=args.layers, heads=args.heads,
                                 hidden=args.hidden, intermediate=args.intermediate)

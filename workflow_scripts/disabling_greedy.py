@@ -29,8 +29,9 @@ rows = scoring.rows_per_pass(job_device, snakemake.resources.rows_per_pass, snak
 # a killed job replays the steps its saved predictions cover (the sweep it reuses is in the fingerprint)
 saved = checkpoint.scores_checkpoint(params.checkpoint_dir, snakemake.resources.checkpoint_seconds or None, dict(params.items()),
                                      snakemake.input.model, snakemake.input.data, checkpoint.file_sha256(snakemake.input.sweep),
-                                     rows, job_device.type)
+                                     rows, job_device.type, snakemake.threads)
 table, computed = sweeps.greedy_search(model, task, dev, selection, lambda frame: batching.encode(frame, tokenizer, params.max_length),
                                        sweep, settings, rows, checkpoint=saved)
 logging.info("greedy: %d steps, %d configurations computed beyond the sweep", table.height - 1, computed)
 write_table(table, snakemake.output.table[0].removesuffix(".parquet"))
+checkpoint.remove_checkpoints(params.checkpoint_dir)

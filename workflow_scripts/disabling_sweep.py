@@ -32,7 +32,7 @@ for mode in params.modes:
     # a killed job resumes after the groups it finished (the pass size is in the fingerprint: it shapes the batches)
     saved = checkpoint.scores_checkpoint(Path(params.checkpoint_dir) / mode, snakemake.resources.checkpoint_seconds or None,
                                          dict(params.items()), snakemake.input.model, snakemake.input.data, rows,
-                                         job_device.type, mode)
+                                         job_device.type, snakemake.threads, mode)
     scored = sweeps.evaluate_configurations(model, encoded, configs, mode, rows_per_pass=rows, checkpoint=saved)
     frames.append(sweeps.sweep_frame(task, dev, configs, task.predictions(scored.logits),
                                         task.predictions(scored.reference), mode))
@@ -42,3 +42,4 @@ for mode in params.modes:
                  summary["modes"][mode]["seconds"], intact)
 io.write_parquet(pl.concat(frames), snakemake.output.sweep)
 io.write_json(summary, snakemake.output.summary)
+checkpoint.remove_checkpoints(params.checkpoint_dir)

@@ -32,3 +32,4 @@ state = pl.lit(snakemake.wildcards.probed).alias("state")
 for table, path in ((cumulative, snakemake.output.cumulative), (summary, snakemake.output.summary), (words, snakemake.output.words)):
     io.write_parquet(table.with_columns(state), path)
 logging.info("%s", summary)
+checkpoint.remove_checkpoints(params.checkpoint_dir)

@@ -48,7 +48,7 @@ ticket = lottery.find_ticket(
     checkpoint=checkpoint.scores_checkpoint(params.checkpoint_dir, snakemake.resources.checkpoint_seconds or None,
                                             dict(params.items()), snakemake.input.model, snakemake.input.dev,
                                             [checkpoint.file_sha256(path) for path in snakemake.input if Path(path).is_file()],
-                                            job_device.type),
+                                            job_device.type, snakemake.threads),
 )
 summary = ticket.summary() | params.selection
 io.write_parquet(ticket.curve(), snakemake.output.curve)
@@ -58,3 +58,4 @@ with io.atomic_path(snakemake.output.mask) as tmp:
                                                    for key, value in summary.items() if key != "full_report_metrics"})
 logging.info("%s-pruning (%s): chose iteration %d (kept %.3f, score %.4f of full %.4f on %d examples)", wc.method, wc.protocol,
              ticket.best.iteration, ticket.best.kept_share, ticket.best.score, ticket.history[0].score, ticket.selection_examples)
+checkpoint.remove_checkpoints(params.checkpoint_dir)

@@ -29,7 +29,7 @@ configs = stats.configurations(found, model.config.hidden_size, params.draws, pa
 started = time.perf_counter()
 rows = scoring.rows_per_pass(job_device, snakemake.resources.rows_per_pass, snakemake.resources.gpu_rows_per_pass)
 saved = checkpoint.scores_checkpoint(params.checkpoint_dir, snakemake.resources.checkpoint_seconds or None, dict(params.items()),
-                                     snakemake.input.model, snakemake.input.data, rows, job_device.type)
+                                     snakemake.input.model, snakemake.input.data, rows, job_device.type, snakemake.threads)
 logits = layernorms.evaluate_dimension_sets(model, scored.encoded, configs, rows_per_pass=rows, checkpoint=saved)
 frame = stats.predictions_frame(configs, dev["idx"].to_numpy(), dev["label"].to_numpy(),
                                          task.predictions(logits.logits),
@@ -38,4 +38,5 @@ io.write_parquet(frame, snakemake.output.predictions)
 record = {"task": task.name, "examples": dev.height, "outliers": found, "not_applicable": reason, "configurations": len(configs),
           "seconds": time.perf_counter() - started, "intact": training.prediction_metrics(task, frame.filter(pl.col("kind") == "intact"))}
 io.write_json(record, snakemake.output.record)
+checkpoint.remove_checkpoints(params.checkpoint_dir)
 logging.info("%s", record)

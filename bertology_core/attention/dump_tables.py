@@ -112,7 +112,7 @@ class AttentionDump:
         ``columns`` of them sorted by example, layer and head: a dump keeps a batch of examples numbered by length in each row group, so a chunk
         reads its own row groups (the statistics skip the rest) and a reader holds one chunk's maps whatever the
         dump's size."""
-        order = self.tokens()["example"].sort().to_list()
+        order = pl.read_parquet(self.tokens_path, columns=["example"])["example"].sort().to_list()
         for start in range(0, len(order), examples):
             first, last = order[start], order[min(start + examples, len(order)) - 1]
             chunk = pl.col("example").is_between(first, last)

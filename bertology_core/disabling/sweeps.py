@@ -291,6 +291,9 @@ def greedy_search(model: PreTrainedModel, task: Task, dev: pl.DataFrame, selecti
                       for pair in computed})
     saved = time.monotonic()
 
+    def saved_predictions() -> dict[str, np.ndarray]:
+        return {f"{a}\t{b}\t{part}": known[(a, b)][index] for a, b in computed for index, part in enumerate(("prediction", "reference"))}
+
     def evaluate_selection(configs: list[Configuration], reference: Configuration) -> tuple[np.ndarray, np.ndarray]:
         nonlocal saved
         missing = [c for c in configs if (c.name, reference.name) not in known]
@@ -301,8 +304,7 @@ def greedy_search(model: PreTrainedModel, task: Task, dev: pl.DataFrame, selecti
             pairs = zip(task.predictions(scored.logits), task.predictions(scored.reference))
             known.update(zip([(c.name, reference.name) for c in missing], pairs))
             if checkpoint is not None and checkpoint.due(time.monotonic() - saved):
-                checkpoint.save({f"{a}\t{b}\t{part}": known[(a, b)][index] for a, b in computed
-                                 for index, part in enumerate(("prediction", "reference"))}, {"computed": computed})
+                checkpoint.save(saved_predictions(), {"computed": computed})
                 saved = time.monotonic()
                 failpoint("scores.after_checkpoint")
         return tuple(np.stack([known[(c.name, reference.name)][part] for c in configs]) for part in (0, 1))
@@ -310,7 +312,7 @@ def greedy_search(model: PreTrainedModel, task: Task, dev: pl.DataFrame, selecti
     heads = [(layer, head) for layer in range(model.config.num_hidden_layers) for head in range(model.config.num_attention_heads)]
     intact_score, steps = greedy_disable(evaluate_selection, labels[selection], metric, heads, settings.max_steps)
     if checkpoint is not None:
-        checkpoint.remove()
+        checkpoint.finished(saved_predictions(), {"computed": computed})
     configs = [INTACT, *[head_set(step.disabled) for step in steps]]
     scored = evaluate_configurations(model, halves["report"], configs, settings.mode, rows_per_pass=rows_per_pass)
     report, own_intact = task.predictions(scored.logits), task.predictions(scored.reference)

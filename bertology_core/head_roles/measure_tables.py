@@ -200,7 +200,7 @@ class RoleCounts:
 def dump_roles(dump, frequencies: Counter, top_frequent: int = RARE_TOP_FREQUENT) -> pl.DataFrame:
     """The roles table of one attention dump (:class:`bertology_core.attention.dump_tables.AttentionDump`): every example, every
     head; the rare-token role on the examples whose rarest piece is not among the ``top_frequent`` most frequent of
-    ``frequencies``. Reads one example's maps at a time (all its layers and heads)."""
+    ``frequencies``. Reads 64 examples' maps at a time (all their layers and heads: :meth:`example_chunks`)."""
     tokens = dump.tokens()
     frequent_from = frequent_count(frequencies, top_frequent)
     examples = {row["example"]: ExampleTokens.from_dump_row(row["tokens"], row["segment_ids"], frequencies, frequent_from)

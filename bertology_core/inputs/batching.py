@@ -68,6 +68,12 @@ def token_table(frame: pl.DataFrame, tokenizer: Any, max_length: int) -> pl.Data
     One pass without the cut gives every example's full length and, for the examples that fit, their ids; only the
     examples longer than ``max_length`` are tokenised again with truncation, so that the pair strategy decides what is
     cut and the ids are the tokenizer's own (an example that fits is the same either way)."""
+    idx = frame["idx"] if "idx" in frame.columns else pl.Series("idx", range(frame.height), dtype=pl.Int64)  # else the row
+    if frame.height == 0:  # a fast tokenizer refuses an empty batch
+        columns = {"idx": idx, "input_ids": pl.Series([], dtype=pl.List(pl.Int32)), "full_length": pl.Series([], dtype=pl.Int32)}
+        if "token_type_ids" in tokenizer.model_input_names:
+            columns["token_type_ids"] = pl.Series([], dtype=pl.List(pl.Int8))
+        return pl.DataFrame(columns)
     first, second = sentence_texts(frame)
     out = tokenizer(first, second, truncation=False, padding=False, return_attention_mask=False)
     ids, types = out["input_ids"], out.get("token_type_ids")
@@ -80,7 +86,6 @@ def token_table(frame: pl.DataFrame, tokenizer: Any, max_length: int) -> pl.Data
             ids[i] = cut["input_ids"][j]
             if types is not None:
                 types[i] = cut["token_type_ids"][j]
-    idx = frame["idx"] if "idx" in frame.columns else pl.Series("idx", range(frame.height), dtype=pl.Int64)  # else the row
     columns = {"idx": idx, "input_ids": pl.Series(ids, dtype=pl.List(pl.Int32)),
                "full_length": pl.Series(full_length, dtype=pl.Int32)}
     if types is not None:
@@ -132,6 +137,8 @@ class TokenFile:
             writer = None
             try:
                 for split, frame in splits.items():
+                    if "idx" not in frame.columns:  # the row, counted over the whole split, not per chunk
+                        frame = frame.with_row_index("idx").with_columns(pl.col("idx").cast(pl.Int64))
                     # an empty split still gives the file its columns
                     for start in range(0, max(frame.height, 1), chunk_rows):
                         chunk = token_table(frame.slice(start, chunk_rows), tokenizer, max_length)

@@ -237,8 +237,8 @@ def layer_mix_label_sets(frames: dict[str, pl.DataFrame], tensors: dict[str, np.
     and held-out sentences. Returns the cumulative table, the summary (center of gravity, expected layer and its
     interval over dev sentences and probe seeds: :func:`layer_mix_tables`) and every dev word's right/wrong per probe
     seed and cumulative probe (what paired comparisons between label sets resample). With a ``checkpoint``, each
-    label set's probes of each seed are saved as they are done (:class:`~bertology_core.models.checkpoint.Replay`): a
-    rerun after a kill reads them back and fits the rest."""
+    label set's probes of each seed fitted so far are saved once its interval has passed after a fit
+    (:class:`~bertology_core.models.checkpoint.Replay`): a rerun after a kill reads them back and fits the rest."""
     settings = [settings] if isinstance(settings, ProbeSettings) else list(settings)
     cumulative, summaries, words = [], [], []
     replay = Replay(checkpoint)

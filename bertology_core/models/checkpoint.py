@@ -205,6 +205,13 @@ class ArrayCheckpoint:
         log.info("resuming from %s", self.directory)
         return load_arrays(str(self.directory / ARRAYS_FILE)), dict(meta.get("state", {}))
 
+    def finished(self, arrays: dict[str, Any], state: dict[str, Any] | None = None) -> None:
+        """The part of the job this checkpoint covers is done: its arrays are saved (where checkpoints are on) and
+        kept until the job has written its outputs (:func:`remove_checkpoints`), so that a job killed after this part
+        (a sweep's later mode, a search's report) does not do it again."""
+        if self.every_seconds is not None:
+            self.save(arrays, state)
+
     def discard(self, why: str) -> None:
         log.info("ignoring the checkpoint in %s: %s", self.directory, why)
         self.remove()
@@ -244,14 +251,22 @@ class Replay:
             result = {name: np.asarray(value) for name, value in compute().items()}
             self.results.append(result)
             if self.checkpoint is not None and self.checkpoint.due(time.monotonic() - self.saved):
-                self.checkpoint.save({f"{call}:{name}": value for call, named in enumerate(self.results) for name, value in named.items()},
-                                     {"calls": [list(named) for named in self.results]})
+                self.checkpoint.save(*self._saved())
                 self.saved = time.monotonic()
                 failpoint("scores.after_checkpoint")
         self.position += 1
         return result
 
     def finish(self) -> None:
-        """The job is done: its checkpoint is removed."""
+        """Every call is made: the results are saved (:meth:`ArrayCheckpoint.finished`)."""
         if self.checkpoint is not None:
-            self.checkpoint.remove()
+            self.checkpoint.finished(*self._saved())
+
+    def _saved(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+        return ({f"{call}:{name}": value for call, named in enumerate(self.results) for name, value in named.items()},
+                {"calls": [list(named) for named in self.results]})
+
+
+def remove_checkpoints(directory: str | os.PathLike[str]) -> None:
+    """A job's checkpoints, once it has written its outputs (its workflow script's last step)."""
+    shutil.rmtree(directory, ignore_errors=True)

@@ -499,8 +499,9 @@ def probe_label_sets(
     the reported probe itself when nothing was left out), and ``reference_train_words`` says how many words the
     reference fitted.
 
-    With a ``checkpoint``, each label set's task and control probes are saved as they are done
-    (:class:`~bertology_core.models.checkpoint.Replay`): a rerun after a kill reads them back and fits the rest."""
+    With a ``checkpoint``, the label sets' task and control probes fitted so far are saved once its interval has passed
+    after a fit (:class:`~bertology_core.models.checkpoint.Replay`): a rerun after a kill reads them back and fits the
+    rest."""
     rows, word_rows = [], []
     replay = Replay(checkpoint)
     for name, spec in label_specs.items():

@@ -69,8 +69,8 @@ def evaluate_plans(
     configuration's index) joins every pass as one more configuration and counts among its rows; without it every
     configuration runs alone in passes of the same shape, so the reference's own passes serve every configuration.
     With a ``checkpoint``, the finished groups (and the pass size after running out of memory) are saved as it says and
-    a rerun resumes after them: its logits equal an uninterrupted run's bit for bit; the checkpoint is removed when
-    every group is done."""
+    a rerun resumes after them: its logits equal an uninterrupted run's bit for bit; when every group is done they are
+    kept (:meth:`~bertology_core.models.checkpoint.ArrayCheckpoint.finished`) until the job has written its outputs."""
     use_engine(model)
     model.eval()
     device = next(model.parameters()).device
@@ -132,7 +132,7 @@ def evaluate_plans(
             saved = time.monotonic()
             failpoint("scores.after_checkpoint")
     if checkpoint is not None:
-        checkpoint.remove()
+        checkpoint.finished(arrays, {"done": done, "cap": cap})
     if reference is not None and not joined:
         own_reference = np.broadcast_to(logits[reference], logits.shape).copy()
     return PassLogits(logits, own_reference)
