@@ -82,6 +82,18 @@ class Crash(Exception):
     """What a training failpoint raises inside :func:`crashing_at_failpoints`: a job killed there."""
 
 
+def crash_at(hit: int):
+    """A failpoint that raises :class:`Crash` at its ``hit``-th call (a job killed at that save)."""
+    hits = []
+
+    def failpoint(name):
+        hits.append(name)
+        if len(hits) == hit:
+            raise Crash
+
+    return failpoint
+
+
 @contextmanager
 def crashing_at_failpoints(monkeypatch) -> Iterator[None]:
     """Training's failpoints (after a checkpoint is saved) raise :class:`Crash` inside the block, and do nothing after

@@ -229,7 +229,7 @@ def test_a_layer_mix_killed_after_a_checkpoint_resumes_to_the_same_tables(tmp_pa
     """Each label set's probes of each seed are saved as they are done; killed at the second save, the rerun reads
     the saved probes back (their weights, epochs and dev words), fits only the rest and gives the same three tables."""
     from bertology_core.models import checkpoint
-    from conftest import Crash
+    from conftest import Crash, crash_at
     from test_probing import zipf_words
 
     features, tags, types, sentences = zipf_words(600, 60, seed=5)
@@ -249,14 +249,7 @@ def test_a_layer_mix_killed_after_a_checkpoint_resumes_to_the_same_tables(tmp_pa
 
     whole = run()
     saved = checkpoint.ArrayCheckpoint(tmp_path / "mix", "settings", every_seconds=0)
-    saves = []
-
-    def crash_at_second(name):
-        saves.append(name)
-        if len(saves) == 2:
-            raise Crash
-
-    monkeypatch.setattr(checkpoint, "failpoint", crash_at_second)
+    monkeypatch.setattr(checkpoint, "failpoint", crash_at(2))
     with pytest.raises(Crash):
         run(saved)
     monkeypatch.setattr(checkpoint, "failpoint", lambda name: None)

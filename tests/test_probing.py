@@ -501,7 +501,7 @@ def test_probes_killed_after_a_checkpoint_resume_to_the_same_tables(tmp_path, mo
     import polars as pl
 
     from bertology_core.models import checkpoint
-    from conftest import Crash
+    from conftest import Crash, crash_at
 
     features, tags, types, sentences = zipf_words(600, 60, seed=5)
     frames = {split: pl.DataFrame({"forms": [list(types[sentences == s]) for s in np.unique(sentences[part])],
@@ -518,14 +518,7 @@ def test_probes_killed_after_a_checkpoint_resume_to_the_same_tables(tmp_path, mo
 
     table, words = run()
     saved = checkpoint.ArrayCheckpoint(tmp_path / "probes", "settings", every_seconds=0)
-    saves = []
-
-    def crash_at_third(name):
-        saves.append(name)
-        if len(saves) == 3:
-            raise Crash
-
-    monkeypatch.setattr(checkpoint, "failpoint", crash_at_third)
+    monkeypatch.setattr(checkpoint, "failpoint", crash_at(3))
     with pytest.raises(Crash):
         run(saved)
     monkeypatch.setattr(checkpoint, "failpoint", lambda name: None)

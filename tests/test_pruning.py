@@ -562,7 +562,7 @@ def test_a_ticket_search_killed_after_a_checkpoint_resumes_to_the_same_ticket(me
     the saved ones without a pass, computes the rest, and finds the ticket an uninterrupted search finds."""
     from bertology_core.inputs import batching
     from bertology_core.models import checkpoint
-    from conftest import Crash
+    from conftest import Crash, crash_at
 
     task = get_task("MNLI")
     data = encoded(12, seed=7)
@@ -580,14 +580,7 @@ def test_a_ticket_search_killed_after_a_checkpoint_resumes_to_the_same_ticket(me
 
     whole = run()
     saved = checkpoint.ArrayCheckpoint(tmp_path / "ticket", "settings", every_seconds=0)
-    saves = []
-
-    def crash_at_third(name):
-        saves.append(name)
-        if len(saves) == 3:
-            raise Crash
-
-    monkeypatch.setattr(checkpoint, "failpoint", crash_at_third)
+    monkeypatch.setattr(checkpoint, "failpoint", crash_at(3))
     with pytest.raises(Crash):
         run(saved)
     monkeypatch.setattr(checkpoint, "failpoint", lambda name: None)
