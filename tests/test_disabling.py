@@ -49,7 +49,7 @@ def test_sweep_equals_a_plain_forward_with_the_same_plan(mode):
         for example, ids in enumerate(data.input_ids):
             plan = sweeps.build_plan([config], mode, 3, 4)
             with torch.no_grad(), intervene(model, plan):
-                plain = model(input_ids=torch.tensor([ids])).logits[0].numpy()
+                plain = model(input_ids=torch.from_numpy(np.asarray(ids, dtype=np.int64))[None]).logits[0].numpy()
             np.testing.assert_allclose(fast[index, example], plain, atol=1e-4, rtol=0)
             np.testing.assert_allclose(naive[index, example], plain, atol=1e-4, rtol=0)
     # disabling changes something: every head's configuration differs from the intact model somewhere

@@ -217,3 +217,20 @@ def test_a_token_file_gives_any_rows_of_a_split_exactly_as_tokenising_them_does(
     stale = splits["dev"].with_columns(pl.col("idx") + 10_000)
     with pytest.raises(ValueError, match="no tokens for idx"):
         tokens.encoded("dev", stale)
+
+
+def test_ragged_ids_hold_each_row_exactly_from_lists_polars_and_sliced_arrow():
+    rows = [[101, 7, 102], [], [101, 5, 6, 9, 102], [3]]
+    from_lists = batching.Ragged(rows)
+    series = pl.Series(rows, dtype=pl.List(pl.Int32))
+    from_polars = batching.Ragged(series)
+    sliced = batching.Ragged(series.to_arrow().slice(1, 3))  # an Arrow slice keeps its parent's offsets
+    assert from_lists.to_list() == from_polars.to_list() == rows and sliced.to_list() == rows[1:]
+    assert from_lists == from_polars and from_lists == rows and not from_lists == rows[:3]
+    assert from_lists.lengths().tolist() == [3, 0, 5, 1] and from_lists[-1].tolist() == [3]
+    assert from_lists.take([2, 0]).tolist() == [101, 5, 6, 9, 102, 101, 7, 102]
+    with pytest.raises(IndexError):
+        from_lists[4]
+    batch = batching.Encoded(rows, [[0] * len(r) for r in rows], pad_token_id=0).collate([2, 3])
+    assert batch["input_ids"].tolist() == [[101, 5, 6, 9, 102], [3, 0, 0, 0, 0]]
+    assert batch["attention_mask"].tolist() == [[1] * 5, [1, 0, 0, 0, 0]]

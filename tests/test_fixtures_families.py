@@ -281,7 +281,7 @@ def test_trailing_spaces_give_no_piece(family, tokenizers):
     assert frame["sentence1"].str.ends_with(" ").all()
     encoded = batching.encode(frame, tokenizer, 128)
     assert encoded.input_ids == [tokenizer(text.strip())["input_ids"] for text in frame["sentence1"]]
-    assert not any(blank_pieces(tokenizer, ids[-2:-1])[0] for ids in encoded.input_ids)
+    assert not any(blank_pieces(tokenizer, ids[-2:-1].tolist())[0] for ids in encoded.input_ids)
 
 
 def test_dump_encodings_name_each_pieces_sentence_and_word(family, tokenizers):

@@ -98,12 +98,13 @@ def write_dump(
         )
         # Quantising and compressing batch k (numpy and pyarrow release the GIL) overlaps the
         # forward pass of batch k+1; at most two batches are in memory at once.
+        inputs = Encoded(encoded.input_ids, encoded.token_type_ids, model.config.pad_token_id or 0)
         try:
             with ThreadPoolExecutor(max_workers=1) as pool:
                 pending: Future[int] | None = None
                 for start in range(0, len(order), batch_size):
                     examples = np.arange(start, min(start + batch_size, len(order)))
-                    captured, lengths = _forward_batch(model, encoded, examples, wanted)
+                    captured, lengths = _forward_batch(model, inputs, examples, wanted)
                     if pending is not None:
                         values += pending.result()
                         failpoint("dump.after_batch")  # the Parquet file is half written here
@@ -150,12 +151,11 @@ def dump_model_folder(folder: str | Path, frame: pl.DataFrame, prefix: str | Pat
 
 
 def _forward_batch(
-    model: Any, encoded: EncodedExamples, examples: np.ndarray, layers: list[int]
+    model: Any, encoded: Encoded, examples: np.ndarray, layers: list[int]
 ) -> tuple[dict[int, torch.Tensor], list[int]]:
     """One padded forward pass; returns each requested layer's probabilities and the true lengths."""
-    lengths = [len(encoded.input_ids[i]) for i in examples]
-    inputs = Encoded(encoded.input_ids, encoded.token_type_ids, model.config.pad_token_id or 0).collate(examples)
-    inputs = {key: value.to(model.device) for key, value in inputs.items()}
+    lengths = encoded.lengths()[examples].tolist()
+    inputs = {key: value.to(model.device) for key, value in encoded.collate(examples).items()}
     captured: dict[int, torch.Tensor] = {}
 
     def sink(layer: int, probs: torch.Tensor, real: torch.Tensor) -> None:
