@@ -51,9 +51,9 @@ calibrate: install
 	$(BIN)/python tools/calibrate.py --configfile $(CALIBRATION_CONFIGS)
 
 # The scale rehearsal: BERT-base's geometry with random weights (tools/random_model.py) on the full dev sets and the
-# full UD EWT (configs/rehearsal.yaml), in build/rehearsal; then each rule's peak memory against its mem_mb and the
-# disk its outputs hold (tools/peak_memory.py, exit 1 when a peak is above its mem_mb). Hours on 2 CPUs; a
-# measurement, not a test.
+# full UD EWT (configs/rehearsal.yaml), in build/rehearsal; then every job's peak memory and time against what its
+# rule's fitted line asks for (tools/fit_needs.py check, exit 1 when a job was above its request;
+# bertology_core/jobs/needs.py). Hours on 2 CPUs; a measurement, not a test.
 REHEARSAL_MODEL := build/bert-base-random
 $(REHEARSAL_MODEL): | install
 	$(BIN)/python tools/random_model.py $@
@@ -61,7 +61,8 @@ rehearsal: install $(REHEARSAL_MODEL)
 	$(BIN)/python -m bertology_core.workflow.configuration config.yaml configs/rehearsal.yaml
 	HF_HUB_OFFLINE=1 $(BIN)/snakemake --profile profiles/cpu --cores $(CORES) --directory build/rehearsal \
 		--configfile configs/rehearsal.yaml
-	$(BIN)/python tools/peak_memory.py --configfile configs/rehearsal.yaml --run build/rehearsal
+	$(BIN)/python tools/fit_needs.py measure --run build/rehearsal --configfile configs/rehearsal.yaml --out build/rehearsal/needs.parquet
+	$(BIN)/python tools/fit_needs.py check build/rehearsal/needs.parquet
 
 # The first run on a machine with a CUDA GPU (about 10 minutes): results/gpu_check/report.md. Without CUDA: a message
 gpu-check: install

@@ -24,8 +24,7 @@ rule dump_attention:
     threads: config["attention"]["threads"]
     resources:
         group_slot=1,  # one at a time in a cluster group submission (profiles/slurm)
-        mem_mb=memory("dump_attention"),
-        runtime=scaled(60),
+        **requests("dump_attention"),
         cpus_per_task=config["attention"]["threads"],
         gpu=MODEL_JOB_GPUS,
     log:

@@ -21,8 +21,7 @@ rule attention_change:
     benchmark:
         "results/benchmarks/attention_change/{model}/{task}/seed{seed}.tsv"
     resources:
-        mem_mb=memory("attention_change"),
-        runtime=scaled(30),
+        **requests("attention_change"),
     script:
         "../workflow_scripts/attention_change.py"
 
@@ -47,7 +46,6 @@ rule attention_change_summary:
     benchmark:
         "results/benchmarks/attention_change_summary/{model}.tsv"
     resources:
-        mem_mb=memory("attention_change_summary"),
-        runtime=scaled(20),
+        **requests("attention_change_summary"),
     script:
         "../workflow_scripts/attention_change_summary.py"

@@ -21,7 +21,6 @@ rule baselines:
     benchmark:
         "results/benchmarks/baselines/{model}.tsv"
     resources:
-        mem_mb=memory("baselines"),
-        runtime=scaled(10),
+        **requests("baselines"),
     script:
         "../workflow_scripts/baselines.py"

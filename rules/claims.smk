@@ -25,7 +25,6 @@ rule claims:
     benchmark:
         "results/benchmarks/claims/{model}.tsv"
     resources:
-        mem_mb=memory("claims"),
-        runtime=scaled(20),
+        **requests("claims"),
     script:
         "../workflow_scripts/claims.py"

@@ -19,6 +19,7 @@ from bertology_core.models import compatibility
 from bertology_core.workflow import checks, code_imports, configuration, jobs as job_table
 from bertology_core.summaries.files import FIGURE_FILES, TABLE_FILES
 from bertology_core.head_roles.stage import GATE_DIR
+from bertology_core.jobs import needs
 from bertology_core.jobs.experiment import FITNESS_TABLE, TREEBANK_DOWNLOADED
 from bertology_core.patterns.stage import label_files
 from bertology_core.pruning.stage import PRUNE_DIR
@@ -52,9 +53,28 @@ for _warning in _HUB_PROBLEMS + CHECKS.label_warnings():
     logger.warning(_warning)
 
 
+# each rule's memory, time and disk from the sizes of what its jobs read, with the config's memory overrides
+REQUESTS = needs.Requests(needs.load(), config["compute"]["mem_mb"])
+# each model's resolved.json as the parameters of the spec it resolves, for the plan of a run before it is resolved
+MODEL_PARAMETERS = {f"results/models/{name}/resolved.json": needs.spec_parameters(spec, REPO)
+                    for name, spec in EXPERIMENT.models.items()} if workflow.is_main_process else {}
+
+
 onstart:
     if _HUB_PROBLEMS:
         raise WorkflowError("Bad input data (nothing was run):\n" + "\n".join(_HUB_PROBLEMS))
+    # what the jobs about to run will need (printed), and their disk with the training checkpoints held at once
+    # against the free space
+    _jobs = [needs.PlannedJob(job.rule.name, tuple(map(str, job.input)), tuple(map(str, job.output)), job.threads)
+             for level in workflow.dag.toposorted(set(workflow.dag.needrun_jobs())) for job in level]
+    _plan = needs.plan(_jobs, REQUESTS.needs, Path.cwd(), config["compute"]["mem_mb"], MODEL_PARAMETERS)
+    _at_once = min(n for n in (workflow.nodes, workflow._cores, len(_jobs)) if n) or 1
+    logger.info(f"What this run will need (bertology_core/jobs/needs.py):\n{_plan.summary(_at_once, needs.free_mb(Path.cwd()))}")
+    _problem = needs.disk_problem(_plan.needed_mb(_at_once), Path.cwd(), "--config compute='{check_disk: false}'")
+    if _problem and config["compute"]["check_disk"]:
+        raise WorkflowError(f"Not enough disk (nothing was run): {_problem}")
+    if _problem:
+        logger.warning(f"Going on (compute.check_disk: false) although {_problem}")
 MODEL_JOB_GPUS = config["compute"]["gpus"]
 
 
@@ -127,15 +147,12 @@ def after_fitness_when_grouped(rule):
     )
 
 
-def scaled(base):
-    """A resource that grows with the attempt, so a job retried after running out of memory or
-    time (profiles/slurm sets retries) asks for more: base, 2 x base, 3 x base..."""
-    return lambda wildcards, attempt: base * attempt
-
-
-def memory(rule):
-    """The rule's memory request, config compute.mem_mb[rule] (MB), growing with the attempt (:func:`scaled`)."""
-    return scaled(config["compute"]["mem_mb"][rule])
+def requests(rule, runtime=True):
+    """The rule's ``mem_mb``, ``disk_mb`` and (unless it sizes its time otherwise: the training rules) ``runtime``, from
+    the sizes of what each job reads (bertology_core/jobs/needs.py; ``compute.mem_mb[rule]`` overrides the memory),
+    growing with the attempt so that a job retried after running out of memory or time (profiles/slurm sets retries)
+    asks for more."""
+    return REQUESTS.resources(rule, runtime)
 
 
 def dump_file(path):

@@ -22,8 +22,7 @@ rule prepare_data:
     # validation jobs first: bad data fails the run before any model job starts
     priority: 100
     resources:
-        mem_mb=memory("prepare_data"),
-        runtime=scaled(30),
+        **requests("prepare_data"),
     script:
         "../workflow_scripts/prepare_data.py"
 
@@ -50,7 +49,6 @@ rule tokenize_data:
     benchmark:
         "results/benchmarks/tokenize_data/{task}/{model}.max{max_length}.tsv"
     resources:
-        mem_mb=memory("tokenize_data"),
-        runtime=scaled(30),
+        **requests("tokenize_data"),
     script:
         "../workflow_scripts/tokenize_data.py"

@@ -29,8 +29,7 @@ rule disabling_sweep:
     threads: config["disabling"]["threads"]
     priority: 10  # long, and the statistics wait for every seed's sweep
     resources:
-        mem_mb=memory("disabling_sweep"),
-        runtime=scaled(120),
+        **requests("disabling_sweep"),
         cpus_per_task=config["disabling"]["threads"],
         gpu=MODEL_JOB_GPUS,
         rows_per_pass=config["disabling"]["rows_per_pass"],  # speed and memory only
@@ -72,8 +71,7 @@ rule disabling_greedy:
         checkpoint_dir="results/checkpoints/disabling_greedy/{model}/{task}/{state}/seed{seed}",
     threads: config["disabling"]["threads"]
     resources:
-        mem_mb=memory("disabling_greedy"),
-        runtime=scaled(120),
+        **requests("disabling_greedy"),
         cpus_per_task=config["disabling"]["threads"],
         gpu=MODEL_JOB_GPUS,
         rows_per_pass=config["disabling"]["rows_per_pass"],  # speed and memory only
@@ -109,8 +107,7 @@ rule disabling_stats:
     benchmark:
         "results/benchmarks/disabling_stats/{model}/{task}/{state}.tsv"
     resources:
-        mem_mb=memory("disabling_stats"),
-        runtime=scaled(30),
+        **requests("disabling_stats"),
     script:
         "../workflow_scripts/disabling_stats.py"
 
@@ -144,7 +141,6 @@ rule disabling_summary:
     benchmark:
         "results/benchmarks/disabling_summary/{model}.tsv"
     resources:
-        mem_mb=memory("disabling_summary"),
-        runtime=scaled(20),
+        **requests("disabling_summary"),
     script:
         "../workflow_scripts/disabling_summary.py"

@@ -31,7 +31,7 @@ rule finetune:
     # run alone at the end of a run
     priority: 20
     resources:
-        mem_mb=memory("finetune"),
+        **requests("finetune", runtime=False),
         runtime=EXPERIMENT.finetune.training_runtime(lambda wc: EXPERIMENT.hyperparameters(wc.task, wc.state)["epochs"]),
         cpus_per_task=config["finetune"]["threads"],
         gpu=MODEL_JOB_GPUS,
@@ -66,8 +66,7 @@ rule evaluate_pretrained:
     threads: config["finetune"]["threads"]
     resources:
         group_slot=1,  # one at a time in a cluster group submission (profiles/slurm)
-        mem_mb=memory("evaluate_pretrained"),
-        runtime=scaled(30),
+        **requests("evaluate_pretrained"),
         cpus_per_task=config["finetune"]["threads"],
         gpu=MODEL_JOB_GPUS,
         eval_batch_size=config["finetune"]["eval_batch_size"],

@@ -24,8 +24,7 @@ rule model_fitness:
     benchmark:
         "results/benchmarks/model_fitness/{model}/{task}/{state}/seed{seed}.tsv"
     resources:
-        mem_mb=memory("model_fitness"),
-        runtime=scaled(10),
+        **requests("model_fitness"),
     script:
         "../workflow_scripts/model_fitness.py"
 
@@ -50,7 +49,6 @@ checkpoint fitness_table:
     benchmark:
         "results/benchmarks/fitness_table.tsv"
     resources:
-        mem_mb=memory("fitness_table"),
-        runtime=scaled(10),
+        **requests("fitness_table"),
     script:
         "../workflow_scripts/fitness_table.py"

@@ -25,8 +25,7 @@ rule head_roles:
     benchmark:
         "results/benchmarks/head_roles/{model}/{task}/{dumped}.tsv"
     resources:
-        mem_mb=memory("head_roles"),
-        runtime=scaled(30),
+        **requests("head_roles"),
     script:
         "../workflow_scripts/head_roles.py"
 
@@ -62,7 +61,7 @@ rule head_gates:
     priority: 10
     threads: config["head_roles"]["threads"]
     resources:
-        mem_mb=memory("head_gates"),
+        **requests("head_gates", runtime=False),
         runtime=EXPERIMENT.finetune.training_runtime(lambda wc: config["head_roles"]["gates"]["epochs"],
                                       lambda wc: config["head_roles"]["gates"]["train_examples"]),
         cpus_per_task=config["head_roles"]["threads"],
@@ -101,7 +100,6 @@ rule head_roles_summary:
     benchmark:
         "results/benchmarks/head_roles_summary/{model}.tsv"
     resources:
-        mem_mb=memory("head_roles_summary"),
-        runtime=scaled(20),
+        **requests("head_roles_summary"),
     script:
         "../workflow_scripts/head_roles_summary.py"

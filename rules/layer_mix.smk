@@ -27,8 +27,7 @@ rule layer_mix:
         checkpoint_dir="results/checkpoints/layer_mix/{model}/{probed}",
     threads: config["layer_mix"]["threads"]
     resources:
-        mem_mb=memory("layer_mix"),
-        runtime=scaled(60),
+        **requests("layer_mix"),
         cpus_per_task=config["layer_mix"]["threads"],
         # how often a killed or timed-out job's finished probes are saved (finetune.checkpoint_minutes)
         checkpoint_seconds=EXPERIMENT.finetune.runtime()["checkpoint_seconds"],
@@ -60,7 +59,6 @@ rule layer_mix_summary:
     benchmark:
         "results/benchmarks/layer_mix_summary/{model}.tsv"
     resources:
-        mem_mb=memory("layer_mix_summary"),
-        runtime=scaled(20),
+        **requests("layer_mix_summary"),
     script:
         "../workflow_scripts/layer_mix_summary.py"

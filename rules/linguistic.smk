@@ -16,8 +16,7 @@ rule spacy_tokens:
     benchmark:
         "results/benchmarks/spacy_tokens/{task}.tsv"
     resources:
-        mem_mb=memory("spacy_tokens"),
-        runtime=scaled(30),
+        **requests("spacy_tokens"),
     script:
         "../workflow_scripts/spacy_tokens.py"
 
@@ -41,8 +40,7 @@ rule linguistic_scores:
     benchmark:
         "results/benchmarks/linguistic_scores/{model}/{task}/{dumped}.tsv"
     resources:
-        mem_mb=memory("linguistic_scores"),
-        runtime=scaled(30),
+        **requests("linguistic_scores"),
     script:
         "../workflow_scripts/linguistic_scores.py"
 
@@ -70,7 +68,6 @@ rule linguistic_summary:
     benchmark:
         "results/benchmarks/linguistic_summary/{model}.tsv"
     resources:
-        mem_mb=memory("linguistic_summary"),
-        runtime=scaled(20),
+        **requests("linguistic_summary"),
     script:
         "../workflow_scripts/linguistic_summary.py"

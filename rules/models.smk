@@ -21,8 +21,7 @@ rule check_model:
         "results/benchmarks/check_model/{model}.tsv"
     priority: 100
     resources:
-        mem_mb=memory("check_model"),
-        runtime=scaled(60),
+        **requests("check_model"),
     script:
         "../workflow_scripts/check_model.py"
 
@@ -43,7 +42,6 @@ rule resolve_model:
         "results/benchmarks/resolve_model/{model}.tsv"
     priority: 100
     resources:
-        mem_mb=memory("resolve_model"),
-        runtime=scaled(60),
+        **requests("resolve_model"),
     script:
         "../workflow_scripts/resolve_model.py"

@@ -17,8 +17,7 @@ rule outlier_dimensions:
         runs=lambda wc: jobs().of(wc.model).outliers,
         criterion={key: config["outliers"][key] for key in ("sigmas", "min_layer_share")},
     resources:
-        mem_mb=memory("outlier_dimensions"),
-        runtime=scaled(20),
+        **requests("outlier_dimensions"),
     log:
         "logs/outlier_dimensions/{model}.log",
     benchmark:
@@ -51,8 +50,7 @@ rule outlier_disabling:
         checkpoint_dir="results/checkpoints/outlier_disabling/{model}/{task}/seed{seed}",
     threads: config["outliers"]["threads"]
     resources:
-        mem_mb=memory("outlier_disabling"),
-        runtime=scaled(120),
+        **requests("outlier_disabling"),
         cpus_per_task=config["outliers"]["threads"],
         gpu=MODEL_JOB_GPUS,
         rows_per_pass=config["disabling"]["rows_per_pass"],  # speed and memory only
@@ -83,8 +81,7 @@ rule outlier_stats:
         level=config["outliers"]["level"],
         bootstrap_seed=config["outliers"]["bootstrap_seed"],
     resources:
-        mem_mb=memory("outlier_stats"),
-        runtime=scaled(20),
+        **requests("outlier_stats"),
     log:
         "logs/outlier_stats/{model}/{task}.log",
     benchmark:
@@ -117,7 +114,6 @@ rule outliers_summary:
     benchmark:
         "results/benchmarks/outliers_summary/{model}.tsv"
     resources:
-        mem_mb=memory("outliers_summary"),
-        runtime=scaled(20),
+        **requests("outliers_summary"),
     script:
         "../workflow_scripts/outliers_summary.py"

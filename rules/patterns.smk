@@ -20,8 +20,7 @@ rule pattern_features:
     benchmark:
         "results/benchmarks/pattern_features/{model}/{task}/{dumped}.tsv"
     resources:
-        mem_mb=memory("pattern_features"),
-        runtime=scaled(30),
+        **requests("pattern_features"),
     script:
         "../workflow_scripts/pattern_features.py"
 
@@ -47,8 +46,7 @@ rule labelled_maps:
     threads: config["attention"]["threads"]
     resources:
         group_slot=1,  # one at a time in a cluster group submission (profiles/slurm)
-        mem_mb=memory("labelled_maps"),
-        runtime=scaled(60),
+        **requests("labelled_maps"),
         cpus_per_task=config["attention"]["threads"],
         gpu=MODEL_JOB_GPUS,
     log:
@@ -90,8 +88,7 @@ rule pattern_classifier:
     benchmark:
         "results/benchmarks/pattern_classifier/{model}.tsv"
     resources:
-        mem_mb=memory("pattern_classifier"),
-        runtime=scaled(60),
+        **requests("pattern_classifier"),
     script:
         "../workflow_scripts/pattern_classifier.py"
 
@@ -114,8 +111,7 @@ rule classify_maps:
     benchmark:
         "results/benchmarks/classify_maps/{model}/{task}/{dumped}.tsv"
     resources:
-        mem_mb=memory("classify_maps"),
-        runtime=scaled(30),
+        **requests("classify_maps"),
         batch_size=config["patterns"]["classify_batch_size"],  # speed and memory only
     script:
         "../workflow_scripts/classify_maps.py"
@@ -143,8 +139,7 @@ rule pattern_summary:
     benchmark:
         "results/benchmarks/pattern_summary/{model}.tsv"
     resources:
-        mem_mb=memory("pattern_summary"),
-        runtime=scaled(20),
+        **requests("pattern_summary"),
     script:
         "../workflow_scripts/pattern_summary.py"
 
@@ -167,7 +162,6 @@ rule annotation_page:
     benchmark:
         "results/benchmarks/annotation_page/{model}.tsv"
     resources:
-        mem_mb=memory("annotation_page"),
-        runtime=scaled(20),
+        **requests("annotation_page"),
     script:
         "../workflow_scripts/annotation_page.py"

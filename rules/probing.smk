@@ -22,8 +22,7 @@ rule probe_features:
         random_seed=config["probing"]["random_seed"],
     threads: config["probing"]["threads"]
     resources:
-        mem_mb=memory("probe_features"),
-        runtime=scaled(60),
+        **requests("probe_features"),
         cpus_per_task=config["probing"]["threads"],
         gpu=MODEL_JOB_GPUS,
     log:
@@ -59,8 +58,7 @@ rule probe_layers:
         checkpoint_dir="results/checkpoints/probe_layers/{model}/{probed}",
     threads: config["probing"]["threads"]
     resources:
-        mem_mb=memory("probe_layers"),
-        runtime=scaled(60),
+        **requests("probe_layers"),
         cpus_per_task=config["probing"]["threads"],
         # how often a killed or timed-out job's finished probes are saved (finetune.checkpoint_minutes)
         checkpoint_seconds=EXPERIMENT.finetune.runtime()["checkpoint_seconds"],
@@ -94,8 +92,7 @@ rule syntactic_heads:
         seed=config["probing"]["sample_seed"],
     threads: config["probing"]["threads"]
     resources:
-        mem_mb=memory("syntactic_heads"),
-        runtime=scaled(60),
+        **requests("syntactic_heads"),
         cpus_per_task=config["probing"]["threads"],
         gpu=MODEL_JOB_GPUS,
     log:
@@ -128,7 +125,6 @@ rule probing_summary:
     benchmark:
         "results/benchmarks/probing_summary/{model}.tsv"
     resources:
-        mem_mb=memory("probing_summary"),
-        runtime=scaled(20),
+        **requests("probing_summary"),
     script:
         "../workflow_scripts/probing_summary.py"

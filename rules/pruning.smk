@@ -33,8 +33,7 @@ rule head_importance:
     threads: config["pruning"]["threads"]
     resources:
         group_slot=1,  # one at a time in a cluster group submission (profiles/slurm)
-        mem_mb=memory("head_importance"),
-        runtime=scaled(60),
+        **requests("head_importance"),
         cpus_per_task=config["pruning"]["threads"],
         gpu=MODEL_JOB_GPUS,
         batch_size=config["pruning"]["batch_size"],  # speed and memory only
@@ -80,8 +79,7 @@ rule lottery_pruning:
     priority: 10
     threads: config["pruning"]["threads"]
     resources:
-        mem_mb=memory("lottery_pruning"),
-        runtime=scaled(120),
+        **requests("lottery_pruning"),
         cpus_per_task=config["pruning"]["threads"],
         gpu=MODEL_JOB_GPUS,
         # how often a killed or timed-out job's scores and importance are saved (finetune.checkpoint_minutes)
@@ -115,8 +113,7 @@ rule compact_model:
     threads: config["pruning"]["threads"]
     resources:
         group_slot=1,  # one at a time in a cluster group submission (profiles/slurm)
-        mem_mb=memory("compact_model"),
-        runtime=scaled(30),
+        **requests("compact_model"),
         cpus_per_task=config["pruning"]["threads"],
         gpu=MODEL_JOB_GPUS,
         batch_size=config["pruning"]["batch_size"],  # speed and memory only
@@ -154,7 +151,7 @@ rule subnetwork_finetune:
     priority: 15
     threads: config["finetune"]["threads"]
     resources:
-        mem_mb=memory("subnetwork_finetune"),
+        **requests("subnetwork_finetune", runtime=False),
         runtime=EXPERIMENT.finetune.training_runtime(lambda wc: EXPERIMENT.pruning.subnetwork_recipe(wc.task)["epochs"],
                                       lambda wc: config["pruning"]["subnetwork_max_train_examples"]),
         cpus_per_task=config["finetune"]["threads"],
@@ -207,7 +204,6 @@ rule pruning_summary:
     benchmark:
         "results/benchmarks/pruning_summary/{model}.tsv"
     resources:
-        mem_mb=memory("pruning_summary"),
-        runtime=scaled(20),
+        **requests("pruning_summary"),
     script:
         "../workflow_scripts/pruning_summary.py"

@@ -19,8 +19,7 @@ rule head_atlas:
     benchmark:
         "results/benchmarks/head_atlas/{model}.tsv"
     resources:
-        mem_mb=memory("head_atlas"),
-        runtime=scaled(20),
+        **requests("head_atlas"),
     script:
         "../workflow_scripts/head_atlas.py"
 
@@ -42,8 +41,7 @@ rule layer_atlas:
     benchmark:
         "results/benchmarks/layer_atlas/{model}.tsv"
     resources:
-        mem_mb=memory("layer_atlas"),
-        runtime=scaled(20),
+        **requests("layer_atlas"),
     script:
         "../workflow_scripts/layer_atlas.py"
 
@@ -83,7 +81,6 @@ rule report:
     benchmark:
         "results/benchmarks/report/report.tsv"
     resources:
-        mem_mb=memory("report"),
-        runtime=scaled(20),
+        **requests("report"),
     script:
         "../workflow_scripts/report.py"

@@ -20,8 +20,7 @@ rule prepare_treebank:
     benchmark:
         "results/benchmarks/prepare_treebank/{split}.tsv"
     resources:
-        mem_mb=memory("prepare_treebank"),
-        runtime=scaled(30),
+        **requests("prepare_treebank"),
     script:
         "../workflow_scripts/prepare_treebank.py"
 
@@ -44,7 +43,6 @@ rule download_treebank:
     log:
         "logs/download_treebank/{file}.log",
     resources:
-        mem_mb=memory("download_treebank"),
-        runtime=scaled(30),
+        **requests("download_treebank"),
     script:
         "../workflow_scripts/download_treebank.py"

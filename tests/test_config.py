@@ -53,6 +53,13 @@ def test_numbers_written_as_yaml_strings_are_read_as_numbers():
     jsonschema.validate(config, SCHEMA)
 
 
+def test_a_boolean_given_as_text_by_snakemakes_config_option_is_read_as_one():
+    config = {"compute": {"check_disk": "false"}, "attention": {"keep_dumps": "True"}, "linguistic": {"spacy_models": {"en": "false"}}}
+    assert configuration.numbers_from_strings(config, SCHEMA) == []  # no warning: --config cannot write it otherwise
+    assert config["compute"]["check_disk"] is False and config["attention"]["keep_dumps"] is True
+    assert config["linguistic"]["spacy_models"]["en"] == "false"  # a string option stays a string
+
+
 def test_a_string_that_is_no_number_is_left_for_the_schema_to_reject():
     config = {"finetune": {"hyperparameters": {"learning_rate": "fast", "epochs": "3"}}}
     assert configuration.numbers_from_strings(config, SCHEMA) == ["finetune.hyperparameters.epochs"]
@@ -148,15 +155,18 @@ def test_per_task_settings_of_a_task_not_run_are_refused_at_any_depth():
     assert "config 'fitness.per_task' names 'RTE'" in problems[1]
 
 
-def test_every_rule_has_a_memory_request_in_the_config_and_no_other_name_does():
+def test_every_rule_asks_for_its_resources_by_its_name_and_has_a_need():
     import re
+
+    from bertology_core.jobs import needs
 
     rules = {m.group(1) for path in (REPO / "rules").glob("*.smk")
              for m in re.finditer(r"^(?:rule|checkpoint) (\w+):", path.read_text(), re.MULTILINE)}
     requested = {m.group(1) for path in (REPO / "rules").glob("*.smk")
-                 for m in re.finditer(r'mem_mb=memory\("(\w+)"\)', path.read_text())}
+                 for m in re.finditer(r'\*\*requests\("(\w+)"', path.read_text())}
     node = SCHEMA["properties"]["compute"]["properties"]["mem_mb"]
-    # every rule of a stage asks through memory() under its own name, and the schema names exactly those
-    assert rules == requested == set(node["default"]) == set(node["propertyNames"]["enum"])
-    assert yaml.safe_load((REPO / "config.yaml").read_text())["compute"]["mem_mb"] == node["default"]
+    # every rule asks through requests() under its own name, has a fitted (or stated) need, and the schema's
+    # overrides name exactly those rules
+    assert rules == requested == set(needs.load()) == set(node["propertyNames"]["enum"])
+    assert node["default"] == {} and yaml.safe_load((REPO / "config.yaml").read_text())["compute"]["mem_mb"] == {}
     assert configuration.schema_problems({"compute": {"mem_mb": {"probe_layer": 9000}}}, SCHEMA)

@@ -63,8 +63,9 @@ def _imports_torch(script: Path) -> bool:
     return "torch" in code_imports.third_party_imports(script, ROOT)
 
 
-def dry_run_jobs(configfiles: list[str]) -> list[estimate.Job]:
-    """Every job of the workflow under ``configfiles`` (a forced dry run), with its params and resources."""
+def dry_run_jobs(configfiles: list[str], directory: Path = ROOT) -> list[estimate.Job]:
+    """Every job of the workflow under ``configfiles`` (a forced dry run in ``directory``: a run's folder), with its
+    params and resources."""
     from snakemake import jobs
     from snakemake.cli import main
 
@@ -85,7 +86,7 @@ def dry_run_jobs(configfiles: list[str]) -> list[estimate.Job]:
     sink = io.StringIO()
     try:
         with redirect_stdout(sink), redirect_stderr(sink):
-            main(["-n", "--forceall", "--rerun-incomplete", "--cores", "1", "--directory", str(ROOT), "--snakefile", str(ROOT / "Snakefile"),
+            main(["-n", "--forceall", "--rerun-incomplete", "--cores", "1", "--directory", str(directory), "--snakefile", str(ROOT / "Snakefile"),
                   "--configfile", *configfiles])
     except SystemExit as done:
         if done.code:

@@ -216,6 +216,20 @@ def _safetensors_header(path: Path) -> tuple[int, dict[str, Any]]:
         return length, header
 
 
+def parameter_count(folder: Path, files: list[Path] | None = None) -> int:
+    """The number of values in the folder's safetensors weights (``files``, or every ``*.safetensors`` file there),
+    from their headers."""
+    total = 0
+    for path in sorted(folder.glob("*.safetensors")) if files is None else files:
+        for name, entry in _safetensors_header(path)[1].items():
+            if name != "__metadata__":
+                count = 1
+                for dimension in entry["shape"]:
+                    count *= int(dimension)
+                total += count
+    return total
+
+
 def weights_problems(folder: Path) -> list[str]:
     """Why the folder's safetensors weights cannot be read whole (empty when they can), from the files' headers
     alone: a shard the index names is missing, a header that does not parse, or a file shorter or longer than its

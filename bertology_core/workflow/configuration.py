@@ -63,11 +63,15 @@ def _wants(node: dict[str, Any], kind: str) -> bool:
 def numbers_from_strings(config: Any, schema: dict[str, Any]) -> list[str]:
     """Turn, in place, every string that spells a number into one where the schema asks for a number
     (``'2e-5'`` -> ``2e-05``) or an integer (``'32'`` -> ``32``). Returns the dotted keys changed (the workflow
-    warns about each). Anything else is left to the schema."""
+    warns about each). ``'true'`` and ``'false'`` where the schema asks for a boolean become one, without a warning:
+    Snakemake's ``--config`` reads every value inside a mapping as text, so that is the only way to give one there.
+    Anything else is left to the schema."""
     changed: list[str] = []
 
     def walk(value: Any, node: dict[str, Any], path: str) -> Any:
         node = _resolve(node, schema)
+        if isinstance(value, str) and _wants(node, "boolean") and value.strip().lower() in ("true", "false"):
+            return value.strip().lower() == "true"
         if isinstance(value, str) and _wants(node, "integer") and _INTEGER.fullmatch(value.strip()):
             changed.append(path)
             return int(value)

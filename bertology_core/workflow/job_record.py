@@ -6,7 +6,7 @@ exception.
 Snakemake 9's benchmark files sample a job's processes every 0.5 s for 30 samples (its first 15 s) and every 30 s
 after, so their ``cpu_time`` misses up to 30 s at the end of a job (a 40-second job records about its first 15 s) and
 ``max_rss`` can miss a peak between samples; the estimate's validation (tools/estimate_runtime.py ``--measure cpu``)
-and the rules' ``mem_mb`` (tools/peak_memory.py) read these records instead.
+and the rules' fitted memory and time (tools/fit_needs.py) read these records instead.
 """
 
 from __future__ import annotations

@@ -1,0 +1,136 @@
+"""Each rule's memory, time and disk from the sizes of what its jobs read (bertology_core/jobs/needs.py), the fit
+that sets them (tools/fit_needs.py), the plan of a run and the free-space check before its first job."""
+
+import json
+import shutil
+import sys
+
+import numpy as np
+import polars as pl
+import pytest
+from safetensors.torch import load_file
+
+from bertology_core.jobs import needs
+from conftest import REPO, TINY_BERT
+from workflow_utils import snakemake
+
+sys.path.insert(0, str(REPO / "tools"))
+import fit_needs  # noqa: E402
+
+
+def test_a_jobs_sizes_are_its_models_parameters_and_the_megabytes_of_the_rest(tmp_path):
+    parameters = sum(t.numel() for t in load_file(TINY_BERT / "model.safetensors").values())
+    (tmp_path / "resolved.json").write_text(json.dumps({"path": str(TINY_BERT)}))
+    data = tmp_path / "dev.parquet"
+    pl.DataFrame({"x": np.arange(100_000)}).write_parquet(data)
+    trained = tmp_path / "model"
+    shutil.copytree(TINY_BERT, trained)
+    sizes = needs.job_sizes(["resolved.json", "dev.parquet", "model"], root=tmp_path)
+    assert sizes.parameters == pytest.approx(parameters / 1e6)  # the largest model counts, once
+    assert sizes.read_mb == pytest.approx(data.stat().st_size / 1e6)
+    # an input not written yet: Snakemake's <TBD> (the error names the path as given); a plan's prediction fills it
+    with pytest.raises(FileNotFoundError) as missing:
+        needs.job_sizes(["resolved.json", "later.parquet"], root=tmp_path)
+    assert missing.value.filename == "later.parquet"
+    assert needs.job_sizes(["later.parquet"], {"later.parquet": needs.Sizes(0, 7.5)}, tmp_path).read_mb == 7.5
+    # a resolved model whose folder is gone says what to do
+    (tmp_path / "gone").mkdir()
+    (tmp_path / "gone" / "resolved.json").write_text(json.dumps({"path": str(tmp_path / "nowhere")}))
+    with pytest.raises(ValueError, match="Fix: delete .*resolved.json and rerun"):
+        needs.job_sizes(["gone/resolved.json"], root=tmp_path)
+
+
+def test_a_request_is_the_line_times_its_margin_at_least_the_floor_times_the_attempt():
+    need = needs.Need("r", needs.Line({"base": 400, "parameters": 10.0, "read_mb": 2.0}, 1.5),
+                      needs.Line({"base": 1, "parameters x read_mb": 0.01}, 2.0), (needs.Line({"read_mb": 0.5}, 1.2),))
+    sizes = needs.Sizes(parameters=110, read_mb=300)
+    assert need.predict("memory_mb", sizes) == 400 + 1100 + 600
+    assert need.request("memory_mb", sizes) == int(np.ceil(2100 * 1.5))
+    assert need.request("memory_mb", sizes, attempt=2) == 2 * int(np.ceil(2100 * 1.5))
+    assert need.request("minutes", sizes) == int(np.ceil((1 + 330) * 2))
+    assert need.request("memory_mb", needs.Sizes()) == 600  # the base alone
+    small = needs.Need("s", needs.Line({"base": 100}, 1.5), need.minutes, need.disk_mb)
+    assert small.request("memory_mb", needs.Sizes()) == needs.LEAST["memory_mb"]  # never under the floor
+    assert need.request("disk_mb", sizes) == int(np.ceil(150 * 1.2))
+
+
+def test_the_fit_recovers_a_known_line_and_puts_every_measured_job_inside_its_request():
+    rng = np.random.default_rng(0)
+    rows = []
+    for parameters in (22.7, 110.0, 335.0):
+        for read_mb in rng.uniform(1, 500, 6):
+            memory = 300 + 12.0 * parameters + 3.0 * read_mb
+            rows.append({"run": "r", "rule": "x", "job": f"{parameters}/{read_mb:.0f}", "threads": 1, "parameters": parameters,
+                         "read_mb": read_mb, "memory_mb": memory * rng.uniform(0.97, 1.03),
+                         "minutes": 0.5 + 0.001 * parameters * read_mb, "cpu_minutes": 1.0,
+                         "output_mb": [0.2 * read_mb, 4.0 * parameters]})
+    found, table = fit_needs.fit(pl.DataFrame(rows))
+    line = found["x"].memory_mb.coefficients
+    assert line["base"] == pytest.approx(300, rel=0.2) and line["parameters"] == pytest.approx(12.0, rel=0.05)
+    assert line["read_mb"] == pytest.approx(3.0, rel=0.05)
+    assert (table["peak_mb"] <= table["request_mb"]).all()
+    # one line per output: the dump's values and its tokens grow with different sizes
+    first, second = found["x"].disk_mb
+    assert first.coefficients["read_mb"] == pytest.approx(0.2) and second.coefficients["parameters"] == pytest.approx(4.0)
+    # measured at one geometry, a model rule's need is all in its parameters: a larger model asks more, not the same
+    one = pl.DataFrame([r for r in rows if r["parameters"] == 22.7])
+    single, _ = fit_needs.fit(one)
+    assert "base" not in single["x"].memory_mb.coefficients
+    assert single["x"].predict("memory_mb", needs.Sizes(335.0, 100)) > 10 * single["x"].predict("memory_mb", needs.Sizes(22.7, 100)) / 2
+
+
+def test_the_fitted_file_holds_every_rule_and_reads_back_as_written(tmp_path):
+    found = needs.load()
+    path = tmp_path / "needs.yaml"
+    needs.dump({rule: need for rule, need in found.items() if rule not in needs.UNMEASURED}, path, "a header")
+    again = needs.load(path)
+    assert again.keys() == found.keys()
+    for rule, need in found.items():
+        assert again[rule].memory_mb.coefficients == pytest.approx(need.memory_mb.coefficients, rel=1e-5)
+        assert again[rule].disk_mb[0].margin == pytest.approx(need.disk_mb[0].margin, abs=1e-3)
+
+
+def test_a_plan_carries_each_jobs_predicted_outputs_to_the_jobs_that_read_them(tmp_path):
+    (tmp_path / "resolved.json").write_text(json.dumps({"path": str(TINY_BERT)}))
+    (tmp_path / "dev.parquet").write_bytes(b"x" * 2_000_000)
+    line = lambda **c: needs.Line(c, 1.0)  # noqa: E731
+    fitted = {
+        "finetune": needs.Need("finetune", line(base=1000), line(base=10), (line(parameters=4.0), line(base=1.0))),
+        "dump": needs.Need("dump", line(base=800), line(base=5), (line(read_mb=50.0),)),
+        "read_dump": needs.Need("read_dump", line(base=400, read_mb=2.0), line(base=5), (line(base=0.5),)),
+    }
+    jobs = [needs.PlannedJob("finetune", ("resolved.json", "dev.parquet"), ("ft/model", "ft/eval.json")),
+            needs.PlannedJob("dump", ("ft/model", "dev.parquet"), ("dump.parquet",)),
+            needs.PlannedJob("read_dump", ("dump.parquet", "other.parquet"), ("table.parquet",))]
+    plan = needs.plan(jobs, fitted, tmp_path)
+    parameters = needs.job_sizes(["resolved.json"], root=tmp_path).parameters
+    finetune, dump, reader = plan.rows
+    assert finetune["disk_mb"] == pytest.approx(4.0 * parameters + 1.0)
+    assert dump["parameters"] == pytest.approx(parameters)  # the trained model: the geometry it was trained from
+    assert dump["disk_mb"] == pytest.approx(50.0 * 2.0)  # 50 x the 2 MB of dev it reads
+    assert reader["read_mb"] == pytest.approx(100.0)  # the dump as predicted; the input nobody writes counts 0
+    assert plan.unknown == ["other.parquet"]
+    assert reader["memory_mb"] == 400 + 2 * 100
+    assert finetune["checkpoint_mb"] == pytest.approx(parameters * needs.CHECKPOINT_BYTES_PER_PARAMETER)
+    assert plan.needed_mb(jobs_at_once=4) == pytest.approx(plan.results_mb() + finetune["checkpoint_mb"])
+
+
+def test_the_disk_check_names_the_need_the_free_space_and_how_to_go_on(tmp_path, monkeypatch):
+    monkeypatch.setenv("BERTOLOGY_FREE_DISK_MB", "1500")
+    assert needs.disk_problem(1400, tmp_path, "X") is None
+    problem = needs.disk_problem(2600, tmp_path, "--config compute='{check_disk: false}'")
+    assert "needs about 2.6 GB of disk" in problem and "1.5 GB are free" in problem
+    assert problem.endswith("go on anyway with --config compute='{check_disk: false}'.")
+    monkeypatch.delenv("BERTOLOGY_FREE_DISK_MB")
+    assert needs.free_mb(tmp_path / "not" / "yet") == pytest.approx(shutil.disk_usage(tmp_path).free / 1e6, rel=0.01)
+
+
+def test_a_run_stops_before_its_first_job_when_the_disk_is_short_and_goes_on_when_told(tmp_path):
+    target = "results/data/MRPC/dev.parquet"
+    short = snakemake(tmp_path, target, check=False, env={"BERTOLOGY_FREE_DISK_MB": "0.001"})
+    assert short.returncode != 0
+    message = short.stdout + short.stderr
+    assert "Not enough disk (nothing was run): this run needs about" in message and "are free. Fix: free space" in message
+    assert not (tmp_path / target).exists() and not (tmp_path / "logs").exists()
+    snakemake(tmp_path, target, "--config", "compute={check_disk: false}", env={"BERTOLOGY_FREE_DISK_MB": "0.001"})
+    assert (tmp_path / target).exists()

@@ -1,0 +1,189 @@
+"""Fit each rule's memory, time and disk to the sizes of what its jobs read (:mod:`bertology_core.jobs.needs`), from
+finished runs.
+
+    # once per finished run: each finished job's own record, its inputs' sizes and its outputs' bytes
+    python tools/fit_needs.py measure --run /path/to/run --configfile configs/cpu.yaml --out benchmarks/needs/cpu.parquet
+    # the lines, from every run measured (writes bertology_core/jobs/needs.yaml; prints measured against predicted)
+    python tools/fit_needs.py fit benchmarks/needs/*.parquet [--write bertology_core/jobs/needs.yaml]
+    # a run's jobs against the requests of the committed lines (exit 1 when a job was above its memory or time)
+    python tools/fit_needs.py check run.parquet
+
+``measure`` lists the run's jobs with a forced dry run of this repository's workflow in the run's folder under the
+same config files (relative paths in them point into this repository, as for the run); a job counts when it
+finished (:func:`estimate_runtime.finished`) and its log holds its record (peak resident memory, wall and CPU
+seconds). ``fit`` fits, per rule, the non-negative least-squares line of each kind over the measured jobs (relative errors:
+each job weighs alike, whatever its size)
+(:data:`bertology_core.jobs.needs.TERMS`); a term whose values do not span a factor of :data:`SPAN` over the rule's
+jobs is left to the base (nothing says how the need grows with it), except the parameters of a model rule measured at one geometry, which take
+the whole of it (a larger model then asks proportionally more, never less); then it raises a line's margin until every
+measured job is inside its request.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+from scipy.optimize import nnls
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tools"))
+
+from bertology_core.jobs import needs as needs_model  # noqa: E402
+from bertology_core.workflow import job_record  # noqa: E402
+
+
+def measure(run: Path, configfiles: list[str]) -> pl.DataFrame:
+    from estimate_runtime import dry_run_jobs, finished
+
+    rows = []
+    for job in dry_run_jobs(configfiles, directory=run):
+        if not job.log or not finished(job, run):
+            continue
+        record = job_record.read(run / job.log)
+        if record is None:
+            continue
+        try:
+            sizes = needs_model.job_sizes(job.inputs, root=run)
+        except (FileNotFoundError, ValueError):  # an input removed since (a temporary dump): not sized
+            continue
+        outputs = [needs_model.path_mb(run / path) if (run / path).exists() else None for path in job.outputs]
+        if any(value is None for value in outputs):
+            continue
+        rows.append({"run": str(run), "rule": job.rule, "job": "/".join(job.wildcards.values()), "threads": job.threads,
+                     "parameters": sizes.parameters, "read_mb": sizes.read_mb,
+                     "memory_mb": float(record["max_rss_mb"]) * 2**20 / 1e6,
+                     "minutes": float(record["wall_seconds"]) / 60, "cpu_minutes": float(record["cpu_seconds"]) / 60,
+                     "output_mb": outputs})
+    return pl.DataFrame(rows, schema_overrides={"output_mb": pl.List(pl.Float64)})
+
+
+# a term enters a rule's line only where its jobs' values span this factor: a slope fitted on sizes that hardly differ
+# (three tasks' dev files of 45 to 50 kB) says nothing of how the need grows and extrapolates noise
+SPAN = 2.0
+
+
+def fit_line(sizes: list[needs_model.Sizes], values: np.ndarray, terms: tuple[str, ...], least_margin: float,
+             model_rule: bool) -> needs_model.Line:
+    """The non-negative least-squares line over ``terms``, and its margin (at least ``least_margin``, raised until
+    every value is at or under the line times the margin)."""
+    columns = {term: np.array([s.term(term) for s in sizes]) for term in terms}
+    used = []
+    for term in terms:
+        column = columns[term]
+        if term == "base" or column.max() >= SPAN * column.min() and column.max() > 0:
+            used.append(term)
+        elif term == "parameters" and model_rule and column.max() > 0:
+            used.append(term)  # one geometry: the parameters take the whole need (see the module docstring)
+    if model_rule and "parameters" in used and columns["parameters"].max() < SPAN * columns["parameters"].min():
+        used.remove("base")
+    matrix = np.stack([columns[term] for term in used], axis=1)
+    scale = np.where(np.abs(matrix).max(axis=0) > 0, np.abs(matrix).max(axis=0), 1.0)
+    # relative errors: a 600 MB job and a 9 GB one count alike, so the margin that covers both stays small
+    weight = 1.0 / np.maximum(values, 1e-9 * max(1.0, values.max()))
+    solution, _ = nnls(matrix / scale * weight[:, None], values * weight, maxiter=10_000)
+    coefficients = {term: float(value / s) for term, value, s in zip(used, solution, scale)}
+    line = needs_model.Line(coefficients)
+    predicted = np.array([line.at(s) for s in sizes])
+    ratio = np.max(np.where(predicted > 0, values / np.maximum(predicted, 1e-12), np.inf)) if len(values) else 1.0
+    margin = max(least_margin, float(ratio) * 1.05 if np.isfinite(ratio) else least_margin)
+    if not np.isfinite(ratio):  # a value the line says is nothing: carry it in the base
+        coefficients["base"] = coefficients.get("base", 0.0) + float(values.max())
+        line = needs_model.Line(coefficients)
+    return needs_model.Line(line.coefficients, margin)
+
+
+def fit(frame: pl.DataFrame) -> tuple[dict[str, needs_model.Need], pl.DataFrame]:
+    """Each rule's :class:`~bertology_core.jobs.needs.Need` fitted on its measured jobs, and :func:`against` them."""
+    found = {}
+    for (rule,), jobs in frame.group_by(["rule"], maintain_order=True):
+        sizes = [needs_model.Sizes(p, r) for p, r in zip(jobs["parameters"], jobs["read_mb"])]
+        model_rule = bool((jobs["parameters"] > 0).all())
+        lines = {kind: fit_line(sizes, jobs[kind].to_numpy(), needs_model.TERMS[kind], needs_model.MARGIN[kind], model_rule)
+                 for kind in ("memory_mb", "minutes")}
+        outputs = jobs["output_mb"].to_list()
+        if len({len(o) for o in outputs}) == 1:
+            disk = tuple(fit_line(sizes, np.array([o[i] for o in outputs]), needs_model.TERMS["disk_mb"],
+                                  needs_model.MARGIN["disk_mb"], model_rule) for i in range(len(outputs[0])))
+        else:
+            disk = (fit_line(sizes, np.array([sum(o) for o in outputs]), needs_model.TERMS["disk_mb"],
+                             needs_model.MARGIN["disk_mb"], model_rule),)
+        found[rule] = needs_model.Need(rule, lines["memory_mb"], lines["minutes"], disk,
+                                       f"{jobs.height} jobs of {jobs['run'].n_unique()} run(s)")
+    return found, against(frame, found)
+
+
+def against(frame: pl.DataFrame, found: dict[str, needs_model.Need]) -> pl.DataFrame:
+    """Every measured job of a rule in ``found`` beside its rule's line and request."""
+    rows = []
+    for row in frame.iter_rows(named=True):
+        need = found.get(row["rule"])
+        if need is None:
+            continue
+        s = needs_model.Sizes(row["parameters"], row["read_mb"])
+        rows.append({"rule": row["rule"], "job": row["job"], "run": row["run"], "parameters": s.parameters, "read_mb": s.read_mb,
+                     "peak_mb": row["memory_mb"], "predicted_mb": need.predict("memory_mb", s),
+                     "request_mb": need.request("memory_mb", s), "minutes": row["minutes"],
+                     "request_minutes": need.request("minutes", s), "output_mb": sum(row["output_mb"]),
+                     "predicted_disk_mb": need.predict("disk_mb", s, len(row["output_mb"]))})
+    return pl.DataFrame(rows)
+
+
+def print_table(table: pl.DataFrame) -> int:
+    """Per rule, its job with the highest peak beside its line and request; returns the jobs above their request."""
+    print("| rule | jobs | parameters (M) | read (MB) | peak (MB) | line (MB) | request (MB) | longest (min) | request (min) "
+          "| largest outputs (MB) | line (MB) |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for (rule,), rows in sorted(table.group_by(["rule"]), key=lambda kv: -kv[1]["peak_mb"].max()):
+        top = rows.row(int(rows["peak_mb"].arg_max()), named=True)
+        longest = rows.row(int(rows["minutes"].arg_max()), named=True)
+        largest = rows.row(int(rows["output_mb"].arg_max()), named=True)
+        print(f"| {rule} | {rows.height} | {top['parameters']:.1f} | {top['read_mb']:.1f} | {top['peak_mb']:.0f} | "
+              f"{top['predicted_mb']:.0f} | {top['request_mb']} | {longest['minutes']:.1f} | {longest['request_minutes']} | "
+              f"{largest['output_mb']:.1f} | {largest['predicted_disk_mb']:.1f} |")
+    over = table.filter((pl.col("peak_mb") > pl.col("request_mb")) | (pl.col("minutes") > pl.col("request_minutes")))
+    print(f"{table.height} jobs of {table['rule'].n_unique()} rules; above their memory or runtime request: {over.height}")
+    return over.height
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    commands = parser.add_subparsers(dest="command", required=True)
+    measuring = commands.add_parser("measure")
+    measuring.add_argument("--run", required=True, type=Path)
+    measuring.add_argument("--configfile", nargs="+", required=True)
+    measuring.add_argument("--out", required=True, type=Path)
+    fitting = commands.add_parser("fit")
+    fitting.add_argument("measurements", nargs="+", type=Path)
+    fitting.add_argument("--write", type=Path, help="the needs file to write (bertology_core/jobs/needs.yaml)")
+    checking = commands.add_parser("check", help="each measured job against the committed needs' request (exit 1 when above)")
+    checking.add_argument("measurements", nargs="+", type=Path)
+    args = parser.parse_args()
+    if args.command == "measure":
+        frame = measure(args.run.resolve(), args.configfile)
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        frame.write_parquet(args.out)
+        print(f"{frame.height} jobs measured in {args.run} -> {args.out}")
+        return
+    frame = pl.concat([pl.read_parquet(path) for path in args.measurements])
+    if args.command == "check":
+        raise SystemExit(1 if print_table(against(frame, needs_model.load())) else 0)
+    found, table = fit(frame)
+    print_table(table)
+    one = sorted(rule for (rule,), jobs in frame.group_by(["rule"]) if (jobs["parameters"] > 0).all()
+                 and jobs["parameters"].max() < SPAN * jobs["parameters"].min())
+    if one:
+        print(f"measured at one model size (their need taken as proportional to the parameters): {', '.join(one)}")
+    if args.write:
+        sources = ", ".join(sorted({Path(p).name for p in args.measurements}))
+        needs_model.dump(found, args.write, f"Written by tools/fit_needs.py from {sources} (benchmarks/needs/): each rule's\n"
+                         "lines (bertology_core/jobs/needs.py). Do not edit by hand: measure a run and fit again.")
+        print(f"wrote {args.write}")
+
+
+if __name__ == "__main__":
+    main()

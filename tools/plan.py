@@ -1,0 +1,60 @@
+"""What a config will need before it runs: its jobs, each rule's largest memory request, the runtime it asks for and
+the disk its results and training checkpoints take (bertology_core/jobs/needs.py), against the free space of the
+folder it will run in. The start of every run prints the same for the jobs it is about to run, and stops there when
+the disk is short (config ``compute.check_disk``).
+
+    python tools/plan.py --configfile config.yaml [--jobs 100] [--directory RUN_FOLDER] [--go-on]
+
+Every job of the config is counted (a forced dry run), whatever is already done. Inputs are sized as they are where
+they exist; the rest as the jobs that write them are predicted to write them, so a plan made before anything ran
+sizes the whole run from the raw data and the models' weights. ``--jobs``: how many jobs run at once (a cluster
+profile's ``jobs``; locally, the cores), which sets how many training checkpoints exist at once. Exits 1 when the
+disk need is above the free space, unless ``--go-on``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tools"))
+
+from estimate_runtime import dry_run_jobs  # noqa: E402
+
+from bertology_core.jobs import needs  # noqa: E402
+from bertology_core.workflow import configuration  # noqa: E402
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--configfile", nargs="+", required=True)
+    parser.add_argument("--jobs", type=int, default=2, help="jobs at once (default 2: this repository's CPU profile)")
+    parser.add_argument("--directory", type=Path, default=ROOT, help="the folder the run writes results/ in")
+    parser.add_argument("--go-on", action="store_true", help="exit 0 even when the disk is short")
+    args = parser.parse_args()
+    directory = args.directory.resolve()
+    jobs = dry_run_jobs(args.configfile, directory=directory)
+    config = configuration.merged([ROOT / "config.yaml", *args.configfile])
+    config.setdefault("compute", {}).setdefault("mem_mb", {})
+    specs = {model["name"]: model["spec"] for model in config["models"]}
+    models = {f"results/models/{name}/resolved.json": needs.spec_parameters(spec, ROOT) for name, spec in specs.items()}
+    unsized = [name for name in specs if models[f"results/models/{name}/resolved.json"] is None]
+    planned = [needs.PlannedJob(job.rule, job.inputs, job.outputs, job.threads, job.wildcards) for job in jobs]
+    plan = needs.plan(planned, needs.load(), directory, config["compute"]["mem_mb"], models)
+    free = needs.free_mb(directory)
+    print(plan.summary(args.jobs, free))
+    if unsized:
+        print(f"\nmodels whose weights are not on this machine (their jobs are sized as if they had none): {unsized}. "
+              "Fix: run `snakemake results/models/<model>/resolved.json` first (or fetch them into the Hub cache).")
+    problem = needs.disk_problem(plan.needed_mb(args.jobs), directory, "--go-on")
+    if problem:
+        print(f"\n{problem}")
+        if not args.go_on:
+            raise SystemExit(1)
+
+
+if __name__ == "__main__":
+    main()
