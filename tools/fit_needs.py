@@ -14,8 +14,8 @@ finished (:func:`estimate_runtime.finished`) and its log holds its record (peak 
 seconds). ``fit`` fits, per rule, the non-negative least-squares line of each kind over the measured jobs (relative errors:
 each job weighs alike, whatever its size)
 (:data:`bertology_core.jobs.needs.TERMS`); a term whose values do not span a factor of :data:`SPAN` over the rule's
-jobs is left to the base (nothing says how the need grows with it), except the parameters of a model rule measured at one geometry, which take
-the whole of it (a larger model then asks proportionally more, never less); then it raises a line's margin until every
+jobs is left to the base (nothing says how the need grows with it; ``fit`` names the rules measured at one model size,
+whose requests then do not grow with the model); then it raises a line's margin until every
 measured job is inside its request.
 """
 
@@ -77,10 +77,6 @@ def fit_line(sizes: list[needs_model.Sizes], values: np.ndarray, terms: tuple[st
         column = columns[term]
         if term == "base" or column.max() >= SPAN * column.min() and column.max() > 0:
             used.append(term)
-        elif term == "parameters" and model_rule and column.max() > 0:
-            used.append(term)  # one geometry: the parameters take the whole need (see the module docstring)
-    if model_rule and "parameters" in used and columns["parameters"].max() < SPAN * columns["parameters"].min():
-        used.remove("base")
     matrix = np.stack([columns[term] for term in used], axis=1)
     scale = np.where(np.abs(matrix).max(axis=0) > 0, np.abs(matrix).max(axis=0), 1.0)
     # relative errors: a 600 MB job and a 9 GB one count alike, so the margin that covers both stays small
@@ -103,7 +99,10 @@ def fit(frame: pl.DataFrame) -> tuple[dict[str, needs_model.Need], pl.DataFrame]
     for (rule,), jobs in frame.group_by(["rule"], maintain_order=True):
         sizes = [needs_model.Sizes(p, r) for p, r in zip(jobs["parameters"], jobs["read_mb"])]
         model_rule = bool((jobs["parameters"] > 0).all())
-        lines = {kind: fit_line(sizes, jobs[kind].to_numpy(), needs_model.TERMS[kind], needs_model.MARGIN[kind], model_rule)
+        terms = dict(needs_model.TERMS)
+        if not needs_model.memory_reads(rule, bool((jobs["parameters"] > 0).any())):
+            terms["memory_mb"] = tuple(t for t in terms["memory_mb"] if t != "read_mb")
+        lines = {kind: fit_line(sizes, jobs[kind].to_numpy(), terms[kind], needs_model.MARGIN[kind], model_rule)
                  for kind in ("memory_mb", "minutes")}
         outputs = jobs["output_mb"].to_list()
         if len({len(o) for o in outputs}) == 1:
@@ -177,7 +176,7 @@ def main() -> None:
     one = sorted(rule for (rule,), jobs in frame.group_by(["rule"]) if (jobs["parameters"] > 0).all()
                  and jobs["parameters"].max() < SPAN * jobs["parameters"].min())
     if one:
-        print(f"measured at one model size (their need taken as proportional to the parameters): {', '.join(one)}")
+        print(f"measured at one model size (their requests do not grow with the model): {', '.join(one)}")
     if args.write:
         sources = ", ".join(sorted({Path(p).name for p in args.measurements}))
         needs_model.dump(found, args.write, f"Written by tools/fit_needs.py from {sources} (benchmarks/needs/): each rule's\n"

@@ -46,6 +46,20 @@ KINDS = ("memory_mb", "minutes", "disk_mb")
 # the terms of each kind's line
 TERMS = {"memory_mb": ("base", "parameters", "read_mb"), "minutes": ("base", "read_mb", "parameters x read_mb"),
          "disk_mb": ("base", "parameters", "read_mb")}
+# Whose memory does not grow with what it reads, so its memory line has no term in it (a slope fitted over a few
+# tasks' files would only extrapolate their noise to a task a hundred times larger): every job that reads a model,
+# which takes its data a batch at a time, except the probes, which hold every layer's word features whole; and the
+# rules that read a file a chunk at a time (the token writer, the dump readers, the pattern CNN).
+MEMORY_HOLDS_WHAT_IT_READS = frozenset({"probe_layers", "layer_mix"})
+MEMORY_STREAMS = frozenset({"tokenize_data", "pattern_features", "classify_maps", "head_roles", "linguistic_scores",
+                            "attention_change", "pattern_classifier"})
+
+
+def memory_reads(rule: str, reads_a_model: bool) -> bool:
+    """Whether ``rule``'s memory line has a term in the megabytes its jobs read."""
+    return rule in MEMORY_HOLDS_WHAT_IT_READS or not (reads_a_model or rule in MEMORY_STREAMS)
+
+
 # what a request adds to the fitted line: a job's peak moves with the machine and the data's lengths, its time more
 # (another CPU, a busy node, a filesystem), its outputs hardly
 MARGIN = {"memory_mb": 1.3, "minutes": 2.0, "disk_mb": 1.2}
