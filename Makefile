@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.install-stamp
 CORES ?= 2
 
-.PHONY: install system-deps cpu calibrate rehearsal gpu-check smoke test lint lock clean-results
+.PHONY: install system-deps cpu calibrate rehearsal rehearsal-scale gpu-check smoke test lint lock clean-results
 
 install: $(STAMP)
 
@@ -63,6 +63,29 @@ rehearsal: install $(REHEARSAL_MODEL)
 		--configfile configs/rehearsal.yaml
 	$(BIN)/python tools/fit_needs.py measure --run build/rehearsal --configfile configs/rehearsal.yaml --out build/rehearsal/needs.parquet
 	$(BIN)/python tools/fit_needs.py check build/rehearsal/needs.parquet
+
+# The size rehearsal: the default's largest tasks at their published sizes (benchmarks/glue_scale.py: MNLI, QQP, QNLI,
+# synthetic where this machine lacks them) through every rule but the treebank's, on an encoder of BERT-base's layers,
+# heads and vocabulary with a narrow hidden size (configs/rehearsal_scale.yaml), and the token files of their whole
+# training splits (configs/rehearsal_scale_tokens.yaml); then each job against its request, as above. About two hours
+# on 2 CPUs; a measurement, not a test.
+SCALE_MODEL := build/bert-base-narrow
+$(SCALE_MODEL): | install
+	$(BIN)/python tools/random_model.py $@ --geometry base --hidden 48 --intermediate 192
+build/glue_scale/plan.yaml: | install
+	$(BIN)/python benchmarks/glue_scale.py build/glue_scale
+SCALE_TOKENS := $(foreach task,MNLI QQP QNLI,results/data/$(task)/tokens/bert-base-narrow.max128.parquet)
+rehearsal-scale: install $(SCALE_MODEL) build/glue_scale/plan.yaml
+	$(BIN)/python -m bertology_core.workflow.configuration config.yaml configs/rehearsal_scale.yaml configs/rehearsal_scale_tokens.yaml
+	HF_HUB_OFFLINE=1 $(BIN)/snakemake $(SCALE_TOKENS) --profile profiles/cpu --cores $(CORES) \
+		--directory build/rehearsal_scale_tokens --configfile configs/rehearsal_scale.yaml configs/rehearsal_scale_tokens.yaml
+	HF_HUB_OFFLINE=1 $(BIN)/snakemake --profile profiles/cpu --cores $(CORES) --directory build/rehearsal_scale \
+		--configfile configs/rehearsal_scale.yaml
+	$(BIN)/python tools/fit_needs.py measure --run build/rehearsal_scale_tokens --configfile configs/rehearsal_scale.yaml \
+		configs/rehearsal_scale_tokens.yaml --out build/rehearsal_scale_tokens/needs.parquet
+	$(BIN)/python tools/fit_needs.py measure --run build/rehearsal_scale --configfile configs/rehearsal_scale.yaml \
+		--out build/rehearsal_scale/needs.parquet
+	$(BIN)/python tools/fit_needs.py check build/rehearsal_scale_tokens/needs.parquet build/rehearsal_scale/needs.parquet
 
 # The first run on a machine with a CUDA GPU (about 10 minutes): results/gpu_check/report.md. Without CUDA: a message
 gpu-check: install

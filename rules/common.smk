@@ -56,8 +56,7 @@ for _warning in _HUB_PROBLEMS + CHECKS.label_warnings():
 # each rule's memory, time and disk from the sizes of what its jobs read, with the config's memory overrides
 REQUESTS = needs.Requests(needs.load(), config["compute"]["mem_mb"])
 # each model's resolved.json as the parameters of the spec it resolves, for the plan of a run before it is resolved
-MODEL_PARAMETERS = {f"results/models/{name}/resolved.json": needs.spec_parameters(spec, REPO)
-                    for name, spec in EXPERIMENT.models.items()} if workflow.is_main_process else {}
+MODEL_PARAMETERS = needs.model_parameters(EXPERIMENT.models, REPO) if workflow.is_main_process else {}
 
 
 onstart:
@@ -65,11 +64,14 @@ onstart:
         raise WorkflowError("Bad input data (nothing was run):\n" + "\n".join(_HUB_PROBLEMS))
     # what the jobs about to run will need (printed), and their disk with the training checkpoints held at once
     # against the free space
-    _jobs = [needs.PlannedJob(job.rule.name, tuple(map(str, job.input)), tuple(map(str, job.output)), job.threads)
+    _jobs = [needs.PlannedJob.of(job.rule.name, job.input, job.output, job.threads, job.wildcards_dict,
+                                 dict(job.params.items()), dict(job.output.items()), job.resources.get("runtime"))
              for level in workflow.dag.toposorted(set(workflow.dag.needrun_jobs())) for job in level]
     _plan = needs.plan(_jobs, REQUESTS.needs, Path.cwd(), config["compute"]["mem_mb"], MODEL_PARAMETERS)
     _at_once = min(n for n in (workflow.nodes, workflow._cores, len(_jobs)) if n) or 1
     logger.info(f"What this run will need (bertology_core/jobs/needs.py):\n{_plan.summary(_at_once, needs.free_mb(Path.cwd()))}")
+    if _unsized := needs.unsized_models({path: value for path, value in MODEL_PARAMETERS.items() if not Path(path).exists()}):
+        logger.warning(_unsized)
     _problem = needs.disk_problem(_plan.needed_mb(_at_once), Path.cwd(), "--config compute='{check_disk: false}'")
     if _problem and config["compute"]["check_disk"]:
         raise WorkflowError(f"Not enough disk (nothing was run): {_problem}")
@@ -147,12 +149,12 @@ def after_fitness_when_grouped(rule):
     )
 
 
-def requests(rule, runtime=True):
+def requests(rule, runtime=True, hyperparameters=None):
     """The rule's ``mem_mb``, ``disk_mb`` and (unless it sizes its time otherwise: the training rules) ``runtime``, from
     the sizes of what each job reads (bertology_core/jobs/needs.py; ``compute.mem_mb[rule]`` overrides the memory),
     growing with the attempt so that a job retried after running out of memory or time (profiles/slurm sets retries)
-    asks for more."""
-    return REQUESTS.resources(rule, runtime)
+    asks for more. ``hyperparameters``: a training rule's, from the wildcards, as its params give them (the batch)."""
+    return REQUESTS.resources(rule, runtime, hyperparameters)
 
 
 def dump_file(path):

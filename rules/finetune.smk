@@ -31,7 +31,7 @@ rule finetune:
     # run alone at the end of a run
     priority: 20
     resources:
-        **requests("finetune", runtime=False),
+        **requests("finetune", runtime=False, hyperparameters=lambda wc: EXPERIMENT.hyperparameters(wc.task, wc.state)),
         runtime=EXPERIMENT.finetune.training_runtime(lambda wc: EXPERIMENT.hyperparameters(wc.task, wc.state)["epochs"]),
         cpus_per_task=config["finetune"]["threads"],
         gpu=MODEL_JOB_GPUS,

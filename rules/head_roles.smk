@@ -61,7 +61,7 @@ rule head_gates:
     priority: 10
     threads: config["head_roles"]["threads"]
     resources:
-        **requests("head_gates", runtime=False),
+        **requests("head_gates", runtime=False, hyperparameters=lambda wc: EXPERIMENT.hyperparameters(wc.task, states.FINETUNED)),
         runtime=EXPERIMENT.finetune.training_runtime(lambda wc: config["head_roles"]["gates"]["epochs"],
                                       lambda wc: config["head_roles"]["gates"]["train_examples"]),
         cpus_per_task=config["head_roles"]["threads"],

@@ -32,7 +32,7 @@ rule resolve_model:
     input:
         unpack(lambda wc: model_files(wc.model)),
     output:
-        "results/models/{model}/resolved.json",
+        model="results/models/{model}/resolved.json",
     params:
         code=script_code("resolve_model"),
         spec=lambda wc: EXPERIMENT.models[wc.model],

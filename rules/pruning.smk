@@ -151,7 +151,7 @@ rule subnetwork_finetune:
     priority: 15
     threads: config["finetune"]["threads"]
     resources:
-        **requests("subnetwork_finetune", runtime=False),
+        **requests("subnetwork_finetune", runtime=False, hyperparameters=lambda wc: EXPERIMENT.pruning.subnetwork_recipe(wc.task)),
         runtime=EXPERIMENT.finetune.training_runtime(lambda wc: EXPERIMENT.pruning.subnetwork_recipe(wc.task)["epochs"],
                                       lambda wc: config["pruning"]["subnetwork_max_train_examples"]),
         cpus_per_task=config["finetune"]["threads"],

@@ -27,7 +27,9 @@ def test_a_jobs_sizes_are_its_models_parameters_and_the_megabytes_of_the_rest(tm
     shutil.copytree(TINY_BERT, trained)
     sizes = needs.job_sizes(["resolved.json", "dev.parquet", "model"], root=tmp_path)
     assert sizes.parameters == pytest.approx(parameters / 1e6)  # the largest model counts, once
-    assert sizes.read_mb == pytest.approx(data.stat().st_size / 1e6)
+    assert sizes.read_mb == pytest.approx(100_000 * 8 / 1e6)  # a Parquet file as decoded: 100,000 64-bit values
+    (tmp_path / "notes.txt").write_bytes(b"x" * 5000)  # any other file: its bytes
+    assert needs.job_sizes(["notes.txt"], root=tmp_path).read_mb == pytest.approx(0.005)
     # an input not written yet: Snakemake's <TBD> (the error names the path as given); a plan's prediction fills it
     with pytest.raises(FileNotFoundError) as missing:
         needs.job_sizes(["resolved.json", "later.parquet"], root=tmp_path)
@@ -40,17 +42,92 @@ def test_a_jobs_sizes_are_its_models_parameters_and_the_megabytes_of_the_rest(tm
         needs.job_sizes(["gone/resolved.json"], root=tmp_path)
 
 
+def test_a_training_jobs_largest_batch_is_its_batch_size_times_the_longest_example_of_its_token_files(tmp_path):
+    from transformers import AutoTokenizer
+
+    from bertology_core.inputs.batching import TokenFile
+
+    tokenizer = AutoTokenizer.from_pretrained(TINY_BERT)
+    words = ["the cat sat", "a much longer sentence than the others by far, " * 6, "dogs"]
+    frame = pl.DataFrame({"sentence1": words, "sentence2": [None] * 3, "label": [0, 1, 0]})
+    # three row groups: the longest example is found in the middle one's statistics
+    TokenFile.write({"train": frame}, tokenizer, 32, tmp_path / "cut.parquet", chunk_rows=1)
+    TokenFile.write({"train": frame}, tokenizer, 512, tmp_path / "whole.parquet", chunk_rows=1)
+    full = max(len(tokenizer(w)["input_ids"]) for w in words)
+    assert 32 < full < 512
+    batch = needs.Batch.of({"batch_size": 16, "max_length": 32, "epochs": 3})
+    assert needs.job_sizes(["cut.parquet"], root=tmp_path, batch=batch).batch_tokens == pytest.approx(16 * 32 / 1e3)
+    batch = needs.Batch.of({"batch_size": 16, "max_length": 512})
+    assert needs.job_sizes(["whole.parquet"], root=tmp_path, batch=batch).batch_tokens == pytest.approx(16 * full / 1e3)
+    # another Parquet file says nothing of lengths; a job that does not train has no batch
+    pl.DataFrame({"x": [1]}).write_parquet(tmp_path / "other.parquet")
+    assert needs.job_sizes(["other.parquet"], root=tmp_path).batch_tokens == 0
+    # a token file not written yet (a plan): as long as the cut allows
+    assert needs.job_sizes(["later.parquet"], {"later.parquet": needs.Sizes(0, 1.0)}, tmp_path,
+                           needs.Batch(16, 512)).batch_tokens == pytest.approx(16 * 512 / 1e3)
+    assert needs.training_hyperparameters("evaluate_pretrained", {"hyperparameters": {"batch_size": 1}}) is None
+    # the request grows with the batch's word pieces through the model
+    need = needs.Need("finetune", needs.Line({"base": 500, "batch_tokens": 200.0}, 1.0),
+                      needs.Line({"base": 1}), (needs.Line({"base": 0}),))
+    memory = needs.Requests({"finetune": need}).resources("finetune", False, lambda wc: {"batch_size": 16, "max_length": 512})
+    assert set(memory) == {"mem_mb", "disk_mb"}
+    assert memory["mem_mb"](None, [str(tmp_path / "whole.parquet")], 1) == int(np.ceil(500 + 200.0 * 16 * full / 1e3
+                                                                                      + needs.JOB_PROCESS_MB))
+
+
+def test_only_a_model_folders_weights_count_as_parameters_and_a_stale_model_leaves_the_request_unknown(tmp_path):
+    from safetensors.numpy import save_file
+
+    # a file of arrays that is not a model (probe features, a pruning mask) is data the job reads
+    (tmp_path / "features").mkdir()
+    save_file({"x": np.zeros((1000, 100), dtype=np.float32)}, str(tmp_path / "features" / "layers.safetensors"))
+    sizes = needs.job_sizes(["features/layers.safetensors"], root=tmp_path)
+    assert sizes.parameters == 0 and sizes.read_mb == pytest.approx(0.4, rel=0.01)
+    # a model's weights named file by file (rule resolve_model): the whole folder's, every shard counted
+    shards = tmp_path / "sharded"
+    shutil.copytree(TINY_BERT, shards)
+    weights = load_file(shards / "model.safetensors")
+    (shards / "model.safetensors").unlink()
+    names = sorted(weights)
+    save_file({k: weights[k].numpy() for k in names[: len(names) // 2]}, str(shards / "model-00001-of-00002.safetensors"))
+    save_file({k: weights[k].numpy() for k in names[len(names) // 2:]}, str(shards / "model-00002-of-00002.safetensors"))
+    whole = sum(t.numel() for t in weights.values()) / 1e6
+    assert needs.job_sizes(["sharded/model-00001-of-00002.safetensors"], root=tmp_path).parameters == pytest.approx(whole)
+    # a resolved.json whose folder is gone, or that does not parse: unknown for Snakemake (<TBD>), clear for a plan
+    (tmp_path / "resolved.json").write_text("{not json")
+    with pytest.raises(ValueError, match="Fix: delete it and rerun"):
+        needs.job_sizes(["resolved.json"], root=tmp_path)
+    need = needs.Need("r", needs.Line({"base": 600}), needs.Line({"base": 5}), (needs.Line({"base": 1}),))
+    with pytest.raises(FileNotFoundError, match="resolve_model"):
+        needs.Requests({"r": need}).memory("r")(None, [str(tmp_path / "resolved.json")], 1)
+    # a new rule with only a memory override asks the floors for its time and disk; with neither, the error says so
+    requests = needs.Requests({}, {"new_rule": 3000})
+    assert requests.memory("new_rule")(None, 2) == 6000
+    assert requests.runtime("new_rule")(None, [], 1) == needs.LEAST["minutes"]
+    with pytest.raises(KeyError, match="set compute.mem_mb"):
+        needs.Requests({}).resources("other_rule")
+
+
+def test_every_rule_that_asks_for_resources_has_a_fitted_need():
+    import re
+
+    asked = {name for path in (REPO / "rules").glob("*.smk") for name in re.findall(r'requests\("(\w+)"', path.read_text())}
+    assert len(asked) > 40
+    assert asked <= set(needs.load()), f"rules without a fitted need: {sorted(asked - set(needs.load()))}"
+
+
 def test_a_request_is_the_line_times_its_margin_at_least_the_floor_times_the_attempt():
     need = needs.Need("r", needs.Line({"base": 400, "parameters": 10.0, "read_mb": 2.0}, 1.5),
                       needs.Line({"base": 1, "parameters x read_mb": 0.01}, 2.0), (needs.Line({"read_mb": 0.5}, 1.2),))
     sizes = needs.Sizes(parameters=110, read_mb=300)
     assert need.predict("memory_mb", sizes) == 400 + 1100 + 600
-    assert need.request("memory_mb", sizes) == int(np.ceil(2100 * 1.5))
-    assert need.request("memory_mb", sizes, attempt=2) == 2 * int(np.ceil(2100 * 1.5))
+    process = needs.JOB_PROCESS_MB  # the Snakemake process beside the script, in a cluster job's allocation
+    assert need.request("memory_mb", sizes) == int(np.ceil(2100 * 1.5 + process))
+    assert need.request("memory_mb", sizes, attempt=2) == int(np.ceil(2 * (2100 * 1.5 + process)))
     assert need.request("minutes", sizes) == int(np.ceil((1 + 330) * 2))
-    assert need.request("memory_mb", needs.Sizes()) == 600  # the base alone
+    assert need.request("memory_mb", needs.Sizes()) == 600 + process  # the base alone
     small = needs.Need("s", needs.Line({"base": 100}, 1.5), need.minutes, need.disk_mb)
-    assert small.request("memory_mb", needs.Sizes()) == needs.LEAST["memory_mb"]  # never under the floor
+    assert small.request("memory_mb", needs.Sizes()) == needs.LEAST["memory_mb"] + process  # never under the floor
     assert need.request("disk_mb", sizes) == int(np.ceil(150 * 1.2))
 
 
@@ -61,9 +138,9 @@ def test_the_fit_recovers_a_known_line_and_puts_every_measured_job_inside_its_re
         for read_mb in rng.uniform(1, 500, 6):
             memory = 300 + 12.0 * parameters + 3.0 * read_mb
             rows.append({"run": "r", "rule": "probe_layers", "job": f"{parameters}/{read_mb:.0f}", "threads": 1, "parameters": parameters,
-                         "read_mb": read_mb, "memory_mb": memory * rng.uniform(0.97, 1.03),
+                         "read_mb": read_mb, "batch_tokens": 0.0, "memory_mb": memory * rng.uniform(0.97, 1.03),
                          "minutes": 0.5 + 0.001 * parameters * read_mb, "cpu_minutes": 1.0,
-                         "output_mb": [0.2 * read_mb, 4.0 * parameters]})
+                         "output_mb": [0.2 * read_mb, 4.0 * parameters], "gives_mb": [0.5 * read_mb, 4.0 * parameters]})
     found, table = fit_needs.fit(pl.DataFrame(rows))
     line = found["probe_layers"].memory_mb.coefficients
     assert line["base"] == pytest.approx(300, rel=0.2) and line["parameters"] == pytest.approx(12.0, rel=0.05)
@@ -72,6 +149,8 @@ def test_the_fit_recovers_a_known_line_and_puts_every_measured_job_inside_its_re
     # one line per output: the dump's values and its tokens grow with different sizes
     first, second = found["probe_layers"].disk_mb
     assert first.coefficients["read_mb"] == pytest.approx(0.2) and second.coefficients["parameters"] == pytest.approx(4.0)
+    # and what each gives its readers (a Parquet table as decoded: more than its bytes on disk)
+    assert found["probe_layers"].gives_mb[0].coefficients["read_mb"] == pytest.approx(0.5)
     # measured at one model size, nothing says how the need grows with the model: the base carries it, no slope
     one = pl.DataFrame([r for r in rows if r["parameters"] == 22.7])
     single, _ = fit_needs.fit(one)
@@ -80,6 +159,10 @@ def test_the_fit_recovers_a_known_line_and_puts_every_measured_job_inside_its_re
     # features whole, keep theirs)
     streamed, _ = fit_needs.fit(pl.DataFrame(rows).with_columns(pl.lit("dump_attention").alias("rule")))
     assert "read_mb" not in streamed["dump_attention"].memory_mb.coefficients
+    # outputs of nothing, predicted as nothing, do not lift the line for the rest
+    sizes = [needs.Sizes(0, r) for r in (0.0, 0.0, 0.0, 10.0, 20.0, 40.0)]
+    line = fit_needs.fit_line(sizes, np.array([0.0, 0.0, 0.0, 10.0, 20.0, 40.0]), ("read_mb",), 1.2)
+    assert line.coefficients == {"read_mb": pytest.approx(1.0)} and line.margin == pytest.approx(1.2)
 
 
 def test_the_fitted_file_holds_every_rule_and_reads_back_as_written(tmp_path):
@@ -99,23 +182,23 @@ def test_a_plan_carries_each_jobs_predicted_outputs_to_the_jobs_that_read_them(t
     line = lambda **c: needs.Line(c, 1.0)  # noqa: E731
     fitted = {
         "finetune": needs.Need("finetune", line(base=1000), line(base=10), (line(parameters=4.0), line(base=1.0))),
-        "dump": needs.Need("dump", line(base=800), line(base=5), (line(read_mb=50.0),)),
+        "dump": needs.Need("dump", line(base=800), line(base=5), (line(read_mb=50.0),), gives_mb=(line(read_mb=80.0),)),
         "read_dump": needs.Need("read_dump", line(base=400, read_mb=2.0), line(base=5), (line(base=0.5),)),
     }
-    jobs = [needs.PlannedJob("finetune", ("resolved.json", "dev.parquet"), ("ft/model", "ft/eval.json")),
+    jobs = [needs.PlannedJob("finetune", ("resolved.json", "dev.parquet"), ("ft/model", "ft/eval.json"), models=("ft/model",)),
             needs.PlannedJob("dump", ("ft/model", "dev.parquet"), ("dump.parquet",)),
             needs.PlannedJob("read_dump", ("dump.parquet", "other.parquet"), ("table.parquet",))]
     plan = needs.plan(jobs, fitted, tmp_path)
     parameters = needs.job_sizes(["resolved.json"], root=tmp_path).parameters
     finetune, dump, reader = plan.rows
-    assert finetune["disk_mb"] == pytest.approx(4.0 * parameters + 1.0)
-    assert dump["parameters"] == pytest.approx(parameters)  # the trained model: the geometry it was trained from
-    assert dump["disk_mb"] == pytest.approx(50.0 * 2.0)  # 50 x the 2 MB of dev it reads
-    assert reader["read_mb"] == pytest.approx(100.0)  # the dump as predicted; the input nobody writes counts 0
+    assert finetune.disk_mb == pytest.approx(4.0 * parameters + 1.0)
+    assert dump.sizes.parameters == pytest.approx(parameters)  # the trained model: the geometry it was trained from
+    assert dump.disk_mb == pytest.approx(50.0 * 2.0)  # 50 x the 2 MB of dev it reads
+    assert reader.sizes.read_mb == pytest.approx(160.0)  # the dump as it reads it; the input nobody writes counts 0
     assert plan.unknown == ["other.parquet"]
-    assert reader["memory_mb"] == 400 + 2 * 100
-    assert finetune["checkpoint_mb"] == pytest.approx(parameters * needs.CHECKPOINT_BYTES_PER_PARAMETER)
-    assert plan.needed_mb(jobs_at_once=4) == pytest.approx(plan.results_mb() + finetune["checkpoint_mb"])
+    assert reader.memory_mb == 400 + 2 * 160 + needs.JOB_PROCESS_MB
+    assert finetune.checkpoint_mb == pytest.approx(parameters * needs.CHECKPOINT_BYTES_PER_PARAMETER)
+    assert plan.needed_mb(jobs_at_once=4) == pytest.approx(plan.results_mb() + finetune.checkpoint_mb)
 
 
 def test_the_disk_check_names_the_need_the_free_space_and_how_to_go_on(tmp_path, monkeypatch):

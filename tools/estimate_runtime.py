@@ -79,7 +79,8 @@ def dry_run_jobs(configfiles: list[str], directory: Path = ROOT) -> list[estimat
         captured.append(estimate.Job(self.rule.name, dict(self.wildcards_dict), dict(self.params.items()), resources,
                                      self.threads, str(self.benchmark) if self.benchmark else None,
                                      tuple(str(f) for f in self.input), named, str(self.log[0]) if self.log else None,
-                                     script is not None and _imports_torch(script), tuple(str(f) for f in self.output)))
+                                     script is not None and _imports_torch(script), tuple(str(f) for f in self.output),
+                                     {name: str(f) for name, f in self.output.items()}))
         return original(self, *args, **kwargs)
 
     jobs.Job.log_info = log_info

@@ -35,6 +35,7 @@ sys.path.insert(0, str(ROOT / "tools"))
 
 from bertology_core.jobs import needs as needs_model  # noqa: E402
 from bertology_core.workflow import job_record  # noqa: E402
+from bertology_core.workflow import jobs as jobs_module  # noqa: E402
 
 
 def measure(run: Path, configfiles: list[str]) -> pl.DataFrame:
@@ -48,18 +49,20 @@ def measure(run: Path, configfiles: list[str]) -> pl.DataFrame:
         if record is None:
             continue
         try:
-            sizes = needs_model.job_sizes(job.inputs, root=run)
+            batch = needs_model.Batch.of(needs_model.training_hyperparameters(job.rule, job.params))
+            sizes = needs_model.job_sizes(job.inputs, root=run, batch=batch)
         except (FileNotFoundError, ValueError):  # an input removed since (a temporary dump): not sized
             continue
-        outputs = [needs_model.path_mb(run / path) if (run / path).exists() else None for path in job.outputs]
-        if any(value is None for value in outputs):
+        if not all((run / path).exists() for path in job.outputs):
             continue
+        outputs = [needs_model.disk_mb(run / path) for path in job.outputs]
+        gives = [needs_model.path_mb(run / path) for path in job.outputs]
         rows.append({"run": str(run), "rule": job.rule, "job": "/".join(job.wildcards.values()), "threads": job.threads,
                      "parameters": sizes.parameters, "read_mb": sizes.read_mb,
-                     "memory_mb": float(record["max_rss_mb"]) * 2**20 / 1e6,
+                     "batch_tokens": sizes.batch_tokens, "memory_mb": float(record["max_rss_mb"]) * 2**20 / 1e6,
                      "minutes": float(record["wall_seconds"]) / 60, "cpu_minutes": float(record["cpu_seconds"]) / 60,
-                     "output_mb": outputs})
-    return pl.DataFrame(rows, schema_overrides={"output_mb": pl.List(pl.Float64)})
+                     "output_mb": outputs, "gives_mb": gives})
+    return pl.DataFrame(rows, schema_overrides={"output_mb": pl.List(pl.Float64), "gives_mb": pl.List(pl.Float64)})
 
 
 # a term enters a rule's line only where its jobs' values span this factor: a slope fitted on sizes that hardly differ
@@ -68,9 +71,12 @@ SPAN = 2.0
 
 
 def fit_line(sizes: list[needs_model.Sizes], values: np.ndarray, terms: tuple[str, ...], least_margin: float,
-             model_rule: bool) -> needs_model.Line:
-    """The non-negative least-squares line over ``terms``, and its margin (at least ``least_margin``, raised until
-    every value is at or under the line times the margin)."""
+             each: bool = True) -> needs_model.Line:
+    """The non-negative least-squares line over ``terms``, and its margin: at least ``least_margin``, raised until
+    every value is at or under the line times the margin (``each``: memory and time, where a job over its request is
+    stopped), or until their total is (a disk line: an output's bytes follow settings no input says, as a split's share
+    of a task's files, and what a disk holds is the total). Memory and time are fitted on relative errors (a 600 MB job
+    and a 9 GB one count alike, so the margin that covers both stays small), disk on megabytes (what fills a disk)."""
     columns = {term: np.array([s.term(term) for s in sizes]) for term in terms}
     used = []
     for term in terms:
@@ -79,13 +85,19 @@ def fit_line(sizes: list[needs_model.Sizes], values: np.ndarray, terms: tuple[st
             used.append(term)
     matrix = np.stack([columns[term] for term in used], axis=1)
     scale = np.where(np.abs(matrix).max(axis=0) > 0, np.abs(matrix).max(axis=0), 1.0)
-    # relative errors: a 600 MB job and a 9 GB one count alike, so the margin that covers both stays small
-    weight = 1.0 / np.maximum(values, 1e-9 * max(1.0, values.max()))
+    weight = 1.0 / np.maximum(values, 1e-9 * max(1.0, values.max())) if each else np.ones_like(values)
     solution, _ = nnls(matrix / scale * weight[:, None], values * weight, maxiter=10_000)
     coefficients = {term: float(value / s) for term, value, s in zip(used, solution, scale)}
     line = needs_model.Line(coefficients)
     predicted = np.array([line.at(s) for s in sizes])
-    ratio = np.max(np.where(predicted > 0, values / np.maximum(predicted, 1e-12), np.inf)) if len(values) else 1.0
+    if not each:
+        total = float(predicted.sum())
+        if total <= 0 and values.sum() > 0:  # nothing predicted: the mean in the base
+            return needs_model.Line({**coefficients, "base": coefficients.get("base", 0.0) + float(values.mean())}, least_margin)
+        return needs_model.Line(coefficients, max(least_margin, float(values.sum()) / total * 1.05 if total > 0 else least_margin))
+    # a value the line says is nothing but is not (nothing, predicted as nothing, is inside any margin)
+    ratio = np.max(np.where(predicted > 0, values / np.maximum(predicted, 1e-12), np.where(values > 0, np.inf, 0.0))) \
+        if len(values) else 1.0
     margin = max(least_margin, float(ratio) * 1.05 if np.isfinite(ratio) else least_margin)
     if not np.isfinite(ratio):  # a value the line says is nothing: carry it in the base
         coefficients["base"] = coefficients.get("base", 0.0) + float(values.max())
@@ -93,27 +105,34 @@ def fit_line(sizes: list[needs_model.Sizes], values: np.ndarray, terms: tuple[st
     return needs_model.Line(line.coefficients, margin)
 
 
-def fit(frame: pl.DataFrame) -> tuple[dict[str, needs_model.Need], pl.DataFrame]:
-    """Each rule's :class:`~bertology_core.jobs.needs.Need` fitted on its measured jobs, and :func:`against` them."""
+def fit(frame: pl.DataFrame, memory: dict[str, str] | None = None) -> tuple[dict[str, needs_model.Need], pl.DataFrame]:
+    """Each rule's :class:`~bertology_core.jobs.needs.Need` fitted on its measured jobs, and :func:`against` them
+    (``memory``: how each rule's memory grows with what it reads, as its stage declares it; default: the stages')."""
+    memory = jobs_module.memory_declared() if memory is None else memory
     found = {}
     for (rule,), jobs in frame.group_by(["rule"], maintain_order=True):
-        sizes = [needs_model.Sizes(p, r) for p, r in zip(jobs["parameters"], jobs["read_mb"])]
-        model_rule = bool((jobs["parameters"] > 0).all())
+        sizes = [needs_model.Sizes(p, r, t) for p, r, t in zip(jobs["parameters"], jobs["read_mb"], jobs["batch_tokens"])]
         terms = dict(needs_model.TERMS)
-        if not needs_model.memory_reads(rule, bool((jobs["parameters"] > 0).any())):
+        if not needs_model.memory_reads(rule, bool((jobs["parameters"] > 0).any()), memory):
             terms["memory_mb"] = tuple(t for t in terms["memory_mb"] if t != "read_mb")
-        lines = {kind: fit_line(sizes, jobs[kind].to_numpy(), terms[kind], needs_model.MARGIN[kind], model_rule)
+        lines = {kind: fit_line(sizes, jobs[kind].to_numpy(), terms[kind], needs_model.MARGIN[kind])
                  for kind in ("memory_mb", "minutes")}
-        outputs = jobs["output_mb"].to_list()
-        if len({len(o) for o in outputs}) == 1:
-            disk = tuple(fit_line(sizes, np.array([o[i] for o in outputs]), needs_model.TERMS["disk_mb"],
-                                  needs_model.MARGIN["disk_mb"], model_rule) for i in range(len(outputs[0])))
-        else:
-            disk = (fit_line(sizes, np.array([sum(o) for o in outputs]), needs_model.TERMS["disk_mb"],
-                             needs_model.MARGIN["disk_mb"], model_rule),)
+        # a job measured outside a run (benchmarks/stats_at_qqp_size.py) sizes no outputs
+        sized = [(size, written, given) for size, written, given in zip(sizes, jobs["output_mb"].to_list(), jobs["gives_mb"].to_list())
+                 if written is not None]
+        disk, gives = (output_lines([s for s, *_ in sized], [row[i] for row in sized]) for i in (1, 2))
         found[rule] = needs_model.Need(rule, lines["memory_mb"], lines["minutes"], disk,
-                                       f"{jobs.height} jobs of {jobs['run'].n_unique()} run(s)")
+                                       f"{jobs.height} jobs of {jobs['run'].n_unique()} run(s)", gives)
     return found, against(frame, found)
+
+
+def output_lines(sizes: list[needs_model.Sizes], outputs: list[list[float]]) -> tuple[needs_model.Line, ...]:
+    """A line per output where every job of the rule has the same outputs, else one for their sum."""
+    if len({len(o) for o in outputs}) == 1:
+        return tuple(fit_line(sizes, np.array([o[i] for o in outputs]), needs_model.TERMS["disk_mb"],
+                              needs_model.MARGIN["disk_mb"], each=False) for i in range(len(outputs[0])))
+    return (fit_line(sizes, np.array([sum(o) for o in outputs]), needs_model.TERMS["disk_mb"], needs_model.MARGIN["disk_mb"],
+                     each=False),)
 
 
 def against(frame: pl.DataFrame, found: dict[str, needs_model.Need]) -> pl.DataFrame:
@@ -123,13 +142,23 @@ def against(frame: pl.DataFrame, found: dict[str, needs_model.Need]) -> pl.DataF
         need = found.get(row["rule"])
         if need is None:
             continue
-        s = needs_model.Sizes(row["parameters"], row["read_mb"])
+        s = needs_model.Sizes(row["parameters"], row["read_mb"], row["batch_tokens"])
         rows.append({"rule": row["rule"], "job": row["job"], "run": row["run"], "parameters": s.parameters, "read_mb": s.read_mb,
                      "peak_mb": row["memory_mb"], "predicted_mb": need.predict("memory_mb", s),
                      "request_mb": need.request("memory_mb", s), "minutes": row["minutes"],
-                     "request_minutes": need.request("minutes", s), "output_mb": sum(row["output_mb"]),
-                     "predicted_disk_mb": need.predict("disk_mb", s, len(row["output_mb"]))})
-    return pl.DataFrame(rows)
+                     "request_minutes": need.request("minutes", s),
+                     "output_mb": None if row["output_mb"] is None else sum(row["output_mb"]),
+                     "predicted_disk_mb": None if row["output_mb"] is None else need.predict("disk_mb", s, len(row["output_mb"]))})
+    return pl.DataFrame(rows, schema_overrides={"output_mb": pl.Float64, "predicted_disk_mb": pl.Float64})
+
+
+def read_measurements(path: Path) -> pl.DataFrame:
+    """A file ``measure`` wrote, refused where it lacks a size the lines use (measured by older code)."""
+    frame = pl.read_parquet(path)
+    missing = [name for name in ("parameters", "read_mb", "batch_tokens", "gives_mb") if name not in frame.columns]
+    if missing:
+        raise SystemExit(f"{path}: measured without {missing}. Fix: measure its run again (tools/fit_needs.py measure).")
+    return frame
 
 
 def print_table(table: pl.DataFrame) -> int:
@@ -140,7 +169,7 @@ def print_table(table: pl.DataFrame) -> int:
     for (rule,), rows in sorted(table.group_by(["rule"]), key=lambda kv: -kv[1]["peak_mb"].max()):
         top = rows.row(int(rows["peak_mb"].arg_max()), named=True)
         longest = rows.row(int(rows["minutes"].arg_max()), named=True)
-        largest = rows.row(int(rows["output_mb"].arg_max()), named=True)
+        largest = rows.row(int(rows["output_mb"].fill_null(-1.0).arg_max()), named=True)
         print(f"| {rule} | {rows.height} | {top['parameters']:.1f} | {top['read_mb']:.1f} | {top['peak_mb']:.0f} | "
               f"{top['predicted_mb']:.0f} | {top['request_mb']} | {longest['minutes']:.1f} | {longest['request_minutes']} | "
               f"{largest['output_mb']:.1f} | {largest['predicted_disk_mb']:.1f} |")
@@ -168,7 +197,7 @@ def main() -> None:
         frame.write_parquet(args.out)
         print(f"{frame.height} jobs measured in {args.run} -> {args.out}")
         return
-    frame = pl.concat([pl.read_parquet(path) for path in args.measurements])
+    frame = pl.concat([read_measurements(path) for path in args.measurements])
     if args.command == "check":
         raise SystemExit(1 if print_table(against(frame, needs_model.load())) else 0)
     found, table = fit(frame)

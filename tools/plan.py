@@ -39,16 +39,14 @@ def main() -> None:
     jobs = dry_run_jobs(args.configfile, directory=directory)
     config = configuration.merged([ROOT / "config.yaml", *args.configfile])
     config.setdefault("compute", {}).setdefault("mem_mb", {})
-    specs = {model["name"]: model["spec"] for model in config["models"]}
-    models = {f"results/models/{name}/resolved.json": needs.spec_parameters(spec, ROOT) for name, spec in specs.items()}
-    unsized = [name for name in specs if models[f"results/models/{name}/resolved.json"] is None]
-    planned = [needs.PlannedJob(job.rule, job.inputs, job.outputs, job.threads, job.wildcards) for job in jobs]
+    models = needs.model_parameters({model["name"]: model["spec"] for model in config["models"]}, ROOT)
+    planned = [needs.PlannedJob.of(job.rule, job.inputs, job.outputs, job.threads, job.wildcards, job.params,
+                                   job.named_outputs, job.resources.get("runtime")) for job in jobs]
     plan = needs.plan(planned, needs.load(), directory, config["compute"]["mem_mb"], models)
     free = needs.free_mb(directory)
     print(plan.summary(args.jobs, free))
-    if unsized:
-        print(f"\nmodels whose weights are not on this machine (their jobs are sized as if they had none): {unsized}. "
-              "Fix: run `snakemake results/models/<model>/resolved.json` first (or fetch them into the Hub cache).")
+    if unsized := needs.unsized_models({path: value for path, value in models.items() if not (directory / path).exists()}):
+        print(f"\n{unsized}")
     problem = needs.disk_problem(plan.needed_mb(args.jobs), directory, "--go-on")
     if problem:
         print(f"\n{problem}")

@@ -48,6 +48,7 @@ class Job:
     log: str | None = None
     imports_torch: bool = False  # its script reaches torch (code_imports.third_party_imports): a heavier start-up
     outputs: tuple[str, ...] = ()
+    named_outputs: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass

@@ -23,6 +23,9 @@ class HeadRoles(Stage):
                 title="L0 head gates against Michel et al.'s ordering at the same number of heads"),
     ), title='Head roles and learned head gates (Voita et al. 2019)')
     claimed = True
+    # memory (bertology_core/jobs/needs.py): it reads the dump a chunk of examples at a time, but a chunk grows with
+    # the examples' lengths and its counts with the dump (615 to 1,050 MB from QQP's dump to QNLI's, measured)
+    memory = {"head_roles": "holds"}
 
     def runs(self, model: str, fit: Fit, found: Mapping[str, Any]) -> dict[str, Any]:
         """``gated``: the pruned models (task, seed) that gates.tasks and gates.seeds choose; ``gates``: one training

@@ -196,14 +196,17 @@ class Verdicted(Protocol):
 class Stage:
     """A stage of the workflow, declared in its package (``bertology_core/<stage>/stage.py``): one name (its rule
     file, package, results folder, report section and config key), the section it shows, whether the claims read it,
-    its settings, the runs it makes, the problems with its config choices and the input lists of its rules. A stage
-    without a package of its own (data, treebank, models) is this base: a name and nothing else."""
+    its settings, the runs it makes, the problems with its config choices, the input lists of its rules and how their
+    memory grows. A stage without a package of its own (data, treebank, models) is this base: a name and nothing else."""
 
     name: ClassVar[str] = ""
     # its report section, if it shows one
     section: ClassVar[Section | None] = None
     # whether the claims (bertology_core/claims/) read its results: a stage they do not read does not rerun them
     claimed: ClassVar[bool] = False
+    # how its rules' memory grows with the megabytes a job reads (bertology_core/jobs/needs.py, MEMORY_KINDS), where
+    # not as by default: a job that reads a model takes its data a batch at a time (no growth), any other holds it
+    memory: ClassVar[Mapping[str, str]] = {}
 
     def __init__(self, experiment: Experiment, name: str | None = None) -> None:
         self.experiment = experiment

@@ -3,11 +3,13 @@ limits gets, and the plan of a whole run before it starts.
 
 A job's :class:`Sizes` are read from its input files as they are when it is about to run: the parameters of the model
 it reads (its ``resolved.json``'s folder or a trained model's folder, counted from the safetensors headers; the
-largest, where it reads several) and the megabytes on disk of everything else it reads (data, token files, attention
-dumps, sweep tables, probe features). Each rule's memory (MB, peak resident), time (minutes) and disk (MB its outputs
-hold) is a line in these sizes, with coefficients of at least zero, so that a need never shrinks as a job reads more:
+largest, where it reads several), the megabytes on disk of everything else it reads (data, token files, attention
+dumps, sweep tables, probe features) and, for a training job, the word pieces of its largest batch (its batch size
+times the longest example, after the cut, of the token files it reads: what a training step's activations grow with).
+Each rule's memory (MB, peak resident), time (minutes) and disk (MB its outputs hold) is a line in these sizes, with
+coefficients of at least zero, so that a need never shrinks as a job reads more:
 
-- memory: ``base + a * parameters + b * read_mb``;
+- memory: ``base + a * parameters + b * read_mb + c * batch_tokens``;
 - minutes: ``base + c * read_mb + d * parameters * read_mb`` (every byte it reads, through the model);
 - disk: the same terms as memory, one line per output (in the rule's order) where every measured job of the rule has
   the same outputs, else one line for the whole.
@@ -32,7 +34,7 @@ import json
 import math
 import os
 import shutil
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -44,20 +46,23 @@ from bertology_core.models import compatibility
 NEEDS_FILE = Path(__file__).with_name("needs.yaml")
 KINDS = ("memory_mb", "minutes", "disk_mb")
 # the terms of each kind's line
-TERMS = {"memory_mb": ("base", "parameters", "read_mb"), "minutes": ("base", "read_mb", "parameters x read_mb"),
+TERMS = {"memory_mb": ("base", "parameters", "read_mb", "batch_tokens"), "minutes": ("base", "read_mb", "parameters x read_mb"),
          "disk_mb": ("base", "parameters", "read_mb")}
-# Whose memory does not grow with what it reads, so its memory line has no term in it (a slope fitted over a few
-# tasks' files would only extrapolate their noise to a task a hundred times larger): every job that reads a model,
-# which takes its data a batch at a time, except the probes, which hold every layer's word features whole; and the
-# rules that read a file a chunk at a time (the token writer, the dump readers, the pattern CNN).
-MEMORY_HOLDS_WHAT_IT_READS = frozenset({"probe_layers", "layer_mix"})
-MEMORY_STREAMS = frozenset({"tokenize_data", "pattern_features", "classify_maps", "head_roles", "linguistic_scores",
-                            "attention_change", "pattern_classifier"})
+# How a rule's memory grows with the megabytes its jobs read, as its stage declares it (``Stage.memory``): "holds"
+# (a term in what it reads: it holds some of it whole, as the probes hold every layer's word features), "chunks" (no
+# term: it reads its files a bounded chunk at a time, as the pattern CNN reads a model's dumps). Undeclared: a job that
+# reads a model takes its data a batch at a time ("chunks"), any other "holds". A rule that does not grow has no term
+# in what it reads, as a slope fitted over its jobs' files would only extrapolate their noise.
+MEMORY_KINDS = ("holds", "chunks")
 
 
-def memory_reads(rule: str, reads_a_model: bool) -> bool:
-    """Whether ``rule``'s memory line has a term in the megabytes its jobs read."""
-    return rule in MEMORY_HOLDS_WHAT_IT_READS or not (reads_a_model or rule in MEMORY_STREAMS)
+def memory_reads(rule: str, reads_a_model: bool, declared: Mapping[str, str]) -> bool:
+    """Whether ``rule``'s memory line has a term in the megabytes its jobs read (``declared``: each stage's
+    ``memory``, by rule)."""
+    kind = declared.get(rule, "chunks" if reads_a_model else "holds")
+    if kind not in MEMORY_KINDS:
+        raise ValueError(f"rule {rule!r} declares memory {kind!r}; one of {MEMORY_KINDS}")
+    return kind == "holds"
 
 
 # what a request adds to the fitted line: a job's peak moves with the machine and the data's lengths, its time more
@@ -65,22 +70,52 @@ def memory_reads(rule: str, reads_a_model: bool) -> bool:
 MARGIN = {"memory_mb": 1.3, "minutes": 2.0, "disk_mb": 1.2}
 # the least a job asks for (an interpreter with polars or torch loaded; a cluster's shortest useful slot)
 LEAST = {"memory_mb": 500, "minutes": 5, "disk_mb": 0}
-# the checkpoint a training job keeps while it runs: weights, AdamW's two moments and the gradients' scale in float32
-# (bertology_core.finetune.training), 4 bytes each
-CHECKPOINT_BYTES_PER_PARAMETER = 12
+# what a job's memory request adds to its script's: on a cluster the job's allocation also holds the Snakemake process
+# that runs the script, which parses the workflow (225 MB measured here: `snakemake <one target> -n`); the job records
+# the lines are fitted on hold the script's peak alone
+JOB_PROCESS_MB = 250
+# the checkpoint a training job keeps while it runs: weights and AdamW's two moments in float32 (4 bytes each;
+# bertology_core.finetune.training), twice while a new one is written beside the old before it replaces it
+CHECKPOINT_BYTES_PER_PARAMETER = 24
 TRAINING_RULES = ("finetune", "head_gates", "subnetwork_finetune")
 
 
 @dataclass(frozen=True)
 class Sizes:
-    """What a job reads: ``parameters`` (millions) of the largest model, ``read_mb`` (MB on disk) of the rest."""
+    """What a job reads: ``parameters`` (millions) of the largest model, ``read_mb`` (MB; Parquet as decoded) of the rest, and
+    ``batch_tokens`` (thousands of word pieces in a training job's largest batch; 0 for a job that does not train)."""
 
     parameters: float = 0.0
     read_mb: float = 0.0
+    batch_tokens: float = 0.0
 
     def term(self, name: str) -> float:
-        return {"base": 1.0, "parameters": self.parameters, "read_mb": self.read_mb,
+        return {"base": 1.0, "parameters": self.parameters, "read_mb": self.read_mb, "batch_tokens": self.batch_tokens,
                 "parameters x read_mb": self.parameters * self.read_mb}[name]
+
+
+def training_hyperparameters(rule: str, params: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """A training job's hyper-parameters from its params (None for another rule's job)."""
+    return params.get("hyperparameters") if rule in TRAINING_RULES else None
+
+
+@dataclass(frozen=True)
+class Batch:
+    """A training job's batches: examples per batch and where its examples are cut (word pieces), as its
+    hyper-parameters say (``batch_size``, ``max_length``)."""
+
+    size: int
+    max_length: int
+
+    @classmethod
+    def of(cls, hyperparameters: Mapping[str, Any] | None) -> "Batch | None":
+        if not hyperparameters:
+            return None
+        return cls(int(hyperparameters["batch_size"]), int(hyperparameters["max_length"]))
+
+    def thousands_of_tokens(self, longest: int | None) -> float:
+        """Word pieces (thousands) of the largest batch: the longest example's (None: not known yet, the cut)."""
+        return self.size * min(self.max_length, self.max_length if longest is None else longest) / 1e3
 
 
 @dataclass(frozen=True)
@@ -96,27 +131,37 @@ class Line:
 
 @dataclass(frozen=True)
 class Need:
-    """A rule's lines (:data:`KINDS`; ``disk_mb``: one line per output, or one for all), and what they were fitted on."""
+    """A rule's lines (:data:`KINDS`; ``disk_mb``: one line per output, or one for all), what its outputs give the
+    jobs that read them (``gives_mb``: MB as read, :func:`path_mb`, lines as ``disk_mb``'s; none: their bytes on disk),
+    and what they were fitted on."""
 
     rule: str
     memory_mb: Line
     minutes: Line
     disk_mb: tuple[Line, ...]
     fitted: str = ""
+    gives_mb: tuple[Line, ...] = ()
 
     def predict(self, kind: str, sizes: Sizes, outputs: int = 1) -> float:
         """The fitted value (no margin) of ``kind`` for a job of ``sizes`` (``outputs``: how many it writes)."""
-        if kind != "disk_mb":
-            return getattr(self, kind).at(sizes)
-        if len(self.disk_mb) == outputs or len(self.disk_mb) == 1:
-            return sum(line.at(sizes) for line in self.disk_mb)
-        return sum(line.at(sizes) for line in self.disk_mb) / len(self.disk_mb) * outputs
+        return sum(self.outputs_mb(sizes, outputs, margin=False)) if kind == "disk_mb" else getattr(self, kind).at(sizes)
+
+    def outputs_mb(self, sizes: Sizes, outputs: int, margin: bool = True, given: bool = False) -> list[float]:
+        """MB on disk (``given``: as read) of each of ``outputs`` outputs (with each line's margin): a line per output
+        where the fit had one per output, else the lines' mean shared evenly."""
+        lines = self.gives_mb if given and self.gives_mb else self.disk_mb
+        values = [line.at(sizes) * (line.margin if margin else 1.0) for line in lines]
+        if len(values) == outputs:
+            return values
+        total = values[0] if len(values) == 1 else sum(values) / max(1, len(values)) * outputs
+        return [total / max(1, outputs)] * outputs
 
     def request(self, kind: str, sizes: Sizes, attempt: int = 1, outputs: int = 1) -> int:
-        """What a job asks for: the line times its margin, at least :data:`LEAST`, times ``attempt``, rounded up."""
-        margin = self.memory_mb.margin if kind == "memory_mb" else self.minutes.margin if kind == "minutes" else max(
-            (line.margin for line in self.disk_mb), default=1.0)
-        return math.ceil(attempt * max(LEAST[kind], self.predict(kind, sizes, outputs) * margin))
+        """What a job asks for: the line times its margin (disk: each output's), at least :data:`LEAST` (memory: plus
+        :data:`JOB_PROCESS_MB`), times ``attempt``, rounded up."""
+        value = sum(self.outputs_mb(sizes, outputs)) if kind == "disk_mb" else (
+            getattr(self, kind).at(sizes) * getattr(self, kind).margin)
+        return math.ceil(attempt * (max(LEAST[kind], value) + (JOB_PROCESS_MB if kind == "memory_mb" else 0)))
 
 
 # the rules no run on this machine can measure (they need the network), each a stated constant: memory (MB), minutes,
@@ -141,7 +186,8 @@ def load(path: str | os.PathLike[str] = NEEDS_FILE) -> dict[str, Need]:
         def line(value: Mapping[str, Any]) -> Line:
             return Line({k: float(v) for k, v in value["coefficients"].items()}, float(value.get("margin", 1.0)))
         needs[rule] = Need(rule, line(entry["memory_mb"]), line(entry["minutes"]),
-                           tuple(line(value) for value in entry["disk_mb"]), str(entry.get("fitted", "")))
+                           tuple(line(value) for value in entry["disk_mb"]), str(entry.get("fitted", "")),
+                           tuple(line(value) for value in entry.get("gives_mb", ())))
     return needs
 
 
@@ -149,7 +195,8 @@ def dump(needs: Mapping[str, Need], path: str | os.PathLike[str], header: str) -
     def line(value: Line) -> dict[str, Any]:
         return {"coefficients": {k: float(f"{v:.6g}") for k, v in value.coefficients.items()}, "margin": round(value.margin, 3)}
     content = {rule: {"memory_mb": line(need.memory_mb), "minutes": line(need.minutes),
-                      "disk_mb": [line(value) for value in need.disk_mb], "fitted": need.fitted}
+                      "disk_mb": [line(value) for value in need.disk_mb],
+                      "gives_mb": [line(value) for value in need.gives_mb], "fitted": need.fitted}
                for rule, need in sorted(needs.items())}
     text = "".join(f"# {row}\n" if row else "#\n" for row in header.splitlines())
     Path(path).write_text(text + yaml.safe_dump(content, sort_keys=False, width=120))
@@ -162,7 +209,11 @@ def model_folder(path: Path) -> Path | None:
     """The model folder an input names: a ``resolved.json``'s ``path``, or a folder with ``config.json`` and
     safetensors weights; None for any other input."""
     if path.name == "resolved.json":
-        folder = Path(json.loads(path.read_text())["path"])
+        try:
+            folder = Path(json.loads(path.read_text())["path"])
+        except (json.JSONDecodeError, KeyError, TypeError) as error:
+            raise ValueError(f"{path}: not a resolved model ({error!r}). Fix: delete it and rerun (rule resolve_model "
+                             "writes it).") from None
         if not compatibility.is_hf_folder(folder):
             raise ValueError(f"{path}: its model folder {folder} holds no config.json and *.safetensors on this machine. "
                              f"Fix: delete {path} and rerun (rule resolve_model finds the model again).")
@@ -172,33 +223,89 @@ def model_folder(path: Path) -> Path | None:
     return None
 
 
-def path_mb(path: Path) -> float:
-    """MB on disk of a file, or of every file under a folder."""
+def disk_mb(path: Path) -> float:
+    """MB on disk of a file, or of every file under a folder (what an output takes)."""
     if path.is_dir():
         return sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) / 1e6
     return path.stat().st_size / 1e6
 
 
-def _stamp(path: Path) -> tuple[int, ...]:
-    """What changes when the weights do: the modification times of the safetensors files."""
-    files = sorted(path.glob("*.safetensors")) if path.is_dir() else [path]
-    return tuple(f.stat().st_mtime_ns for f in files)
+def path_mb(path: Path) -> float:
+    """MB a job reads of a file, or of every file under a folder: a Parquet file's as decoded in memory (from its
+    footer: each column chunk's values times their width, or its uncompressed bytes for text; a sweep table of one
+    repeated prediction is kilobytes on disk and as many rows in memory as any other), any other file's bytes."""
+    if path.is_dir():
+        return sum(_file_mb(str(f), f.stat().st_size, f.stat().st_mtime_ns) for f in sorted(path.rglob("*")) if f.is_file())
+    return _file_mb(str(path), path.stat().st_size, path.stat().st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=4096)
+def _file_mb(path: str, size: int, stamp: int) -> float:
+    if path.endswith(".parquet"):
+        import pyarrow.parquet as pq
+
+        try:
+            metadata = pq.read_metadata(path)
+        except (OSError, ValueError):  # not readable as Parquet: its bytes
+            return size / 1e6
+        total = 0
+        for group in range(metadata.num_row_groups):
+            for column in range(metadata.num_columns):
+                chunk = metadata.row_group(group).column(column)
+                width = _WIDTHS.get(chunk.physical_type)
+                total += chunk.num_values * width if width else chunk.total_uncompressed_size
+        return total / 1e6
+    return size / 1e6
+
+
+# bytes a value of a Parquet physical type takes decoded (Arrow's widths: small integers are stored as INT32)
+_WIDTHS = {"BOOLEAN": 1, "INT32": 4, "INT64": 8, "INT96": 12, "FLOAT": 4, "DOUBLE": 8}
+
+
+def _stamp(folder: Path) -> tuple[tuple[int, int, int], ...]:
+    """What changes when the weights do: each safetensors file's inode, size and modification time (a copy that keeps
+    the old time still changes the inode or the size)."""
+    return tuple((f.stat().st_ino, f.stat().st_size, f.stat().st_mtime_ns) for f in sorted(folder.glob("*.safetensors")))
 
 
 @functools.lru_cache(maxsize=256)
-def _parameters(path: str, stamp: tuple[int, ...]) -> float:
-    """Millions of parameters of a model folder or one safetensors file (cached: Snakemake asks for a job's
-    resources again each time it schedules)."""
-    found = Path(path)
-    return (compatibility.parameter_count(found) if found.is_dir() else compatibility.parameter_count(found.parent, [found])) / 1e6
+def _parameters(folder: str, stamp: tuple[tuple[int, int, int], ...]) -> float:
+    """Millions of parameters of a model folder (cached: Snakemake asks for a job's resources again each time it
+    schedules)."""
+    return compatibility.parameter_count(Path(folder)) / 1e6
+
+
+@functools.lru_cache(maxsize=1024)
+def _longest(path: str, stamp: int) -> int | None:
+    """The longest example (word pieces, after the cut) of a token file (rule ``tokenize_data``), from its footer: the
+    largest ``full_length`` in its row groups' statistics, at most the file's ``max_length``; None for another file."""
+    import pyarrow.parquet as pq
+
+    try:
+        metadata = pq.read_metadata(path)
+    except (OSError, ValueError):  # not a Parquet file
+        return None
+    cut = (metadata.metadata or {}).get(b"max_length")
+    names = metadata.schema.names
+    if cut is None or "full_length" not in names:
+        return None
+    column = names.index("full_length")
+    longest = 0
+    for group in range(metadata.num_row_groups):
+        statistics = metadata.row_group(group).column(column).statistics
+        if statistics is None or not statistics.has_min_max:
+            return int(cut)  # no statistics: as long as the cut allows
+        longest = max(longest, int(statistics.max))
+    return min(int(cut), longest)
 
 
 def job_sizes(paths: Iterable[str | os.PathLike[str]], predicted: Mapping[str, Sizes] | None = None,
-              root: str | os.PathLike[str] = ".") -> Sizes:
-    """The :class:`Sizes` of a job reading ``paths`` (relative to ``root``). A path that does not exist takes its
-    ``predicted`` sizes (a planned job's output: its ``parameters`` where it is a model); without them, a
-    ``FileNotFoundError`` naming the path as given (Snakemake then shows the request as ``<TBD>``)."""
-    parameters, read_mb = 0.0, 0.0
+              root: str | os.PathLike[str] = ".", batch: Batch | None = None) -> Sizes:
+    """The :class:`Sizes` of a job reading ``paths`` (relative to ``root``); ``batch``: a training job's batches
+    (the longest example of the token files it reads sets its largest batch; the cut, where none exists yet). A path
+    that does not exist takes its ``predicted`` sizes (a planned job's output: its ``parameters`` where it is a model);
+    without them, a ``FileNotFoundError`` naming the path as given (Snakemake then shows the request as ``<TBD>``)."""
+    parameters, read_mb, longest, seen = 0.0, 0.0, 0, False
     for given in paths:
         path = Path(root) / given
         if not path.exists():
@@ -208,13 +315,18 @@ def job_sizes(paths: Iterable[str | os.PathLike[str]], predicted: Mapping[str, S
             parameters, read_mb = max(parameters, sizes.parameters), read_mb + sizes.read_mb
             continue
         folder = model_folder(path)
+        if folder is None and path.suffix == ".safetensors" and compatibility.is_hf_folder(path.parent):
+            folder = path.parent  # a model folder's weights named file by file (rule resolve_model): all its shards
         if folder is not None:
             parameters = max(parameters, _parameters(str(folder), _stamp(folder)))
-        elif path.suffix == ".safetensors":  # a model folder's weights named file by file (rule resolve_model)
-            parameters = max(parameters, _parameters(str(path), _stamp(path)))
         else:
             read_mb += path_mb(path)
-    return Sizes(parameters, read_mb)
+            if batch is not None and path.suffix == ".parquet":
+                found = _longest(str(path), path.stat().st_mtime_ns)
+                if found is not None:
+                    longest, seen = max(longest, found), True
+    tokens = batch.thousands_of_tokens(longest if seen else None) if batch is not None else 0.0
+    return Sizes(parameters, read_mb, tokens)
 
 
 # --- requests of the workflow's rules --------------------------------------------------------------------------------
@@ -229,30 +341,50 @@ class Requests:
     overrides: Mapping[str, int] = field(default_factory=dict)
 
     def need(self, rule: str) -> Need:
-        if rule not in self.needs:
-            raise KeyError(f"no fitted need for rule {rule!r} in {NEEDS_FILE}. Fix: run tools/fit_needs.py on a finished "
-                           "run that has the rule, or set compute.mem_mb for it.")
-        return self.needs[rule]
+        """The rule's fitted need; for a rule with none but a memory override (a new rule, before a run measured it),
+        the floors (:data:`LEAST`) for its time and disk."""
+        if rule in self.needs:
+            return self.needs[rule]
+        if rule in self.overrides:
+            return constant(rule, self.overrides[rule], LEAST["minutes"], LEAST["disk_mb"], "compute.mem_mb, not fitted")
+        raise KeyError(f"no fitted need for rule {rule!r} in {NEEDS_FILE}. Fix: set compute.mem_mb for it (its time and "
+                       "disk then ask for the floors), run it, and fit again (tools/fit_needs.py measure and fit).")
 
-    def memory(self, rule: str) -> Any:
+    @staticmethod
+    def sizes(input: Any, batch: Batch | None = None) -> Sizes:  # noqa: A002
+        """:func:`job_sizes` of a job about to be scheduled: an input that cannot be read as it should (a resolved
+        model whose folder is gone) leaves the request unknown (Snakemake's ``<TBD>``, as for a missing input), so that
+        the dry run shows the jobs and the job that rewrites it runs first."""
+        try:
+            return job_sizes(input, batch=batch)
+        except ValueError as error:
+            raise FileNotFoundError(errno.ENOENT, str(error)) from None
+
+    def memory(self, rule: str, hyperparameters: Callable[[Any], Mapping[str, Any]] | None = None) -> Any:
         override = self.overrides.get(rule)
         if override is not None:
             return lambda wildcards, attempt: attempt * int(override)
         need = self.need(rule)
-        return lambda wildcards, input, attempt: need.request("memory_mb", job_sizes(input), attempt)  # noqa: A002
+
+        def memory_mb(wildcards: Any, input: Any, attempt: int) -> int:  # noqa: A002
+            batch = Batch.of(hyperparameters(wildcards)) if hyperparameters else None
+            return need.request("memory_mb", self.sizes(input, batch), attempt)
+        return memory_mb
 
     def runtime(self, rule: str) -> Any:
         need = self.need(rule)
-        return lambda wildcards, input, attempt: need.request("minutes", job_sizes(input), attempt)  # noqa: A002
+        return lambda wildcards, input, attempt: need.request("minutes", self.sizes(input), attempt)  # noqa: A002
 
     def disk(self, rule: str) -> Any:
         need = self.need(rule)
-        return lambda wildcards, input, attempt: need.request("disk_mb", job_sizes(input), 1, len(need.disk_mb))  # noqa: A002
+        return lambda wildcards, input, attempt: need.request("disk_mb", self.sizes(input), 1, len(need.disk_mb))  # noqa: A002
 
-    def resources(self, rule: str, runtime: bool = True) -> dict[str, Any]:
+    def resources(self, rule: str, runtime: bool = True,
+                  hyperparameters: Callable[[Any], Mapping[str, Any]] | None = None) -> dict[str, Any]:
         """``mem_mb``, ``disk_mb`` and (unless the rule sizes its time otherwise) ``runtime``, for a rule's
-        ``resources:`` (``**requests.resources(rule)``)."""
-        found = {"mem_mb": self.memory(rule), "disk_mb": self.disk(rule)}
+        ``resources:`` (``**requests.resources(rule)``); ``hyperparameters``: a training rule's, from the job's
+        wildcards (its batch size and cut)."""
+        found = {"mem_mb": self.memory(rule, hyperparameters), "disk_mb": self.disk(rule)}
         if runtime:
             found["runtime"] = self.runtime(rule)
         return found
@@ -271,6 +403,37 @@ class PlannedJob:
     outputs: tuple[str, ...]
     threads: int = 1
     wildcards: Mapping[str, str] = field(default_factory=dict)
+    hyperparameters: Mapping[str, Any] | None = None  # a training job's (its batch size and cut)
+    # its outputs that are models (named ``model`` in its rule: a model folder, or a resolved.json naming one)
+    models: tuple[str, ...] = ()
+    # the minutes it asks for where its rule sizes its time otherwise than by the fitted line (the training rules)
+    runtime: int | None = None
+
+    @classmethod
+    def of(cls, rule: str, inputs: Iterable[Any], outputs: Iterable[Any], threads: int, wildcards: Mapping[str, Any],
+           params: Mapping[str, Any], named_outputs: Mapping[str, Any], runtime: Any = None) -> "PlannedJob":
+        """A job as Snakemake holds it (its inputs, outputs, named outputs, params and runtime resource)."""
+        return cls(rule, tuple(map(str, inputs)), tuple(map(str, outputs)), threads, {k: str(v) for k, v in wildcards.items()},
+                   training_hyperparameters(rule, params), tuple(str(path) for name, path in named_outputs.items() if name == "model"),
+                   int(runtime) if rule in TRAINING_RULES and isinstance(runtime, (int, float)) else None)
+
+
+@dataclass
+class PlannedNeed:
+    """One planned job's sizes and what it will ask for: ``memory_mb`` and ``minutes`` as its requests (margins,
+    floors, overrides), ``expected_minutes`` as its line, ``disk_mb`` of its outputs, ``checkpoint_mb`` held while it
+    trains; ``fitted``: whether its rule has a fitted need (else it asks for nothing)."""
+
+    rule: str
+    wildcards: Mapping[str, str]
+    threads: int
+    sizes: Sizes
+    fitted: bool
+    memory_mb: int = 0
+    minutes: int = 0
+    expected_minutes: float = 0.0
+    disk_mb: float = 0.0
+    checkpoint_mb: float = 0.0
 
 
 @dataclass
@@ -278,7 +441,7 @@ class Plan:
     """What a run will need: per job its predicted sizes, memory, minutes and disk (the fitted lines with their
     margins, as it will ask for them), and the disk the run holds at once."""
 
-    rows: list[dict[str, Any]]
+    rows: list[PlannedNeed]
     unknown: list[str]  # inputs whose size no job and no file gives (the plan cannot size the jobs that read them)
 
     def by_rule(self) -> list[dict[str, Any]]:
@@ -286,22 +449,22 @@ class Plan:
         (the fitted lines, on a CPU like the one measured) and the disk of its outputs."""
         rules: dict[str, dict[str, Any]] = {}
         for row in self.rows:
-            entry = rules.setdefault(row["rule"], {"rule": row["rule"], "jobs": 0, "memory_mb": 0, "cpu_hours": 0.0,
-                                                   "expected_hours": 0.0, "disk_mb": 0.0})
+            entry = rules.setdefault(row.rule, {"rule": row.rule, "jobs": 0, "memory_mb": 0, "cpu_hours": 0.0,
+                                                "expected_hours": 0.0, "disk_mb": 0.0})
             entry["jobs"] += 1
-            entry["memory_mb"] = max(entry["memory_mb"], row["memory_mb"])
-            entry["cpu_hours"] += row["minutes"] * row["threads"] / 60
-            entry["expected_hours"] += row["expected_minutes"] * row["threads"] / 60
-            entry["disk_mb"] += row["disk_mb"]
+            entry["memory_mb"] = max(entry["memory_mb"], row.memory_mb)
+            entry["cpu_hours"] += row.minutes * row.threads / 60
+            entry["expected_hours"] += row.expected_minutes * row.threads / 60
+            entry["disk_mb"] += row.disk_mb
         return sorted(rules.values(), key=lambda entry: -entry["disk_mb"])
 
     def results_mb(self) -> float:
-        return sum(row["disk_mb"] for row in self.rows)
+        return sum(row.disk_mb for row in self.rows)
 
     def checkpoint_mb(self, jobs_at_once: int) -> float:
         """The training checkpoints held at once: the largest ``jobs_at_once`` of them (a checkpoint lives while its
         job runs)."""
-        sizes = sorted((row["checkpoint_mb"] for row in self.rows), reverse=True)
+        sizes = sorted((row.checkpoint_mb for row in self.rows), reverse=True)
         return sum(sizes[:max(1, jobs_at_once)])
 
     def needed_mb(self, jobs_at_once: int) -> float:
@@ -337,11 +500,30 @@ def spec_parameters(spec: str, base: str | os.PathLike[str]) -> float | None:
     if folder is None:
         from huggingface_hub import try_to_load_from_cache
 
-        cached = try_to_load_from_cache(spec, "config.json")
+        try:
+            cached = try_to_load_from_cache(spec, "config.json")
+        except ValueError:  # not a Hub id at all (huggingface_hub's validation error): check_model says so, clearly
+            return None
         folder = Path(cached).parent if isinstance(cached, str) else None
     if folder is None or not compatibility.is_hf_folder(folder):
         return None
     return compatibility.parameter_count(folder) / 1e6
+
+
+def model_parameters(specs: Mapping[str, str], base: str | os.PathLike[str]) -> dict[str, float | None]:
+    """Each model's ``resolved.json`` (as the workflow writes it) as the parameters of the spec it resolves
+    (:func:`spec_parameters`), for a plan made before the models are resolved."""
+    return {f"results/models/{name}/resolved.json": spec_parameters(spec, base) for name, spec in specs.items()}
+
+
+def unsized_models(parameters: Mapping[str, float | None]) -> str | None:
+    """What a plan cannot size (None when it can): the models whose weights are not on this machine yet."""
+    unsized = [Path(path).parent.name for path, value in parameters.items() if value is None]
+    if not unsized:
+        return None
+    return (f"models whose weights are not on this machine yet: {', '.join(unsized)}; the plan sizes their jobs as if "
+            "they had none (their models, checkpoints and memory count as nothing). Fix: resolve them first "
+            "(snakemake results/models/<model>/resolved.json) or fetch them into the Hub cache, then plan again.")
 
 
 def plan(jobs: Sequence[PlannedJob], needs: Mapping[str, Need], root: str | os.PathLike[str] = ".",
@@ -353,34 +535,29 @@ def plan(jobs: Sequence[PlannedJob], needs: Mapping[str, Need], root: str | os.P
     overrides = overrides or {}
     predicted: dict[str, Sizes] = {path: Sizes(parameters or 0.0, 0.0) for path, parameters in (models or {}).items()
                                    if parameters is not None}
-    rows, unknown = [], []
+    rows: list[PlannedNeed] = []
+    unknown: list[str] = []
     for job in jobs:
         known = {}
         for path in job.inputs:
             if not (Path(root) / path).exists() and path not in predicted:
                 unknown.append(path)
                 known[path] = Sizes()
-        sizes = job_sizes(job.inputs, {**predicted, **known}, root)
+        sizes = job_sizes(job.inputs, {**predicted, **known}, root, Batch.of(job.hyperparameters))
         need = needs.get(job.rule)
-        row = {"rule": job.rule, "wildcards": dict(job.wildcards), "threads": job.threads, "parameters": sizes.parameters,
-               "read_mb": sizes.read_mb, "memory_mb": 0, "minutes": 0, "expected_minutes": 0.0, "disk_mb": 0.0, "checkpoint_mb": 0.0,
-               "fitted": need is not None}
+        row = PlannedNeed(job.rule, dict(job.wildcards), job.threads, sizes, need is not None)
         if need is not None:
-            row["memory_mb"] = int(overrides.get(job.rule) or need.request("memory_mb", sizes))
-            row["minutes"] = need.request("minutes", sizes)
-            row["expected_minutes"] = need.predict("minutes", sizes)
-            disk = [line.at(sizes) * line.margin for line in need.disk_mb]
-            if len(disk) != len(job.outputs):  # one line for all (or another count of outputs): split evenly
-                total = disk[0] if len(disk) == 1 else sum(disk) / len(disk) * len(job.outputs)
-                disk = [total / max(1, len(job.outputs))] * len(job.outputs)
-            row["disk_mb"] = sum(disk)
-            for path, mb in zip(job.outputs, disk):
-                if path.endswith("resolved.json") and path in predicted:
-                    continue  # the spec's own parameters (models)
-                is_model = Path(path).name == "model" or path.endswith("resolved.json")
+            row.memory_mb = int(overrides.get(job.rule) or need.request("memory_mb", sizes))
+            row.minutes = need.request("minutes", sizes) if job.runtime is None else job.runtime
+            row.expected_minutes = need.predict("minutes", sizes)
+            row.disk_mb = sum(need.outputs_mb(sizes, len(job.outputs)))
+            for path, mb in zip(job.outputs, need.outputs_mb(sizes, len(job.outputs), given=True)):
+                if path in job.models and path in predicted:
+                    continue  # a resolved spec's own parameters (``models``)
+                is_model = path in job.models
                 predicted[path] = Sizes(sizes.parameters if is_model else 0.0, 0.0 if is_model else max(0.0, mb))
         if job.rule in TRAINING_RULES:
-            row["checkpoint_mb"] = sizes.parameters * CHECKPOINT_BYTES_PER_PARAMETER
+            row.checkpoint_mb = sizes.parameters * CHECKPOINT_BYTES_PER_PARAMETER
         rows.append(row)
     return Plan(rows, sorted(set(unknown)))
 

@@ -17,6 +17,8 @@ class LayerMix(Stage):
         Summary("cumulative", "layer_mix/{model}/summary/cumulative", shown=()),
     ), title='Where linguistic information sits across layers (Tenney et al. 2019)')
     claimed = True
+    # memory (bertology_core/jobs/needs.py): every layer's word features, whole
+    memory = {"layer_mix": "holds"}
 
     def runs(self, model: str, fit: Fit, found: Mapping[str, Any]) -> dict[str, Any]:
         """``layer_mix``: the probed states that layer_mix.states chooses (null: every probed state)."""

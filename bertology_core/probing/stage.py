@@ -33,6 +33,8 @@ class Probing(Stage):
                       '(probing.syntactic_heads.resamples, level).')),
     ), title='Probing and syntactic heads')
     claimed = True
+    # memory (bertology_core/jobs/needs.py): every layer's word features, whole
+    memory = {"probe_layers": "holds"}
 
     def probed_runs(self) -> list[TaskSeed]:
         """(task, seed) of every fine-tuned model the config probes (whether or not it is analysed)."""

@@ -47,6 +47,14 @@ STAGES = ("data", "treebank", "models", "finetune", "fitness", "baselines", "att
 
 # the stages whose rules need nothing beyond the experiment's shared lookups: no declaration of their own
 UNDECLARED = ("data", "treebank", "models")
+# their rules' memory where it grows otherwise than by default (Stage.memory): the token writer reads the tokenizer
+# (a model's folder) and holds its splits' text whole, writing their tokens a chunk at a time
+UNDECLARED_MEMORY = {"tokenize_data": "holds"}
+
+
+def memory_declared() -> dict[str, str]:
+    """How each rule's memory grows with what its jobs read, where its stage declares it (``Stage.memory``)."""
+    return UNDECLARED_MEMORY | {rule: kind for name in STAGES for rule, kind in declaration(name).memory.items()}
 
 
 def declaration(name: str) -> type[Stage]:
