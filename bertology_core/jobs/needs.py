@@ -239,23 +239,41 @@ def path_mb(path: Path) -> float:
     return _file_mb(str(path), path.stat().st_size, path.stat().st_mtime_ns)
 
 
-@functools.lru_cache(maxsize=4096)
 def _file_mb(path: str, size: int, stamp: int) -> float:
-    if path.endswith(".parquet"):
-        import pyarrow.parquet as pq
+    footer = _parquet_footer(path, size, stamp) if path.endswith(".parquet") else None
+    return size / 1e6 if footer is None else footer[0]
 
-        try:
-            metadata = pq.read_metadata(path)
-        except (OSError, ValueError):  # not readable as Parquet: its bytes
-            return size / 1e6
-        total = 0
+
+@functools.lru_cache(maxsize=4096)
+def _parquet_footer(path: str, size: int, stamp: int) -> tuple[float, int | None] | None:
+    """What a Parquet file's footer says of it, read once (cached by size and time): its MB as decoded (each column
+    chunk's values times their width, or its uncompressed bytes for text) and, for a token file (rule
+    ``tokenize_data``), its longest example (word pieces after the cut: the largest ``full_length`` in its row groups'
+    statistics, at most its ``max_length``; the cut where a row group has none); None where it is not Parquet."""
+    import pyarrow.parquet as pq
+
+    try:
+        metadata = pq.read_metadata(path)
+    except (OSError, ValueError):
+        return None
+    total = 0
+    for group in range(metadata.num_row_groups):
+        for column in range(metadata.num_columns):
+            chunk = metadata.row_group(group).column(column)
+            width = _WIDTHS.get(chunk.physical_type)
+            total += chunk.num_values * width if width else chunk.total_uncompressed_size
+    cut, names = (metadata.metadata or {}).get(b"max_length"), metadata.schema.names
+    longest = None
+    if cut is not None and "full_length" in names:
+        column, longest = names.index("full_length"), 0
         for group in range(metadata.num_row_groups):
-            for column in range(metadata.num_columns):
-                chunk = metadata.row_group(group).column(column)
-                width = _WIDTHS.get(chunk.physical_type)
-                total += chunk.num_values * width if width else chunk.total_uncompressed_size
-        return total / 1e6
-    return size / 1e6
+            statistics = metadata.row_group(group).column(column).statistics
+            if statistics is None or not statistics.has_min_max:
+                longest = int(cut)
+                break
+            longest = max(longest, int(statistics.max))
+        longest = min(int(cut), longest)
+    return total / 1e6, longest
 
 
 # bytes a value of a Parquet physical type takes decoded (Arrow's widths: small integers are stored as INT32)
@@ -273,30 +291,6 @@ def _parameters(folder: str, stamp: tuple[tuple[int, int, int], ...]) -> float:
     """Millions of parameters of a model folder (cached: Snakemake asks for a job's resources again each time it
     schedules)."""
     return compatibility.parameter_count(Path(folder)) / 1e6
-
-
-@functools.lru_cache(maxsize=1024)
-def _longest(path: str, stamp: int) -> int | None:
-    """The longest example (word pieces, after the cut) of a token file (rule ``tokenize_data``), from its footer: the
-    largest ``full_length`` in its row groups' statistics, at most the file's ``max_length``; None for another file."""
-    import pyarrow.parquet as pq
-
-    try:
-        metadata = pq.read_metadata(path)
-    except (OSError, ValueError):  # not a Parquet file
-        return None
-    cut = (metadata.metadata or {}).get(b"max_length")
-    names = metadata.schema.names
-    if cut is None or "full_length" not in names:
-        return None
-    column = names.index("full_length")
-    longest = 0
-    for group in range(metadata.num_row_groups):
-        statistics = metadata.row_group(group).column(column).statistics
-        if statistics is None or not statistics.has_min_max:
-            return int(cut)  # no statistics: as long as the cut allows
-        longest = max(longest, int(statistics.max))
-    return min(int(cut), longest)
 
 
 def job_sizes(paths: Iterable[str | os.PathLike[str]], predicted: Mapping[str, Sizes] | None = None,
@@ -322,7 +316,8 @@ def job_sizes(paths: Iterable[str | os.PathLike[str]], predicted: Mapping[str, S
         else:
             read_mb += path_mb(path)
             if batch is not None and path.suffix == ".parquet":
-                found = _longest(str(path), path.stat().st_mtime_ns)
+                footer = _parquet_footer(str(path), path.stat().st_size, path.stat().st_mtime_ns)
+                found = None if footer is None else footer[1]
                 if found is not None:
                     longest, seen = max(longest, found), True
     tokens = batch.thousands_of_tokens(longest if seen else None) if batch is not None else 0.0
