@@ -102,4 +102,4 @@ def assert_same_results(a: Path, b: Path, *, partial: bool = False) -> int:
             assert data_a == data_b, relative
         else:
             assert path_a.read_bytes() == path_b.read_bytes(), relative
-    return len(files_a)
+    return len(files_b)
