@@ -53,8 +53,9 @@ for _warning in _HUB_PROBLEMS + CHECKS.label_warnings():
     logger.warning(_warning)
 
 
-# each rule's memory, time and disk from the sizes of what its jobs read, with the config's memory overrides
-REQUESTS = needs.Requests(needs.load(), config["compute"]["mem_mb"])
+# each rule's memory, time and disk from the sizes of what its jobs read, with the config's memory overrides and the
+# passes its stage's settings make (a probe's epochs)
+REQUESTS = needs.Requests(needs.load(), config["compute"]["mem_mb"], job_table.passes(EXPERIMENT))
 # each model's resolved.json as the parameters of the spec it resolves, for the plan of a run before it is resolved
 MODEL_PARAMETERS = needs.model_parameters(EXPERIMENT.models, REPO) if workflow.is_main_process else {}
 
@@ -67,7 +68,7 @@ onstart:
     _jobs = [needs.PlannedJob.of(job.rule.name, job.input, job.output, job.threads, job.wildcards_dict,
                                  dict(job.params.items()), dict(job.output.items()), job.resources.get("runtime"))
              for level in workflow.dag.toposorted(set(workflow.dag.needrun_jobs())) for job in level]
-    _plan = needs.plan(_jobs, REQUESTS.needs, Path.cwd(), config["compute"]["mem_mb"], MODEL_PARAMETERS)
+    _plan = needs.plan(_jobs, REQUESTS.needs, Path.cwd(), config["compute"]["mem_mb"], MODEL_PARAMETERS, REQUESTS.passes)
     _at_once = min(n for n in (workflow.nodes, workflow._cores, len(_jobs)) if n) or 1
     logger.info(f"What this run will need (bertology_core/jobs/needs.py):\n{_plan.summary(_at_once, needs.free_mb(Path.cwd()))}")
     if _unsized := needs.unsized_models({path: value for path, value in MODEL_PARAMETERS.items() if not Path(path).exists()}):

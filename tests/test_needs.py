@@ -118,17 +118,41 @@ def test_every_rule_that_asks_for_resources_has_a_fitted_need():
 
 def test_a_request_is_the_line_times_its_margin_at_least_the_floor_times_the_attempt():
     need = needs.Need("r", needs.Line({"base": 400, "parameters": 10.0, "read_mb": 2.0}, 1.5),
-                      needs.Line({"base": 1, "parameters x read_mb": 0.01}, 2.0), (needs.Line({"read_mb": 0.5}, 1.2),))
+                      needs.Line({"base": 1, "parameters x read_mb x passes": 0.01}, 2.0), (needs.Line({"read_mb": 0.5}, 1.2),))
     sizes = needs.Sizes(parameters=110, read_mb=300)
     assert need.predict("memory_mb", sizes) == 400 + 1100 + 600
     process = needs.JOB_PROCESS_MB  # the Snakemake process beside the script, in a cluster job's allocation
     assert need.request("memory_mb", sizes) == int(np.ceil(2100 * 1.5 + process))
     assert need.request("memory_mb", sizes, attempt=2) == int(np.ceil(2 * (2100 * 1.5 + process)))
     assert need.request("minutes", sizes) == int(np.ceil((1 + 330) * 2))
+    # a job that goes over what it reads 50 times (a probe's epochs) asks for 50 times the time, the same memory
+    fifty = needs.Sizes(parameters=110, read_mb=300, passes=50)
+    assert need.request("minutes", fifty) == int(np.ceil((1 + 330 * 50) * 2))
+    assert need.request("memory_mb", fifty) == need.request("memory_mb", sizes)
     assert need.request("memory_mb", needs.Sizes()) == 600 + process  # the base alone
     small = needs.Need("s", needs.Line({"base": 100}, 1.5), need.minutes, need.disk_mb)
     assert small.request("memory_mb", needs.Sizes()) == needs.LEAST["memory_mb"] + process  # never under the floor
     assert need.request("disk_mb", sizes) == int(np.ceil(150 * 1.2))
+
+
+def test_the_probes_and_the_layer_mix_ask_for_time_as_their_epochs_seeds_and_label_sets_say(monkeypatch):
+    from test_jobs import plan_of
+
+    from bertology_core.workflow import jobs
+
+    default = jobs.passes(plan_of())
+    assert default == {"probe_layers": 50 * 2, "layer_mix": 50 * 3 * 2}  # config.yaml: 50 epochs, 2 label sets, 3 seeds
+    fewer = jobs.passes(plan_of({"layer_mix": {"probe_seeds": [0], "probe": {"max_epochs": 4}}}))
+    assert fewer["layer_mix"] == 4 * 1 * 2 and fewer["probe_layers"] == default["probe_layers"]
+    # the request the workflow binds (rules/common.smk) scales with them, for a job the size of BERT-base's features of
+    # the whole treebank (the rehearsal's)
+    treebank = needs.Sizes(109.5, 4599.2)
+    monkeypatch.setattr(needs, "job_sizes", lambda paths, batch=None: treebank)
+    need = needs.load()["layer_mix"]
+    minutes = {passes: needs.Requests(needs.load(), {}, {"layer_mix": passes}).runtime("layer_mix")(None, ["f"], 1)
+               for passes in (fewer["layer_mix"], default["layer_mix"])}
+    assert minutes[default["layer_mix"]] == need.request("minutes", needs.Sizes(109.5, 4599.2, passes=default["layer_mix"]))
+    assert minutes[default["layer_mix"]] > 30 * minutes[fewer["layer_mix"]] > 0
 
 
 def test_the_fit_recovers_a_known_line_and_puts_every_measured_job_inside_its_request():
@@ -138,7 +162,7 @@ def test_the_fit_recovers_a_known_line_and_puts_every_measured_job_inside_its_re
         for read_mb in rng.uniform(1, 500, 6):
             memory = 300 + 12.0 * parameters + 3.0 * read_mb
             rows.append({"run": "r", "rule": "probe_layers", "job": f"{parameters}/{read_mb:.0f}", "threads": 1, "parameters": parameters,
-                         "read_mb": read_mb, "batch_tokens": 0.0, "memory_mb": memory * rng.uniform(0.97, 1.03),
+                         "read_mb": read_mb, "batch_tokens": 0.0, "passes": 1.0, "memory_mb": memory * rng.uniform(0.97, 1.03),
                          "minutes": 0.5 + 0.001 * parameters * read_mb, "cpu_minutes": 1.0,
                          "output_mb": [0.2 * read_mb, 4.0 * parameters], "gives_mb": [0.5 * read_mb, 4.0 * parameters]})
     found, table = fit_needs.fit(pl.DataFrame(rows))

@@ -97,6 +97,14 @@ def dry_run_jobs(configfiles: list[str], directory: Path = ROOT) -> list[estimat
     return captured
 
 
+def rule_passes(configfiles: list[str]) -> dict[str, float]:
+    """How many times each rule's jobs go over what they read under ``configfiles`` (the stages' ``passes``)."""
+    from bertology_core.workflow import jobs as job_table
+
+    config = configuration.validated([ROOT / "config.yaml", *configfiles], ROOT / "schemas" / "config.schema.yaml")
+    return job_table.passes(job_table.experiment(config, ROOT))
+
+
 def token_lengths(jobs: list[estimate.Job], tokenizer_folder: str, stand_ins: dict[tuple[str, str], tuple[str, str]],
                   local_glue: str | None = None) -> estimate.Lengths:
     """Lengths of every split the dry run prepares (untruncated word pieces), and of each stand-in's split."""

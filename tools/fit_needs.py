@@ -7,6 +7,8 @@ finished runs.
     python tools/fit_needs.py fit benchmarks/needs/*.parquet [--write bertology_core/jobs/needs.yaml]
     # a run's jobs against the requests of the committed lines (exit 1 when a job was above its memory or time)
     python tools/fit_needs.py check run.parquet
+    # set a measured file's passes (how many times each rule's jobs went over what they read) from its run's configs
+    python tools/fit_needs.py passes run.parquet --configfile configs/cpu.yaml
 
 ``measure`` lists the run's jobs with a forced dry run of this repository's workflow in the run's folder under the
 same config files (relative paths in them point into this repository, as for the run); a job counts when it
@@ -39,8 +41,9 @@ from bertology_core.workflow import jobs as jobs_module  # noqa: E402
 
 
 def measure(run: Path, configfiles: list[str]) -> pl.DataFrame:
-    from estimate_runtime import dry_run_jobs, finished
+    from estimate_runtime import dry_run_jobs, finished, rule_passes
 
+    passes = rule_passes(configfiles)
     rows = []
     for job in dry_run_jobs(configfiles, directory=run):
         if not job.log or not finished(job, run):
@@ -59,7 +62,8 @@ def measure(run: Path, configfiles: list[str]) -> pl.DataFrame:
         gives = [needs_model.path_mb(run / path) for path in job.outputs]
         rows.append({"run": str(run), "rule": job.rule, "job": "/".join(job.wildcards.values()), "threads": job.threads,
                      "parameters": sizes.parameters, "read_mb": sizes.read_mb,
-                     "batch_tokens": sizes.batch_tokens, "memory_mb": float(record["max_rss_mb"]) * 2**20 / 1e6,
+                     "batch_tokens": sizes.batch_tokens, "passes": passes.get(job.rule, 1.0),
+                     "memory_mb": float(record["max_rss_mb"]) * 2**20 / 1e6,
                      "minutes": float(record["wall_seconds"]) / 60, "cpu_minutes": float(record["cpu_seconds"]) / 60,
                      "output_mb": outputs, "gives_mb": gives})
     return pl.DataFrame(rows, schema_overrides={"output_mb": pl.List(pl.Float64), "gives_mb": pl.List(pl.Float64)})
@@ -111,7 +115,8 @@ def fit(frame: pl.DataFrame, memory: dict[str, str] | None = None) -> tuple[dict
     memory = jobs_module.memory_declared() if memory is None else memory
     found = {}
     for (rule,), jobs in frame.group_by(["rule"], maintain_order=True):
-        sizes = [needs_model.Sizes(p, r, t) for p, r, t in zip(jobs["parameters"], jobs["read_mb"], jobs["batch_tokens"])]
+        sizes = [needs_model.Sizes(p, r, t, n) for p, r, t, n in zip(jobs["parameters"], jobs["read_mb"], jobs["batch_tokens"],
+                                                                    jobs["passes"])]
         terms = dict(needs_model.TERMS)
         if not needs_model.memory_reads(rule, bool((jobs["parameters"] > 0).any()), memory):
             terms["memory_mb"] = tuple(t for t in terms["memory_mb"] if t != "read_mb")
@@ -142,7 +147,7 @@ def against(frame: pl.DataFrame, found: dict[str, needs_model.Need]) -> pl.DataF
         need = found.get(row["rule"])
         if need is None:
             continue
-        s = needs_model.Sizes(row["parameters"], row["read_mb"], row["batch_tokens"])
+        s = needs_model.Sizes(row["parameters"], row["read_mb"], row["batch_tokens"], row["passes"])
         rows.append({"rule": row["rule"], "job": row["job"], "run": row["run"], "parameters": s.parameters, "read_mb": s.read_mb,
                      "peak_mb": row["memory_mb"], "predicted_mb": need.predict("memory_mb", s),
                      "request_mb": need.request("memory_mb", s), "minutes": row["minutes"],
@@ -155,9 +160,10 @@ def against(frame: pl.DataFrame, found: dict[str, needs_model.Need]) -> pl.DataF
 def read_measurements(path: Path) -> pl.DataFrame:
     """A file ``measure`` wrote, refused where it lacks a size the lines use (measured by older code)."""
     frame = pl.read_parquet(path)
-    missing = [name for name in ("parameters", "read_mb", "batch_tokens", "gives_mb") if name not in frame.columns]
+    missing = [name for name in ("parameters", "read_mb", "batch_tokens", "passes", "gives_mb") if name not in frame.columns]
     if missing:
-        raise SystemExit(f"{path}: measured without {missing}. Fix: measure its run again (tools/fit_needs.py measure).")
+        raise SystemExit(f"{path}: measured without {missing}. Fix: measure its run again (tools/fit_needs.py measure)"
+                         + (", or set its passes from its run's configs (tools/fit_needs.py passes)." if missing == ["passes"] else "."))
     return frame
 
 
@@ -190,7 +196,21 @@ def main() -> None:
     fitting.add_argument("--write", type=Path, help="the needs file to write (bertology_core/jobs/needs.yaml)")
     checking = commands.add_parser("check", help="each measured job against the committed needs' request (exit 1 when above)")
     checking.add_argument("measurements", nargs="+", type=Path)
+    setting = commands.add_parser("passes", help="set a measured file's passes from the configs its run used")
+    setting.add_argument("measurement", type=Path)
+    setting.add_argument("--configfile", nargs="+", required=True)
     args = parser.parse_args()
+    if args.command == "passes":
+        from estimate_runtime import rule_passes
+
+        passes = rule_passes(args.configfile)
+        frame = pl.read_parquet(args.measurement)
+        frame = frame.with_columns(pl.col("rule").replace_strict(passes, default=1.0, return_dtype=pl.Float64).alias("passes"))
+        frame.select([*(c for c in frame.columns if c != "passes" and c not in ("memory_mb", "minutes", "cpu_minutes",
+                                                                                   "output_mb", "gives_mb")), "passes",
+                      "memory_mb", "minutes", "cpu_minutes", "output_mb", "gives_mb"]).write_parquet(args.measurement)
+        print(f"{args.measurement}: passes {dict(sorted((r, passes[r]) for r in set(frame['rule']) & set(passes)))}")
+        return
     if args.command == "measure":
         frame = measure(args.run.resolve(), args.configfile)
         args.out.parent.mkdir(parents=True, exist_ok=True)

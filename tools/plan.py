@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tools"))
 
-from estimate_runtime import dry_run_jobs  # noqa: E402
+from estimate_runtime import dry_run_jobs, rule_passes  # noqa: E402
 
 from bertology_core.jobs import needs  # noqa: E402
 from bertology_core.workflow import configuration  # noqa: E402
@@ -42,7 +42,7 @@ def main() -> None:
     models = needs.model_parameters({model["name"]: model["spec"] for model in config["models"]}, ROOT)
     planned = [needs.PlannedJob.of(job.rule, job.inputs, job.outputs, job.threads, job.wildcards, job.params,
                                    job.named_outputs, job.resources.get("runtime")) for job in jobs]
-    plan = needs.plan(planned, needs.load(), directory, config["compute"]["mem_mb"], models)
+    plan = needs.plan(planned, needs.load(), directory, config["compute"]["mem_mb"], models, rule_passes(args.configfile))
     free = needs.free_mb(directory)
     print(plan.summary(args.jobs, free))
     if unsized := needs.unsized_models({path: value for path, value in models.items() if not (directory / path).exists()}):

@@ -197,7 +197,7 @@ class Stage:
     """A stage of the workflow, declared in its package (``bertology_core/<stage>/stage.py``): one name (its rule
     file, package, results folder, report section and config key), the section it shows, whether the claims read it,
     its settings, the runs it makes, the problems with its config choices, the input lists of its rules and how their
-    memory grows. A stage without a package of its own (data, treebank, models) is this base: a name and nothing else."""
+    memory and time grow. A stage without a package of its own (data, treebank, models) is this base: a name and nothing else."""
 
     name: ClassVar[str] = ""
     # its report section, if it shows one
@@ -217,6 +217,11 @@ class Stage:
     def settings(self) -> Mapping[str, Any]:
         """Its config section (``config[<stage>]``)."""
         return self.config[self.name]
+
+    def passes(self) -> Mapping[str, float]:
+        """How many times a job of each of its rules goes over what it reads, where its config says (a probe's epochs
+        and seeds): a factor of the job's time request (bertology_core/jobs/needs.py). Rules not named: once."""
+        return {}
 
     def problems(self) -> list[str]:
         """Every choice of its config section the workflow cannot run, one line each with the fix."""

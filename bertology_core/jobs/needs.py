@@ -5,12 +5,15 @@ A job's :class:`Sizes` are read from its input files as they are when it is abou
 it reads (its ``resolved.json``'s folder or a trained model's folder, counted from the safetensors headers; the
 largest, where it reads several), the megabytes on disk of everything else it reads (data, token files, attention
 dumps, sweep tables, probe features) and, for a training job, the word pieces of its largest batch (its batch size
-times the longest example, after the cut, of the token files it reads: what a training step's activations grow with).
+times the longest example, after the cut, of the token files it reads: what a training step's activations grow with)
+and its passes (how many times its work goes over what it reads where its config says so, as a probe's epochs and
+seeds do; a stage declares them, ``Stage.passes``; once for every other rule).
 Each rule's memory (MB, peak resident), time (minutes) and disk (MB its outputs hold) is a line in these sizes, with
 coefficients of at least zero, so that a need never shrinks as a job reads more:
 
 - memory: ``base + a * parameters + b * read_mb + c * batch_tokens``;
-- minutes: ``base + c * read_mb + d * parameters * read_mb`` (every byte it reads, through the model);
+- minutes: ``base + (c * read_mb + d * parameters * read_mb) * passes`` (every byte it reads, through the model, as
+  often as it goes over it);
 - disk: the same terms as memory, one line per output (in the rule's order) where every measured job of the rule has
   the same outputs, else one line for the whole.
 
@@ -28,6 +31,7 @@ Torch-free.
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import functools
 import json
@@ -46,7 +50,8 @@ from bertology_core.models import compatibility
 NEEDS_FILE = Path(__file__).with_name("needs.yaml")
 KINDS = ("memory_mb", "minutes", "disk_mb")
 # the terms of each kind's line
-TERMS = {"memory_mb": ("base", "parameters", "read_mb", "batch_tokens"), "minutes": ("base", "read_mb", "parameters x read_mb"),
+TERMS = {"memory_mb": ("base", "parameters", "read_mb", "batch_tokens"),
+         "minutes": ("base", "read_mb x passes", "parameters x read_mb x passes"),
          "disk_mb": ("base", "parameters", "read_mb")}
 # How a rule's memory grows with the megabytes its jobs read, as its stage declares it (``Stage.memory``): "holds"
 # (a term in what it reads: it holds some of it whole, as the probes hold every layer's word features), "chunks" (no
@@ -82,16 +87,19 @@ TRAINING_RULES = ("finetune", "head_gates", "subnetwork_finetune")
 
 @dataclass(frozen=True)
 class Sizes:
-    """What a job reads: ``parameters`` (millions) of the largest model, ``read_mb`` (MB; Parquet as decoded) of the rest, and
-    ``batch_tokens`` (thousands of word pieces in a training job's largest batch; 0 for a job that does not train)."""
+    """What a job reads: ``parameters`` (millions) of the largest model, ``read_mb`` (MB; Parquet as decoded) of the rest,
+    ``batch_tokens`` (thousands of word pieces in a training job's largest batch; 0 for a job that does not train) and
+    ``passes``, how many times its work goes over what it reads as its config says (:meth:`Stage.passes`; else 1)."""
 
     parameters: float = 0.0
     read_mb: float = 0.0
     batch_tokens: float = 0.0
+    passes: float = 1.0
 
     def term(self, name: str) -> float:
         return {"base": 1.0, "parameters": self.parameters, "read_mb": self.read_mb, "batch_tokens": self.batch_tokens,
-                "parameters x read_mb": self.parameters * self.read_mb}[name]
+                "read_mb x passes": self.read_mb * self.passes,
+                "parameters x read_mb x passes": self.parameters * self.read_mb * self.passes}[name]
 
 
 def training_hyperparameters(rule: str, params: Mapping[str, Any]) -> Mapping[str, Any] | None:
@@ -330,10 +338,12 @@ def job_sizes(paths: Iterable[str | os.PathLike[str]], predicted: Mapping[str, S
 @dataclass
 class Requests:
     """The resource functions of the workflow's rules (``mem_mb``, ``runtime``, ``disk_mb``): a rule's fitted
-    :class:`Need`, or ``overrides`` (config ``compute.mem_mb``, MB) for its memory."""
+    :class:`Need`, or ``overrides`` (config ``compute.mem_mb``, MB) for its memory; ``passes``: the rules whose jobs
+    go over what they read more than once, as the config says (:meth:`Stage.passes`)."""
 
     needs: Mapping[str, Need]
     overrides: Mapping[str, int] = field(default_factory=dict)
+    passes: Mapping[str, float] = field(default_factory=dict)
 
     def need(self, rule: str) -> Need:
         """The rule's fitted need; for a rule with none but a memory override (a new rule, before a run measured it),
@@ -367,8 +377,9 @@ class Requests:
         return memory_mb
 
     def runtime(self, rule: str) -> Any:
-        need = self.need(rule)
-        return lambda wildcards, input, attempt: need.request("minutes", self.sizes(input), attempt)  # noqa: A002
+        need, passes = self.need(rule), self.passes.get(rule, 1.0)
+        return lambda wildcards, input, attempt: need.request(  # noqa: A002
+            "minutes", dataclasses.replace(self.sizes(input), passes=passes), attempt)
 
     def disk(self, rule: str) -> Any:
         need = self.need(rule)
@@ -522,12 +533,14 @@ def unsized_models(parameters: Mapping[str, float | None]) -> str | None:
 
 
 def plan(jobs: Sequence[PlannedJob], needs: Mapping[str, Need], root: str | os.PathLike[str] = ".",
-         overrides: Mapping[str, int] | None = None, models: Mapping[str, float | None] | None = None) -> Plan:
+         overrides: Mapping[str, int] | None = None, models: Mapping[str, float | None] | None = None,
+         passes: Mapping[str, float] | None = None) -> Plan:
     """Every job of ``jobs`` (in an order where a job comes after the jobs whose outputs it reads: a dry run's)
     sized: inputs that exist as they are, those a job before it writes as that job's predicted outputs (a model folder
     as the model it read: fine-tuning keeps the geometry; a ``resolved.json`` as ``models[path]``, the parameters of
-    the spec it resolves, :func:`spec_parameters`), the rest listed as unknown and counted as nothing."""
-    overrides = overrides or {}
+    the spec it resolves, :func:`spec_parameters`), the rest listed as unknown and counted as nothing; ``passes`` as
+    :class:`Requests`'."""
+    overrides, passes = overrides or {}, passes or {}
     predicted: dict[str, Sizes] = {path: Sizes(parameters or 0.0, 0.0) for path, parameters in (models or {}).items()
                                    if parameters is not None}
     rows: list[PlannedNeed] = []
@@ -538,7 +551,8 @@ def plan(jobs: Sequence[PlannedJob], needs: Mapping[str, Need], root: str | os.P
             if not (Path(root) / path).exists() and path not in predicted:
                 unknown.append(path)
                 known[path] = Sizes()
-        sizes = job_sizes(job.inputs, {**predicted, **known}, root, Batch.of(job.hyperparameters))
+        sizes = dataclasses.replace(job_sizes(job.inputs, {**predicted, **known}, root, Batch.of(job.hyperparameters)),
+                                    passes=passes.get(job.rule, 1.0))
         need = needs.get(job.rule)
         row = PlannedNeed(job.rule, dict(job.wildcards), job.threads, sizes, need is not None)
         if need is not None:

@@ -20,6 +20,13 @@ class LayerMix(Stage):
     # memory (bertology_core/jobs/needs.py): every layer's word features, whole
     memory = {"layer_mix": "holds"}
 
+    def passes(self) -> Mapping[str, float]:
+        """A mix job trains its probes per label set and probe seed for at most ``probe.max_epochs`` epochs over the
+        features (the request holds the longest)."""
+        settings = self.settings()
+        return {"layer_mix": settings["probe"]["max_epochs"] * len(settings["probe_seeds"])
+                * len(self.config["probing"]["labels"])}
+
     def runs(self, model: str, fit: Fit, found: Mapping[str, Any]) -> dict[str, Any]:
         """``layer_mix``: the probed states that layer_mix.states chooses (null: every probed state)."""
         chosen, probed = self.settings()["states"], found["probed"]

@@ -36,6 +36,12 @@ class Probing(Stage):
     # memory (bertology_core/jobs/needs.py): every layer's word features, whole
     memory = {"probe_layers": "holds"}
 
+    def passes(self) -> Mapping[str, float]:
+        """A probe job trains a probe per label set and layer for at most ``probe.max_epochs`` epochs over the features
+        (early stopping may end it sooner: the request holds the longest)."""
+        settings = self.settings()
+        return {"probe_layers": settings["probe"]["max_epochs"] * len(settings["labels"])}
+
     def probed_runs(self) -> list[TaskSeed]:
         """(task, seed) of every fine-tuned model the config probes (whether or not it is analysed)."""
         probing, experiment = self.settings(), self.experiment

@@ -37,6 +37,20 @@ def merged(paths: Iterable[str | Path]) -> dict[str, Any]:
     return config
 
 
+def validated(paths: Iterable[str | Path], schema: str | Path) -> dict[str, Any]:
+    """Config files :func:`merged`, read as the workflow reads them (numbers written as text made numbers, checked
+    against ``schema``, its defaults filled in by Snakemake's ``validate``): for tools that build the experiment."""
+    from snakemake.utils import validate
+
+    config = merged(paths)
+    schema_data = yaml.safe_load(Path(schema).read_text())
+    numbers_from_strings(config, schema_data)
+    if problems := schema_problems(config, schema_data):
+        raise ValueError(f"config does not fit {schema}:\n  " + "\n  ".join(problems))
+    validate(config, schema=str(Path(schema).resolve()))
+    return config
+
+
 # what Python's float() accepts as a plain decimal number (no inf, nan or underscores)
 _NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
 _INTEGER = re.compile(r"[+-]?\d+")

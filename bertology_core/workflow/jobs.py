@@ -57,6 +57,11 @@ def memory_declared() -> dict[str, str]:
     return UNDECLARED_MEMORY | {rule: kind for name in STAGES for rule, kind in declaration(name).memory.items()}
 
 
+def passes(experiment: Experiment) -> dict[str, float]:
+    """How many times each rule's jobs go over what they read, where its stage's config says (``Stage.passes``)."""
+    return {rule: value for stage in experiment.stages.values() for rule, value in stage.passes().items()}
+
+
 def declaration(name: str) -> type[Stage]:
     """The stage's declaration: the Stage class of ``bertology_core/<name>/stage.py``, or the bare :class:`Stage` for
     one of :data:`UNDECLARED`."""
