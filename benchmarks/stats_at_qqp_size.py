@@ -65,7 +65,7 @@ def main() -> None:
     cpu, wall = time.process_time() - started, time.perf_counter() - wall
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / 1e6  # Linux: KiB
     row = {"run": f"{args.run} (benchmarks/stats_at_qqp_size.py)", "rule": "disabling_stats", "job": f"QQP/finetuned/{sweeps.height} rows",
-           "threads": 1, "parameters": 0.0, "read_mb": read_mb, "batch_tokens": 0.0, "memory_mb": peak, "minutes": wall / 60,
+           "threads": 1, "parameters": 0.0, "read_mb": read_mb, "batch_tokens": 0.0, "passes": 1.0, "memory_mb": peak, "minutes": wall / 60,
            "cpu_minutes": cpu / 60, "output_mb": None, "gives_mb": None}
     pl.DataFrame([row], schema_overrides={"output_mb": pl.List(pl.Float64), "gives_mb": pl.List(pl.Float64)}).write_parquet(args.out)
     print(f"{sweeps.height:,} rows, {read_mb:.1f} MB as read: peak {peak:,.0f} MB, {cpu:.0f} CPU s, {wall:.0f} s -> {args.out}")

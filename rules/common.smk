@@ -66,7 +66,8 @@ onstart:
     # what the jobs about to run will need (printed), and their disk with the training checkpoints held at once
     # against the free space
     _jobs = [needs.PlannedJob.of(job.rule.name, job.input, job.output, job.threads, job.wildcards_dict,
-                                 dict(job.params.items()), dict(job.output.items()), job.resources.get("runtime"))
+                                 dict(job.params.items()), dict(job.output.items()), job.resources.get("runtime"),
+                                 dict(job.input.items()))
              for level in workflow.dag.toposorted(set(workflow.dag.needrun_jobs())) for job in level]
     _plan = needs.plan(_jobs, REQUESTS.needs, Path.cwd(), config["compute"]["mem_mb"], MODEL_PARAMETERS, REQUESTS.passes)
     _at_once = min(n for n in (workflow.nodes, workflow._cores, len(_jobs)) if n) or 1

@@ -135,24 +135,63 @@ def test_a_request_is_the_line_times_its_margin_at_least_the_floor_times_the_att
     assert need.request("disk_mb", sizes) == int(np.ceil(150 * 1.2))
 
 
-def test_the_probes_and_the_layer_mix_ask_for_time_as_their_epochs_seeds_and_label_sets_say(monkeypatch):
+def test_probes_mixes_greedy_searches_and_outlier_draws_ask_for_time_as_their_settings_say(monkeypatch, tmp_path):
     from test_jobs import plan_of
 
     from bertology_core.workflow import jobs
 
-    default = jobs.passes(plan_of())
-    assert default == {"probe_layers": 50 * 2, "layer_mix": 50 * 3 * 2}  # config.yaml: 50 epochs, 2 label sets, 3 seeds
-    fewer = jobs.passes(plan_of({"layer_mix": {"probe_seeds": [0], "probe": {"max_epochs": 4}}}))
-    assert fewer["layer_mix"] == 4 * 1 * 2 and fewer["probe_layers"] == default["probe_layers"]
+    default, job = jobs.passes(plan_of()), {"model": "m", "probed": "pretrained", "task": "QQP", "seed": "1"}
+    # config.yaml: 50 epochs, 2 label sets, 3 probe seeds; 5 greedy steps; 100 random draws and the outliers
+    assert [default(rule, job, {}) for rule in ("probe_layers", "layer_mix", "disabling_greedy", "outlier_disabling",
+                                            "disabling_sweep")] == [50 * 2, 50 * 3 * 2, 5, 101, 1]
+    fewer = jobs.passes(plan_of({"layer_mix": {"probe_seeds": [0], "probe": {"max_epochs": 4}},
+                                 "disabling": {"per_task": {"QQP": {"greedy_steps": 2}}}}))
+    assert fewer("layer_mix", job, {}) == 4 * 1 * 2 and fewer("probe_layers", job, {}) == default("probe_layers", job, {})
+    assert fewer("disabling_greedy", job, {}) == 2 and fewer("disabling_greedy", {**job, "task": "RTE"}, {}) == 5
+    # a sample of a dev file's examples is that share of a pass over it (the file's rows from its footer)
+    sampled = jobs.passes(plan_of({"disabling": {"max_examples": 250}, "outliers": {"max_examples": 100}}))
+    pl.DataFrame({"idx": range(1000)}).write_parquet(tmp_path / "dev.parquet")
+    dev = {"data": str(tmp_path / "dev.parquet")}
+    assert sampled("disabling_sweep", job, dev) == 0.25 and sampled("disabling_greedy", job, dev) == 0.25 * 5
+    assert sampled("outlier_disabling", job, dev) == 0.1 * 101
+    assert sampled("disabling_sweep", job, {"data": str(tmp_path / "not_yet.parquet")}) == 1.0  # the most it may be
     # the request the workflow binds (rules/common.smk) scales with them, for a job the size of BERT-base's features of
     # the whole treebank (the rehearsal's)
     treebank = needs.Sizes(109.5, 4599.2)
     monkeypatch.setattr(needs, "job_sizes", lambda paths, batch=None: treebank)
     need = needs.load()["layer_mix"]
-    minutes = {passes: needs.Requests(needs.load(), {}, {"layer_mix": passes}).runtime("layer_mix")(None, ["f"], 1)
-               for passes in (fewer["layer_mix"], default["layer_mix"])}
-    assert minutes[default["layer_mix"]] == need.request("minutes", needs.Sizes(109.5, 4599.2, passes=default["layer_mix"]))
-    assert minutes[default["layer_mix"]] > 30 * minutes[fewer["layer_mix"]] > 0
+    minutes = {name: needs.Requests(needs.load(), {}, passes).runtime("layer_mix")(job, ["f"], 1)
+               for name, passes in (("fewer", fewer), ("default", default))}
+    assert minutes["default"] == need.request("minutes", needs.Sizes(109.5, 4599.2, passes=300))
+    assert minutes["default"] > 10 * minutes["fewer"] > 0
+
+
+def test_a_finished_probe_jobs_passes_are_the_epochs_its_probes_ran_and_the_fit_scales_only_such_rules(tmp_path):
+    from test_jobs import plan_of
+
+    from bertology_core.workflow import jobs
+
+    experiment = plan_of()
+    # per label set, the mean over layers of the probe's and the control probe's epochs: (4 + 6) / 2 + 10
+    pl.DataFrame({"labels": ["upos", "upos", "deprel", "deprel"], "layer": [0, 1, 0, 1], "epochs_run": [4, 4, 10, 10],
+                  "control_epochs_run": [6, 6, 10, 10]}).write_parquet(tmp_path / "probes.parquet")
+    job = {"model": "m", "probed": "pretrained"}
+    assert jobs.passes_run(experiment, "probe_layers", job, {}, {"probes": str(tmp_path / "probes.parquet")}) == 15
+    # per label set, the most epochs of its probes times its probe seeds: 7 x 3 + 5 x 3
+    pl.DataFrame({"labels": ["upos", "upos", "deprel"], "probe_seeds": [3, 3, 3],
+                  "epochs_run_max": [7, 7, 5]}).write_parquet(tmp_path / "cumulative.parquet")
+    assert jobs.passes_run(experiment, "layer_mix", job, {}, {"cumulative": str(tmp_path / "cumulative.parquet")}) == 36
+    assert jobs.passes_run(experiment, "disabling_greedy", {"task": "RTE"}, {}, {}) == 5  # as its settings say
+    assert jobs.passes_run(experiment, "disabling_sweep", {"task": "RTE"}, {}, {}) == 1.0
+    # fitted on the passes run: the time per pass of a probe that stopped early, not its most epochs
+    rows = [{"run": "r", "rule": rule, "job": f"{rule}{i}", "threads": 1, "parameters": 20.0, "read_mb": 80.0 * (i + 1),
+             "batch_tokens": 0.0, "passes": passes, "memory_mb": 900.0, "minutes": 0.3 + 0.002 * 80.0 * (i + 1) * passes,
+             "cpu_minutes": 1.0, "output_mb": [0.1], "gives_mb": [0.1]}
+            for rule, all_passes in (("probe_layers", (4, 12, 30, 8)), ("disabling_sweep", (1, 1, 1, 1)))
+            for i, passes in enumerate(all_passes)]
+    found, _ = fit_needs.fit(pl.DataFrame(rows))
+    assert found["probe_layers"].minutes.coefficients.get("read_mb x passes", 0) == pytest.approx(0.002, rel=0.05)
+    assert not any(term.endswith("x passes") for term in found["disabling_sweep"].minutes.coefficients)
 
 
 def test_the_fit_recovers_a_known_line_and_puts_every_measured_job_inside_its_request():
@@ -207,12 +246,13 @@ def test_a_plan_carries_each_jobs_predicted_outputs_to_the_jobs_that_read_them(t
     fitted = {
         "finetune": needs.Need("finetune", line(base=1000), line(base=10), (line(parameters=4.0), line(base=1.0))),
         "dump": needs.Need("dump", line(base=800), line(base=5), (line(read_mb=50.0),), gives_mb=(line(read_mb=80.0),)),
-        "read_dump": needs.Need("read_dump", line(base=400, read_mb=2.0), line(base=5), (line(base=0.5),)),
+        "read_dump": needs.Need("read_dump", line(base=400, read_mb=2.0), line(**{"base": 5, "read_mb x passes": 1.0}),
+                                (line(base=0.5),)),
     }
     jobs = [needs.PlannedJob("finetune", ("resolved.json", "dev.parquet"), ("ft/model", "ft/eval.json"), models=("ft/model",)),
             needs.PlannedJob("dump", ("ft/model", "dev.parquet"), ("dump.parquet",)),
             needs.PlannedJob("read_dump", ("dump.parquet", "other.parquet"), ("table.parquet",))]
-    plan = needs.plan(jobs, fitted, tmp_path)
+    plan = needs.plan(jobs, fitted, tmp_path, passes=lambda rule, wildcards, inputs: 3 if rule == "read_dump" else 1)
     parameters = needs.job_sizes(["resolved.json"], root=tmp_path).parameters
     finetune, dump, reader = plan.rows
     assert finetune.disk_mb == pytest.approx(4.0 * parameters + 1.0)
@@ -221,6 +261,7 @@ def test_a_plan_carries_each_jobs_predicted_outputs_to_the_jobs_that_read_them(t
     assert reader.sizes.read_mb == pytest.approx(160.0)  # the dump as it reads it; the input nobody writes counts 0
     assert plan.unknown == ["other.parquet"]
     assert reader.memory_mb == 400 + 2 * 160 + needs.JOB_PROCESS_MB
+    assert reader.minutes == 5 + 160 * 3 and dump.minutes == 5  # the reader goes over the dump three times
     assert finetune.checkpoint_mb == pytest.approx(parameters * needs.CHECKPOINT_BYTES_PER_PARAMETER)
     assert plan.needed_mb(jobs_at_once=4) == pytest.approx(plan.results_mb() + finetune.checkpoint_mb)
 

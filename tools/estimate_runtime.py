@@ -97,12 +97,19 @@ def dry_run_jobs(configfiles: list[str], directory: Path = ROOT) -> list[estimat
     return captured
 
 
-def rule_passes(configfiles: list[str]) -> dict[str, float]:
-    """How many times each rule's jobs go over what they read under ``configfiles`` (the stages' ``passes``)."""
+def experiment_of(configfiles: list[str]):
+    """The experiment of ``configfiles`` over config.yaml, as the workflow builds it."""
     from bertology_core.workflow import jobs as job_table
 
     config = configuration.validated([ROOT / "config.yaml", *configfiles], ROOT / "schemas" / "config.schema.yaml")
-    return job_table.passes(job_table.experiment(config, ROOT))
+    return job_table.experiment(config, ROOT)
+
+
+def rule_passes(configfiles: list[str]):
+    """The most times a job (rule, wildcards) may go over what it reads under ``configfiles`` (the stages' ``passes``)."""
+    from bertology_core.workflow import jobs as job_table
+
+    return job_table.passes(experiment_of(configfiles))
 
 
 def token_lengths(jobs: list[estimate.Job], tokenizer_folder: str, stand_ins: dict[tuple[str, str], tuple[str, str]],

@@ -7,8 +7,6 @@ finished runs.
     python tools/fit_needs.py fit benchmarks/needs/*.parquet [--write bertology_core/jobs/needs.yaml]
     # a run's jobs against the requests of the committed lines (exit 1 when a job was above its memory or time)
     python tools/fit_needs.py check run.parquet
-    # set a measured file's passes (how many times each rule's jobs went over what they read) from its run's configs
-    python tools/fit_needs.py passes run.parquet --configfile configs/cpu.yaml
 
 ``measure`` lists the run's jobs with a forced dry run of this repository's workflow in the run's folder under the
 same config files (relative paths in them point into this repository, as for the run); a job counts when it
@@ -41,9 +39,9 @@ from bertology_core.workflow import jobs as jobs_module  # noqa: E402
 
 
 def measure(run: Path, configfiles: list[str]) -> pl.DataFrame:
-    from estimate_runtime import dry_run_jobs, finished, rule_passes
+    from estimate_runtime import dry_run_jobs, experiment_of, finished
 
-    passes = rule_passes(configfiles)
+    experiment = experiment_of(configfiles)
     rows = []
     for job in dry_run_jobs(configfiles, directory=run):
         if not job.log or not finished(job, run):
@@ -60,9 +58,11 @@ def measure(run: Path, configfiles: list[str]) -> pl.DataFrame:
             continue
         outputs = [needs_model.disk_mb(run / path) for path in job.outputs]
         gives = [needs_model.path_mb(run / path) for path in job.outputs]
+        named = job.named_outputs
         rows.append({"run": str(run), "rule": job.rule, "job": "/".join(job.wildcards.values()), "threads": job.threads,
                      "parameters": sizes.parameters, "read_mb": sizes.read_mb,
-                     "batch_tokens": sizes.batch_tokens, "passes": passes.get(job.rule, 1.0),
+                     "batch_tokens": sizes.batch_tokens,
+                     "passes": jobs_module.passes_run(experiment, job.rule, job.wildcards, {name: run / path for name, path in job.named_inputs.items() if isinstance(path, str)}, {name: str(run / path) for name, path in named.items()}),
                      "memory_mb": float(record["max_rss_mb"]) * 2**20 / 1e6,
                      "minutes": float(record["wall_seconds"]) / 60, "cpu_minutes": float(record["cpu_seconds"]) / 60,
                      "output_mb": outputs, "gives_mb": gives})
@@ -118,6 +118,8 @@ def fit(frame: pl.DataFrame, memory: dict[str, str] | None = None) -> tuple[dict
         sizes = [needs_model.Sizes(p, r, t, n) for p, r, t, n in zip(jobs["parameters"], jobs["read_mb"], jobs["batch_tokens"],
                                                                     jobs["passes"])]
         terms = dict(needs_model.TERMS)
+        if (jobs["passes"] == 1.0).all():  # a rule whose jobs go over what they read once: no term in passes
+            terms["minutes"] = tuple(t for t in terms["minutes"] if not t.endswith("x passes"))
         if not needs_model.memory_reads(rule, bool((jobs["parameters"] > 0).any()), memory):
             terms["memory_mb"] = tuple(t for t in terms["memory_mb"] if t != "read_mb")
         lines = {kind: fit_line(sizes, jobs[kind].to_numpy(), terms[kind], needs_model.MARGIN[kind])
@@ -162,8 +164,7 @@ def read_measurements(path: Path) -> pl.DataFrame:
     frame = pl.read_parquet(path)
     missing = [name for name in ("parameters", "read_mb", "batch_tokens", "passes", "gives_mb") if name not in frame.columns]
     if missing:
-        raise SystemExit(f"{path}: measured without {missing}. Fix: measure its run again (tools/fit_needs.py measure)"
-                         + (", or set its passes from its run's configs (tools/fit_needs.py passes)." if missing == ["passes"] else "."))
+        raise SystemExit(f"{path}: measured without {missing}. Fix: measure its run again (tools/fit_needs.py measure).")
     return frame
 
 
@@ -196,21 +197,7 @@ def main() -> None:
     fitting.add_argument("--write", type=Path, help="the needs file to write (bertology_core/jobs/needs.yaml)")
     checking = commands.add_parser("check", help="each measured job against the committed needs' request (exit 1 when above)")
     checking.add_argument("measurements", nargs="+", type=Path)
-    setting = commands.add_parser("passes", help="set a measured file's passes from the configs its run used")
-    setting.add_argument("measurement", type=Path)
-    setting.add_argument("--configfile", nargs="+", required=True)
     args = parser.parse_args()
-    if args.command == "passes":
-        from estimate_runtime import rule_passes
-
-        passes = rule_passes(args.configfile)
-        frame = pl.read_parquet(args.measurement)
-        frame = frame.with_columns(pl.col("rule").replace_strict(passes, default=1.0, return_dtype=pl.Float64).alias("passes"))
-        frame.select([*(c for c in frame.columns if c != "passes" and c not in ("memory_mb", "minutes", "cpu_minutes",
-                                                                                   "output_mb", "gives_mb")), "passes",
-                      "memory_mb", "minutes", "cpu_minutes", "output_mb", "gives_mb"]).write_parquet(args.measurement)
-        print(f"{args.measurement}: passes {dict(sorted((r, passes[r]) for r in set(frame['rule']) & set(passes)))}")
-        return
     if args.command == "measure":
         frame = measure(args.run.resolve(), args.configfile)
         args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -41,7 +41,7 @@ def main() -> None:
     config.setdefault("compute", {}).setdefault("mem_mb", {})
     models = needs.model_parameters({model["name"]: model["spec"] for model in config["models"]}, ROOT)
     planned = [needs.PlannedJob.of(job.rule, job.inputs, job.outputs, job.threads, job.wildcards, job.params,
-                                   job.named_outputs, job.resources.get("runtime")) for job in jobs]
+                                   job.named_outputs, job.resources.get("runtime"), job.named_inputs) for job in jobs]
     plan = needs.plan(planned, needs.load(), directory, config["compute"]["mem_mb"], models, rule_passes(args.configfile))
     free = needs.free_mb(directory)
     print(plan.summary(args.jobs, free))

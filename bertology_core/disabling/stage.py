@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from bertology_core.data import states
-from bertology_core.jobs.experiment import FITNESS_TABLE, Fit, ModelRuns, Stage, Verdicted
+from bertology_core.jobs.experiment import FITNESS_TABLE, sample_share, Fit, ModelRuns, Stage, Verdicted
 from bertology_core.jobs.sections import BOTH, Section, SectionRuns, Summary
 
 
@@ -29,6 +29,15 @@ class Disabling(Stage):
     @staticmethod
     def folder(model: str, task: str, state: str, seed: int | str) -> str:
         return f"results/disabling/{model}/{task}/{state}/seed{seed}"
+
+    def passes(self, rule: str, wildcards: Mapping[str, str], inputs: Mapping[str, Any]) -> float | None:
+        """A sweep scores every configuration on a sample of ``max_examples`` of its dev examples (its task's); a greedy
+        search scores every remaining head on that sample once per step, for ``greedy_steps`` steps."""
+        if rule not in ("disabling_sweep", "disabling_greedy"):
+            return None
+        task = wildcards["task"]
+        share = sample_share(self.setting(task, "max_examples"), inputs.get("data"))
+        return share * (self.setting(task, "greedy_steps") if rule == "disabling_greedy" else 1)
 
     def setting(self, task: str, key: str) -> Any:
         """A disabling setting of one task: its per_task override, else the default."""

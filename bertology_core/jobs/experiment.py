@@ -193,6 +193,17 @@ class Verdicted(Protocol):
     def shown_summaries(self, model: str) -> list[tuple[str, str]]: ...
 
 
+def sample_share(examples: int | None, path: Any) -> float:
+    """The share of a Parquet file's rows a job scores when it samples ``examples`` of them (None: all); 1 where the
+    file does not exist yet (a plan made before the data: the most it may be)."""
+    if examples is None or path is None or not Path(str(path)).exists():
+        return 1.0
+    import pyarrow.parquet as pq
+
+    rows = pq.ParquetFile(str(path)).metadata.num_rows
+    return min(1.0, examples / rows) if rows else 1.0
+
+
 class Stage:
     """A stage of the workflow, declared in its package (``bertology_core/<stage>/stage.py``): one name (its rule
     file, package, results folder, report section and config key), the section it shows, whether the claims read it,
@@ -218,10 +229,17 @@ class Stage:
         """Its config section (``config[<stage>]``)."""
         return self.config[self.name]
 
-    def passes(self) -> Mapping[str, float]:
-        """How many times a job of each of its rules goes over what it reads, where its config says (a probe's epochs
-        and seeds): a factor of the job's time request (bertology_core/jobs/needs.py). Rules not named: once."""
-        return {}
+    def passes(self, rule: str, wildcards: Mapping[str, str], inputs: Mapping[str, Any]) -> float | None:
+        """The most times a job of one of its rules (``wildcards`` and named ``inputs``: the job's) may go over what it
+        reads, as its settings allow (a probe's epochs, a greedy search's steps; a share below 1 where it scores a sample
+        of its data): a factor of the job's time request (bertology_core/jobs/needs.py). None: not one of its rules, or
+        once."""
+        return None
+
+    def passes_run(self, rule: str, wildcards: Mapping[str, str], outputs: Mapping[str, str]) -> float | None:
+        """How many times a finished job went over what it read, from its named ``outputs`` (early stopping ends a probe
+        before its most epochs): what its time is fitted on. None: :meth:`passes`."""
+        return None
 
     def problems(self) -> list[str]:
         """Every choice of its config section the workflow cannot run, one line each with the fix."""

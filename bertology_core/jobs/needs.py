@@ -12,8 +12,10 @@ Each rule's memory (MB, peak resident), time (minutes) and disk (MB its outputs 
 coefficients of at least zero, so that a need never shrinks as a job reads more:
 
 - memory: ``base + a * parameters + b * read_mb + c * batch_tokens``;
-- minutes: ``base + (c * read_mb + d * parameters * read_mb) * passes`` (every byte it reads, through the model, as
-  often as it goes over it);
+- minutes: ``base + c * read_mb + d * parameters * read_mb`` (every byte it reads, through the model) and, for a rule
+  whose jobs go over what they read a number of times its settings choose, ``+ (e * read_mb + f * parameters *
+  read_mb) * passes`` (fitted on the passes its measured jobs made, :meth:`Stage.passes_run`; asked for at the most
+  its settings allow, :meth:`Stage.passes`);
 - disk: the same terms as memory, one line per output (in the rule's order) where every measured job of the rule has
   the same outputs, else one line for the whole.
 
@@ -51,7 +53,7 @@ NEEDS_FILE = Path(__file__).with_name("needs.yaml")
 KINDS = ("memory_mb", "minutes", "disk_mb")
 # the terms of each kind's line
 TERMS = {"memory_mb": ("base", "parameters", "read_mb", "batch_tokens"),
-         "minutes": ("base", "read_mb x passes", "parameters x read_mb x passes"),
+         "minutes": ("base", "read_mb", "parameters x read_mb", "read_mb x passes", "parameters x read_mb x passes"),
          "disk_mb": ("base", "parameters", "read_mb")}
 # How a rule's memory grows with the megabytes its jobs read, as its stage declares it (``Stage.memory``): "holds"
 # (a term in what it reads: it holds some of it whole, as the probes hold every layer's word features), "chunks" (no
@@ -89,7 +91,7 @@ TRAINING_RULES = ("finetune", "head_gates", "subnetwork_finetune")
 class Sizes:
     """What a job reads: ``parameters`` (millions) of the largest model, ``read_mb`` (MB; Parquet as decoded) of the rest,
     ``batch_tokens`` (thousands of word pieces in a training job's largest batch; 0 for a job that does not train) and
-    ``passes``, how many times its work goes over what it reads as its config says (:meth:`Stage.passes`; else 1)."""
+    ``passes``, how many times its work goes over what it reads as its settings say (:meth:`Stage.passes`; else 1)."""
 
     parameters: float = 0.0
     read_mb: float = 0.0
@@ -98,7 +100,7 @@ class Sizes:
 
     def term(self, name: str) -> float:
         return {"base": 1.0, "parameters": self.parameters, "read_mb": self.read_mb, "batch_tokens": self.batch_tokens,
-                "read_mb x passes": self.read_mb * self.passes,
+                "parameters x read_mb": self.parameters * self.read_mb, "read_mb x passes": self.read_mb * self.passes,
                 "parameters x read_mb x passes": self.parameters * self.read_mb * self.passes}[name]
 
 
@@ -338,12 +340,12 @@ def job_sizes(paths: Iterable[str | os.PathLike[str]], predicted: Mapping[str, S
 @dataclass
 class Requests:
     """The resource functions of the workflow's rules (``mem_mb``, ``runtime``, ``disk_mb``): a rule's fitted
-    :class:`Need`, or ``overrides`` (config ``compute.mem_mb``, MB) for its memory; ``passes``: the rules whose jobs
-    go over what they read more than once, as the config says (:meth:`Stage.passes`)."""
+    :class:`Need`, or ``overrides`` (config ``compute.mem_mb``, MB) for its memory; ``passes``: how many times a job
+    (its rule and wildcards) goes over what it reads, as the config says (:meth:`Stage.passes`; none: once)."""
 
     needs: Mapping[str, Need]
     overrides: Mapping[str, int] = field(default_factory=dict)
-    passes: Mapping[str, float] = field(default_factory=dict)
+    passes: Callable[[str, Mapping[str, str], Mapping[str, Any]], float] | None = None
 
     def need(self, rule: str) -> Need:
         """The rule's fitted need; for a rule with none but a memory override (a new rule, before a run measured it),
@@ -377,9 +379,13 @@ class Requests:
         return memory_mb
 
     def runtime(self, rule: str) -> Any:
-        need, passes = self.need(rule), self.passes.get(rule, 1.0)
-        return lambda wildcards, input, attempt: need.request(  # noqa: A002
-            "minutes", dataclasses.replace(self.sizes(input), passes=passes), attempt)
+        need, passes = self.need(rule), self.passes
+
+        def minutes(wildcards: Any, input: Any, attempt: int) -> int:  # noqa: A002
+            named = dict(input.items()) if hasattr(input, "items") else {}  # Snakemake's named inputs
+            times = passes(rule, dict(wildcards.items()), named) if passes else 1.0
+            return need.request("minutes", dataclasses.replace(self.sizes(input), passes=times), attempt)
+        return minutes
 
     def disk(self, rule: str) -> Any:
         need = self.need(rule)
@@ -414,14 +420,17 @@ class PlannedJob:
     models: tuple[str, ...] = ()
     # the minutes it asks for where its rule sizes its time otherwise than by the fitted line (the training rules)
     runtime: int | None = None
+    named_inputs: Mapping[str, str] = field(default_factory=dict)  # its inputs by name, as its rule names them
 
     @classmethod
     def of(cls, rule: str, inputs: Iterable[Any], outputs: Iterable[Any], threads: int, wildcards: Mapping[str, Any],
-           params: Mapping[str, Any], named_outputs: Mapping[str, Any], runtime: Any = None) -> "PlannedJob":
-        """A job as Snakemake holds it (its inputs, outputs, named outputs, params and runtime resource)."""
+           params: Mapping[str, Any], named_outputs: Mapping[str, Any], runtime: Any = None,
+           named_inputs: Mapping[str, Any] | None = None) -> "PlannedJob":
+        """A job as Snakemake holds it (its inputs, outputs, named outputs, params, runtime resource and named inputs)."""
         return cls(rule, tuple(map(str, inputs)), tuple(map(str, outputs)), threads, {k: str(v) for k, v in wildcards.items()},
                    training_hyperparameters(rule, params), tuple(str(path) for name, path in named_outputs.items() if name == "model"),
-                   int(runtime) if rule in TRAINING_RULES and isinstance(runtime, (int, float)) else None)
+                   int(runtime) if rule in TRAINING_RULES and isinstance(runtime, (int, float)) else None,
+                   {name: str(path) for name, path in (named_inputs or {}).items() if isinstance(path, (str, os.PathLike))})
 
 
 @dataclass
@@ -534,13 +543,13 @@ def unsized_models(parameters: Mapping[str, float | None]) -> str | None:
 
 def plan(jobs: Sequence[PlannedJob], needs: Mapping[str, Need], root: str | os.PathLike[str] = ".",
          overrides: Mapping[str, int] | None = None, models: Mapping[str, float | None] | None = None,
-         passes: Mapping[str, float] | None = None) -> Plan:
+         passes: Callable[[str, Mapping[str, str], Mapping[str, Any]], float] | None = None) -> Plan:
     """Every job of ``jobs`` (in an order where a job comes after the jobs whose outputs it reads: a dry run's)
     sized: inputs that exist as they are, those a job before it writes as that job's predicted outputs (a model folder
     as the model it read: fine-tuning keeps the geometry; a ``resolved.json`` as ``models[path]``, the parameters of
     the spec it resolves, :func:`spec_parameters`), the rest listed as unknown and counted as nothing; ``passes`` as
     :class:`Requests`'."""
-    overrides, passes = overrides or {}, passes or {}
+    overrides = overrides or {}
     predicted: dict[str, Sizes] = {path: Sizes(parameters or 0.0, 0.0) for path, parameters in (models or {}).items()
                                    if parameters is not None}
     rows: list[PlannedNeed] = []
@@ -552,7 +561,8 @@ def plan(jobs: Sequence[PlannedJob], needs: Mapping[str, Need], root: str | os.P
                 unknown.append(path)
                 known[path] = Sizes()
         sizes = dataclasses.replace(job_sizes(job.inputs, {**predicted, **known}, root, Batch.of(job.hyperparameters)),
-                                    passes=passes.get(job.rule, 1.0))
+                                    passes=passes(job.rule, job.wildcards, {name: Path(root) / path for name, path
+                                                                            in job.named_inputs.items()}) if passes else 1.0)
         need = needs.get(job.rule)
         row = PlannedNeed(job.rule, dict(job.wildcards), job.threads, sizes, need is not None)
         if need is not None:

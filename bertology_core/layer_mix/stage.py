@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import polars as pl
+
 from bertology_core.jobs.experiment import FITNESS_TABLE, Fit, ModelRuns, Stage, Verdicted
 from bertology_core.jobs.sections import BOTH, Section, SectionRuns, Summary
 
@@ -20,12 +22,21 @@ class LayerMix(Stage):
     # memory (bertology_core/jobs/needs.py): every layer's word features, whole
     memory = {"layer_mix": "holds"}
 
-    def passes(self) -> Mapping[str, float]:
-        """A mix job trains its probes per label set and probe seed for at most ``probe.max_epochs`` epochs over the
-        features (the request holds the longest)."""
+    def passes(self, rule: str, wildcards: Mapping[str, str], inputs: Mapping[str, Any]) -> float | None:
+        """A mix job trains its cumulative probes per label set and probe seed for at most ``probe.max_epochs`` epochs
+        over the features (the request holds the longest)."""
+        if rule != "layer_mix":
+            return None
         settings = self.settings()
-        return {"layer_mix": settings["probe"]["max_epochs"] * len(settings["probe_seeds"])
-                * len(self.config["probing"]["labels"])}
+        return settings["probe"]["max_epochs"] * len(settings["probe_seeds"]) * len(self.config["probing"]["labels"])
+
+    def passes_run(self, rule: str, wildcards: Mapping[str, str], outputs: Mapping[str, str]) -> float | None:
+        """Per label set, the most epochs any of its probes ran times its probe seeds, summed."""
+        if rule != "layer_mix":
+            return None
+        cumulative = pl.read_parquet(outputs["cumulative"], columns=["labels", "probe_seeds", "epochs_run_max"])
+        per_set = cumulative.group_by("labels").agg((pl.col("epochs_run_max") * pl.col("probe_seeds")).max())
+        return float(per_set["epochs_run_max"].sum())
 
     def runs(self, model: str, fit: Fit, found: Mapping[str, Any]) -> dict[str, Any]:
         """``layer_mix``: the probed states that layer_mix.states chooses (null: every probed state)."""

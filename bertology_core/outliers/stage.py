@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from bertology_core.data import states
-from bertology_core.jobs.experiment import FITNESS_TABLE, Fit, ModelRuns, Stage, Verdicted
+from bertology_core.jobs.experiment import FITNESS_TABLE, sample_share, Fit, ModelRuns, Stage, Verdicted
 from bertology_core.jobs.sections import BOTH, Section, SectionRuns, Summary
 
 
@@ -20,6 +20,14 @@ class Outliers(Stage):
         Summary("deltas", "outliers/{model}/summary/deltas", shown=()),
     ), title='Outlier LayerNorm dimensions (Kovaleva et al. 2021, BERT Busters)')
     claimed = True
+
+    def passes(self, rule: str, wildcards: Mapping[str, str], inputs: Mapping[str, Any]) -> float | None:
+        """An outlier-disabling job scores a sample of ``max_examples`` of its dev examples with the outlier dimensions
+        disabled and with each of ``random_draws`` random sets of as many."""
+        if rule != "outlier_disabling":
+            return None
+        settings = self.settings()
+        return (settings["random_draws"] + 1) * sample_share(settings["max_examples"], inputs.get("data"))
 
     def tasks(self) -> list[str]:
         """The tasks whose models fine-tuned from the pre-trained encoder get their outlier dimensions disabled."""

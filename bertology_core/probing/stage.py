@@ -7,6 +7,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import polars as pl
+
 from bertology_core.data import states
 from bertology_core.jobs.experiment import FITNESS_TABLE, UNTRAINED_PROBED, Fit, ModelRuns, Stage, TaskSeed, Verdicted
 from bertology_core.jobs.sections import BOTH, Section, SectionRuns, Summary
@@ -36,11 +38,19 @@ class Probing(Stage):
     # memory (bertology_core/jobs/needs.py): every layer's word features, whole
     memory = {"probe_layers": "holds"}
 
-    def passes(self) -> Mapping[str, float]:
-        """A probe job trains a probe per label set and layer for at most ``probe.max_epochs`` epochs over the features
-        (early stopping may end it sooner: the request holds the longest)."""
+    def passes(self, rule: str, wildcards: Mapping[str, str], inputs: Mapping[str, Any]) -> float | None:
+        """A probe job trains, per label set, a probe and a control probe per layer for at most ``probe.max_epochs``
+        epochs over the features (early stopping may end them sooner: the request holds the longest)."""
         settings = self.settings()
-        return {"probe_layers": settings["probe"]["max_epochs"] * len(settings["labels"])}
+        return settings["probe"]["max_epochs"] * len(settings["labels"]) if rule == "probe_layers" else None
+
+    def passes_run(self, rule: str, wildcards: Mapping[str, str], outputs: Mapping[str, str]) -> float | None:
+        """Per label set, the epochs its probes and control probes ran (their mean over layers), summed."""
+        if rule != "probe_layers":
+            return None
+        probes = pl.read_parquet(outputs["probes"], columns=["labels", "epochs_run", "control_epochs_run"])
+        per_set = probes.group_by("labels").agg(((pl.col("epochs_run") + pl.col("control_epochs_run")) / 2).mean())
+        return float(per_set["epochs_run"].sum())
 
     def probed_runs(self) -> list[TaskSeed]:
         """(task, seed) of every fine-tuned model the config probes (whether or not it is analysed)."""

@@ -25,7 +25,7 @@ from __future__ import annotations
 import functools
 import importlib
 import importlib.util
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -57,9 +57,28 @@ def memory_declared() -> dict[str, str]:
     return UNDECLARED_MEMORY | {rule: kind for name in STAGES for rule, kind in declaration(name).memory.items()}
 
 
-def passes(experiment: Experiment) -> dict[str, float]:
-    """How many times each rule's jobs go over what they read, where its stage's config says (``Stage.passes``)."""
-    return {rule: value for stage in experiment.stages.values() for rule, value in stage.passes().items()}
+def passes(experiment: Experiment) -> Callable[[str, Mapping[str, str], Mapping[str, Any]], float]:
+    """The most times a job (its rule, wildcards and named inputs) may go over what it reads, where its stage's
+    settings say (``Stage.passes``); else once."""
+
+    def of(rule: str, wildcards: Mapping[str, str], inputs: Mapping[str, Any]) -> float:
+        for stage in experiment.stages.values():
+            found = stage.passes(rule, wildcards, inputs)
+            if found is not None:
+                return float(found)
+        return 1.0
+    return of
+
+
+def passes_run(experiment: Experiment, rule: str, wildcards: Mapping[str, str], inputs: Mapping[str, Any],
+               outputs: Mapping[str, str]) -> float:
+    """How many times a finished job went over what it read (``Stage.passes_run``, from its named ``outputs``; else
+    :func:`passes`)."""
+    for stage in experiment.stages.values():
+        found = stage.passes_run(rule, wildcards, outputs)
+        if found is not None:
+            return float(found)
+    return passes(experiment)(rule, wildcards, inputs)
 
 
 def declaration(name: str) -> type[Stage]:
