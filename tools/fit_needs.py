@@ -11,12 +11,13 @@ finished runs.
 ``measure`` lists the run's jobs with a forced dry run of this repository's workflow in the run's folder under the
 same config files (relative paths in them point into this repository, as for the run); a job counts when it
 finished (:func:`estimate_runtime.finished`) and its log holds its record (peak resident memory, wall and CPU
-seconds). ``fit`` fits, per rule, the non-negative least-squares line of each kind over the measured jobs (relative errors:
+seconds); its passes are those it made (``Stage.passes_run``, read from its outputs), else the most its settings
+allowed. ``fit`` fits, per rule, the non-negative least-squares line of each kind over the measured jobs (relative errors:
 each job weighs alike, whatever its size)
 (:data:`bertology_core.jobs.needs.TERMS`); a term whose values do not span a factor of :data:`SPAN` over the rule's
 jobs is left to the base (nothing says how the need grows with it; ``fit`` names the rules measured at one model size,
-whose requests then do not grow with the model); then it raises a line's margin until every
-measured job is inside its request.
+whose requests then do not grow with the model); a rule whose jobs all made one pass has no time term in passes; then
+it raises a line's margin until every measured job is inside its request.
 """
 
 from __future__ import annotations
@@ -118,8 +119,11 @@ def fit(frame: pl.DataFrame, memory: dict[str, str] | None = None) -> tuple[dict
         sizes = [needs_model.Sizes(p, r, t, n) for p, r, t, n in zip(jobs["parameters"], jobs["read_mb"], jobs["batch_tokens"],
                                                                     jobs["passes"])]
         terms = dict(needs_model.TERMS)
-        if (jobs["passes"] == 1.0).all():  # a rule whose jobs go over what they read once: no term in passes
-            terms["minutes"] = tuple(t for t in terms["minutes"] if not t.endswith("x passes"))
+        # a rule whose jobs go over what they read once has no term in passes; one whose jobs make several has its
+        # reading only per pass (what it holds once, as a reference probe, is counted in every pass: its request
+        # holds the most passes its settings allow, and too few of its jobs ran at full size to tell the two apart)
+        several = not (jobs["passes"] == 1.0).all()
+        terms["minutes"] = tuple(t for t in terms["minutes"] if t.endswith("x passes") == several or "read_mb" not in t)
         if not needs_model.memory_reads(rule, bool((jobs["parameters"] > 0).any()), memory):
             terms["memory_mb"] = tuple(t for t in terms["memory_mb"] if t != "read_mb")
         lines = {kind: fit_line(sizes, jobs[kind].to_numpy(), terms[kind], needs_model.MARGIN[kind])

@@ -12,10 +12,11 @@ Each rule's memory (MB, peak resident), time (minutes) and disk (MB its outputs 
 coefficients of at least zero, so that a need never shrinks as a job reads more:
 
 - memory: ``base + a * parameters + b * read_mb + c * batch_tokens``;
-- minutes: ``base + c * read_mb + d * parameters * read_mb`` (every byte it reads, through the model) and, for a rule
-  whose jobs go over what they read a number of times its settings choose, ``+ (e * read_mb + f * parameters *
-  read_mb) * passes`` (fitted on the passes its measured jobs made, :meth:`Stage.passes_run`; asked for at the most
-  its settings allow, :meth:`Stage.passes`);
+- minutes: ``base + a * parameters + c * read_mb + d * parameters * read_mb`` (loading the model and what grows with
+  it alone, as a sweep's configurations do; every byte it reads, through the model), where a rule's jobs go over what
+  they read a number of times its settings choose ``base + a * parameters + (c * read_mb + d * parameters * read_mb)
+  * passes`` (fitted on the passes its measured jobs made, :meth:`Stage.passes_run`; asked for at the most its settings
+  allow, :meth:`Stage.passes`);
 - disk: the same terms as memory, one line per output (in the rule's order) where every measured job of the rule has
   the same outputs, else one line for the whole.
 
@@ -53,7 +54,7 @@ NEEDS_FILE = Path(__file__).with_name("needs.yaml")
 KINDS = ("memory_mb", "minutes", "disk_mb")
 # the terms of each kind's line
 TERMS = {"memory_mb": ("base", "parameters", "read_mb", "batch_tokens"),
-         "minutes": ("base", "read_mb", "parameters x read_mb", "read_mb x passes", "parameters x read_mb x passes"),
+         "minutes": ("base", "parameters", "read_mb", "parameters x read_mb", "read_mb x passes", "parameters x read_mb x passes"),
          "disk_mb": ("base", "parameters", "read_mb")}
 # How a rule's memory grows with the megabytes its jobs read, as its stage declares it (``Stage.memory``): "holds"
 # (a term in what it reads: it holds some of it whole, as the probes hold every layer's word features), "chunks" (no
