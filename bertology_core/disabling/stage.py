@@ -31,13 +31,16 @@ class Disabling(Stage):
         return f"results/disabling/{model}/{task}/{state}/seed{seed}"
 
     def passes(self, rule: str, wildcards: Mapping[str, str], inputs: Mapping[str, Any]) -> float | None:
-        """A sweep scores every configuration on a sample of ``max_examples`` of its dev examples (its task's); a greedy
-        search scores every remaining head on that sample once per step, for ``greedy_steps`` steps."""
+        """A sweep scores every configuration of each of ``modes`` on a sample of ``max_examples`` of its dev examples
+        (its task's); a greedy search scores every remaining head on that sample once per step, for ``greedy_steps``
+        steps (the first read from the sweep: counted all the same, an upper bound)."""
         if rule not in ("disabling_sweep", "disabling_greedy"):
             return None
         task = wildcards["task"]
         share = sample_share(self.setting(task, "max_examples"), inputs.get("data"))
-        return share * (self.setting(task, "greedy_steps") if rule == "disabling_greedy" else 1)
+        if rule == "disabling_greedy":
+            return share * self.setting(task, "greedy_steps")
+        return share * len(self.settings()["modes"])
 
     def setting(self, task: str, key: str) -> Any:
         """A disabling setting of one task: its per_task override, else the default."""
