@@ -5,6 +5,7 @@
 # EXPERIMENT.<stage>) and in jobs() (what runs under the fitness verdicts).
 import functools
 import hashlib
+import os
 import re
 from pathlib import Path
 
@@ -53,11 +54,22 @@ for _warning in _HUB_PROBLEMS + CHECKS.label_warnings():
     logger.warning(_warning)
 
 
+# A job on a cluster's node parses the workflow again (Snakemake's remote mode): there it reads what the host fetched
+# (check_model and resolve_model, local rules, fetch the models into model_cache; prepare_data and download_treebank,
+# local too, the data) and never reaches for the network, which a compute node often lacks
+if not workflow.is_main_process:
+    os.environ.update(HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1")
+
+
+# the Hub cache the model fetch writes (a relative path from this repository, as the config's other paths)
+MODEL_CACHE = None if config["model_cache"] is None else str(REPO / Path(config["model_cache"]).expanduser())
+
+
 # each rule's memory, time and disk from the sizes of what its jobs read, with the config's memory overrides and the
 # passes its stage's settings make (a probe's epochs)
 REQUESTS = needs.Requests(needs.load(), config["compute"]["mem_mb"], job_table.passes(EXPERIMENT))
 # each model's resolved.json as the parameters of the spec it resolves, for the plan of a run before it is resolved
-MODEL_PARAMETERS = needs.model_parameters(EXPERIMENT.models, REPO) if workflow.is_main_process else {}
+MODEL_PARAMETERS = needs.model_parameters(EXPERIMENT.models, REPO, MODEL_CACHE) if workflow.is_main_process else {}
 
 
 onstart:

@@ -2,6 +2,8 @@
 
 
 rule check_model:
+    # where Snakemake runs, with the network: a cluster's nodes read what it fetched (rules/common.smk)
+    localrule: True
     # A Hub model only (folders and packages are checked when the workflow is parsed): fetched once and checked
     # against this config (architecture, tokenizer, label counts, positions, hand-label layers and heads) before
     # resolve_model, and so before any other model job.
@@ -15,6 +17,7 @@ rule check_model:
         code=script_code("check_model"),
         spec=lambda wc: EXPERIMENT.models[wc.model],
         requirements=EXPERIMENT.model_requirements(),
+        model_cache=MODEL_CACHE,
     log:
         "logs/check_model/{model}.log",
     benchmark:
@@ -27,6 +30,8 @@ rule check_model:
 
 
 rule resolve_model:
+    # where Snakemake runs, with the network: a cluster's nodes read what it fetched (rules/common.smk)
+    localrule: True
     conda:
         "../envs/torch.yaml"
     input:
@@ -36,6 +41,7 @@ rule resolve_model:
     params:
         code=script_code("resolve_model"),
         spec=lambda wc: EXPERIMENT.models[wc.model],
+        model_cache=MODEL_CACHE,
     log:
         "logs/resolve_model/{model}.log",
     benchmark:

@@ -17,6 +17,30 @@ def test_local_folder_resolves_with_geometry_and_hashes():
     assert loading.ResolvedModel.from_json(resolved.to_json()) == resolved
 
 
+def test_a_job_refuses_a_resolved_model_whose_folder_this_machine_does_not_see(tmp_path):
+    """A Hub model is fetched where Snakemake runs; a cluster node that does not see that cache says so and how to fix
+    it, instead of reaching for the Hub."""
+    resolved = loading.resolve_model(str(TINY_BERT))
+    record = tmp_path / "resolved.json"
+    record.write_text(json.dumps(resolved.to_json()))
+    assert loading.read_resolved(record)["path"] == resolved.path
+    record.write_text(json.dumps({**resolved.to_json(), "spec": "bert-base-uncased", "path": str(tmp_path / "hub" / "gone")}))
+    with pytest.raises(compatibility.ModelSpecError, match="not on this machine") as error:
+        loading.read_resolved(record)
+    assert "'bert-base-uncased'" in str(error.value) and "set model_cache in the config" in str(error.value)
+
+
+def test_a_hub_model_is_fetched_into_the_configured_cache(tmp_path, monkeypatch):
+    fetched = {}
+
+    def snapshot_download(spec, allow_patterns, cache_dir):
+        fetched.update(spec=spec, cache_dir=cache_dir)
+        return str(TINY_BERT)
+    monkeypatch.setattr(loading, "snapshot_download", snapshot_download)
+    assert loading.resolve_model("someone/tiny", tmp_path / "cache").kind == "hub"
+    assert fetched == {"spec": "someone/tiny", "cache_dir": tmp_path / "cache"}
+
+
 def test_folder_without_safetensors_is_refused(tmp_path):
     shutil.copy(TINY_BERT / "config.json", tmp_path / "config.json")
     (tmp_path / "pytorch_model.bin").write_bytes(b"pickle")

@@ -104,7 +104,8 @@ def test_smoke_workflow_on_a_real_slurm_equals_the_local_run(smoke_run, tmp_path
             "--slurm-status-command", "squeue", "--slurm-no-account",
             "--slurm-init-seconds-before-status-checks", "2",
             "--latency-wait", "5",
-            configs=configs, env=cluster.env,
+            # the host may reach the Hub; every job on a node is offline all the same (rules/common.smk)
+            configs=configs, env={**cluster.env, "HF_HUB_OFFLINE": "0"},
         )
         jobs = submitted_jobs(cluster)
     seconds = time.monotonic() - started
@@ -129,6 +130,11 @@ def test_smoke_workflow_on_a_real_slurm_equals_the_local_run(smoke_run, tmp_path
         asks_gpu = "gpu" in job.get("TresPerJob", "") + job.get("TresPerNode", "")
         assert asks_gpu == (rule in gpu_rules), (rule, job.get("TresPerJob"), job.get("TresPerNode"))
     assert sum(jobs_to_run(smoke_run, (SMOKE,)).values()) == 0  # the local run is complete: nothing to compare it by
+    # every job on the node ran with the Hub offline; the model was resolved on the host, which may reach it
+    on_nodes = (set(rules) - set(grouped.values())) | set(grouped)
+    node_logs = [log for rule in on_nodes for log in (workdir / "logs" / rule).rglob("*.log")]
+    assert len(node_logs) >= len(jobs) and all("Hugging Face Hub: offline" in log.read_text() for log in node_logs)
+    assert "resolve_model" in local and "Hugging Face Hub: online" in (workdir / "logs" / "resolve_model" / "tiny-bert.log").read_text()
 
     # the same results as the local run of the same config (compute.gpus changes no result), every target among them
     compared = assert_same_results(smoke_run, workdir, partial=True)

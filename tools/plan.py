@@ -39,7 +39,9 @@ def main() -> None:
     jobs = dry_run_jobs(args.configfile, directory=directory)
     config = configuration.merged([ROOT / "config.yaml", *args.configfile])
     config.setdefault("compute", {}).setdefault("mem_mb", {})
-    models = needs.model_parameters({model["name"]: model["spec"] for model in config["models"]}, ROOT)
+    cache = config.get("model_cache")
+    models = needs.model_parameters({model["name"]: model["spec"] for model in config["models"]}, ROOT,
+                                    None if cache is None else ROOT / Path(cache).expanduser())
     planned = [needs.PlannedJob.of(job.rule, job.inputs, job.outputs, job.threads, job.wildcards, job.params,
                                    job.named_outputs, job.resources.get("runtime"), job.named_inputs) for job in jobs]
     plan = needs.plan(planned, needs.load(), directory, config["compute"]["mem_mb"], models, rule_passes(args.configfile))

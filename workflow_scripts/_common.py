@@ -3,6 +3,7 @@ to the job's log file, and have the job's CPU seconds and peak memory written th
 (:mod:`bertology_core.workflow.job_record`)."""
 
 import logging
+import os
 import sys
 from pathlib import Path
 
@@ -18,3 +19,5 @@ def log_to(path: str) -> None:
     from bertology_core.workflow import job_record
 
     job_record.write_at_exit(handle)
+    # where the job's Hugging Face libraries may fetch from (a cluster job: never, rules/common.smk)
+    logging.info("Hugging Face Hub: %s", "offline" if os.environ.get("HF_HUB_OFFLINE") == "1" else "online")

@@ -14,7 +14,7 @@ from bertology_core.patterns import label_tables
 
 spec = snakemake.params.spec
 try:
-    resolved = loading.resolve_model(spec)  # downloads once; refuses unsupported architectures and tokenizers
+    resolved = loading.resolve_model(spec, snakemake.params.model_cache)  # downloads once; refuses unsupported architectures and tokenizers
     problems = compatibility.model_problems(Path(resolved.path), **snakemake.params.requirements)
     for labels in snakemake.input.hand_labels:
         label_tables.read_labels(labels, resolved.num_hidden_layers, resolved.num_attention_heads)

@@ -10,10 +10,10 @@ import polars as pl
 
 from bertology_core.attention import dumps
 from bertology_core.data import tasks, io
-from bertology_core.models import device
+from bertology_core.models import device, loading
 
 job_device, _ = device.model_job(snakemake.threads, snakemake.params.precision)
-resolved = io.read_json(snakemake.input.resolved)
+resolved = loading.read_resolved(snakemake.input.resolved)
 summary = dumps.dump_model_folder(
     snakemake.input.get("model", resolved["path"]),
     tasks.subsample(pl.read_parquet(snakemake.input.data), snakemake.params.max_examples, snakemake.params.seed),

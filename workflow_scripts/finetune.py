@@ -13,13 +13,13 @@ import polars as pl
 from bertology_core.data import tasks, io, states
 from bertology_core.finetune import training
 from bertology_core.inputs import batching
-from bertology_core.models import checkpoint, device
+from bertology_core.models import checkpoint, device, loading
 
 job_device, job_precision = device.model_job(snakemake.threads, snakemake.params.precision)
 wc = snakemake.wildcards
 state = wc.state if snakemake.rule == "finetune" else states.PRETRAINED
 trains = state != states.PRETRAINED
-resolved = io.read_json(snakemake.input.resolved)
+resolved = loading.read_resolved(snakemake.input.resolved)
 task = tasks.Task.from_meaning(snakemake.params.task)
 runtime = snakemake.resources  # how the job runs (eval batch, checkpoint cadence), not what it computes
 checkpointer = None

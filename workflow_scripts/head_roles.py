@@ -16,7 +16,7 @@ from bertology_core.head_roles import measure_tables
 from bertology_core.models import loading
 
 wc = snakemake.wildcards
-tokenizer = loading.load_tokenizer(io.read_json(snakemake.input.resolved)["path"])
+tokenizer = loading.load_tokenizer(loading.read_resolved(snakemake.input.resolved)["path"])
 first, second = tasks.sentence_texts(pl.read_parquet(snakemake.input.train))
 frequencies = measure_tables.piece_frequencies(tokenizer, first + (second or []))
 roles = measure_tables.dump_roles(dump_tables.AttentionDump(snakemake.params.dump), frequencies, snakemake.params.rare_top_frequent)

@@ -11,11 +11,11 @@ import polars as pl
 
 from bertology_core.attention import dumps
 from bertology_core.data import io
-from bertology_core.models import device
+from bertology_core.models import device, loading
 from bertology_core.patterns import label_tables
 
 job_device, _ = device.model_job(snakemake.threads, snakemake.params.precision)
-resolved = io.read_json(snakemake.input.resolved)
+resolved = loading.read_resolved(snakemake.input.resolved)
 summary = dumps.dump_model_folder(
     snakemake.input.get("model", resolved["path"]),
     label_tables.labelled_examples(pl.read_parquet(snakemake.input.data), snakemake.params.only_idx, snakemake.input.data),

@@ -20,7 +20,7 @@ torch.set_num_threads(snakemake.threads)  # the same thread count every run: ide
 params = snakemake.params
 tensors, frames = probes.load_probe_inputs(snakemake.input.features, {split: snakemake.input[split] for split in ("train", "dev")},
                                             params.sample)
-tokenizer = loading.load_tokenizer(io.read_json(snakemake.input.resolved)["path"])
+tokenizer = loading.load_tokenizer(loading.read_resolved(snakemake.input.resolved)["path"])
 cumulative, summary, words = cumulative_probes.layer_mix_label_sets(
     frames, tensors, params.labels, cumulative_probes.probe_settings(params.probe, params.probe_seeds), params.min_label_count,
     tokenizer.tokenize("The") == tokenizer.tokenize("the"), **params.bootstrap,

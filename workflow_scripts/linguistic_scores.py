@@ -10,9 +10,9 @@ import polars as pl
 from bertology_core.data import io
 from bertology_core.linguistic import score_tables
 from bertology_core.attention.dump_tables import AttentionDump
-from bertology_core.models.loading import load_tokenizer
+from bertology_core.models.loading import load_tokenizer, read_resolved
 
-tokenizer = load_tokenizer(io.read_json(snakemake.input.resolved)["path"])
+tokenizer = load_tokenizer(read_resolved(snakemake.input.resolved)["path"])
 frames = score_tables.score_dump(
     AttentionDump(snakemake.params.dump_prefix), tokenizer, pl.read_parquet(snakemake.input.data),
     pl.read_parquet(snakemake.input.spacy), directions=snakemake.params.directions,

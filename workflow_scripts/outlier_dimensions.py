@@ -15,7 +15,7 @@ from bertology_core.outliers import layernorms, stats
 
 params = snakemake.params
 criterion = stats.Criterion(**params.criterion)
-folders = [(states.PRETRAINED, None, None, io.read_json(snakemake.input.resolved)["path"])]
+folders = [(states.PRETRAINED, None, None, loading.read_resolved(snakemake.input.resolved)["path"])]
 folders += [(states.FINETUNED, task, seed, folder) for (task, seed), folder in zip(params.runs, snakemake.input.models)]
 parameter_frames, dimension_frames = [], []
 for state, task, seed, folder in folders:

@@ -9,14 +9,14 @@ log_to(snakemake.log[0])
 import numpy as np
 import polars as pl
 
-from bertology_core.data import io, mapped, states, treebank
+from bertology_core.data import mapped, states, treebank
 from bertology_core.models import device, loading
 from bertology_core.probing import probes
 
 params = snakemake.params
 job_device, _ = device.model_job(snakemake.threads, snakemake.params.precision)
 # the probed state's encoder: pre-trained, fine-tuned, or the pre-trained architecture with random weights
-folder = snakemake.input.get("model", io.read_json(snakemake.input.resolved)["path"])
+folder = snakemake.input.get("model", loading.read_resolved(snakemake.input.resolved)["path"])
 random_seed = snakemake.params.get("random_seed", 0) if snakemake.wildcards.probed == states.RANDOM_WEIGHTS else None
 encoder = loading.load_encoder(folder, random_seed).to(job_device)
 tokenizer = loading.load_tokenizer(folder)

@@ -18,7 +18,7 @@ torch.set_num_threads(snakemake.threads)  # the same thread count every run: ide
 params = snakemake.params
 tensors, frames = probes.load_probe_inputs(snakemake.input.features, {split: snakemake.input[split] for split in ("train", "dev")},
                                             params.sample)
-tokenizer = loading.load_tokenizer(io.read_json(snakemake.input.resolved)["path"])
+tokenizer = loading.load_tokenizer(loading.read_resolved(snakemake.input.resolved)["path"])
 table, words = probes.probe_label_sets(
     frames, tensors, params.labels, probes.ProbeSettings(**params.probe), params.min_label_count, params.control_seed,
     lowercase=tokenizer.tokenize("The") == tokenizer.tokenize("the"), reference_regularisation=params.reference_regularisation,

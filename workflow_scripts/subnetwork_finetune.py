@@ -42,7 +42,7 @@ if wc.network != "full":
         mask = lottery.weight_subnetwork(good, kind, draw_seed, magnitudes)
 train = tasks.subsample(pl.read_parquet(snakemake.input.train), params.max_train_examples, params.subsample_seed)
 dev = pl.read_parquet(snakemake.input.dev)
-resolved = io.read_json(snakemake.input.resolved)
+resolved = loading.read_resolved(snakemake.input.resolved)
 runtime = snakemake.resources  # how the job runs (checkpoint cadence), not what it computes
 masks_from = []  # the ticket's mask and, for the bad magnitude subnetwork, the fine-tuned weights
 if "mask" in snakemake.input.keys():

@@ -12,11 +12,10 @@ os.environ["RAYON_NUM_THREADS"] = str(snakemake.threads)
 
 import polars as pl
 
-from bertology_core.data import io
 from bertology_core.inputs import batching
 
 from bertology_core.models import loading
 splits = {Path(path).stem: pl.read_parquet(path) for path in snakemake.input.data}  # results/data/{task}/{split}.parquet
-tokenizer = loading.load_tokenizer(io.read_json(snakemake.input.resolved)["path"])
+tokenizer = loading.load_tokenizer(loading.read_resolved(snakemake.input.resolved)["path"])
 batching.TokenFile.write(splits, tokenizer, int(snakemake.wildcards.max_length), snakemake.output[0])
 logging.info("tokenised %s", {split: frame.height for split, frame in splits.items()})

@@ -506,7 +506,7 @@ class Plan:
         return "\n".join(lines)
 
 
-def spec_parameters(spec: str, base: str | os.PathLike[str]) -> float | None:
+def spec_parameters(spec: str, base: str | os.PathLike[str], cache_dir: str | os.PathLike[str] | None = None) -> float | None:
     """Millions of parameters of the model a config's spec names, from its weights' headers where they are on this
     machine (a folder, an installed package, a Hub model in the local cache); None where they are not."""
     try:
@@ -517,7 +517,7 @@ def spec_parameters(spec: str, base: str | os.PathLike[str]) -> float | None:
         from huggingface_hub import try_to_load_from_cache
 
         try:
-            cached = try_to_load_from_cache(spec, "config.json")
+            cached = try_to_load_from_cache(spec, "config.json", cache_dir=cache_dir)
         except ValueError:  # not a Hub id at all (huggingface_hub's validation error): check_model says so, clearly
             return None
         folder = Path(cached).parent if isinstance(cached, str) else None
@@ -526,10 +526,11 @@ def spec_parameters(spec: str, base: str | os.PathLike[str]) -> float | None:
     return compatibility.parameter_count(folder) / 1e6
 
 
-def model_parameters(specs: Mapping[str, str], base: str | os.PathLike[str]) -> dict[str, float | None]:
+def model_parameters(specs: Mapping[str, str], base: str | os.PathLike[str],
+                     cache_dir: str | os.PathLike[str] | None = None) -> dict[str, float | None]:
     """Each model's ``resolved.json`` (as the workflow writes it) as the parameters of the spec it resolves
-    (:func:`spec_parameters`), for a plan made before the models are resolved."""
-    return {f"results/models/{name}/resolved.json": spec_parameters(spec, base) for name, spec in specs.items()}
+    (:func:`spec_parameters`; ``cache_dir``: config ``model_cache``), for a plan made before the models are resolved."""
+    return {f"results/models/{name}/resolved.json": spec_parameters(spec, base, cache_dir) for name, spec in specs.items()}
 
 
 def unsized_models(parameters: Mapping[str, float | None]) -> str | None:

@@ -51,6 +51,21 @@ class ResolvedModel:
         return cls(**data)  # type: ignore[arg-type]
 
 
+def read_resolved(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """A model's ``resolved.json`` (rule resolve_model), refused where the folder it names is not on this machine: a
+    Hub model is fetched where Snakemake runs, into ``model_cache``, which every node of a cluster must see."""
+    from bertology_core.data import io
+
+    resolved = io.read_json(path)
+    if not is_hf_folder(Path(resolved["path"])):
+        raise ModelSpecError(
+            f"model {resolved.get('spec', path)!r}: its files at {resolved['path']} (written by resolve_model on the host "
+            f"that runs Snakemake) are not on this machine ({os.uname().nodename}). Fix: set model_cache in the config to "
+            "a folder on storage every node sees (a cluster's shared file system), then rerun resolve_model "
+            f"(snakemake {path} --forcerun resolve_model), or point the model's spec at a shared folder.")
+    return resolved
+
+
 def _sha256_files(paths: list[Path]) -> str:
     digest = hashlib.sha256()
     for path in sorted(paths):
@@ -61,12 +76,12 @@ def _sha256_files(paths: list[Path]) -> str:
     return digest.hexdigest()
 
 
-def resolve_model(spec: str) -> ResolvedModel:
+def resolve_model(spec: str, cache_dir: str | os.PathLike[str] | None = None) -> ResolvedModel:
     """Resolve ``spec`` to a local HF folder.
 
     ``package:NAME`` looks inside an installed package; an existing directory is
     used as is; anything else is a Hub id, downloaded (safetensors only) with
-    ``huggingface_hub`` (honours ``HF_HUB_OFFLINE`` and the local cache).
+    ``huggingface_hub`` into ``cache_dir`` (None: its own cache; honours ``HF_HUB_OFFLINE``).
     """
     revision: str | None = None
     if spec.startswith(PACKAGE_PREFIX):
@@ -85,6 +100,7 @@ def resolve_model(spec: str) -> ResolvedModel:
                 snapshot_download(
                     spec,
                     allow_patterns=["*.json", "*.safetensors", "*.txt", "*.model"],
+                    cache_dir=cache_dir,
                 )
             )
         except OSError as error:  # hub errors (network, auth, offline mode, not found) are all OSErrors
