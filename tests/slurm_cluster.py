@@ -54,7 +54,11 @@ TaskPlugin=task/none
 SchedulerType=sched/backfill
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core_Memory
-JobAcctGatherType=jobacct_gather/none
+JobAcctGatherType=jobacct_gather/linux
+JobAcctGatherFrequency=task=1
+JobAcctGatherParams=OverMemoryKill
+KillWait=5
+OverTimeLimit=0
 AccountingStorageType=accounting_storage/none
 ReturnToService=2
 # squeue must still see a finished job for a while: the executor polls it for the final state, and the
