@@ -40,7 +40,7 @@ def _calls(modules: list[ast.Module], name: str) -> int:
 
 
 def test_every_rule_that_requests_a_gpu_runs_a_script_that_asks_the_device_helper():
-    gpu_rules = {name: text for name, text in _rules().items() if re.search(r"^\s+gpu=", text, flags=re.M)}
+    gpu_rules = {name: text for name, text in _rules().items() if re.search(r"^\s+\*\*model_device\(", text, flags=re.M)}
     assert {"finetune", "evaluate_pretrained", "dump_attention", "probe_features", "syntactic_heads"} <= set(gpu_rules)
     for name, text in gpu_rules.items():
         modules = _script_and_helpers(text)

@@ -388,6 +388,24 @@ class Requests:
             return need.request("minutes", dataclasses.replace(self.sizes(input), passes=times), attempt)
         return minutes
 
+    def device_memory(self, rule: str, hyperparameters: Callable[[Any], Mapping[str, Any]] | None = None) -> Any:
+        """A model job's ``gpu_mem_mb``: MB it holds on its GPU, as its memory line gives them with nothing read but
+        the model (``read_mb`` 0: the data stay on the host): the weights, a training job's gradients, optimizer state
+        and its largest batch's activations, and the line's base, which stands for the CUDA context (about 0.5 GB a
+        process). Fitted on CPU jobs, whose peak holds all of these in host memory, so an upper estimate (the CPU job
+        also holds the loaded weights' file); not scaled by the attempt. A profile that sets a ``gpu_mem_mb`` resource
+        (profiles/gpu: the card's memory) runs model jobs side by side on one GPU while their sum fits."""
+        override = self.overrides.get(rule)
+        if override is not None:
+            return lambda wildcards: int(override)
+        need = self.need(rule)
+
+        def gpu_mem_mb(wildcards: Any, input: Any) -> int:  # noqa: A002
+            batch = Batch.of(hyperparameters(wildcards)) if hyperparameters else None
+            sizes = dataclasses.replace(self.sizes(input, batch), read_mb=0.0)
+            return math.ceil(max(LEAST["memory_mb"], need.memory_mb.at(sizes) * need.memory_mb.margin))
+        return gpu_mem_mb
+
     def disk(self, rule: str) -> Any:
         need = self.need(rule)
         return lambda wildcards, input, attempt: need.request("disk_mb", self.sizes(input), 1, len(need.disk_mb))  # noqa: A002
