@@ -22,11 +22,12 @@ rule dump_attention:
         # cut inputs as the dumped model was trained
         max_length=lambda wc: EXPERIMENT.max_length(wc.task, states.dumped_state(wc.dumped)),
     threads: config["attention"]["threads"]
+    group: submission_group("dump_attention")
     resources:
         group_slot=1,  # one at a time in a cluster group submission (profiles/slurm)
         **requests("dump_attention"),
         cpus_per_task=config["attention"]["threads"],
-        gpu=MODEL_JOB_GPUS,
+        **model_device("dump_attention"),
     log:
         "logs/dump_attention/{model}/{task}/{dumped}.log",
     benchmark:

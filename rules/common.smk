@@ -20,7 +20,7 @@ from bertology_core.models import compatibility
 from bertology_core.workflow import checks, code_imports, configuration, jobs as job_table
 from bertology_core.summaries.files import FIGURE_FILES, TABLE_FILES
 from bertology_core.head_roles.stage import GATE_DIR
-from bertology_core.jobs import needs
+from bertology_core.jobs import needs, submissions
 from bertology_core.jobs.experiment import FITNESS_TABLE, TREEBANK_DOWNLOADED
 from bertology_core.patterns.stage import label_files
 from bertology_core.pruning.stage import PRUNE_DIR
@@ -77,10 +77,7 @@ onstart:
         raise WorkflowError("Bad input data (nothing was run):\n" + "\n".join(_HUB_PROBLEMS))
     # what the jobs about to run will need (printed), and their disk with the training checkpoints held at once
     # against the free space
-    _jobs = [needs.PlannedJob.of(job.rule.name, job.input, job.output, job.threads, job.wildcards_dict,
-                                 dict(job.params.items()), dict(job.output.items()), job.resources.get("runtime"),
-                                 dict(job.input.items()))
-             for level in workflow.dag.toposorted(set(workflow.dag.needrun_jobs())) for job in level]
+    _jobs = [planned_job(job) for level in workflow.dag.toposorted(set(workflow.dag.needrun_jobs())) for job in level]
     _plan = needs.plan(_jobs, REQUESTS.needs, Path.cwd(), config["compute"]["mem_mb"], MODEL_PARAMETERS, REQUESTS.passes)
     _at_once = min(n for n in (workflow.nodes, workflow._cores, len(_jobs)) if n) or 1
     logger.info(f"What this run will need (bertology_core/jobs/needs.py):\n{_plan.summary(_at_once, needs.free_mb(Path.cwd()))}")
@@ -145,6 +142,60 @@ def script_code(script):
     return digest.hexdigest()[:16]
 
 
+def planned_job(job):
+    """A job of the DAG as the plan reads it (bertology_core/jobs/needs.py)."""
+    return needs.PlannedJob.of(job.rule.name, job.input, job.output, job.threads, job.wildcards_dict,
+                               dict(job.params.items()), dict(job.output.items()), job.resources.get("runtime"),
+                               dict(job.input.items()))
+
+
+# the job group of the short model jobs' submissions: a profile that sets group-components for it (profiles/slurm)
+# turns the packing on; its value caps the pieces of the DAG one submission takes
+SUBMISSION_GROUP = "short_model_jobs"
+_PLACED = {}  # job key -> bin (None: alone), from the first packing that saw the job
+
+
+def grouping():
+    """Whether this run packs short model jobs into submissions (asked once the DAG is being built: Snakemake sets the
+    group settings after it has parsed the workflow; a job on a node is given the same, so its inputs are the same)."""
+    return SUBMISSION_GROUP in workflow.group_settings.group_components and config["compute"]["submission_minutes"] > 0
+
+
+def _place_submissions():
+    """Pack the short model jobs of the DAG's jobs still to run that no packing placed yet
+    (bertology_core/jobs/submissions.py), by the runtime each asks for as the plan gives it before its inputs exist."""
+    levels = workflow.dag.toposorted(set(workflow.dag.needrun_jobs()))
+    jobs = [job for level in levels for job in level]
+    planned = needs.plan([planned_job(job) for job in jobs], REQUESTS.needs, Path.cwd(), config["compute"]["mem_mb"],
+                         MODEL_PARAMETERS, REQUESTS.passes)
+    keys = {job: submissions.key(job.rule.name, job.wildcards_dict) for job in jobs}
+    parents = {keys[job]: {keys[parent] for parent in workflow.dag.dependencies[job] if parent in keys} for job in jobs}
+    pieces = [found for job, row in zip(jobs, planned.rows) if keys[job] not in _PLACED
+              and (found := submissions.piece(job.rule.name, job.wildcards_dict, row.minutes)) is not None]
+    first = 1 + max((index for index in _PLACED.values() if index is not None), default=-1)
+    for piece_key, index in submissions.pack(pieces, config["compute"]["submission_minutes"], parents).items():
+        _PLACED[piece_key] = None if index is None else first + index
+
+
+def submission_group(rule):
+    """A short model rule's ``group:``: where the run packs (:func:`grouping`), its job's bin, as a job group whose
+    pieces the profile's group-components for SUBMISSION_GROUP join into one submission; else none (a local run)."""
+    def group(wildcards):
+        if not grouping() or not workflow.is_main_process:  # a job on a node runs the jobs it was given
+            return None
+        piece_key = submissions.key(rule, dict(wildcards.items()))
+        if piece_key not in _PLACED:
+            _place_submissions()
+        index = _PLACED.get(piece_key)
+        if index is None:
+            return None
+        groupid = f"{SUBMISSION_GROUP}{index}"
+        # what Snakemake records for a group named by a pattern, so that the pattern's group-components apply to it
+        workflow.parent_groupids[groupid] = SUBMISSION_GROUP
+        return groupid
+    return group
+
+
 def after_fitness_when_grouped(rule):
     """Where this run groups ``rule``'s jobs into shared submissions (profiles/slurm, or --groups): the fitness table,
     as one more input, so that no grouped job starts before the fitness checkpoint is done. (An input function for
@@ -159,8 +210,22 @@ def after_fitness_when_grouped(rule):
     fine-tuning, which on a cluster costs minutes of wall time and no GPU time."""
     # asked when the DAG is built: Snakemake sets the groups after it has parsed the workflow
     return lambda wildcards: (
-        {"after_fitness": f"{FITNESS_TABLE}{TABLE_FILES[0]}"} if rule in workflow.group_settings.overwrite_groups else {}
+        {"after_fitness": f"{FITNESS_TABLE}{TABLE_FILES[0]}"} if rule in submissions.RULES and grouping() else {}
     )
+
+
+def model_device(rule, hyperparameters=None):
+    """A model rule's device resources: ``gpu``, compute.gpus GPUs (the Slurm plugin's ``--gpus``; profiles/gpu's slots),
+    or where the site asks for GPUs as a generic resource (compute.gpu_request: gres) ``gres`` ``gpu:N`` instead; and
+    ``gpu_mem_mb``, what its job holds on the GPU by the same memory line as its ``mem_mb`` (Requests.device_memory).
+    Where a profile sets that resource (profiles/gpu: the card's memory) Snakemake runs model jobs side by side while
+    their sum fits; elsewhere it only names the need. ``hyperparameters``: a training rule's (its batch)."""
+    found = {"gpu_mem_mb": REQUESTS.device_memory(rule, hyperparameters)}
+    if config["compute"]["gpu_request"] == "gres" and MODEL_JOB_GPUS:
+        found["gres"] = f"gpu:{MODEL_JOB_GPUS}"
+    else:
+        found["gpu"] = MODEL_JOB_GPUS
+    return found
 
 
 def requests(rule, runtime=True, hyperparameters=None):

@@ -31,7 +31,7 @@ rule disabling_sweep:
     resources:
         **requests("disabling_sweep"),
         cpus_per_task=config["disabling"]["threads"],
-        gpu=MODEL_JOB_GPUS,
+        **model_device("disabling_sweep"),
         rows_per_pass=config["disabling"]["rows_per_pass"],  # speed and memory only
         gpu_rows_per_pass=config["disabling"]["gpu_rows_per_pass"],
         # how often a killed or timed-out job's finished groups are saved (finetune.checkpoint_minutes)
@@ -73,7 +73,7 @@ rule disabling_greedy:
     resources:
         **requests("disabling_greedy"),
         cpus_per_task=config["disabling"]["threads"],
-        gpu=MODEL_JOB_GPUS,
+        **model_device("disabling_greedy"),
         rows_per_pass=config["disabling"]["rows_per_pass"],  # speed and memory only
         gpu_rows_per_pass=config["disabling"]["gpu_rows_per_pass"],
         # how often a killed or timed-out job's finished steps are saved (finetune.checkpoint_minutes)

@@ -34,7 +34,7 @@ rule finetune:
         **requests("finetune", runtime=False, hyperparameters=lambda wc: EXPERIMENT.hyperparameters(wc.task, wc.state)),
         runtime=EXPERIMENT.finetune.training_runtime(lambda wc: EXPERIMENT.hyperparameters(wc.task, wc.state)["epochs"]),
         cpus_per_task=config["finetune"]["threads"],
-        gpu=MODEL_JOB_GPUS,
+        **model_device("finetune", lambda wc: EXPERIMENT.hyperparameters(wc.task, wc.state)),
         **EXPERIMENT.finetune.runtime(),
     log:
         "logs/finetune/{model}/{task}/{state}/seed{seed}.log",
@@ -64,11 +64,12 @@ rule evaluate_pretrained:
         hyperparameters=lambda wc: EXPERIMENT.finetune.evaluation_parameters(wc.task),
         eval_splits=lambda wc: EXPERIMENT.eval_splits(wc.task),
     threads: config["finetune"]["threads"]
+    group: submission_group("evaluate_pretrained")
     resources:
         group_slot=1,  # one at a time in a cluster group submission (profiles/slurm)
         **requests("evaluate_pretrained"),
         cpus_per_task=config["finetune"]["threads"],
-        gpu=MODEL_JOB_GPUS,
+        **model_device("evaluate_pretrained"),
         eval_batch_size=config["finetune"]["eval_batch_size"],
     log:
         "logs/evaluate_pretrained/{model}/{task}/seed{seed}.log",

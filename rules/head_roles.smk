@@ -34,6 +34,7 @@ rule head_gates:
     conda:
         "../envs/torch.yaml"
     input:
+        unpack(after_fitness_when_grouped("head_gates")),
         model=lambda wc: f"{EXPERIMENT.run_dir(wc.model, wc.task, states.FINETUNED, wc.seed)}/model",
         train="results/data/{task}/train.parquet",
         dev="results/data/{task}/dev.parquet",
@@ -60,12 +61,14 @@ rule head_gates:
         checkpoint_dir="results/checkpoints/head_gates/{model}/{task}/seed{seed}/{weights}_strength{strength}",
     priority: 10
     threads: config["head_roles"]["threads"]
+    group: submission_group("head_gates")
     resources:
+        group_slot=1,  # one at a time in a cluster group submission (profiles/slurm)
         **requests("head_gates", runtime=False, hyperparameters=lambda wc: EXPERIMENT.hyperparameters(wc.task, states.FINETUNED)),
         runtime=EXPERIMENT.finetune.training_runtime(lambda wc: config["head_roles"]["gates"]["epochs"],
                                       lambda wc: config["head_roles"]["gates"]["train_examples"]),
         cpus_per_task=config["head_roles"]["threads"],
-        gpu=MODEL_JOB_GPUS,
+        **model_device("head_gates", lambda wc: EXPERIMENT.hyperparameters(wc.task, states.FINETUNED)),
         **EXPERIMENT.finetune.runtime(),
     log:
         "logs/head_gates/{model}/{task}/seed{seed}/{weights}_strength{strength}.log",

@@ -30,6 +30,7 @@ rule outlier_disabling:
     conda:
         "../envs/torch.yaml"
     input:
+        unpack(after_fitness_when_grouped("outlier_disabling")),
         model=lambda wc: f"{EXPERIMENT.run_dir(wc.model, wc.task, states.FINETUNED, wc.seed)}/model",
         data="results/data/{task}/dev.parquet",
     output:
@@ -49,10 +50,12 @@ rule outlier_disabling:
         # not a declared output: Snakemake deletes the outputs of a failed job, and this must survive it
         checkpoint_dir="results/checkpoints/outlier_disabling/{model}/{task}/seed{seed}",
     threads: config["outliers"]["threads"]
+    group: submission_group("outlier_disabling")
     resources:
+        group_slot=1,  # one at a time in a cluster group submission (profiles/slurm)
         **requests("outlier_disabling"),
         cpus_per_task=config["outliers"]["threads"],
-        gpu=MODEL_JOB_GPUS,
+        **model_device("outlier_disabling"),
         rows_per_pass=config["disabling"]["rows_per_pass"],  # speed and memory only
         gpu_rows_per_pass=config["disabling"]["gpu_rows_per_pass"],
         # how often a killed or timed-out job's finished groups are saved (finetune.checkpoint_minutes)

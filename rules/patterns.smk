@@ -44,11 +44,12 @@ rule labelled_maps:
         bits=config["attention"]["bits"],
         max_length=lambda wc: EXPERIMENT.max_length(wc.task, states.dumped_state(wc.dumped)),
     threads: config["attention"]["threads"]
+    group: submission_group("labelled_maps")
     resources:
         group_slot=1,  # one at a time in a cluster group submission (profiles/slurm)
         **requests("labelled_maps"),
         cpus_per_task=config["attention"]["threads"],
-        gpu=MODEL_JOB_GPUS,
+        **model_device("labelled_maps"),
     log:
         "logs/labelled_maps/{model}/{task}/{dumped}.log",
     benchmark:

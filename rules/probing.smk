@@ -24,7 +24,7 @@ rule probe_features:
     resources:
         **requests("probe_features"),
         cpus_per_task=config["probing"]["threads"],
-        gpu=MODEL_JOB_GPUS,
+        **model_device("probe_features"),
     log:
         "logs/probe_features/{model}/{probed}.log",
     benchmark:
@@ -94,7 +94,7 @@ rule syntactic_heads:
     resources:
         **requests("syntactic_heads"),
         cpus_per_task=config["probing"]["threads"],
-        gpu=MODEL_JOB_GPUS,
+        **model_device("syntactic_heads"),
     log:
         "logs/syntactic_heads/{model}/{probed}.log",
     benchmark:

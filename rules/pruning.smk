@@ -31,11 +31,12 @@ rule head_importance:
     # the long single jobs start beside the sweeps instead of trailing the run alone
     priority: 10
     threads: config["pruning"]["threads"]
+    group: submission_group("head_importance")
     resources:
         group_slot=1,  # one at a time in a cluster group submission (profiles/slurm)
         **requests("head_importance"),
         cpus_per_task=config["pruning"]["threads"],
-        gpu=MODEL_JOB_GPUS,
+        **model_device("head_importance"),
         batch_size=config["pruning"]["batch_size"],  # speed and memory only
     log:
         "logs/head_importance/{model}/{task}/seed{seed}.log",
@@ -49,6 +50,7 @@ rule lottery_pruning:
     conda:
         "../envs/torch.yaml"
     input:
+        unpack(after_fitness_when_grouped("lottery_pruning")),
         model=lambda wc: f"{EXPERIMENT.run_dir(wc.model, wc.task, states.FINETUNED, wc.seed)}/model",
         importance=lambda wc: EXPERIMENT.pruning.importance_data(wc.task),
         dev="results/data/{task}/dev.parquet",
@@ -78,10 +80,12 @@ rule lottery_pruning:
         checkpoint_dir="results/checkpoints/lottery_pruning/{model}/{task}/seed{seed}/{method}_{protocol}",
     priority: 10
     threads: config["pruning"]["threads"]
+    group: submission_group("lottery_pruning")
     resources:
+        group_slot=1,  # one at a time in a cluster group submission (profiles/slurm)
         **requests("lottery_pruning"),
         cpus_per_task=config["pruning"]["threads"],
-        gpu=MODEL_JOB_GPUS,
+        **model_device("lottery_pruning"),
         # how often a killed or timed-out job's scores and importance are saved (finetune.checkpoint_minutes)
         checkpoint_seconds=EXPERIMENT.finetune.runtime()["checkpoint_seconds"],
     log:
@@ -111,11 +115,12 @@ rule compact_model:
         max_length=lambda wc: EXPERIMENT.max_length(wc.task, states.FINETUNED),
         dev_sample=EXPERIMENT.pruning.dev_sample(),
     threads: config["pruning"]["threads"]
+    group: submission_group("compact_model")
     resources:
         group_slot=1,  # one at a time in a cluster group submission (profiles/slurm)
         **requests("compact_model"),
         cpus_per_task=config["pruning"]["threads"],
-        gpu=MODEL_JOB_GPUS,
+        **model_device("compact_model"),
         batch_size=config["pruning"]["batch_size"],  # speed and memory only
     log:
         "logs/compact_model/{model}/{task}/seed{seed}.log",
@@ -129,6 +134,7 @@ rule subnetwork_finetune:
     conda:
         "../envs/torch.yaml"
     input:
+        unpack(after_fitness_when_grouped("subnetwork_finetune")),
         unpack(lambda wc: EXPERIMENT.pruning.subnetwork_inputs(wc.model, wc.task, wc.seed, wc.network)),
     output:
         metrics=f"{PRUNE_DIR}/subnetworks/{{network}}.json",
@@ -150,12 +156,14 @@ rule subnetwork_finetune:
     # fine-tuning runs, the longest jobs of the stage: start them as soon as their mask exists, not at the end
     priority: 15
     threads: config["finetune"]["threads"]
+    group: submission_group("subnetwork_finetune")
     resources:
+        group_slot=1,  # one at a time in a cluster group submission (profiles/slurm)
         **requests("subnetwork_finetune", runtime=False, hyperparameters=lambda wc: EXPERIMENT.pruning.subnetwork_recipe(wc.task)),
         runtime=EXPERIMENT.finetune.training_runtime(lambda wc: EXPERIMENT.pruning.subnetwork_recipe(wc.task)["epochs"],
                                       lambda wc: config["pruning"]["subnetwork_max_train_examples"]),
         cpus_per_task=config["finetune"]["threads"],
-        gpu=MODEL_JOB_GPUS,
+        **model_device("subnetwork_finetune", lambda wc: EXPERIMENT.pruning.subnetwork_recipe(wc.task)),
         **EXPERIMENT.finetune.runtime(),
     log:
         "logs/subnetwork_finetune/{model}/{task}/seed{seed}/{network}.log",

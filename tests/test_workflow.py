@@ -7,14 +7,20 @@ never mix with a real run in the repository.
 from __future__ import annotations
 
 import json
-import subprocess
+import os
+import re
 import shutil
+import subprocess
+import sys
+from datetime import datetime
+from pathlib import Path
 
 import numpy as np
 import polars as pl
 import pytest
 import yaml
 
+from bertology_core.jobs import needs, submissions
 from conftest import GLUE_SMOKE, REPO, TINY_BERT, UD_SMOKE
 from slurm_cluster import missing_programs
 from workflow_utils import SMOKE, assert_same_results, jobs_to_run, snakemake
@@ -460,6 +466,39 @@ def test_same_config_and_seed_give_identical_metrics_predictions_models_and_dump
     assert assert_same_results(smoke_run, tmp_path) > 30
 
 
+def _log_span(log: Path) -> tuple[datetime, datetime]:
+    """When a job's log says it started and last logged (its timestamped lines)."""
+    stamps = [datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S,%f") for line in log.read_text().splitlines()
+              if re.match(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} ", line)]
+    return stamps[0], stamps[-1]
+
+
+def test_model_jobs_share_one_device_while_their_memory_fits_with_the_results_of_one_at_a_time(smoke_run, tmp_path):
+    """profiles/gpu's sharing: each model job asks for one `gpu` slot and its `gpu_mem_mb`; with the card's memory
+    for two, two fine-tunings run side by side on the device (the CPU here, compute.gpus 1), with room for one they run
+    one after the other; both give the local run's results."""
+    device = tmp_path / "device.yaml"
+    device.write_text(yaml.safe_dump({"compute": {"gpus": 1}}))
+    configs = (SMOKE, device)
+    targets = [f"results/finetune/tiny-bert/MRPC/finetuned/seed{seed}/evaluation.json" for seed in (1, 2)]
+    logs = [tmp_path / "logs" / "finetune" / "tiny-bert" / "MRPC" / "finetuned" / f"seed{seed}.log" for seed in (1, 2)]
+    snakemake(tmp_path, *targets, "--omit-from", "finetune", configs=configs)  # the data and model they read
+    planned = snakemake(tmp_path, *targets, "-n", "--resources", "gpu=2", configs=configs).stdout
+    requests = [int(value) for value in re.findall(r"gpu_mem_mb=(\d+)", planned)]
+    assert len(requests) == 2 and min(requests) >= needs.LEAST["memory_mb"], planned
+
+    spans = {}
+    for room in (sum(requests), max(requests)):
+        snakemake(tmp_path, *targets, "--forcerun", "finetune", "--resources", "gpu=2", f"gpu_mem_mb={room}",
+                  configs=configs)
+        spans[room] = sorted(_log_span(log) for log in logs)
+        assert assert_same_results(smoke_run, tmp_path, partial=True) >= 6
+    (first, second) = spans[sum(requests)]
+    assert second[0] < first[1], "with room for both on the device, the two fine-tunings ran side by side"
+    (first, second) = spans[max(requests)]
+    assert second[0] >= first[1], "with room for one, one after the other"
+
+
 def _outputs_are_whole(workdir) -> None:
     """Every result file present is complete: Parquet and JSON parse, model folders load."""
     from safetensors.torch import load_file
@@ -837,21 +876,79 @@ def _planned_inputs(dry_run: str) -> dict[str, tuple[str, str]]:
 
 def test_jobs_grouped_by_the_slurm_profile_wait_for_the_fitness_checkpoint(tmp_path):
     """Snakemake forms the job groups again when a checkpoint finishes and breaks a group job that is running then
-    (KeyError when it finishes): where the run groups a rule, its jobs take the fitness table as an input; a run that
-    groups nothing plans the same jobs with their own inputs only."""
+    (KeyError when it finishes): where the run packs the short model jobs (the profile's group-components), their jobs
+    take the fitness table as an input; a run that packs nothing plans the same jobs with their own inputs only."""
     profile = yaml.safe_load((REPO / "profiles" / "slurm" / "config.yaml").read_text())
-    grouped = dict(entry.split("=") for entry in profile["groups"])
-    options = ["--groups", *profile["groups"], "--group-components", *profile["group-components"]]
+    options = ["--group-components", *profile["group-components"]]
     table = "results/fitness/fitness.parquet"
     with_groups = _planned_inputs(snakemake(tmp_path / "run", "-n", *options).stdout)
     without = _planned_inputs(snakemake(tmp_path / "run", "-n").stdout)
-    assert with_groups.keys() == without.keys() and {rule for rule, _ in without.values()} >= set(grouped)
+    assert with_groups.keys() == without.keys() and {rule for rule, _ in without.values()} >= set(submissions.RULES)
     for output, (rule, inputs) in with_groups.items():
         plain = without[output][1]
-        if rule in grouped:
+        if rule in submissions.RULES:
             assert table in inputs and table not in plain, (rule, inputs)
         else:
             assert inputs == plain, rule
+
+
+def test_the_short_model_jobs_of_a_model_and_task_are_packed_into_submissions_of_about_the_target_length(tmp_path):
+    """Under the slurm profile's group-components (a dry run here), the short model jobs go in job groups: each of one
+    model and task, asking for about compute.submission_minutes together, and a job asking for that much alone is
+    submitted alone; with the packing off (0) nothing is grouped. The tool's count (tools/plan.py --submissions) is
+    the workflow's."""
+    profile = yaml.safe_load((REPO / "profiles" / "slurm" / "config.yaml").read_text())
+    options = ("--group-components", *profile["group-components"])
+    target = tmp_path / "target.yaml"
+    target.write_text(yaml.safe_dump({"compute": {"submission_minutes": 30}}))
+    dry = snakemake(tmp_path / "run", "-n", *options, configs=(SMOKE, target)).stdout
+    groups = re.split(r"\n(?=\[[^\]]+\] Group job )", dry)[1:]
+    assert len(groups) > 2, dry[-3000:]
+    grouped_jobs = 0
+    for group in groups:
+        group = group.split("\n[")[0]  # up to the next job at the top level
+        rules = re.findall(r"^\s+(?:rule|checkpoint) (\w+):", group, flags=re.M)
+        tasks = {dict(item.split("=", 1) for item in line.split(", "))["task"]
+                 for line in re.findall(r"^\s+wildcards: (.*)$", group, flags=re.M)}
+        minutes = [int(value) for value in re.findall(r"runtime=(\d+)", group)]
+        assert len(rules) > 1 and set(rules) <= set(submissions.RULES) and len(tasks) == 1, group[:2000]
+        assert sum(minutes) <= 1.5 * 30, (rules, minutes)
+        grouped_jobs += len(rules)
+    planned = subprocess.run([sys.executable, str(REPO / "tools" / "plan.py"), "--configfile", str(SMOKE), str(target),
+                              "--directory", str(tmp_path / "plan"), "--submissions", "--go-on"],
+                             capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"}, check=True).stdout
+    assert f"{len(groups)} of them groups of {grouped_jobs} short model jobs" in planned, planned[-1500:]
+    target.write_text(yaml.safe_dump({"compute": {"submission_minutes": 0}}))
+    assert "Group job" not in snakemake(tmp_path / "run", "-n", *options, configs=(SMOKE, target)).stdout
+    assert grouped_jobs > len(groups)
+
+
+def _planned_resources(dry_run: str) -> list[tuple[str, dict[str, str]]]:
+    """(rule, resources) of every job a dry run prints."""
+    found, rule = [], None
+    for line in dry_run.splitlines():
+        if match := re.match(r"(?:local)?(?:rule|checkpoint) (\w+):", line.strip()):
+            rule = match.group(1)
+        elif line.strip().startswith("resources:") and rule:
+            found.append((rule, dict(item.split("=", 1) for item in line.split(":", 1)[1].strip().split(", "))))
+    return found
+
+
+def test_a_site_that_takes_gpus_as_gres_gets_gres_for_the_model_jobs_only(tmp_path):
+    """compute.gpu_request: gres asks for the model jobs' GPUs as --gres=gpu:N (the plugin's ``gres``), never also
+    as ``gpu`` (--gpus); every model job names its device memory either way; other jobs ask for neither."""
+    gres = tmp_path / "gres.yaml"
+    gres.write_text(yaml.safe_dump({"compute": {"gpus": 1, "gpu_request": "gres"}}))
+    plain = tmp_path / "gpus.yaml"
+    plain.write_text(yaml.safe_dump({"compute": {"gpus": 1}}))
+    runs = {name: _planned_resources(snakemake(tmp_path / name, "-n", configs=(SMOKE, config)).stdout)
+            for name, config in (("gres", gres), ("gpus", plain))}
+    model_rules = {rule for rule, resources in runs["gpus"] if resources.get("gpu") == "1"}
+    assert {"finetune", "dump_attention", "evaluate_pretrained"} <= model_rules
+    for rule, resources in runs["gres"]:
+        assert "gpu" not in resources, (rule, resources)
+        assert (resources.get("gres") == "gpu:1") == (rule in model_rules), (rule, resources)
+        assert ("gpu_mem_mb" in resources) == (rule in model_rules), (rule, resources)
 
 
 def test_a_dry_run_checks_the_data_too(tmp_path):

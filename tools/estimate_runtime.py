@@ -80,7 +80,8 @@ def dry_run_jobs(configfiles: list[str], directory: Path = ROOT) -> list[estimat
                                      self.threads, str(self.benchmark) if self.benchmark else None,
                                      tuple(str(f) for f in self.input), named, str(self.log[0]) if self.log else None,
                                      script is not None and _imports_torch(script), tuple(str(f) for f in self.output),
-                                     {name: str(f) for name, f in self.output.items()}))
+                                     {name: str(f) for name, f in self.output.items()},
+                                     self.rule.name in self.dag.workflow._localrules or self.rule.norun))
         return original(self, *args, **kwargs)
 
     jobs.Job.log_info = log_info

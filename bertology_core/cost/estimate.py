@@ -49,6 +49,7 @@ class Job:
     imports_torch: bool = False  # its script reaches torch (code_imports.third_party_imports): a heavier start-up
     outputs: tuple[str, ...] = ()
     named_outputs: dict[str, str] = field(default_factory=dict)
+    local: bool = False  # a local rule's: runs where Snakemake runs, never submitted to a cluster
 
 
 @dataclass

@@ -36,7 +36,8 @@ class Finetune(Stage):
         epoch (``epochs(wildcards)``) over the task's training examples (the prepared split's row count, from its
         Parquet footer, at most ``max_examples(wildcards)``), at least ``compute.training_min_minutes``, times the
         attempt (a retried job asks for more). Snakemake evaluates it again once the job's input exists, before it
-        schedules the job; until then (a dry run before the data is prepared) it is the least."""
+        schedules the job; until then (a dry run before the data is prepared) the task's local training file gives the
+        examples (:meth:`Experiment.source_rows`), and a Hub dataset the least."""
         compute = self.config["compute"]
         rate, least = compute["training_minutes_per_10k_examples"], compute["training_min_minutes"]
 
@@ -45,9 +46,14 @@ class Finetune(Stage):
             if train is None:
                 raise ValueError("training_runtime: the rule's input names no `train` split. Fix: name the training "
                                  "split's input `train`.")
-            if not Path(train).exists():
-                return attempt * least
-            examples = pq.ParquetFile(train).metadata.num_rows
+            if Path(train).exists():
+                examples = pq.ParquetFile(train).metadata.num_rows
+            else:  # before the split is prepared: its local file's examples, or the least (a Hub dataset)
+                examples = self.experiment.source_rows(wildcards.task, "train")
+                if examples is None:
+                    return attempt * least
+                prepared = self.experiment.max_examples(wildcards.task, "train")  # prepare_data's cut
+                examples = examples if prepared is None else min(examples, prepared)
             cap = max_examples(wildcards)
             if cap is not None:
                 examples = min(examples, cap)

@@ -290,6 +290,8 @@ class Experiment:
         self.treebank_splits: list[str] = list(treebank["files"]) if treebank["dir"] or treebank["url"] else []
         self.stages: dict[str, Stage] = {}
         self._under: Callable[[Experiment, Verdicts | None], Verdicted] | None = None
+        # examples of each (task, split) of local files, as read (by the checks, or :meth:`source_rows`)
+        self.rows_read: dict[tuple[str, str], int] = {}
 
     def bind(self, declared: Iterable[tuple[str, type[Stage]]],
              under: Callable[[Experiment, Verdicts | None], Verdicted]) -> Experiment:
@@ -379,6 +381,19 @@ class Experiment:
         limits = {"max_train_examples": data["max_train_examples"], "max_eval_examples": data["max_eval_examples"]}
         limits.update(data["per_task"].get(task, {}))
         return limits
+
+    def source_rows(self, task: str, split: str) -> int | None:
+        """How many examples a task's split has in its local files (as the checks read them; None for a Hub
+        dataset, or files that cannot be read): what a job's requests count before the prepared split exists."""
+        if (task, split) not in self.rows_read:
+            source = self.source(task)
+            if isinstance(source, tasks.Hub):
+                return None
+            try:
+                self.rows_read[(task, split)] = tasks.read_split(self.task(task), split, source).height
+            except tasks.DataError:
+                return None
+        return self.rows_read[(task, split)]
 
     def max_examples(self, task: str, split: str) -> int | None:
         return self.data_limits(task)["max_train_examples" if split == "train" else "max_eval_examples"]

@@ -143,6 +143,7 @@ def task_problems(experiment: Experiment) -> tuple[list[str], dict[str, pl.DataF
         for split in task.splits:
             try:
                 frames[split] = tasks.read_split(task, split, source)
+                experiment.rows_read[(name, split)] = frames[split].height
             except tasks.DataError as error:
                 problems.append(str(error))
         if len(frames) == len(task.splits):
