@@ -140,3 +140,14 @@ def test_multiclass_metrics_on_resamples_match_sklearn(metric, classes):
     indices = bootstrap.resample_indices(120, 30, seed=1)
     want = np.array([[score(labels[i], row[i]) for i in indices] for row in predictions])
     np.testing.assert_allclose(bootstrap.metric_on_resamples(metric, predictions, labels, indices), want, atol=1e-12)
+
+
+@pytest.mark.parametrize("metric", ["accuracy", "f1_macro", "matthews_correlation"])
+def test_no_configuration_to_score_gives_empty_deltas_for_multiclass_metrics(metric):
+    """A greedy search where no head helps has no step to report: its deltas on a three-class task are empty, not an
+    error (np.max of no predictions)."""
+    labels = np.array([0, 1, 2, 2, 1, 0, 2])
+    deltas = bootstrap.paired_deltas(metric, np.empty((0, 7), dtype=int), np.empty((0, 7), dtype=int), labels,
+                                     bootstrap.resample_indices(7, 50, 0))
+    low, high = deltas.interval(0.95)
+    assert deltas.delta.shape == low.shape == high.shape == (0,)

@@ -31,7 +31,7 @@ DEFINED_SHARE = 0.99
 def _multiclass(metric: str, predictions: np.ndarray, labels: np.ndarray, weights: np.ndarray, size: int) -> np.ndarray:
     """Macro F1 (the classes a resample's labels or predictions hold, each F1 weighted alike, as sklearn's
     ``f1_score(average="macro")``) or multiclass Matthews correlation, from per-class weighted counts -> ``[C, R]``."""
-    classes = int(max(labels.max(), predictions.max())) + 1
+    classes = int(max(labels.max(), predictions.max(initial=0))) + 1  # no rows: a greedy search with no step
     true = np.stack([(labels == k).astype(np.float64) @ weights for k in range(classes)])  # [K, R]
     hit = np.stack([((predictions == k) & (labels == k)).astype(np.float64) @ weights for k in range(classes)])  # [K, C, R]
     predicted = np.stack([(predictions == k).astype(np.float64) @ weights for k in range(classes)])  # [K, C, R]
