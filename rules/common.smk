@@ -5,6 +5,7 @@
 # EXPERIMENT.<stage>) and in jobs() (what runs under the fitness verdicts).
 import functools
 import hashlib
+import math
 import os
 import re
 from pathlib import Path
@@ -157,7 +158,7 @@ _PLACED = {}  # job key -> bin (None: alone), from the first packing that saw th
 
 def grouping():
     """Whether this run packs short model jobs into submissions (asked once the DAG is being built: Snakemake sets the
-    group settings after it has parsed the workflow; a job on a node is given the same, so its inputs are the same)."""
+    group settings after it has parsed the workflow). Only the submitting process packs (:func:`submission_group`)."""
     return SUBMISSION_GROUP in workflow.group_settings.group_components and config["compute"]["submission_minutes"] > 0
 
 
@@ -172,6 +173,14 @@ def _place_submissions():
     parents = {keys[job]: {keys[parent] for parent in workflow.dag.dependencies[job] if parent in keys} for job in jobs}
     pieces = [found for job, row in zip(jobs, planned.rows) if keys[job] not in _PLACED
               and (found := submissions.piece(job.rule.name, job.wildcards_dict, row.minutes)) is not None]
+    # a task whose examples no file gives yet (a Hub dataset before prepare_data) would be sized by the floors: its
+    # jobs go alone (prepare the data first, snakemake --until prepare_data, and the run packs them)
+    sized = {piece.task for piece in pieces if Path(f"results/data/{piece.task}/train.parquet").exists()
+             or EXPERIMENT.source_rows(piece.task, "train") is not None}
+    for piece in pieces:
+        if piece.task not in sized:
+            _PLACED[piece.key] = None
+    pieces = [piece for piece in pieces if piece.task in sized]
     first = 1 + max((index for index in _PLACED.values() if index is not None), default=-1)
     for piece_key, index in submissions.pack(pieces, config["compute"]["submission_minutes"], parents).items():
         _PLACED[piece_key] = None if index is None else first + index
@@ -186,7 +195,8 @@ def submission_group(rule):
         piece_key = submissions.key(rule, dict(wildcards.items()))
         if piece_key not in _PLACED:
             _place_submissions()
-        index = _PLACED.get(piece_key)
+        # a job no packing saw is one that does not run (Snakemake asks finished ones too): it stays ungrouped
+        index = _PLACED.setdefault(piece_key, None)
         if index is None:
             return None
         groupid = f"{SUBMISSION_GROUP}{index}"
@@ -197,7 +207,7 @@ def submission_group(rule):
 
 
 def after_fitness_when_grouped(rule):
-    """Where this run groups ``rule``'s jobs into shared submissions (profiles/slurm, or --groups): the fitness table,
+    """Where this run packs ``rule``'s jobs into shared submissions (:func:`grouping`): the fitness table,
     as one more input, so that no grouped job starts before the fitness checkpoint is done. (An input function for
     unpack; nothing where the rule is not grouped, so a local run's DAG is unchanged.)
 
@@ -220,7 +230,15 @@ def model_device(rule, hyperparameters=None):
     ``gpu_mem_mb``, what its job holds on the GPU by the same memory line as its ``mem_mb`` (Requests.device_memory).
     Where a profile sets that resource (profiles/gpu: the card's memory) Snakemake runs model jobs side by side while
     their sum fits; elsewhere it only names the need. ``hyperparameters``: a training rule's (its batch)."""
-    found = {"gpu_mem_mb": REQUESTS.device_memory(rule, hyperparameters)}
+    device = REQUESTS.device_memory(rule, hyperparameters)
+
+    def gpu_mem_mb(wildcards, input):
+        # at most the card (a profile's gpu_mem_mb): Snakemake refuses a job that asks for more than there is; it runs alone
+        card = workflow.global_resources.get("gpu_mem_mb")
+        card = getattr(card, "value", card)  # Snakemake 9 holds a Resource
+        return min(device(wildcards, input), card if isinstance(card, int) else math.inf)
+
+    found = {"gpu_mem_mb": gpu_mem_mb}
     if config["compute"]["gpu_request"] == "gres" and MODEL_JOB_GPUS:
         found["gres"] = f"gpu:{MODEL_JOB_GPUS}"
     else:

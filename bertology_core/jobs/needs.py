@@ -79,9 +79,11 @@ MARGIN = {"memory_mb": 1.3, "minutes": 2.0, "disk_mb": 1.2}
 # the least a job asks for (an interpreter with polars or torch loaded; a cluster's shortest useful slot)
 LEAST = {"memory_mb": 500, "minutes": 5, "disk_mb": 0}
 # what a job's memory request adds to its script's: on a cluster the job's allocation also holds the Snakemake process
-# that runs the script, which parses the workflow (225 MB measured here: `snakemake <one target> -n`); the job records
-# the lines are fitted on hold the script's peak alone
-JOB_PROCESS_MB = 250
+# that runs the script, which parses the workflow, and its shell. A dry run of Snakemake alone holds 225 MB here
+# (`snakemake <one target> -n`), but the memory-enforcing test cluster (tests/test_slurm.py; Slurm sums the resident
+# memory of every process of the step) killed outlier_dimensions at 996 MB while its script peaked at 666 MB: at least
+# 330 MB beside the script (2026-11-29). The job records the lines are fitted on hold the script's peak alone
+JOB_PROCESS_MB = 400
 # the checkpoint a training job keeps while it runs: weights and AdamW's two moments in float32 (4 bytes each;
 # bertology_core.finetune.training), twice while a new one is written beside the old before it replaces it
 CHECKPOINT_BYTES_PER_PARAMETER = 24
@@ -394,11 +396,9 @@ class Requests:
         and its largest batch's activations, and the line's base, which stands for the CUDA context (about 0.5 GB a
         process). Fitted on CPU jobs, whose peak holds all of these in host memory, so an upper estimate (the CPU job
         also holds the loaded weights' file); not scaled by the attempt. A profile that sets a ``gpu_mem_mb`` resource
-        (profiles/gpu: the card's memory) runs model jobs side by side on one GPU while their sum fits."""
-        override = self.overrides.get(rule)
-        if override is not None:
-            return lambda wildcards: int(override)
-        need = self.need(rule)
+        (profiles/gpu: the card's memory) runs model jobs side by side on one GPU while their sum fits (the workflow
+        caps a request at the card, so a larger job runs alone)."""
+        need = self.need(rule)  # the fitted line (a host memory override, compute.mem_mb, is not the GPU's)
 
         def gpu_mem_mb(wildcards: Any, input: Any) -> int:  # noqa: A002
             batch = Batch.of(hyperparameters(wildcards)) if hyperparameters else None
