@@ -173,16 +173,11 @@ def _place_submissions():
     parents = {keys[job]: {keys[parent] for parent in workflow.dag.dependencies[job] if parent in keys} for job in jobs}
     pieces = [found for job, row in zip(jobs, planned.rows) if keys[job] not in _PLACED
               and (found := submissions.piece(job.rule.name, job.wildcards_dict, row.minutes)) is not None]
-    # a task whose examples no file gives yet (a Hub dataset before prepare_data) would be sized by the floors: its
-    # jobs go alone (prepare the data first, snakemake --until prepare_data, and the run packs them)
-    sized = {piece.task for piece in pieces if Path(f"results/data/{piece.task}/train.parquet").exists()
-             or EXPERIMENT.source_rows(piece.task, "train") is not None}
-    for piece in pieces:
-        if piece.task not in sized:
-            _PLACED[piece.key] = None
-    pieces = [piece for piece in pieces if piece.task in sized]
+    # a task whose examples no file gives yet (a Hub dataset before prepare_data): its jobs go alone (prepare the
+    # data first, snakemake --until prepare_data, and the run packs them)
+    sized = submissions.sized_tasks({piece.task for piece in pieces}, lambda task: EXPERIMENT.source_rows(task, "train"))
     first = 1 + max((index for index in _PLACED.values() if index is not None), default=-1)
-    for piece_key, index in submissions.pack(pieces, config["compute"]["submission_minutes"], parents).items():
+    for piece_key, index in submissions.pack(pieces, config["compute"]["submission_minutes"], parents, sized).items():
         _PLACED[piece_key] = None if index is None else first + index
 
 

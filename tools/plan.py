@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tools"))
 
-from estimate_runtime import dry_run_jobs, rule_passes  # noqa: E402
+from estimate_runtime import dry_run_jobs, experiment_of, rule_passes  # noqa: E402
 
 from bertology_core.jobs import needs, submissions  # noqa: E402
 from bertology_core.workflow import configuration  # noqa: E402
@@ -51,7 +51,9 @@ def main() -> None:
     free = needs.free_mb(directory)
     print(plan.summary(args.jobs, free))
     if args.submissions:
-        print(f"\n{submitted(jobs, plan, config['compute']['submission_minutes'])}")
+        experiment = experiment_of(args.configfile)
+        sized = submissions.sized_tasks(experiment.tasks, lambda task: experiment.source_rows(task, "train"), directory)
+        print(f"\n{submitted(jobs, plan, config['compute']['submission_minutes'], sized)}")
     if unsized := needs.unsized_models({path: value for path, value in models.items() if not (directory / path).exists()}):
         print(f"\n{unsized}")
     problem = needs.disk_problem(plan.needed_mb(args.jobs), directory, "--go-on")
@@ -61,14 +63,14 @@ def main() -> None:
             raise SystemExit(1)
 
 
-def submitted(jobs, plan: needs.Plan, target: float) -> str:
+def submitted(jobs, plan: needs.Plan, target: float, sized: set[str]) -> str:
     """:func:`submissions.report` of the planned jobs that are not local (a job's parents: the jobs writing its inputs)."""
     keys = [submissions.key(job.rule, job.wildcards) for job in jobs]
     writer = {path: key for job, key in zip(jobs, keys) for path in job.outputs}
     parents = {key: {writer[path] for path in job.inputs if path in writer} for job, key in zip(jobs, keys)}
     pieces = [found for job, row in zip(jobs, plan.rows)
               if (found := submissions.piece(job.rule, job.wildcards, row.minutes)) is not None]
-    placed = submissions.pack(pieces, target, parents)
+    placed = submissions.pack(pieces, target, parents, sized)
     cluster = [(key, row.minutes, bool(job.resources.get("gpu") or job.resources.get("gres")))
                for job, key, row in zip(jobs, keys, plan.rows) if not job.local]
     return submissions.report(cluster, placed, target)

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import re
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from bertology_core.data import states
 
@@ -67,10 +68,19 @@ def _unit_order(name: str) -> tuple[int, int, str]:
     return (1, int(match[1]), "") if match else (0 if name == states.PRETRAINED else 2, 0, name)
 
 
-def pack(pieces: Iterable[Piece], target: float, parents: Mapping[Key, Iterable[Key]] | None = None) -> dict[Key, int | None]:
+def sized_tasks(tasks: Iterable[str], examples: Callable[[str], int | None], root: str | Path = ".") -> set[str]:
+    """The tasks whose jobs can be sized: their prepared training split exists under ``root``, or ``examples(task)``
+    (its local files' count) is known. A Hub dataset before ``prepare_data`` is not: its jobs would be sized by the
+    floors, so :func:`pack` sends them alone."""
+    return {task for task in tasks if (Path(root) / f"results/data/{task}/train.parquet").exists()
+            or examples(task) is not None}
+
+
+def pack(pieces: Iterable[Piece], target: float, parents: Mapping[Key, Iterable[Key]] | None = None,
+         sized: Collection[str] | None = None) -> dict[Key, int | None]:
     """Each piece's bin (numbered from 0 across the whole run; None: submitted alone). ``parents``: every job's
     inputs' jobs (a whole run's, grouped or not), to keep a bin free of paths that leave it and come back; by default
-    the pieces' own ``after``."""
+    the pieces' own ``after``. ``sized``: the tasks whose pieces may be packed (:func:`sized_tasks`; None: all)."""
     pieces = list(pieces)
     graph: dict[Key, set[Key]] = defaultdict(set)
     for piece in pieces:
@@ -99,7 +109,7 @@ def pack(pieces: Iterable[Piece], target: float, parents: Mapping[Key, Iterable[
     placed: dict[Key, int | None] = {piece.key: None for piece in pieces}
     by_task: dict[tuple[str, str], dict[str, list[Piece]]] = defaultdict(lambda: defaultdict(list))
     for piece in pieces:
-        if piece.minutes < target:
+        if piece.minutes < target and (sized is None or piece.task in sized):
             by_task[(piece.model, piece.task)][piece.unit].append(piece)
     next_bin = 0
     for model_task in sorted(by_task):
