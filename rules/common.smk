@@ -175,7 +175,8 @@ def _place_submissions():
               and (found := submissions.piece(job.rule.name, job.wildcards_dict, row.minutes)) is not None]
     # a task whose examples no file gives yet (a Hub dataset before prepare_data): its jobs go alone (prepare the
     # data first, snakemake --until prepare_data, and the run packs them)
-    sized = submissions.sized_tasks({piece.task for piece in pieces}, lambda task: EXPERIMENT.source_rows(task, "train"))
+    tasks = {piece.task for piece in pieces}
+    sized = submissions.sized_tasks(tasks, lambda task: EXPERIMENT.source_rows(task, "train"))
     first = 1 + max((index for index in _PLACED.values() if index is not None), default=-1)
     for piece_key, index in submissions.pack(pieces, config["compute"]["submission_minutes"], parents, sized).items():
         _PLACED[piece_key] = None if index is None else first + index
