@@ -104,6 +104,13 @@ wildcard_constraints:
     + rf")/{states.FINETUNED}/seed\d+",
 
 
+# a model's runs that a given classifier fills (models[].finetuned) and those fine-tuning makes, told apart by
+# the model wildcard looking ahead at the rest of the run's path: <model>/<task>/finetuned/seed<N>/
+_GIVEN = EXPERIMENT.given_pattern()
+GIVEN = f"(?=(?:{_GIVEN}))[^/]+" if _GIVEN else "(?!)"
+NOT_GIVEN = f"(?!(?:{_GIVEN}))[^/]+" if _GIVEN else "[^/]+"
+
+
 # --- the runs under the fitness verdicts -------------------------------------------------------------------------
 
 
@@ -287,6 +294,16 @@ def model_files(model):
     folder = checks.model_folder(EXPERIMENT, model)
     if folder is None:
         return {"checked": ancient(f"results/models/{model}/checked.json")}
+    return {"config": str(folder / "config.json"), "weights": sorted(str(p) for p in folder.glob("*.safetensors"))}
+
+
+def given_files(model, task, seed):
+    """resolve_finetuned's inputs: a given classifier's config and weights where it is a folder (replacing them reruns
+    what used it); nothing for a Hub id or a package (fetched, or read, by the job itself)."""
+    spec = EXPERIMENT.given_runs()[(model, task, int(seed))]
+    folder = compatibility.spec_folder(spec, REPO)
+    if folder is None or not compatibility.is_hf_folder(folder):
+        return {}
     return {"config": str(folder / "config.json"), "weights": sorted(str(p) for p in folder.glob("*.safetensors"))}
 
 

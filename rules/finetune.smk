@@ -17,6 +17,8 @@ rule finetune:
         predictions="results/finetune/{model}/{task}/{state}/seed{seed}/predictions.parquet",
     wildcard_constraints:
         state="|".join(states.TRAINED),
+        # not the runs a given classifier fills (rule evaluate_finetuned)
+        model=NOT_GIVEN,
     params:
         task=EXPERIMENT.task_meaning,
         # what the job computes in (bertology_core/models/precision.py)
@@ -75,5 +77,43 @@ rule evaluate_pretrained:
         "logs/evaluate_pretrained/{model}/{task}/seed{seed}.log",
     benchmark:
         "results/benchmarks/evaluate_pretrained/{model}/{task}/seed{seed}.tsv"
+    script:
+        "../workflow_scripts/finetune.py"
+
+
+rule evaluate_finetuned:
+    # An already fine-tuned classifier given for a task (models[].finetuned): evaluated on dev and saved as the run's
+    # model, as the finetune rule would have left it, so that fitness and every analysis read it alike.
+    conda:
+        "../envs/torch.yaml"
+    input:
+        given="results/models/{model}/finetuned/{task}/seed{seed}/resolved.json",
+        eval=lambda wc: EXPERIMENT.eval_inputs(wc.task),
+        tokens=lambda wc: EXPERIMENT.tokens(wc.model, wc.task, EXPERIMENT.max_length(wc.task, states.FINETUNED)),
+    output:
+        model=directory(f"results/finetune/{{model}}/{{task}}/{states.FINETUNED}/seed{{seed}}/model"),
+        evaluation=f"results/finetune/{{model}}/{{task}}/{states.FINETUNED}/seed{{seed}}/evaluation.json",
+        predictions=f"results/finetune/{{model}}/{{task}}/{states.FINETUNED}/seed{{seed}}/predictions.parquet",
+    wildcard_constraints:
+        # only the runs a given classifier fills
+        model=GIVEN,
+    params:
+        task=EXPERIMENT.task_meaning,
+        # what the job computes in (bertology_core/models/precision.py)
+        precision=config["compute"]["precision"],
+        code=script_code("finetune"),
+        # no training settings, so changing them never reruns it
+        hyperparameters=lambda wc: EXPERIMENT.finetune.evaluation_parameters(wc.task, states.FINETUNED),
+        eval_splits=lambda wc: EXPERIMENT.eval_splits(wc.task),
+    threads: config["finetune"]["threads"]
+    resources:
+        **requests("evaluate_finetuned"),
+        cpus_per_task=config["finetune"]["threads"],
+        **model_device("evaluate_finetuned"),
+        eval_batch_size=config["finetune"]["eval_batch_size"],
+    log:
+        "logs/evaluate_finetuned/{model}/{task}/seed{seed}.log",
+    benchmark:
+        "results/benchmarks/evaluate_finetuned/{model}/{task}/seed{seed}.tsv"
     script:
         "../workflow_scripts/finetune.py"

@@ -51,3 +51,32 @@ rule resolve_model:
         **requests("resolve_model"),
     script:
         "../workflow_scripts/resolve_model.py"
+
+
+rule resolve_finetuned:
+    # where Snakemake runs, with the network: a cluster's nodes read what it fetched (rules/common.smk)
+    localrule: True
+    # An already fine-tuned classifier given for a task (models[].finetuned): fetched, checked against the task's
+    # labels and the pre-trained encoder beside it, before its evaluation (rule evaluate_finetuned) and any analysis.
+    conda:
+        "../envs/torch.yaml"
+    input:
+        unpack(lambda wc: given_files(wc.model, wc.task, wc.seed)),
+        encoder="results/models/{model}/resolved.json",
+    output:
+        "results/models/{model}/finetuned/{task}/seed{seed}/resolved.json",
+    params:
+        code=script_code("resolve_finetuned"),
+        spec=lambda wc: EXPERIMENT.given_runs()[(wc.model, wc.task, int(wc.seed))],
+        task=EXPERIMENT.task_meaning,
+        max_lengths=lambda wc: {"max_length": EXPERIMENT.max_length(wc.task, states.FINETUNED)},
+        model_cache=MODEL_CACHE,
+    log:
+        "logs/resolve_finetuned/{model}/{task}/seed{seed}.log",
+    benchmark:
+        "results/benchmarks/resolve_finetuned/{model}/{task}/seed{seed}.tsv"
+    priority: 100
+    resources:
+        **requests("resolve_finetuned"),
+    script:
+        "../workflow_scripts/resolve_finetuned.py"

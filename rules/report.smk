@@ -73,6 +73,7 @@ rule report:
         section_runs=lambda wc: EXPERIMENT.report.section_shows(jobs()),
         unfit=config["fitness"]["unfit"],
         skipped=lambda wc: EXPERIMENT.report.skipped_sections(jobs()),
+        left_out=EXPERIMENT.left_out(),
         model_specs=EXPERIMENT.models,
         tasks=EXPERIMENT.tasks,
         seeds=EXPERIMENT.seeds,

@@ -165,8 +165,9 @@ def test_every_rule_asks_for_its_resources_by_its_name_and_has_a_need():
     requested = {m.group(1) for path in (REPO / "rules").glob("*.smk")
                  for m in re.finditer(r'\*\*requests\("(\w+)"', path.read_text())}
     node = SCHEMA["properties"]["compute"]["properties"]["mem_mb"]
-    # every rule asks through requests() under its own name, has a fitted (or stated) need, and the schema's
-    # overrides name exactly those rules
-    assert rules == requested == set(needs.load()) == set(node["propertyNames"]["enum"])
+    # every rule asks through requests() under its own name, has a fitted (or stated, or borrowed until measured) need,
+    # and the schema's overrides name exactly those rules
+    assert rules == requested == set(needs.load()) | set(needs.BORROWED) == set(node["propertyNames"]["enum"])
+    assert not set(needs.BORROWED) & set(needs.load()) and set(needs.BORROWED.values()) <= set(needs.load())
     assert node["default"] == {} and yaml.safe_load((REPO / "config.yaml").read_text())["compute"]["mem_mb"] == {}
     assert configuration.schema_problems({"compute": {"mem_mb": {"probe_layer": 9000}}}, SCHEMA)

@@ -1,7 +1,7 @@
 """The stages' library calls on every family's fixture (tests/fixtures/tiny-*), in seconds: fine-tuning (its
 first-token saving included), the disabling sweep against the naive method, head and MLP importance, s-pruning's
 compaction against the gated model, and probing's word vectors. The whole workflow on every fixture is
-configs/smoke_families.yaml (README, Encoder families)."""
+configs/smoke_families.yaml (docs/engine.md, Encoder families)."""
 
 from __future__ import annotations
 

@@ -82,7 +82,7 @@ def _tracked_files(root):
 
 @pytest.fixture(scope="module")
 def repo_with_toy_stage(tmp_path_factory):
-    """A copy of the repository with a new stage added the way the README says: new files (its package declares its
+    """A copy of the repository with a new stage added the way docs/development.md says: new files (its package declares its
     section and when it runs), its name in the list of stages and one section of the schema."""
     if shutil.which("git") is None or not (REPO / ".git").exists():
         pytest.skip("needs the repository's git checkout to copy its files")

@@ -1073,7 +1073,7 @@ def test_a_deleted_result_is_written_again_with_exactly_its_dependants(smoke_run
 
 def test_the_families_config_plans_every_stage_for_every_family(tmp_path):
     """configs/smoke_families.yaml (the smoke workflow on every family's fixture) passes the parse-time checks and
-    plans every per-model stage for every family. Running it (README, Encoder families) takes longer than the suite
+    plans every per-model stage for every family. Running it (docs/engine.md, Encoder families) takes longer than the suite
     can afford; tests/test_families_stages.py runs each stage's library calls on every fixture."""
     families = REPO / "configs" / "smoke_families.yaml"
     models = yaml.safe_load(families.read_text())["models"]

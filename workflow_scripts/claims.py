@@ -26,7 +26,7 @@ def keyed(name, keys):
 verdicts = pl.read_parquet(inputs.fitness).filter((pl.col("model") == model) & (pl.col("state") == states.FINETUNED))
 fit = {(t, int(s)): bool(f) for t, s, f in verdicts.select("task", "seed", "fit").iter_rows()}
 measured = []
-labeller = io.read_json(inputs.report)
+labeller = io.read_json(inputs.report) if "report" in inputs.keys() else None
 if inputs.classes:
     # a share is a proportion: where hand labels were drawn at random from a fine-tuned dump they estimate it without any
     # labeller; the labeller's share over every map stands beside it, and alone (trusted if validated) elsewhere

@@ -1,5 +1,6 @@
 """Fine-tune (rule finetune: states finetuned and scratch) or only evaluate (rule evaluate_pretrained: the pre-trained
-encoder with an untrained head) one (model, task, state, seed)."""
+encoder with an untrained head; rule evaluate_finetuned: a fine-tuned classifier given in the config, saved as the run's
+model) one (model, task, state, seed)."""
 
 import logging
 from pathlib import Path
@@ -17,9 +18,10 @@ from bertology_core.models import checkpoint, device, loading
 
 job_device, job_precision = device.model_job(snakemake.threads, snakemake.params.precision)
 wc = snakemake.wildcards
-state = wc.state if snakemake.rule == "finetune" else states.PRETRAINED
-trains = state != states.PRETRAINED
-resolved = loading.read_resolved(snakemake.input.resolved)
+given = snakemake.rule == "evaluate_finetuned"
+state = wc.state if snakemake.rule == "finetune" else states.FINETUNED if given else states.PRETRAINED
+trains = snakemake.rule == "finetune"
+resolved = loading.read_resolved(snakemake.input.given if given else snakemake.input.resolved)
 task = tasks.Task.from_meaning(snakemake.params.task)
 runtime = snakemake.resources  # how the job runs (eval batch, checkpoint cadence), not what it computes
 checkpointer = None
@@ -38,6 +40,7 @@ result = training.finetune_and_evaluate(
     model_path=resolved["path"],
     task=task,
     state=state,
+    given=given,
     seed=int(wc.seed),
     train_frame=pl.read_parquet(snakemake.input.train) if trains else None,
     eval_frames={s: pl.read_parquet(p) for s, p in zip(snakemake.params.eval_splits, snakemake.input.eval)},
@@ -50,16 +53,18 @@ result = training.finetune_and_evaluate(
                                    ["train", *snakemake.params.eval_splits] if trains else snakemake.params.eval_splits),
 )
 result.metrics["model"] = {"name": wc.model, **resolved}
+if given:  # what was given in its place: the record says so
+    result.metrics["given"] = resolved["spec"]
 predictions = pl.concat(
     [frame.with_columns(pl.lit(split).alias("split")) for split, frame in result.predictions.items()]
 )
-if trains:
+if trains or given:
     with io.atomic_path(snakemake.output.model) as tmp:
         result.model.save_pretrained(tmp)
         result.tokenizer.save_pretrained(tmp)
 io.write_parquet(predictions, snakemake.output.predictions)
 # the record last: its presence marks a finished run for anyone reading results by hand.
-io.write_json(result.metrics, snakemake.output.evaluation if trains else snakemake.output.metrics)
+io.write_json(result.metrics, snakemake.output.evaluation if trains or given else snakemake.output.metrics)
 if checkpointer is not None:
     checkpointer.remove()
 logging.info("eval: %s", result.metrics["eval"])

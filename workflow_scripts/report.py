@@ -19,7 +19,7 @@ verdicts = pl.read_parquet(snakemake.input.fitness)
 results = str(Path(snakemake.output[0]).parents[1])  # the page is results/report/index.html
 layout = report.load_layout(snakemake.input.layout, snakemake.input.texts, snakemake.params.titles, snakemake.params.tables)
 sections = report.build_sections(results, models, set(snakemake.input.shown), snakemake.params.sections, layout, verdicts,
-                                 snakemake.params.section_runs, snakemake.params.skipped)
+                                 snakemake.params.section_runs, snakemake.params.skipped, snakemake.params.left_out)
 params = snakemake.params
 subtitle = [
     "Models: " + ", ".join(f"{name} ({spec})" for name, spec in params.model_specs.items()) + f". Tasks: {', '.join(params.tasks)}. "

@@ -38,6 +38,9 @@ class Attention(Stage):
                     dumps += [(task, states.seeded(state, seed)) for seed in experiment.seeds if fit(task, state, seed)]
         return {"dumps": dumps}
 
+    def trained_states_read(self) -> set[str]:
+        return set(self.settings()["dumped"]) & set(states.TRAINED)
+
     def early_targets(self, model: str) -> list[str]:
         if states.PRETRAINED not in self.settings()["dumped"]:
             return []

@@ -17,6 +17,7 @@ class AttentionChange(Stage):
         Summary("layers", "attention_change/{model}/summary/cosine_by_layer", shown=()),
     ), title='Change of attention after fine-tuning')
     claimed = True
+    reads = ("attention",)
 
     def runs(self, model: str, fit: Fit, found: Mapping[str, Any]) -> dict[str, Any]:
         """``attention_change``: (task, seed) of every analysed fine-tuned model, when both it and the pre-trained

@@ -24,3 +24,6 @@ class Baselines(Stage):
 
     def section_runs(self, jobs: Verdicted, model: str, runs: ModelRuns) -> SectionRuns:
         return SectionRuns(True, self.experiment.fine_tuned_runs(), None)
+
+    def trained_states_read(self) -> set[str]:
+        return set(states.TRAINED)  # every state of the table

@@ -41,22 +41,24 @@ class Claims(Stage):
         """Every per-example or per-element table the claims resample, from the stages this config runs."""
         runs, pruning = jobs.of(model), self.experiment.pruning
         swept = [(task, state) for task, state in runs.disabling_task_states if state == states.FINETUNED]
+        patterns = jobs.stage_runs(model, "patterns")
         inputs: dict[str, Any] = {
             "fitness": f"{FITNESS_TABLE}.parquet",
-            "report": f"results/patterns/{model}/classifier/report.json",
             "classes": [f"results/patterns/{model}/{task}/{states.seeded(states.FINETUNED, seed)}.classes.parquet"
-                        for task, seed in runs.dumped_fine_tuned],
+                        for task, seed in runs.dumped_fine_tuned if patterns],
             "changes": [f"results/attention_change/{model}/{task}/seed{seed}.examples.parquet" for task, seed in runs.attention_change],
             "selection": [f"results/disabling/{model}/{task}/{state}/selection.parquet" for task, state in swept],
             "deltas": [f"results/disabling/{model}/{task}/{state}/deltas.parquet" for task, state in swept],
             "michel_curves": [f"{pruning.folder(model, t, s)}/michel_curve.parquet" for t, s in runs.pruned],
             "michel_predictions": [f"{pruning.folder(model, t, s)}/michel_predictions.parquet" for t, s in runs.pruned],
         }
+        if patterns:
+            inputs["report"] = f"results/patterns/{model}/classifier/report.json"
         if runs.pruned:
             inputs["stability"] = f"results/pruning/{model}/summary/stability.parquet"
         if states.PRETRAINED in runs.syntactic_heads:
             inputs["syntactic"] = f"results/probing/{model}/{states.PRETRAINED}/syntactic_heads_held_out.parquet"
-        if runs.dumps:
+        if runs.dumps and jobs.stage_runs(model, "head_roles"):
             inputs["role_relations"] = f"results/head_roles/{model}/summary/importance_relations.parquet"
             inputs["gates"] = f"results/head_roles/{model}/summary/gates.parquet"
         inputs["outlier_contrast"] = [f"results/outliers/{model}/{task}/contrast.parquet" for task in runs.outlier_tasks]
@@ -73,7 +75,7 @@ class Claims(Stage):
         skipped, sections = jobs.skipped_sections(model), jobs.sections(model)
         swept = states.FINETUNED in experiment.disabling.states()
         return {
-            "classes": runs.dumped_fine_tuned,
+            "classes": runs.dumped_fine_tuned if jobs.stage_runs(model, "patterns") else [],
             "changes": runs.attention_change,
             "pruned": runs.pruned,
             "swept_seeds": {task: runs.swept_seeds(task, states.FINETUNED) for task in experiment.tasks if swept},

@@ -452,7 +452,8 @@ def head_roles(job: Job, lengths: Lengths, calibration: Calibration) -> Price:
 
 
 PRICED: dict[str, Callable[[Job, Lengths, Calibration], Price]] = {
-    "finetune": finetune, "evaluate_pretrained": finetune, "subnetwork_finetune": subnetwork_finetune,
+    "finetune": finetune, "evaluate_pretrained": finetune, "evaluate_finetuned": finetune,
+    "subnetwork_finetune": subnetwork_finetune,
     "head_gates": head_gates, "disabling_sweep": disabling_sweep, "disabling_greedy": disabling_greedy,
     "outlier_disabling": outlier_disabling, "head_importance": head_importance, "lottery_pruning": lottery_pruning,
     "compact_model": compact_model, "dump_attention": dump_attention, "tokenize_data": tokenize_data,

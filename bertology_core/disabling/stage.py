@@ -54,6 +54,9 @@ class Disabling(Stage):
         """The swept fine-tuned models: disabling.states that the config fine-tunes at all."""
         return [state for state in self.settings()["states"] if state in self.experiment.trained_states]
 
+    def trained_states_read(self) -> set[str]:
+        return set(self.states())
+
     def seeds(self, task: str) -> list[int]:
         """The seeds configured for a task's sweeps (fine-tuned for them whether or not they are analysed)."""
         return self.setting(task, "seeds") or self.experiment.seeds

@@ -16,9 +16,10 @@ from bertology_core.jobs.experiment import Stage
 
 
 class Finetune(Stage):
-    def evaluation_parameters(self, task: str) -> dict[str, Any]:
-        """The pre-trained encoder's evaluation: no training settings, so changing them never reruns it."""
-        return {"max_length": self.experiment.max_length(task, states.PRETRAINED)}
+    def evaluation_parameters(self, task: str, state: str = states.PRETRAINED) -> dict[str, Any]:
+        """An evaluation of a model nobody trains here (the pre-trained encoder; a given fine-tuned classifier, state
+        finetuned): no training settings, so changing them never reruns it."""
+        return {"max_length": self.experiment.max_length(task, state)}
 
     def runtime(self) -> dict[str, int]:
         """How a fine-tuning job runs, not what it computes: resources, so a change reruns nothing (a checkpoint

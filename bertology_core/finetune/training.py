@@ -32,7 +32,7 @@ from bertology_core.models.checkpoint import Checkpointer, TrainingState
 from bertology_core.models import precision as precisions
 from bertology_core.models.device import default_device
 from bertology_core.models.precision import Precision
-from bertology_core.models.loading import load_classifier_reported, load_tokenizer
+from bertology_core.models.loading import SAVED, load_classifier_reported, load_tokenizer
 from bertology_core.engine.first_token import first_token_output
 from bertology_core.data.failpoints import failpoint
 from bertology_core.data.tasks import Task
@@ -257,6 +257,7 @@ def finetune_and_evaluate(
     checkpointer: Checkpointer | None = None,
     precision: Precision | None = None,
     tokens: TokenFile | None = None,
+    given: bool = False,
 ) -> RunResult:
     """Build the classifier of ``state`` (:mod:`bertology_core.data.states`: finetuned, scratch or pretrained), train it
     unless pretrained, evaluate.
@@ -265,11 +266,12 @@ def finetune_and_evaluate(
     a freshly initialised, untrained classification head. ``eval_batch_size`` only
     changes speed; ``checkpointer`` makes training resumable (see :func:`train`); ``precision`` is what training
     computes in (None: float32); ``tokens``: the splits tokenised beforehand with the model's tokenizer at
-    ``config.max_length`` (else each is tokenised here, the same way).
+    ``config.max_length`` (else each is tokenised here, the same way); ``given``: ``model_path`` is a classifier
+    already fine-tuned into ``state`` (models[].finetuned), loaded with its head and only evaluated.
     """
-    trains = state != states.PRETRAINED
+    trains = state != states.PRETRAINED and not given
     tokenizer = load_tokenizer(model_path)
-    model, loaded = load_classifier_reported(model_path, task, states.STARTS_FROM[state], seed)
+    model, loaded = load_classifier_reported(model_path, task, SAVED if given else states.STARTS_FROM[state], seed)
     model.to(device or default_device())
     precision = precision or precisions.resolve("float32", next(model.parameters()).device)
     record: dict[str, Any] = {
@@ -278,6 +280,8 @@ def finetune_and_evaluate(
         "seed": seed,
         # an untrained model only depends on how inputs are cut
         "hyperparameters": config.to_dict() if trains else {"max_length": config.max_length},
+        # a given classifier: trained elsewhere, on examples this record cannot count
+        **({"train_examples": None} if given else {}),
         "device": str(next(model.parameters()).device),
         "precision": precision.to_dict(),
         # the weights drawn anew (the task head only: an encoder weight that did not load stops the job) and the

@@ -26,6 +26,8 @@ class HeadRoles(Stage):
     # memory (bertology_core/jobs/needs.py): it reads the dump a chunk of examples at a time, but a chunk grows with
     # the examples' lengths and its counts with the dump (615 to 1,050 MB from QQP's dump to QNLI's, measured)
     memory = {"head_roles": "holds"}
+    # the roles read the attention dumps; the gates, the pruned models
+    reads = ("attention", "pruning")
 
     def runs(self, model: str, fit: Fit, found: Mapping[str, Any]) -> dict[str, Any]:
         """``gated``: the pruned models (task, seed) that gates.tasks and gates.seeds choose; ``gates``: one training

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
 from bertology_core.data import states, tasks
+from bertology_core.models import compatibility
 from bertology_core.jobs.sections import FineTuned, Section, SectionRuns
 
 TaskSeed = tuple[str, int]  # (task, seed): a model fine-tuned from the pre-trained encoder (state finetuned)
@@ -30,6 +31,11 @@ Fit = Callable[[str, str, int], bool]  # (task, state, seed) -> whether the anal
 FITNESS_TABLE = "results/fitness/fitness"
 # where the treebank's files are downloaded to under treebank.url
 TREEBANK_DOWNLOADED = "results/treebank/source"
+# the stages that run whatever the config's stages list: the data, the models, fine-tuning and its verdicts, and
+# what reports (the claims table and the page say which analysis stages were left out)
+ALWAYS = ("data", "treebank", "models", "finetune", "fitness", "claims", "report")
+# the stages that read the treebank: without one of them it is neither read nor downloaded
+TREEBANK_READERS = ("probing", "layer_mix")
 # the probed states that are no fine-tuned model (their own names; a fine-tuned one is <TASK>/finetuned/seed<N>)
 UNTRAINED_PROBED = (states.PRETRAINED, states.RANDOM_WEIGHTS)
 
@@ -218,6 +224,8 @@ class Stage:
     # how its rules' memory grows with the megabytes a job reads (bertology_core/jobs/needs.py, MEMORY_KINDS), where
     # not as by default: a job that reads a model takes its data a batch at a time (no growth), any other holds it
     memory: ClassVar[Mapping[str, str]] = {}
+    # the stages whose runs it reads: asking for it in the config's stages brings them (Experiment.selected)
+    reads: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, experiment: Experiment, name: str | None = None) -> None:
         self.experiment = experiment
@@ -262,6 +270,11 @@ class Stage:
         """Whether its section runs for ``model``, and what it shows (by default: whenever asked, no fine-tuned model)."""
         return SectionRuns(True, [], None)
 
+    def trained_states_read(self) -> set[str]:
+        """The trained states (beyond ``finetuned``) whose fine-tuned models it reads: where the config's stages leave
+        it out, those are not fine-tuned for it (:meth:`Experiment.fine_tuned_states`)."""
+        return set()
+
 
 # --- the config's shared choices ----------------------------------------------------------------------------------
 
@@ -275,6 +288,11 @@ class Experiment:
         self.config = config
         self.repo = Path(repo)
         self.models: dict[str, str] = {m["name"]: m["spec"] for m in config["models"]}
+        # model -> task -> the already fine-tuned classifiers given for it (models[].finetuned), the i-th for the
+        # task's i-th fine-tuned seed: no fine-tuning job runs for those
+        self.given: dict[str, dict[str, list[str]]] = {
+            m["name"]: {task: [found] if isinstance(found, str) else list(found) for task, found in (m.get("finetuned") or {}).items()}
+            for m in config["models"]}
         self.tasks: list[str] = list(config["tasks"])
         # every declared task (the shipped ones, then task_declarations), or why the declarations cannot be read
         try:
@@ -306,7 +324,29 @@ class Experiment:
                 raise TypeError(f"the stage {name!r} would hide Experiment.{name}. Fix: rename one of them.")
             setattr(self, name, stage)
         self._under = under
+        # the config's stages and those they read; every other stage is left out of the plan
+        asked = self.config.get("stages")
+        self.selected: set[str] = set(self.stages)
+        if asked is not None:
+            self.selected = {name for name in self.stages if name in ALWAYS}
+            pending = [name for name in asked if name in self.stages]
+            while pending:
+                name = pending.pop()
+                if name not in self.selected:
+                    self.selected.add(name)
+                    pending += list(self.stages[name].reads)
+            # the treebank is read by the stages that probe it alone
+            if not self.selected & set(TREEBANK_READERS):
+                self.treebank_splits = []
         return self
+
+    def runs_stage(self, name: str) -> bool:
+        """Whether the config's stages (with those they read) include ``name``."""
+        return name in self.selected
+
+    def left_out(self) -> list[str]:
+        """The analysis stages the config's stages leave out, in the pipeline's order."""
+        return [name for name in self.stages if name not in self.selected]
 
     def _bound(self) -> dict[str, Stage]:
         """The stages; an experiment whose stages are not bound would answer for the top-level seeds only."""
@@ -442,15 +482,73 @@ class Experiment:
         """Every seed a task is fine-tuned with into ``state``: the top-level seeds and the extra seeds the stages need
         (the disabling sweeps', pruning's and probing's; ``probing``: with probing's, which default to these)."""
         seeds = set(self.seeds)
-        for stage in self._bound().values():
-            seeds |= stage.fine_tuned_seeds(task, state, probing)
+        for name, stage in self._bound().items():
+            if self.runs_stage(name):
+                seeds |= stage.fine_tuned_seeds(task, state, probing)
         return sorted(seeds)
 
+    def fine_tuned_states(self) -> list[str]:
+        """The trained states the config fine-tunes: ``finetuned``, and another only where a stage it runs reads it
+        (every one under the default stages: the baselines table)."""
+        read = {states.FINETUNED}
+        for name, stage in self._bound().items():
+            if self.runs_stage(name):
+                read |= stage.trained_states_read()
+        return [state for state in self.trained_states if state in read]
+
     def fine_tuned_runs(self) -> list[FineTuned]:
-        """Every (task, state, seed) the config fine-tunes: the top-level seeds of every trained state, and the
-        extra seeds of the disabling sweeps, pruning and probing."""
-        runs = {(task, state, seed) for task in self.tasks for state in self.trained_states for seed in self.finetuned_seeds(task, state)}
+        """Every (task, state, seed) the config fine-tunes (or is given: :meth:`given_runs`): the top-level seeds of
+        every trained state, and the extra seeds of the disabling sweeps, pruning and probing."""
+        runs = {(task, state, seed) for task in self.tasks for state in self.fine_tuned_states() for seed in self.finetuned_seeds(task, state)}
         return sorted(runs, key=lambda run: (self.tasks.index(run[0]), run[1], run[2]))
+
+    # -- already fine-tuned classifiers, given in the config --
+
+    def given_runs(self) -> dict[tuple[str, str, int], str]:
+        """(model, task, seed) -> the spec of the fine-tuned classifier given for that run (models[].finetuned): the
+        i-th given for a task fills its i-th fine-tuned seed. Only tasks the config runs; :meth:`given_problems` says
+        where the counts differ."""
+        found = {}
+        for model, by_task in self.given.items():
+            for task, specs in by_task.items():
+                if task in self.tasks:
+                    found.update({(model, task, seed): spec for seed, spec in zip(self.finetuned_seeds(task), specs)})
+        return found
+
+    def given_pattern(self) -> str:
+        """A regular expression of the run folders the given classifiers fill (``<model>/<task>/finetuned/seed<N>/``),
+        for the wildcard constraints that keep fine-tuning out of them; empty when none."""
+        import re
+
+        return "|".join(re.escape(f"{model}/{task}/{states.FINETUNED}/seed{seed}/") for model, task, seed in self.given_runs())
+
+    def given_problems(self) -> list[str]:
+        """Every models[].finetuned the workflow cannot use: a task it does not run, another count of classifiers
+        than the task has fine-tuned seeds, a config that fine-tunes no ``finetuned`` state."""
+        found = []
+        for model, by_task in self.given.items():
+            for task, specs in by_task.items():
+                key = f"models[{model}].finetuned.{task}"
+                if task not in self.tasks:
+                    found.append(f"{key}: {task} is not in tasks {self.tasks}. Fix: add {task} to tasks, or drop it from "
+                                 f"{key}.")
+                    continue
+                if states.FINETUNED not in self.trained_states:
+                    found.append(f"{key}: finetune.states {self.finetune_states} has no {states.FINETUNED}, the state a "
+                                 f"given classifier fills. Fix: add {states.FINETUNED} to finetune.states.")
+                    continue
+                for spec in specs:
+                    folder = compatibility.spec_folder(spec, self.repo)
+                    if folder is not None and not compatibility.is_hf_folder(folder):
+                        found.append(f"{key}: {spec!r} names the folder {folder}, which has no config.json or no "
+                                     "*.safetensors weights. Fix: point it at the folder save_pretrained() wrote.")
+                seeds = self.finetuned_seeds(task)
+                if len(specs) != len(seeds):
+                    found.append(f"{key} gives {len(specs)} classifier(s), but {task} is fine-tuned with {len(seeds)} "
+                                 f"seed(s) {seeds} (seeds, with the stages' extra seeds); the i-th classifier fills the "
+                                 f"i-th seed. Fix: give {len(seeds)} classifier(s), or set seeds (and the stages' seeds) "
+                                 f"to {len(specs)} seed(s).")
+        return found
 
     def named_task_problems(self, task_lists: Mapping[str, list[str] | None],
                             state_lists: Mapping[str, list[str] | None] | None = None) -> list[str]:
@@ -491,8 +589,9 @@ class Experiment:
         targets = []
         for model in self.models:
             targets += [f"results/treebank/{split}.parquet" for split in self.treebank_splits]
-            for stage in self._bound().values():
-                targets += stage.early_targets(model)
+            for name, stage in self._bound().items():
+                if self.runs_stage(name):
+                    targets += stage.early_targets(model)
         return list(dict.fromkeys(targets))
 
     def sections(self) -> list[Section]:

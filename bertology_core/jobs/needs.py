@@ -337,6 +337,12 @@ def job_sizes(paths: Iterable[str | os.PathLike[str]], predicted: Mapping[str, S
     return Sizes(parameters, read_mb, tokens)
 
 
+# rules no measured run has fitted yet -> the fitted rule whose needs they take meanwhile, one that reads and writes
+# the same kinds of files: a given classifier resolved as a model is; its evaluation writes a run folder as fine-tuning
+# does (its memory and time then over-ask: no training)
+BORROWED = {"resolve_finetuned": "resolve_model", "evaluate_finetuned": "finetune"}
+
+
 # --- requests of the workflow's rules --------------------------------------------------------------------------------
 
 
@@ -355,6 +361,8 @@ class Requests:
         the floors (:data:`LEAST`) for its time and disk."""
         if rule in self.needs:
             return self.needs[rule]
+        if rule in BORROWED and rule not in self.overrides and BORROWED[rule] in self.needs:
+            return self.needs[BORROWED[rule]]
         if rule in self.overrides:
             return constant(rule, self.overrides[rule], LEAST["minutes"], LEAST["disk_mb"], "compute.mem_mb, not fitted")
         raise KeyError(f"no fitted need for rule {rule!r} in {NEEDS_FILE}. Fix: set compute.mem_mb for it (its time and "

@@ -21,6 +21,7 @@ class LayerMix(Stage):
     claimed = True
     # memory (bertology_core/jobs/needs.py): every layer's word features, whole
     memory = {"layer_mix": "holds"}
+    reads = ("probing",)
 
     def passes(self, rule: str, wildcards: Mapping[str, str], inputs: Mapping[str, Any]) -> float | None:
         """A mix job trains its cumulative probes per label set and probe seed for at most ``probe.max_epochs`` epochs

@@ -18,6 +18,7 @@ class Linguistic(Stage):
     ), title='Attention to linguistic features, [CLS], [SEP] and token types')
     # memory (bertology_core/jobs/needs.py): it holds the spaCy parses of the whole dev set beside a layer of the dump
     memory = {"linguistic_scores": "holds"}
+    reads = ("attention",)
 
     def spacy_model(self, wildcards: Any) -> str:
         """The spaCy pipeline that tags a task's dev sentences: linguistic.spacy_models by the task's language."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -295,4 +296,49 @@ def model_problems(folder: Path, label_counts: Mapping[str, int] | None = None,
             problems.append(
                 f"config '{key}' = {value} is above the {positions} positions the model was trained with ({config_path}: "
                 f"field 'max_position_embeddings'). Fix: set {key} to at most {positions}.")
+    return problems
+
+
+# transformers' names for labels nobody named (LABEL_0, LABEL_1, ...): they say nothing to compare
+_GENERIC_LABEL = re.compile(r"LABEL_\d+")
+# what a given classifier must share with the pre-trained encoder named beside it: the analyses compare them head by head
+_SHARED_GEOMETRY = ("model_type", "num_hidden_layers", "num_attention_heads", "hidden_size")
+
+
+def given_classifier_problems(folder: Path, task: str, label_names: tuple[str, ...] | None, encoder: Path,
+                              max_lengths: Mapping[str, int] | None = None) -> list[str]:
+    """Why the already fine-tuned classifier in ``folder`` (models[].finetuned) cannot stand for ``task``'s fine-tuned
+    model: what :func:`model_problems` finds, a checkpoint that is no sequence classifier, another label count than
+    the task's (``label_names``; None: regression, one output), label names that are not the task's in its order (where
+    the checkpoint names them: transformers' LABEL_<i> say nothing), or another geometry than the pre-trained
+    ``encoder`` it is compared with. Each names the file, both values and the fix."""
+    problems = model_problems(folder, max_lengths=max_lengths)
+    if problems:
+        return problems
+    config_path = folder / "config.json"
+    config = read_config(folder)
+    found = classifier_labels(config)
+    wanted = 1 if label_names is None else len(label_names)
+    if found is None:
+        return [f"{config_path}: field 'architectures' {config.get('architectures')}: not a sequence classifier, so it has no "
+                f"head trained on {task}. Fix: give the folder AutoModelForSequenceClassification.save_pretrained() wrote "
+                f"after fine-tuning on {task}, or drop {task} from the model's finetuned (the pipeline then fine-tunes it)."]
+    if found != wanted:
+        kind = "regression (1 output)" if label_names is None else f"{wanted} labels {list(label_names)}"
+        return [f"{config_path}: field 'id2label': the classifier has {found} label(s), but {task} has {kind}. Fix: give "
+                f"the classifier fine-tuned on {task} (or declare {task}'s labels as the checkpoint was trained on them)."]
+    names = [str(name) for _, name in sorted((config.get("id2label") or {}).items(), key=lambda item: int(item[0]))]
+    if label_names is not None and names and not all(_GENERIC_LABEL.fullmatch(name) for name in names):
+        if [name.lower() for name in names] != [str(name).lower() for name in label_names]:
+            problems.append(f"{config_path}: field 'id2label': the classifier's labels are {names} (class 0, 1, ...), {task}'s "
+                            f"are {list(label_names)}: its class ids would be read as other labels. Fix: give the "
+                            f"classifier fine-tuned on {task} with its labels in this order, or set id2label to "
+                            f"{dict(enumerate(label_names))} if they are the same labels under other names.")
+    base = read_config(encoder)
+    differ = [f"{key} {config.get(key)!r} (the encoder: {base.get(key)!r})" for key in _SHARED_GEOMETRY
+              if config.get(key) != base.get(key)]
+    if differ:
+        problems.append(f"{config_path}: {', '.join(differ)}: not the geometry of the pre-trained encoder it is compared "
+                        f"with ({encoder / 'config.json'}). Fix: set the model's spec to the encoder this classifier was "
+                        "fine-tuned from.")
     return problems

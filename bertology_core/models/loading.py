@@ -161,6 +161,26 @@ def _tokenizer_problems(folder: Path) -> list[str]:
     return []
 
 
+# sentences two tokenizers must cut into the same ids to be the same tokenizer (cased and uncased words, digits,
+# punctuation, a pair)
+_SAME_TOKENS_SAMPLE = (_SAMPLE_SENTENCE, _SAMPLE_SENTENCE.upper(), "Dr. Smith paid $1,234.56 on 3/4/2021 -- didn't he?",
+                       "naïve café résumé", ("A man is playing.", "Someone plays a guitar!"))
+
+
+def tokenizer_difference(given: str | os.PathLike[str], encoder: str | os.PathLike[str]) -> str | None:
+    """Why the tokenizer in folder ``given`` is not the one in ``encoder`` (None when both cut a sample of sentences
+    and a pair into the same ids): every job reads the tasks tokenised with the encoder's tokenizer."""
+    first, second = load_tokenizer(given), load_tokenizer(encoder)
+    if len(first) != len(second):
+        return f"{given}: its tokenizer has {len(first)} entries, the encoder's ({encoder}) {len(second)}"
+    for text in _SAME_TOKENS_SAMPLE:
+        pair = text if isinstance(text, tuple) else (text,)
+        if first(*pair)["input_ids"] != second(*pair)["input_ids"]:
+            return (f"{given}: its tokenizer cuts {text!r} into {first.tokenize(*pair)[:8]}, the encoder's ({encoder}) "
+                    f"into {second.tokenize(*pair)[:8]}")
+    return None
+
+
 def load_tokenizer(path: str | os.PathLike[str]) -> PreTrainedTokenizerBase:
     """The tokenizer of the model folder ``path`` (no remote code), set to return token type ids exactly when the
     folder's model embeds them (:func:`embeds_token_types`; a folder without config.json: as the tokenizer class

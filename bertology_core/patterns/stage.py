@@ -49,6 +49,7 @@ class Patterns(Stage):
     # memory (bertology_core/jobs/needs.py): the CNN reads every dump of a model a layer's row groups at a time (1.1 GB
     # at 6 GB of dumps, measured); the features and the maps' classes grow with the dump they read
     memory = {"pattern_classifier": "chunks"}
+    reads = ("attention",)
 
     def section_runs(self, jobs: Verdicted, model: str, runs: ModelRuns) -> SectionRuns:
         return SectionRuns(True, runs.dumped_runs, bool(runs.dumped_fine_tuned))

@@ -272,7 +272,7 @@ def build_sections(results: str | os.PathLike[str], models: Sequence[str], avail
                    declared: dict[str, Sequence[Sequence[str]]], layout: Layout,
                    verdicts: pl.DataFrame | None = None,
                    section_runs: dict[str, dict[str, Sequence[Sequence[object]]]] | None = None,
-                   skipped: dict[str, Sequence[str]] | None = None) -> list[Section]:
+                   skipped: dict[str, Sequence[str]] | None = None, left_out: Sequence[str] = ()) -> list[Section]:
     """The page's sections for ``models``. ``declared``: section anchor -> the (kind, stem with ``{model}``) it shows,
     as the stages declare them (a figure's ``.vl.json``, a table's ``.parquet``, under ``results``); ``layout``: how
     they are ordered and titled; ``available``: the files (paths as given to the job) this config produced. Items it
@@ -280,7 +280,8 @@ def build_sections(results: str | os.PathLike[str], models: Sequence[str], avail
     ``section_runs`` (model -> section anchor -> the (task, state, seed) whose results it shows) put a warning on each
     section that shows an unfit model's results. A table's note: where its files are, the note its stage kept in the
     Parquet file (:func:`table_note`, e.g. the claims table's verdict rule) and the layout's. ``skipped``: model -> the
-    sections left empty because fitness.unfit: skip left out every model their stage would analyse."""
+    sections left empty because fitness.unfit: skip left out every model their stage would analyse; ``left_out``: the
+    sections of the stages the config's ``stages`` leave out."""
     results = Path(results)
     sections = []
     for anchor in layout.ordered(list(declared)):
@@ -295,7 +296,8 @@ def build_sections(results: str | os.PathLike[str], models: Sequence[str], avail
                 path = results / item_file(kind, stem)
                 if str(path) not in available:
                     why = (" (fitness.unfit: skip: unfit models are left out, and this stage had no fit model to analyse)"
-                           if anchor in (skipped or {}).get(model, ()) else " in this config")
+                           if anchor in (skipped or {}).get(model, ())
+                           else f" (the config's stages leave out {anchor})" if anchor in left_out else " in this config")
                     section.missing.append(f"{stem}: not computed for {model}{why}.")
                     continue
                 if kind == "figure":

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import polars as pl
 
-from bertology_core.data import tasks, treebank
+from bertology_core.data import states, tasks, treebank
 from bertology_core.models import compatibility
 from bertology_core.patterns import label_tables
 from bertology_core.jobs.experiment import Experiment
@@ -67,9 +67,32 @@ def one_model_problems(experiment: Experiment, model: str) -> list[str]:
     return compatibility.model_problems(folder, **experiment.model_requirements())
 
 
+def given_problems(experiment: Experiment, model: str) -> list[str]:
+    """Why a fine-tuned classifier given as a folder or package (models[].finetuned) cannot stand for its task's
+    fine-tuned model, where the model's spec is a folder or package too (else rule resolve_finetuned checks it, before
+    any model job): its label count and names, positions and geometry (its tokenizer: by that rule)."""
+    try:
+        encoder = model_folder(experiment, model)
+    except compatibility.ModelSpecError:
+        return []  # said by one_model_problems
+    if encoder is None or not compatibility.is_hf_folder(encoder):
+        return []
+    found = []
+    for (name, task, seed), spec in experiment.given_runs().items():
+        folder = compatibility.local_folder(spec, experiment.repo) if name == model else None
+        if folder is None or not compatibility.is_hf_folder(folder):
+            continue  # a Hub id, or a missing folder (Experiment.given_problems)
+        declared = experiment.task(task)
+        lengths = {"max_length": experiment.max_length(task, states.FINETUNED)}
+        found += [f"finetuned.{task} (seed {seed}) {spec!r}: {problem}" for problem in
+                  compatibility.given_classifier_problems(folder, task, declared.label_names, encoder, lengths)]
+    return found
+
+
 def model_problems(experiment: Experiment) -> list[str]:
-    """Every problem of every model, each naming the model and its spec."""
-    return [f"{name}: spec {spec!r}: {problem}" for name, spec in experiment.models.items() for problem in one_model_problems(experiment, name)]
+    """Every problem of every model, each naming the model and its spec (and the fine-tuned classifiers given)."""
+    return [f"{name}: spec {spec!r}: {problem}" for name, spec in experiment.models.items()
+            for problem in one_model_problems(experiment, name) or given_problems(experiment, name)]
 
 
 # --- the files the config names ----------------------------------------------------------------------------------
@@ -308,7 +331,7 @@ class ParseChecks:
                 out.append(f"patterns: the hand labels of {model} ({read[0].files['labels']}) name {name} examples by idx, "
                            f"labelled on the shipped {name}, which task_declarations.{name} replaces with other data: they "
                            f"are right only if yours keeps the shipped examples and ids. Else set {key}: null (or label "
-                           "your own, README 'Attention analyses').")
+                           "your own, docs/stages.md, 'Attention analyses').")
         return out
 
     def first_error(self) -> str | None:

@@ -89,7 +89,7 @@ def declaration(name: str) -> type[Stage]:
     module_name = f"bertology_core.{name}.stage"
     if importlib.util.find_spec(f"bertology_core.{name}") is None or importlib.util.find_spec(module_name) is None:
         raise TypeError(f"the stage {name!r} has no declaration. Fix: write bertology_core/{name}/stage.py with its Stage "
-                        "class (README, 'Adding a stage').")
+                        "class (docs/development.md, 'Adding a stage').")
     module = importlib.import_module(module_name)
     found = [value for value in vars(module).values()
              if isinstance(value, type) and issubclass(value, Stage) and value.__module__ == module_name]
@@ -119,13 +119,15 @@ def problems(experiment: Experiment) -> list[str]:
                      "to more than one entry. Fix: give every model a unique name.")
     found += experiment.declaration_problems + [
         f"config 'tasks' names {task!r}, which is not declared{configuration.did_you_mean(task, experiment.declared)}. Fix: "
-        f"declare it under task_declarations (see README, 'Your own task'), or choose from {sorted(experiment.declared)}."
+        f"declare it under task_declarations (see docs/data.md, 'Your own task'), or choose from {sorted(experiment.declared)}."
         for task in experiment.tasks if task not in experiment.declared and experiment.declared]
     found += configuration.per_task_problems(config, experiment.tasks)
     if config["treebank"]["dir"] and config["treebank"]["url"]:
         found.append("config 'treebank': both dir and url are set. Fix: set the one the files come from, the other to null.")
-    for stage in experiment.stages.values():
-        found += stage.problems()
+    found += experiment.given_problems()
+    for name, stage in experiment.stages.items():
+        if experiment.runs_stage(name):
+            found += stage.problems()
     return found
 
 
@@ -175,6 +177,8 @@ class Jobs:
             found: dict[str, Any] = {}
             for name, stage in self.experiment.stages.items():
                 fields = stage.runs(model, fit, found)
+                if not self.experiment.runs_stage(name):  # left out by the config's stages: its fields, empty
+                    fields = {field: type(value)() for field, value in fields.items()}
                 if taken := set(fields) & set(found):
                     raise TypeError(f"the stage {name!r} declares runs {sorted(taken)}, which "
                                     f"{sorted({self._declared_by[f] for f in taken})} declared first")
@@ -197,8 +201,9 @@ class Jobs:
     def sections(self, model: str) -> dict[str, SectionRuns]:
         """Every section for ``model``, in the stages' order."""
         runs = self.of(model)
-        return {stage.section.anchor: stage.section_runs(self, model, runs)
-                for stage in self.experiment.stages.values() if stage.section is not None}
+        return {stage.section.anchor: stage.section_runs(self, model, runs) if self.experiment.runs_stage(name)
+                else SectionRuns(False, [], None)
+                for name, stage in self.experiment.stages.items() if stage.section is not None}
 
     def stage_runs(self, model: str, anchor: str) -> bool:
         """Whether this config runs the stage behind a report section for ``model``."""
@@ -241,7 +246,9 @@ class Jobs:
         targets += [f"results/attention/{model}/{key}.json" for key in runs.dump_keys]
         if self.config["attention"]["keep_dumps"]:
             targets += self.experiment.attention.every_dump_file(self, model)
-        targets += [f"results/patterns/{model}/annotate.html", "results/report/index.html"]
+        if self.experiment.runs_stage("patterns"):
+            targets.append(f"results/patterns/{model}/annotate.html")
+        targets.append("results/report/index.html")
         return targets + [f"results/{path}" for path in sorted(self.summary_files(model))]
 
     def all_targets(self) -> list[str]:
