@@ -51,7 +51,7 @@ if _error := CHECKS.first_error():
 # a Hub dataset that cannot be reached: a warning when the workflow is parsed (a dry run needs no data, and Snakemake
 # does not tell a Snakefile whether it is one), an error before the first job of a real run (onstart)
 _HUB_PROBLEMS = CHECKS.warnings()
-for _warning in _HUB_PROBLEMS + CHECKS.label_warnings():
+for _warning in _HUB_PROBLEMS + CHECKS.label_warnings() + (job_table.warnings(EXPERIMENT) if workflow.is_main_process else []):
     logger.warning(_warning)
 
 
@@ -116,7 +116,7 @@ NOT_GIVEN = f"(?!(?:{_GIVEN}))[^/]+" if _GIVEN else "[^/]+"
 
 def jobs():
     """What runs under the fitness verdicts (bertology_core.workflow.jobs.Jobs). Where no verdict decides anything
-    (fitness.unfit warn, or no analysis of a model fine-tuned from the pre-trained encoder): what the config runs
+    (fitness.if_unfit warn, or no analysis of a model fine-tuned from the pre-trained encoder): what the config runs
     were every model fit. Under skip and fail: the runs under the fitness checkpoint's table, so an input function
     that calls this waits for the checkpoint, and Snakemake asks it again once the table is written."""
     if not EXPERIMENT.needs_verdicts:

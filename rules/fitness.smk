@@ -1,5 +1,5 @@
 # Is each fine-tuned model fit for analysis? (bertology_core/fitness/verdict_stats.py) Its dev metric against the task's
-# trivial predictor, with a paired bootstrap interval; fitness.unfit decides what the analyses do with an
+# trivial predictor, with a paired bootstrap interval; fitness.if_unfit decides what the analyses do with an
 # unfit model fine-tuned from the pre-trained encoder.
 
 
@@ -42,7 +42,7 @@ checkpoint fitness_table:
         multiext(FITNESS_TABLE, *TABLE_FILES),
     params:
         code=script_code("fitness_table"),
-        unfit=config["fitness"]["unfit"],
+        unfit=config["fitness"]["if_unfit"],
         stem=lambda wc, output: output[0].removesuffix(TABLE_FILES[0]),
     log:
         "logs/fitness_table.log",

@@ -71,7 +71,7 @@ rule report:
         titles=EXPERIMENT.section_titles(),
         tables=EXPERIMENT.table_texts(),
         section_runs=lambda wc: EXPERIMENT.report.section_shows(jobs()),
-        unfit=config["fitness"]["unfit"],
+        unfit=config["fitness"]["if_unfit"],
         skipped=lambda wc: EXPERIMENT.report.skipped_sections(jobs()),
         left_out=EXPERIMENT.left_out(),
         model_specs=EXPERIMENT.models,

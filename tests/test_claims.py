@@ -53,7 +53,7 @@ def test_table_marks_unfit_models_and_lists_claims_that_did_not_run():
     assert rows["overall"]["verdict"] == REPRODUCED and "1 rows on unfit models left out" in rows["overall"]["note"]
     others = table.filter(pl.col("claim") != "best_head_disabling_gain")
     assert others.height == len(claims.CLAIMS) - 1
-    # fitness.unfit: skip left out every model pruning would analyse: its claims rest on unfit models
+    # fitness.if_unfit: skip left out every model pruning would analyse: its claims rest on unfit models
     pruning = others.filter(pl.col("claim").is_in(["mask_agreement_kappa", "prunable_share"]))
     assert set(pruning["verdict"]) == {MODEL_UNFIT} and pruning["note"].str.contains("skip").all()
     assert set(others.filter(~pl.col("claim").is_in(["mask_agreement_kappa", "prunable_share"]))["verdict"]) == {NOT_RUN}

@@ -109,4 +109,4 @@ def test_summary_rows_are_labelled_by_seed_by_state_and_by_pooled_seeds():
 def test_the_fail_message_names_every_unfit_model_and_the_fixes():
     table = _table(("MRPC", "finetuned", 2, False), ("RTE", "finetuned", 1, False))
     message = verdict_stats.unfit_message(table)
-    assert "m MRPC seed 2" in message and "m RTE seed 1" in message and "fitness.unfit: skip" in message
+    assert "m MRPC seed 2" in message and "m RTE seed 1" in message and "fitness.if_unfit: skip" in message

@@ -162,7 +162,7 @@ def test_smoke_runs_of_every_stage(smoke):
     assert model.sweeps == [("MRPC", FT, 1), ("MRPC", FT, 2), ("STS-B", FT, 1)]
     assert model.greedy == [("MRPC", FT, 1), ("STS-B", FT, 1)]  # greedy_seeds: [1]
     assert model.pruned == [("MRPC", 1), ("MRPC", 2)]
-    # two methods x two protocols (paper_protocol) x two kinds, for both pruned seeds; no "full" (the recipe is fine-tuning's)
+    # two methods x two protocols (dev_chosen_tickets) x two kinds, for both pruned seeds; no "full" (the recipe is fine-tuning's)
     assert len(model.subnetworks) == 16 and ("MRPC", 2, "m-bad-paper") in model.subnetworks
     assert model.gates == [("MRPC", 1, weights, strength) for weights in ("trained", "frozen") for strength in ("0.1", "10.0")]
     assert model.probed == ["pretrained", "random_weights", "MRPC/finetuned/seed1"]
@@ -259,7 +259,7 @@ def test_smoke_targets_begin_with_what_needs_no_fine_tuned_model(smoke):
 
 
 def test_an_unfit_model_drops_out_of_every_analysis_under_skip(smoke):
-    plan = plan_of(SMOKE, {"fitness": {"unfit": "skip"}})
+    plan = plan_of(SMOKE, {"fitness": {"if_unfit": "skip"}})
     assert plan.needs_verdicts
     gated = plan.jobs(every_fine_tuned(plan, MRPC_2=False)).of("tiny-bert")
     assert gated.sweeps == [("MRPC", FT, 1), ("STS-B", FT, 1)]
@@ -274,7 +274,7 @@ def test_an_unfit_model_drops_out_of_every_analysis_under_skip(smoke):
 
 
 def test_with_no_fit_model_the_stages_that_analyse_one_are_skipped_and_say_so(smoke):
-    plan = plan_of(SMOKE, {"fitness": {"unfit": "skip"}})
+    plan = plan_of(SMOKE, {"fitness": {"if_unfit": "skip"}})
     table = plan.jobs(every_fine_tuned(plan, fit=False))
     assert table.skipped_sections("tiny-bert") == ["attention_change", "disabling", "head_roles", "layer_mix", "outliers", "patterns",
                                                    "pruning"]
@@ -291,9 +291,9 @@ def test_with_no_fit_model_the_stages_that_analyse_one_are_skipped_and_say_so(sm
 
 def test_verdicts_are_needed_only_where_they_decide_something():
     assert not plan_of(SMOKE).needs_verdicts  # warn
-    assert plan_of(SMOKE, {"fitness": {"unfit": "fail"}}).needs_verdicts
+    assert plan_of(SMOKE, {"fitness": {"if_unfit": "fail"}}).needs_verdicts
     # nothing fine-tuned from the pre-trained encoder: no verdict decides anything, nothing waits for the checkpoint
-    assert not plan_of(SMOKE, {"fitness": {"unfit": "skip"}, "finetune": {"states": ["pretrained", "scratch"]},
+    assert not plan_of(SMOKE, {"fitness": {"if_unfit": "skip"}, "finetune": {"states": ["pretrained", "scratch"]},
                                "probing": {"syntactic_heads": {"states": ["pretrained"]}}}).needs_verdicts
 
 
@@ -308,7 +308,7 @@ def test_hand_labels_train_on_the_dumps_this_run_makes(smoke):
     assert inputs["recipes"] == ["results/finetune/tiny-bert/MRPC/finetuned/seed1/evaluation.json"]
     assert inputs["labels"] == "l.csv" and inputs["card"] == "card.yaml"
     # an unfit model is not dumped, so its labels train nothing
-    plan = plan_of(SMOKE, {"fitness": {"unfit": "skip"}})
+    plan = plan_of(SMOKE, {"fitness": {"if_unfit": "skip"}})
     gated = plan.jobs(every_fine_tuned(plan, MRPC_1=False))
     assert plan.patterns.hand_label_set(gated, "tiny-bert", labels)["idx"] == {"MRPC/pretrained": [1]}
     assert smoke.patterns.hand_label_set(table, "tiny-bert", None) is None
@@ -377,7 +377,7 @@ def test_head_gates_michel_curves_are_listed_in_the_order_of_their_keys(default)
      "pruning.tasks names RTE, which is not in tasks ['MRPC', 'STS-B']. Fix: add RTE to tasks, or drop RTE from pruning.tasks."),
     ({"probing": {"syntactic_heads": {"states": ["pretrained", "RTE/finetuned/seed1"]}}},
      "probing.syntactic_heads.states names RTE/finetuned/seed1, whose task RTE is not in tasks ['MRPC', 'STS-B']."),
-    ({"disabling": {"per_task": {"RTE": {"seeds": [1]}}}}, "config 'disabling.per_task' names 'RTE', which is not in tasks"),
+    ({"disabling": {"per_task": {"RTX": {"seeds": [1]}}}}, "config 'disabling.per_task' names 'RTX', which is not in tasks"),
     ({"models": [{"name": "m", "spec": "x"}, {"name": "m", "spec": "y"}]}, "config 'models': the name(s) ['m'] are given to more than one entry"),
     ({"treebank": {"url": "https://example.org/{file}"}}, "config 'treebank': both dir and url are set"),
     ({"pruning": {"per_task": {"MRPC": {"seeds": [1, 2], "subnetwork_seeds": [5]}}}},
@@ -394,6 +394,34 @@ def test_a_choice_the_config_does_not_make_is_a_problem(override, problem):
     assert any(problem in line for line in problems), problems
 
 
+def test_per_task_settings_of_a_declared_task_not_run_are_ignored_with_a_warning():
+    # a config layered over one that runs RTE cannot drop its per_task key (mappings merge): said, not refused
+    plan = plan_of(SMOKE, {"disabling": {"per_task": {"RTE": {"seeds": [1]}}}})
+    assert jobs.problems(plan) == []
+    assert jobs.warnings(plan) == ["config: the per_task settings of RTE (disabling.per_task) are ignored: RTE is not in "
+                                   "tasks ['MRPC', 'STS-B']."]
+
+
+def test_the_stages_list_leaves_out_what_no_stage_asked_reads():
+    everything = plan_of(SMOKE)
+    assert everything.left_out() == [] and everything.fine_tuned_states() == ["scratch", "finetuned"]
+    disabling = plan_of(SMOKE, {"stages": ["disabling"]})
+    assert disabling.left_out() == ["baselines", "attention", "patterns", "attention_change", "linguistic", "pruning",
+                                    "probing", "head_roles", "outliers", "layer_mix"]
+    # no scratch model (only the baselines and the dumps read it), no treebank, no pruning seeds
+    assert disabling.fine_tuned_states() == ["finetuned"] and disabling.treebank_splits == []
+    assert disabling.finetuned_seeds("MRPC") == [1, 2] and disabling.early_targets() == []
+    runs = disabling.every_model_fit.of("tiny-bert")
+    assert runs.sweeps and not (runs.dumps or runs.pruned or runs.probed or runs.outliers or runs.gates)
+    sections = disabling.every_model_fit.sections("tiny-bert")
+    assert [anchor for anchor, section in sections.items() if section.runs] == ["disabling", "claims", "report"]
+    claims = disabling.claims.runs_read(disabling.every_model_fit, "tiny-bert")["stages"]
+    assert claims["disabling"] == "ran" and claims["pruning"] == claims["patterns"] == "not run"
+    # a stage brings what it reads
+    assert set(plan_of(SMOKE, {"stages": ["head_roles"]}).left_out()) == {
+        "baselines", "patterns", "attention_change", "linguistic", "disabling", "probing", "outliers", "layer_mix"}
+
+
 def test_every_problem_is_reported_at_once():
     problems = jobs.problems(plan_of(SMOKE, {"pruning": {"tasks": ["RTE"]}, "outliers": {"tasks": ["QQP"]}, "claims": {"level": 0.9}}))
     assert len(problems) == 3 and problems[0].startswith("pruning.tasks names RTE") and "claims.level" in problems[2]
@@ -406,7 +434,7 @@ def test_a_training_job_asks_for_a_runtime_that_grows_with_its_training_split(sm
     small, large = tmp_path / "small.parquet", tmp_path / "large.parquet"
     pl.DataFrame({"idx": range(300)}).write_parquet(small)
     pl.DataFrame({"idx": range(400_000)}).write_parquet(large)
-    rate, least = smoke.config["compute"]["training_minutes_per_10k_examples"], smoke.config["compute"]["training_min_minutes"]
+    rate, least = smoke.config["compute"]["training_request_minutes_per_10k_examples"], smoke.config["compute"]["training_request_min_minutes"]
     runtime = smoke.finetune.training_runtime(lambda wc: 3)
     wildcards = SimpleNamespace(task="MRPC")
     assert runtime(wildcards, SimpleNamespace(train=str(small)), 1) == least

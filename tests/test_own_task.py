@@ -25,7 +25,7 @@ pytestmark = pytest.mark.workflow
 # seeds, respelt with the task's name in the run of one's own
 ONE_OF_EACH = {"patterns": {"labels_dir": None, "labels_csv": None, "ensemble": 1},
                "pruning": {"per_task": {}, "subnetworks": ["good"]},
-               "head_roles": {"gates": {"seeds": [1], "strengths": [10.0], "weights": ["trained"], "epochs": 4,
+               "head_roles": {"gates": {"seeds": [1], "strengths": [10.0], "encoder": ["trained"], "epochs": 4,
                                         "learning_rate": 1.0}},
                "layer_mix": {"probe_seeds": [0]}}
 FORMATS = ("csv", "jsonl", "parquet")
@@ -183,3 +183,27 @@ def test_an_unreachable_hub_dataset_warns_a_dry_run_and_stops_a_real_run_before_
     output = real.stdout + real.stderr
     assert "Bad input data (nothing was run)" in output and "bring the data over as files" in output
     assert not (tmp_path / "run" / "results").exists()
+
+
+def test_a_three_class_task_scored_by_macro_f1_runs_every_stage_on_a_dev_set_of_nine(tmp_path):
+    """The CSV recipe's three-class task (configs/examples/my_csv_task.yaml: its declaration and data, macro F1 first,
+    multiclass Matthews beside it) on the smoke model, through every stage, on a dev set of nine reviews: bootstrap
+    resamples that lack a class, a greedy search where no head may help, probes and pruning on three classes."""
+    recipe = yaml.safe_load((REPO / "configs" / "examples" / "my_csv_task.yaml").read_text())
+    config = config_file(tmp_path / "reviews.yaml", SMOKE.read_text().replace("MRPC", "reviews"), tasks=["reviews"],
+                         task_declarations=recipe["task_declarations"], data={"max_eval_examples": 9},
+                         fitness={"min_examples": 5}, **ONE_OF_EACH)
+    snakemake(tmp_path / "run", configs=(config,))
+    results = tmp_path / "run" / "results"
+    fitness = pl.read_parquet(results / "fitness" / "fitness.parquet").filter(pl.col("state") == "finetuned")
+    assert set(fitness["metric"]) == {"f1_macro"} and fitness["seed"].to_list() == [1, 2]
+    record = json.loads((results / "finetune/tiny-bert/reviews/finetuned/seed1/evaluation.json").read_text())
+    assert record["eval"]["dev"]["examples"] == 9 and {"f1_macro", "matthews_correlation"} <= set(record["eval"]["dev"])
+    for stage in ("finetune", "attention", "linguistic", "disabling", "pruning", "outliers"):
+        assert any((results / stage / "tiny-bert" / "reviews").rglob("*.parquet")), stage
+    for stage in ("baselines", "patterns", "attention_change", "probing", "head_roles", "layer_mix", "claims", "report"):
+        assert any((results / stage / "tiny-bert").rglob("*.parquet")), stage
+    heads = json.loads((results / "disabling/tiny-bert/summary/heads.vl.json").read_text())
+    assert "(macro F1)" in _subtitle(heads)
+    claims = pl.read_parquet(results / "claims" / "tiny-bert" / "claims.parquet")
+    assert "best_head_disabling_gain" in set(claims["claim"])

@@ -101,7 +101,7 @@ def test_skip_leaves_unfit_models_out_of_the_dag_and_fail_stops_before_any_analy
     workdir = tmp_path / "run"
     shutil.copytree(smoke_run, workdir, symlinks=True)
     skip = tmp_path / "skip.yaml"
-    skip.write_text(yaml.safe_dump({"fitness": {"unfit": "skip", "per_task": {"STS-B": {"margin": -2.0}}}}))
+    skip.write_text(yaml.safe_dump({"fitness": {"if_unfit": "skip", "per_task": {"STS-B": {"margin": -2.0}}}}))
     configs = (SMOKE, skip)
     snakemake(workdir, configs=configs)
     # the whole DAG (every output file, done or to do) holds no analysis of MRPC's fine-tuned models: no dump, sweep,
@@ -123,11 +123,11 @@ def test_skip_leaves_unfit_models_out_of_the_dag_and_fail_stops_before_any_analy
     assert "unfit models are left out" in page  # the pruning section says why it is empty
 
     fail = tmp_path / "fail.yaml"
-    fail.write_text(yaml.safe_dump({"fitness": {"unfit": "fail"}}))
+    fail.write_text(yaml.safe_dump({"fitness": {"if_unfit": "fail"}}))
     failed = snakemake(workdir, configs=(SMOKE, fail), check=False)
     assert failed.returncode != 0
     message = failed.stdout + failed.stderr
-    assert "tiny-bert MRPC seed 1: accuracy 0.500 vs trivial 0.500" in message and "fitness.unfit: skip" in message
+    assert "tiny-bert MRPC seed 1: accuracy 0.500 vs trivial 0.500" in message and "fitness.if_unfit: skip" in message
     assert "rule disabling_sweep" not in message and "rule dump_attention" not in message
 
 
@@ -659,7 +659,7 @@ BAD_INPUTS = [
      "pruning.per_task.MRPC.subnetwork_seeds [5] names seeds that are not pruned ([1, 2])"),
     ("subnetworks of a method not run", {"pruning": {"methods": ["s"], "subnetwork_methods": ["m"]}}, None,
      "pruning.subnetwork_methods names ['m'], not in pruning.methods ['s']"),
-    ("unfit policy misspelt", {"fitness": {"unfit": "Skip"}}, None, "'Skip' is not one of ['warn', 'skip', 'fail']"),
+    ("unfit policy misspelt", {"fitness": {"if_unfit": "Skip"}}, None, "'Skip' is not one of ['warn', 'skip', 'fail']"),
     ("s-pruning importance on dev", {"pruning": {"importance_split": "dev"}}, None,
      "pruning.importance_split: dev lets the dev half that reports s-pruning's ticket choose"),
     ("claims at another level than the stages' intervals", {"claims": {"level": 0.9}}, None,
@@ -915,9 +915,19 @@ def test_the_short_model_jobs_of_a_model_and_task_are_packed_into_submissions_of
         assert sum(minutes) <= 1.5 * 30, (rules, minutes)
         grouped_jobs += len(rules)
     planned = subprocess.run([sys.executable, str(REPO / "tools" / "plan.py"), "--configfile", str(SMOKE), str(target),
-                              "--directory", str(tmp_path / "plan"), "--submissions", "--go-on"],
+                              "--directory", str(tmp_path / "plan"), "--submissions", "--go-on", "--cards", "h100", "l40s"],
                              capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"}, check=True).stdout
     assert f"{len(groups)} of them groups of {grouped_jobs} short model jobs" in planned, planned[-1500:]
+    # the same plan per stage (every job in one stage's row) and on assumed cards, the model jobs at the assumed share of
+    # the peak inside the range's ends
+    stages = {row[0]: row[1:] for row in re.findall(r"^\| (\*\*[^|]+\*\*|\w+) \| (\d+) \| ([\d.,]+) \| ([\d.,]+) \| ([\d.,]+) \|$",
+                                                    planned, flags=re.M)}
+    total = int(planned.split(" jobs;")[0].split("\n")[-1])
+    assert int(stages["**all**"][0]) == total == sum(int(v[0]) for k, v in stages.items() if not k.startswith("**"))
+    assert int(stages["**without probing and layer_mix**"][0]) == total - int(stages["probing"][0]) - int(stages["layer_mix"][0])
+    cards = re.findall(r"^\| NVIDIA (H100|L40S)[^|]*\| ([\d.]+) \| ([\d.]+)-([\d.]+) \| ([\d.]+) \|$", planned, flags=re.M)
+    assert [card for card, *_ in cards] == ["H100", "L40S"], planned[-1500:]
+    assert all(float(low) <= float(assumed) <= float(high) for _, assumed, low, high, _ in cards)
     target.write_text(yaml.safe_dump({"compute": {"submission_minutes": 0}}))
     assert "Group job" not in snakemake(tmp_path / "run", "-n", *options, configs=(SMOKE, target)).stdout
     assert grouped_jobs > len(groups)
@@ -1083,3 +1093,73 @@ def test_the_families_config_plans_every_stage_for_every_family(tmp_path):
     assert {rule: planned.get(rule) for rule in per_model} == dict.fromkeys(per_model, len(models))
     for rule in ("dump_attention", "finetune", "disabling_sweep", "lottery_pruning", "probe_features", "syntactic_heads"):
         assert planned[rule] % len(models) == 0 and planned[rule] > 0, rule
+
+
+def test_given_fine_tuned_classifiers_plan_no_fine_tuning_and_sweep_as_the_models_the_pipeline_fine_tuned(smoke_run, tmp_path):
+    # the smoke run's fine-tuned models, given back as already fine-tuned classifiers, disabling only
+    runs = smoke_run / "results" / "finetune" / "tiny-bert"
+    given = tmp_path / "given.yaml"
+    given.write_text(yaml.safe_dump({
+        "models": [{"name": "tiny-bert", "spec": "tests/fixtures/tiny-bert", "finetuned": {
+            "MRPC": [str(runs / "MRPC/finetuned/seed1/model"), str(runs / "MRPC/finetuned/seed2/model")],
+            "STS-B": str(runs / "STS-B/finetuned/seed1/model")}}],
+        "stages": ["disabling"]}))
+    workdir = tmp_path / "run"
+    planned = jobs_to_run(workdir, (SMOKE, given))
+    # no training at all (the scratch baseline only the baselines table reads); every given classifier resolved,
+    # checked and evaluated; disabling's jobs and what they need, the claims and the page: nothing else
+    assert "finetune" not in planned and "evaluate_pretrained" not in planned
+    assert planned["resolve_finetuned"] == planned["evaluate_finetuned"] == planned["model_fitness"] == 3
+    assert set(planned) == {"prepare_data", "resolve_model", "tokenize_data", "resolve_finetuned", "evaluate_finetuned",
+                            "model_fitness", "fitness_table", "disabling_sweep", "disabling_greedy", "disabling_stats",
+                            "disabling_summary", "claims", "head_atlas", "layer_atlas", "report", "all"}
+    snakemake(workdir, configs=(SMOKE, given))
+    # the sweeps, the greedy searches and the statistics equal those of the run that fine-tuned the same models
+    swept = sorted((smoke_run / "results" / "disabling").rglob("*.parquet"))
+    assert len(swept) >= 14
+    for path in swept:
+        mine = workdir / path.relative_to(smoke_run)
+        assert pl.read_parquet(mine).equals(pl.read_parquet(path)), path
+    record = json.loads((workdir / "results/finetune/tiny-bert/MRPC/finetuned/seed2/evaluation.json").read_text())
+    assert record["given"] == str(runs / "MRPC/finetuned/seed2/model") and "training" not in record
+    smoke_record = json.loads((runs / "MRPC/finetuned/seed2/evaluation.json").read_text())
+    assert record["eval"]["dev"]["accuracy"] == smoke_record["eval"]["dev"]["accuracy"]
+    claims = pl.read_parquet(workdir / "results/claims/tiny-bert/claims.parquet")
+    assert set(claims.filter(pl.col("claim") == "probing_peak_middle")["verdict"]) == {"not run"}
+    assert "stages leave out pruning" in (workdir / "results/report/index.html").read_text()
+
+    # a classifier with another label count (STS-B's regression head given for MRPC) stops the run before any job,
+    # naming both counts
+    wrong = tmp_path / "wrong.yaml"
+    wrong.write_text(yaml.safe_dump({
+        "models": [{"name": "tiny-bert", "spec": "tests/fixtures/tiny-bert", "finetuned": {
+            "MRPC": [str(runs / "STS-B/finetuned/seed1/model"), str(runs / "MRPC/finetuned/seed2/model")]}}],
+        "stages": ["disabling"]}))
+    failed = snakemake(tmp_path / "wrong", "-n", configs=(SMOKE, wrong), check=False)
+    assert failed.returncode != 0
+    assert "the classifier has 1 label(s), but MRPC has 2 labels ['not_equivalent', 'equivalent']" in failed.stderr
+    # one classifier for two seeds: the config says how many it needs
+    short = tmp_path / "short.yaml"
+    short.write_text(yaml.safe_dump({"models": [{"name": "tiny-bert", "spec": "tests/fixtures/tiny-bert", "finetuned": {
+        "MRPC": str(runs / "MRPC/finetuned/seed1/model")}}]}))
+    failed = snakemake(tmp_path / "short", "-n", configs=(SMOKE, short), check=False)
+    assert "models[tiny-bert].finetuned.MRPC gives 1 classifier(s), but MRPC is fine-tuned with 2 seed(s) [1, 2]" in failed.stderr
+
+
+@pytest.mark.parametrize("asked, planned", [
+    # disabling: fine-tuning (no scratch: only the baselines read it), fitness, the sweeps, claims and the page
+    (["disabling"], {"prepare_data": 4, "resolve_model": 1, "tokenize_data": 2, "finetune": 3, "model_fitness": 3,
+                     "fitness_table": 1, "disabling_sweep": 3, "disabling_greedy": 2, "disabling_stats": 2,
+                     "disabling_summary": 1, "claims": 1, "head_atlas": 1, "layer_atlas": 1, "report": 1, "all": 1}),
+    # layer mix brings probing, and the treebank only they read
+    (["layer_mix"], None),
+])
+def test_the_stages_list_plans_only_the_stages_asked_and_those_they_read(tmp_path, asked, planned):
+    chosen = tmp_path / "stages.yaml"
+    chosen.write_text(yaml.safe_dump({"stages": asked}))
+    found = jobs_to_run(tmp_path / "run", (SMOKE, chosen))
+    if planned is not None:
+        assert found == planned
+        return
+    assert {"probe_features", "probe_layers", "layer_mix", "prepare_treebank"} <= set(found)
+    assert not {"dump_attention", "disabling_sweep", "head_importance", "outlier_dimensions", "evaluate_pretrained"} & set(found)

@@ -5,6 +5,7 @@
     python tools/calibrate.py --configfile configs/cpu.yaml          # the same: its model, threads and precision
     python tools/calibrate.py --geometry bert-base --precision mixed # a geometry without the model's files
     python tools/calibrate.py --assumed h100                         # no GPU at hand: stated assumptions, not a measurement
+                                                                     # (h100, a100, l40s: CARDS)
 
 The device is CUDA where there is one, else the CPU with the config's fine-tuning threads (one job's threads); the
 precision is the config's ``compute.precision``. The model's weights are random: a pass's cost depends on its shapes.
@@ -27,26 +28,39 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 
-# What a calibration of BERT-base under the mixed policy would find on one H100 SXM, assumed from its data sheet where no
-# GPU was at hand to measure: dense products at 40% of the peak (TF32 495 TFLOP/s for measuring passes, bfloat16 990
-# for training; a backward pass to the activations costs about the forward, with the weight gradients twice it), attention (batched small products and the softmax, memory-bound) at a
-# tenth of that, a pass's floor from launching about 15 kernels per layer at 5 us (forward) and three times that plus
-# the fused optimiser for a training step, and start-ups of 20 s for a model job (imports, CUDA context, loading), 10 s
-# for a job that imports torch and loads no model, 3 s for a table job.
+# What a calibration of BERT-base under the mixed policy would find on a GPU, assumed from its data sheet where no GPU
+# was at hand to measure: dense products at a share of the dense peak (UTILISATION; TF32 for measuring passes, bfloat16
+# for training; a backward pass to the activations costs about the forward, with the weight gradients twice it);
+# attention (batched small products and the softmax, memory-bound) at a tenth of the H100's dense rate, scaled by the
+# card's memory bandwidth; a pass's floor from launching about 15 kernels per layer at 5 us (forward) and three times
+# that plus the fused optimiser for a training step; start-ups of 20 s for a model job (imports, CUDA context, loading),
+# 10 s for a job that imports torch and loads no model, 3 s for a table job. Peaks are the data sheets' dense figures
+# (half of those "with sparsity"), TFLOP/s; bandwidth in GB/s.
+CARDS = {
+    "h100": {"device": "NVIDIA H100 SXM 80GB", "tf32": 495.0, "bf16": 990.0, "bandwidth": 3350.0},
+    "a100": {"device": "NVIDIA A100 SXM 80GB", "tf32": 156.0, "bf16": 312.0, "bandwidth": 2039.0},
+    "l40s": {"device": "NVIDIA L40S 48GB", "tf32": 183.0, "bf16": 362.0, "bandwidth": 864.0},
+}
+# the share of the dense peak a BERT-base pass reaches: the assumption (0.4) and the range an estimate is read within
+UTILISATION = {"low": 0.25, "assumed": 0.4, "high": 0.55}
 ASSUMED = {
-    "h100": {"device": "cuda: NVIDIA H100 (assumed, not measured)", "dense_tflops": {"forward": 0.4 * 495, "gradient": 0.4 * 495 / 2,
-             "train": 0.4 * 990 / 3}, "attention_share": 0.1, "floor_ms": {"forward": 12 * 15 * 0.005, "gradient": 3 * 12 * 15 * 0.005,
-             "train": 3 * 12 * 15 * 0.005 + 1.0}, "startup": {"model": 20.0, "torch": 10.0, "tables": 3.0}},
+    name: {"device": f"cuda: {card['device']} (assumed, not measured)",
+           "dense_tflops": {"forward": card["tf32"], "gradient": card["tf32"] / 2, "train": card["bf16"] / 3},
+           "attention_share": 0.1 * (card["bandwidth"] / CARDS["h100"]["bandwidth"]) * (CARDS["h100"]["tf32"] / card["tf32"]),
+           "floor_ms": {"forward": 12 * 15 * 0.005, "gradient": 3 * 12 * 15 * 0.005, "train": 3 * 12 * 15 * 0.005 + 1.0},
+           "startup": {"model": 20.0, "torch": 10.0, "tables": 3.0}}
+    for name, card in CARDS.items()
 }
 
 
 CPU_SIDE_MAPS = ("tokenize", "pattern_features", "classify_maps", "pattern_training")
 
 
-def assumed_calibration(name: str, cpu_side: str | None = None):
-    """The stated assumptions for a GPU; ``cpu_side``: a calibration of the CPU beside it (this machine's, written by
-    tools/estimate_runtime.py --fit-stages) whose rates of CPU work (:data:`CPU_SIDE_MAPS`) and fitted rates of the
-    rules that run no timed pass are carried over: those run on the CPU whatever the accelerator."""
+def assumed_calibration(name: str, cpu_side: str | None = None, utilisation: float = UTILISATION["assumed"], geometry=None):
+    """The stated assumptions for a GPU (:data:`CARDS`), its dense products at ``utilisation`` of the peak; ``cpu_side``:
+    a calibration of the CPU beside it (this machine's, written by tools/estimate_runtime.py --fit-stages) whose rates of
+    CPU work (:data:`CPU_SIDE_MAPS`) and fitted rates of the rules that run no timed pass are carried over: those run on
+    the CPU whatever the accelerator. ``geometry``: the model's (default BERT-base's), whose passes it prices."""
     import dataclasses
 
     from bertology_core.cost import model as cost
@@ -54,9 +68,9 @@ def assumed_calibration(name: str, cpu_side: str | None = None):
     values = ASSUMED[name]
     passes = {}
     for kind in cost.KINDS:
-        per_dense = 1 / (values["dense_tflops"][kind] * 1e12)
+        per_dense = 1 / (utilisation * values["dense_tflops"][kind] * 1e12)
         passes[kind] = cost.PassCost("max", values["floor_ms"][kind] / 1000, per_dense, per_dense / values["attention_share"])
-    assumed = cost.Calibration(values["device"], 1, "mixed", cost.Geometry(12, 768, 3072, 12), passes, values["startup"])
+    assumed = cost.Calibration(values["device"], 1, "mixed", geometry or cost.Geometry(12, 768, 3072, 12), passes, values["startup"])
     if cpu_side is None:
         return assumed
     cpu = cost.Calibration.read(cpu_side)

@@ -234,20 +234,10 @@ def main() -> None:
             raise SystemExit(f"{args.calibration} times a {calibration.geometry}, the config's model is a {geometry}. "
                              "Fix: calibrate that model (tools/calibrate.py --configfile ...)")
     lengths = token_lengths(jobs, tokenizer, stand_ins, args.local_glue)
-    sweeps = {tuple(sorted(j.wildcards.items())): j for j in jobs if j.rule == "disabling_sweep"}
-    dumps = {(j.wildcards["model"], j.wildcards["task"], j.wildcards["dumped"]): j for j in jobs if j.rule == "dump_attention"}
     per_rule: dict[str, list[float]] = defaultdict(lambda: [0, 0.0, 0.0, 0, 0.0])  # jobs, estimate, measured, jobs measured, their estimate
     measured_jobs: list[tuple[estimate.Job, float]] = []
     notes: dict[str, set[str]] = defaultdict(set)
-    for job in jobs:
-        if job.rule == "disabling_greedy":  # the greedy search runs on its sweep's examples
-            sweep = sweeps[tuple(sorted(job.wildcards.items()))]
-            job.params.update(max_examples=sweep.params["max_examples"], subsample_seed=sweep.params["subsample_seed"])
-        if job.rule in DUMP_READERS:  # the maps of their dump (attention change: two of the same examples)
-            dumped = job.wildcards.get("dumped", states.PRETRAINED)
-            job.params["dump_params"] = dumps[(job.wildcards["model"], job.wildcards["task"], dumped)].params
-        if job.rule == "pattern_classifier" and "labels" in job.named_inputs:  # the CNN trains on the hand labels
-            job.params["training_maps"] = _hand_labelled_maps(ROOT / job.named_inputs["labels"], job.params["labelled_keys"])
+    for_pricing(jobs)
     cross_fitted = _cross_fitted(jobs, args, lengths, calibration) if args.cross_fit else {}
     for job in jobs:
         priced = estimate.price(job, lengths, cross_fitted.get(id(job), calibration))
@@ -299,6 +289,23 @@ def main() -> None:
         out = Path(args.fit_stages)
         out.write_text(dataclasses.replace(calibration, stages=stages).to_json())
         print(f"{out}: {args.calibration} with the rates of {', '.join(sorted(stages))} fitted on {source}")
+
+
+def for_pricing(jobs: list[estimate.Job]) -> list[estimate.Job]:
+    """``jobs`` (a dry run's) with what pricing a job reads from another job: a greedy search's sweep's examples, a
+    dump reader's dump's, the pattern CNN's hand-labelled maps (in place; returned)."""
+    sweeps = {tuple(sorted(j.wildcards.items())): j for j in jobs if j.rule == "disabling_sweep"}
+    dumps = {(j.wildcards["model"], j.wildcards["task"], j.wildcards["dumped"]): j for j in jobs if j.rule == "dump_attention"}
+    for job in jobs:
+        if job.rule == "disabling_greedy":  # the greedy search runs on its sweep's examples
+            sweep = sweeps[tuple(sorted(job.wildcards.items()))]
+            job.params.update(max_examples=sweep.params["max_examples"], subsample_seed=sweep.params["subsample_seed"])
+        if job.rule in DUMP_READERS:  # the maps of their dump (attention change: two of the same examples)
+            dumped = job.wildcards.get("dumped", states.PRETRAINED)
+            job.params["dump_params"] = dumps[(job.wildcards["model"], job.wildcards["task"], dumped)].params
+        if job.rule == "pattern_classifier" and "labels" in job.named_inputs:  # the CNN trains on the hand labels
+            job.params["training_maps"] = _hand_labelled_maps(ROOT / job.named_inputs["labels"], job.params["labelled_keys"])
+    return jobs
 
 
 def _hand_labelled_maps(labels: Path, labelled_keys: list[str]) -> int:

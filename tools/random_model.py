@@ -11,7 +11,7 @@ vocabulary of 30,522; any dimension can be set on top of either. The tokenizer i
 which is bert-base-uncased's uncased WordPiece vocabulary, with its length limit set to the 512 positions. Weights are
 drawn by ``BertModel``'s own initialiser from a fixed seed and saved as safetensors: the workflow loads the folder as it
 loads any local model, every weight present. A random encoder learns no task from a few hundred examples; run it
-under ``fitness.unfit: warn`` (configs/rehearsal.yaml does), which reports that and analyses it anyway. Its numbers
+under ``fitness.if_unfit: warn`` (configs/rehearsal.yaml does), which reports that and analyses it anyway. Its numbers
 are not findings; its memory, disk and time are those of its geometry.
 """
 

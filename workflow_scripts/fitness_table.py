@@ -1,4 +1,4 @@
-"""Every fine-tuned model's fitness verdict in one table (checkpoint fitness_table); under fitness.unfit: fail,
+"""Every fine-tuned model's fitness verdict in one table (checkpoint fitness_table); under fitness.if_unfit: fail,
 stop here when a model fine-tuned from the pre-trained encoder is unfit."""
 
 import sys

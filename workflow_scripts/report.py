@@ -30,7 +30,7 @@ subtitle = [
 unfit = verdicts.filter(~pl.col("fit") & (pl.col("state") == states.FINETUNED))
 if unfit.height and snakemake.params.unfit == "skip":
     subtitle.append(
-        "fitness.unfit: skip left these fine-tuned models out of every analysis, as they are not fit for it (see the "
+        "fitness.if_unfit: skip left these fine-tuned models out of every analysis, as they are not fit for it (see the "
         "baselines): " + ", ".join(f"{r['model']} {r['task']} seed {r['seed']}" for r in unfit.iter_rows(named=True)) + "."
     )
 size = report.write_page(snakemake.output[0], "bertology report", subtitle, sections)

@@ -70,7 +70,7 @@ class Claims(Stage):
 
     def runs_read(self, jobs: Verdicted, model: str) -> dict[str, Any]:
         """What the claims script needs to read its inputs: the (task, seed) of each per-model file, the seeds each
-        per-task table pools, and what each claimed stage did (ran, skipped by fitness.unfit, not run)."""
+        per-task table pools, and what each claimed stage did (ran, skipped by fitness.if_unfit, not run)."""
         runs, experiment = jobs.of(model), self.experiment
         skipped, sections = jobs.skipped_sections(model), jobs.sections(model)
         swept = states.FINETUNED in experiment.disabling.states()

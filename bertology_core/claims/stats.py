@@ -7,7 +7,7 @@ otherwise: Clopper-Pearson for a share of hand-labelled maps; the unit resampled
 sentences, heads), and the verdict rule (:func:`verdict`) is:
 
 - **model unfit**: the number rests on a fine-tuned model that is not fit for analysis
-  (:mod:`bertology_core.fitness.verdict_stats`), or ``fitness.unfit: skip`` left out every model it would rest on;
+  (:mod:`bertology_core.fitness.verdict_stats`), or ``fitness.if_unfit: skip`` left out every model it would rest on;
 - **reproduced**: the whole interval lies inside the region;
 - **not reproduced**: the whole interval lies outside it;
 - **inconclusive**: the interval straddles a boundary of the region, or the number cannot be trusted
@@ -604,7 +604,7 @@ def claims_table(measured: Sequence[Measured], fit: Mapping[tuple[str, int], boo
     """The claims table: one row per measured statistic (shown in the claim's scale), with its verdict; for a claim
     measured in several rows, one more row (scope ``overall``) with the claim's verdict by :func:`overall_verdict`; a
     row for each claim nothing was measured for, by what its stage did (``stages``: report section -> ``ran``,
-    ``skipped`` (fitness.unfit: skip left out every model it would analyse) or ``not run``), or ``not applicable``
+    ``skipped`` (fitness.if_unfit: skip left out every model it would analyse) or ``not run``), or ``not applicable``
     where the claim is about tasks none of which is among the run's ``tasks`` (None: every task). A fine-tuned model a row
     rests on must have a fitness verdict in ``fit``: a missing one is an error, never fit by default."""
     rows = []
@@ -639,7 +639,7 @@ def claims_table(measured: Sequence[Measured], fit: Mapping[tuple[str, int], boo
             decided, why = NOT_APPLICABLE, (f"the claim is about {', '.join(claim.tasks)}, which this run does not have "
                                             f"among its tasks ({', '.join(tasks)})")
         elif stage == "skipped":
-            decided, why = MODEL_UNFIT, "fitness.unfit: skip left out every model this claim would rest on: none is fit"
+            decided, why = MODEL_UNFIT, "fitness.if_unfit: skip left out every model this claim would rest on: none is fit"
         elif stage == "ran":
             decided, why = NOT_RUN, "its stage ran, but not on the data this claim needs (see statistic)"
         else:

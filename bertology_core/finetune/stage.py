@@ -33,14 +33,14 @@ class Finetune(Stage):
 
     def training_runtime(self, epochs: Callable[[Any], float],
                          max_examples: Callable[[Any], int | None] = lambda wc: None) -> Callable[..., int]:
-        """The ``runtime`` resource (minutes) of a training job: ``compute.training_minutes_per_10k_examples`` per
+        """The ``runtime`` resource (minutes) of a training job: ``compute.training_request_minutes_per_10k_examples`` per
         epoch (``epochs(wildcards)``) over the task's training examples (the prepared split's row count, from its
-        Parquet footer, at most ``max_examples(wildcards)``), at least ``compute.training_min_minutes``, times the
+        Parquet footer, at most ``max_examples(wildcards)``), at least ``compute.training_request_min_minutes``, times the
         attempt (a retried job asks for more). Snakemake evaluates it again once the job's input exists, before it
         schedules the job; until then (a dry run before the data is prepared) the task's local training file gives the
         examples (:meth:`Experiment.source_rows`), and a Hub dataset the least."""
         compute = self.config["compute"]
-        rate, least = compute["training_minutes_per_10k_examples"], compute["training_min_minutes"]
+        rate, least = compute["training_request_minutes_per_10k_examples"], compute["training_request_min_minutes"]
 
         def runtime(wildcards: Any, input: Any, attempt: int) -> int:  # noqa: A002 - Snakemake's argument name
             train = getattr(input, "train", None)

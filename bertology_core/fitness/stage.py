@@ -11,7 +11,7 @@ class Fitness(Stage):
     def task_settings(self, task: str) -> dict[str, Any]:
         """The verdict's settings for one task: the defaults, with the task's margin."""
         fitness = self.settings()
-        return {k: v for k, v in fitness.items() if k not in ("unfit", "per_task")} | fitness["per_task"].get(task, {})
+        return {k: v for k, v in fitness.items() if k not in ("if_unfit", "per_task")} | fitness["per_task"].get(task, {})
 
     def inputs(self) -> list[str]:
         """What the fitness checkpoint reads: the verdict of every fine-tuned run of every model."""

@@ -135,10 +135,10 @@ def unfit_message(unfit: pl.DataFrame) -> str:
         for r in unfit.iter_rows(named=True)
     ]
     return (
-        "fitness.unfit is 'fail' and these models fine-tuned from the pre-trained encoder are not fit for analysis:\n"
+        "fitness.if_unfit is 'fail' and these models fine-tuned from the pre-trained encoder are not fit for analysis:\n"
         + "\n".join(lines)
         + "\nFix: fine-tune them better (finetune.hyperparameters / finetune.per_task: more data, epochs, another "
-        "learning rate), or set fitness.unfit: skip (leave them out of the analyses) or warn (analyse them with a "
+        "learning rate), or set fitness.if_unfit: skip (leave them out of the analyses) or warn (analyse them with a "
         "warning); fitness.margin sets how far above the trivial predictor a model must be."
     )
 

@@ -37,7 +37,7 @@ class HeadRoles(Stage):
                  if (gates["tasks"] is None or task in gates["tasks"]) and (gates["seeds"] is None or seed in gates["seeds"])]
         # a penalty strength as paths spell it: Python's shortest round-trip form (0.01, 0.3, 1e-05)
         jobs = [(task, seed, weights, repr(float(strength))) for task, seed in gated
-                for weights in gates["weights"] for strength in gates["strengths"]]
+                for weights in gates["encoder"] for strength in gates["strengths"]]
         return {"gated": gated, "gates": jobs}
 
     def section_runs(self, jobs: Verdicted, model: str, runs: ModelRuns) -> SectionRuns:

@@ -52,7 +52,7 @@ def task_seed(probed: str) -> TaskSeed:
 @dataclasses.dataclass(frozen=True)
 class ModelRuns:
     """What every analysis stage runs for one model, under one set of verdicts (each field filled by the stage that
-    declares it, :meth:`Stage.runs`): each list holds only analysed models (those fit, or every one under fitness.unfit
+    declares it, :meth:`Stage.runs`): each list holds only analysed models (those fit, or every one under fitness.if_unfit
     warn), in the order the stage's inputs and params list them. :meth:`rows` is the same as a table."""
 
     dumps: list[tuple[str, str]]  # (task, dumped state) of every attention dump: pretrained, <state>/seed<N>
@@ -570,16 +570,16 @@ class Experiment:
 
     @functools.cached_property
     def every_model_fit(self) -> Verdicted:
-        """What the config runs were every fine-tuned model fit: the answer under fitness.unfit warn, and the only
+        """What the config runs were every fine-tuned model fit: the answer under fitness.if_unfit warn, and the only
         question that can be asked while the workflow is parsed (before the fitness checkpoint)."""
         return self.jobs(None)
 
     @functools.cached_property
     def needs_verdicts(self) -> bool:
-        """Whether the fitness verdicts decide what runs: fitness.unfit is skip or fail and some analysis would use a
+        """Whether the fitness verdicts decide what runs: fitness.if_unfit is skip or fail and some analysis would use a
         model fine-tuned from the pre-trained encoder. Otherwise every_model_fit is the answer and nothing waits for
         the fitness checkpoint."""
-        if self.config["fitness"]["unfit"] == "warn":
+        if self.config["fitness"]["if_unfit"] == "warn":
             return False
         return any(self.every_model_fit.of(model).fine_tuned_candidates() for model in self.models)
 

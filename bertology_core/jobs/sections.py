@@ -59,7 +59,7 @@ class SectionRuns:
     """A section for one model under one set of verdicts. ``runs``: whether its stage runs (its summaries are then
     targets of ``all`` and shown on the page); ``shows``: the fine-tuned models (task, state, seed) whose results it
     shows (the page warns about unfit ones); ``analyses_fine_tuned``: whether its stage analyses a model fine-tuned
-    from the pre-trained encoder, None for a stage that only reports on them (``fitness.unfit: skip`` can leave the
+    from the pre-trained encoder, None for a stage that only reports on them (``fitness.if_unfit: skip`` can leave the
     others empty, and the page then says why)."""
 
     runs: bool

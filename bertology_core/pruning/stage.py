@@ -29,7 +29,7 @@ class Pruning(Stage):
                       "the note's first part names them). protocol: 'selected on half A, reported on half B' chooses "
                       'each ticket (where the 90% rule stops) on a seeded half of dev and scores every row on the other'
                       " half; 'paper: selected and reported on all of dev' is Prasanna et al.'s protocol "
-                      '(pruning.paper_protocol). half_a/half_b/dev: each network on each set. minus_held_out: the '
+                      '(pruning.dev_chosen_tickets). half_a/half_b/dev: each network on each set. minus_held_out: the '
                       "reported score minus the held-out protocol's (report set, ticket and re-fine-tuning run all "
                       'differ); half_b_minus_held_out: both on half B, which the held-out ticket never saw, so only the'
                       ' ticket differs (0 for the full model).')),
@@ -105,8 +105,8 @@ class Pruning(Stage):
 
     def lottery_protocols(self) -> list[str]:
         """How lottery tickets are chosen and reported: held_out (chosen on half A of dev, reported on half B)
-        always; paper (Prasanna et al.'s: chosen and reported on dev) beside it with pruning.paper_protocol."""
-        return ["held_out"] + (["paper"] if self.settings()["paper_protocol"] else [])
+        always; paper (Prasanna et al.'s: chosen and reported on dev) beside it with pruning.dev_chosen_tickets."""
+        return ["held_out"] + (["paper"] if self.settings()["dev_chosen_tickets"] else [])
 
     def lottery_split(self, protocol: str) -> dict[str, int]:
         """What a protocol's halves of dev depend on (so that only its jobs rerun): the split seed for held_out."""
@@ -164,6 +164,8 @@ class Pruning(Stage):
         pruning = self.settings()
         problems = self.experiment.named_task_problems({"pruning.tasks": pruning["tasks"]})
         for task, settings in pruning["per_task"].items():
+            if task not in self.experiment.tasks:  # ignored (configuration.per_task_ignored) or refused before
+                continue
             wanted = settings.get("subnetwork_seeds") or []
             if wanted and task not in self.tasks():
                 problems.append(f"pruning.per_task.{task}.subnetwork_seeds: {task} is not pruned (pruning.tasks, tasks). "

@@ -264,7 +264,7 @@ def unfit_warning(verdicts: pl.DataFrame, runs: Sequence[Sequence[object]], mode
             f"this section shows results of {len(unfit)} fine-tuned model{'s' if len(unfit) > 1 else ''} ({model}) that "
             "did not learn the task well enough to analyse")
     return (f"{what}: {named}. Their rows say {UNFIT} in the {COLUMN} column; what such a model's heads do "
-            "says little about what fine-tuning taught it, so compare them with the papers with caution (fitness.unfit: "
+            "says little about what fine-tuning taught it, so compare them with the papers with caution (fitness.if_unfit: "
             "skip leaves them out).")
 
 
@@ -280,7 +280,7 @@ def build_sections(results: str | os.PathLike[str], models: Sequence[str], avail
     ``section_runs`` (model -> section anchor -> the (task, state, seed) whose results it shows) put a warning on each
     section that shows an unfit model's results. A table's note: where its files are, the note its stage kept in the
     Parquet file (:func:`table_note`, e.g. the claims table's verdict rule) and the layout's. ``skipped``: model -> the
-    sections left empty because fitness.unfit: skip left out every model their stage would analyse; ``left_out``: the
+    sections left empty because fitness.if_unfit: skip left out every model their stage would analyse; ``left_out``: the
     sections of the stages the config's ``stages`` leave out."""
     results = Path(results)
     sections = []
@@ -295,7 +295,7 @@ def build_sections(results: str | os.PathLike[str], models: Sequence[str], avail
                 stem = template.format(model=model)
                 path = results / item_file(kind, stem)
                 if str(path) not in available:
-                    why = (" (fitness.unfit: skip: unfit models are left out, and this stage had no fit model to analyse)"
+                    why = (" (fitness.if_unfit: skip: unfit models are left out, and this stage had no fit model to analyse)"
                            if anchor in (skipped or {}).get(model, ())
                            else f" (the config's stages leave out {anchor})" if anchor in left_out else " in this config")
                     section.missing.append(f"{stem}: not computed for {model}{why}.")

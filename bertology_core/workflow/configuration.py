@@ -13,7 +13,7 @@ from __future__ import annotations
 import difflib
 import re
 import sys
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -170,6 +170,21 @@ def _close(word: str, choices: Iterable[str]) -> str | None:
     return found[0] if found else None
 
 
+# keys whose old name misled -> (the new name, what it is): a config with the old one is refused naming the new one
+# (never read under the old name: a run does what its config says, or stops)
+RENAMED = {
+    "fitness.unfit": ("fitness.if_unfit", "what the analyses do with a model that is not fit: warn, skip or fail"),
+    "compute.training_minutes_per_10k_examples": (
+        "compute.training_request_minutes_per_10k_examples",
+        "the runtime a training job asks a cluster for per epoch and 10,000 examples, not a speed"),
+    "compute.training_min_minutes": ("compute.training_request_min_minutes", "the least runtime a training job asks for"),
+    "pruning.paper_protocol": ("pruning.dev_chosen_tickets",
+                               "also the tickets chosen and reported on dev, as Prasanna et al. did, beside the held-out ones"),
+    "head_roles.gates.weights": ("head_roles.gates.encoder",
+                                 "whether the encoder's weights train with the gates (trained) or stay as fine-tuned (frozen)"),
+}
+
+
 def schema_problems(config: Any, schema: dict[str, Any]) -> list[str]:
     """One line per place where ``config`` does not fit ``schema``, each leading with the key and the value, then
     what is allowed, and "did you mean" for a misspelt key or choice; empty when it fits. (Snakemake's
@@ -181,6 +196,11 @@ def schema_problems(config: Any, schema: dict[str, Any]) -> list[str]:
         if error.validator == "additionalProperties" and isinstance(error.instance, dict):
             allowed = sorted(error.schema.get("properties", {}))
             for extra in sorted(set(error.instance) - set(allowed)):
+                path = f"{key}.{extra}" if error.absolute_path else str(extra)
+                if path in RENAMED:
+                    now, meaning = RENAMED[path]
+                    problems.append(f"config '{path}' is now '{now}' ({meaning}). Fix: rename the key in your config.")
+                    continue
                 guess = _close(str(extra), allowed)
                 where = f"config '{key}'" if error.absolute_path else "config"
                 problems.append(f"{where} has no key {extra!r}{f' (did you mean {guess!r}?)' if guess else ''}. "
@@ -197,23 +217,44 @@ def schema_problems(config: Any, schema: dict[str, Any]) -> list[str]:
     return problems
 
 
-def per_task_problems(config: Any, tasks: list[str], path: str = "") -> list[str]:
+def per_task_problems(config: Any, tasks: list[str], path: str = "", declared: Collection[str] = ()) -> list[str]:
     """Every ``per_task`` mapping of the config (at any depth) must name only tasks in ``tasks``: a key outside
-    them, misspelt or of a task dropped from ``tasks``, would be ignored without a word."""
+    them, misspelt or unknown, would be ignored without a word. A task ``declared`` but not run (a config layered over
+    one that runs it: mappings merge, so a layer cannot drop the key) is :func:`per_task_ignored` instead."""
     problems = []
+    for where, task in _per_task_names(config, path):
+        if task in tasks:
+            continue
+        guess = _close(str(task), tasks)
+        if task in declared and not guess:
+            continue
+        problems.append(f"config '{where}' names {task!r}, which is not in tasks {tasks}"
+                        f"{f' (did you mean {guess!r}?)' if guess else ''}: its settings would be ignored. "
+                        f"Fix: add {task} to tasks, or drop {where}.{task}.")
+    return problems
+
+
+def per_task_ignored(config: Any, tasks: list[str], declared: Collection[str]) -> list[str]:
+    """The warnings for ``per_task`` settings of a declared task this config does not run: ignored, and said so."""
+    ignored: dict[str, list[str]] = {}
+    for where, task in _per_task_names(config, ""):
+        if task not in tasks and task in declared and not _close(str(task), tasks):
+            ignored.setdefault(str(task), []).append(where)
+    return [f"config: the per_task settings of {task} ({', '.join(wheres)}) are ignored: {task} is not in tasks {tasks}."
+            for task, wheres in ignored.items()]
+
+
+def _per_task_names(config: Any, path: str) -> list[tuple[str, Any]]:
+    """(where, task) of every key of every ``per_task`` mapping of the config, at any depth."""
+    found = []
     if isinstance(config, dict):
         for key, value in config.items():
             where = f"{path}.{key}" if path else str(key)
             if key == "per_task" and isinstance(value, dict):
-                for task in value:
-                    if task not in tasks:
-                        guess = _close(str(task), tasks)
-                        problems.append(f"config '{where}' names {task!r}, which is not in tasks {tasks}"
-                                        f"{f' (did you mean {guess!r}?)' if guess else ''}: its settings would be ignored. "
-                                        f"Fix: add {task} to tasks, or drop {where}.{task}.")
+                found += [(where, task) for task in value]
             else:
-                problems += per_task_problems(value, tasks, where)
-    return problems
+                found += _per_task_names(value, where)
+    return found
 
 
 if __name__ == "__main__":  # python -m bertology_core.workflow.configuration FILE...: the YAML check before snakemake reads them

@@ -11,7 +11,7 @@ type says what waits for the fitness checkpoint:
   fine-tuned model turned out fit, so fine-tuning and everything before the checkpoint read only it.
 - :class:`Jobs`, the experiment under one set of fitness verdicts: what every stage runs for each model
   (:class:`~bertology_core.jobs.experiment.ModelRuns`; :meth:`Jobs.table` as rows), what each report section shows and
-  the targets of ``all``. Under ``fitness.unfit: warn`` (or with no fine-tuned model for a verdict to decide on) the
+  the targets of ``all``. Under ``fitness.if_unfit: warn`` (or with no fine-tuned model for a verdict to decide on) the
   verdicts change nothing and ``experiment.every_model_fit`` is the answer; under ``skip`` and ``fail`` the workflow
   builds a Jobs from the fitness checkpoint's table (rules/common.smk, ``jobs()``).
 
@@ -121,7 +121,7 @@ def problems(experiment: Experiment) -> list[str]:
         f"config 'tasks' names {task!r}, which is not declared{configuration.did_you_mean(task, experiment.declared)}. Fix: "
         f"declare it under task_declarations (see docs/data.md, 'Your own task'), or choose from {sorted(experiment.declared)}."
         for task in experiment.tasks if task not in experiment.declared and experiment.declared]
-    found += configuration.per_task_problems(config, experiment.tasks)
+    found += configuration.per_task_problems(config, experiment.tasks, declared=experiment.declared)
     if config["treebank"]["dir"] and config["treebank"]["url"]:
         found.append("config 'treebank': both dir and url are set. Fix: set the one the files come from, the other to null.")
     found += experiment.given_problems()
@@ -129,6 +129,11 @@ def problems(experiment: Experiment) -> list[str]:
         if experiment.runs_stage(name):
             found += stage.problems()
     return found
+
+
+def warnings(experiment: Experiment) -> list[str]:
+    """What the config asks for that is ignored, one line each: said when the workflow is parsed, nothing stops."""
+    return configuration.per_task_ignored(experiment.config, experiment.tasks, experiment.declared)
 
 
 def summary(experiment: Experiment, section: str, stem: str) -> Summary:
@@ -166,7 +171,7 @@ class Jobs:
         """Whether the analyses use the model fine-tuned into ``state`` with ``seed``: always under warn, and for the
         from-scratch baselines; under skip only if it is fit; under fail the fitness checkpoint itself stops the run
         if a model is unfit, so what remains is fit."""
-        if self.verdicts is None or self.config["fitness"]["unfit"] == "warn" or state != states.FINETUNED:
+        if self.verdicts is None or self.config["fitness"]["if_unfit"] == "warn" or state != states.FINETUNED:
             return True
         return self.verdicts[(model, task, state, int(seed))]
 
@@ -216,7 +221,7 @@ class Jobs:
 
     def skipped_sections(self, model: str) -> list[str]:
         """Sections whose stage would analyse fine-tuned models of ``model`` were every model fit, but has no fit model
-        to run on (fitness.unfit: skip)."""
+        to run on (fitness.if_unfit: skip)."""
         would = self.experiment.every_model_fit.sections(model)
         now = self.sections(model)
         return sorted(anchor for anchor, section in would.items() if section.analyses_fine_tuned and not now[anchor].analyses_fine_tuned)
