@@ -35,9 +35,9 @@ for stage in job_table.STAGES:
 rule all:
     default_target: True
     input:
-        # what needs no fine-tuned model starts at once, whatever fitness.unfit says
+        # what needs no fine-tuned model starts at once, whatever fitness.if_unfit says
         early=EXPERIMENT.early_targets(),
-        # a function: under fitness.unfit skip or fail, these depend on the fitness checkpoint
+        # a function: under fitness.if_unfit skip or fail, these depend on the fitness checkpoint
         rest=lambda wc: jobs().all_targets(),
 
 
@@ -56,5 +56,5 @@ onsuccess:
             try:
                 jobs().table().write_parquet("results/jobs.parquet")
             except (IncompleteCheckpointException, KeyError):
-                # a run that did not build the fitness checkpoint (a single target) under fitness.unfit skip or fail
+                # a run that did not build the fitness checkpoint (a single target) under fitness.if_unfit skip or fail
                 logger.info("results/jobs.parquet not written: this run did not decide the fitness verdicts")

@@ -70,12 +70,19 @@ MODEL_CACHE = None if config["model_cache"] is None else str(REPO / Path(config[
 # passes its stage's settings make (a probe's epochs)
 REQUESTS = needs.Requests(needs.load(), config["compute"]["mem_mb"], job_table.passes(EXPERIMENT))
 # each model's resolved.json as the parameters of the spec it resolves, for the plan of a run before it is resolved
-MODEL_PARAMETERS = needs.model_parameters(EXPERIMENT.models, REPO, MODEL_CACHE) if workflow.is_main_process else {}
+MODEL_PARAMETERS = (needs.model_parameters(EXPERIMENT.models, REPO, MODEL_CACHE, EXPERIMENT.given_runs())
+                    if workflow.is_main_process else {})
 
 
 onstart:
     if _HUB_PROBLEMS:
         raise WorkflowError("Bad input data (nothing was run):\n" + "\n".join(_HUB_PROBLEMS))
+    # a target of a stage the config's stages leave out (its summary named on the command line) has no runs to read
+    _left_out = sorted({Path(job.rule.snakefile).stem for job in workflow.dag.needrun_jobs()} & set(EXPERIMENT.left_out()))
+    if _left_out:
+        raise WorkflowError(f"The targets ask for {', '.join(_left_out)}, which the config's stages "
+                            f"{config['stages']} leave out (nothing was run). Fix: add {', '.join(_left_out)} to stages, or "
+                            "ask for a target of a stage it runs.")
     # what the jobs about to run will need (printed), and their disk with the training checkpoints held at once
     # against the free space
     _jobs = [planned_job(job) for level in workflow.dag.toposorted(set(workflow.dag.needrun_jobs())) for job in level]

@@ -52,7 +52,7 @@ rule head_gates:
         # what the job computes in (bertology_core/models/precision.py)
         precision=config["compute"]["precision"],
         code=script_code("head_gates"),
-        settings={k: v for k, v in config["head_roles"]["gates"].items() if k not in ("tasks", "seeds", "strengths", "weights")},
+        settings={k: v for k, v in config["head_roles"]["gates"].items() if k not in ("tasks", "seeds", "strengths", "encoder")},
         hyperparameters=lambda wc: EXPERIMENT.hyperparameters(wc.task, states.FINETUNED),
         subsample_seed=config["data"]["subsample_seed"],
         dev_sample=EXPERIMENT.pruning.dev_sample(),

@@ -471,3 +471,14 @@ def test_the_stages_key_names_every_stage_that_does_not_always_run():
     # what a stage reads is a stage the list can name or one that always runs
     plan = plan_of(SMOKE)
     assert all(set(stage.reads) <= set(jobs.STAGES) for stage in plan.stages.values())
+
+
+@pytest.mark.parametrize("stage", [name for name in jobs.STAGES if name not in ("data", "treebank", "models", "finetune",
+                                                                                 "fitness", "claims", "report")])
+def test_every_stage_alone_is_a_config_the_workflow_runs(stage):
+    # outliers' seeds default to disabling's, which fine-tunes them: alone, the top-level seeds
+    plan = plan_of(SMOKE, {"stages": [stage]})
+    assert jobs.problems(plan) == []
+    sections = plan.every_model_fit.sections("tiny-bert")
+    assert plan.runs_stage(stage) and (stage not in sections or sections[stage].runs)
+    assert not [name for name, section in sections.items() if section.runs and not plan.runs_stage(name)]

@@ -1126,7 +1126,12 @@ def test_given_fine_tuned_classifiers_plan_no_fine_tuning_and_sweep_as_the_model
     assert record["eval"]["dev"]["accuracy"] == smoke_record["eval"]["dev"]["accuracy"]
     claims = pl.read_parquet(workdir / "results/claims/tiny-bert/claims.parquet")
     assert set(claims.filter(pl.col("claim") == "probing_peak_middle")["verdict"]) == {"not run"}
-    assert "stages leave out pruning" in (workdir / "results/report/index.html").read_text()
+    page = (workdir / "results/report/index.html").read_text()
+    assert "pruning: not run;" in page and "stages leave it out (add pruning to stages)" in page
+    # a summary of a stage the list leaves out, asked for by name, stops before any job
+    left_out = snakemake(workdir, "results/pruning/tiny-bert/summary/lottery.parquet", configs=(SMOKE, given), check=False)
+    assert left_out.returncode != 0 and "The targets ask for pruning, which the config's stages ['disabling'] leave out" in (
+        left_out.stdout + left_out.stderr)
 
     # a classifier with another label count (STS-B's regression head given for MRPC) stops the run before any job,
     # naming both counts

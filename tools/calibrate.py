@@ -47,7 +47,6 @@ ASSUMED = {
     name: {"device": f"cuda: {card['device']} (assumed, not measured)",
            "dense_tflops": {"forward": card["tf32"], "gradient": card["tf32"] / 2, "train": card["bf16"] / 3},
            "attention_share": 0.1 * (card["bandwidth"] / CARDS["h100"]["bandwidth"]) * (CARDS["h100"]["tf32"] / card["tf32"]),
-           "floor_ms": {"forward": 12 * 15 * 0.005, "gradient": 3 * 12 * 15 * 0.005, "train": 3 * 12 * 15 * 0.005 + 1.0},
            "startup": {"model": 20.0, "torch": 10.0, "tables": 3.0}}
     for name, card in CARDS.items()
 }
@@ -66,11 +65,15 @@ def assumed_calibration(name: str, cpu_side: str | None = None, utilisation: flo
     from bertology_core.cost import model as cost
 
     values = ASSUMED[name]
+    geometry = geometry or cost.Geometry(12, 768, 3072, 12)
+    # about 15 kernels a layer at 5 us each for a forward pass; three times that and the fused optimiser for a step
+    floor_ms = {"forward": geometry.layers * 15 * 0.005, "gradient": 3 * geometry.layers * 15 * 0.005,
+                "train": 3 * geometry.layers * 15 * 0.005 + 1.0}
     passes = {}
     for kind in cost.KINDS:
         per_dense = 1 / (utilisation * values["dense_tflops"][kind] * 1e12)
-        passes[kind] = cost.PassCost("max", values["floor_ms"][kind] / 1000, per_dense, per_dense / values["attention_share"])
-    assumed = cost.Calibration(values["device"], 1, "mixed", geometry or cost.Geometry(12, 768, 3072, 12), passes, values["startup"])
+        passes[kind] = cost.PassCost("max", floor_ms[kind] / 1000, per_dense, per_dense / values["attention_share"])
+    assumed = cost.Calibration(values["device"], 1, "mixed", geometry, passes, values["startup"])
     if cpu_side is None:
         return assumed
     cpu = cost.Calibration.read(cpu_side)

@@ -4,7 +4,7 @@ folder it will run in. The start of every run prints the same for the jobs it is
 the disk is short (config ``compute.check_disk``).
 
     python tools/plan.py --configfile config.yaml [--jobs 100] [--directory RUN_FOLDER] [--go-on] [--submissions]
-        [--cards h100 a100 l40s [--tokenizer FOLDER] [--stages RATES] [--stand-in TASK:SPLIT=TASK:SPLIT]]
+        [--cards h100 a100 l40s [--tokenizer FOLDER] [--cpu-rates FILE] [--stand-in TASK:SPLIT=TASK:SPLIT]]
 
 Every job of the config is counted (a forced dry run), whatever is already done. Inputs are sized as they are where
 they exist; the rest as the jobs that write them are predicted to write them, so a plan made before anything ran
@@ -18,7 +18,7 @@ Every plan ends with each stage's jobs, CPU-hours (expected and requested) and r
 the probing stages (probing, layer_mix: the largest results). ``--cards``: the model jobs priced on GPUs no one here
 measured (tools/calibrate.py CARDS: data-sheet peaks at a share of them, the range UTILISATION; the cost model of
 tools/estimate_runtime.py), one at a time on one card; the rules that run no timed pass on the CPU beside it, priced by
-the CPU-side rates of ``--stages`` (default: the newest in benchmarks/rates/).
+the CPU-side rates of ``--cpu-rates`` (default: the newest in benchmarks/rates/).
 """
 
 from __future__ import annotations
@@ -47,9 +47,9 @@ def main() -> None:
     parser.add_argument("--go-on", action="store_true", help="exit 0 even when the disk is short")
     parser.add_argument("--submissions", action="store_true", help="how a cluster profile submits the jobs")
     parser.add_argument("--cards", nargs="+", metavar="CARD", help="price the model jobs on these assumed GPUs (h100, a100, l40s)")
-    parser.add_argument("--tokenizer", help="with --cards: a folder with the model's tokenizer (default: the config's first "
+    parser.add_argument("--tokenizer", help="with --cards: a model folder (config.json and tokenizer) of the config model's geometry (default: the config's first "
                         "model, where it is a folder or package)")
-    parser.add_argument("--stages", metavar="RATES", help="with --cards: the CPU-side rates (estimate_runtime.py --fit-stages)")
+    parser.add_argument("--cpu-rates", metavar="FILE", help="with --cards: the CPU-side rates (estimate_runtime.py --fit-stages)")
     parser.add_argument("--stand-in", action="append", default=[], metavar="TASK:SPLIT=TASK:SPLIT",
                         help="with --cards: price a split not on this machine by another's lengths (estimate_runtime.py)")
     args = parser.parse_args()
@@ -59,7 +59,8 @@ def main() -> None:
     config.setdefault("compute", {}).setdefault("mem_mb", {})
     cache = config.get("model_cache")
     models = needs.model_parameters({model["name"]: model["spec"] for model in config["models"]}, ROOT,
-                                    None if cache is None else ROOT / Path(cache).expanduser())
+                                    None if cache is None else ROOT / Path(cache).expanduser(),
+                                    experiment_of(args.configfile).given_runs())
     planned = [needs.PlannedJob.of(job.rule, job.inputs, job.outputs, job.threads, job.wildcards, job.params,
                                    job.named_outputs, job.resources.get("runtime"), job.named_inputs) for job in jobs]
     plan = needs.plan(planned, needs.load(), directory, config["compute"]["mem_mb"], models, rule_passes(args.configfile))
@@ -123,7 +124,7 @@ def on_cards(jobs, args) -> str:
     unknown = sorted(set(args.cards) - set(CARDS))
     if unknown:
         raise SystemExit(f"--cards {unknown}: not among the assumed cards {sorted(CARDS)} (tools/calibrate.py CARDS)")
-    rates = args.stages or max((str(p) for p in (ROOT / "benchmarks" / "rates").glob("*.json")), default=None)
+    rates = args.cpu_rates or max((str(p) for p in (ROOT / "benchmarks" / "rates").glob("*.json")), default=None)
     stand_ins = {tuple(left.split(":")): tuple(right.split(":")) for left, right in (item.split("=") for item in args.stand_in)}
     folder = args.tokenizer or _model_folder(args.configfile)
     lengths = token_lengths(jobs, folder, stand_ins)

@@ -27,6 +27,14 @@ subtitle = [
     "Every figure and table below is also a file under results/ (named under each one); layers and heads are 0-based "
     "in tables, 1-based (L<layer>H<head>) in names and figures, as the papers print them.",
 ]
+given = verdicts.filter(pl.col("given").is_not_null())
+if given.height:  # fine-tuned elsewhere, with a recipe this run did not choose
+    subtitle.append(
+        "Fine-tuned models given in the config (models[].finetuned), not fine-tuned here: "
+        + ", ".join(f"{r['model']} {r['task']} seed {r['seed']} ({r['given']})" for r in given.iter_rows(named=True))
+        + "; every comparison with a model this run trained (the from-scratch baseline, re-fine-tuned lottery "
+        "subnetworks) sets two recipes side by side."
+    )
 unfit = verdicts.filter(~pl.col("fit") & (pl.col("state") == states.FINETUNED))
 if unfit.height and snakemake.params.unfit == "skip":
     subtitle.append(

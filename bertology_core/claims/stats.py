@@ -643,7 +643,8 @@ def claims_table(measured: Sequence[Measured], fit: Mapping[tuple[str, int], boo
         elif stage == "ran":
             decided, why = NOT_RUN, "its stage ran, but not on the data this claim needs (see statistic)"
         else:
-            decided, why = NOT_RUN, "the config does not run the stage this claim needs"
+            decided, why = NOT_RUN, (f"the config does not run {claim.stage}, the stage this claim needs (stages, or "
+                                     f"the {claim.stage} settings that choose its tasks and states)")
         rows.append(_row(claim, "", float("nan"), float("nan"), float("nan"), decided, why))
     order = {claim.key: i for i, claim in enumerate(CLAIMS)}
     return pl.DataFrame(rows).with_columns(

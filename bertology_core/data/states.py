@@ -35,7 +35,8 @@ STATES: dict[str, State] = {
     for state in (
         State(PRETRAINED, "the pre-trained encoder as published, not fine-tuned (scored with an untrained classifier head)",
               "pre-trained"),
-        State(FINETUNED, "fine-tuned from the pre-trained weights", "fine-tuned"),
+        State(FINETUNED, "fine-tuned from the pre-trained weights (here, or elsewhere: a classifier given in the config)",
+              "fine-tuned"),
         State(SCRATCH, "the same architecture, every weight drawn anew by the model's initialiser, then fine-tuned",
               "from scratch"),
         State(RANDOM_WEIGHTS, "the same architecture, every weight drawn anew by the model's initialiser, never trained",

@@ -40,7 +40,7 @@ FIT, UNFIT = "fit", "UNFIT"
 # the column every summary table gets: null for rows that rest on no fine-tuned model (the pre-trained encoder)
 COLUMN = "fit_for_analysis"
 VERDICT_COLUMNS = ("model", "task", "state", "seed", "metric", "score", "trivial_score", "delta", "ci_low", "ci_high",
-                   "margin", "fit", "trivial_predictor")
+                   "margin", "fit", "trivial_predictor", "given")
 
 
 @dataclass(frozen=True)
@@ -117,13 +117,16 @@ def verdict_row(model: str, record: Mapping[str, Any]) -> dict[str, Any]:
         "metric": fitness["metric"], "score": fitness["score"], "trivial_score": fitness["trivial_score"],
         "delta": fitness["delta"], "ci_low": fitness["ci_low"], "ci_high": fitness["ci_high"],
         "margin": fitness["settings_margin"], "fit": fitness["fit"], "trivial_predictor": fitness["trivial_predictor"],
+        # the spec of a classifier given in the config (models[].finetuned) in place of fine-tuning it here
+        "given": record.get("given"),
     }
 
 
 def verdict_table(rows: Sequence[Mapping[str, Any]]) -> pl.DataFrame:
     schema = {"model": pl.String, "task": pl.String, "state": pl.String, "seed": pl.Int64, "metric": pl.String,
               "score": pl.Float64, "trivial_score": pl.Float64, "delta": pl.Float64, "ci_low": pl.Float64,
-              "ci_high": pl.Float64, "margin": pl.Float64, "fit": pl.Boolean, "trivial_predictor": pl.String}
+              "ci_high": pl.Float64, "margin": pl.Float64, "fit": pl.Boolean, "trivial_predictor": pl.String,
+              "given": pl.String}
     return pl.DataFrame(list(rows), schema=schema).sort("model", "task", "state", "seed")
 
 

@@ -530,8 +530,10 @@ class Experiment:
             for task, specs in by_task.items():
                 key = f"models[{model}].finetuned.{task}"
                 if task not in self.tasks:
-                    found.append(f"{key}: {task} is not in tasks {self.tasks}. Fix: add {task} to tasks, or drop it from "
-                                 f"{key}.")
+                    close = [name for name in self.tasks if name.lower() == task.lower()]
+                    found.append(f"{key}: {task} is not in tasks {self.tasks}"
+                                 f"{f' (did you mean {close[0]!r}?)' if close else ''}. Fix: add {task} to tasks, or drop "
+                                 f"{task} from models[{model}].finetuned.")
                     continue
                 if states.FINETUNED not in self.trained_states:
                     found.append(f"{key}: finetune.states {self.finetune_states} has no {states.FINETUNED}, the state a "
@@ -539,15 +541,22 @@ class Experiment:
                     continue
                 for spec in specs:
                     folder = compatibility.spec_folder(spec, self.repo)
-                    if folder is not None and not compatibility.is_hf_folder(folder):
+                    if folder is not None and not folder.is_dir():
+                        found.append(f"{key}: {spec!r} names the folder {folder}, which does not exist (relative paths: to "
+                                     "this repository). Fix: point it at the folder save_pretrained() wrote.")
+                    elif folder is not None and not compatibility.is_hf_folder(folder):
                         found.append(f"{key}: {spec!r} names the folder {folder}, which has no config.json or no "
-                                     "*.safetensors weights. Fix: point it at the folder save_pretrained() wrote.")
+                                     "*.safetensors weights. Fix: point it at a folder save_pretrained() wrote with "
+                                     "safetensors (the default; .bin pickles are refused).")
                 seeds = self.finetuned_seeds(task)
                 if len(specs) != len(seeds):
+                    adding = [name for name, stage in self._bound().items() if self.runs_stage(name)
+                              and stage.fine_tuned_seeds(task, states.FINETUNED, True) - set(self.seeds)]
+                    why = f"seeds {self.seeds}" + (f", with the extra seeds of {', '.join(adding)}" if adding else "")
                     found.append(f"{key} gives {len(specs)} classifier(s), but {task} is fine-tuned with {len(seeds)} "
-                                 f"seed(s) {seeds} (seeds, with the stages' extra seeds); the i-th classifier fills the "
-                                 f"i-th seed. Fix: give {len(seeds)} classifier(s), or set seeds (and the stages' seeds) "
-                                 f"to {len(specs)} seed(s).")
+                                 f"seed(s) {seeds} ({why}; the stages the config's stages leave out add none); the i-th "
+                                 f"classifier fills the i-th seed. Fix: give {len(seeds)} classifier(s), or set seeds (and "
+                                 f"the stages' seeds) to {len(specs)} seed(s).")
         return found
 
     def named_task_problems(self, task_lists: Mapping[str, list[str] | None],

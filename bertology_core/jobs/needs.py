@@ -553,15 +553,20 @@ def spec_parameters(spec: str, base: str | os.PathLike[str], cache_dir: str | os
 
 
 def model_parameters(specs: Mapping[str, str], base: str | os.PathLike[str],
-                     cache_dir: str | os.PathLike[str] | None = None) -> dict[str, float | None]:
+                     cache_dir: str | os.PathLike[str] | None = None,
+                     given: Mapping[tuple[str, str, int], str] | None = None) -> dict[str, float | None]:
     """Each model's ``resolved.json`` (as the workflow writes it) as the parameters of the spec it resolves
-    (:func:`spec_parameters`; ``cache_dir``: config ``model_cache``), for a plan made before the models are resolved."""
-    return {f"results/models/{name}/resolved.json": spec_parameters(spec, base, cache_dir) for name, spec in specs.items()}
+    (:func:`spec_parameters`; ``cache_dir``: config ``model_cache``), for a plan made before the models are resolved;
+    ``given``: (model, task, seed) -> the spec of a fine-tuned classifier given for that run (models[].finetuned)."""
+    found = {f"results/models/{name}/resolved.json": spec_parameters(spec, base, cache_dir) for name, spec in specs.items()}
+    found.update({f"results/models/{model}/finetuned/{task}/seed{seed}/resolved.json": spec_parameters(spec, base, cache_dir)
+                  for (model, task, seed), spec in (given or {}).items()})
+    return found
 
 
 def unsized_models(parameters: Mapping[str, float | None]) -> str | None:
     """What a plan cannot size (None when it can): the models whose weights are not on this machine yet."""
-    unsized = [Path(path).parent.name for path, value in parameters.items() if value is None]
+    unsized = [str(Path(path).parent).removeprefix("results/models/") for path, value in parameters.items() if value is None]
     if not unsized:
         return None
     return (f"models whose weights are not on this machine yet: {', '.join(unsized)}; the plan sizes their jobs as if "
@@ -591,7 +596,7 @@ def plan(jobs: Sequence[PlannedJob], needs: Mapping[str, Need], root: str | os.P
         sizes = dataclasses.replace(job_sizes(job.inputs, {**predicted, **known}, root, Batch.of(job.hyperparameters)),
                                     passes=passes(job.rule, job.wildcards, {name: Path(root) / path for name, path
                                                                             in job.named_inputs.items()}) if passes else 1.0)
-        need = needs.get(job.rule)
+        need = needs.get(job.rule) or needs.get(BORROWED.get(job.rule, ""))
         row = PlannedNeed(job.rule, dict(job.wildcards), job.threads, sizes, need is not None)
         if need is not None:
             row.memory_mb = int(overrides.get(job.rule) or need.request("memory_mb", sizes))

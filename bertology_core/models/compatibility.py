@@ -325,8 +325,9 @@ def given_classifier_problems(folder: Path, task: str, label_names: tuple[str, .
                 f"after fine-tuning on {task}, or drop {task} from the model's finetuned (the pipeline then fine-tunes it)."]
     if found != wanted:
         kind = "regression (1 output)" if label_names is None else f"{wanted} labels {list(label_names)}"
+        also = "" if label_names is None else f" (or declare {task}'s labels as the checkpoint was trained on them)"
         return [f"{config_path}: field 'id2label': the classifier has {found} label(s), but {task} has {kind}. Fix: give "
-                f"the classifier fine-tuned on {task} (or declare {task}'s labels as the checkpoint was trained on them)."]
+                f"the classifier fine-tuned on {task}{also}."]
     names = [str(name) for _, name in sorted((config.get("id2label") or {}).items(), key=lambda item: int(item[0]))]
     if label_names is not None and names and not all(_GENERIC_LABEL.fullmatch(name) for name in names):
         if [name.lower() for name in names] != [str(name).lower() for name in label_names]:

@@ -112,7 +112,10 @@ def resolve_model(spec: str, cache_dir: str | os.PathLike[str] | None = None) ->
             ) from error
         revision = folder.name
         if not is_hf_folder(folder):
-            raise ModelSpecError(f"Hub model {spec!r} has no safetensors weights; .bin pickles are refused.")
+            raise ModelSpecError(
+                f"Hub model {spec!r} has no safetensors weights; .bin pickles are refused (unpickling runs code). Fix: "
+                "where you trust the checkpoint, load it once with transformers and save_pretrained() it into a folder "
+                "(safetensors by default; the tokenizer too), then name that folder in the config instead.")
     problems = compatibility.model_problems(folder) or _tokenizer_problems(folder)
     if problems:
         raise ModelSpecError(f"Model spec {spec!r}:\n  " + "\n  ".join(problems))

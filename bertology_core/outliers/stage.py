@@ -35,9 +35,12 @@ class Outliers(Stage):
         return self.experiment.tasks if wanted is None else [task for task in wanted if task in self.experiment.tasks]
 
     def seeds(self, task: str) -> list[int]:
-        """The seeds configured for a task's outlier disabling: outliers.seeds, or the disabling stage's seeds."""
+        """The seeds configured for a task's outlier disabling: outliers.seeds, or the disabling stage's seeds (where the
+        config's stages leave disabling out: the top-level seeds, which are fine-tuned whatever runs)."""
         seeds = self.settings()["seeds"]
-        return self.experiment.disabling.seeds(task) if seeds is None else seeds
+        if seeds is not None:
+            return seeds
+        return self.experiment.disabling.seeds(task) if self.experiment.runs_stage("disabling") else self.experiment.seeds
 
     def runs(self, model: str, fit: Fit, found: Mapping[str, Any]) -> dict[str, Any]:
         """``outliers``: every analysed (task, seed) of its tasks and seeds (none when no model is fine-tuned from the
@@ -60,7 +63,8 @@ class Outliers(Stage):
             fine_tuned = experiment.finetuned_seeds(task, states.FINETUNED)
             missing = sorted(set(self.seeds(task)) - set(fine_tuned))
             if missing:
-                problems.append(f"outliers.seeds {missing} are not fine-tuned for {task} (fine-tuned seeds: {fine_tuned}): "
+                named = "outliers.seeds" if self.settings()["seeds"] is not None else "outliers.seeds (default: the disabling stage's)"
+                problems.append(f"{named} {missing} are not fine-tuned for {task} (fine-tuned seeds: {fine_tuned}): "
                                 "the outliers stage fine-tunes no model of its own. Fix: add them to seeds (or the disabling "
                                 "stage's seeds), or name fine-tuned ones.")
         return problems

@@ -123,9 +123,11 @@ class Pruning(Stage):
 
     def subnetwork_reference_retrained(self) -> bool:
         """Whether the full model is re-fine-tuned as the reference (the subnetworks' recipe departs from
-        fine-tuning's), rather than taken from the fine-tuning run itself."""
+        fine-tuning's, or the config gives fine-tuned classifiers, trained elsewhere with a recipe of their own),
+        rather than taken from the fine-tuning run itself."""
         pruning = self.settings()
-        return pruning["subnetwork_max_train_examples"] is not None or pruning["subnetwork_epochs"] is not None
+        return (pruning["subnetwork_max_train_examples"] is not None or pruning["subnetwork_epochs"] is not None
+                or bool(self.experiment.given_runs()))
 
     def subnetwork_names(self) -> list[str]:
         """``full`` (when re-fine-tuned) and ``<method>-<kind>-<protocol>``: a ticket's subnetworks per protocol."""
@@ -212,6 +214,8 @@ class Pruning(Stage):
         if not jobs.of(model).subnetworks:
             return "none re-fine-tuned (pruning.subnetworks or every subnetwork_seeds is empty): the table holds the fine-tuned models only"
         if self.subnetwork_reference_retrained():
+            given = " (fine-tuned classifiers are given in the config, trained elsewhere)" if self.experiment.given_runs() else ""
             return (f"re-fine-tuned on {pruning['subnetwork_max_train_examples'] or 'all'} train examples, "
-                    f"{pruning['subnetwork_epochs'] or 'the fine-tuning'} epochs; full = the same recipe")
+                    f"{pruning['subnetwork_epochs'] or 'the fine-tuning'} epochs; full = the same recipe, re-fine-tuned "
+                    f"here{given}")
         return "re-fine-tuned with the fine-tuning recipe; full = the fine-tuned model"

@@ -286,6 +286,10 @@ def build_sections(results: str | os.PathLike[str], models: Sequence[str], avail
     sections = []
     for anchor in layout.ordered(list(declared)):
         section = Section(anchor, layout.title(anchor), layout.texts.get(anchor, ""))
+        if anchor in left_out:  # one line, not one per file it would have shown
+            section.missing.append(f"{anchor}: not run; the config's stages leave it out (add {anchor} to stages).")
+            sections.append(section)
+            continue
         for model in models:
             runs = (section_runs or {}).get(model, {}).get(anchor, [])
             warning = unfit_warning(verdicts, runs, model, baselines=anchor == "baselines") if verdicts is not None else None
@@ -296,8 +300,7 @@ def build_sections(results: str | os.PathLike[str], models: Sequence[str], avail
                 path = results / item_file(kind, stem)
                 if str(path) not in available:
                     why = (" (fitness.if_unfit: skip: unfit models are left out, and this stage had no fit model to analyse)"
-                           if anchor in (skipped or {}).get(model, ())
-                           else f" (the config's stages leave out {anchor})" if anchor in left_out else " in this config")
+                           if anchor in (skipped or {}).get(model, ()) else " in this config")
                     section.missing.append(f"{stem}: not computed for {model}{why}.")
                     continue
                 if kind == "figure":

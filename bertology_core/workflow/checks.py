@@ -79,7 +79,11 @@ def given_problems(experiment: Experiment, model: str) -> list[str]:
         return []
     found = []
     for (name, task, seed), spec in experiment.given_runs().items():
-        folder = compatibility.local_folder(spec, experiment.repo) if name == model else None
+        try:
+            folder = compatibility.local_folder(spec, experiment.repo) if name == model else None
+        except compatibility.ModelSpecError as error:  # a package that is not installed
+            found.append(f"finetuned.{task} (seed {seed}) {spec!r}: {error}")
+            continue
         if folder is None or not compatibility.is_hf_folder(folder):
             continue  # a Hub id, or a missing folder (Experiment.given_problems)
         declared = experiment.task(task)

@@ -225,9 +225,9 @@ def per_task_problems(config: Any, tasks: list[str], path: str = "", declared: C
     for where, task in _per_task_names(config, path):
         if task in tasks:
             continue
-        guess = _close(str(task), tasks)
-        if task in declared and not guess:
+        if task in declared:  # a task of its own, never a misspelling of another
             continue
+        guess = _close(str(task), tasks)
         problems.append(f"config '{where}' names {task!r}, which is not in tasks {tasks}"
                         f"{f' (did you mean {guess!r}?)' if guess else ''}: its settings would be ignored. "
                         f"Fix: add {task} to tasks, or drop {where}.{task}.")
@@ -238,7 +238,7 @@ def per_task_ignored(config: Any, tasks: list[str], declared: Collection[str]) -
     """The warnings for ``per_task`` settings of a declared task this config does not run: ignored, and said so."""
     ignored: dict[str, list[str]] = {}
     for where, task in _per_task_names(config, ""):
-        if task not in tasks and task in declared and not _close(str(task), tasks):
+        if task not in tasks and task in declared:
             ignored.setdefault(str(task), []).append(where)
     return [f"config: the per_task settings of {task} ({', '.join(wheres)}) are ignored: {task} is not in tasks {tasks}."
             for task, wheres in ignored.items()]
