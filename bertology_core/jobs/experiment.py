@@ -288,10 +288,11 @@ class Experiment:
         self.config = config
         self.repo = Path(repo)
         self.models: dict[str, str] = {m["name"]: m["spec"] for m in config["models"]}
-        # model -> task -> the already fine-tuned classifiers given for it (models[].finetuned), the i-th for the
-        # task's i-th fine-tuned seed: no fine-tuning job runs for those
+        # model -> task -> the already fine-tuned classifiers given for it (models[].finetuned: the key is the state
+        # they fill), the i-th for the task's i-th fine-tuned seed: no fine-tuning job runs for those
         self.given: dict[str, dict[str, list[str]]] = {
-            m["name"]: {task: [found] if isinstance(found, str) else list(found) for task, found in (m.get("finetuned") or {}).items()}
+            m["name"]: {task: [found] if isinstance(found, str) else list(found)
+                        for task, found in (m.get(states.FINETUNED) or {}).items()}
             for m in config["models"]}
         self.tasks: list[str] = list(config["tasks"])
         # every declared task (the shipped ones, then task_declarations), or why the declarations cannot be read
