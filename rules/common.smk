@@ -301,6 +301,11 @@ def model_files(model):
     folder = checks.model_folder(EXPERIMENT, model)
     if folder is None:
         return {"checked": ancient(f"results/models/{model}/checked.json")}
+    return folder_files(folder)
+
+
+def folder_files(folder):
+    """A model folder's config and weights, as a job's inputs: replacing them reruns what used the model."""
     return {"config": str(folder / "config.json"), "weights": sorted(str(p) for p in folder.glob("*.safetensors"))}
 
 
@@ -311,7 +316,7 @@ def given_files(model, task, seed):
     folder = compatibility.spec_folder(spec, REPO)
     if folder is None or not compatibility.is_hf_folder(folder):
         return {}
-    return {"config": str(folder / "config.json"), "weights": sorted(str(p) for p in folder.glob("*.safetensors"))}
+    return folder_files(folder)
 
 
 def hand_labels(model):

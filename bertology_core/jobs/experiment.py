@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import re
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
@@ -519,8 +520,6 @@ class Experiment:
     def given_pattern(self) -> str:
         """A regular expression of the run folders the given classifiers fill (``<model>/<task>/finetuned/seed<N>/``),
         for the wildcard constraints that keep fine-tuning out of them; empty when none."""
-        import re
-
         return "|".join(re.escape(f"{model}/{task}/{states.FINETUNED}/seed{seed}/") for model, task, seed in self.given_runs())
 
     def given_problems(self) -> list[str]:
