@@ -2,7 +2,9 @@
 
 Parsing uses the ``conllu`` library; before it, every line is checked against the CoNLL-U
 format (https://universaldependencies.org/format.html) so a broken file fails with the file,
-line, field and fix instead of a silent mis-parse (``conllu`` accepts short lines).
+line, field and fix instead of a silent mis-parse (``conllu`` accepts short lines), and every
+sentence's dependency tree is checked as UD's tools/validate.py does at level 2 (ids, heads, one
+root, no cycle; see ``_check_sentence``), naming the sentence and word.
 
 Rows hold *syntactic words*: multiword tokens (``3-4 don't``) are dropped in favour of the
 words they contain (``do``, ``n't``), and empty nodes (``5.1``, enhanced graphs only) are
@@ -50,36 +52,108 @@ def _fail(path: Path, line: int, field: str, problem: str, fix: str) -> Treebank
     return TreebankError(f"{path}:{line}: field '{field}': {problem}. Fix: {fix}")
 
 
-def _check_sentence(path: Path, rows: list[tuple[int, list[str]]]) -> None:
-    """Word ids 1..n in order, heads in 0..n, exactly one root."""
+SENT_ID = re.compile(r"#\s*sent_id\s*=\s*(.*?)\s*")
+# Appended to every tree-structure fix: UD's validator explains the same problems in more detail.
+UD_FIX = "or validate the file with UD's tools/validate.py --level 2; remove the sentence if it cannot be fixed"
+
+
+def _check_sentence(path: Path, rows: list[tuple[int, list[str]]], sentence: str) -> None:
+    """The tree structure of one sentence, as UD's tools/validate.py checks it at level 2.
+
+    Done: word ids 1..n consecutive; HEAD an integer 0..n, never the word itself; DEPREL given; exactly one
+    word with HEAD 0, whose DEPREL is ``root`` (and ``root`` nowhere else); every word reaches that root
+    without a cycle. Multiword token ranges (``3-4``) and empty nodes (``5.1``) are allowed and left out of
+    the tree (empty nodes and the DEPS column belong to the enhanced graph, which is not checked).
+    Not done: the rest of level 2 (UPOS, features and relation names from UD's lists, sent_id uniqueness,
+    ``# text``, ranges' spans, enhanced DEPS) and levels 3-5 (relation-specific and language-specific rules).
+    ``sentence`` names the sentence in messages (its sent_id, else its ordinal and first line)."""
     words = [(line, cols) for line, cols in rows if WORD_ID.fullmatch(cols[0])]
     if not words:
         line = rows[0][0]
-        raise _fail(path, line, "ID", "sentence has no words (only ranges or empty nodes)", "add its word lines")
+        raise _fail(path, line, "ID", f"sentence has no words, only ranges or empty nodes ({sentence})",
+                    f"add its word lines, {UD_FIX}")
     n = len(words)
-    roots = 0
+    heads = [0] * (n + 1)  # heads[i]: the head of word i; heads[0] is the artificial root
+    roots: list[int] = []
+
+    def at(word: object) -> str:  # built only for a message: formatting it per word would slow the loop
+        return f"({sentence}, word {word})"
+
     for expected, (line, cols) in enumerate(words, start=1):
         if int(cols[0]) != expected:
-            raise _fail(path, line, "ID", f"word id {cols[0]} where {expected} was expected",
-                        "number the words of each sentence 1, 2, 3, ... without gaps")
+            raise _fail(path, line, "ID", f"word id {cols[0]} where {expected} was expected {at(cols[0])}",
+                        f"number the words of each sentence 1, 2, 3, ... without gaps, {UD_FIX}")
         if not WORD_ID.fullmatch(cols[6]) and cols[6] != "0":
-            raise _fail(path, line, "HEAD", f"{cols[6]!r} is not a word index",
-                        "give the head's ID, or 0 for the root")
-        if int(cols[6]) > n:
-            raise _fail(path, line, "HEAD", f"head {cols[6]} is beyond the sentence's {n} words",
-                        "point HEAD at a word of the same sentence")
-        if int(cols[6]) == expected:
-            raise _fail(path, line, "HEAD", "a word cannot be its own head", "fix the HEAD column")
+            raise _fail(path, line, "HEAD", f"{cols[6]!r} is not a word index {at(cols[0])}",
+                        f"give the head's ID, or 0 for the root, {UD_FIX}")
+        head = int(cols[6])
+        if head > n:
+            raise _fail(path, line, "HEAD", f"head {cols[6]} is beyond the sentence's {n} words {at(cols[0])}",
+                        f"point HEAD at a word of the same sentence, {UD_FIX}")
+        if head == expected:
+            raise _fail(path, line, "HEAD", f"a word cannot be its own head {at(cols[0])}",
+                        f"correct the HEAD column of this sentence, {UD_FIX}")
         if cols[7] in ("", "_"):
-            raise _fail(path, line, "DEPREL", "missing relation", "give the dependency relation")
-        roots += cols[6] == "0"
-    if roots != 1:
-        raise _fail(path, words[0][0], "HEAD", f"sentence has {roots} roots (HEAD 0), not 1",
-                    "give exactly one word HEAD 0 per sentence")
+            raise _fail(path, line, "DEPREL", f"missing relation {at(cols[0])}",
+                        f"give the dependency relation, {UD_FIX}")
+        # UD compares the universal part of the relation: root:xyz counts as root
+        is_root = cols[7] == "root" or cols[7].startswith("root:")
+        if head == 0:
+            if not is_root:
+                raise _fail(path, line, "DEPREL",
+                            f"the word with HEAD 0 has DEPREL {cols[7]!r}, not 'root' {at(cols[0])}",
+                            f"give the root word DEPREL root, {UD_FIX}")
+            if roots:
+                raise _fail(path, line, "HEAD",
+                            f"a second root: words {roots[0]} and {expected} both have HEAD 0 {at(cols[0])}",
+                            f"give exactly one word HEAD 0 per sentence: correct the HEAD column of this sentence, "
+                            f"{UD_FIX}")
+            roots.append(expected)
+        elif is_root:
+            raise _fail(path, line, "DEPREL",
+                        f"DEPREL {cols[7]!r} on a word whose HEAD is {head}, not 0 {at(cols[0])}",
+                        f"only the word with HEAD 0 has DEPREL root: correct the HEAD or DEPREL column, {UD_FIX}")
+        heads[expected] = head
+    cycle = _cycle(heads)
+    if cycle is not None:
+        # with heads in 0..n and no root, following heads must loop: name the loop in both cases
+        loop = " -> ".join(map(str, [*cycle, cycle[0]]))
+        line, cols = words[cycle[0] - 1]
+        if not roots:
+            raise _fail(path, line, "HEAD",
+                        f"no word has HEAD 0, so the sentence has no root; its heads loop {loop} {at(cycle[0])}",
+                        f"give exactly one word HEAD 0 per sentence: correct the HEAD column of this sentence, "
+                        f"{UD_FIX}")
+        raise _fail(path, line, "HEAD", f"the heads form a cycle {loop}: these words never reach the root "
+                    f"(word {roots[0]}) {at(cycle[0])}", f"correct the HEAD column of this sentence, {UD_FIX}")
+
+
+def _cycle(heads: list[int]) -> list[int] | None:
+    """A cycle of ``heads`` (word -> head, 0 the root), smallest word first, or None if every word reaches 0.
+
+    Each word is walked once: a walk stops at a word already known to reach the root (O(n) per sentence)."""
+    state = bytearray(len(heads))  # 0: not seen, 1: on the current walk, 2: reaches the root
+    state[0] = 2
+    for start in range(1, len(heads)):
+        walk = []
+        node = start
+        while state[node] == 0:
+            state[node] = 1
+            walk.append(node)
+            node = heads[node]
+        if state[node] == 1:  # the walk came back to itself
+            cycle = walk[walk.index(node):]
+            first = cycle.index(min(cycle))
+            return cycle[first:] + cycle[:first]
+        for node in walk:
+            state[node] = 2
+    return None
 
 
 def validate(path: str | os.PathLike[str]) -> int:
-    """Check a CoNLL-U file line by line; return its number of sentences or raise TreebankError."""
+    """Check a CoNLL-U file line by line, and each sentence's tree as UD's validate.py does at level 2 (see
+    :func:`_check_sentence`); return its number of sentences or raise TreebankError. Streams: one sentence
+    in memory at a time."""
     path = Path(path)
     try:
         return _validate_lines(path)
@@ -90,16 +164,28 @@ def validate(path: str | os.PathLike[str]) -> int:
 def _validate_lines(path: Path) -> int:
     sentences = 0
     rows: list[tuple[int, list[str]]] = []
+    sent_id: str | None = None
+    first_line = 0  # the current sentence's first line (comment or word), named when it has no sent_id
+
+    def name() -> str:
+        if sent_id:
+            return f"sentence {sent_id!r}"
+        return f"sentence {sentences + 1} of the file, no sent_id, from line {first_line}"
+
     with path.open(encoding="utf-8") as handle:
         for number, raw in enumerate(handle, start=1):
             line = raw.rstrip("\n").rstrip("\r")
             if not line.strip():
                 if rows:
-                    _check_sentence(path, rows)
+                    _check_sentence(path, rows, name())
                     sentences += 1
                     rows = []
+                sent_id, first_line = None, 0
                 continue
+            first_line = first_line or number
             if line.startswith("#"):
+                if match := SENT_ID.fullmatch(line):
+                    sent_id = match.group(1)
                 continue
             cols = line.split("\t")
             if len(cols) != 10:
@@ -111,7 +197,7 @@ def _validate_lines(path: Path) -> int:
                             "fix the first column")
             rows.append((number, cols))
     if rows:  # a last sentence without the closing blank line
-        _check_sentence(path, rows)
+        _check_sentence(path, rows, name())
         sentences += 1
     if sentences == 0:
         raise _fail(path, 1, "file", "no sentences", "point treebank.files at a CoNLL-U file with sentences")
