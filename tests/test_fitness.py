@@ -42,6 +42,31 @@ def test_the_same_model_is_unfit_when_the_margin_is_above_the_intervals_lower_bo
     assert not unfit["fit"] and "not above the margin" in unfit["reason"]
 
 
+def test_a_model_a_few_points_over_trivial_is_weak_not_fit():
+    """RTE-like: 2,000 dev examples, half of each class, a model right on 55% (5 points over the trivial predictor,
+    clearly above it) against BERT-base's 65.70: its lower bound does not clear half the way (about 7.6 points)."""
+    rng = np.random.default_rng(1)
+    labels = np.repeat([0, 1], 1000)
+    predictions = labels.copy()
+    wrong = rng.choice(2000, 900, replace=False)
+    predictions[wrong] = 1 - predictions[wrong]
+    rte = tasks.glue_task("RTE")
+    settings = FitnessSettings(reference=0.657)
+    weak = verdict_stats.assess(rte, predictions, labels, settings)
+    assert weak["fit"] and weak["ci_low"] > 0 and weak["strength"] == verdict_stats.WEAK
+    assert weak["fit_margin"] == pytest.approx(0.5 * (0.657 - 0.5)) and "not above the fit margin" in weak["reason"]
+    # the same model where BERT-base is not far above chance is fit; without a reference the margin alone decides
+    assert verdict_stats.assess(rte, predictions, labels, FitnessSettings(reference=0.52))["strength"] == verdict_stats.STRONG
+    plain = verdict_stats.assess(rte, predictions, labels, FitnessSettings())
+    assert plain["strength"] == verdict_stats.STRONG and plain["fit_margin"] is None and "no fit margin" in plain["reason"]
+    row = verdict_stats.verdict_row("m", {"task": "RTE", "state": "finetuned", "seed": 1, "fitness": weak | {"settings_reference": 0.657}})
+    assert row["strength"] == "weak" and row["reference_score"] == 0.657
+    assert verdict_stats.verdict_table([row])["strength"].to_list() == ["weak"]
+    # summaries say weak beside fit and unfit
+    table = verdict_stats.verdict_table([row, row | {"seed": 2, "strength": "fit"}])
+    assert Verdicts(table, "m").label("RTE", [1, 2]) == "weak: seed 1 (1 of 2)" and Verdicts(table, "m").label("RTE", [2]) == "fit"
+
+
 def test_a_model_that_predicts_one_class_everywhere_is_never_fit():
     labels = np.array([1] * 60 + [0] * 40)
     for constant in (0, 1):

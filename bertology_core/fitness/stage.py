@@ -9,9 +9,10 @@ from bertology_core.jobs.experiment import Stage
 
 class Fitness(Stage):
     def task_settings(self, task: str) -> dict[str, Any]:
-        """The verdict's settings for one task: the defaults, with the task's margin."""
+        """The verdict's settings for one task: the defaults, with the task's margin and reference score."""
         fitness = self.settings()
-        return {k: v for k, v in fitness.items() if k not in ("if_unfit", "per_task")} | fitness["per_task"].get(task, {})
+        return ({k: v for k, v in fitness.items() if k not in ("if_unfit", "per_task", "reference_scores")}
+                | {"reference": fitness["reference_scores"].get(task)} | fitness["per_task"].get(task, {}))
 
     def inputs(self) -> list[str]:
         """What the fitness checkpoint reads: the verdict of every fine-tuned run of every model."""

@@ -14,10 +14,22 @@ subnetwork is as good as the full one. So every fine-tuned model gets a verdict 
 - **Difference**: the task's main metric (its declaration's: accuracy for most GLUE tasks, Matthews correlation
   for CoLA, Pearson for STS-B) of the model minus that of the trivial predictor, on the full dev set, with a paired bootstrap
   percentile interval over dev examples (:mod:`bertology_core.stats.bootstrap`: both scored on the same resamples).
-- **Verdict**: the model is *fit for analysis* when the interval's lower bound is above ``margin`` (default
-  0: the model beats the trivial predictor beyond what the choice of dev examples explains) and dev holds at
-  least ``min_examples`` examples (a bootstrap of a handful says nothing). A margin is in the metric's own
-  units (0.02 = 2 accuracy points).
+- **Verdict**, one of three (``strength``):
+
+  - *unfit* when the interval's lower bound is not above ``margin`` (default 0: the model does not beat the trivial
+    predictor beyond what the choice of dev examples explains) or dev holds fewer than ``min_examples`` examples (a
+    bootstrap of a handful says nothing). Unfit models are what ``fitness.if_unfit`` acts on.
+  - *weak* when it beats the trivial predictor but its lower bound does not clear the *fit margin*: ``weak_share``
+    (default 0.5) of the distance from the trivial predictor to the task's ``reference`` score, a published BERT-base
+    dev score (config ``fitness.reference_scores``: the transformers text-classification example's bert-base-cased
+    dev results, e.g. RTE 65.70, MRPC accuracy 84.07). The papers analyse models 15-30 points above the trivial
+    predictor; a model that has learnt less than half of what BERT-base learns over it inflates disabling gains and
+    prunable shares (a near-constant predictor loses little to any change). Weak models are analysed, and every claim
+    resting on one says so. Without a reference score (a task of one's own that declares none) a model above the
+    margin is fit, and the table says that no fit margin applied.
+  - *fit* otherwise.
+
+  A margin is in the metric's own units (0.02 = 2 accuracy points).
 
 Models fine-tuned from scratch (random weights) are baselines: their verdict is reported (they are expected to be
 unfit), never acted on. The table's ``state`` column names each model's state (:mod:`bertology_core.data.states`).
@@ -37,18 +49,23 @@ from bertology_core.stats.bootstrap import metric_on_resamples, percentile_inter
 from bertology_core.data.tasks import Task
 
 FIT, UNFIT = "fit", "UNFIT"
+STRONG, WEAK, NOT_FIT = "fit", "weak", "unfit"  # the verdict's three levels (``strength``)
 # the column every summary table gets: null for rows that rest on no fine-tuned model (the pre-trained encoder)
 COLUMN = "fit_for_analysis"
 VERDICT_COLUMNS = ("model", "task", "state", "seed", "metric", "score", "trivial_score", "delta", "ci_low", "ci_high",
-                   "margin", "fit", "trivial_predictor", "given")
+                   "margin", "fit_margin", "reference_score", "fit", "strength", "trivial_predictor", "given")
 
 
 @dataclass(frozen=True)
 class FitnessSettings:
-    """``margin``: the lower bound of the interval must be above it; ``min_examples``: fewer dev examples
-    cannot make a model fit; ``resamples``, ``level`` and ``seed``: the paired bootstrap's."""
+    """``margin``: the lower bound of the interval must be above it (else unfit); ``weak_share`` and ``reference``:
+    the lower bound must clear ``weak_share`` of the distance from the trivial score to the ``reference`` score (else
+    weak; no reference: not judged); ``min_examples``: fewer dev examples cannot make a model fit; ``resamples``,
+    ``level`` and ``seed``: the paired bootstrap's."""
 
     margin: float = 0.0
+    weak_share: float = 0.5
+    reference: float | None = None
     min_examples: int = 20
     resamples: int = 1000
     level: float = 0.95
@@ -90,23 +107,40 @@ def assess(task: Task, predictions: np.ndarray, labels: np.ndarray, settings: Fi
     low, high = (float(x) for x in percentile_interval(resampled_score - resampled_trivial, settings.level))
     enough = n >= settings.min_examples
     fit = bool(enough and np.isfinite(low) and low > settings.margin)
+    fit_margin = fit_margin_of(trivial_score, settings)
+    strength = NOT_FIT if not fit else WEAK if fit_margin is not None and not low > fit_margin else STRONG
     return {
         "metric": metric, "score": score, "trivial_score": trivial_score, "trivial_predictor": described,
         "delta": score - trivial_score, "ci_low": low, "ci_high": high, "examples": int(n), "fit": fit,
-        "reason": _reason(metric, score, trivial_score, low, high, settings, fit, n),
+        "fit_margin": fit_margin, "strength": strength,
+        "reason": _reason(metric, score, trivial_score, low, high, settings, fit, n, fit_margin, strength),
         **{f"settings_{k}": v for k, v in asdict(settings).items()},
     }
 
 
+def fit_margin_of(trivial_score: float, settings: FitnessSettings) -> float | None:
+    """How far above the trivial predictor a model's lower bound must be to be fit rather than weak: ``weak_share`` of
+    the distance from the trivial score to the reference score (never below ``margin``); None without a reference."""
+    if settings.reference is None:
+        return None
+    return max(settings.margin, settings.weak_share * (settings.reference - trivial_score))
+
+
 def _reason(metric: str, score: float, trivial: float, low: float, high: float, settings: FitnessSettings, fit: bool,
-            examples: int) -> str:
+            examples: int, fit_margin: float | None = None, strength: str = STRONG) -> str:
     if examples < settings.min_examples:
         return (f"only {examples} dev examples, fewer than fitness.min_examples ({settings.min_examples}): "
                 "too few to judge the model, so it is not fit")
     interval = f"{settings.level:.0%} interval of the difference [{low:+.3f}, {high:+.3f}]"
     relation = "above" if fit else "not above"
-    return (f"{metric} {score:.3f} vs trivial {trivial:.3f}: {interval}; its lower bound is {relation} the margin "
-            f"{settings.margin:+.3f}")
+    reason = (f"{metric} {score:.3f} vs trivial {trivial:.3f}: {interval}; its lower bound is {relation} the margin "
+              f"{settings.margin:+.3f}")
+    if not fit:
+        return reason
+    if fit_margin is None:
+        return reason + "; no reference score for this task (fitness.reference_scores): no fit margin applied"
+    return (reason + f"; {'not ' if strength == WEAK else ''}above the fit margin {fit_margin:+.3f} ({settings.weak_share:.0%} "
+            f"of the way from trivial to the reference {settings.reference:.3f}): {strength}")
 
 
 def verdict_row(model: str, record: Mapping[str, Any]) -> dict[str, Any]:
@@ -116,7 +150,11 @@ def verdict_row(model: str, record: Mapping[str, Any]) -> dict[str, Any]:
         "model": model, "task": record["task"], "state": record["state"], "seed": int(record["seed"]),
         "metric": fitness["metric"], "score": fitness["score"], "trivial_score": fitness["trivial_score"],
         "delta": fitness["delta"], "ci_low": fitness["ci_low"], "ci_high": fitness["ci_high"],
-        "margin": fitness["settings_margin"], "fit": fitness["fit"], "trivial_predictor": fitness["trivial_predictor"],
+        "margin": fitness["settings_margin"], "fit_margin": fitness.get("fit_margin"),
+        "reference_score": fitness.get("settings_reference"), "fit": fitness["fit"],
+        # fit, weak or unfit (a record written before weak existed: fit or unfit)
+        "strength": fitness.get("strength") or (STRONG if fitness["fit"] else NOT_FIT),
+        "trivial_predictor": fitness["trivial_predictor"],
         # the spec of a classifier given in the config (models[].finetuned) in place of fine-tuning it here
         "given": record.get("given"),
     }
@@ -125,7 +163,8 @@ def verdict_row(model: str, record: Mapping[str, Any]) -> dict[str, Any]:
 def verdict_table(rows: Sequence[Mapping[str, Any]]) -> pl.DataFrame:
     schema = {"model": pl.String, "task": pl.String, "state": pl.String, "seed": pl.Int64, "metric": pl.String,
               "score": pl.Float64, "trivial_score": pl.Float64, "delta": pl.Float64, "ci_low": pl.Float64,
-              "ci_high": pl.Float64, "margin": pl.Float64, "fit": pl.Boolean, "trivial_predictor": pl.String,
+              "ci_high": pl.Float64, "margin": pl.Float64, "fit_margin": pl.Float64, "reference_score": pl.Float64,
+              "fit": pl.Boolean, "strength": pl.String, "trivial_predictor": pl.String,
               "given": pl.String}
     return pl.DataFrame(list(rows), schema=schema).sort("model", "task", "state", "seed")
 
@@ -164,17 +203,26 @@ class Verdicts:
                  state: str = states.FINETUNED):
         rows = table.filter((pl.col("model") == model) & (pl.col("state") == state))
         self.fit = {(t, int(s)): bool(f) for t, s, f in rows.select("task", "seed", "fit").iter_rows()}
+        weak = rows.filter(pl.col("strength") == WEAK) if "strength" in rows.columns else rows.clear()
+        self.weak = {(t, int(s)) for t, s in weak.select("task", "seed").iter_rows()}
         self.runs = {task: [int(s) for s in seeds] for task, seeds in (runs or {}).items()}
 
     def label(self, task: str, seeds: Sequence[int]) -> str | None:
-        """``fit``, ``UNFIT`` (one seed), ``UNFIT: seed 2 (1 of 3)``, ``UNFIT: all 3 seeds``; None when no
-        verdict applies (no fine-tuned model of those seeds)."""
+        """``fit``, ``weak`` (one seed), ``weak: seed 2 (1 of 3)``, ``UNFIT`` (one seed), ``UNFIT: seed 2 (1 of 3)``,
+        ``UNFIT: all 3 seeds``; None when no verdict applies (no fine-tuned model of those seeds). Weak models are
+        analysed (fit for analysis), but a reader should know: above the trivial predictor, less than half way to the
+        task's reference score."""
         known = [s for s in seeds if (task, s) in self.fit]
         if not known:
             return None
         unfit = [s for s in known if not self.fit[(task, s)]]
         if not unfit:
-            return FIT
+            weak = [s for s in known if (task, s) in self.weak]
+            if not weak:
+                return FIT
+            if len(known) == 1:
+                return WEAK
+            return f"{WEAK}: seed{'s' if len(weak) > 1 else ''} {', '.join(map(str, weak))} ({len(weak)} of {len(known)})"
         if len(known) == 1:
             return UNFIT
         if len(unfit) == len(known):
