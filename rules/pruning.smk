@@ -23,7 +23,7 @@ rule head_importance:
         # what the job computes in (bertology_core/models/precision.py)
         precision=config["compute"]["precision"],
         code=script_code("head_importance"),
-        importance=EXPERIMENT.pruning.params(),
+        importance=EXPERIMENT.pruning.params("michel"),
         step_share=config["pruning"]["michel_step_share"],
         recompute=config["pruning"]["michel_recompute"],
         max_length=lambda wc: EXPERIMENT.max_length(wc.task, states.FINETUNED),
@@ -68,7 +68,8 @@ rule lottery_pruning:
         precision=config["compute"]["precision"],
         code=script_code("lottery_pruning"),
         selection=lambda wc: EXPERIMENT.pruning.lottery_split(wc.protocol),
-        importance=lambda wc: EXPERIMENT.pruning.params() if wc.method == "s" else None,
+        # s-pruning ranks by importance at pruning.ticket_importance_granularity (Prasanna et al.'s batch by default)
+        importance=lambda wc: EXPERIMENT.pruning.params("ticket") if wc.method == "s" else None,
         keep=config["pruning"]["keep"],
         keep_above_constant=config["pruning"]["keep_above_constant"],
         method=lambda wc: EXPERIMENT.pruning.lottery_method(wc.method),
@@ -204,7 +205,7 @@ rule pruning_summary:
         recompute=config["pruning"]["michel_recompute"],
         # what the captions say each result was chosen and scored on
         data={key: config["pruning"][key] for key in ("importance_split", "importance_examples", "importance_granularity",
-                                                      "dev_examples", "split_seed")},
+                                                      "ticket_importance_granularity", "dev_examples", "split_seed")},
         bootstrap={k: config["pruning"][f"kappa_{k}"] for k in ("resamples", "level", "seed")},
         recipe_note=lambda wc: EXPERIMENT.pruning.recipe_note(jobs(), wc.model),
     log:

@@ -219,13 +219,15 @@ def test_token_importance_is_michel_et_al_codes_context_dot_product():
     assert masked_heads[1, 2] == 0 and masked_mlps[0] == 0 and (np.delete(masked_heads.ravel(), 6) > 0).all()
 
 
-def test_batch_importance_is_prasanna_et_al_codes_shared_gate():
-    """Prasanna et al.'s compute_heads_importance by hand: one gate per head (and MLP) shared by a batch, on the
+@pytest.mark.parametrize("batch_size", [3, 4])
+def test_batch_importance_is_prasanna_et_al_codes_shared_gate(batch_size):
+    """Prasanna et al.'s compute_heads_mlps_importance by hand: one gate per head (and MLP) shared by a batch, on the
     context vectors (the same as on the probabilities), batches in the data's order, |gradient of the batch-mean
     loss| summed over batches (the gradients zeroed between batches, which their code forgets) and divided by the
-    real tokens. gate_importance differentiates the batch's summed loss: the batch size times that."""
+    real tokens. gate_importance gives the configured batch size times that, a constant: with 6 examples in batches
+    of 4 the last batch (2 examples) weighs as in their code, not as half a batch."""
     model, data, labels = _importance_model_and_data()
-    task, batch_size = get_task("MRPC"), 3
+    task = get_task("MRPC")
     heads_ref, mlps_ref = np.zeros((3, model.config.num_attention_heads)), np.zeros(3)
     for _, _, (head_gates, mlp_gates), loss, _ in _gated_eager_reference(model, data, labels, batch_size, True):
         grads = torch.autograd.grad(loss, [*head_gates, *mlp_gates])
@@ -235,11 +237,29 @@ def test_batch_importance_is_prasanna_et_al_codes_shared_gate():
     heads, mlps = importance.gate_importance(model, task, data, labels, batch_size=batch_size, granularity="batch")
     np.testing.assert_allclose(heads, batch_size * heads_ref / tokens, rtol=1e-5, atol=0)
     np.testing.assert_allclose(mlps, batch_size * mlps_ref / tokens, rtol=1e-5, atol=0)
+    if batch_size != 3:
+        return
     # the batches' make-up matters: one batch of all six examples gives another importance
     whole, _ = importance.gate_importance(model, task, data, labels, batch_size=6, granularity="batch")
     assert not np.allclose(whole, 2 * heads, rtol=1e-3)
     with pytest.raises(ValueError, match="granularity"):
         importance.gate_importance(model, task, data, labels, granularity="head")
+
+
+def test_michel_curve_and_lottery_tickets_rank_by_their_own_authors_importance():
+    """Michel et al.'s curve (head_importance) at pruning.importance_granularity, token; s-pruning's tickets
+    (lottery_pruning) at pruning.ticket_importance_granularity, batch (Prasanna et al.'s), with the batch size that
+    makes its batches; set equal, the two jobs get the same settings."""
+    from test_jobs import SMOKE, plan_of
+
+    pruning = plan_of(SMOKE).pruning
+    michel, ticket = pruning.params("michel"), pruning.params("ticket")
+    assert michel["importance_granularity"] == "token" and michel["importance_batch_size"] is None
+    assert ticket["importance_granularity"] == "batch" and ticket["importance_batch_size"] == pruning.settings()["batch_size"]
+    assert list(michel) == list(ticket) and {k: v for k, v in michel.items() if "granularity" not in k and "batch" not in k} == {
+        k: v for k, v in ticket.items() if "granularity" not in k and "batch" not in k}
+    same = plan_of(SMOKE, {"pruning": {"ticket_importance_granularity": "token"}}).pruning
+    assert same.params("ticket") == same.params("michel") == michel
 
 
 def test_the_granularities_rank_heads_differently():
@@ -685,6 +705,72 @@ def test_a_seed_without_a_ticket_does_not_lower_the_masks_kappa():
     _, stability = summary.survival_and_stability({("MRPC", "s"): [(1, ticket), (2, ticket), (3, other)]}, lambda stack: (0.0, 0.0))
     heads = stability.filter(pl.col("element") == "heads").row(0, named=True)
     assert heads["kappa_loo_max"] == pytest.approx(1.0) and heads["kappa_loo_min"] == pytest.approx(-1.0)
+
+
+def _saved_ticket_masks(tmp_path, name, state):
+    """A ticket's mask as the summary reads it: Ticket.tensors() written by safetensors (as lottery_pruning.py does)
+    and read back with safetensors.numpy (as pruning_summary.py does): uint8 arrays."""
+    from safetensors.numpy import load_file
+    from safetensors.torch import save_file
+
+    ticket = lottery.Ticket("s", "held_out", len(state) - 1, [lottery.Iteration(i, m, 1.0, 1.0) for i, m in enumerate(state)],
+                            None, 4, 4, {})
+    save_file(ticket.tensors(), tmp_path / f"{name}.safetensors")
+    return load_file(tmp_path / f"{name}.safetensors")
+
+
+def test_seeds_without_a_head_ticket_leave_kappa_and_survival_but_are_named(tmp_path):
+    """Three seeds of s-pruning: seed 2's search removed an MLP but no head (no head ticket: an all-ones head mask, as
+    a search stopped at iteration 0 writes it), seed 3's heads but no MLP. Each element's kappa, interval, survival
+    and kept shares are those of the seeds with a ticket for it alone, and the others are named. m-pruning alike,
+    its no-ticket seed first (its all-ones weight masks)."""
+    import polars as pl
+
+    from bertology_core.pruning import summary
+
+    full = StructureMask.full(2, 4)
+    seed1 = full.without(heads=[(0, 1), (1, 0), (1, 3)], mlps=[1])
+    seed2 = full.without(mlps=[0])
+    seed3 = full.without(heads=[(0, 1), (0, 2), (1, 0)])
+    masks = {seed: _saved_ticket_masks(tmp_path, f"s{seed}", [full, mask]) for seed, mask in ((1, seed1), (2, seed2), (3, seed3))}
+    masks[4] = _saved_ticket_masks(tmp_path, "s4", [full])  # stopped at iteration 0: no ticket at all
+    assert masks[2]["heads"].dtype == np.uint8 and masks[2]["heads"].all() and masks[4]["mlps"].all()
+    seen: list[np.ndarray] = []
+
+    def interval(stack):
+        seen.append(stack.copy())
+        return -0.5, 0.5
+
+    survival, stability = summary.survival_and_stability({("MRPC", "s"): sorted(masks.items())}, interval)
+    heads = stability.filter(pl.col("element") == "heads").row(0, named=True)
+    tickets = np.stack([seed1.heads, seed3.heads])
+    assert heads["seeds"] == 2 and heads["seeds_without_ticket"] == "2, 4"
+    assert heads["fleiss_kappa"] == pytest.approx(stats.fleiss_kappa(tickets))
+    assert heads["kappa_max"] == pytest.approx(stats.fleiss_kappa_ceiling(tickets))
+    assert heads["kept_share"] == pytest.approx(5 / 8) and heads["kept_share_min"] == heads["kept_share_max"] == 5 / 8
+    assert (heads["kappa_ci_low"], heads["kappa_ci_high"]) == (-0.5, 0.5)
+    assert np.isnan(heads["kappa_loo_min"]) and np.isnan(heads["kappa_loo_max"])  # two ticket seeds: none to leave out
+    mlps = stability.filter(pl.col("element") == "mlps").row(0, named=True)
+    assert mlps["seeds"] == 2 and mlps["seeds_without_ticket"] == "3, 4" and mlps["kept_share"] == pytest.approx(0.5)
+    # the interval saw the ticket seeds' masks only: heads of seeds 1 and 3, MLPs of seeds 1 and 2
+    assert len(seen) == 2 and np.array_equal(seen[0], tickets) and np.array_equal(seen[1], np.stack([seed1.mlps, seed2.mlps]))
+    head_survival = survival.filter(pl.col("element") == "head").sort("layer", "head")["survival"].to_numpy()
+    np.testing.assert_array_equal(head_survival, tickets.mean(0).ravel())  # 1, 0, 0.5, 1 / 0, 1, 1, 0.5
+    mlp_survival = survival.filter(pl.col("element") == "mlp").sort("layer")["survival"].to_list()
+    assert mlp_survival == [0.5, 0.5]
+
+    # m-pruning: the no-ticket seed first, its all-ones weight masks
+    names = ["bert.encoder.layer.0.attention.self.query", "bert.encoder.layer.1.output.dense"]
+    ones = {name: np.ones((2, 3), np.uint8) for name in names}
+    two = {names[0]: np.array([[1, 0, 1], [1, 1, 1]], np.uint8), names[1]: np.array([[0, 1, 1], [1, 1, 0]], np.uint8)}
+    three = {names[0]: np.array([[1, 0, 0], [1, 1, 1]], np.uint8), names[1]: np.ones((2, 3), np.uint8)}
+    survival, stability = summary.survival_and_stability({("MRPC", "m"): [(1, ones), (2, two), (3, three)]}, lambda stack: (0.0, 0.0))
+    weights = stability.row(0, named=True)
+    flat = np.stack([np.concatenate([m[n].reshape(-1) for n in names]) for m in (two, three)]).astype(bool)
+    assert weights["element"] == "weights" and weights["seeds"] == 2 and weights["seeds_without_ticket"] == "1"
+    assert weights["fleiss_kappa"] == pytest.approx(stats.fleiss_kappa(flat))
+    assert weights["kept_share_min"] == pytest.approx(9 / 12) and weights["kept_share_max"] == pytest.approx(10 / 12)
+    assert survival.sort("layer")["survival"].to_list() == pytest.approx([(5 / 6 + 4 / 6) / 2, (4 / 6 + 1) / 2])
 
 
 def test_the_pruning_summary_tables_from_hand_made_runs():

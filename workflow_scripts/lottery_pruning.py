@@ -25,7 +25,7 @@ task = tasks.Task.from_meaning(snakemake.params.task)
 model = use_engine(loading.load_classifier(snakemake.input.model, task, loading.SAVED, 0).to(job_device))
 tokenizer = loading.load_tokenizer(snakemake.input.model)
 importance_data = None
-if wc.method == "s":  # s-pruning ranks heads and MLPs by Michel et al.'s importance on these examples (null: the whole split)
+if wc.method == "s":  # s-pruning ranks heads and MLPs by gate-gradient importance on these examples (null: the whole split)
     frame = tasks.subsample(pl.read_parquet(snakemake.input.importance), params.importance["importance_examples"],
                            params.importance["subsample_seed"])
     importance_data = batching.encode(frame, tokenizer, params.max_length), frame["label"].to_numpy()
@@ -43,7 +43,8 @@ ticket = lottery.find_ticket(
     importance_data=importance_data,
     normalize=bool(params.importance and params.importance["normalize_by_layer"]),
     batch_size=params.batch_size,
-    importance_granularity=params.importance["importance_granularity"] if params.importance else "token",
+    # pruning.ticket_importance_granularity (stage.params("ticket")); m-pruning uses no importance
+    importance_granularity=params.importance["importance_granularity"] if params.importance else "batch",
     # a killed job replays the scores and importance it saved (its inputs' hashes are in the fingerprint)
     checkpoint=checkpoint.scores_checkpoint(params.checkpoint_dir, snakemake.resources.checkpoint_seconds or None,
                                             dict(params.items()), snakemake.input.model, snakemake.input.dev,

@@ -5,16 +5,20 @@ Definitions, as in Michel, Levy and Neubig 2019, "Are Sixteen Heads Really Bette
 - every head ``h`` gets a gate ``xi_h`` multiplying its attention (the engine's ``scale``; 1 = intact,
   0 = masked). Its importance is eq. (2), ``I_h = E_x |dL(x) / dxi_h|``, the expected *absolute* gradient of the
   loss over a set of examples, at the current mask. Where the absolute value is taken is a choice
-  (``pruning.importance_granularity``; :func:`gate_importance`), and the two reference codes differ:
-  * ``token`` (the default): Michel et al.'s own code (``calculate_head_importance`` in their fork of
+  (:func:`gate_importance`'s ``granularity``), and the two reference codes differ:
+  * ``token``: Michel et al.'s own code (``calculate_head_importance`` in their fork of
     pytorch-pretrained-BERT, ``examples/classifier_eval.py``) takes ``|dot(grad_ctx, ctx)|``, the gradient with
     respect to a gate on the head's context vector at each token position, summed over positions and examples and
     divided by the number of tokens (the last layer, where only [CLS] gets a gradient, by the number of examples);
   * ``example``: eq. 2 read literally, the absolute gradient of each example's loss (a gate per example);
-  * ``batch``: Prasanna et al.'s code (``compute_heads_importance`` in ``find_head_masks.py``, from transformers'
-    run_bertology.py): the absolute gradient of a batch's loss with respect to one gate shared by the batch, summed
-    over batches and divided by the number of tokens.
-  Padding never counts. One backward pass of the summed loss with a gate per example (``per_example`` plan) gives
+  * ``batch``: Prasanna et al.'s code (``compute_heads_importance`` in ``find_head_masks.py``,
+    ``compute_heads_mlps_importance`` in ``find_head_mlp_masks.py``, from transformers' run_bertology.py): the
+    absolute gradient of a batch's loss with respect to one gate shared by the batch, summed over batches and divided
+    by the number of tokens.
+  Each paper's ranking follows its own code by default: Michel et al.'s curve (and ``importance.parquet``) at
+  ``pruning.importance_granularity`` (``token``), the lottery tickets' s-pruning at
+  ``pruning.ticket_importance_granularity`` (``batch``); they are computed in separate jobs, each its own passes,
+  so a second granularity costs no extra pass. Padding never counts. One backward pass of the summed loss with a gate per example (``per_example`` plan) gives
   all three: every example's own gradient, their sum, and (through the engine's sink and an MLP output hook) the
   gradients of the gated probabilities and MLP outputs that give the per-token values.
 - the scores of each layer are normalised by their l2 norm (section 4.1: "we normalize the importance scores
@@ -84,13 +88,16 @@ def gate_importance(
       (their last, partial batch weighs a little more per example).
     - ``example`` (eq. 2 read literally): ``E_x |dL(x)/dxi|``, each example's own gradient (a gate per example),
       averaged over the examples.
-    - ``batch`` (Prasanna et al.'s code, from transformers' run_bertology.py): ``|dL(B)/dxi|`` with one gate shared
-      by the batch ``B`` (the batches of ``batch_size`` examples in the data's order, as their sequential sampler;
-      the result depends on the batch size), summed over batches and divided by the number of real tokens; ``L(B)`` is
-      the batch's summed loss, their code's batch mean times the batch size (again a constant for full batches). Their
-      code never zeroes the gates' ``.grad`` between batches, so each batch adds the running sum of the gradients so
-      far; that is a bug we do not reproduce. (Their head-and-MLP script divides only the MLPs by the tokens; the
-      layer normalisation and their min-max rescaling make that irrelevant to their ranking.)
+    - ``batch`` (Prasanna et al.'s code, ``compute_heads_mlps_importance`` in src/find_head_mlp_masks.py of
+      sai-prasanna/bert-experiments, from transformers' run_bertology.py): ``|dL(B)/dxi|`` with one gate per head and
+      per MLP shared by the batch ``B`` (their ``head_mask`` ``[layers, heads]`` and ``mlp_mask`` ``[layers]``,
+      broadcast over the batch; the batches of ``batch_size`` examples in the data's order, as their sequential
+      sampler; the result depends on the batch size, 64 in their find_masks.sh), summed over batches and divided by
+      the number of real tokens; ``L(B)`` is their batch-*mean* loss, here times ``batch_size`` (a constant, so that
+      full batches give the summed loss's gradient; a last, partial batch weighs as in their code). What differs:
+      their code never zeroes the gates' ``.grad`` between batches, so each batch adds the running sum of the
+      gradients so far; that is a bug we do not reproduce. Their head-and-MLP script divides only the MLPs by the
+      tokens, and rescales both min-max after the layer normalisation; neither changes their ranking.
 
     Gates sit at the values of ``mask`` (1 kept, 0 removed). Under ``example`` and ``batch`` the gradient of a
     removed element is still defined (how much the loss would change if it came back a little); under ``token`` a
@@ -139,8 +146,10 @@ def gate_importance(
             head_sum += torch.stack([g.abs().sum(0) for g in grads[:num_layers]]).double()
             mlp_sum += torch.stack([g.abs().sum() for g in grads[num_layers:]]).double()
         elif granularity == "batch":
-            head_sum += torch.stack([g.sum(0).abs() for g in grads[:num_layers]]).double()
-            mlp_sum += torch.stack([g.sum().abs() for g in grads[num_layers:]]).double()
+            # the gradient of the batch-mean loss, as Prasanna et al.'s code takes it, times the configured batch size
+            weight = batch_size / len(rows)
+            head_sum += torch.stack([g.sum(0).abs() for g in grads[:num_layers]]).double() * weight
+            mlp_sum += torch.stack([g.sum().abs() for g in grads[num_layers:]]).double() * weight
     examples, tokens = len(order), int(data.lengths().sum())
     if granularity == "example":
         divisor = np.full(num_layers, examples, dtype=float)

@@ -9,7 +9,11 @@ keeps at least ``keep`` (90%) of the full fine-tuned model's score; the subnetwo
   (embeddings excluded; biases, LayerNorms, pooler and classifier kept). Uses ``torch.nn.utils.prune``.
 - *s-pruning* (structured): each iteration removes the 10% of all heads and one MLP (a layer's feed-forward
   block) with the lowest importance, Michel et al.'s gate-gradient score (:mod:`bertology_core.pruning.importance`),
-  recomputed on the current subnetwork.
+  recomputed on the current subnetwork. By default it is computed as Prasanna et al.'s code computes it
+  (``compute_heads_mlps_importance`` in their src/find_head_mlp_masks.py): one gate per head and per MLP shared by
+  each batch, the absolute gradient of the batch loss summed over batches (``pruning.ticket_importance_granularity:
+  batch``), heads normalised by their layer's l2 norm, MLPs not; Michel et al.'s curve keeps their own per-token
+  importance (``pruning.importance_granularity``). m-pruning ranks by magnitude and uses no importance.
 
 Then "good" (the survivors), "bad" (as many elements, taken from the pruned ones: for m-pruning the weights
 of smallest magnitude) and "random" (as many elements drawn uniformly) subnetworks are each re-fine-tuned from the *pre-trained* weights with their mask
@@ -437,7 +441,7 @@ def find_ticket(
     importance_data: tuple[Encoded, np.ndarray] | None = None,
     normalize: bool = True,
     batch_size: int = 32,
-    importance_granularity: str = "token",
+    importance_granularity: str = "batch",
     checkpoint: ArrayCheckpoint | None = None,
 ) -> Ticket:
     """m- or s-pruning of ``model`` (``method``), every iteration scored on ``selection`` only (half A under
@@ -447,7 +451,7 @@ def find_ticket(
     ``method_settings``: m: ``rate``, ``max_iterations``; s: ``head_share``, ``mlps_per_step``, ``refine``
     (with ``importance_data``, the train examples and labels of the gate-gradient importance, ``normalize`` and
     ``importance_granularity``, :func:`~bertology_core.pruning.importance.gate_importance`'s ``granularity``, whose batches
-    are of ``batch_size`` under ``batch``). m-pruning leaves its masks on ``model``. With a ``checkpoint``, every
+    are of ``batch_size`` under ``batch``: by default Prasanna et al.'s, a gate shared by each batch). m-pruning leaves its masks on ``model``. With a ``checkpoint``, every
     score and importance computed is saved as it says (:class:`~bertology_core.models.checkpoint.Replay`): a rerun
     after a kill replays the iterations they cover without a pass (the pruning steps themselves are redone: they
     follow from the scores and importance) and goes on from there.

@@ -13,6 +13,8 @@ from bertology_core.jobs.sections import BOTH, Section, SectionRuns, Summary
 
 # one pruned model's folder: the models fine-tuned from the pre-trained encoder are pruned (state finetuned)
 PRUNE_DIR = f"results/pruning/{{model}}/{{task}}/{states.FINETUNED}/seed{{seed}}"
+# the config key of each use's importance granularity: each paper's ranking as its authors' code computes it
+IMPORTANCE_GRANULARITY = {"michel": "importance_granularity", "ticket": "ticket_importance_granularity"}
 
 
 class Pruning(Stage):
@@ -89,15 +91,19 @@ class Pruning(Stage):
     def importance_data(self, task: str) -> str:
         return f"results/data/{task}/{self.settings()['importance_split']}.parquet"
 
-    def params(self) -> dict[str, Any]:
-        """The importance settings every pruning job depends on; the batch size only under batch granularity, whose
-        batches it makes (elsewhere it changes speed only, so changing it reruns nothing)."""
+    def params(self, use: str = "michel") -> dict[str, Any]:
+        """The importance settings of a job: ``michel`` (head_importance: Michel et al.'s curve and importance.parquet,
+        at ``pruning.importance_granularity``) or ``ticket`` (s-pruning's lottery search, at
+        ``pruning.ticket_importance_granularity``), under the one key ``importance_granularity``, so that each job
+        depends on its own granularity only. The batch size only under batch granularity, whose batches it makes
+        (elsewhere it changes speed only, so changing it reruns nothing)."""
         pruning = self.settings()
-        keys = ("importance_split", "importance_examples", "importance_granularity", "normalize_by_layer")
-        return {key: pruning[key] for key in keys} | {
-            "subsample_seed": self.config["data"]["subsample_seed"],
-            "importance_batch_size": pruning["batch_size"] if pruning["importance_granularity"] == "batch" else None,
-        }
+        granularity = pruning[IMPORTANCE_GRANULARITY[use]]
+        # the keys in the order they always had: a job's recorded params stay the same where its settings did
+        return {"importance_split": pruning["importance_split"], "importance_examples": pruning["importance_examples"],
+                "importance_granularity": granularity, "normalize_by_layer": pruning["normalize_by_layer"],
+                "subsample_seed": self.config["data"]["subsample_seed"],
+                "importance_batch_size": pruning["batch_size"] if granularity == "batch" else None}
 
     def dev_sample(self) -> dict[str, Any]:
         """The dev examples that score pruning decisions: a seeded subsample, or all of dev (examples null)."""

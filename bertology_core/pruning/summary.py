@@ -40,12 +40,23 @@ class PruningSettings:
     importance_granularity: str
     dev_examples: int | None
     split_seed: int
+    # s-pruning's (pruning.ticket_importance_granularity); importance_granularity is Michel et al.'s curve's
+    ticket_importance_granularity: str = "batch"
+
+    def _importance_note(self, granularity: str) -> str:
+        reference = {"token": "Michel et al.'s code", "example": "eq. 2 per example", "batch": "Prasanna et al.'s code"}
+        return (f"{self.importance_examples or 'all'} {self.importance_split} examples, |gradient| per "
+                f"{granularity} ({reference.get(granularity, 'see the config')})")
 
     @property
     def importance_note(self) -> str:
-        reference = {"token": "Michel et al.'s code", "example": "eq. 2 per example", "batch": "Prasanna et al.'s code"}
-        return (f"{self.importance_examples or 'all'} {self.importance_split} examples, |gradient| per "
-                f"{self.importance_granularity} ({reference.get(self.importance_granularity, 'see the config')})")
+        """What the importance map and Michel et al.'s curve rank by."""
+        return self._importance_note(self.importance_granularity)
+
+    @property
+    def ticket_importance_note(self) -> str:
+        """What s-pruning's lottery tickets rank by."""
+        return self._importance_note(self.ticket_importance_granularity)
 
     @property
     def dev_note(self) -> str:
@@ -226,7 +237,7 @@ def protocol_note(settings: PruningSettings) -> str:
            "(the two numbers a reader compares; they differ in report set, ticket and re-fine-tuning run); "
            "half_b_minus_held_out: both on half B, which the held-out ticket never saw, so only the ticket differs"
            if "paper" in settings.protocols else "; half_a, half_b, dev: each network on each set")
-        + f". s-pruning's importance: {settings.importance_note} under both protocols.{floor_note}"
+        + f". s-pruning's importance: {settings.ticket_importance_note} under both protocols.{floor_note}"
     )
 
 
