@@ -7,9 +7,10 @@ rule head_roles:
     conda:
         "../envs/torch.yaml"
     input:
+        # what the rare-token role counts the model's word pieces on: head_roles.frequency_corpus where set (an input,
+        # so that editing it reruns the roles), else the task's training split
+        unpack(EXPERIMENT.head_roles.frequency_inputs),
         dump=lambda wc: EXPERIMENT.attention.dump_files(wc.model, f"{wc.task}/{wc.dumped}"),
-        # rare tokens are counted in the training text of the task (in the model's word pieces)
-        train="results/data/{task}/train.parquet",
         resolved="results/models/{model}/resolved.json",
     output:
         roles="results/head_roles/{model}/{task}/{dumped}.parquet",
@@ -20,6 +21,8 @@ rule head_roles:
         dump="results/attention/{model}/{task}/{dumped}",
         # the rare-token role counts only examples whose rarest piece is not among this many most frequent pieces
         rare_top_frequent=config["head_roles"]["rare_top_frequent"],
+        # recorded in the roles table, named by the summary's note
+        frequency_source=EXPERIMENT.head_roles.frequency_source(),
     log:
         "logs/head_roles/{model}/{task}/{dumped}.log",
     benchmark:

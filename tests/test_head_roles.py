@@ -257,6 +257,151 @@ def test_piece_frequencies_count_the_tokenizers_pieces_without_special_tokens():
     assert "[CLS]" not in counts and "[SEP]" not in counts
 
 
+# ---- where the pieces are counted (head_roles.frequency_corpus) -----------------------------------------------------
+
+# the tiny MRPC training split's least frequent pieces (house 16, never 16, old 18, runs 19), made the most frequent;
+# with a byte-order mark, Windows line ends and blank lines, which the corpus reader leaves out
+CORPUS = "\ufeff" + "house never old runs .\r\n\r\n" * 50 + "   \n"
+
+
+def _corpus_plan(configured):
+    from test_jobs import SMOKE, plan_of
+
+    return plan_of(SMOKE, {"head_roles": {"frequency_corpus": configured}})
+
+
+def test_a_frequency_corpus_changes_which_pieces_are_frequent(tmp_path):
+    from types import SimpleNamespace
+
+    from bertology_core.jobs import needs
+    from bertology_core.workflow import jobs
+
+    corpus = tmp_path / "pretraining_sample.txt"
+    corpus.write_text(CORPUS, encoding="utf-8", newline="")
+    plan = _corpus_plan(str(corpus))
+    assert jobs.problems(plan) == []
+    # the job reads the corpus instead of the task's split: an input, so that editing it reruns the roles
+    inputs = plan.head_roles.frequency_inputs(SimpleNamespace(task="MRPC"))
+    assert inputs == {"frequency_corpus": str(corpus)} and plan.head_roles.frequency_source() == f"corpus {corpus}"
+    # and its bytes count in what the job reads (its memory and time requests)
+    assert needs.job_sizes(inputs.values()).read_mb == pytest.approx(corpus.stat().st_size / 1e6)
+    default = _corpus_plan(None).head_roles
+    assert default.frequency_inputs(SimpleNamespace(task="MRPC")) == {"train": "results/data/MRPC/train.parquet"}
+    assert default.frequency_source() == "task training split"
+
+    tokenizer = loading.load_tokenizer(TINY_BERT)
+    train = tmp_path / "train.parquet"
+    tasks.read_files(tasks.glue_task("MRPC", GLUE_SMOKE), "train").write_parquet(train)
+    from_split = measure_tables.piece_frequencies(tokenizer, measure_tables.frequency_texts(train=train))
+    from_corpus = measure_tables.piece_frequencies(tokenizer, measure_tables.frequency_texts(corpus=inputs["frequency_corpus"]))
+    assert from_corpus == Counter({"house": 50, "never": 50, "old": 50, "runs": 50, ".": 50})
+
+    def frequent(frequencies, top=5):
+        return {piece for piece, count in frequencies.items() if count >= measure_tables.frequent_count(frequencies, top)}
+
+    assert frequent(from_split) == {".", "##s", "a", "to", "##day"}
+    assert frequent(from_corpus) == {"house", "never", "old", "runs", "."}
+    # so an example whose rarest piece is rare in the task's text but frequent in the corpus leaves the rare-token role
+    tokens, segments = ["[CLS]", "house", "never", "[SEP]"], [None, 0, 0, None]
+    by_split = measure_tables.ExampleTokens.from_dump_row(tokens, segments, from_split,
+                                                          measure_tables.frequent_count(from_split, 5))
+    by_corpus = measure_tables.ExampleTokens.from_dump_row(tokens, segments, from_corpus,
+                                                           measure_tables.frequent_count(from_corpus, 5))
+    assert (by_split.rare_counted, by_corpus.rare_counted) == (True, False)
+
+
+def test_a_frequency_corpus_is_read_a_few_lines_at_a_time(tmp_path):
+    from bertology_core.head_roles import corpus_tables
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text(CORPUS, encoding="utf-8", newline="")
+    tokenizer = loading.load_tokenizer(TINY_BERT)
+    pulled, seen = [0], []
+
+    def texts():
+        for line in corpus_tables.lines(corpus):
+            pulled[0] += 1
+            yield line
+
+    class Watched:  # the tokenizer, noting how many lines were read when it is called
+        def __call__(self, chunk, **kwargs):
+            seen.append(pulled[0])
+            return tokenizer(chunk, **kwargs)
+
+        def __len__(self):
+            return len(tokenizer)
+
+        def convert_ids_to_tokens(self, ids):
+            return tokenizer.convert_ids_to_tokens(ids)
+
+    counts = measure_tables.piece_frequencies(Watched(), texts(), batch=7)
+    assert counts["house"] == 50 and len(seen) == 8  # 50 texts, 7 at a time
+    assert all(lines <= 7 * call for call, lines in enumerate(seen, 1))
+    # a batch of nothing but empty texts is skipped, not the end
+    assert measure_tables.piece_frequencies(tokenizer, [None, "", "house", None], batch=2) == Counter({"house": 1})
+
+
+@pytest.mark.parametrize(("make", "problem"), [
+    (None, "does not exist"),
+    (lambda path: path.mkdir(), "is not a file"),
+    (lambda path: path.write_bytes(b""), "is empty"),
+    (lambda path: path.write_text("\n  \n\t\n"), "holds only blank lines"),
+    (lambda path: path.write_bytes(b"\x1f\x8b\x08\x00 gzip"), "is not UTF-8 text"),
+], ids=["missing", "folder", "empty", "blank", "gzip"])
+def test_a_bad_frequency_corpus_is_a_config_problem_naming_the_key_the_path_and_the_fix(tmp_path, make, problem):
+    from bertology_core.workflow import jobs
+
+    path = tmp_path / "corpus.txt"
+    if make is not None:
+        make(path)
+    problems = [line for line in jobs.problems(_corpus_plan(str(path))) if "frequency_corpus" in line]
+    assert len(problems) == 1, problems
+    assert problems[0].startswith(f"head_roles.frequency_corpus {str(path)!r} ({path}) {problem}")
+    assert "Fix: point it at a plain UTF-8 text file" in problems[0] and "set it to null" in problems[0]
+    # a relative path is the repository's, and said so
+    from conftest import REPO
+
+    relative = [line for line in jobs.problems(_corpus_plan("no/such/corpus.txt")) if "frequency_corpus" in line]
+    assert relative == [relative[0]] and f"'no/such/corpus.txt' ({REPO / 'no/such/corpus.txt'}) does not exist" in relative[0]
+
+
+def test_a_corpus_line_that_is_not_utf8_stops_the_count_naming_the_key(tmp_path):
+    from bertology_core.head_roles import corpus_tables
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_bytes(b"house never\nold caf\xe9\n")  # Latin-1 past the start the checks decode
+    with pytest.raises(ValueError, match="head_roles.frequency_corpus .*is not UTF-8.*Fix: convert the file to UTF-8"):
+        list(corpus_tables.lines(corpus))
+
+
+def test_the_summary_note_names_where_the_pieces_were_counted():
+    from bertology_core.head_roles import summary
+
+    by_split = pl.DataFrame({"frequency_source": ["task training split"] * 2})
+    assert summary.frequency_source_note(by_split).startswith("each task's training split (the fine-tuning data, not the "
+                                                              "encoder's pre-training text; Voita et al. count on")
+    by_corpus = pl.DataFrame({"frequency_source": ["corpus data/wiki_sample.txt"]})
+    assert summary.frequency_source_note(by_corpus) == "the corpus file data/wiki_sample.txt (head_roles.frequency_corpus)"
+
+
+def test_a_roles_job_with_a_frequency_corpus_is_priced_by_the_corpus(tmp_path):
+    import dataclasses
+
+    from bertology_core.cost import estimate, model as cost
+
+    calibration = cost.Calibration("cpu: counting", 1, "float32", cost.Geometry(3, 8, 16, 4), {}, {"model": 0.0, "tables": 0.0},
+                                   maps={"tokenize": {"per_example": 1e-4, "per_piece": 1e-6}})
+    train = estimate.Lengths({("MRPC", "train"): pl.DataFrame({"idx": [0, 1], "length": [10, 20]})})
+    job = estimate.Job("head_roles", {"model": "m", "task": "MRPC", "dumped": "pretrained"}, {}, {}, 1)
+    assert estimate.head_roles(job, train, calibration).seconds == pytest.approx(0.5 * (2e-4 + 30e-6))
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("abcdefghi\n" * 900)  # 900 lines of 10 bytes: 2,000 pieces at 4.5 bytes a piece
+    with_corpus = dataclasses.replace(job, named_inputs={"frequency_corpus": str(corpus)})
+    price = estimate.head_roles(with_corpus, train, calibration)
+    assert price.seconds == pytest.approx(0.5 * (900 * 1e-4 + 9000 / estimate.CORPUS_BYTES_PER_PIECE * 1e-6))
+    assert "frequency corpus" in price.note
+
+
 # ---- Hard Concrete gates --------------------------------------------------------------------------------------------
 
 

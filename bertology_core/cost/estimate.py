@@ -19,6 +19,7 @@ Torch-free: the token lengths come in as :class:`Lengths` (tools/estimate_runtim
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from pathlib import Path
 from collections.abc import Callable, Mapping
@@ -444,9 +445,35 @@ def syntactic_heads(job: Job, lengths: Lengths, calibration: Calibration) -> Pri
     return Price(seconds, {"forward": seconds})
 
 
+# bytes of English text per word piece of a BERT-style WordPiece vocabulary (about 1.3 pieces to a word of about 5.7
+# bytes with its space): a rough figure, as a corpus file is priced without tokenising it
+CORPUS_BYTES_PER_PIECE = 4.5
+
+
+@functools.lru_cache(maxsize=16)
+def _corpus_lines(path: str, size: int, stamp: int) -> int:
+    """Lines of a text file (cached by its size and modification time: a plan prices every roles job)."""
+    lines, last = 0, b"\n"
+    with open(path, "rb") as handle:
+        while chunk := handle.read(1 << 24):
+            lines, last = lines + chunk.count(b"\n"), chunk[-1:]
+    return lines + (last != b"\n")
+
+
 def head_roles(job: Job, lengths: Lengths, calibration: Calibration) -> Price:
-    """Counting the word pieces of the task's training text (one pass of the tokenizer without a second, uncut one:
-    about half of what :func:`~bertology_core.inputs.batching.encode` costs); the maps' scoring is stage work."""
+    """Counting the word pieces of what the rare-token role counts on (one pass of the tokenizer without a second,
+    uncut one: about half of what :func:`~bertology_core.inputs.batching.encode` costs): the task's training text, or
+    the job's ``frequency_corpus`` input (head_roles.frequency_corpus), its lines at its bytes over
+    :data:`CORPUS_BYTES_PER_PIECE` pieces; the maps' scoring is stage work."""
+    corpus = job.named_inputs.get("frequency_corpus")
+    if corpus and Path(corpus).is_file():
+        stat = Path(corpus).stat()
+        lines = max(1, _corpus_lines(str(corpus), stat.st_size, stat.st_mtime_ns))
+        # every line at the mean length: a broadcast view, not an array as long as the corpus
+        texts = np.broadcast_to(np.float64(stat.st_size / CORPUS_BYTES_PER_PIECE / lines), (lines,))
+        seconds = 0.5 * calibration.tokenize_seconds(texts)
+        note = f"frequency corpus of {stat.st_size / 1e6:.3g} MB priced at {CORPUS_BYTES_PER_PIECE} bytes a piece"
+        return Price(seconds, {"count pieces": seconds}, note)
     seconds = 0.5 * calibration.tokenize_seconds(lengths.of(job.wildcards["task"], "train", 1 << 30))
     return Price(seconds, {"count pieces": seconds})
 

@@ -16,11 +16,18 @@ Definitions, as in the paper, with what an encoder with [CLS]/[SEP] changes:
 - **Rare tokens** (section 5.3): a head "points to the least frequent tokens in a sentence": "among sentences where
   the least frequent token in a sentence is not in the top-500 most frequent tokens, this head points to the rarest
   token in 66% of cases, and to one of the two least frequent tokens in 83% of cases". Frequency is counted in word
-  pieces (the model's own tokens) over the task's training text: the head sees pieces, and Voita et al.'s NMT models
-  counted their own (BPE) tokens the same way; each piece counts on its own, so a word split into pieces has one
-  rare piece or several. Only examples whose rarest real piece is not among the ``top_frequent`` (config
-  ``head_roles.rare_top_frequent``, 500: the paper's) most frequent training pieces count (:func:`frequent_count`;
-  ties at the boundary count as frequent, a piece unseen in training is never frequent). ``rare_share`` is the share
+  pieces, the model's own tokens (the head sees pieces; Voita et al.'s NMT models had their own BPE tokens); each
+  piece counts on its own, so a word split into pieces has one rare piece or several. *Where* they are counted
+  differs from the paper by default: Voita et al. count on the NMT model's own training data, the text the model
+  learnt from. Here, with config ``head_roles.frequency_corpus`` null (the default), they are counted on the
+  fine-tuning task's training split (as prepared: a sample where ``data.max_train_examples`` is set), which is not
+  the encoder's pre-training text: a piece frequent in the task but rare in pre-training (or the reverse) is ranked
+  as the task has it, for the pre-trained encoder's dump too. Set ``frequency_corpus`` to a text file sampled from
+  the pre-training text (Wikipedia and BookCorpus for BERT; :mod:`bertology_core.head_roles.corpus_tables`) to be
+  closer to the paper; the roles table's ``frequency_source`` says which was used. Only examples whose rarest real
+  piece is not among the ``top_frequent`` (config ``head_roles.rare_top_frequent``, 500: the paper's) most frequent
+  pieces of that text count (:func:`frequent_count`; ties at the boundary count as frequent, a piece unseen in it is
+  never frequent). ``rare_share`` is the share
   of their real query tokens whose maximum weight (over all keys, special tokens included, as for the positional
   role) falls on a rarest real token of the example (several when tied); ``rare2_share`` the share that falls on
   one of the two least frequent (the real tokens whose count is at most the second-lowest count of the example:
@@ -50,37 +57,61 @@ what the paper averages over; the rare-token role over those of the examples tha
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import polars as pl
 
 from bertology_core.attention.dump_tables import dequantise
+from bertology_core.data import tasks
+from bertology_core.head_roles import corpus_tables
 
 RARE_TOP_FREQUENT = 500  # Voita et al. 5.3: sentences whose least frequent token is not in the top-500
 
 
-def piece_frequencies(tokenizer, texts: Iterable[str | None]) -> Counter:
+def piece_frequencies(tokenizer, texts: Iterable[str | None], batch: int = 2048) -> Counter:
     """How often each word piece (the tokenizer's token string, as dumps store it) occurs in ``texts``, without
-    special tokens and without truncation. ``None`` entries (a single-sentence task's second sentence) are skipped."""
-    texts = [text for text in texts if text]
-    counts: Counter = Counter()
-    for start in range(0, len(texts), 2048):
-        for ids in tokenizer(texts[start:start + 2048], add_special_tokens=False)["input_ids"]:
-            counts.update(ids)
+    special tokens and without truncation. ``None`` and empty entries (a single-sentence task's second sentence, a
+    blank line) are skipped. ``texts`` is read ``batch`` texts at a time, so a generator over a large corpus file
+    (:func:`bertology_core.head_roles.corpus_tables.lines`) never sits in memory."""
+    texts = iter(texts)
+    counts = np.zeros(len(tokenizer), dtype=np.int64)
+    while read := list(itertools.islice(texts, batch)):
+        chunk = [text for text in read if text]
+        if not chunk:
+            continue
+        ids = np.fromiter(itertools.chain.from_iterable(tokenizer(chunk, add_special_tokens=False)["input_ids"]), dtype=np.int64)
+        if ids.size and ids.max() >= counts.size:  # an id past len(tokenizer): grow rather than drop it
+            counts = np.pad(counts, (0, int(ids.max()) + 1 - counts.size))
+        counts += np.bincount(ids, minlength=counts.size)
+    seen = np.flatnonzero(counts).tolist()
     by_token: Counter = Counter()
-    for token, i in zip(tokenizer.convert_ids_to_tokens(list(counts)), list(counts)):
-        by_token[token] += counts[i]  # two ids may spell the same piece
+    for token, i in zip(tokenizer.convert_ids_to_tokens(seen), seen):
+        by_token[token] += int(counts[i])  # two ids may spell the same piece
     return by_token
 
 
+def frequency_texts(train: str | Path | None = None, corpus: str | Path | None = None) -> Iterator[str | None]:
+    """The texts the pieces are counted on: the lines of ``corpus`` (a text file, read a line at a time:
+    :func:`corpus_tables.lines`) where given, else both sentences of every example of ``train`` (a prepared split)."""
+    if corpus is not None:
+        return corpus_tables.lines(Path(corpus))
+    if train is None:
+        raise ValueError("no frequency source: neither a training split nor a corpus file. Fix: pass one of them.")
+    first, second = tasks.sentence_texts(pl.read_parquet(train))
+    return iter(first + (second or []))
+
+
 def frequent_count(frequencies: Counter, top: int = RARE_TOP_FREQUENT) -> float:
-    """The training count from which a piece is among the ``top`` most frequent: the ``top``-th largest count (ties
-    at the boundary are frequent too); every seen piece is frequent when fewer than ``top`` are seen, an unseen one
-    (count 0) never is; ``inf`` (nothing frequent, no filter) when ``top`` is 0 or nothing was counted."""
+    """The count (in the frequency source) from which a piece is among the ``top`` most frequent: the ``top``-th
+    largest count (ties at the boundary are frequent too); every seen piece is frequent when fewer than ``top`` are
+    seen, an unseen one (count 0) never is; ``inf`` (nothing frequent, no filter) when ``top`` is 0 or nothing was
+    counted."""
     counts = sorted((c for c in frequencies.values() if c > 0), reverse=True)
     if top <= 0 or not counts:
         return math.inf
@@ -93,15 +124,15 @@ class ExampleTokens:
     the example counts for the rare-token role."""
 
     real: np.ndarray  # [L] bool: not a special token
-    rarest: np.ndarray  # [L] bool: a real token of the lowest training frequency in the example
+    rarest: np.ndarray  # [L] bool: a real token of the lowest frequency (in the frequency source) in the example
     two_rarest: np.ndarray  # [L] bool: a real token whose count is at most the example's second-lowest (ties included)
-    rare_counted: bool  # its rarest real piece is not among the training text's most frequent
+    rare_counted: bool  # its rarest real piece is not among the frequency source's most frequent
 
     @classmethod
     def from_dump_row(cls, tokens: list[str], segment_ids: list[int | None], frequencies: Counter,
                       frequent_from: float = math.inf) -> "ExampleTokens":
-        """``frequent_from``: the training count from which a piece is frequent (:func:`frequent_count`); the
-        default counts every example."""
+        """``frequent_from``: the count from which a piece is frequent (:func:`frequent_count`); the default counts
+        every example."""
         real = np.array([segment is not None for segment in segment_ids], dtype=bool)
         counts = np.array([frequencies.get(token, 0) if is_real else np.inf for token, is_real in zip(tokens, real)], dtype=float)
         if not real.any():

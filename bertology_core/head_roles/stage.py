@@ -4,9 +4,11 @@ pruned models, its config checks, its section and the summary's inputs."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from bertology_core.data import states
+from bertology_core.head_roles import corpus_tables
 from bertology_core.jobs.experiment import FITNESS_TABLE, Fit, GateJob, ModelRuns, Stage, Verdicted
 from bertology_core.jobs.sections import BOTH, Section, SectionRuns, Summary
 
@@ -24,7 +26,10 @@ class HeadRoles(Stage):
     ), title='Head roles and learned head gates (Voita et al. 2019)')
     claimed = True
     # memory (bertology_core/jobs/needs.py): it reads the dump a chunk of examples at a time, but a chunk grows with
-    # the examples' lengths and its counts with the dump (615 to 1,050 MB from QQP's dump to QNLI's, measured)
+    # the examples' lengths and its counts with the dump (615 to 1,050 MB from QQP's dump to QNLI's, measured). A
+    # frequency corpus is an input too, so its bytes count in what a job reads, as the time to tokenise it grows with
+    # them; its memory does not (read a line at a time), so a large corpus makes the memory request larger than needed.
+    # The lines were fitted on jobs without a corpus: refit after a run with one (tools/fit_needs.py)
     memory = {"head_roles": "holds"}
     # the roles read the attention dumps; the gates, the pruned models
     reads = ("attention", "pruning")
@@ -40,15 +45,35 @@ class HeadRoles(Stage):
                 for weights in gates["encoder"] for strength in gates["strengths"]]
         return {"gated": gated, "gates": jobs}
 
+    def frequency_corpus(self) -> Path | None:
+        """The text file the rare-token role counts word pieces on (``frequency_corpus``, relative paths from the
+        repository); None: each task's training split."""
+        configured = self.settings()["frequency_corpus"]
+        return None if configured is None else self.experiment.repo_path(configured)
+
+    def frequency_inputs(self, wildcards: Any) -> dict[str, str]:
+        """The head_roles job's input the pieces are counted on: the corpus file where set (so that editing it reruns
+        the roles), else the task's prepared training split."""
+        corpus = self.frequency_corpus()
+        return {"train": f"results/data/{wildcards.task}/train.parquet"} if corpus is None else {"frequency_corpus": str(corpus)}
+
+    def frequency_source(self) -> str:
+        """What the roles table's ``frequency_source`` says (:func:`corpus_tables.source_name`)."""
+        return corpus_tables.source_name(self.settings()["frequency_corpus"])
+
     def section_runs(self, jobs: Verdicted, model: str, runs: ModelRuns) -> SectionRuns:
         shows = sorted(set(runs.dumped_runs) | {(t, states.FINETUNED, s) for t, s in runs.gated})
         return SectionRuns(bool(runs.dumps), shows, bool(runs.dumped_runs or runs.gated))
 
     def problems(self) -> list[str]:
-        """Gate tasks and seeds must be pruned ones: the gates are compared with Michel et al.'s curve of the same model."""
+        """Gate tasks and seeds must be pruned ones: the gates are compared with Michel et al.'s curve of the same model;
+        a frequency corpus must be a non-empty UTF-8 text file."""
         gates, experiment, pruning = self.settings()["gates"], self.experiment, self.experiment.pruning
         pruned = pruning.tasks()
         problems = experiment.named_task_problems({"head_roles.gates.tasks": gates["tasks"]})
+        # the corpus is read by every roles job: a wrong path stops the run here, not after the dumps
+        if (corpus := self.frequency_corpus()) is not None:
+            problems += corpus_tables.problems(corpus, self.settings()["frequency_corpus"])
         for task in [t for t in gates["tasks"] or [] if t in experiment.tasks]:
             if task not in pruned:
                 problems.append(f"head_roles.gates.tasks names {task}, which is not pruned (pruning.tasks: "

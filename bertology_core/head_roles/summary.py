@@ -13,7 +13,7 @@ import polars as pl
 from bertology_core.data import states
 from bertology_core.data.tasks import Task
 from bertology_core.fitness import verdict_stats
-from bertology_core.head_roles import gate_stats, stats
+from bertology_core.head_roles import corpus_tables, gate_stats, stats
 from bertology_core.stats.metrics import main_metric_note
 from bertology_core.summaries import figures
 from bertology_core.summaries.figures import Output
@@ -24,7 +24,7 @@ Run = tuple[str, int]  # (task, seed)
 @dataclass(frozen=True)
 class HeadRolesSettings:
     """What the roles are and what the notes say (config ``head_roles``): the thresholds, the relations a syntactic
-    head is scored on, how many of the training text's most frequent pieces a rare query leaves out, and the bootstrap
+    head is scored on, how many of the frequency source's most frequent pieces a rare query leaves out, and the bootstrap
     over heads and over dev examples."""
 
     model: str
@@ -40,6 +40,23 @@ class HeadRolesSettings:
         return self.resamples, self.level, self.seed
 
 
+def frequency_source_note(roles: pl.DataFrame) -> str:
+    """Where the rare-token role's piece frequencies were counted, in words, from the roles table's
+    ``frequency_source`` (as each roles job recorded it)."""
+    sources = set(roles["frequency_source"].drop_nulls()) if "frequency_source" in roles.columns else set()
+    if not sources:
+        return "the frequency source (not recorded)"
+    said = []
+    if corpus_tables.TASK_SPLIT in sources:
+        # the default is not the paper's: say so where the numbers are read
+        said.append("each task's training split (the fine-tuning data, not the encoder's pre-training text; Voita et al. "
+                    "count on their NMT model's own training data; head_roles.frequency_corpus counts on a text file instead)")
+    corpora = sorted(source.removeprefix("corpus ") for source in sources - {corpus_tables.TASK_SPLIT})
+    if corpora:
+        said.append(f"the corpus file {', '.join(corpora)} (head_roles.frequency_corpus)")
+    return " and ".join(said)
+
+
 def roles_outputs(roles: pl.DataFrame, scored: Sequence[str], settings: HeadRolesSettings) -> Output:
     """The roles table (``roles``: annotated, sorted) with its note, and Voita et al. 2019's roles per head.
     ``scored``: the states the probing stage scores, the only ones with a syntactic role."""
@@ -49,7 +66,8 @@ def roles_outputs(roles: pl.DataFrame, scored: Sequence[str], settings: HeadRole
         f"the time; rare = on the example's rarest word piece at least {thresholds.rare_share:.0%} of the time (our threshold) and above "
         f"rare_chance (the rate of a head attending uniformly to the real tokens) by a one-sided t-test over examples at "
         f"{thresholds.rare_significance:g}, counted on the "
-        f"examples whose rarest piece is not among the training text's {settings.rare_top_frequent} most frequent (rare_queries); "
+        f"examples whose rarest piece is not among the {settings.rare_top_frequent} most frequent pieces of "
+        f"{frequency_source_note(roles)} (rare_queries); "
         f"syntactic = token-level accuracy for one of {relations} in one direction (dep->head: the dependent's "
         f"pieces attend to the head word; head->dep: the reverse) at least {thresholds.syntactic_margin:.2f} above that relation and "
         f"direction's most-frequent-offset baseline (UD EWT; only the states the probing stage scores: {scored_note}); "
