@@ -10,6 +10,7 @@ rule claims:
     input:
         unpack(lambda wc: EXPERIMENT.claims.inputs(jobs(), wc.model)),
     output:
+        **summary_outputs("claims", "results/claims/{model}/headline"),
         **summary_outputs("claims", "results/claims/{model}/claims"),
     params:
         code=script_code("claims"),
@@ -20,6 +21,7 @@ rule claims:
         importance={key: config["pruning"][key] for key in ("importance_split", "importance_examples", "importance_granularity")},
         label_sets=config["probing"]["labels"],
         out="results/claims/{model}/claims",
+        headline="results/claims/{model}/headline",
     log:
         "logs/claims/{model}.log",
     benchmark:

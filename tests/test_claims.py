@@ -38,26 +38,95 @@ def test_an_unfit_model_or_an_untrusted_number_overrides_the_interval():
     assert claims.verdict(float("nan"), 0.03, Region(0.0, None)) == INCONCLUSIVE
 
 
+def _gain(task, seed, value, low, high, **kw):
+    return claims.Measured("best_head_disabling_gain", f"{task} seed {seed}", value, low, high, ((task, seed),), task=task,
+                           seed=seed, **kw)
+
+
 def test_table_marks_unfit_models_and_lists_claims_that_did_not_run():
-    measured = [
-        claims.Measured("best_head_disabling_gain", "MRPC", 0.012, 0.004, 0.02, (("MRPC", 1), ("MRPC", 2))),
-        claims.Measured("best_head_disabling_gain", "SST-2", 0.01, 0.002, 0.02, (("SST-2", 1),)),
-    ]
-    table = claims.claims_table(measured, {("MRPC", 1): True, ("MRPC", 2): False, ("SST-2", 1): True},
-                                {"disabling": "ran", "pruning": "skipped"})
-    rows = {r["scope"]: r for r in table.filter(pl.col("claim") == "best_head_disabling_gain").iter_rows(named=True)}
-    assert rows["MRPC"]["verdict"] == MODEL_UNFIT and "MRPC seed 2" in rows["MRPC"]["note"]
-    assert rows["SST-2"]["verdict"] == REPRODUCED
-    assert rows["SST-2"]["this_run"] == pytest.approx(1.0) and rows["SST-2"]["ci_low"] == pytest.approx(0.2)  # points
-    # one verdict for the claim over its rows: the unfit row is left out, the fit one holds after Holm's correction
-    assert rows["overall"]["verdict"] == REPRODUCED and "1 rows on unfit models left out" in rows["overall"]["note"]
-    others = table.filter(pl.col("claim") != "best_head_disabling_gain")
-    assert others.height == len(claims.CLAIMS) - 1
+    measured = [_gain("MRPC", 1, 0.012, 0.004, 0.02), _gain("MRPC", 2, 0.012, 0.004, 0.02), _gain("SST-2", 1, 0.01, 0.002, 0.02)]
+    headline, detail = claims.claims_tables(measured, {("MRPC", 1): True, ("MRPC", 2): False, ("SST-2", 1): "weak"},
+                                            {"disabling": "ran", "pruning": "skipped"})
+    rows = {r["scope"]: r for r in detail.filter(pl.col("claim") == "best_head_disabling_gain").iter_rows(named=True)}
+    assert rows["MRPC seed 2"]["verdict"] == MODEL_UNFIT and "unfit: MRPC seed 2" in rows["MRPC seed 2"]["note"]
+    assert rows["SST-2 seed 1"]["verdict"] == REPRODUCED and "weak: SST-2 seed 1" in rows["SST-2 seed 1"]["note"]
+    assert rows["SST-2 seed 1"]["this_run"] == pytest.approx(1.0) and rows["SST-2 seed 1"]["ci_low"] == pytest.approx(0.2)  # points
+    # one verdict for the claim: the unfit row is left out, the weak model counts and is named
+    gain = headline.filter(pl.col("claim") == "best_head_disabling_gain").row(0, named=True)
+    assert gain["verdict"] == REPRODUCED and "1 row on unfit models" in gain["note"]
+    assert "1 weak (SST-2 seed 1)" in gain["rests_on"] and "1 unfit (MRPC seed 2)" in gain["rests_on"]
+    assert headline.height == len(claims.CLAIMS) and headline["claim"].to_list() == [c.key for c in claims.CLAIMS]
+    others = headline.filter(pl.col("claim") != "best_head_disabling_gain")
     # fitness.if_unfit: skip left out every model pruning would analyse: its claims rest on unfit models
     pruning = others.filter(pl.col("claim").is_in(["mask_agreement_kappa", "prunable_share"]))
     assert set(pruning["verdict"]) == {MODEL_UNFIT} and pruning["note"].str.contains("skip").all()
     assert set(others.filter(~pl.col("claim").is_in(["mask_agreement_kappa", "prunable_share"]))["verdict"]) == {NOT_RUN}
-    assert table["claim"].to_list()[:2] == ["heterogeneous_share", "last_layers_change_most"]  # the papers' order
+
+
+def test_a_claim_whose_seeds_disagree_is_not_decided_by_one_seed():
+    """Seed 1 gains 2 points, seed 2 loses 2, each with a tight interval: resampling seeds puts both in the claim's
+    interval, which straddles zero; one seed alone would have reproduced the claim."""
+    agree = [_gain("MRPC", 1, 0.02, 0.01, 0.03)]
+    disagree = agree + [_gain("MRPC", 2, -0.02, -0.03, -0.01)]
+    fit = {("MRPC", 1): True, ("MRPC", 2): True}
+    one = claims.claims_tables(agree, fit, {})[0].filter(pl.col("claim") == "best_head_disabling_gain").row(0, named=True)
+    assert one["verdict"] == REPRODUCED and "one fine-tuning seed" in one["note"]
+    headline, detail = claims.claims_tables(disagree, fit, {})
+    both = headline.filter(pl.col("claim") == "best_head_disabling_gain").row(0, named=True)
+    assert both["verdict"] == INCONCLUSIVE and both["ci_low"] < 0 < both["ci_high"] and both["this_run"] == pytest.approx(0.0)
+    # the task's seeds pooled are a row of their own below the headline, beside each seed's
+    assert detail.filter(pl.col("claim") == "best_head_disabling_gain")["scope"].to_list() == [
+        "MRPC seed 1", "MRPC seed 2", "MRPC, seeds pooled"]
+
+
+def test_rows_that_leave_the_effect_unchanged_leave_the_verdict_unchanged():
+    """Eight strengths (or tasks) with the same effect as one: the verdict of one row holds for eight (Holm's
+    correction over rows made it inconclusive: more rows, a stricter bar, whatever the effect)."""
+    fit = {("SST-2", 1): True, **{(f"T{i}", 1): True for i in range(8)}}
+    one = [_gain("SST-2", 1, 0.05, 0.01, 0.09)]
+    strengths = [_gain("SST-2", 1, 0.05, 0.01, 0.09) for _ in range(8)]
+    tasks = [_gain(f"T{i}", 1, 0.05, 0.01, 0.09) for i in range(8)]
+    verdicts = [claims.claims_tables(rows, fit, {})[0].filter(pl.col("claim") == "best_head_disabling_gain")["verdict"][0]
+                for rows in (one, strengths, tasks)]
+    assert verdicts == [REPRODUCED] * 3
+    # and rows outside stay outside: one loss among gains of the same size moves the mean, not a vote
+    mixed = tasks + [_gain("T0", 2, -0.05, -0.09, -0.01)]
+    fit[("T0", 2)] = True
+    assert claims.claims_tables(mixed, fit, {})[0].filter(pl.col("claim") == "best_head_disabling_gain")["verdict"][0] in (
+        REPRODUCED, INCONCLUSIVE)
+
+
+def test_a_small_gain_is_not_the_papers_effect():
+    """The first layer's +0.3 points is a gain, but not Kovaleva et al.'s +3.2 (the region: at least half of it)."""
+    region = claims.BY_KEY["first_layer_disabling_gain_rte"].region
+    assert claims.verdict(0.001, 0.005, region) == NOT_REPRODUCED
+    assert claims.verdict(0.02, 0.05, region) == REPRODUCED
+    assert claims.verdict(0.01, 0.05, region) == INCONCLUSIVE
+    tenney = claims.BY_KEY["pos_before_dependencies"].region  # a share of the depth: half the paper's 2.3 of 24 layers
+    assert claims.verdict(0.01, 0.03, tenney) == NOT_REPRODUCED and claims.verdict(0.06, 0.15, tenney) == REPRODUCED
+
+
+def test_no_outlier_dimension_is_a_finding_not_a_missing_run():
+    contrast = pl.DataFrame(schema={"task": pl.String, "placement": pl.String, "seed": pl.Int64})
+    dimensions = pl.DataFrame({"state": ["pretrained", "finetuned"], "task": [None, "SST-2"], "seed": [None, 1],
+                               "dimension": [None, None]}, schema_overrides={"seed": pl.Int64, "dimension": pl.Int64})
+    [row] = claims.outliers_disrupt(contrast, dimensions, ["SST-2"])
+    assert row.finding == NOT_REPRODUCED and "no outlier dimension found" in row.note
+    headline, detail = claims.claims_tables([row], {("SST-2", 1): True}, {"outliers": "ran"})
+    outliers = headline.filter(pl.col("claim") == "outliers_disrupt").row(0, named=True)
+    assert outliers["verdict"] == NOT_REPRODUCED and "no outlier dimension found" in outliers["note"]
+    assert detail.filter(pl.col("claim") == "outliers_disrupt")["verdict"].to_list() == [NOT_REPRODUCED]
+
+
+def test_no_gate_strength_in_the_compared_range_is_stated():
+    gates = pl.DataFrame({"task": ["SST-2"] * 2, "seed": [1, 1], "weights": ["frozen"] * 2, "strength": [0.01, 10.0],
+                          "heads_kept": [72, 2], "heads": [72, 72], "share_pruned": [0.0, 70 / 72], "metric": ["accuracy"] * 2,
+                          "gates_minus_michel": [0.0, 0.0], "binary_minus_michel": [0.0, 0.0],
+                          "binary_ci_low": [0.0, 0.0], "binary_ci_high": [0.0, 0.0]})
+    [row] = claims.l0_gates_beat_michel(gates)
+    assert row.finding == INCONCLUSIVE and "no strength pruned 10% to 90% of the heads (pruned: 0% at 0.01, 97% at 10)" in row.note
+    headline, _ = claims.claims_tables([row], {("SST-2", 1): True}, {})
+    assert headline.filter(pl.col("claim") == "l0_gates_beat_michel")["verdict"][0] == INCONCLUSIVE
 
 
 def test_heterogeneous_share_resamples_examples_and_needs_a_validated_labeller():
@@ -144,32 +213,19 @@ def test_about_forty_percent_prunable_is_a_region_not_a_floor(share, expected):
     assert claims.verdict(share, share, region) == expected
 
 
-def test_one_verdict_per_claim_by_holm_over_its_fit_rows():
-    region = Region(0.0, None)
-    # two rows clearly above 0: reproduced
-    assert claims.overall_verdict([(1.0, 0.5, 1.5, False, True), (2.0, 1.0, 3.0, False, True)], region, 0.95)[0] == REPRODUCED
-    # each row's own 95% interval excludes 0, but only just (one-sided p about 0.023 each, above 0.025 / 2): not every
-    # row holds after Holm's correction for two rows; alone, a row keeps its own verdict
-    just = (0.2, 0.004, 0.4, False, True)
-    assert claims.verdict(just[1], just[2], region) == REPRODUCED
-    assert claims.overall_verdict([just], region, 0.95)[0] == REPRODUCED
-    assert claims.overall_verdict([just, just], region, 0.95)[0] == INCONCLUSIVE
-    # one row clearly below 0: the claim does not hold in general
-    assert claims.overall_verdict([(1.0, 0.5, 1.5, False, True), (-1.0, -1.5, -0.5, False, True)], region, 0.95)[0] == NOT_REPRODUCED
-    # an untrusted row never counts as inside; unfit rows are left out, all unfit is model unfit
-    assert claims.overall_verdict([(1.0, 0.5, 1.5, False, False), (1.0, 0.5, 1.5, False, True)], region, 0.95)[0] == INCONCLUSIVE
-    assert claims.overall_verdict([(1.0, 0.5, 1.5, True, True)], region, 0.95)[0] == MODEL_UNFIT
-    # an interval that reaches an open bound is not inside, alone or with other rows
-    on_bound = (0.01, 0.0, 0.02, False, True)
-    assert claims.verdict(on_bound[1], on_bound[2], region) == INCONCLUSIVE
-    assert claims.overall_verdict([on_bound, (0.05, 0.03, 0.07, False, True)], region, 0.95)[0] == INCONCLUSIVE
-    # a row on a closed bound is inside, and a row the other rows' correction would leave outside is still its own
-    closed = Region(0.25, 0.55, closed=True)
-    assert claims.overall_verdict([(0.55, 0.55, 0.55, False, True)], closed, 0.95)[0] == REPRODUCED
-    assert claims.overall_verdict([(0.2, 0.1, 0.2499, False, True)], closed, 0.95)[0] == NOT_REPRODUCED
-    # a two-sided region: inside needs both bounds
-    assert claims.overall_verdict([(0.4, 0.35, 0.45, False, True), (0.45, 0.32, 0.58, False, True)],
-                                  Region(0.3, 0.5, closed=True), 0.95)[0] == INCONCLUSIVE
+def test_the_pooled_interval_comes_from_the_rows_draws_or_their_intervals():
+    rng = np.random.default_rng(0)
+    # a row with resamples of its own keeps them; one with only an interval gets a split normal of that interval
+    own = claims.Measured("prunable_share", "SST-2 seed 1", 0.4, 0.3, 0.5, draws=np.linspace(0.3, 0.5, 1000))
+    assert np.array_equal(claims.unit_draws(own, 1000, 0.95, rng), own.draws)
+    normal = claims.unit_draws(claims.Measured("prunable_share", "x", 0.4, 0.3, 0.6), 20000, 0.95, rng)
+    assert np.quantile(normal, 0.025) == pytest.approx(0.3, abs=0.01) and np.quantile(normal, 0.975) == pytest.approx(0.6, abs=0.01)
+    assert claims.unit_draws(claims.Measured("prunable_share", "x", float("nan"), 0.3, 0.6), 100, 0.95, rng) is None
+    # all unfit: model unfit; nothing trusted: inconclusive
+    fit = {("MRPC", 1): False}
+    assert claims.pooled([_gain("MRPC", 1, 0.01, 0.005, 0.02)], fit, Region(0.0, None), 0.95, 500, 0)[0].verdict == MODEL_UNFIT
+    untrusted = _gain("MRPC", 1, 0.01, 0.005, 0.02, trusted=False)
+    assert claims.pooled([untrusted], {("MRPC", 1): True}, Region(0.0, None), 0.95, 500, 0)[0].verdict == INCONCLUSIVE
 
 
 def test_outliers_must_cost_more_than_every_random_draw():
@@ -180,7 +236,7 @@ def test_outliers_must_cost_more_than_every_random_draw():
                              "random_at_or_below_outliers": [0.1], "draws": [30], "difference": [-0.02], "ci_low": [-0.03],
                              "ci_high": [-0.01], "minus_worst": [0.02], "worst_ci_low": [0.005], "worst_ci_high": [0.035],
                              "pooled_seeds": ["1"], "seeds_without_outliers": [""]}, schema_overrides={"seed": pl.Int64})
-    [measured] = claims.outliers_disrupt(contrast)
+    [measured] = claims.outliers_disrupt(contrast.with_columns(pl.lit(1, pl.Int64).alias("seed")))
     assert claims.verdict(measured.ci_low, measured.ci_high, claims.BY_KEY["outliers_disrupt"].region) == NOT_REPRODUCED
     assert "random mean" in measured.note
 
@@ -196,10 +252,12 @@ def test_gates_trained_with_their_weights_are_shown_but_not_trusted():
     assert rows["frozen"].trusted and not rows["trained"].trusted and "one more epoch" in rows["trained"].note
     assert claims.l0_gates_beat_michel(gates.filter(pl.col("weights") == "trained"))  # runs under the default config
     # the trained rows are shown, not counted: the claim's one verdict rests on the frozen rows
-    table = claims.claims_table(claims.l0_gates_beat_michel(pl.concat([gates, gates.with_columns(pl.lit(2, pl.Int64).alias("seed"))])),
-                                {("SST-2", 1): True, ("SST-2", 2): True}, {})
-    overall = table.filter((pl.col("claim") == "l0_gates_beat_michel") & (pl.col("scope") == "overall")).row(0, named=True)
-    assert overall["verdict"] == REPRODUCED and "2 rows shown for comparison only" in overall["note"]
+    headline, _ = claims.claims_tables(claims.l0_gates_beat_michel(pl.concat([gates, gates.with_columns(pl.lit(2, pl.Int64).alias("seed"))])),
+                                       {("SST-2", 1): True, ("SST-2", 2): True}, {})
+    overall = headline.filter(pl.col("claim") == "l0_gates_beat_michel").row(0, named=True)
+    assert overall["verdict"] == REPRODUCED and "(2, 2)" not in overall["note"] and "1 task (SST-2)" in overall["note"]
+    assert claims.claims_tables(claims.l0_gates_beat_michel(gates.filter(pl.col("weights") == "trained")), {("SST-2", 1): True},
+                                {})[0].filter(pl.col("claim") == "l0_gates_beat_michel")["verdict"][0] == INCONCLUSIVE
 
 
 def test_kappa_needs_enough_ticket_seeds_and_covers_leaving_one_out():
@@ -217,24 +275,43 @@ def test_kappa_needs_enough_ticket_seeds_and_covers_leaving_one_out():
     assert claims.verdict(rows["SST-2"].ci_low, rows["SST-2"].ci_high, claims.BY_KEY["mask_agreement_kappa"].region) == INCONCLUSIVE
 
 
-def test_heterogeneous_share_from_the_hand_labels_random_sample():
-    """A share is a proportion: the hand labels drawn at random from a fine-tuned dump estimate it, with a binomial
-    interval, without any labeller; the pre-trained dumps' labels and other samples do not count."""
-    report = {
-        "hand_label_shares_random_sample": [
-            {"task": "MRPC", "state": "finetuned/seed1", "label": "heterogeneous", "maps": 12, "share": 0.4},
-            {"task": "MRPC", "state": "finetuned/seed1", "label": "vertical", "maps": 18, "share": 0.6},
-            {"task": "MRPC", "state": "pretrained", "label": "heterogeneous", "maps": 30, "share": 1.0}],
-        "test": {"hand_label_shares_random_sample": [
-            {"task": "MRPC", "state": "finetuned/seed1", "label": "heterogeneous", "maps": 8, "share": 0.2},
-            {"task": "MRPC", "state": "finetuned/seed1", "label": "diagonal", "maps": 32, "share": 0.8}]},
-    }
-    [measured] = claims.heterogeneous_share_from_hand_labels(report, 0.95, {"MRPC": 0.9}, "CNN, macro F1 0.75")
-    assert measured.value == pytest.approx(20 / 70) and measured.models == (("MRPC", 1),) and measured.trusted
+def _report(first, second):
+    """A classifier report whose two labelling passes drew (heterogeneous, maps) from MRPC's fine-tuned dump."""
+    def part(hits, total):
+        return [{"task": "MRPC", "state": "finetuned/seed1", "label": "heterogeneous", "maps": hits, "share": hits / total},
+                {"task": "MRPC", "state": "finetuned/seed1", "label": "vertical", "maps": total - hits, "share": 1 - hits / total},
+                {"task": "MRPC", "state": "pretrained", "label": "heterogeneous", "maps": 30, "share": 1.0}]
+    return {"hand_label_shares_random_sample": part(*first), "test": {"hand_label_shares_random_sample": part(*second)}}
+
+
+def test_heterogeneous_share_from_the_labels_random_samples_per_pass_and_pooled():
+    """A share is a proportion: the labels drawn at random from a fine-tuned dump estimate it, with a binomial interval,
+    without any labeller; each labelling pass alone is shown, both pooled count; the pre-trained dumps' labels do not."""
     from scipy.stats import binomtest
+
+    rows = {m.scope: m for m in claims.heterogeneous_share_from_hand_labels(_report((12, 30), (8, 40)), 0.95, {"MRPC": 0.9},
+                                                                            "CNN, macro F1 0.75", labelled_by="one labeller")}
+    pooled_row = rows["MRPC, labels pooled"]
+    assert pooled_row.value == pytest.approx(20 / 70) and pooled_row.models == (("MRPC", 1),) and pooled_row.counted
     ci = binomtest(20, 70).proportion_ci(0.95, method="exact")
-    assert (measured.ci_low, measured.ci_high) == pytest.approx((ci.low, ci.high))
-    assert "20 of 70" in measured.note and "90.0%" in measured.note
+    assert (pooled_row.ci_low, pooled_row.ci_high) == pytest.approx((ci.low, ci.high))
+    assert "20 of 70" in pooled_row.note and "90.0%" in pooled_row.note and "one labeller" in pooled_row.note
+    assert not rows["MRPC, labels alone"].counted and rows["MRPC, labels alone"].value == pytest.approx(12 / 30)
+    assert rows["MRPC, test labels alone"].value == pytest.approx(8 / 40)
+
+
+def test_two_labelling_passes_that_disagree_about_the_region_give_no_verdict():
+    """17 of 120 heterogeneous in one pass, 40 of 160 in the other (Fisher p about 0.035): the first is below 32%, the
+    second straddles it. Pooled they are below (not reproduced); apart they disagree: inconclusive."""
+    rows = {m.scope: m for m in claims.heterogeneous_share_from_hand_labels(_report((17, 120), (40, 160)), 0.95, {}, "")}
+    region = claims.BY_KEY["heterogeneous_share"].region
+    assert claims.verdict(rows["MRPC, labels alone"].ci_low, rows["MRPC, labels alone"].ci_high, region) == NOT_REPRODUCED
+    assert claims.verdict(rows["MRPC, test labels alone"].ci_low, rows["MRPC, test labels alone"].ci_high, region) == INCONCLUSIVE
+    pooled_row = rows["MRPC, labels pooled"]
+    assert claims.verdict(pooled_row.ci_low, pooled_row.ci_high, region) == NOT_REPRODUCED  # what pooling alone said
+    assert not pooled_row.trusted and "disagree about the region" in pooled_row.note and "Fisher" in pooled_row.note
+    headline, _ = claims.claims_tables(list(rows.values()), {("MRPC", 1): True}, {})
+    assert headline.filter(pl.col("claim") == "heterogeneous_share")["verdict"][0] == INCONCLUSIVE
 
 
 def test_every_hand_labelled_class_share_has_a_binomial_interval():

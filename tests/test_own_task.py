@@ -127,7 +127,7 @@ def test_declared_tasks_give_the_glue_paths_results_through_every_stage(tmp_path
         assert any((results / stage / "tiny-bert" / "CoLA_raw").rglob("*.*")), stage
     for stage in ("patterns", "attention_change", "pruning", "probing", "head_roles", "outliers", "layer_mix", "claims", "report"):
         assert any((results / stage / "tiny-bert").rglob("*.parquet")), stage
-    claims = pl.read_parquet(results / "claims" / "tiny-bert" / "claims.parquet")
+    claims = pl.read_parquet(results / "claims" / "tiny-bert" / "headline.parquet")
     rte = claims.filter(pl.col("claim") == "first_layer_disabling_gain_rte")
     assert rte["verdict"].to_list() == ["not applicable"] and "RTE" in rte["note"][0]
     # every caption and table note names each task's own main metric, as its declaration lists it: none names a task or

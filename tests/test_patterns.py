@@ -302,7 +302,7 @@ def test_classifier_trains_on_hand_labels_and_says_so(small_dump, tmp_path):
         {"MRPC/pretrained": features}, {"MRPC/pretrained": prefix}, label_set, {"MRPC/pretrained": prefix},
         train_maps=50, image_size=16, folds=3, epochs=3, seed=0, min_class_labels=20, ensemble=2)
     report = trained.report
-    assert report["labels_source"] == "hand labels from labels.csv" and report["ensemble"] == 2
+    assert report["labels_source"] == "labels made by eye from labels.csv" and report["ensemble"] == 2
     assert len(trained.model.net_.nets) == 2
     assert report["hand_labels"] == {"file": "labels.csv", "in_file": 80, "used": 80, "left_out": {}}
     assert report["training_maps"] == 80 and report["class_counts"] == {"diagonal": 40, "vertical": 40}
@@ -325,7 +325,7 @@ def test_classifier_trains_on_hand_labels_and_says_so(small_dump, tmp_path):
     assert loaded.thresholds == trained.thresholds
     classes = training.classify_dump(loaded, dump, features)
     assert classes.height == 80 and set(classes["cnn_label"]) <= {"vertical", "diagonal"}
-    assert (classes["labels_source"] == "hand labels from labels.csv").all()
+    assert (classes["labels_source"] == "labels made by eye from labels.csv").all()
     assert training.classify_dump(loaded, dump, features, batch_size=7).equals(classes)  # a speed setting only
     # the loaded model predicts exactly what the trained one does
     maps, labelled = training.labelled_maps(label_tables.read_labels(csv), {"MRPC/pretrained": prefix}, 16, feature_tables.RuleThresholds())

@@ -24,7 +24,9 @@ def keyed(name, keys):
 
 
 verdicts = pl.read_parquet(inputs.fitness).filter((pl.col("model") == model) & (pl.col("state") == states.FINETUNED))
-fit = {(t, int(s)): bool(f) for t, s, f in verdicts.select("task", "seed", "fit").iter_rows()}
+if "strength" not in verdicts.columns:  # a fitness table written before weak existed: fit or unfit
+    verdicts = verdicts.with_columns(pl.when(pl.col("fit")).then(pl.lit("fit")).otherwise(pl.lit("unfit")).alias("strength"))
+fit = {(t, int(s)): strength for t, s, strength in verdicts.select("task", "seed", "strength").iter_rows()}
 measured = []
 labeller = io.read_json(inputs.report) if "report" in inputs.keys() else None
 if inputs.classes:
@@ -35,9 +37,13 @@ if inputs.classes:
     agreement = labeller.get("second_labeller")
     labeller_note = description + (f"; two labellings made apart agree on {agreement['agreement']:.0%} of "
                                    f"{agreement['maps']} maps" if agreement else "")
-    by_hand = claims.heterogeneous_share_from_hand_labels(labeller, settings["level"], {m.scope: m.value for m in by_labeller},
-                                                          labeller_note)
-    measured += by_hand + [m for m in by_labeller if m.scope not in {h.scope for h in by_hand}]
+    labeller_share = {}
+    for m in by_labeller:  # the labeller's share of every map of a task, its seeds pooled, beside the labels' share
+        labeller_share.setdefault(m.task, []).append(m.value)
+    by_hand = claims.heterogeneous_share_from_hand_labels(
+        labeller, settings["level"], {task: sum(v) / len(v) for task, v in labeller_share.items()}, labeller_note,
+        settings["resamples"], settings["seed"], labelled_by=(labeller.get("hand_labels") or {}).get("file", ""))
+    measured += by_hand + [m for m in by_labeller if m.task not in {h.task for h in by_hand}]
 if inputs.changes:
     measured += claims.last_layers_change(keyed("changes", runs["changes"]), *bootstrap)
 if inputs.selection:
@@ -57,12 +63,19 @@ if inputs.michel_curves:
                                                              f"{importance['importance_granularity']}")
 if "role_relations" in inputs.keys():
     measured += claims.confident_heads_important(pl.read_parquet(inputs.role_relations), stats.IMPORTANCE)
-    measured += claims.l0_gates_beat_michel(pl.read_parquet(inputs.gates))
+    importance = params.importance
+    measured += claims.l0_gates_beat_michel(pl.read_parquet(inputs.gates),
+                                            f"{importance['importance_examples'] or 'all'} {importance['importance_split']} examples")
 if inputs.outlier_contrast:
-    measured += claims.outliers_disrupt(pl.concat([pl.read_parquet(p) for p in inputs.outlier_contrast], how="diagonal_relaxed"))
+    dimensions = pl.read_parquet(inputs.outlier_dimensions) if "outlier_dimensions" in inputs.keys() else None
+    measured += claims.outliers_disrupt(pl.concat([pl.read_parquet(p) for p in inputs.outlier_contrast], how="diagonal_relaxed"),
+                                        dimensions, runs["outlier_tasks"])
 if "mix_words" in inputs.keys():
     measured += claims.pos_before_dependencies(pl.read_parquet(inputs.mix_words), params.label_sets, *bootstrap)
 if "probe_words" in inputs.keys():
     measured += claims.probing_peak(pl.read_parquet(inputs.probe_words), *bootstrap)
-table = claims.claims_table(measured, fit, runs["stages"], settings["level"], list(params.tasks))
-figures.write_table(table, params.out, note=claims.verdict_rule(settings["level"]))
+headline, detail = claims.claims_tables(measured, fit, runs["stages"], settings["level"], list(params.tasks),
+                                       settings["resamples"], settings["seed"])
+figures.write_table(headline, params.headline, note=claims.verdict_rule(settings["level"]))
+figures.write_table(detail, params.out, note="Each fine-tuned model's row (and each task's seeds pooled, each labelling "
+                    "pass) with its own verdict, below the claims' headline table: for reading, not voting.")

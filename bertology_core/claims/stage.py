@@ -11,9 +11,10 @@ from bertology_core.jobs.sections import Section, SectionRuns, Summary
 
 
 class Claims(Stage):
-    section = Section("claims", (Summary("table", "claims/{model}/claims",
-            title='Claims'),),
-            title='Claims: the papers against this run')
+    section = Section("claims", (
+        Summary("headline", "claims/{model}/headline", title="Claims: one verdict per claim"),
+        Summary("table", "claims/{model}/claims", title="Each model's rows, each task's seeds pooled, each labelling pass"),),
+        title='Claims: the papers against this run')
 
     @staticmethod
     def shows(runs: ModelRuns) -> list[tuple[str, str, int]]:
@@ -62,6 +63,8 @@ class Claims(Stage):
             inputs["role_relations"] = f"results/head_roles/{model}/summary/importance_relations.parquet"
             inputs["gates"] = f"results/head_roles/{model}/summary/gates.parquet"
         inputs["outlier_contrast"] = [f"results/outliers/{model}/{task}/contrast.parquet" for task in runs.outlier_tasks]
+        if runs.outlier_tasks:  # which fine-tuned models have no outlier dimension at all: a finding, not a missing run
+            inputs["outlier_dimensions"] = f"results/outliers/{model}/summary/dimensions.parquet"
         if states.PRETRAINED in runs.layer_mix:
             inputs["mix_words"] = f"results/layer_mix/{model}/{states.PRETRAINED}/words.parquet"
         if states.PRETRAINED in runs.probed:
@@ -80,6 +83,7 @@ class Claims(Stage):
             "pruned": runs.pruned,
             "swept_seeds": {task: runs.swept_seeds(task, states.FINETUNED) for task in experiment.tasks if swept},
             "pruned_seeds": {task: [s for t, s in runs.pruned if t == task] for task in experiment.tasks},
+            "outlier_tasks": list(runs.outlier_tasks),
             "stages": {anchor: "skipped" if anchor in skipped else "ran" if sections[anchor].runs else "not run"
                        for anchor in experiment.claimed_sections()},
         }

@@ -3,7 +3,7 @@
 Each claim is a statement about a statistic ``theta`` and a *region* where ``theta`` must lie for the claim
 to hold (``theta > 0``: disabling the best head raises the score; ``0.32 <= theta <= 0.61``: the heterogeneous
 share). This run measures ``theta`` with an interval at ``level`` (a percentile bootstrap unless the claim says
-otherwise: Clopper-Pearson for a share of hand-labelled maps; the unit resampled is given per claim: dev examples,
+otherwise: Clopper-Pearson for a share of labelled maps; the unit resampled is given per claim: dev examples,
 sentences, heads), and the verdict rule (:func:`verdict`) is:
 
 - **model unfit**: the number rests on a fine-tuned model that is not fit for analysis
@@ -12,7 +12,7 @@ sentences, heads), and the verdict rule (:func:`verdict`) is:
 - **not reproduced**: the whole interval lies outside it;
 - **inconclusive**: the interval straddles a boundary of the region, or the number cannot be trusted
   (the ``note`` says why: too few seeds, masks whose sizes decide kappa, gates on retrained weights, a pattern
-  labeller not validated against human labels);
+  labeller not validated against the label card's labels, two labelling passes that disagree about the region);
 - **not run**: the config does not run the stage the claim needs;
 - **not applicable**: the claim is about a task (RTE) this run does not have (a declared task of one's own is not
   the paper's task); claims about any fine-tuned model run on every task.
@@ -20,26 +20,29 @@ sentences, heads), and the verdict rule (:func:`verdict`) is:
 The region is the paper's *effect*, from its own numbers, not only its sign (``Claim.region_source`` says where each
 comes from): "about 40% of heads can be pruned" is three to five 10% steps (25-55%), not "at least 38%"; "disabling
 the outliers degrades the model while random dimensions do not" is a loss larger than every random draw's, not one
-below the random mean; Clark et al.'s "far better" head is 10 points or more above the offset. Where the paper's claim
-is an ordering or an existence (a gain, which layers change most) the region is that direction, and the paper's size
-is in ``paper_value`` to compare by eye.
+below the random mean; Clark et al.'s "far better" head is 10 points or more above the offset; where a paper gives one
+run's size with no interval (Kovaleva et al.'s +3.2 points on RTE, Tenney et al.'s 2.3 of 24 layers) the region is at
+least half of it. Where the paper's claim is an ordering or an existence with no size (which layers change most, a
+correlation's direction) the region is that direction, and the paper's numbers are in ``paper_value`` to compare by eye.
 
-A claim measured in several rows (tasks, seeds, strengths, label sets) also gets one verdict for the claim, by a
-written rule (:func:`overall_verdict`), over the rows whose models are fit and that count (rows shown only for
-comparison, such as gates scored on retrained weights, do not): **reproduced** when every row is reproduced by its own
-interval and lies inside the region after Holm's correction for the number of rows (one-sided tests at half of
-``1 - level`` per bound, so that one row alone keeps its own verdict), **not reproduced** when a row is not reproduced
-by its own interval and lies outside after Holm's correction, **inconclusive** otherwise, **model unfit** when no row
-rests on fit models only. Each row's one-sided p-values against the region's bounds come from its interval (Altman
-and Bland 2011, "How to obtain the P value from a confidence interval", the normal approximation, with the interval's
-half on that side as the standard error's multiple), since the upstream stages keep intervals, not their resamples;
-the stages' levels must equal ``claims.level`` (checked when the workflow is parsed).
+**One verdict per claim** (:func:`pooled`), whatever the number of rows the config makes: the claim's effect is the mean
+over its tasks of each task's mean over its fine-tuning seeds (rows of one model, such as gate strengths or disabling
+modes, averaged first), with an interval from a two-level bootstrap: the seeds are resampled, then each drawn seed's own
+examples (the upstream stages keep per-seed intervals, and where a row has no resamples of its own its interval stands
+for them by a split normal, :func:`unit_draws`). Seed-to-seed variation is thus inside the interval: with 1-3 seeds the
+interval widens where the seeds disagree, so "reproduced" is not the seeds that happened to be drawn. The verdict is
+:func:`verdict`'s rule on that interval. More rows with the same effect only narrow it. Rows on unfit models are left
+out, rows on *weak* models (:mod:`bertology_core.fitness.verdict_stats`: above the trivial predictor, less than half
+way to BERT-base's published score) count and are named in ``rests_on``. A finding with no number (no outlier dimension
+in a model, no gate strength in the compared range) is stated as such. Per-model rows, each task's seeds pooled, and
+each labelling pass keep their own verdicts below the headline, for reading. The stages' levels must equal
+``claims.level`` (checked when the workflow is parsed).
 
 Nothing is chosen on the data it is reported on: the best head to disable and the syntactic head are chosen
 on one half of the data and reported on the other; Michel et al.'s curve ranks heads by importance on train.
 Where our protocol departs from the paper's (model, data size, labeller, treebank), the ``paper_setup`` column
-says so. Most intervals hold the run's fine-tuning seeds fixed (kappa's covers leaving each seed out, the expected
-layer's covers probe seeds): seed-to-seed variation is shown by the per-seed rows and judged by the overall rule.
+says so. The pattern labels are the label card's (``data/pattern_labels``): made by eye, by whom the card says (for
+the CPU profile's model, one labeller, the project's engineering agent, in two sessions), not by the paper's authors.
 Figures are numbered as in the published (EMNLP/NeurIPS/BlackboxNLP) versions.
 """
 
@@ -47,7 +50,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import polars as pl
@@ -120,34 +123,40 @@ CLAIMS: tuple[Claim, ...] = (
     Claim("heterogeneous_share", "Kovaleva et al. 2019", "section 4.1, fig. 2",
           "Heterogeneous attention maps (the ones that could be informative) make up 32% (MRPC) to 61% (QQP) of all maps.",
           "32-61%",
-          "share of the fine-tuned model's maps that are heterogeneous, %, estimated from the hand labels drawn at random from "
-          "its dump (Clopper-Pearson interval over maps); where no hand labels name the dump, the pattern labeller's share "
-          "(resampling dev examples), trusted only when the labeller is validated",
+          "share of the fine-tuned model's maps that are heterogeneous, %, estimated from the label card's labels (made by eye; "
+          "the card says by whom) drawn at random from its dump, each labelling pass alone and pooled (Clopper-Pearson "
+          "interval over maps); where no label names the dump, the pattern labeller's share (resampling dev examples), "
+          "trusted only when the labeller is validated",
           Region(0.32, 0.61, closed=True), 100,
-          "BERT-base fine-tuned on 7 GLUE tasks; a CNN trained on ~400 hand-labelled maps (F1 0.86) labels every map; up to "
-          "1000 dev examples; here a smaller encoder, a share estimated from a random sample of hand-labelled maps",
+          "BERT-base fine-tuned on 7 GLUE tasks; a CNN trained on ~400 maps labelled by the authors (F1 0.86) labels every map; up to "
+          "1000 dev examples; here a smaller encoder, a share estimated from a random sample of maps labelled by eye (the label card says by whom)",
           "patterns", "the paper's own range over its tasks (MRPC 32% to QQP 61%)"),
     Claim("last_layers_change_most", "Kovaleva et al. 2019", "section 4.3, fig. 5",
           "Fine-tuning changes the last two layers' attention most (all tasks but QQP).",
           "last two layers lowest cosine",
           "lowest mean cosine (pre-trained vs fine-tuned maps) of the layers before the last two, minus the highest of "
-          "the last two; > 0 when the last two changed most; resampling dev examples",
+          "the last two, per fine-tuned model; > 0 when the last two changed most; resampling dev examples",
           Region(0.0, None), 1, "BERT-base, 12 layers; cosine of flattened maps padded to a fixed length", "attention_change",
           "an ordering: the claim is which layers change most (fig. 5 gives no size), so any positive gap is the effect"),
     Claim("best_head_disabling_gain", "Kovaleva et al. 2019", "section 4.6, fig. 8",
           "Disabling a single head can raise the score: from +0.1 (STS-B) to +1.2 points (MRPC).",
           "+0.1 to +1.2 points",
-          "score change when the best head (chosen on one half of dev) is disabled, on the other half, mean over seeds, "
+          "score change when a fine-tuned model's best head (chosen on one half of dev) is disabled, on the other half, "
           "points; resampling dev examples",
           Region(0.0, None), 100,
           "BERT-base, one fine-tuning run, best head chosen and reported on the same full dev set", "disabling",
-          "an existence claim: some head's disabling raises the score; the paper's gains (+0.1 to +1.2 points) set no "
-          "lower bound beyond a gain"),
+          "an existence claim: some head's disabling raises the score. The paper's sizes (+0.1 to +1.2 points) are those of "
+          "the best of 144 heads chosen and reported on the same dev set, which inflates them; a held-out gain is expected "
+          "smaller, and the smallest of the paper's (+0.1) is within one example of zero on every task: any gain"),
     Claim("first_layer_disabling_gain_rte", "Kovaleva et al. 2019", "section 4.6, fig. 9",
           "Disabling the whole first layer raises RTE by 3.2 points.",
-          "+3.2 points (RTE)", "score change with layer 1 disabled on RTE, mean over seeds, points; resampling dev examples",
-          Region(0.0, None), 100, "BERT-base, one fine-tuning run, RTE dev set (baseline about 58%)", "disabling",
-          "the claim is a gain (the paper's +3.2 points is one run's point estimate, with no interval to bound it by)",
+          "+3.2 points (RTE)", "score change with layer 1 disabled on RTE, per fine-tuned model, points; resampling dev "
+          "examples", Region(0.016, None, closed=True), 100,
+          "BERT-base, one fine-tuning run, RTE dev set (baseline about 58%)", "disabling",
+          "at least 1.6 points, half the paper's +3.2: the paper gives one run on RTE's 277 dev examples and no interval; "
+          "+3.2 points is 9 examples net, so its own standard error is at least sqrt(9)/277 = 1.1 points, and the smallest "
+          "effect it could have detected with a third of the power (Simonsohn 2015's 'small telescopes', 1.52 standard "
+          "errors) is 1.6 points: a gain below that is not the paper's effect",
           ("RTE",)),
     Claim("syntactic_head_obj", "Clark et al. 2019", "section 4.2, table 1",
           "A single head finds the direct object of a verb far better than the best fixed offset: 86.8 against 40.0 (dobj).",
@@ -175,7 +184,7 @@ CLAIMS: tuple[Claim, ...] = (
           "About 40% of BERT's heads can be pruned (least important first) without a noticeable loss.",
           "40% (MNLI)",
           "share of heads pruned, in importance order, before the dev score first falls more than the tolerance below "
-          "the full model's, mean over seeds, %; resampling dev examples",
+          "the full model's, per fine-tuned model, %; resampling dev examples",
           Region(0.25, 0.55, closed=True), 100,
           "BERT-base fine-tuned on MNLI; importance on the whole training set (its code's default), from each token's "
           "gradient; 'noticeable' judged by eye, steps of 10% of heads", "pruning",
@@ -212,8 +221,8 @@ CLAIMS: tuple[Claim, ...] = (
           "BERT-base: outlier dimensions 308 and 381; disabling them degrades MLM and GLUE scores, random dimensions do not "
           "('the output is not affected at all'; the size per task is in the paper's figure, not read here)",
           "score change with the model's outlier dimensions disabled in the output LayerNorms minus the change of the worst "
-          "of the random draws of as many dimensions (the worst taken anew on each resample), mean over seeds, points; "
-          "resampling dev examples (paired)",
+          "of the random draws of as many dimensions (the worst taken anew on each resample), per fine-tuned model, points; "
+          "resampling dev examples (paired); a model with no outlier dimension is a finding (not reproduced for it)",
           Region(None, 0.0), 100,
           "BERT-base (12 layers) and other encoders on GLUE dev; here a smaller encoder, where the criterion's 'more than a "
           "quarter of the layers' counts fewer layers (looser), each fine-tuned model's own outliers, and a dev sample", "outliers",
@@ -222,15 +231,17 @@ CLAIMS: tuple[Claim, ...] = (
     Claim("pos_before_dependencies", "Tenney et al. 2019", "section 4, table 1 and fig. 1",
           "Part-of-speech information is added at lower layers than dependency relations, in the order of the classical "
           "NLP pipeline.",
-          "expected layer POS 3.39 < dependencies 5.69 (of 24)",
-          "expected layer (cumulative scoring) of the dependency-relation probe minus the part-of-speech probe's, in layers, "
-          "on the pre-trained encoder, mean over probe seeds; resampling treebank dev sentences and one probe seed per "
-          "resample (paired)",
-          Region(0.0, None), 1,
+          "expected layer POS 3.39 < dependencies 5.69 (of 24): 9.6% of the depth apart",
+          "expected layer (cumulative scoring) of the dependency-relation probe minus the part-of-speech probe's, as a "
+          "share of the encoder's layers, on the pre-trained encoder, mean over probe seeds; resampling treebank dev "
+          "sentences and one probe seed per resample (paired)",
+          Region(0.048, None, closed=True), 100,
           "BERT-large (24 layers), edge probes (span pooling and a two-layer MLP) on OntoNotes POS and EWT dependencies, one "
           "run each; here linear word-level probes (the relation on the word's and its head's vectors) on a UD EWT sample, "
           "each layer standardised before the mix, several probe seeds", "layer_mix",
-          "an ordering: the claim is which comes first (2.3 of 24 layers apart in the paper, on another encoder's depth)"),
+          "at least half the paper's gap, as a share of the depth (2.3 of 24 layers, 9.6%; half: 4.8%): the paper gives "
+          "one run per probe and no interval, so half its size is the tolerance (as for the RTE layer); a gap of a "
+          "fraction of a layer is an ordering without the paper's effect"),
     Claim("probing_peak_middle", "Liu et al. 2019; Tenney et al. 2019", "Liu et al. section 4 (layer-wise transferability)",
           "Linear probes of a transformer do best on its middle layers, not its first or last.",
           "middle layers", "relative depth (best layer / number of layers; embeddings = 0) of the most accurate "
@@ -244,7 +255,11 @@ BY_KEY = {claim.key: claim for claim in CLAIMS}
 
 @dataclass(frozen=True)
 class Measured:
-    """One row of the claims table before its verdict: a claim's statistic on one scope (task, label set)."""
+    """One row of the claims table before its verdict: a claim's statistic on one scope (a fine-tuned model, a task,
+    a label set). ``task`` and ``seed`` say which unit of the claim's pooled estimate the row is (:func:`pooled`): rows
+    of one task are pooled over their seeds, rows of one seed (strengths, modes) averaged; ``draws``: the statistic on
+    resamples of the row's own examples (sentences, heads), where the row has them, else its interval stands for them
+    (:func:`unit_draws`). ``finding``: a verdict the row states without a number (no outlier dimension found)."""
 
     key: str
     scope: str
@@ -255,75 +270,109 @@ class Measured:
     trusted: bool = True
     note: str = ""
     counted: bool = True  # whether the row counts towards the claim's one verdict (False: shown for comparison only)
+    task: str | None = None
+    seed: int | None = None
+    draws: np.ndarray | None = field(default=None, compare=False, repr=False)
+    finding: str | None = None
 
 
 def heterogeneous_share(classes: Mapping[tuple[str, int], pl.DataFrame], resamples: int, level: float, seed: int,
                         labels_source: str, validated: bool) -> list[Measured]:
-    """Per task: the share of maps the CNN labels heterogeneous in the fine-tuned dumps (``classes``:
-    (task, seed) -> classes table with ``idx`` and ``cnn_label``), seeds pooled; a cluster bootstrap over dev
-    examples (all maps of an example together). Not trusted unless the labeller was validated on hand labels
+    """Per fine-tuned model: the share of maps the CNN labels heterogeneous in its dump (``classes``: (task, seed) ->
+    classes table with ``idx`` and ``cnn_label``); a cluster bootstrap over dev examples (all maps of an example
+    together). Not trusted unless the labeller was validated against the label card's labels
     (:func:`bertology_core.patterns.feature_tables.labeller_validated`)."""
     rows = []
-    for task in sorted({t for t, _ in classes}):
-        seeds = sorted(s for t, s in classes if t == task)
-        maps = pl.concat([classes[(task, s)].select("idx", "cnn_label") for s in seeds])
-        per_example = maps.group_by("idx").agg(
+    for task, run_seed in sorted(classes):
+        per_example = classes[(task, run_seed)].group_by("idx").agg(
             (pl.col("cnn_label") == "heterogeneous").sum().alias("hits"), pl.len().alias("maps")).sort("idx")
         hits, total = per_example["hits"].to_numpy().astype(float), per_example["maps"].to_numpy().astype(float)
         draws = resample_indices(len(hits), resamples, seed)
-        low, high = percentile_interval(hits[draws].sum(1) / total[draws].sum(1), level)
+        shares = hits[draws].sum(1) / total[draws].sum(1)
+        low, high = percentile_interval(shares, level)
         note = f"labeller: {labels_source}" if validated else (
-            f"the pattern labeller is not validated against hand labels ({labels_source}): its shares cannot be "
-            "compared with the paper's yet")
-        rows.append(Measured("heterogeneous_share", task, float(hits.sum() / total.sum()), low, high,
-                             tuple((task, s) for s in seeds), validated, note))
+            f"the pattern labeller is not validated against the label card's labels ({labels_source}): its shares cannot "
+            "be compared with the paper's yet")
+        rows.append(Measured("heterogeneous_share", f"{task} seed {run_seed}", float(hits.sum() / total.sum()), low, high,
+                             ((task, run_seed),), validated, note, task=task, seed=run_seed, draws=shares))
     return rows
 
 
-def hand_label_heterogeneous_share(report: Mapping) -> dict[str, tuple[int, int, tuple[tuple[str, int], ...]]]:
-    """Per task: (heterogeneous maps, maps, the fine-tuned models) among the hand labels drawn at random from the
-    fine-tuned models' dumps (the pattern classifier's ``report``: the training labels' random part and the test
-    labels' ``test-random`` part, both simple random samples of the maps of a dump, pooled). Empty when no hand label
-    names a fine-tuned dump of this run."""
-    rows = list(report.get("hand_label_shares_random_sample") or []) + list(
-        (report.get("test") or {}).get("hand_label_shares_random_sample") or [])
-    counts: dict[str, list] = {}
-    for row in rows:
-        if not states.is_seeded(row["state"]) or states.split_seeded(row["state"])[0] != states.FINETUNED:
-            continue
-        seed = states.split_seeded(row["state"])[1]
-        hits, total, models = counts.setdefault(row["task"], [0, 0, set()])
-        counts[row["task"]][0] += int(row["maps"]) if row["label"] == "heterogeneous" else 0
-        counts[row["task"]][1] += int(row["maps"])
-        models.add((row["task"], seed))
-    return {task: (hits, total, tuple(sorted(models))) for task, (hits, total, models) in sorted(counts.items())}
+# the label card's random samples, one per labelling session: the training labels' random part and the test labels'
+PASSES = {"labels": "hand_label_shares_random_sample", "test labels": "test"}
+
+
+def hand_label_heterogeneous_share(report: Mapping) -> dict[str, dict[str, tuple[int, int, tuple[tuple[str, int], ...]]]]:
+    """Per task and labelling pass (:data:`PASSES`): (heterogeneous maps, maps, the fine-tuned models) among the label
+    card's labels drawn at random from the fine-tuned models' dumps (the pattern classifier's ``report``: the training
+    labels' random part, and the test labels' ``test-random`` part, made in another session; each a simple random
+    sample of the maps of a dump). Empty when no label names a fine-tuned dump of this run."""
+    counts: dict[str, dict[str, list]] = {}
+    for name, key in PASSES.items():
+        part = report.get(key) if key == "hand_label_shares_random_sample" else (report.get(key) or {}).get(
+            "hand_label_shares_random_sample")
+        for row in part or []:
+            if not states.is_seeded(row["state"]) or states.split_seeded(row["state"])[0] != states.FINETUNED:
+                continue
+            seed = states.split_seeded(row["state"])[1]
+            entry = counts.setdefault(row["task"], {}).setdefault(name, [0, 0, set()])
+            entry[0] += int(row["maps"]) if row["label"] == "heterogeneous" else 0
+            entry[1] += int(row["maps"])
+            entry[2].add((row["task"], seed))
+    return {task: {name: (hits, total, tuple(sorted(models))) for name, (hits, total, models) in passes.items()}
+            for task, passes in sorted(counts.items())}
 
 
 def heterogeneous_share_from_hand_labels(report: Mapping, level: float, labeller: Mapping[str, float],
-                                         labeller_note: str) -> list[Measured]:
-    """Per task whose fine-tuned dumps have hand labels drawn at random: the heterogeneous share of those maps with a
+                                         labeller_note: str, resamples: int = 1000, seed: int = 0,
+                                         labelled_by: str = "") -> list[Measured]:
+    """Per task whose fine-tuned dumps have labels drawn at random: the heterogeneous share of those maps with a
     Clopper-Pearson interval (a share is a proportion: a random sample of labelled maps estimates it without any
-    labeller). ``labeller``: task -> the pattern labeller's share over every map, shown beside it with
-    ``labeller_note`` (its agreement with the hand labels)."""
-    rows = []
-    for task, (hits, total, models) in hand_label_heterogeneous_share(report).items():
+    labeller), for each labelling pass (shown, not counted) and both pooled (counted). The pooled row is not trusted
+    when the passes' own intervals disagree about the region (one inside, the other not): two samples of the same
+    maps that tell different stories cannot be pooled into one verdict. ``labeller``: task -> the pattern labeller's
+    share over every map, shown beside it with ``labeller_note``; ``labelled_by``: who made the labels (the card)."""
+    rows, region = [], BY_KEY["heterogeneous_share"].region
+    who = f" ({labelled_by})" if labelled_by else ""
+    rng = np.random.default_rng(seed)
+    for task, passes in hand_label_heterogeneous_share(report).items():
+        own = {}
+        for name, (hits, total, models) in passes.items():
+            if not total:
+                continue
+            interval = stats.binomtest(hits, total).proportion_ci(confidence_level=level, method="exact")
+            own[name] = verdict(float(interval.low), float(interval.high), region)
+            rows.append(Measured("heterogeneous_share", f"{task}, {name} alone", hits / total, float(interval.low),
+                                 float(interval.high), models, counted=False, task=task,
+                                 note=f"{hits} of {total} maps of the {name}' random sample{who}; {own[name]} alone"))
+        hits = sum(h for h, _, _ in passes.values())
+        total = sum(t for _, t, _ in passes.values())
         if not total:
             continue
+        models = tuple(sorted({m for _, _, ms in passes.values() for m in ms}))
         interval = stats.binomtest(hits, total).proportion_ci(confidence_level=level, method="exact")
+        agree = len(set(own.values())) <= 1
+        apart = ""
+        if len(passes) == 2:
+            (h1, t1, _), (h2, t2, _) = passes.values()
+            apart = f"; the passes apart: Fisher's exact p = {stats.fisher_exact([[h1, t1 - h1], [h2, t2 - h2]])[1]:.3f}"
         beside = f"; the labeller's share of every map {100 * labeller[task]:.1f}%" if task in labeller else ""
-        rows.append(Measured("heterogeneous_share", task, hits / total, float(interval.low), float(interval.high), models,
-                             note=f"hand labels: {hits} of {total} maps drawn at random from the fine-tuned dumps"
-                                  f"{beside} ({labeller_note})"))
+        rows.append(Measured(
+            "heterogeneous_share", f"{task}, labels pooled", hits / total, float(interval.low), float(interval.high), models,
+            trusted=agree, task=task, draws=rng.binomial(total, hits / total, resamples) / total,
+            note=f"{hits} of {total} maps drawn at random from the fine-tuned dumps, by eye{who}, {len(passes)} labelling "
+                 f"passes pooled{apart}" + ("" if agree else "; the passes disagree about the region ("
+                 + ", ".join(f"{n}: {v}" for n, v in own.items()) + "): not pooled into a verdict")
+                 + f"{beside} ({labeller_note})"))
     return rows
 
 
 def last_layers_change(changes: Mapping[tuple[str, int], pl.DataFrame], resamples: int, level: float, seed: int) -> list[Measured]:
-    """Per task: min over the layers before the last two of the layer's mean cosine, minus the max over the last
-    two (``changes``: (task, seed) -> ``idx, layer, head, cosine``); seeds averaged; resampling examples."""
+    """Per fine-tuned model: min over the layers before the last two of the layer's mean cosine, minus the max over
+    the last two (``changes``: (task, seed) -> ``idx, layer, head, cosine``); resampling examples."""
     rows = []
-    for task in sorted({t for t, _ in changes}):
-        seeds = sorted(s for t, s in changes if t == task)
-        frame = pl.concat([changes[(task, s)] for s in seeds])
+    for task, run_seed in sorted(changes):
+        frame = changes[(task, run_seed)]
         layers = sorted(frame["layer"].unique().to_list())
         if len(layers) < 3:
             continue  # no layer before the last two to compare with
@@ -334,38 +383,39 @@ def last_layers_change(changes: Mapping[tuple[str, int], pl.DataFrame], resample
             means = np.nanmean(values, axis=-2)
             return means[..., :-2].min(-1) - means[..., -2:].max(-1)
 
-        draws = resample_indices(per_example.shape[0], resamples, seed)
-        low, high = percentile_interval(statistic(per_example[draws]), level)
+        draws = statistic(per_example[resample_indices(per_example.shape[0], resamples, seed)])
+        low, high = percentile_interval(draws, level)
         means = np.nanmean(per_example, axis=0)
         note = "layers by mean cosine, most changed first: " + ", ".join(f"{layers[i] + 1}" for i in np.argsort(means))
-        rows.append(Measured("last_layers_change_most", task, float(statistic(per_example)), low, high,
-                             tuple((task, s) for s in seeds), note=note))
+        rows.append(Measured("last_layers_change_most", f"{task} seed {run_seed}", float(statistic(per_example)), low, high,
+                             ((task, run_seed),), note=note, task=task, seed=run_seed, draws=draws))
     return rows
 
 
 def best_head_gain(selection: pl.DataFrame, seeds: Mapping[str, Sequence[int]]) -> list[Measured]:
-    """Per task (and disabling mode, when several): the across-seed held-out change of the best single head
-    (stats.selection_table)."""
+    """Per fine-tuned model (and disabling mode, when several): the held-out change of its best single head, chosen on
+    the selection half of dev, reported on the other (stats.selection_table's per-seed rows)."""
     rows = []
-    pooled = selection.filter((pl.col("kind") == "head") & pl.col("seed").is_null())
-    several = pooled["mode"].n_unique() > 1
-    for row in pooled.sort("task", "mode").iter_rows(named=True):
-        scope = f"{row['task']} ({row['mode']})" if several else row["task"]
+    per_seed = selection.filter((pl.col("kind") == "head") & pl.col("seed").is_not_null())
+    several = per_seed["mode"].n_unique() > 1
+    for row in per_seed.sort("task", "seed", "mode").iter_rows(named=True):
+        scope = f"{row['task']} seed {row['seed']}" + (f" ({row['mode']})" if several else "")
         rows.append(Measured("best_head_disabling_gain", scope, row["report_delta"], row["report_ci_low"],
-                             row["report_ci_high"], tuple((row["task"], s) for s in seeds[row["task"]]),
+                             row["report_ci_high"], ((row["task"], int(row["seed"])),), task=row["task"], seed=int(row["seed"]),
                              note=f"head {row['config']} chosen on {row['selection_examples']} dev examples, reported on "
                                   f"{row['report_examples']} others"))
     return rows
 
 
 def first_layer_gain(deltas: pl.DataFrame, seeds: Mapping[str, Sequence[int]], task: str = "RTE") -> list[Measured]:
-    """The across-seed change when the first layer is disabled on ``task`` (a layer the paper names: nothing to
-    choose, so all swept examples report it)."""
-    rows = deltas.filter((pl.col("task") == task) & (pl.col("kind") == "layer") & (pl.col("layer") == 0) & pl.col("seed").is_null())
+    """Per fine-tuned model of ``task``: the change when the first layer is disabled (a layer the paper names: nothing
+    to choose, so all swept examples report it)."""
+    rows = deltas.filter((pl.col("task") == task) & (pl.col("kind") == "layer") & (pl.col("layer") == 0) & pl.col("seed").is_not_null())
     several = rows["mode"].n_unique() > 1
-    return [Measured("first_layer_disabling_gain_rte", f"{task} ({r['mode']})" if several else task, r["delta"], r["ci_low"],
-                     r["ci_high"], tuple((task, s) for s in seeds[task]), note=f"{r['examples']} dev examples, {r['mode']} attention")
-            for r in rows.sort("mode").iter_rows(named=True)]
+    return [Measured("first_layer_disabling_gain_rte", f"{task} seed {r['seed']}" + (f" ({r['mode']})" if several else ""),
+                     r["delta"], r["ci_low"], r["ci_high"], ((task, int(r["seed"])),), task=task, seed=int(r["seed"]),
+                     note=f"{r['examples']} dev examples, {r['mode']} attention")
+            for r in rows.sort("seed", "mode").iter_rows(named=True)]
 
 
 def syntactic_head(held_out: pl.DataFrame, relation: str = "obj") -> list[Measured]:
@@ -405,38 +455,31 @@ def mask_agreement(stability: pl.DataFrame, seeds: Mapping[str, Sequence[int]], 
                 + ("" if sized else "; masks of these sizes cannot agree beyond 0.40 however chosen: the sizes alone "
                    "give the claim"))
         rows.append(Measured("mask_agreement_kappa", r["task"], r["fleiss_kappa"], low, high,
-                             tuple((r["task"], s) for s in ticket_seeds), trusted=enough, note=note))
+                             tuple((r["task"], s) for s in ticket_seeds), trusted=enough, note=note, task=r["task"]))
     return rows
 
 
 def michel_prunable_share(curves: Mapping[tuple[str, int], pl.DataFrame], predictions: Mapping[tuple[str, int], pl.DataFrame],
                           metric_of: Mapping[str, str], tolerance: float, resamples: int, level: float, seed: int,
                           importance_note: str = "") -> list[Measured]:
-    """Per task: Michel et al.'s prunable share, mean over seeds; the curve of every seed rescored on the same
-    resamples of the dev examples (``predictions``: step, idx, label, prediction; ``curves``: step, share_pruned);
-    ``importance_note``: what the ranking was computed on, beside each row (the paper used all of train)."""
+    """Per fine-tuned model: Michel et al.'s prunable share, its curve rescored on resamples of the dev examples
+    (``predictions``: step, idx, label, prediction; ``curves``: step, share_pruned); ``importance_note``: what the
+    ranking was computed on, beside each row (the paper used all of train)."""
     rows = []
-    for task in sorted({t for t, _ in curves}):
-        seeds = sorted(s for t, s in curves if t == task)
-        per_seed, resampled = [], []
-        draws = None
-        for s in seeds:
-            shares = curves[(task, s)].sort("step")["share_pruned"].to_list()
-            frame = predictions[(task, s)]
-            wide = frame.pivot(on="idx", index="step", values="prediction").sort("step")
-            idx = sorted(frame["idx"].unique().to_list())
-            matrix = wide.select([str(i) for i in idx]).to_numpy()  # [steps, examples]
-            labels = frame.filter(pl.col("step") == 0).sort("idx")["label"].to_numpy()
-            if draws is None:
-                draws = resample_indices(len(idx), resamples, seed)
-            full = metric_on_resamples(metric_of[task], matrix, labels, np.arange(len(idx))[None, :])[:, 0]
-            per_seed.append(prunable_share(shares, full.tolist(), tolerance))
-            scores = metric_on_resamples(metric_of[task], matrix, labels, draws)  # [steps, resamples]
-            resampled.append([prunable_share(shares, scores[:, r].tolist(), tolerance) for r in range(scores.shape[1])])
-        low, high = percentile_interval(np.mean(resampled, axis=0), level)
-        rows.append(Measured("prunable_share", task, float(np.mean(per_seed)), low, high, tuple((task, s) for s in seeds),
-                             note=f"tolerance {tolerance:.0%} of the full score; seeds: " + ", ".join(f"{v:.0%}" for v in per_seed)
-                                  + (f"; {importance_note}" if importance_note else "")))
+    for task, run_seed in sorted(curves):
+        shares = curves[(task, run_seed)].sort("step")["share_pruned"].to_list()
+        frame = predictions[(task, run_seed)]
+        wide = frame.pivot(on="idx", index="step", values="prediction").sort("step")
+        idx = sorted(frame["idx"].unique().to_list())
+        matrix = wide.select([str(i) for i in idx]).to_numpy()  # [steps, examples]
+        labels = frame.filter(pl.col("step") == 0).sort("idx")["label"].to_numpy()
+        full = metric_on_resamples(metric_of[task], matrix, labels, np.arange(len(idx))[None, :])[:, 0]
+        scores = metric_on_resamples(metric_of[task], matrix, labels, resample_indices(len(idx), resamples, seed))  # [steps, R]
+        draws = np.array([prunable_share(shares, scores[:, r].tolist(), tolerance) for r in range(scores.shape[1])])
+        low, high = percentile_interval(draws, level)
+        rows.append(Measured("prunable_share", f"{task} seed {run_seed}", float(prunable_share(shares, full.tolist(), tolerance)),
+                             low, high, ((task, run_seed),), task=task, seed=run_seed, draws=draws,
+                             note=f"tolerance {tolerance:.0%} of the full score" + (f"; {importance_note}" if importance_note else "")))
     return rows
 
 
@@ -459,7 +502,8 @@ def probing_peak(words: pl.DataFrame, resamples: int, level: float, seed: int) -
         low, high = percentile_interval(np.argmax(accuracy, axis=1) / depth, level)
         state = frame["state"][0] if "state" in frame.columns else ""
         rows.append(Measured("probing_peak_middle", f"{state} {name}".strip(), best / depth, low, high,
-                             note=f"best layer {layers[best]} of {depth} (accuracy {r.sum(0)[best] / n.sum(0)[best]:.3f})"))
+                             note=f"best layer {layers[best]} of {depth} (accuracy {r.sum(0)[best] / n.sum(0)[best]:.3f})",
+                             draws=np.argmax(accuracy, axis=1) / depth))
     return rows
 
 
@@ -468,49 +512,80 @@ def confident_heads_important(relations: pl.DataFrame, importance: str) -> list[
     al.'s importance (the target named ``importance``) and its interval over heads (``importance_relations``)."""
     rows = relations.filter((pl.col("measure") == "confidence") & (pl.col("target") == importance)).sort("task", "seed")
     return [Measured("confident_heads_important", f"{r['task']} seed {r['seed']}", r["spearman"], r["ci_low"], r["ci_high"],
-                     ((r["task"], r["seed"]),), note=f"{r['heads']} heads")
+                     ((r["task"], r["seed"]),), note=f"{r['heads']} heads", task=r["task"], seed=int(r["seed"]))
             for r in rows.iter_rows(named=True)]
 
 
 COMPARED_PRUNED_SHARE = (0.1, 0.9)  # where the two pruning methods are compared (fixed before any run)
 
 
-def l0_gates_beat_michel(gates: pl.DataFrame) -> list[Measured]:
+def l0_gates_beat_michel(gates: pl.DataFrame, michel_examples: str = "") -> list[Measured]:
     """Per fine-tuned model, weights setting and strength whose gates prune a share of heads in
     :data:`COMPARED_PRUNED_SHARE`: the heads they keep (at gate 1) against Michel et al.'s order (head roles summary
     ``gates``: ``binary_minus_michel`` and its interval). Gates trained with the weights are scored on weights trained
-    one more epoch while Michel's order prunes the fine-tuned weights as they are: those rows are shown, not trusted."""
+    one more epoch while Michel's order prunes the fine-tuned weights as they are: those rows are shown, not trusted.
+    A model none of whose frozen-weights strengths pruned a share in the range gets a row saying so (a finding, no
+    number: the comparison was not made). The two methods see different data (the gates their ``train_examples``,
+    Michel's order ``michel_examples``): each row names both."""
     low, high = COMPARED_PRUNED_SHARE
     if "weights" not in gates.columns:  # no gates in this config
         return []
     chosen = gates.filter(pl.col("share_pruned").is_between(low, high))
-    return [Measured("l0_gates_beat_michel", f"{r['task']} seed {r['seed']}, {r['heads_kept']} of {r['heads']} heads, weights {r['weights']}",
+    data = (lambda r: f"; gates trained on {r['train_examples']} training examples, Michel's order from {michel_examples}"
+            if michel_examples and r.get("train_examples") is not None else "")
+    rows = [Measured("l0_gates_beat_michel", f"{r['task']} seed {r['seed']}, {r['heads_kept']} of {r['heads']} heads, weights {r['weights']}",
                      r["binary_minus_michel"], r["binary_ci_low"], r["binary_ci_high"], ((r["task"], r["seed"]),),
-                     trusted=r["weights"] == "frozen", counted=r["weights"] == "frozen",
+                     trusted=r["weights"] == "frozen", counted=r["weights"] == "frozen", task=r["task"], seed=int(r["seed"]),
                      note=f"{r['metric']}; strength {r['strength']:g}; with the learnt gate values {r['gates_minus_michel'] * 100:+.1f} points"
-                          + ("" if r["weights"] == "frozen" else "; the gates' weights trained one more epoch, Michel's order's "
+                          + data(r) + ("" if r["weights"] == "frozen" else "; the gates' weights trained one more epoch, Michel's order's "
                              "did not: not a comparison of the heads alone"))
             for r in chosen.sort("task", "seed", "weights", "heads_kept").iter_rows(named=True)]
+    compared = {(r.task, r.seed) for r in rows if r.counted}
+    for (task, run_seed), frame in sorted(gates.filter(pl.col("weights") == "frozen").group_by("task", "seed"), key=lambda kv: kv[0]):
+        if (task, int(run_seed)) in compared:
+            continue
+        pruned = ", ".join(f"{share:.0%} at {strength:g}" for strength, share in frame.sort("strength").select("strength", "share_pruned").iter_rows())
+        rows.append(Measured("l0_gates_beat_michel", f"{task} seed {run_seed}, weights frozen", float("nan"), float("nan"),
+                             float("nan"), ((task, int(run_seed)),), trusted=False, task=task, seed=int(run_seed),
+                             finding=INCONCLUSIVE,
+                             note=f"no strength pruned {low:.0%} to {high:.0%} of the heads (pruned: {pruned}): no comparison "
+                                  "made; head_roles.gates' strengths set which shares are tried"))
+    return rows
 
 
 PAPER_PLACEMENT = "output"  # Kovaleva et al. 2021 disable the output LayerNorms
 
 
-def outliers_disrupt(contrast: pl.DataFrame) -> list[Measured]:
-    """Per task, across its seeds whose models have outlier dimensions: the outliers' score change in the output
-    LayerNorms minus the worst random draw's (the outliers stage's ``contrast``: ``minus_worst``), with its paired
-    interval; the contrast with the draws' mean is in the note."""
-    if not contrast.height:
-        return []
-    rows = contrast.filter((pl.col("placement") == PAPER_PLACEMENT) & pl.col("seed").is_null()).sort("task")
-    return [Measured("outliers_disrupt", r["task"], r["minus_worst"], r["worst_ci_low"], r["worst_ci_high"],
-                     tuple((r["task"], int(s)) for s in r["pooled_seeds"].split(",")),
-                     note=f"outliers {r['outliers_delta'] * 100:+.1f} points, worst random draw {r['random_worst'] * 100:+.1f}, "
-                          f"random mean {r['random_mean_delta'] * 100:+.1f} [{r['random_low'] * 100:+.1f}, "
-                          f"{r['random_high'] * 100:+.1f}] over {r['draws']} draws; outliers minus the random mean "
-                          f"{r['difference'] * 100:+.1f} [{r['ci_low'] * 100:+.1f}, {r['ci_high'] * 100:+.1f}]; seeds {r['pooled_seeds']}"
-                          + (f"; seeds {r['seeds_without_outliers']} have no outlier dimension" if r.get("seeds_without_outliers") else ""))
-            for r in rows.iter_rows(named=True)]
+def outliers_disrupt(contrast: pl.DataFrame, dimensions: pl.DataFrame | None = None,
+                     tasks: Sequence[str] | None = None) -> list[Measured]:
+    """Per fine-tuned model with outlier dimensions: their score change in the output LayerNorms minus the worst random
+    draw's (the outliers stage's ``contrast``: ``minus_worst``), with its paired interval; the contrast with the draws'
+    mean is in the note. A fine-tuned model of ``tasks`` without any outlier dimension (the stage's ``dimensions``
+    summary) gets a row stating that finding: the paper's outliers are absent there, so its claim about them does not
+    hold for that model (not reproduced)."""
+    rows = []
+    if contrast.height:
+        per_seed = contrast.filter((pl.col("placement") == PAPER_PLACEMENT) & pl.col("seed").is_not_null()).sort("task", "seed")
+        rows = [Measured("outliers_disrupt", f"{r['task']} seed {r['seed']}", r["minus_worst"], r["worst_ci_low"], r["worst_ci_high"],
+                         ((r["task"], int(r["seed"])),), task=r["task"], seed=int(r["seed"]),
+                         note=f"outliers {r['outliers_delta'] * 100:+.1f} points, worst random draw {r['random_worst'] * 100:+.1f}, "
+                              f"random mean {r['random_mean_delta'] * 100:+.1f} [{r['random_low'] * 100:+.1f}, "
+                              f"{r['random_high'] * 100:+.1f}] over {r['draws']} draws; outliers minus the random mean "
+                              f"{r['difference'] * 100:+.1f} [{r['ci_low'] * 100:+.1f}, {r['ci_high'] * 100:+.1f}]")
+                for r in per_seed.iter_rows(named=True)]
+    if dimensions is not None and dimensions.height:
+        fine_tuned = dimensions.filter((pl.col("state") == states.FINETUNED) & pl.col("seed").is_not_null())
+        if tasks is not None:
+            fine_tuned = fine_tuned.filter(pl.col("task").is_in(list(tasks)))
+        measured = {(r.task, r.seed) for r in rows}
+        for (task, run_seed), frame in sorted(fine_tuned.group_by("task", "seed"), key=lambda kv: kv[0]):
+            if (task, int(run_seed)) in measured or frame["dimension"].is_not_null().any():
+                continue
+            rows.append(Measured("outliers_disrupt", f"{task} seed {run_seed}", float("nan"), float("nan"), float("nan"),
+                                 ((task, int(run_seed)),), trusted=False, task=task, seed=int(run_seed), finding=NOT_REPRODUCED,
+                                 note="no outlier dimension found in this model by the paper's criterion (outliers.sigmas, "
+                                      "outliers.min_layer_share): nothing to disable, the outliers the claim is about are absent"))
+    return rows
 
 
 POS_FIELDS, DEPENDENCY_FIELDS = ("upos", "xpos"), ("deprels",)
@@ -518,8 +593,8 @@ POS_FIELDS, DEPENDENCY_FIELDS = ("upos", "xpos"), ("deprels",)
 
 def pos_before_dependencies(words: pl.DataFrame, label_specs: Mapping[str, Mapping], resamples: int, level: float,
                             seed: int) -> list[Measured]:
-    """The pre-trained encoder's expected layer of the dependency-relation label set minus the part-of-speech one's
-    (the label sets named by their treebank ``field`` in ``label_specs``, the probing stage's ``labels``), with a paired
+    """The pre-trained encoder's expected layer of the dependency-relation label set minus the part-of-speech one's,
+    as a share of its depth (the paper's gap is 2.3 of BERT-large's 24 layers) (the label sets named by their treebank ``field`` in ``label_specs``, the probing stage's ``labels``), with a paired
     interval over dev sentences; nothing when the config probes no such pair."""
     pos = [name for name, spec in label_specs.items() if spec["field"] in POS_FIELDS]
     dependencies = [name for name, spec in label_specs.items() if spec["field"] in DEPENDENCY_FIELDS]
@@ -527,88 +602,143 @@ def pos_before_dependencies(words: pl.DataFrame, label_specs: Mapping[str, Mappi
     for lower in pos:
         for higher in dependencies:
             value, draws = expected_layer_difference(words, lower, higher, resamples, seed)
+            depth = int(words["layer"].max())  # the mix's layers above the embeddings: the paper's 24 for BERT-large
+            value, draws = value / depth, np.asarray(draws) / depth
             # NaN (no interval) when more than 1% of the resamples leave an expected layer undefined
             low, high = percentile_interval(draws, level, min_share=DEFINED_SHARE)
-            rows.append(Measured("pos_before_dependencies", f"{higher} - {lower}", value, low, high,
-                                 note=f"{int(words['layer'].max())} layers"))
+            rows.append(Measured("pos_before_dependencies", f"{higher} - {lower}", value, low, high, draws=draws,
+                                 note=f"{value * depth:+.2f} of {depth} layers"))
     return rows
 
 
-def side_p_values(value: float, low: float, high: float, region: Region, level: float) -> tuple[float, float]:
-    """One row's evidence about the region, from its point and interval (Altman and Bland 2011, the normal
-    approximation; each side of the interval gives the standard error on that side): ``p_inside``, the p-value of "the
-    statistic lies outside the region" (small when the row is inside: the larger of the one-sided p-values against each
-    bound, an intersection-union test), and ``p_outside``, the p-value of "it lies inside" (small when outside: the
-    smaller one-sided p-value against a bound; each bound is tested at half of ``1 - level``, as the two tails of the
-    row's own interval are). 1 where the row says nothing (NaN)."""
-    if not all(math.isfinite(v) for v in (value, low, high)):
-        return 1.0, 1.0
+def unit_draws(m: Measured, resamples: int, level: float, rng: np.random.Generator) -> np.ndarray | None:
+    """``[resamples]`` draws of one row's statistic over its own examples: the row's ``draws`` where it has them
+    (resampled to ``resamples`` when it has another number), else a split normal from its point and interval (each side
+    of the interval gives the spread on that side, Altman and Bland 2011's normal approximation): the upstream stages
+    keep intervals, not their resamples. None when the row has no number."""
+    if not all(math.isfinite(v) for v in (m.value, m.ci_low, m.ci_high)):
+        return None
+    if m.draws is not None:
+        draws = np.asarray(m.draws, dtype=float)
+        draws = draws[np.isfinite(draws)]
+        if draws.size:
+            return draws if draws.size == resamples else rng.choice(draws, resamples)
     z = stats.norm.ppf(0.5 + level / 2)
-
-    def beyond(bound: float, above: bool) -> float:
-        """One-sided p-value that the statistic lies on the far side of ``bound`` (below it when ``above``); a
-        statistic sitting on a bound is on its inside only where the region is closed."""
-        distance = value - bound if above else bound - value
-        spread = (value - low if above else high - value) / z
-        if spread <= 0:
-            return 0.0 if distance > 0 or (distance == 0 and region.closed) else 1.0
-        return float(stats.norm.sf(distance / spread))
-
-    bounds = [(bound, above) for bound, above in ((region.low, True), (region.high, False)) if bound is not None]
-    inside = [beyond(bound, above) for bound, above in bounds]
-    outside = [beyond(bound, not above) for bound, above in bounds]
-    return max(inside), min(outside)
+    normal = rng.standard_normal(resamples)
+    return m.value + normal * np.where(normal < 0, m.value - m.ci_low, m.ci_high - m.value) / z
 
 
-def holm(p_values: Sequence[float], alpha: float) -> list[bool]:
-    """Holm's step-down procedure: which hypotheses are rejected at family-wise level ``alpha``."""
-    order = np.argsort(p_values, kind="stable")
-    rejected = [False] * len(p_values)
-    for rank, i in enumerate(order):
-        if p_values[i] > alpha / (len(p_values) - rank):
-            break
-        rejected[i] = True
-    return rejected
+@dataclass(frozen=True)
+class Pooled:
+    """A claim's effect over several rows: its point, interval and verdict, and how they were reached."""
+
+    value: float
+    ci_low: float
+    ci_high: float
+    verdict: str
+    how: str
+    rests_on: str  # the fine-tuned models behind it, by fitness
 
 
-def overall_verdict(rows: Sequence[tuple[float, float, float, bool, bool]], region: Region, level: float) -> tuple[str, str]:
-    """One verdict for a claim measured in several rows (module docstring): ``rows`` are (value, ci_low, ci_high,
-    unfit, trusted) in the claim's own units, the rows that count towards it. Reproduced needs every fit row
-    reproduced by its own interval *and* inside the region after Holm's correction; not reproduced needs a fit row not
-    reproduced by its own interval *and* outside after Holm's correction: the claim's verdict never contradicts its
-    rows. Returns the verdict and a line saying how it was reached."""
-    fit = [(v, lo, hi, trusted) for v, lo, hi, unfit, trusted in rows if not unfit]
-    if not fit:
-        return MODEL_UNFIT, f"every one of the {len(rows)} rows rests on an unfit model"
-    alpha = (1 - level) / 2  # each bound is a one-sided test: a row's own interval at ``level`` is these tests at alpha
-    sides = [side_p_values(v, lo, hi, region, level) if trusted else (1.0, 1.0) for v, lo, hi, trusted in fit]
-    own = [verdict(lo, hi, region, trusted=trusted and math.isfinite(v)) for v, lo, hi, trusted in fit]
-    inside = [held and row == REPRODUCED for held, row in zip(holm([p for p, _ in sides], alpha), own)]
-    outside = [held and row == NOT_REPRODUCED for held, row in zip(holm([p for _, p in sides], alpha), own)]
-    untrusted = sum(not trusted for *_, trusted in fit)
-    how = (f"Holm over {len(fit)} fit rows: {sum(inside)} inside the region, {sum(outside)} outside"
-           + (f", {untrusted} not trusted" if untrusted else "")
-           + (f"; {len(rows) - len(fit)} rows on unfit models left out" if len(rows) > len(fit) else ""))
-    if all(inside):
-        return REPRODUCED, how
-    if any(outside):
-        return NOT_REPRODUCED, how
-    return INCONCLUSIVE, how
+def status_of(fit: Mapping[tuple[str, int], bool | str], model: tuple[str, int]) -> str:
+    """A fine-tuned model's fitness (fit, weak, unfit) from the fitness table (a bool: fit or unfit)."""
+    value = fit[model]
+    return value if isinstance(value, str) else ("fit" if value else "unfit")
 
 
-OVERALL = "overall"  # the scope of a claim's one verdict over its rows
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
-def claims_table(measured: Sequence[Measured], fit: Mapping[tuple[str, int], bool], stages: Mapping[str, str],
-                 level: float = 0.95, tasks: Sequence[str] | None = None) -> pl.DataFrame:
-    """The claims table: one row per measured statistic (shown in the claim's scale), with its verdict; for a claim
-    measured in several rows, one more row (scope ``overall``) with the claim's verdict by :func:`overall_verdict`; a
-    row for each claim nothing was measured for, by what its stage did (``stages``: report section -> ``ran``,
-    ``skipped`` (fitness.if_unfit: skip left out every model it would analyse) or ``not run``), or ``not applicable``
-    where the claim is about tasks none of which is among the run's ``tasks`` (None: every task). A fine-tuned model a row
-    rests on must have a fitness verdict in ``fit``: a missing one is an error, never fit by default."""
-    rows = []
-    done: dict[str, list[tuple[float, float, float, bool, bool]]] = {}
+def _rests_on(models: Sequence[tuple[str, int]], fit: Mapping[tuple[str, int], bool | str]) -> str:
+    by = {}
+    for model in sorted(set(models)):
+        by.setdefault(status_of(fit, model), []).append(f"{model[0]} seed {model[1]}")
+    return "; ".join(f"{len(names)} {status}" + (f" ({', '.join(names)})" if status != "fit" else "")
+                     for status, names in sorted(by.items(), key=lambda kv: ("fit", "weak", "unfit").index(kv[0])
+                                                 if kv[0] in ("fit", "weak", "unfit") else 3))
+
+
+def pooled(rows: Sequence[Measured], fit: Mapping[tuple[str, int], bool | str], region: Region, level: float,
+           resamples: int, seed: int) -> tuple[Pooled, list[tuple[str, Pooled]]]:
+    """The claim's one verdict (module docstring), independent of how many rows the config makes: its effect over the
+    rows that count, estimated over seeds and examples together. Rows of one fine-tuned model (strengths, modes) are
+    averaged into one unit; the units of a task (its seeds) are pooled by a two-level bootstrap, resampling seeds and
+    then, within each drawn seed, its examples (:func:`unit_draws`); the tasks (or label sets), chosen by the config,
+    are averaged, each resampled on its own. The interval is the percentile interval of those draws, the verdict
+    :func:`verdict`'s. Left out: rows on unfit models, rows without a trusted number (the note says which). Also returns
+    each task's pooled row ``(task, Pooled)`` where a task has several seeds."""
+    rng = np.random.default_rng(seed)
+    counted = [m for m in rows if m.counted]
+    models = [model for m in counted for model in m.models]
+    rests_on = _rests_on(models, fit)
+    unfit = [m for m in counted if any(status_of(fit, model) == "unfit" for model in m.models)]
+    eligible = [m for m in counted if m not in unfit]
+    nan = float("nan")
+    if not counted:
+        return Pooled(nan, nan, nan, INCONCLUSIVE, "no row counts towards the claim (rows shown for comparison only)", rests_on), []
+    if not eligible:
+        return Pooled(nan, nan, nan, MODEL_UNFIT, f"{'every one of the ' if len(counted) > 1 else ''}{_count(len(counted), 'row')} "
+                      f"rest{'s' if len(counted) == 1 else ''} on an unfit model", rests_on), []
+    usable = [(m, d) for m in eligible if m.trusted for d in [unit_draws(m, resamples, level, rng)] if d is not None]
+    left_out = ([f"{_count(len(unfit), 'row')} on unfit models"] if unfit else []) + (
+        [f"{_count(len(eligible) - len(usable), 'row')} without a trusted number ("
+         + ", ".join(m.scope for m in eligible if m not in [u for u, _ in usable]) + ")"] if len(usable) < len(eligible) else [])
+    if not usable:
+        findings = {m.finding for m in eligible}
+        if len(findings) == 1 and None not in findings:
+            return Pooled(nan, nan, nan, findings.pop(), "every row states the same finding: " + eligible[0].note, rests_on), []
+        return Pooled(nan, nan, nan, INCONCLUSIVE, "no row has a trusted number: " + "; ".join(left_out), rests_on), []
+    groups: dict[str, dict[object, list[tuple[Measured, np.ndarray]]]] = {}
+    for m, d in usable:
+        groups.setdefault(m.task or m.scope, {}).setdefault(m.seed if m.seed is not None else m.scope, []).append((m, d))
+    group_values, group_draws, per_task, seeds_counts = [], [], [], []
+    for name, units in groups.items():
+        values = np.array([np.mean([m.value for m, _ in unit]) for unit in units.values()])
+        draws = np.stack([np.mean([d for _, d in unit], axis=0) for unit in units.values()])  # [units, R]
+        k = len(units)
+        if k > 1:  # seeds drawn with replacement, then one of each drawn seed's own resamples
+            picked = rng.integers(0, k, size=(resamples, k))
+            within = rng.integers(0, resamples, size=(resamples, k))
+            task_draws = draws[picked, within].mean(axis=1)
+        else:
+            task_draws = draws[0]
+        value = float(values.mean())
+        group_values.append(value)
+        group_draws.append(task_draws)
+        seeds_counts.append(k)
+        if k > 1 and all(m.seed is not None for unit in units.values() for m, _ in unit):
+            low, high = percentile_interval(task_draws, level)
+            unit_models = [model for unit in units.values() for m, _ in unit for model in m.models]
+            per_task.append((name, Pooled(value, low, high, verdict(low, high, region),
+                                          f"mean over {k} seeds, seeds resampled then examples within each", _rests_on(unit_models, fit))))
+    value = float(np.mean(group_values))
+    low, high = percentile_interval(np.mean(group_draws, axis=0), level)
+    seeded = any(m.seed is not None for m, _ in usable)
+    kind = "task" if all(m.task is not None for m, _ in usable) else "scope"
+    how = (f"mean over {_count(len(groups), kind)} ({', '.join(groups)})"
+           + (f" of each one's mean over its seeds ({', '.join(map(str, seeds_counts))}); seeds resampled, then each drawn "
+              "seed's examples" if seeded else "")
+           + f"; {resamples} resamples" + (f"; left out: {'; '.join(left_out)}" if left_out else "")
+           + ("; one fine-tuning seed per task: the interval holds the seed fixed, seed-to-seed variation is not measured"
+              if seeded and max(seeds_counts) == 1 else ""))
+    return Pooled(value, low, high, verdict(low, high, region), how, rests_on), per_task
+
+
+OVERALL = "overall"  # the scope of a claim's one verdict (the headline table's rows)
+
+
+def claims_tables(measured: Sequence[Measured], fit: Mapping[tuple[str, int], bool | str], stages: Mapping[str, str],
+                  level: float = 0.95, tasks: Sequence[str] | None = None, resamples: int = 1000,
+                  seed: int = 0) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The claims: one headline row per claim (its pooled effect and verdict by :func:`pooled`, or why there is none)
+    and the detail table below it: every measured row (per fine-tuned model, label set, labelling pass) with its own
+    verdict, and each task's seeds pooled. A claim nothing was measured for says what its stage did (``stages``: report
+    section -> ``ran``, ``skipped`` (fitness.if_unfit: skip left out every model it would analyse) or ``not run``), or
+    ``not applicable`` where it is about tasks none of which is among the run's ``tasks`` (None: every task). ``fit``:
+    (task, seed) -> fit/weak/unfit (or a bool); a model missing from it is an error, never fit by default."""
+    detail, headline = [], []
+    by_claim: dict[str, list[Measured]] = {}
     for m in measured:
         claim = BY_KEY[m.key]
         missing = [f"{t} seed {s}" for t, s in m.models if (t, s) not in fit]
@@ -616,23 +746,18 @@ def claims_table(measured: Sequence[Measured], fit: Mapping[tuple[str, int], boo
             raise ValueError(f"claim {m.key} ({m.scope}) rests on {', '.join(missing)}, which the fitness table "
                              "(results/fitness/fitness.parquet) has no verdict for. Fix: rerun the fitness rules for this model "
                              "(snakemake --forcerun model_fitness).")
-        unfit_models = [f"{t} seed {s}" for t, s in m.models if not fit[(t, s)]]
-        note = "; ".join(filter(None, [m.note, f"unfit: {', '.join(unfit_models)}" if unfit_models else ""]))
+        marked = {status: [f"{t} seed {s}" for t, s in m.models if status_of(fit, (t, s)) == status] for status in ("unfit", "weak")}
+        note = "; ".join(filter(None, [m.note] + [f"{status}: {', '.join(names)}" for status, names in marked.items() if names]))
         trusted = m.trusted and math.isfinite(m.value)
-        rows.append(_row(claim, m.scope, m.value, m.ci_low, m.ci_high,
-                         verdict(m.ci_low, m.ci_high, claim.region, bool(unfit_models), trusted), note))
-        done.setdefault(m.key, [])
-        if m.counted:
-            done[m.key].append((m.value, m.ci_low, m.ci_high, bool(unfit_models), trusted))
-    for key, measured_rows in done.items():
-        shown = sum(r["claim"] == key for r in rows)
-        if shown > 1 and measured_rows:
-            decided, how = overall_verdict(measured_rows, BY_KEY[key].region, level)
-            if shown > len(measured_rows):
-                how += f"; {shown - len(measured_rows)} rows shown for comparison only, not counted"
-            rows.append(_row(BY_KEY[key], OVERALL, float("nan"), float("nan"), float("nan"), decided, how))
+        decided = m.finding if m.finding else verdict(m.ci_low, m.ci_high, claim.region, bool(marked["unfit"]), trusted)
+        detail.append(_row(claim, m.scope, m.value, m.ci_low, m.ci_high, decided, note, _rests_on(m.models, fit)))
+        by_claim.setdefault(m.key, []).append(m)
     for claim in CLAIMS:
-        if claim.key in done:
+        if claim.key in by_claim:
+            result, per_task = pooled(by_claim[claim.key], fit, claim.region, level, resamples, seed)
+            headline.append(_row(claim, OVERALL, result.value, result.ci_low, result.ci_high, result.verdict, result.how, result.rests_on))
+            detail += [_row(claim, f"{task}, seeds pooled", p.value, p.ci_low, p.ci_high, p.verdict, p.how, p.rests_on)
+                       for task, p in per_task]
             continue
         stage = stages.get(claim.stage, "not run")
         if claim.tasks and tasks is not None and not set(claim.tasks) & set(tasks):
@@ -645,22 +770,43 @@ def claims_table(measured: Sequence[Measured], fit: Mapping[tuple[str, int], boo
         else:
             decided, why = NOT_RUN, (f"the config does not run {claim.stage}, the stage this claim needs (stages, or "
                                      f"the {claim.stage} settings that choose its tasks and states)")
-        rows.append(_row(claim, "", float("nan"), float("nan"), float("nan"), decided, why))
+        headline.append(_row(claim, OVERALL, float("nan"), float("nan"), float("nan"), decided, why, ""))
     order = {claim.key: i for i, claim in enumerate(CLAIMS)}
-    return pl.DataFrame(rows).with_columns(
-        pl.col("claim").replace_strict(order, return_dtype=pl.Int32).alias("_order"),
-        (pl.col("scope") == OVERALL).alias("_overall"),
-    ).sort("_order", "_overall", "scope").drop("_order", "_overall")
+    columns = list(_row(CLAIMS[0], "", 0.0, 0.0, 0.0, "", "", ""))
+    detail_table = pl.DataFrame(detail) if detail else pl.DataFrame(
+        schema={c: pl.Float64 if c in ("this_run", "ci_low", "ci_high") else pl.String for c in columns})
+    if detail_table.height:
+        detail_table = detail_table.with_columns(
+            pl.col("claim").replace_strict(order, return_dtype=pl.Int32).alias("_order"),
+            pl.col("scope").str.contains("pooled").alias("_pooled"),
+        ).sort("_order", "_pooled", "scope", maintain_order=True).drop("_order", "_pooled")
+    return pl.DataFrame(headline).select(HEADLINE_COLUMNS), detail_table
 
 
-def _row(claim: Claim, scope: str, value: float, low: float, high: float, decided: str, note: str) -> dict[str, object]:
+def claims_table(measured: Sequence[Measured], fit: Mapping[tuple[str, int], bool | str], stages: Mapping[str, str],
+                 level: float = 0.95, tasks: Sequence[str] | None = None, resamples: int = 1000, seed: int = 0) -> pl.DataFrame:
+    """Both tables of :func:`claims_tables` in one: each claim's headline row (scope ``overall``) after its detail rows."""
+    headline, detail = claims_tables(measured, fit, stages, level, tasks, resamples, seed)
+    full = pl.concat([detail, headline.with_columns(pl.lit(OVERALL).alias("scope"))], how="diagonal_relaxed") if detail.height else \
+        headline.with_columns(pl.lit(OVERALL).alias("scope"))
+    order = {claim.key: i for i, claim in enumerate(CLAIMS)}
+    return full.with_columns(pl.col("claim").replace_strict(order, return_dtype=pl.Int32).alias("_order")).sort(
+        "_order", maintain_order=True).drop("_order")
+
+
+# the headline table: what a reader compares first, one row per claim
+HEADLINE_COLUMNS = ("claim", "verdict", "paper_value", "this_run", "ci_low", "ci_high", "claim_holds_if", "rests_on", "note",
+                    "region_from", "paper", "source", "statement", "paper_setup")
+
+
+def _row(claim: Claim, scope: str, value: float, low: float, high: float, decided: str, note: str, rests_on: str) -> dict[str, object]:
     # what a reader compares comes first (the page's table is wider than a screen); the long prose last
     return {
         "claim": claim.key, "scope": scope, "verdict": decided, "paper_value": claim.paper_value,
         "this_run": value * claim.scale, "ci_low": low * claim.scale, "ci_high": high * claim.scale,
-        "claim_holds_if": claim.region.describe(claim.scale), "region_from": claim.region_source, "paper": claim.paper,
-        "source": claim.source, "statement": claim.statement, "statistic": claim.statistic, "note": note,
-        "paper_setup": claim.paper_setup,
+        "claim_holds_if": claim.region.describe(claim.scale), "rests_on": rests_on, "note": note,
+        "region_from": claim.region_source, "paper": claim.paper,
+        "source": claim.source, "statement": claim.statement, "statistic": claim.statistic, "paper_setup": claim.paper_setup,
     }
 
 
@@ -671,15 +817,18 @@ def verdict_rule(level: float) -> str:
 
 VERDICT_RULE = (
     "Verdict rule: each claim holds when its statistic lies in the region given in claim_holds_if: the paper's effect, "
-    "from its own numbers (region_from says where the region comes from), not only its sign. Reproduced: the whole "
-    "{level} interval (ci_low to ci_high) lies inside that region; not reproduced: the whole interval lies outside; "
-    "inconclusive: the interval straddles a boundary, or the number is not trusted (note says why); model unfit: "
-    "the number rests on a fine-tuned model that is not fit for analysis (see the baselines); not run: the config does "
-    "not run the stage; not applicable: the claim is about a task this run does not have. A claim measured in several rows has one more row, scope 'overall': reproduced when every row on "
-    "fit models lies inside the region after Holm's correction for the number of rows, not reproduced when at least one "
-    "lies outside after it, inconclusive otherwise (p-values from each row's interval, Altman and Bland 2011). A verdict "
-    "is about this run's models and data: 'reproduced' does not make the paper's number ours, 'not reproduced' is about "
-    "this encoder and setup (paper_setup says how they differ), and an interval that holds the fine-tuning seeds fixed says "
-    "nothing about other seeds (the per-seed rows and the overall rule do). Nothing is chosen on the data it is reported "
-    "on (best heads: one half of the data chooses, the other reports)."
+    "from its own numbers (region_from says where the region comes from), not only its sign. One verdict per claim, "
+    "whatever the number of rows: the claim's effect is the mean over its tasks of each task's mean over its fine-tuning "
+    "seeds (strengths or modes of one model averaged first), with a {level} interval from a two-level bootstrap that "
+    "resamples the seeds, then each drawn seed's dev examples (or sentences, heads), so seed-to-seed variation is in the "
+    "interval. Reproduced: the whole interval lies inside the region; not reproduced: the whole interval lies outside; "
+    "inconclusive: the interval straddles a boundary, or no row has a trusted number (note says why); model unfit: every "
+    "row rests on a fine-tuned model not fit for analysis (rows on unfit models are left out of the effect; rows on weak "
+    "models, above the trivial predictor but less than half way to BERT-base's published score, count and are named in "
+    "rests_on); not run: the config does not run the stage; not applicable: the claim is about a task this run does not "
+    "have. A finding without a number (no outlier dimension found) is stated as such. The rows below the headline are each "
+    "model's (and each task's seeds pooled) with their own verdicts, for reading, not voting. A verdict is about this "
+    "run's models and data: 'reproduced' does not make the paper's number ours, 'not reproduced' is about this encoder "
+    "and setup (paper_setup says how they differ). Nothing is chosen on the data it is reported on (best heads: one half "
+    "of the data chooses, the other reports)."
 )

@@ -72,8 +72,9 @@ import polars as pl
 
 from bertology_core.attention.dump_tables import dequantise
 
-# how a classifier's labels_source begins when it learnt people's labels (patterns.training), not the rules'
-HAND_LABELS = "hand labels"
+# how a classifier's labels_source begins when it learnt the label card's labels (patterns.training), not the rules'; the
+# card says who made them (data/pattern_labels: for the CPU model, the project's engineering agent), not "hand labels"
+HAND_LABELS = "labels made by eye"
 
 
 def trained_on_hand_labels(labels_source: str) -> bool:
