@@ -54,7 +54,7 @@ def test_table_marks_unfit_models_and_lists_claims_that_did_not_run():
     # one verdict for the claim: the unfit row is left out, the weak model counts and is named
     gain = headline.filter(pl.col("claim") == "best_head_disabling_gain").row(0, named=True)
     assert gain["verdict"] == REPRODUCED and "1 row on unfit models" in gain["note"]
-    assert "1 weak (SST-2 seed 1)" in gain["rests_on"] and "1 unfit (MRPC seed 2)" in gain["rests_on"]
+    assert gain["rests_on"] == "1 fit; 1 weak (SST-2 seed 1)"  # the models the effect rests on; the unfit one is in the note
     assert headline.height == len(claims.CLAIMS) and headline["claim"].to_list() == [c.key for c in claims.CLAIMS]
     others = headline.filter(pl.col("claim") != "best_head_disabling_gain")
     # fitness.if_unfit: skip left out every model pruning would analyse: its claims rest on unfit models
@@ -94,6 +94,51 @@ def test_rows_that_leave_the_effect_unchanged_leave_the_verdict_unchanged():
     fit[("T0", 2)] = True
     assert claims.claims_tables(mixed, fit, {})[0].filter(pl.col("claim") == "best_head_disabling_gain")["verdict"][0] in (
         REPRODUCED, INCONCLUSIVE)
+
+
+def test_rows_of_one_model_move_together_and_do_not_narrow_the_interval():
+    """Five strengths of one model measured on the same dev examples are not five independent measurements: copies of
+    one row leave its headline as the row alone (inconclusive), not reproduced by averaging noise away."""
+    row = _gain("SST-2", 1, 0.01, -0.005, 0.025)
+    fit = {("SST-2", 1): True}
+    alone = claims.pooled([row], fit, Region(0.0, None), 0.95, 2000, 0)[0]
+    copies = claims.pooled([row] * 5, fit, Region(0.0, None), 0.95, 2000, 0)[0]
+    assert alone.verdict == copies.verdict == INCONCLUSIVE and (alone.ci_low, alone.ci_high) == (-0.005, 0.025)
+    assert copies.ci_low == pytest.approx(-0.005, abs=0.002) and copies.ci_high == pytest.approx(0.025, abs=0.002)
+    # two seeds that agree exactly: the seed part adds nothing, the examples (shared by both) are not counted twice
+    two = claims.pooled([row, _gain("SST-2", 2, 0.01, -0.005, 0.025)], {**fit, ("SST-2", 2): True}, Region(0.0, None), 0.95, 2000, 0)[0]
+    assert two.ci_low == pytest.approx(-0.005, abs=0.002) and two.ci_high == pytest.approx(0.025, abs=0.002)
+
+
+def test_few_seeds_widen_the_seed_part_as_students_t_does():
+    assert claims.seed_spread_factor(1, 0.95) == 1.0
+    assert claims.seed_spread_factor(2, 0.95) == pytest.approx(9.17, abs=0.01)
+    assert claims.seed_spread_factor(3, 0.95) == pytest.approx(2.69, abs=0.01)
+    assert 1.0 < claims.seed_spread_factor(30, 0.95) < 1.1
+    # three seeds around +2 points, one much lower: reproduced by their examples alone, not once their spread is judged
+    rows = [_gain("MRPC", 1, 0.03, 0.025, 0.035), _gain("MRPC", 2, 0.025, 0.02, 0.03), _gain("MRPC", 3, 0.002, -0.003, 0.007)]
+    fit = {("MRPC", s): True for s in (1, 2, 3)}
+    result = claims.pooled(rows, fit, Region(0.0, None), 0.95, 2000, 0)[0]
+    assert result.verdict == INCONCLUSIVE and result.ci_low < 0 < result.value
+
+
+def test_a_finding_against_the_claim_keeps_its_headline_from_reproduced():
+    contrast = pl.DataFrame({"task": ["MRPC"], "placement": ["output"], "seed": [1], "outliers_delta": [-0.1], "random_mean_delta": [0.0],
+                             "random_low": [-0.01], "random_high": [0.01], "random_worst": [-0.02],
+                             "random_at_or_below_outliers": [0.0], "draws": [30], "difference": [-0.1], "ci_low": [-0.12],
+                             "ci_high": [-0.08], "minus_worst": [-0.08], "worst_ci_low": [-0.1], "worst_ci_high": [-0.06]},
+                            schema_overrides={"seed": pl.Int64})
+    dimensions = pl.DataFrame({"state": ["finetuned", "finetuned"], "task": ["MRPC", "MRPC"], "seed": [1, 2], "dimension": [7, None],
+                               "not_applicable": [None, None]}, schema_overrides={"dimension": pl.Int64, "not_applicable": pl.String})
+    rows = claims.outliers_disrupt(contrast, dimensions, ["MRPC"])
+    assert [r.scope for r in rows] == ["MRPC seed 1", "MRPC seed 2"] and rows[1].finding == NOT_REPRODUCED
+    headline, detail = claims.claims_tables(rows, {("MRPC", 1): True, ("MRPC", 2): True}, {})
+    outliers = headline.filter(pl.col("claim") == "outliers_disrupt").row(0, named=True)
+    assert outliers["verdict"] == INCONCLUSIVE and "no outlier dimension found" in outliers["note"]
+    assert detail.filter(pl.col("claim") == "outliers_disrupt")["verdict"].to_list() == [REPRODUCED, NOT_REPRODUCED]
+    # a pre-LayerNorm encoder: the criterion does not apply, which is no finding about the claim
+    pre = dimensions.with_columns(pl.lit("pre-LayerNorm encoder").alias("not_applicable"))
+    assert claims.outliers_disrupt(contrast.clear(), pre, ["MRPC"]) == []
 
 
 def test_a_small_gain_is_not_the_papers_effect():
@@ -309,9 +354,23 @@ def test_two_labelling_passes_that_disagree_about_the_region_give_no_verdict():
     assert claims.verdict(rows["MRPC, test labels alone"].ci_low, rows["MRPC, test labels alone"].ci_high, region) == INCONCLUSIVE
     pooled_row = rows["MRPC, labels pooled"]
     assert claims.verdict(pooled_row.ci_low, pooled_row.ci_high, region) == NOT_REPRODUCED  # what pooling alone said
-    assert not pooled_row.trusted and "disagree about the region" in pooled_row.note and "Fisher" in pooled_row.note
-    headline, _ = claims.claims_tables(list(rows.values()), {("MRPC", 1): True}, {})
+    assert pooled_row.veto and "disagree about the region" in pooled_row.note and "Fisher" in pooled_row.note
+    headline, detail = claims.claims_tables(list(rows.values()), {("MRPC", 1): True}, {})
     assert headline.filter(pl.col("claim") == "heterogeneous_share")["verdict"][0] == INCONCLUSIVE
+    assert detail.filter(pl.col("scope") == "MRPC, labels pooled")["verdict"][0] == INCONCLUSIVE
+    # the veto holds in the headline even beside another task whose passes agree
+    other = claims.heterogeneous_share_from_hand_labels(
+        {k: [r | {"task": "SST-2"} for r in v] if isinstance(v, list) else {"hand_label_shares_random_sample": [
+            r | {"task": "SST-2"} for r in v["hand_label_shares_random_sample"]]} for k, v in _report((3, 30), (4, 40)).items()}, 0.95, {}, "")
+    headline, _ = claims.claims_tables(list(rows.values()) + other, {("MRPC", 1): True, ("SST-2", 1): True}, {})
+    assert headline.filter(pl.col("claim") == "heterogeneous_share")["verdict"][0] == INCONCLUSIVE
+
+
+def test_a_share_of_none_keeps_an_interval_in_the_headline():
+    [*_, pooled_row] = claims.heterogeneous_share_from_hand_labels(_report((0, 30), (0, 40)), 0.95, {}, "")
+    result = claims.pooled([pooled_row], {("MRPC", 1): True}, claims.BY_KEY["heterogeneous_share"].region, 0.95, 2000, 0)[0]
+    assert result.ci_low == 0.0 or result.ci_low < 0.005
+    assert result.ci_high > 0.02 and result.verdict == NOT_REPRODUCED
 
 
 def test_every_hand_labelled_class_share_has_a_binomial_interval():

@@ -54,7 +54,7 @@ def test_a_model_a_few_points_over_trivial_is_weak_not_fit():
     settings = FitnessSettings(reference=0.657)
     weak = verdict_stats.assess(rte, predictions, labels, settings)
     assert weak["fit"] and weak["ci_low"] > 0 and weak["strength"] == verdict_stats.WEAK
-    assert weak["fit_margin"] == pytest.approx(0.5 * (0.657 - 0.5)) and "not above the fit margin" in weak["reason"]
+    assert weak["fit_margin"] == pytest.approx(0.25 * (0.657 - 0.5)) and "not above the fit margin" in weak["reason"]
     # the same model where BERT-base is not far above chance is fit; without a reference the margin alone decides
     assert verdict_stats.assess(rte, predictions, labels, FitnessSettings(reference=0.52))["strength"] == verdict_stats.STRONG
     plain = verdict_stats.assess(rte, predictions, labels, FitnessSettings())
@@ -62,6 +62,11 @@ def test_a_model_a_few_points_over_trivial_is_weak_not_fit():
     row = verdict_stats.verdict_row("m", {"task": "RTE", "state": "finetuned", "seed": 1, "fitness": weak | {"settings_reference": 0.657}})
     assert row["strength"] == "weak" and row["reference_score"] == 0.657
     assert verdict_stats.verdict_table([row])["strength"].to_list() == ["weak"]
+    # a model at BERT-base's own RTE score on RTE's 277 dev examples (145 of one class) is fit, not weak
+    labels = np.array([1] * 146 + [0] * 131)
+    at_reference = labels.copy()
+    at_reference[rng.choice(277, 95, replace=False)] ^= 1  # 182 of 277 right: 65.7%
+    assert verdict_stats.assess(rte, at_reference, labels, settings)["strength"] == verdict_stats.STRONG
     # summaries say weak beside fit and unfit
     table = verdict_stats.verdict_table([row, row | {"seed": 2, "strength": "fit"}])
     assert Verdicts(table, "m").label("RTE", [1, 2]) == "weak: seed 1 (1 of 2)" and Verdicts(table, "m").label("RTE", [2]) == "fit"

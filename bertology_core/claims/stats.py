@@ -32,8 +32,8 @@ examples (the upstream stages keep per-seed intervals, and where a row has no re
 for them by a split normal, :func:`unit_draws`). Seed-to-seed variation is thus inside the interval: with 1-3 seeds the
 interval widens where the seeds disagree, so "reproduced" is not the seeds that happened to be drawn. The verdict is
 :func:`verdict`'s rule on that interval. More rows with the same effect only narrow it. Rows on unfit models are left
-out, rows on *weak* models (:mod:`bertology_core.fitness.verdict_stats`: above the trivial predictor, less than half
-way to BERT-base's published score) count and are named in ``rests_on``. A finding with no number (no outlier dimension
+out, rows on *weak* models (:mod:`bertology_core.fitness.verdict_stats`: above the trivial predictor, the lower bound less than a
+quarter of the way to BERT-base's published score) count and are named in ``rests_on``. A finding with no number (no outlier dimension
 in a model, no gate strength in the compared range) is stated as such. Per-model rows, each task's seeds pooled, and
 each labelling pass keep their own verdicts below the headline, for reading. The stages' levels must equal
 ``claims.level`` (checked when the workflow is parsed).
@@ -240,8 +240,9 @@ CLAIMS: tuple[Claim, ...] = (
           "run each; here linear word-level probes (the relation on the word's and its head's vectors) on a UD EWT sample, "
           "each layer standardised before the mix, several probe seeds", "layer_mix",
           "at least half the paper's gap, as a share of the depth (2.3 of 24 layers, 9.6%; half: 4.8%): the paper gives "
-          "one run per probe and no interval, so half its size is the tolerance (as for the RTE layer); a gap of a "
-          "fraction of a layer is an ordering without the paper's effect"),
+          "one run per probe and no interval, so half its size is the tolerance, as for the RTE layer (no standard "
+          "error to derive it from here: the paper reports none); on a 6-layer encoder 4.8% is 0.29 layers, the region "
+          "scaling with the depth as the paper's gap would"),
     Claim("probing_peak_middle", "Liu et al. 2019; Tenney et al. 2019", "Liu et al. section 4 (layer-wise transferability)",
           "Linear probes of a transformer do best on its middle layers, not its first or last.",
           "middle layers", "relative depth (best layer / number of layers; embeddings = 0) of the most accurate "
@@ -274,6 +275,7 @@ class Measured:
     seed: int | None = None
     draws: np.ndarray | None = field(default=None, compare=False, repr=False)
     finding: str | None = None
+    veto: str = ""  # why the row's number, though trusted, cannot carry a verdict (labelling passes that disagree)
 
 
 def heterogeneous_share(classes: Mapping[tuple[str, int], pl.DataFrame], resamples: int, level: float, seed: int,
@@ -328,9 +330,11 @@ def heterogeneous_share_from_hand_labels(report: Mapping, level: float, labeller
                                          labelled_by: str = "") -> list[Measured]:
     """Per task whose fine-tuned dumps have labels drawn at random: the heterogeneous share of those maps with a
     Clopper-Pearson interval (a share is a proportion: a random sample of labelled maps estimates it without any
-    labeller), for each labelling pass (shown, not counted) and both pooled (counted). The pooled row is not trusted
-    when the passes' own intervals disagree about the region (one inside, the other not): two samples of the same
-    maps that tell different stories cannot be pooled into one verdict. ``labeller``: task -> the pattern labeller's
+    labeller), for each labelling pass (shown, not counted) and both pooled (counted). When the passes' own intervals
+    disagree about the region (their verdicts differ) the pooled row keeps its number but carries a veto: two random
+    samples of the same dumps' maps, labelled in two sessions, that tell different stories give no verdict, here or in
+    the claim's headline. The pooled row's draws for the headline come from the Jeffreys Beta posterior of its share
+    (never collapsing at 0 or all maps). ``labeller``: task -> the pattern labeller's
     share over every map, shown beside it with ``labeller_note``; ``labelled_by``: who made the labels (the card)."""
     rows, region = [], BY_KEY["heterogeneous_share"].region
     who = f" ({labelled_by})" if labelled_by else ""
@@ -342,9 +346,10 @@ def heterogeneous_share_from_hand_labels(report: Mapping, level: float, labeller
                 continue
             interval = stats.binomtest(hits, total).proportion_ci(confidence_level=level, method="exact")
             own[name] = verdict(float(interval.low), float(interval.high), region)
+            made = who if name == "labels" else " (the card's test labels, labelled in another session)"
             rows.append(Measured("heterogeneous_share", f"{task}, {name} alone", hits / total, float(interval.low),
                                  float(interval.high), models, counted=False, task=task,
-                                 note=f"{hits} of {total} maps of the {name}' random sample{who}; {own[name]} alone"))
+                                 note=f"{hits} of {total} maps of the {name}' random sample{made}; {own[name]} alone"))
         hits = sum(h for h, _, _ in passes.values())
         total = sum(t for _, t, _ in passes.values())
         if not total:
@@ -359,7 +364,8 @@ def heterogeneous_share_from_hand_labels(report: Mapping, level: float, labeller
         beside = f"; the labeller's share of every map {100 * labeller[task]:.1f}%" if task in labeller else ""
         rows.append(Measured(
             "heterogeneous_share", f"{task}, labels pooled", hits / total, float(interval.low), float(interval.high), models,
-            trusted=agree, task=task, draws=rng.binomial(total, hits / total, resamples) / total,
+            task=task, draws=rng.beta(hits + 0.5, total - hits + 0.5, resamples),
+            veto="" if agree else "the labelling passes disagree about the region",
             note=f"{hits} of {total} maps drawn at random from the fine-tuned dumps, by eye{who}, {len(passes)} labelling "
                  f"passes pooled{apart}" + ("" if agree else "; the passes disagree about the region ("
                  + ", ".join(f"{n}: {v}" for n, v in own.items()) + "): not pooled into a verdict")
@@ -563,7 +569,7 @@ def outliers_disrupt(contrast: pl.DataFrame, dimensions: pl.DataFrame | None = N
     mean is in the note. A fine-tuned model of ``tasks`` without any outlier dimension (the stage's ``dimensions``
     summary) gets a row stating that finding: the paper's outliers are absent there, so its claim about them does not
     hold for that model (not reproduced)."""
-    rows = []
+    rows: list[Measured] = []
     if contrast.height:
         per_seed = contrast.filter((pl.col("placement") == PAPER_PLACEMENT) & pl.col("seed").is_not_null()).sort("task", "seed")
         rows = [Measured("outliers_disrupt", f"{r['task']} seed {r['seed']}", r["minus_worst"], r["worst_ci_low"], r["worst_ci_high"],
@@ -575,6 +581,8 @@ def outliers_disrupt(contrast: pl.DataFrame, dimensions: pl.DataFrame | None = N
                 for r in per_seed.iter_rows(named=True)]
     if dimensions is not None and dimensions.height:
         fine_tuned = dimensions.filter((pl.col("state") == states.FINETUNED) & pl.col("seed").is_not_null())
+        if "not_applicable" in fine_tuned.columns:  # a pre-LayerNorm encoder: the criterion does not apply, no finding
+            fine_tuned = fine_tuned.filter(pl.col("not_applicable").is_null())
         if tasks is not None:
             fine_tuned = fine_tuned.filter(pl.col("task").is_in(list(tasks)))
         measured = {(r.task, r.seed) for r in rows}
@@ -611,21 +619,41 @@ def pos_before_dependencies(words: pl.DataFrame, label_specs: Mapping[str, Mappi
     return rows
 
 
-def unit_draws(m: Measured, resamples: int, level: float, rng: np.random.Generator) -> np.ndarray | None:
+def unit_draws(m: Measured, resamples: int, level: float, rng: np.random.Generator,
+               normal: np.ndarray | None = None) -> np.ndarray | None:
     """``[resamples]`` draws of one row's statistic over its own examples: the row's ``draws`` where it has them
-    (resampled to ``resamples`` when it has another number), else a split normal from its point and interval (each side
-    of the interval gives the spread on that side, Altman and Bland 2011's normal approximation): the upstream stages
-    keep intervals, not their resamples. None when the row has no number."""
+    (index ``r`` is the ``r``-th resample of the examples, which the rows of one task share: their stages resample dev
+    with the same seed; another number of draws is resampled to ``resamples``), else a split normal from its point and
+    interval (each side of the interval gives the spread on that side, Altman and Bland 2011's normal approximation;
+    the upstream stages keep intervals, not their resamples). ``normal``: the standard normal draws to scale, shared by
+    the rows of one task so that rows measured on the same examples move together (averaging them never narrows the
+    interval as if they were independent). None when the row has no number."""
     if not all(math.isfinite(v) for v in (m.value, m.ci_low, m.ci_high)):
         return None
     if m.draws is not None:
         draws = np.asarray(m.draws, dtype=float)
+        if draws.size == resamples:
+            return draws
         draws = draws[np.isfinite(draws)]
         if draws.size:
-            return draws if draws.size == resamples else rng.choice(draws, resamples)
+            return rng.choice(draws, resamples)
     z = stats.norm.ppf(0.5 + level / 2)
-    normal = rng.standard_normal(resamples)
-    return m.value + normal * np.where(normal < 0, m.value - m.ci_low, m.ci_high - m.value) / z
+    normal = rng.standard_normal(resamples) if normal is None else normal
+    below, above = max(m.value - m.ci_low, 0.0), max(m.ci_high - m.value, 0.0)  # a point outside its interval: no mirror
+    return m.value + normal * np.where(normal < 0, below, above) / z
+
+
+def seed_spread_factor(seeds: int, level: float) -> float:
+    """How much the seed part of a task's bootstrap spread is widened: a percentile bootstrap over ``seeds`` values
+    covers their mean far less often than ``level`` (about 52% with 2 seeds, 70% with 3, 83% with 5 at 95%), because it
+    resamples from a spread that is itself estimated from a handful and biased low by ``(k - 1) / k``. Student's t with
+    ``k - 1`` degrees of freedom and that bias give the factor ``sqrt(k / (k - 1)) * t / z`` (9.2 for 2 seeds, 2.7 for
+    3, 1.6 for 5, 1.1 for 20), so that 2-3 seeds that disagree cannot make a verdict; 1 for a single seed (nothing to
+    resample: the note says seed variation is not measured)."""
+    if seeds < 2:
+        return 1.0
+    z = stats.norm.ppf(0.5 + level / 2)
+    return float(math.sqrt(seeds / (seeds - 1)) * stats.t.ppf(0.5 + level / 2, seeds - 1) / z)
 
 
 @dataclass(frozen=True)
@@ -663,66 +691,92 @@ def pooled(rows: Sequence[Measured], fit: Mapping[tuple[str, int], bool | str], 
            resamples: int, seed: int) -> tuple[Pooled, list[tuple[str, Pooled]]]:
     """The claim's one verdict (module docstring), independent of how many rows the config makes: its effect over the
     rows that count, estimated over seeds and examples together. Rows of one fine-tuned model (strengths, modes) are
-    averaged into one unit; the units of a task (its seeds) are pooled by a two-level bootstrap, resampling seeds and
-    then, within each drawn seed, its examples (:func:`unit_draws`); the tasks (or label sets), chosen by the config,
-    are averaged, each resampled on its own. The interval is the percentile interval of those draws, the verdict
-    :func:`verdict`'s. Left out: rows on unfit models, rows without a trusted number (the note says which). Also returns
-    each task's pooled row ``(task, Pooled)`` where a task has several seeds."""
+    averaged into one unit (their draws share the examples' resamples, so they move together); the units of a task
+    (its seeds) are pooled by a two-level bootstrap: seeds drawn with replacement, then the examples (the same
+    resample for every drawn seed: the seeds are scored on the same dev examples, Owen 2007's pigeonhole bootstrap),
+    with the seed part widened by :func:`seed_spread_factor`; the tasks (or label sets), chosen by the config, are
+    averaged. The interval is the percentile interval of those draws, the verdict :func:`verdict`'s. Left out: rows on
+    unfit models, rows without a trusted number (the note says which). A row with a ``finding`` against the claim (no
+    outlier dimension) or a ``veto`` (labelling passes that disagree) keeps the headline from a verdict it contradicts.
+    Also returns each task's pooled row ``(task, Pooled)`` where a task has several seeds."""
     rng = np.random.default_rng(seed)
+    nan = float("nan")
     counted = [m for m in rows if m.counted]
-    models = [model for m in counted for model in m.models]
-    rests_on = _rests_on(models, fit)
     unfit = [m for m in counted if any(status_of(fit, model) == "unfit" for model in m.models)]
     eligible = [m for m in counted if m not in unfit]
-    nan = float("nan")
     if not counted:
-        return Pooled(nan, nan, nan, INCONCLUSIVE, "no row counts towards the claim (rows shown for comparison only)", rests_on), []
+        return Pooled(nan, nan, nan, INCONCLUSIVE, "no row counts towards the claim (rows shown for comparison only)",
+                      _rests_on([model for m in rows for model in m.models], fit)), []
     if not eligible:
         return Pooled(nan, nan, nan, MODEL_UNFIT, f"{'every one of the ' if len(counted) > 1 else ''}{_count(len(counted), 'row')} "
-                      f"rest{'s' if len(counted) == 1 else ''} on an unfit model", rests_on), []
-    usable = [(m, d) for m in eligible if m.trusted for d in [unit_draws(m, resamples, level, rng)] if d is not None]
+                      f"rest{'s' if len(counted) == 1 else ''} on an unfit model",
+                      _rests_on([model for m in counted for model in m.models], fit)), []
+    normals = {m.task or m.scope: None for m in eligible}
+    normals = {task: rng.standard_normal(resamples) for task in normals}
+    usable = [(m, d) for m in eligible if m.trusted and not m.finding
+              for d in [unit_draws(m, resamples, level, rng, normals[m.task or m.scope])] if d is not None]
+    findings = [m for m in eligible if m.finding]
+    vetoes = [m for m in eligible if m.veto]
+    without = [m for m in eligible if m not in [u for u, _ in usable] and m not in findings]
     left_out = ([f"{_count(len(unfit), 'row')} on unfit models"] if unfit else []) + (
-        [f"{_count(len(eligible) - len(usable), 'row')} without a trusted number ("
-         + ", ".join(m.scope for m in eligible if m not in [u for u, _ in usable]) + ")"] if len(usable) < len(eligible) else [])
+        [f"{_count(len(without), 'row')} without a trusted number (" + ", ".join(m.scope for m in without) + ")"] if without else [])
     if not usable:
-        findings = {m.finding for m in eligible}
-        if len(findings) == 1 and None not in findings:
-            return Pooled(nan, nan, nan, findings.pop(), "every row states the same finding: " + eligible[0].note, rests_on), []
-        return Pooled(nan, nan, nan, INCONCLUSIVE, "no row has a trusted number: " + "; ".join(left_out), rests_on), []
-    groups: dict[str, dict[object, list[tuple[Measured, np.ndarray]]]] = {}
-    for m, d in usable:
-        groups.setdefault(m.task or m.scope, {}).setdefault(m.seed if m.seed is not None else m.scope, []).append((m, d))
-    group_values, group_draws, per_task, seeds_counts = [], [], [], []
-    for name, units in groups.items():
-        values = np.array([np.mean([m.value for m, _ in unit]) for unit in units.values()])
-        draws = np.stack([np.mean([d for _, d in unit], axis=0) for unit in units.values()])  # [units, R]
-        k = len(units)
-        if k > 1:  # seeds drawn with replacement, then one of each drawn seed's own resamples
-            picked = rng.integers(0, k, size=(resamples, k))
-            within = rng.integers(0, resamples, size=(resamples, k))
-            task_draws = draws[picked, within].mean(axis=1)
-        else:
-            task_draws = draws[0]
-        value = float(values.mean())
-        group_values.append(value)
-        group_draws.append(task_draws)
-        seeds_counts.append(k)
-        if k > 1 and all(m.seed is not None for unit in units.values() for m, _ in unit):
-            low, high = percentile_interval(task_draws, level)
-            unit_models = [model for unit in units.values() for m, _ in unit for model in m.models]
-            per_task.append((name, Pooled(value, low, high, verdict(low, high, region),
-                                          f"mean over {k} seeds, seeds resampled then examples within each", _rests_on(unit_models, fit))))
-    value = float(np.mean(group_values))
-    low, high = percentile_interval(np.mean(group_draws, axis=0), level)
+        kinds = {m.finding for m in findings}
+        if findings and len(kinds) == 1 and not without:
+            return Pooled(nan, nan, nan, kinds.pop(), "every row states the same finding: " + findings[0].note,
+                          _rests_on([model for m in findings for model in m.models], fit)), []
+        return Pooled(nan, nan, nan, INCONCLUSIVE, "no row has a trusted number: " + "; ".join(
+            left_out + [f"{m.scope}: {m.note}" for m in findings]), _rests_on([model for m in eligible for model in m.models], fit)), []
+    if len(usable) == 1 and usable[0][0].draws is None:  # one row and nothing to pool: its own interval, not a simulation of it
+        m = usable[0][0]
+        values, low, high, per_task, seeds_counts, groups = [m.value], m.ci_low, m.ci_high, [], [1], {m.task or m.scope: None}
+        value = m.value
+    else:
+        groups: dict[str, dict[object, list[tuple[Measured, np.ndarray]]]] = {}
+        for m, d in usable:
+            groups.setdefault(m.task or m.scope, {}).setdefault(m.seed if m.seed is not None else m.scope, []).append((m, d))
+        group_values, group_draws, per_task, seeds_counts = [], [], [], []
+        for name, units in groups.items():
+            values = np.array([np.mean([m.value for m, _ in unit]) for unit in units.values()])
+            draws = np.stack([np.nanmean([d for _, d in unit], axis=0) for unit in units.values()])  # [units, R]
+            k = len(units)
+            if k > 1:  # seeds drawn with replacement; the examples' resample r is the same for every drawn seed
+                picked = rng.integers(0, k, size=(resamples, k))
+                within = draws[picked, np.arange(resamples)[:, None]].mean(axis=1)
+                between = values[picked].mean(axis=1) - values.mean()
+                task_draws = within + (seed_spread_factor(k, level) - 1.0) * between
+            else:
+                task_draws = draws[0]
+            value = float(values.mean())
+            group_values.append(value)
+            group_draws.append(task_draws)
+            seeds_counts.append(k)
+            if k > 1 and all(m.seed is not None for unit in units.values() for m, _ in unit):
+                low, high = percentile_interval(task_draws, level)
+                unit_models = [model for unit in units.values() for m, _ in unit for model in m.models]
+                per_task.append((name, Pooled(value, low, high, verdict(low, high, region),
+                                              f"mean over {k} seeds, seeds resampled (spread widened x{seed_spread_factor(k, level):.1f} "
+                                              "for their number), then the examples", _rests_on(unit_models, fit))))
+        value = float(np.mean(group_values))
+        low, high = percentile_interval(np.mean(group_draws, axis=0), level)
+    decided = verdict(low, high, region)
     seeded = any(m.seed is not None for m, _ in usable)
     kind = "task" if all(m.task is not None for m, _ in usable) else "scope"
     how = (f"mean over {_count(len(groups), kind)} ({', '.join(groups)})"
-           + (f" of each one's mean over its seeds ({', '.join(map(str, seeds_counts))}); seeds resampled, then each drawn "
-              "seed's examples" if seeded else "")
-           + f"; {resamples} resamples" + (f"; left out: {'; '.join(left_out)}" if left_out else "")
+           + (f" of each one's mean over its seeds ({', '.join(map(str, seeds_counts))})" if seeded else "")
+           + ("; seeds resampled (their spread widened for their number), then the examples" if seeded and max(seeds_counts) > 1 else "")
+           + (f"; {resamples} resamples" if len(usable) > 1 or usable[0][0].draws is not None else "; the row's own interval")
+           + (f"; left out: {'; '.join(left_out)}" if left_out else "")
            + ("; one fine-tuning seed per task: the interval holds the seed fixed, seed-to-seed variation is not measured"
               if seeded and max(seeds_counts) == 1 else ""))
-    return Pooled(value, low, high, verdict(low, high, region), how, rests_on), per_task
+    against = [m for m in findings if m.finding == NOT_REPRODUCED] + vetoes
+    if against and decided in (REPRODUCED, NOT_REPRODUCED) and not (decided == NOT_REPRODUCED and not vetoes):
+        how += "; but " + "; ".join(f"{m.scope}: {m.note}" for m in against) + ": inconclusive"
+        decided = INCONCLUSIVE
+    elif findings:
+        how += "; findings: " + "; ".join(f"{m.scope}: {m.note}" for m in findings)
+    rests = [model for m, _ in usable for model in m.models] + [model for m in findings for model in m.models]
+    return Pooled(value, low, high, decided, how, _rests_on(rests, fit)), per_task
 
 
 OVERALL = "overall"  # the scope of a claim's one verdict (the headline table's rows)
@@ -748,8 +802,12 @@ def claims_tables(measured: Sequence[Measured], fit: Mapping[tuple[str, int], bo
                              "(snakemake --forcerun model_fitness).")
         marked = {status: [f"{t} seed {s}" for t, s in m.models if status_of(fit, (t, s)) == status] for status in ("unfit", "weak")}
         note = "; ".join(filter(None, [m.note] + [f"{status}: {', '.join(names)}" for status, names in marked.items() if names]))
-        trusted = m.trusted and math.isfinite(m.value)
-        decided = m.finding if m.finding else verdict(m.ci_low, m.ci_high, claim.region, bool(marked["unfit"]), trusted)
+        trusted = m.trusted and math.isfinite(m.value) and not m.veto
+        decided = verdict(m.ci_low, m.ci_high, claim.region, bool(marked["unfit"]), trusted)
+        if m.finding and not marked["unfit"]:
+            decided = m.finding
+        if m.veto:
+            note = f"{note}; {m.veto}: no verdict"
         detail.append(_row(claim, m.scope, m.value, m.ci_low, m.ci_high, decided, note, _rests_on(m.models, fit)))
         by_claim.setdefault(m.key, []).append(m)
     for claim in CLAIMS:
@@ -772,14 +830,16 @@ def claims_tables(measured: Sequence[Measured], fit: Mapping[tuple[str, int], bo
                                      f"the {claim.stage} settings that choose its tasks and states)")
         headline.append(_row(claim, OVERALL, float("nan"), float("nan"), float("nan"), decided, why, ""))
     order = {claim.key: i for i, claim in enumerate(CLAIMS)}
-    columns = list(_row(CLAIMS[0], "", 0.0, 0.0, 0.0, "", "", ""))
-    detail_table = pl.DataFrame(detail) if detail else pl.DataFrame(
-        schema={c: pl.Float64 if c in ("this_run", "ci_low", "ci_high") else pl.String for c in columns})
-    if detail_table.height:
+    schema = {c: pl.Float64 if c in ("this_run", "ci_low", "ci_high") else pl.String for c in DETAIL_COLUMNS}
+    detail_table = pl.DataFrame(detail, schema=schema) if detail else pl.DataFrame(schema=schema)
+    if detail_table.height:  # the papers' order, each model's rows before its task's pooled row, seed 2 before seed 10
         detail_table = detail_table.with_columns(
             pl.col("claim").replace_strict(order, return_dtype=pl.Int32).alias("_order"),
             pl.col("scope").str.contains("pooled").alias("_pooled"),
-        ).sort("_order", "_pooled", "scope", maintain_order=True).drop("_order", "_pooled")
+            pl.col("scope").str.replace(r" seed \d+.*$", "").alias("_task"),
+            pl.col("scope").str.extract(r" seed (\d+)").cast(pl.Int64).alias("_seed"),
+        ).sort("_order", "_pooled", "_task", "_seed", "scope", nulls_last=True, maintain_order=True).drop(
+            "_order", "_pooled", "_task", "_seed")
     return pl.DataFrame(headline).select(HEADLINE_COLUMNS), detail_table
 
 
@@ -787,16 +847,20 @@ def claims_table(measured: Sequence[Measured], fit: Mapping[tuple[str, int], boo
                  level: float = 0.95, tasks: Sequence[str] | None = None, resamples: int = 1000, seed: int = 0) -> pl.DataFrame:
     """Both tables of :func:`claims_tables` in one: each claim's headline row (scope ``overall``) after its detail rows."""
     headline, detail = claims_tables(measured, fit, stages, level, tasks, resamples, seed)
-    full = pl.concat([detail, headline.with_columns(pl.lit(OVERALL).alias("scope"))], how="diagonal_relaxed") if detail.height else \
-        headline.with_columns(pl.lit(OVERALL).alias("scope"))
+    full = pl.concat([detail, headline.with_columns(pl.lit(OVERALL).alias("scope"))], how="diagonal_relaxed").select(DETAIL_COLUMNS)
     order = {claim.key: i for i, claim in enumerate(CLAIMS)}
     return full.with_columns(pl.col("claim").replace_strict(order, return_dtype=pl.Int32).alias("_order")).sort(
         "_order", maintain_order=True).drop("_order")
 
 
 # the headline table: what a reader compares first, one row per claim
+# (where each region comes from and the paper's figure are in the detail table's columns)
 HEADLINE_COLUMNS = ("claim", "verdict", "paper_value", "this_run", "ci_low", "ci_high", "claim_holds_if", "rests_on", "note",
-                    "region_from", "paper", "source", "statement", "paper_setup")
+                    "paper_setup", "statement", "paper")
+
+
+DETAIL_COLUMNS = ("claim", "scope", "verdict", "paper_value", "this_run", "ci_low", "ci_high", "claim_holds_if", "rests_on",
+                  "note", "region_from", "paper", "source", "statement", "statistic", "paper_setup")
 
 
 def _row(claim: Claim, scope: str, value: float, low: float, high: float, decided: str, note: str, rests_on: str) -> dict[str, object]:
@@ -824,7 +888,7 @@ VERDICT_RULE = (
     "interval. Reproduced: the whole interval lies inside the region; not reproduced: the whole interval lies outside; "
     "inconclusive: the interval straddles a boundary, or no row has a trusted number (note says why); model unfit: every "
     "row rests on a fine-tuned model not fit for analysis (rows on unfit models are left out of the effect; rows on weak "
-    "models, above the trivial predictor but less than half way to BERT-base's published score, count and are named in "
+    "models, above the trivial predictor but whose interval's lower bound is less than a quarter of the way to BERT-base's published score, count and are named in "
     "rests_on); not run: the config does not run the stage; not applicable: the claim is about a task this run does not "
     "have. A finding without a number (no outlier dimension found) is stated as such. The rows below the headline are each "
     "model's (and each task's seeds pooled) with their own verdicts, for reading, not voting. A verdict is about this "

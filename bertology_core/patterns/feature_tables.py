@@ -93,7 +93,7 @@ def labeller_validated(report: dict[str, Any], min_f1: float) -> tuple[bool, str
     if test is not None:
         f1 = test["cnn"]["macro_f1_frequent_classes"]
         if f1 is None:
-            return False, f"{report['labels_source']}: no class has patterns.min_class_labels hand labels"
+            return False, f"{report['labels_source']}: no class has patterns.min_class_labels labels"
         low, high = test["cnn"]["macro_f1_frequent_classes_interval"]
         classes = test.get("scored_classes", report["frequent_classes"])
         text = (f"CNN trained on {report['labels_source']}; macro F1 {f1:.2f} [{low:.2f}, {high:.2f}] "
@@ -104,7 +104,7 @@ def labeller_validated(report: dict[str, Any], min_f1: float) -> tuple[bool, str
     scores = report["cnn_cross_validated_random_sample" if on_random else "cnn_cross_validated"]
     f1 = scores["macro_f1_frequent_classes"]
     if f1 is None:
-        return False, f"{report['labels_source']}: no class has patterns.min_class_labels hand labels"
+        return False, f"{report['labels_source']}: no class has patterns.min_class_labels labels"
     left_out = f"{report['test_left_out']}, so " if "test_left_out" in report else ""
     text = (f"{left_out}CNN trained on {report['labels_source']}; cross-validated macro F1 {f1:.2f} over "
             f"{', '.join(report['frequent_classes'])} on {'the randomly drawn' if on_random else 'all'} "

@@ -22,7 +22,7 @@ def summarise(frames: dict[str, pl.DataFrame], report: dict[str, Any], verdicts:
     shares = pl.concat([
         tables.class_shares(frames, "rule_label").with_columns(pl.lit("rule-based").alias("labeller")),
         tables.class_shares(frames, "cnn_label").with_columns(pl.lit("CNN").alias("labeller")),
-        tables.hand_label_shares(report).with_columns(pl.lit("hand labels (random sample)").alias("labeller")),
+        tables.hand_label_shares(report).with_columns(pl.lit("labels by eye (random sample)").alias("labeller")),
         tables.hand_label_shares(report, test=True).with_columns(
             pl.lit("test labels (random sample)").alias("labeller")),
     ], how="diagonal_relaxed").with_columns(pl.lit(source).alias("cnn_labels_source"))
@@ -39,8 +39,9 @@ def summarise(frames: dict[str, pl.DataFrame], report: dict[str, Any], verdicts:
         config_note += f"\nThe CNN learnt no {', '.join(unlearnt)} (no training labels of it): its 0% there is not measured."
     shares_chart = figures.class_share_bars(
         shares, "Self-attention pattern classes per task (Kovaleva et al. 2019, fig. 2)",
-        f"Share of all (example, layer, head) maps in each class; paper: heterogeneous 32-61% on BERT-base. 'hand labels' and "
-        f"'test labels': people's classes of maps drawn at random from each dump (the training labels' and the test labels')."
+        f"Share of all (example, layer, head) maps in each class; paper: heterogeneous 32-61% on BERT-base. 'labels by eye' and "
+        f"'test labels': classes given by eye, by the labeller the label card names, to maps drawn at random from each dump "
+        f"(the training labels' and the test labels', two labelling sessions)."
         f"\n{config_note}",
     )
     heads_chart = figures.class_heatmap(

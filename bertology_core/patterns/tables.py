@@ -49,10 +49,10 @@ def classifier_table(report: dict[str, Any]) -> pl.DataFrame:
     labeller against the labels (how far two agree): maps, macro F1 (every class; classes with enough labels),
     F1 per class, Cohen's kappa."""
     hand = trained_on_hand_labels_report(report)
-    evaluations = [("CNN", "cross-validated on " + ("all hand labels" if hand else "the rule labels it learnt"),
+    evaluations = [("CNN", "cross-validated on " + ("all the card's labels (made by eye)" if hand else "the rule labels it learnt"),
                     report.get("cnn_cross_validated"))]
     if "cnn_cross_validated_random_sample" in report:
-        evaluations.append(("CNN", "cross-validated, the randomly drawn hand labels", report["cnn_cross_validated_random_sample"]))
+        evaluations.append(("CNN", "cross-validated, the randomly drawn labels", report["cnn_cross_validated_random_sample"]))
     if "rule_labeller" in report:
         rule = report["rule_labeller"]
         evaluations += [("rules, fitted thresholds", f"held out ({rule['held_out']['maps']} maps; fitted on {rule['fitted_on_maps']})", rule["held_out"]),

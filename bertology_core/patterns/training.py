@@ -238,9 +238,9 @@ def train_classifier(
             report["second_labeller"] = label_tables.pass_agreement(hand_labels, label_set.second_labeller, frequent)
         report["hand_label_shares_random_sample"] = random_sample_shares(hand_labels)
     else:
-        source = "rule-based labels (no hand labels for this model): the CNN learns the rules, not human judgement"
+        source = "rule-based labels (no labels made by eye for this model): the CNN learns the rules, not a labeller's judgement"
         if label_set:
-            source += f"; the hand labels {label_set.description} hold none of this run's dumps ({label_set.left_out})"
+            source += f"; the labels {label_set.description} hold none of this run's dumps ({label_set.left_out})"
         labelled = sample_rule_labels(features, train_maps, seed)
         X = pack(maps_for(labelled, dump_prefixes, image_size), feature_tables.feature_matrix(labelled))
         y = labelled["label"].to_numpy()
