@@ -120,6 +120,12 @@ def test_few_seeds_widen_the_seed_part_as_students_t_does():
     fit = {("MRPC", s): True for s in (1, 2, 3)}
     result = claims.pooled(rows, fit, Region(0.0, None), 0.95, 2000, 0)[0]
     assert result.verdict == INCONCLUSIVE and result.ci_low < 0 < result.value
+    # widened, a share stays a share: never below 0 however the seeds spread
+    shares = [claims.Measured("prunable_share", f"SST-2 seed {s}", v, max(v - 0.05, 0), v + 0.05, (("SST-2", s),), task="SST-2", seed=s)
+              for s, v in ((1, 0.0), (2, 0.1), (3, 0.3))]
+    widened = claims.pooled(shares, {("SST-2", s): True for s in (1, 2, 3)}, claims.BY_KEY["prunable_share"].region, 0.95, 2000, 0,
+                            claims.BY_KEY["prunable_share"].bounds)[0]
+    assert widened.ci_low == 0.0 and widened.verdict == INCONCLUSIVE
 
 
 def test_a_finding_against_the_claim_keeps_its_headline_from_reproduced():

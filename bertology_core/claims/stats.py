@@ -117,6 +117,7 @@ class Claim:
     stage: str  # the report section (and stage) whose results the claim reads
     region_source: str = ""  # where the region comes from: the paper's own numbers, or why a direction is the effect
     tasks: tuple[str, ...] = ()  # the tasks the claim is about (none: any fine-tuned model's)
+    bounds: tuple[float, float] = (-math.inf, math.inf)  # the values the statistic can take (a share: 0 to 1)
 
 
 CLAIMS: tuple[Claim, ...] = (
@@ -130,7 +131,7 @@ CLAIMS: tuple[Claim, ...] = (
           Region(0.32, 0.61, closed=True), 100,
           "BERT-base fine-tuned on 7 GLUE tasks; a CNN trained on ~400 maps labelled by the authors (F1 0.86) labels every map; up to "
           "1000 dev examples; here a smaller encoder, a share estimated from a random sample of maps labelled by eye (the label card says by whom)",
-          "patterns", "the paper's own range over its tasks (MRPC 32% to QQP 61%)"),
+          "patterns", "the paper's own range over its tasks (MRPC 32% to QQP 61%)", bounds=(0.0, 1.0)),
     Claim("last_layers_change_most", "Kovaleva et al. 2019", "section 4.3, fig. 5",
           "Fine-tuning changes the last two layers' attention most (all tasks but QQP).",
           "last two layers lowest cosine",
@@ -167,7 +168,7 @@ CLAIMS: tuple[Claim, ...] = (
           "BERT-base on the WSJ with Stanford Dependencies (dobj), head and offset chosen on the reported data; here the "
           "pre-trained encoder on UD English EWT (obj)", "probing",
           "'far better': at least 10 points, the margin Voita et al. 2019 (section 5.2) require of a syntactic head over the "
-          "same baseline; the paper's gap is 46.8 points"),
+          "same baseline; the paper's gap is 46.8 points", bounds=(-1.0, 1.0)),
     Claim("mask_agreement_kappa", "Prasanna et al. 2020", "section 5 (stability of the good subnetworks); the authors' notebook",
           "The good subnetworks are not stable across fine-tuning seeds: the heads that survive structured pruning agree "
           "at most fairly (Fleiss' kappa 0.4 or less, Landis and Koch's 'fair').",
@@ -179,7 +180,7 @@ CLAIMS: tuple[Claim, ...] = (
           Region(None, 0.40, closed=True), 1,
           "BERT-base, 5 seeds, 9 GLUE tasks, masks chosen on dev, every seed's mask counted (their notebook keeps no-ticket "
           "seeds; here they are left out)", "pruning",
-          "Landis and Koch's 'fair' agreement or less (0.40), the paper's reading of its 0.18-0.32"),
+          "Landis and Koch's 'fair' agreement or less (0.40), the paper's reading of its 0.18-0.32", bounds=(-1.0, 1.0)),
     Claim("prunable_share", "Michel et al. 2019", "section 4.2, fig. 3b",
           "About 40% of BERT's heads can be pruned (least important first) without a noticeable loss.",
           "40% (MNLI)",
@@ -190,7 +191,7 @@ CLAIMS: tuple[Claim, ...] = (
           "gradient; 'noticeable' judged by eye, steps of 10% of heads", "pruning",
           "'about 40%' (the paper's 'up to 40% ... performance drops sharply when pruning further'), four steps of 10% of "
           "the heads (38.9% of BERT-base's 144): three to five steps, 25% to 55% (half a step beyond them, as a step of "
-          "round(10% of the heads) is 9.7% of 72 heads)"),
+          "round(10% of the heads) is 9.7% of 72 heads)", bounds=(0.0, 1.0)),
     Claim("confident_heads_important", "Voita et al. 2019", "sections 4.2 and 6.2",
           "The most important heads are the most confident ones.",
           "important heads are confident (within each layer, heads sorted by relevance; no correlation given)",
@@ -201,7 +202,7 @@ CLAIMS: tuple[Claim, ...] = (
           "Transformer NMT encoders (6 layers x 8 heads; WMT and OpenSubtitles), importance by layer-wise relevance "
           "propagation, compared within layers by eye; here a fine-tuned classifier with Michel et al.'s gradient importance",
           "head_roles", "a direction: the paper shows the ordering within layers, with no size; both measures trend with depth, so "
-          "only a within-layer correlation tests it (whether the very top heads are the confident ones is not tested apart)"),
+          "only a within-layer correlation tests it (whether the very top heads are the confident ones is not tested apart)", bounds=(-1.0, 1.0)),
     Claim("l0_gates_beat_michel", "Voita et al. 2019 against Michel et al. 2019", "Voita et al. section 6",
           "The heads L0-penalised gates keep do better than the same number kept in Michel et al.'s importance order (the "
           "two papers are concurrent and never compared: the seed lecture sets them side by side).",
@@ -242,14 +243,14 @@ CLAIMS: tuple[Claim, ...] = (
           "at least half the paper's gap, as a share of the depth (2.3 of 24 layers, 9.6%; half: 4.8%): the paper gives "
           "one run per probe and no interval, so half its size is the tolerance, as for the RTE layer (no standard "
           "error to derive it from here: the paper reports none); on a 6-layer encoder 4.8% is 0.29 layers, the region "
-          "scaling with the depth as the paper's gap would"),
+          "scaling with the depth as the paper's gap would", bounds=(-1.0, 1.0)),
     Claim("probing_peak_middle", "Liu et al. 2019; Tenney et al. 2019", "Liu et al. section 4 (layer-wise transferability)",
           "Linear probes of a transformer do best on its middle layers, not its first or last.",
           "middle layers", "relative depth (best layer / number of layers; embeddings = 0) of the most accurate "
           "probe; middle = the middle half, 0.25 to 0.75; resampling treebank sentences",
           Region(0.25, 0.75, closed=True), 1,
           "BERT-base/large and ELMo, 17 probing tasks; here the pre-trained encoder on UD English EWT", "probing",
-          "'middle layers', read as the middle half of the depth"),
+          "'middle layers', read as the middle half of the depth", bounds=(0.0, 1.0)),
 )
 BY_KEY = {claim.key: claim for claim in CLAIMS}
 
@@ -688,7 +689,7 @@ def _rests_on(models: Sequence[tuple[str, int]], fit: Mapping[tuple[str, int], b
 
 
 def pooled(rows: Sequence[Measured], fit: Mapping[tuple[str, int], bool | str], region: Region, level: float,
-           resamples: int, seed: int) -> tuple[Pooled, list[tuple[str, Pooled]]]:
+           resamples: int, seed: int, bounds: tuple[float, float] = (-math.inf, math.inf)) -> tuple[Pooled, list[tuple[str, Pooled]]]:
     """The claim's one verdict (module docstring), independent of how many rows the config makes: its effect over the
     rows that count, estimated over seeds and examples together. Rows of one fine-tuned model (strengths, modes) are
     averaged into one unit (their draws share the examples' resamples, so they move together); the units of a task
@@ -744,7 +745,8 @@ def pooled(rows: Sequence[Measured], fit: Mapping[tuple[str, int], bool | str], 
                 picked = rng.integers(0, k, size=(resamples, k))
                 within = draws[picked, np.arange(resamples)[:, None]].mean(axis=1)
                 between = values[picked].mean(axis=1) - values.mean()
-                task_draws = within + (seed_spread_factor(k, level) - 1.0) * between
+                # kept within the values the statistic can take (a share is never below 0)
+                task_draws = np.clip(within + (seed_spread_factor(k, level) - 1.0) * between, *bounds)
             else:
                 task_draws = draws[0]
             value = float(values.mean())
@@ -812,7 +814,7 @@ def claims_tables(measured: Sequence[Measured], fit: Mapping[tuple[str, int], bo
         by_claim.setdefault(m.key, []).append(m)
     for claim in CLAIMS:
         if claim.key in by_claim:
-            result, per_task = pooled(by_claim[claim.key], fit, claim.region, level, resamples, seed)
+            result, per_task = pooled(by_claim[claim.key], fit, claim.region, level, resamples, seed, claim.bounds)
             headline.append(_row(claim, OVERALL, result.value, result.ci_low, result.ci_high, result.verdict, result.how, result.rests_on))
             detail += [_row(claim, f"{task}, seeds pooled", p.value, p.ci_low, p.ci_high, p.verdict, p.how, p.rests_on)
                        for task, p in per_task]
