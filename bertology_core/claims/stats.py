@@ -730,8 +730,7 @@ def pooled(rows: Sequence[Measured], fit: Mapping[tuple[str, int], bool | str], 
             left_out + [f"{m.scope}: {m.note}" for m in findings]), _rests_on([model for m in eligible for model in m.models], fit)), []
     if len(usable) == 1 and usable[0][0].draws is None:  # one row and nothing to pool: its own interval, not a simulation of it
         m = usable[0][0]
-        values, low, high, per_task, seeds_counts, groups = [m.value], m.ci_low, m.ci_high, [], [1], {m.task or m.scope: None}
-        value = m.value
+        value, low, high, per_task, seeds_counts, groups = m.value, m.ci_low, m.ci_high, [], [1], {m.task or m.scope: None}
     else:
         groups: dict[str, dict[object, list[tuple[Measured, np.ndarray]]]] = {}
         for m, d in usable:
