@@ -241,17 +241,17 @@ def test_every_claim_names_its_source_and_setup():
 def test_a_model_missing_from_the_fitness_table_is_an_error_not_fit():
     measured = [claims.Measured("best_head_disabling_gain", "MRPC", 0.012, 0.004, 0.02, (("MRPC", 1), ("MRPC", 3)))]
     with pytest.raises(ValueError, match="MRPC seed 3.*no verdict"):
-        claims.claims_table(measured, {("MRPC", 1): True}, {})
+        claims.claims_tables(measured, {("MRPC", 1): True}, {})
 
 
 def test_a_claim_about_a_task_the_run_lacks_is_not_applicable_and_one_about_any_model_still_runs():
-    table = claims.claims_table([], {}, {"disabling": "ran"}, tasks=["lab_nli"])
+    table = claims.claims_tables([], {}, {"disabling": "ran"}, tasks=["lab_nli"])[0]
     verdicts = dict(table.select("claim", "verdict").iter_rows())
     assert verdicts["first_layer_disabling_gain_rte"] == claims.NOT_APPLICABLE
     assert "about RTE, which this run does not have among its tasks (lab_nli)" in table.filter(
         pl.col("claim") == "first_layer_disabling_gain_rte")["note"][0]
     assert verdicts["best_head_disabling_gain"] == claims.NOT_RUN  # about any fine-tuned model: its stage's verdict
-    with_rte = claims.claims_table([], {}, {"disabling": "ran"}, tasks=["lab_nli", "RTE"])
+    with_rte = claims.claims_tables([], {}, {"disabling": "ran"}, tasks=["lab_nli", "RTE"])[0]
     assert dict(with_rte.select("claim", "verdict").iter_rows())["first_layer_disabling_gain_rte"] == claims.NOT_RUN
 
 

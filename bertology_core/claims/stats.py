@@ -302,7 +302,8 @@ def heterogeneous_share(classes: Mapping[tuple[str, int], pl.DataFrame], resampl
 
 
 # the label card's random samples, one per labelling session: the training labels' random part and the test labels'
-PASSES = {"labels": "hand_label_shares_random_sample", "test labels": "test"}
+# (the report's key under which each pass's shares sit: none for the training labels)
+PASSES = {"labels": None, "test labels": "test"}
 
 
 def hand_label_heterogeneous_share(report: Mapping) -> dict[str, dict[str, tuple[int, int, tuple[tuple[str, int], ...]]]]:
@@ -312,9 +313,7 @@ def hand_label_heterogeneous_share(report: Mapping) -> dict[str, dict[str, tuple
     sample of the maps of a dump). Empty when no label names a fine-tuned dump of this run."""
     counts: dict[str, dict[str, list]] = {}
     for name, key in PASSES.items():
-        part = report.get(key) if key == "hand_label_shares_random_sample" else (report.get(key) or {}).get(
-            "hand_label_shares_random_sample")
-        for row in part or []:
+        for row in ((report.get(key) or {}) if key else report).get("hand_label_shares_random_sample") or []:
             if not states.is_seeded(row["state"]) or states.split_seeded(row["state"])[0] != states.FINETUNED:
                 continue
             seed = states.split_seeded(row["state"])[1]
@@ -842,16 +841,6 @@ def claims_tables(measured: Sequence[Measured], fit: Mapping[tuple[str, int], bo
         ).sort("_order", "_pooled", "_task", "_seed", "scope", nulls_last=True, maintain_order=True).drop(
             "_order", "_pooled", "_task", "_seed")
     return pl.DataFrame(headline).select(HEADLINE_COLUMNS), detail_table
-
-
-def claims_table(measured: Sequence[Measured], fit: Mapping[tuple[str, int], bool | str], stages: Mapping[str, str],
-                 level: float = 0.95, tasks: Sequence[str] | None = None, resamples: int = 1000, seed: int = 0) -> pl.DataFrame:
-    """Both tables of :func:`claims_tables` in one: each claim's headline row (scope ``overall``) after its detail rows."""
-    headline, detail = claims_tables(measured, fit, stages, level, tasks, resamples, seed)
-    full = pl.concat([detail, headline.with_columns(pl.lit(OVERALL).alias("scope"))], how="diagonal_relaxed").select(DETAIL_COLUMNS)
-    order = {claim.key: i for i, claim in enumerate(CLAIMS)}
-    return full.with_columns(pl.col("claim").replace_strict(order, return_dtype=pl.Int32).alias("_order")).sort(
-        "_order", maintain_order=True).drop("_order")
 
 
 # the headline table: what a reader compares first, one row per claim
