@@ -586,3 +586,49 @@ def test_a_plan_that_only_scales_heads_may_run_fused_attention_with_the_same_log
     torch.testing.assert_close(results[True][0], results[False][0], atol=1e-5, rtol=1e-4)
     assert results[False][1] == 0 and results[True][1] == (0 if family == "deberta-v2" else 2)
     assert results[True, "captured"] == 0
+
+
+# calls that copy between host and device, or wait for the device to read a value
+TRANSFERS = {torch.Tensor.to, torch.Tensor.cpu, torch.Tensor.cuda, torch.Tensor.item, torch.Tensor.tolist,
+             torch.Tensor.numpy, torch.Tensor.__bool__, torch.tensor, torch.as_tensor, torch.from_numpy}
+
+
+class EngineTransfers(torch.overrides.TorchFunctionMode):
+    """Records the calls of :data:`TRANSFERS` made from the engine's own code (bertology_core) while it is active; a
+    ``.to`` that changes only the dtype (no device argument) copies nothing between devices and is not counted."""
+
+    def __init__(self):
+        super().__init__()
+        self.found: list[str] = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func in TRANSFERS:
+            caller = __import__("sys")._getframe(1)
+            module = caller.f_globals.get("__name__", "")
+            moves = func is not torch.Tensor.to or "device" in kwargs or any(
+                isinstance(a, (torch.device, str)) or (isinstance(a, torch.Tensor)) for a in args[1:])
+            if module.startswith("bertology_core") and moves:
+                self.found.append(f"{module}:{caller.f_lineno} {getattr(func, '__name__', func)}")
+        return func(*args, **kwargs)
+
+
+@pytest.mark.parametrize("family", ["bert", "deberta-v2", "modernbert"])
+def test_no_forward_under_a_plan_copies_between_host_and_device(family):
+    """Plans are built on the host (masks, sweeps' configurations): ``intervene`` moves them to the model's device
+    once, and no hook inside the forward copies a value or waits for the device (on a GPU each would stall the pass
+    at every hooked layer)."""
+    model = use_engine(tiny(family))
+    heads, hidden = model.config.num_attention_heads, model.config.hidden_size
+    plan = InterventionPlan(num_configs=2, edits={
+        site(0, HEAD_SCALE): torch.tensor([[1.0] * heads, [0.0] + [1.0] * (heads - 1)]),
+        site(1, HEAD_UNIFORM): torch.tensor([[False] * heads, [True] + [False] * (heads - 1)]),
+        site(2, MLP_SCALE): torch.tensor([1.0, 0.0]),
+        **({site(1, OUTPUT_NORM_SCALE): torch.ones(2, hidden)} if family != "modernbert" else {})})
+    plan.sink = lambda layer, probs, real: None
+    inputs = batch()
+    with torch.no_grad(), intervene(model, plan), first_token_output(model):
+        model(**inputs)  # the first pass of a plan: where the values are placed and the configurations compared
+        with EngineTransfers() as recorded:
+            model(**inputs)
+    assert recorded.found == []

@@ -33,7 +33,8 @@ def repeat_batch(model: PreTrainedModel, plan: InterventionPlan, reuse_prefix: b
     configurations differ (``reuse_prefix=True``) or at the first layer (``False``, the naive method). Sets
     ``plan.expand_at_layer``; at layer 0 the model's input is repeated (a hook, returned to be removed), at a later
     layer the layer's arguments (a callback of ``plan.tracker``, which goes with it)."""
-    plan.expand_at_layer = first_differing_layer(plan) if reuse_prefix and not _head_reads_the_mask(model) else 0
+    differing = plan.differing_layer if plan.differing_layer is not None else first_differing_layer(plan)
+    plan.expand_at_layer = differing if reuse_prefix and not _head_reads_the_mask(model) else 0
     if plan.expand_at_layer == 0:  # repeat the input itself: everything between embeddings and layers sees it
         return [model.register_forward_pre_hook(_expand_inputs(plan), with_kwargs=True)]
     plan.tracker.on_enter.append(_expand_callback(plan))

@@ -26,7 +26,7 @@ from transformers import PreTrainedModel
 
 from bertology_core.engine.attention_function import (ATTN_IMPLEMENTATION, Interceptor, intercepting,
                                                       uses_attention_interface)
-from bertology_core.engine.expansion import repeat_batch
+from bertology_core.engine.expansion import first_differing_layer, repeat_batch
 from bertology_core.engine.plan import HEAD_SCALE, HEAD_UNIFORM, POINTS, InterventionPlan, Site
 from bertology_core.engine.structure import (UnsupportedStructure, depth_attentions, missing_part_reason,
                                              named_arguments, probability_modules, structure, track_depth)
@@ -61,7 +61,7 @@ def _per_row(plan: InterventionPlan, values: torch.Tensor, layer: int, like: tor
     else:
         rows, num_configs = plan.rows(values, layer)
         per_row = rows.repeat_interleave(like.shape[0] // num_configs, dim=0)
-    per_row = per_row.to(like.device, dtype or per_row.dtype)
+    per_row = per_row.to(dtype=dtype or per_row.dtype)  # on the device already (_place_on)
     ones = [1] * (like.dim() - per_row.dim())
     if trailing_last:
         return per_row.reshape(per_row.shape[0], *ones, *per_row.shape[1:])
@@ -172,6 +172,19 @@ def _check_edits(model: PreTrainedModel, plan: InterventionPlan) -> None:
             raise UnsupportedStructure(missing_part_reason(model, point.module))
 
 
+def _place_on(plan: InterventionPlan, device: torch.device) -> None:
+    """Move the plan's edits to the model's device, once: a plan scored over many batches is entered once per batch,
+    and a copy from the host inside a forward pass would stall the device at every hooked layer. Where the
+    configurations first differ is read here too, while the values may still be on the host (reading it from the
+    device waits for the device). A gate (a tensor with ``requires_grad``) is moved as it is, so its gradient still
+    reaches the caller's tensor."""
+    if plan.num_configs > 1 and plan.differing_layer is None:
+        plan.differing_layer = first_differing_layer(plan)
+    for edited, values in plan.edits.items():
+        if values.device != device:
+            plan.edits[edited] = values.to(device, non_blocking=device.type == "cuda")
+
+
 @contextlib.contextmanager
 def intervene(model: PreTrainedModel, plan: InterventionPlan, reuse_prefix: bool = True) -> Iterator[InterventionPlan]:
     """Make ``plan`` active for forward passes of ``model`` inside the block.
@@ -184,6 +197,7 @@ def intervene(model: PreTrainedModel, plan: InterventionPlan, reuse_prefix: bool
     if uses_attention_interface(model) and model.config._attn_implementation != ATTN_IMPLEMENTATION:
         raise RuntimeError("call bertology_core.engine.attention_function.use_engine(model) before intervening")
     _check_edits(model, plan)
+    _place_on(plan, next(model.parameters()).device)
     parts = structure(model) if any(POINTS[s.point].module for s in plan.edits) else None
     with contextlib.ExitStack() as stack:
         plan.tracker = stack.enter_context(track_depth(model))

@@ -121,6 +121,8 @@ class InterventionPlan:
     sink: AttentionSink | None = None
     capture_layers: frozenset[int] | None = None  # None: every layer (when a sink is given)
     expand_at_layer: int | None = None  # set by ``intervene``: where the batch is repeated
+    # set by ``intervene`` once: the first layer where the configurations' edits differ (expansion.first_differing_layer)
+    differing_layer: int | None = field(default=None, init=False, repr=False, compare=False)
     # set by ``intervene``: the depth tracker of the model the plan is active for, and the ids of its attention modules
     tracker: DepthTracker | None = field(default=None, init=False, repr=False, compare=False)
     attention_ids: frozenset[int] = field(default=frozenset(), init=False, repr=False, compare=False)
