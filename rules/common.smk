@@ -248,7 +248,9 @@ def model_device(rule, hyperparameters=None):
         card = getattr(card, "value", card)  # Snakemake 9 holds a Resource
         return min(device(wildcards, input), card if isinstance(card, int) else math.inf)
 
-    found = {"gpu_mem_mb": gpu_mem_mb}
+    # every model job sizes its scoring passes on a GPU by the same rule (bertology_core.scoring.plans.rows_per_pass)
+    found = {"gpu_mem_mb": gpu_mem_mb, "gpu_rows_per_pass": config["compute"]["gpu_rows_per_pass"],
+             "gpu_gradient_rows_per_pass": config["compute"]["gpu_gradient_rows_per_pass"]}
     if config["compute"]["gpu_request"] == "gres" and MODEL_JOB_GPUS:
         found["gres"] = f"gpu:{MODEL_JOB_GPUS}"
     else:

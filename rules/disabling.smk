@@ -33,7 +33,6 @@ rule disabling_sweep:
         cpus_per_task=config["disabling"]["threads"],
         **model_device("disabling_sweep"),
         rows_per_pass=config["disabling"]["rows_per_pass"],  # speed and memory only
-        gpu_rows_per_pass=config["disabling"]["gpu_rows_per_pass"],
         # how often a killed or timed-out job's finished groups are saved (finetune.checkpoint_minutes)
         checkpoint_seconds=EXPERIMENT.finetune.runtime()["checkpoint_seconds"],
     log:
@@ -75,7 +74,6 @@ rule disabling_greedy:
         cpus_per_task=config["disabling"]["threads"],
         **model_device("disabling_greedy"),
         rows_per_pass=config["disabling"]["rows_per_pass"],  # speed and memory only
-        gpu_rows_per_pass=config["disabling"]["gpu_rows_per_pass"],
         # how often a killed or timed-out job's finished steps are saved (finetune.checkpoint_minutes)
         checkpoint_seconds=EXPERIMENT.finetune.runtime()["checkpoint_seconds"],
     log:

@@ -23,6 +23,7 @@ rule finetune:
         task=EXPERIMENT.task_meaning,
         # what the job computes in (bertology_core/models/precision.py)
         precision=config["compute"]["precision"],
+        compile=config["compute"]["compile"],
         code=script_code("finetune"),
         hyperparameters=lambda wc: EXPERIMENT.hyperparameters(wc.task, wc.state),
         eval_splits=lambda wc: EXPERIMENT.eval_splits(wc.task),

@@ -57,7 +57,6 @@ rule outlier_disabling:
         cpus_per_task=config["outliers"]["threads"],
         **model_device("outlier_disabling"),
         rows_per_pass=config["disabling"]["rows_per_pass"],  # speed and memory only
-        gpu_rows_per_pass=config["disabling"]["gpu_rows_per_pass"],
         # how often a killed or timed-out job's finished groups are saved (finetune.checkpoint_minutes)
         checkpoint_seconds=EXPERIMENT.finetune.runtime()["checkpoint_seconds"],
     log:

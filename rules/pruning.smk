@@ -146,6 +146,7 @@ rule subnetwork_finetune:
         task=EXPERIMENT.task_meaning,
         # what the job computes in (bertology_core/models/precision.py)
         precision=config["compute"]["precision"],
+        compile=config["compute"]["compile"],
         code=script_code("subnetwork_finetune"),
         hyperparameters=lambda wc: EXPERIMENT.pruning.subnetwork_recipe(wc.task),
         eval_batch_size=config["finetune"]["eval_batch_size"],

@@ -6,6 +6,7 @@ import ast
 import os
 import re
 
+import numpy as np
 import pytest
 import torch
 
@@ -91,3 +92,74 @@ def test_a_model_job_gets_its_device_and_the_policy_resolved_there():
     finally:
         torch.use_deterministic_algorithms(deterministic)
         torch.set_num_threads(threads)
+
+
+def test_a_job_leaves_new_memory_unfilled_and_results_do_not_depend_on_the_fill():
+    """Deterministic mode's fill of new memory with NaN is a kernel per allocation on a GPU: jobs turn it off, which
+    is safe only where every tensor is written before it is read; a short training run and a sweep's scoring give the
+    same numbers bit for bit with the fill on (where an unwritten read would show NaN) and off."""
+    from bertology_core.data import states, tasks
+    from bertology_core.disabling import sweeps
+    from bertology_core.finetune import training
+    from bertology_core.inputs import batching
+    from bertology_core.models import loading
+    from conftest import GLUE_SMOKE, TINY_BERT
+
+    threads, deterministic = torch.get_num_threads(), torch.are_deterministic_algorithms_enabled()
+    fill = torch.utils.deterministic.fill_uninitialized_memory
+    task = tasks.glue_task("RTE")
+    train = tasks.read_files(tasks.glue_task(task.name, GLUE_SMOKE), "train").head(16)
+    tokenizer = loading.load_tokenizer(TINY_BERT)
+    data = batching.encode(train, tokenizer, 32)
+
+    def run() -> tuple[list[float], np.ndarray]:
+        model = loading.load_classifier(TINY_BERT, task, states.PRETRAINED, 0)
+        record = training.train(model, task, data, train["label"].to_numpy(),
+                                training.FinetuneConfig(batch_size=8, epochs=1, max_length=32), 0, progress=False)
+        configs = [c for c in sweeps.sweep_configurations(model.config.num_hidden_layers, model.config.num_attention_heads)
+                   if c.layer in (None, 0)]
+        return record["loss_curve"], sweeps.evaluate_configurations(model, data, configs, "uniform").logits
+
+    try:
+        device.job_device(1)
+        assert torch.utils.deterministic.fill_uninitialized_memory is False
+        unfilled = run()
+        torch.utils.deterministic.fill_uninitialized_memory = True
+        filled = run()
+    finally:
+        torch.utils.deterministic.fill_uninitialized_memory = fill
+        torch.use_deterministic_algorithms(deterministic)
+        torch.set_num_threads(threads)
+    assert unfilled[0] == filled[0]
+    np.testing.assert_array_equal(unfilled[1], filled[1])
+
+
+# the calls that score a model without gradients, and the argument that sizes their passes
+SCORING_CALLS = {"evaluate_plan": 3, "evaluate_configurations": "rows_per_pass", "dev_scorer": 4,
+                 "find_ticket": "rows_per_pass", "finetune_and_evaluate": "eval_batch_size",
+                 "finetune_subnetwork": "eval_batch_size", "evaluate_dimension_sets": "rows_per_pass"}
+
+
+def test_every_scoring_pass_of_a_job_is_sized_by_the_device_rule():
+    """On a GPU a small pass is bound by launching its kernels: every script that scores a model sizes its passes with
+    scoring.rows_per_pass (a stage's own size on a CPU, compute.gpu_rows_per_pass on a GPU), which every model job's
+    resources carry."""
+    assert "gpu_rows_per_pass" in (REPO / "rules" / "common.smk").read_text().split("def model_device")[1].split("\ndef ")[0]
+    checked = 0
+    for script in sorted(SCRIPTS.glob("*.py")):
+        module = ast.parse(script.read_text())
+        sized = {target.id for node in ast.walk(module) if isinstance(node, ast.Assign)
+                 and _calls([ast.Module([node], [])], "rows_per_pass") for target in node.targets if isinstance(target, ast.Name)}
+        for node in ast.walk(module):
+            name = getattr(node.func, "attr", getattr(node.func, "id", None)) if isinstance(node, ast.Call) else None
+            if name not in SCORING_CALLS:
+                continue
+            where = SCORING_CALLS[name]
+            argument = next((k.value for k in node.keywords if k.arg == where), None) if isinstance(where, str) else (
+                node.args[where] if len(node.args) > where else None)
+            assert argument is not None, f"{script.name}:{node.lineno}: {name} without its pass size ({where})"
+            by_rule = _calls([ast.Module([ast.Expr(argument)], [])], "rows_per_pass") or (
+                isinstance(argument, ast.Name) and argument.id in sized)
+            assert by_rule, f"{script.name}:{node.lineno}: {name}'s pass size does not come from scoring.rows_per_pass"
+            checked += 1
+    assert checked >= 8

@@ -234,3 +234,63 @@ def test_ragged_ids_hold_each_row_exactly_from_lists_polars_and_sliced_arrow():
     batch = batching.Encoded(rows, [[0] * len(r) for r in rows], pad_token_id=0).collate([2, 3])
     assert batch["input_ids"].tolist() == [[101, 5, 6, 9, 102], [3, 0, 0, 0, 0]]
     assert batch["attention_mask"].tolist() == [[1] * 5, [1, 0, 0, 0, 0]]
+
+
+def test_collate_pads_to_a_multiple_for_steps_replayed_per_shape():
+    data = batching.Encoded(input_ids=[[2, 5, 3], [2, 7, 8, 9, 3]], token_type_ids=None, pad_token_id=0)
+    assert data.collate([0, 1], 16)["input_ids"].shape == (2, 16)
+    assert data.collate([0, 1], 16)["attention_mask"].sum(1).tolist() == [3, 5]
+    assert data.collate([0, 1], 5)["input_ids"].shape == (2, 5)  # already a multiple: no padding added
+    assert data.collate([0, 1])["input_ids"].shape == (2, 5)
+
+
+def _no_dropout_run(compile_mode: str, steps: int = 4):
+    """``steps`` training steps of the tiny BERT without dropout, float32: the losses and the final weights."""
+    task = tasks.glue_task("SST-2")
+    train = tasks.read_files(tasks.glue_task(task.name, GLUE_SMOKE), "train").head(8 * steps)
+    model = loading.load_classifier(TINY_BERT, task, states.PRETRAINED, 0)
+    for module in model.modules():  # dropout off: a compiled step draws its masks from another generator
+        if isinstance(module, torch.nn.Dropout):
+            module.p = 0.0
+    data = batching.encode(train, loading.load_tokenizer(TINY_BERT), 32)
+    config = training.FinetuneConfig(batch_size=8, epochs=1, learning_rate=1e-3, max_length=32, group_by_length=True,
+                                     compile=compile_mode)
+    record = training.train(model, task, data, train["label"].to_numpy(), config, 0, progress=False)
+    return record, torch.cat([p.detach().flatten() for p in model.parameters()])
+
+
+def test_a_compiled_training_step_gives_eager_losses_and_weights():
+    """torch.compile (inductor, here on the CPU) fuses kernels and so rounds differently: the same losses and weights
+    to float32 rounding over a few steps, and the record says how the steps ran."""
+    torch._dynamo.reset()
+    eager, eager_weights = _no_dropout_run("none")
+    compiled, compiled_weights = _no_dropout_run("default")
+    assert (eager["compile"], compiled["compile"]) == ("none", "default")
+    np.testing.assert_allclose(compiled["loss_curve"], eager["loss_curve"], rtol=1e-4, atol=1e-5)
+    assert float((compiled_weights - eager_weights).abs().max()) < 1e-4
+
+
+def test_cuda_graphs_are_refused_off_a_gpu_with_the_fix():
+    if torch.cuda.is_available():
+        pytest.skip("a CUDA device is here: cuda-graphs is allowed (tools/gpu_check.py compares it with eager)")
+    model = loading.load_classifier(TINY_BERT, tasks.glue_task("SST-2"), states.PRETRAINED, 0)
+    with pytest.raises(ValueError, match="needs a CUDA device.*Fix: set compute.compile to none"):
+        training.compiled_forward(model, "cuda-graphs", torch.device("cpu"))
+    with pytest.raises(ValueError, match="expected one of"):
+        training.compiled_forward(model, "fast", torch.device("cpu"))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs need a CUDA device; none here")
+def test_cuda_graph_steps_give_eager_losses_on_a_gpu():
+    task = tasks.glue_task("SST-2")
+    train = tasks.read_files(tasks.glue_task(task.name, GLUE_SMOKE), "train").head(32)
+    losses = {}
+    for mode in ("none", "cuda-graphs"):
+        model = loading.load_classifier(TINY_BERT, task, states.PRETRAINED, 0).to("cuda")
+        for module in model.modules():
+            if isinstance(module, torch.nn.Dropout):
+                module.p = 0.0
+        config = training.FinetuneConfig(batch_size=8, epochs=1, learning_rate=1e-3, max_length=32, compile=mode)
+        losses[mode] = training.train(model, task, batching.encode(train, loading.load_tokenizer(TINY_BERT), 32),
+                                      train["label"].to_numpy(), config, 0, progress=False)["loss_curve"]
+    np.testing.assert_allclose(losses["cuda-graphs"], losses["none"], rtol=1e-3, atol=1e-4)

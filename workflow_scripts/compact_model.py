@@ -30,7 +30,7 @@ mask = StructureMask(saved["heads"].astype(bool), saved["mlps"].astype(bool))
 # the dev examples Michel's curve is scored on: enough to time and compare
 dev = tasks.subsample(pl.read_parquet(snakemake.input.dev), snakemake.params.dev_sample["examples"], snakemake.params.dev_sample["seed"])
 encoded = batching.encode(dev, tokenizer, snakemake.params.max_length)
-batch_size = snakemake.resources.batch_size
+batch_size = scoring.rows_per_pass(job_device, snakemake.resources.batch_size, snakemake.resources.gpu_rows_per_pass)
 
 
 def timed(fn, repeats: int = 3):

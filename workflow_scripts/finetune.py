@@ -15,6 +15,7 @@ from bertology_core.data import tasks, io, states
 from bertology_core.finetune import training
 from bertology_core.inputs import batching
 from bertology_core.models import checkpoint, device, loading
+from bertology_core.scoring import plans as scoring
 
 job_device, job_precision = device.model_job(snakemake.threads, snakemake.params.precision)
 wc = snakemake.wildcards
@@ -44,8 +45,8 @@ result = training.finetune_and_evaluate(
     seed=int(wc.seed),
     train_frame=pl.read_parquet(snakemake.input.train) if trains else None,
     eval_frames={s: pl.read_parquet(p) for s, p in zip(snakemake.params.eval_splits, snakemake.input.eval)},
-    config=training.FinetuneConfig.from_dict(snakemake.params.hyperparameters),
-    eval_batch_size=runtime.eval_batch_size,
+    config=training.FinetuneConfig.from_dict(snakemake.params.hyperparameters | {"compile": snakemake.params.compile}),
+    eval_batch_size=scoring.rows_per_pass(job_device, runtime.eval_batch_size, runtime.gpu_rows_per_pass),
     checkpointer=checkpointer,
     device=job_device,
     precision=job_precision,

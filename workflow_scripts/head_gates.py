@@ -46,7 +46,7 @@ encoded = tokens.encoded("dev", dev)
 # Michel et al.'s ordering prunes the fine-tuned model as it is (never retrained)
 finetuned = loading.load_classifier(snakemake.input.model, task, loading.SAVED, 0).to(job_device)
 michel = head_gates.michel_mask(pl.read_parquet(snakemake.input.importance), record["heads_kept"], params.normalize_by_layer)
-batch = runtime.eval_batch_size
+batch = scoring.rows_per_pass(job_device, runtime.eval_batch_size, runtime.gpu_rows_per_pass)
 chosen = StructureMask(gated.kept(), np.ones(finetuned.config.num_hidden_layers, dtype=bool))
 predictions = dev.select("idx", "label").with_columns(
     pl.Series("gates", task.predictions(scoring.evaluate_plan(gated.classifier, encoded, gated.evaluation_plan(), batch))),

@@ -16,6 +16,7 @@ from bertology_core.inputs import batching
 from bertology_core.models import device, loading
 from bertology_core.engine.plan import StructureMask
 from bertology_core.pruning import importance
+from bertology_core.scoring import plans as scoring
 
 params = snakemake.params
 batch_size = snakemake.resources.batch_size
@@ -29,11 +30,14 @@ frame = tasks.subsample(pl.read_parquet(snakemake.input.importance), params.impo
 examples, labels = batching.encode(frame, tokenizer, params.max_length), frame["label"].to_numpy()
 dev = tasks.subsample(pl.read_parquet(snakemake.input.dev), params.dev_sample["examples"], params.dev_sample["seed"])
 scored: list[pl.DataFrame] = []  # every step's per-example predictions: what the claims table resamples
-score = importance.dev_scorer(model, task, dev, batching.encode(dev, tokenizer, params.max_length), batch_size, record=scored)
+rows = scoring.rows_per_pass(job_device, batch_size, snakemake.resources.gpu_rows_per_pass)
+score = importance.dev_scorer(model, task, dev, batching.encode(dev, tokenizer, params.max_length), rows, record=scored)
 normalize = params.importance["normalize_by_layer"]
 granularity = params.importance["importance_granularity"]
 # under batch granularity the batches are part of the result: the configured size, which the job's params carry
-importance_batch_size = params.importance["importance_batch_size"] or batch_size
+# elsewhere they are a speed setting: on a GPU, compute.gpu_gradient_rows_per_pass
+importance_batch_size = params.importance["importance_batch_size"] or scoring.rows_per_pass(
+    job_device, batch_size, snakemake.resources.gpu_gradient_rows_per_pass)
 
 
 def head_scores(mask: StructureMask) -> np.ndarray:

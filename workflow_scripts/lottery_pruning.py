@@ -17,6 +17,7 @@ from bertology_core.engine.attention_function import use_engine
 from bertology_core.inputs import batching
 from bertology_core.models import checkpoint, device, loading
 from bertology_core.pruning import lottery
+from bertology_core.scoring import plans as scoring
 
 params = snakemake.params
 wc = snakemake.wildcards
@@ -43,6 +44,7 @@ ticket = lottery.find_ticket(
     importance_data=importance_data,
     normalize=bool(params.importance and params.importance["normalize_by_layer"]),
     batch_size=params.batch_size,
+    rows_per_pass=scoring.rows_per_pass(job_device, params.batch_size, snakemake.resources.gpu_rows_per_pass),
     # pruning.ticket_importance_granularity (stage.params("ticket")); m-pruning uses no importance
     importance_granularity=params.importance["importance_granularity"] if params.importance else "batch",
     # a killed job replays the scores and importance it saved (its inputs' hashes are in the fingerprint)

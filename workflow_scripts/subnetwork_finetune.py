@@ -19,6 +19,7 @@ from bertology_core.inputs import batching
 from bertology_core.models import checkpoint, device, loading
 from bertology_core.pruning import lottery
 from bertology_core.engine.plan import StructureMask
+from bertology_core.scoring import plans as scoring
 
 job_device, job_precision = device.model_job(snakemake.threads, snakemake.params.precision)
 params = snakemake.params
@@ -61,7 +62,8 @@ checkpointer = checkpoint.Checkpointer(
 )
 result, predictions = lottery.finetune_subnetwork(
     resolved["path"], task, seed, train, dev,
-    training.FinetuneConfig.from_dict(params.hyperparameters), mask, eval_batch_size=params.eval_batch_size, device=job_device,
+    training.FinetuneConfig.from_dict(params.hyperparameters | {"compile": params.compile}), mask,
+    eval_batch_size=scoring.rows_per_pass(job_device, params.eval_batch_size, snakemake.resources.gpu_rows_per_pass), device=job_device,
     precision=job_precision,
     tokens=batching.TokenFile.read(snakemake.input.tokens, params.hyperparameters["max_length"], ["train", "dev"]),
     checkpointer=checkpointer,

@@ -51,6 +51,8 @@ class FinetuneConfig:
     max_grad_norm: float = 1.0
     max_length: int = 128
     group_by_length: bool = False
+    # how a training step runs, not what it computes (COMPILE_MODES; compute.compile): not among the hyper-parameters
+    compile: str = "none"
 
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> "FinetuneConfig":
@@ -58,7 +60,30 @@ class FinetuneConfig:
         return cls(**known)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {k: v for k, v in asdict(self).items() if k != "compile"}
+
+
+# compute.compile: none (eager), default (torch.compile of the forward pass and its loss: fewer, fused kernels), or
+# cuda-graphs (torch.compile's reduce-overhead mode, CUDA graphs replaying a step's kernels in one launch; batches padded
+# to a multiple of CUDA_GRAPH_LENGTH_STEP tokens, so that at most max_length / step graphs are captured)
+COMPILE_MODES = ("none", "default", "cuda-graphs")
+CUDA_GRAPH_LENGTH_STEP = 16
+
+
+def compiled_forward(model: PreTrainedModel, mode: str, device: torch.device) -> Callable[..., Any]:
+    """What a training step calls for its forward pass and loss under ``mode`` (:data:`COMPILE_MODES`); the compiled
+    module shares ``model``'s parameters. A compiled step draws its dropout masks from inductor's own generator: the
+    same distribution, not the same masks as eager, so losses agree in distribution, and exactly without dropout."""
+    if mode not in COMPILE_MODES:
+        raise ValueError(f"compute.compile = {mode!r}: expected one of {COMPILE_MODES}. Fix: set compute.compile to none.")
+    if mode == "none":
+        return model
+    if mode == "cuda-graphs":
+        if device.type != "cuda":
+            raise ValueError(f"compute.compile = cuda-graphs needs a CUDA device; this job runs on {device.type}. "
+                             "Fix: set compute.compile to none or default.")
+        return torch.compile(model, mode="reduce-overhead", dynamic=False)
+    return torch.compile(model, dynamic=True)
 
 
 # no weight decay for biases and normalisation weights (BERT's recipe)
@@ -132,7 +157,15 @@ def train(
     precisions.set_matmul_precision(precision.training == precisions.TF32)
     optimizer = adamw(groups, config.learning_rate, device, precision)
     scheduler = get_linear_schedule_with_warmup(optimizer, int(config.warmup_ratio * total_steps), total_steps)
-    checkpointer = checkpointer.computed_in(precision.to_dict()) if checkpointer else None
+    if config.compile != "none" and model.config.problem_type is None:
+        # what the model's first forward pass would set (transformers' rule for these labels): set before compiling,
+        # else the compiled graph, guarded on it, is compiled a second time after the first step
+        model.config.problem_type = "regression" if task.is_regression else "single_label_classification"
+    forward = compiled_forward(model, config.compile, device)
+    pad_to = CUDA_GRAPH_LENGTH_STEP if config.compile == "cuda-graphs" else 1
+    # a checkpoint of a compiled run resumes only in one compiled alike (its rounding differs from eager's)
+    computed_in = precision.to_dict() | ({"compile": config.compile} if config.compile != "none" else {})
+    checkpointer = checkpointer.computed_in(computed_in) if checkpointer else None
     state = (checkpointer.load(model, optimizer, scheduler) if checkpointer else None) or TrainingState()
     resumed_at = state.step
     model.train()
@@ -159,10 +192,10 @@ def train(
             for batch_indices in batches[state.batch_in_epoch :]:
                 if state.step >= total_steps:
                     break
-                batch = to_device(data.collate(batch_indices), device)
+                batch = to_device(data.collate(batch_indices, pad_to), device)
                 target = to_device({"labels": labels_tensor(task, labels[batch_indices])}, device)["labels"]
                 with precisions.training(precision):
-                    output = model(**batch, labels=target)
+                    output = forward(**batch, labels=target)
                 output.loss.backward()
                 torch.nn.utils.clip_grad_norm_(model.parameters(), config.max_grad_norm)
                 optimizer.step()
@@ -199,6 +232,7 @@ def train(
         "resumed_at_step": resumed_at,
         "examples_seen": state.examples_seen,
         "train_seconds": time.perf_counter() - started,
+        "compile": config.compile,
         "final_loss_mean_last_20": float(np.mean(state.losses[-20:])) if state.losses else float("nan"),
         "loss_curve": state.losses,
     }
@@ -206,14 +240,16 @@ def train(
 
 @torch.inference_mode()
 def predict(model: PreTrainedModel, data: Encoded, batch_size: int) -> np.ndarray:
-    """Logits for every example, in the input order; batches sorted by length to save padding."""
+    """Logits for every example, in the input order; batches sorted by length to save padding, read from the device
+    once at the end (a copy per batch would make the host wait for the device each time)."""
     model.eval()
     device = next(model.parameters()).device
     order = np.argsort(-data.lengths(), kind="stable")
     logits = np.zeros((len(data), model.config.num_labels), dtype=np.float32)
-    for start in range(0, len(order), batch_size):
-        indices = order[start : start + batch_size]
-        logits[indices] = model(**to_device(data.collate(indices), device)).logits.float().cpu().numpy()
+    outputs = [model(**to_device(data.collate(order[start : start + batch_size]), device)).logits.float()
+               for start in range(0, len(order), batch_size)]
+    if outputs:
+        logits[order] = torch.cat(outputs).cpu().numpy()
     return logits
 
 

@@ -95,11 +95,13 @@ class Encoded:
     def lengths(self) -> np.ndarray:
         return self.input_ids.lengths()
 
-    def collate(self, indices: list[int] | np.ndarray) -> dict[str, torch.Tensor]:
-        """Pad the selected examples to the longest of them (dynamic padding), filled in one step: the ids of the
-        selected examples laid end to end land on the mask's True cells in row-major order."""
+    def collate(self, indices: list[int] | np.ndarray, pad_to_multiple: int = 1) -> dict[str, torch.Tensor]:
+        """Pad the selected examples to the longest of them (dynamic padding; up to a multiple of ``pad_to_multiple``
+        tokens, for a step replayed per padded shape), filled in one step: the ids of the selected examples laid end
+        to end land on the mask's True cells in row-major order."""
         lengths = self.input_ids.lengths()[np.asarray(indices, dtype=np.int64)]
-        mask = np.arange(lengths.max())[None, :] < lengths[:, None]
+        width = -(-int(lengths.max()) // pad_to_multiple) * pad_to_multiple
+        mask = np.arange(width)[None, :] < lengths[:, None]
         ids = np.full(mask.shape, self.pad_token_id, dtype=np.int64)
         ids[mask] = self.input_ids.take(indices)
         batch = {"input_ids": torch.from_numpy(ids), "attention_mask": torch.from_numpy(mask.astype(np.int64))}

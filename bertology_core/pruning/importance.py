@@ -117,15 +117,16 @@ def gate_importance(
     order = np.arange(len(data)) if granularity == "batch" else np.argsort(-data.lengths(), kind="stable")
     # gates in the model's precision (float32 at least): their gradients are the example and batch values
     dtype = torch.promote_types(torch.float32, next(model.parameters()).dtype)
-    head_values = torch.from_numpy(mask.heads).to(dtype)
-    mlp_values = torch.from_numpy(mask.mlps).to(dtype)
+    # on the device once: a copy from the host per layer and batch would wait for the device each time
+    head_values = torch.from_numpy(mask.heads).to(device, dtype)
+    mlp_values = torch.from_numpy(mask.mlps).to(device, dtype)
     parts = structure(model) if granularity == "token" else None
     for start in range(0, len(order), batch_size):
         rows = order[start : start + batch_size]
         batch = {k: v.to(device) for k, v in data.collate(rows).items()}
         real = batch["attention_mask"].bool()  # [batch, position]
-        heads = [head_values[layer].expand(len(rows), -1).clone().to(device).requires_grad_(True) for layer in range(num_layers)]
-        mlps = [mlp_values[layer].expand(len(rows)).clone().to(device).requires_grad_(True) for layer in range(num_layers)]
+        heads = [head_values[layer].expand(len(rows), -1).clone().requires_grad_(True) for layer in range(num_layers)]
+        mlps = [mlp_values[layer].expand(len(rows)).clone().requires_grad_(True) for layer in range(num_layers)]
         plan = InterventionPlan(edits={**per_layer(HEAD_SCALE, dict(enumerate(heads))),
                                        **per_layer(MLP_SCALE, dict(enumerate(mlps)))},
                                 per_example=True,

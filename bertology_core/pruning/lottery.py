@@ -443,6 +443,7 @@ def find_ticket(
     batch_size: int = 32,
     importance_granularity: str = "batch",
     checkpoint: ArrayCheckpoint | None = None,
+    rows_per_pass: int | None = None,
 ) -> Ticket:
     """m- or s-pruning of ``model`` (``method``), every iteration scored on ``selection`` only (half A under
     ``held_out``): the 90% rule, and the floor with ``keep_above_constant``, never see ``report``, which
@@ -451,20 +452,22 @@ def find_ticket(
     ``method_settings``: m: ``rate``, ``max_iterations``; s: ``head_share``, ``mlps_per_step``, ``refine``
     (with ``importance_data``, the train examples and labels of the gate-gradient importance, ``normalize`` and
     ``importance_granularity``, :func:`~bertology_core.pruning.importance.gate_importance`'s ``granularity``, whose batches
-    are of ``batch_size`` under ``batch``: by default Prasanna et al.'s, a gate shared by each batch). m-pruning leaves its masks on ``model``. With a ``checkpoint``, every
+    are of ``batch_size`` under ``batch``: by default Prasanna et al.'s, a gate shared by each batch); the scoring passes
+run ``rows_per_pass`` examples each (default ``batch_size``; a speed setting). m-pruning leaves its masks on ``model``. With a ``checkpoint``, every
     score and importance computed is saved as it says (:class:`~bertology_core.models.checkpoint.Replay`): a rerun
     after a kill replays the iterations they cover without a pass (the pruning steps themselves are redone: they
     follow from the scores and importance) and goes on from there.
     """
     metric = task.main_metric
     replay = Replay(checkpoint)
-    full_predictions = replay(lambda: {"predictions": task.predictions(scoring.evaluate_plan(model, report, None, batch_size))})
+    rows = rows_per_pass or batch_size
+    full_predictions = replay(lambda: {"predictions": task.predictions(scoring.evaluate_plan(model, report, None, rows))})
     full_report = compute_metrics(task, full_predictions["predictions"], report_labels)
     floor = best_constant_score(task, selection_labels) if keep_above_constant else None
 
     def score(plan: InterventionPlan | None) -> float:
         def compute() -> dict[str, float]:
-            predictions = task.predictions(scoring.evaluate_plan(model, selection, plan, batch_size))
+            predictions = task.predictions(scoring.evaluate_plan(model, selection, plan, rows))
             return {"score": compute_metrics(task, predictions, selection_labels)[metric]}
 
         value = float(replay(compute)["score"])

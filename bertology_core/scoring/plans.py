@@ -102,6 +102,7 @@ def evaluate_plans(
         plan = plan_of(members)
         batch_size = examples_per_batch or max(1, rows_per_pass // len(members))
         start = 0
+        passes: list[tuple[np.ndarray, torch.Tensor]] = []  # read from the device once the group is done, not per pass
         while start < len(order):
             size = batch_size if cap is None else max(1, min(batch_size, cap // len(members)))
             examples = order[start : start + size]
@@ -109,7 +110,7 @@ def evaluate_plans(
             failed = False
             try:
                 with intervene(model, plan, reuse_prefix=reuse_prefix), first_token_output(model):
-                    out = model(**batch).logits.float().cpu().numpy()
+                    out = model(**batch).logits.float()
             except torch.OutOfMemoryError:
                 if size == 1:
                     raise
@@ -121,11 +122,12 @@ def evaluate_plans(
                     torch.cuda.empty_cache()
                 log.warning("out of memory with %d rows per pass: at most %d from now on", size * len(members), cap)
                 continue
-            out = out.reshape(len(members), len(examples), -1)
+            passes.append((examples, out.reshape(len(members), len(examples), -1)))
+            start += len(examples)
+        for (examples, _), out in zip(passes, _to_host([out for _, out in passes])):
             logits[np.ix_(group, examples)] = out[: len(group)]
             if own_reference is not None:
                 own_reference[np.ix_(group, examples)] = out[members.index(reference)][None]
-            start += len(examples)
         done[number] = True
         if checkpoint is not None and not all(done) and checkpoint.due(time.monotonic() - saved):
             checkpoint.save(arrays, {"done": done, "cap": cap})
@@ -136,6 +138,14 @@ def evaluate_plans(
     if reference is not None and not joined:
         own_reference = np.broadcast_to(logits[reference], logits.shape).copy()
     return PassLogits(logits, own_reference)
+
+
+def _to_host(outputs: list[torch.Tensor]) -> list[np.ndarray]:
+    """Each pass's logits on the host, in one copy from the device (one wait for it, not one per pass)."""
+    if not outputs:
+        return []
+    joined = torch.cat([out.flatten() for out in outputs]).cpu().numpy()
+    return [part.reshape(out.shape) for part, out in zip(np.split(joined, np.cumsum([o.numel() for o in outputs])[:-1]), outputs)]
 
 
 def evaluate_plan(model: PreTrainedModel, data: Encoded, plan: InterventionPlan | None = None,
