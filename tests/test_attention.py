@@ -632,3 +632,11 @@ def test_no_forward_under_a_plan_copies_between_host_and_device(family):
         with EngineTransfers() as recorded:
             model(**inputs)
     assert recorded.found == []
+
+
+def test_a_gate_on_another_device_than_the_model_is_refused_with_the_fix():
+    model = use_engine(tiny("bert"))
+    gate = torch.ones(1, model.config.num_attention_heads, device="meta", requires_grad=True)
+    with pytest.raises(ValueError, match="create the gate on the model's device"), intervene(
+            model, InterventionPlan(edits={site(0, HEAD_SCALE): gate})):
+        pass

@@ -176,13 +176,17 @@ def _place_on(plan: InterventionPlan, device: torch.device) -> None:
     """Move the plan's edits to the model's device, once: a plan scored over many batches is entered once per batch,
     and a copy from the host inside a forward pass would stall the device at every hooked layer. Where the
     configurations first differ is read here too, while the values may still be on the host (reading it from the
-    device waits for the device). A gate (a tensor with ``requires_grad``) is moved as it is, so its gradient still
-    reaches the caller's tensor."""
+    device waits for the device). A gate (a tensor with ``requires_grad``) is not moved: its copy would belong to one
+    backward pass, and a plan entered again after it would train a stale copy; it must be made on the device."""
     if plan.num_configs > 1 and plan.differing_layer is None:
         plan.differing_layer = first_differing_layer(plan)
     for edited, values in plan.edits.items():
-        if values.device != device:
-            plan.edits[edited] = values.to(device, non_blocking=device.type == "cuda")
+        if values.device == device:
+            continue
+        if values.requires_grad:
+            raise ValueError(f"{edited}: a gate (requires_grad) on {values.device} for a model on {device}. Fix: create "
+                             "the gate on the model's device (torch.ones(..., device=model.device)).")
+        plan.edits[edited] = values.to(device, non_blocking=device.type == "cuda")
 
 
 @contextlib.contextmanager
