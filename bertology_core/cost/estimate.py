@@ -104,8 +104,18 @@ def _sweep_seconds(calibration: Calibration, lengths: np.ndarray, groups: list[t
     return seconds
 
 
+def _on_cpu(calibration: Calibration) -> bool:
+    return calibration.device.startswith("cpu")
+
+
 def _rows_per_pass(job: Job, calibration: Calibration) -> int:
-    return int(job.resources["rows_per_pass"] if calibration.device.startswith("cpu") else job.resources["gpu_rows_per_pass"])
+    return int(job.resources["rows_per_pass"] if _on_cpu(calibration) else job.resources["gpu_rows_per_pass"])
+
+
+def _scoring_rows(job: Job, calibration: Calibration, cpu_rows: int) -> int:
+    """Rows of a pass that scores without gradients, as the job sizes it (scoring.rows_per_pass): the stage's own size
+    on a CPU, ``compute.gpu_rows_per_pass`` on a GPU."""
+    return int(cpu_rows if _on_cpu(calibration) else job.resources.get("gpu_rows_per_pass", cpu_rows))
 
 
 def _geometry(calibration: Calibration) -> tuple[int, int]:
@@ -118,7 +128,7 @@ def finetune(job: Job, lengths: Lengths, calibration: Calibration) -> Price:
     parts = {}
     if job.rule == "finetune":
         parts["train"] = _train_seconds(calibration, lengths.of(task, "train", max_length), hyper, int(job.wildcards["seed"]))
-    eval_batch = int(job.resources.get("eval_batch_size", 64))
+    eval_batch = _scoring_rows(job, calibration, int(job.resources.get("eval_batch_size", 64)))
     parts["evaluate"] = sum(_forward_seconds(calibration, lengths.of(task, split, max_length), eval_batch, first_token_cut=False)
                             for split in job.params["eval_splits"])
     return Price(sum(parts.values()), parts)  # the splits come tokenised (tokenize_data)
@@ -136,7 +146,7 @@ def subnetwork_finetune(job: Job, lengths: Lengths, calibration: Calibration) ->
     task, max_length = job.wildcards["task"], int(hyper["max_length"])
     train = lengths.of(task, "train", max_length, job.params["max_train_examples"], job.params["subsample_seed"])
     parts = {"train": _train_seconds(calibration, train, hyper, int(job.wildcards["seed"])),
-             "evaluate": _forward_seconds(calibration, lengths.of(task, "dev", max_length), int(job.params["eval_batch_size"]), False)}
+             "evaluate": _forward_seconds(calibration, lengths.of(task, "dev", max_length), _scoring_rows(job, calibration, int(job.params["eval_batch_size"])), False)}
     return Price(sum(parts.values()), parts, "a pruned subnetwork priced as the whole model", ("train", "evaluate"))
 
 
@@ -147,7 +157,7 @@ def head_gates(job: Job, lengths: Lengths, calibration: Calibration) -> Price:
     kind = "train" if job.wildcards["weights"] == "trained" else "gradient"  # frozen weights: no weight update
     dev = lengths.of(task, "dev", max_length, job.params["dev_sample"]["examples"], job.params["dev_sample"]["seed"])
     parts = {"train": _train_seconds(calibration, train, hyper, int(job.wildcards["seed"]), kind),
-             "evaluate": 4 * _forward_seconds(calibration, dev, int(job.resources.get("eval_batch_size", 64)))}
+             "evaluate": 4 * _forward_seconds(calibration, dev, _scoring_rows(job, calibration, int(job.resources.get("eval_batch_size", 64))))}
     return Price(sum(parts.values()), parts)
 
 
@@ -199,6 +209,8 @@ def _importance_seconds(job: Job, lengths: Lengths, calibration: Calibration) ->
     task, max_length = job.wildcards["task"], int(job.params["max_length"])
     data = lengths.of(task, importance["importance_split"], max_length, importance["importance_examples"], importance["subsample_seed"])
     batch = int(importance.get("importance_batch_size") or job.resources.get("batch_size") or job.params.get("batch_size", 32))
+    if job.rule == "head_importance" and not importance.get("importance_batch_size") and not _on_cpu(calibration):
+        batch = int(job.resources.get("gpu_gradient_rows_per_pass", batch))  # a speed setting there: the GPU's size
     # batch granularity scores the batches in data order; the other granularities sort by length
     batches = ordered_batches(data, batch) if importance.get("importance_batch_size") else sorted_batches(data, batch)
     return sum(calibration.seconds("gradient", r, length) for r, length in batches)
@@ -213,7 +225,7 @@ def head_importance(job: Job, lengths: Lengths, calibration: Calibration) -> Pri
     layers, heads = _geometry(calibration)
     per_step = max(1, round(float(job.params["step_share"]) * layers * heads))
     steps = math.ceil(layers * heads / per_step)
-    batch = int(job.resources.get("batch_size", 32))
+    batch = _scoring_rows(job, calibration, int(job.resources.get("batch_size", 32)))
     importance = _importance_seconds(job, lengths, calibration)
     parts = {"importance": importance * (steps if job.params["recompute"] else 1),
              "curve": (1 + steps) * _forward_seconds(calibration, _dev_sample(job, lengths), batch),
@@ -226,7 +238,7 @@ def lottery_pruning(job: Job, lengths: Lengths, calibration: Calibration) -> Pri
     dev = _dev_sample(job, lengths)
     held_out = job.wildcards["protocol"] == "held_out"
     selection = dev[::2] if held_out else dev
-    batch = int(job.params["batch_size"])
+    batch = _scoring_rows(job, calibration, int(job.params["batch_size"]))
     evaluation = _forward_seconds(calibration, selection, batch)
     method = job.params["method"]
     if job.wildcards["method"] == "m":
@@ -247,7 +259,7 @@ def lottery_pruning(job: Job, lengths: Lengths, calibration: Calibration) -> Pri
 
 def compact_model(job: Job, lengths: Lengths, calibration: Calibration) -> Price:
     dev = _dev_sample(job, lengths)
-    parts = {"evaluate": 7 * _forward_seconds(calibration, dev, int(job.resources.get("batch_size", 32))),
+    parts = {"evaluate": 7 * _forward_seconds(calibration, dev, _scoring_rows(job, calibration, int(job.resources.get("batch_size", 32)))),
              "tokenize": calibration.tokenize_seconds(dev)}
     return Price(sum(parts.values()), parts)
 
