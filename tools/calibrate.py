@@ -7,8 +7,14 @@
     python tools/calibrate.py --assumed h100                         # no GPU at hand: stated assumptions, not a measurement
                                                                      # (h100, a100, l40s: CARDS)
 
-The device is CUDA where there is one, else the CPU with the config's fine-tuning threads (one job's threads); the
-precision is the config's ``compute.precision``. The model's weights are random: a pass's cost depends on its shapes.
+The device is CUDA where there is one, else the CPU with the config's fine-tuning threads (one job's threads), set up
+as every model job sets it up (``device.job_device``: deterministic algorithms); the precision is the config's
+``compute.precision``, resolved there as a job resolves it (``precision.for_job``). The model's weights are random: a
+pass's cost depends on its shapes.
+
+``--assumed`` writes no measurement: a card's data-sheet peaks at a share of them (UTILISATION) and a launch floor of
+each pass's kernels (KERNELS, counted on the CPU by benchmarks/kernel_counts.py) at LAUNCH_US each, the assumed point
+of RANGE (tools/plan.py --cards prices both ends).
 
 On a CPU a run keeps ``--jobs`` jobs busy at once (default: the cores over one job's threads, what ``snakemake --cores
 all`` runs), and so does the calibration: ``--jobs`` - 1 companion processes run the same passes beside the timed
@@ -32,10 +38,10 @@ sys.path.insert(0, str(ROOT))
 # was at hand to measure: dense products at a share of the dense peak (UTILISATION; TF32 for measuring passes, bfloat16
 # for training; a backward pass to the activations costs about the forward, with the weight gradients twice it);
 # attention (batched small products and the softmax, memory-bound) at a tenth of the H100's dense rate, scaled by the
-# card's memory bandwidth; a pass's floor from launching about 15 kernels per layer at 5 us (forward) and three times
-# that plus the fused optimiser for a training step; start-ups of 20 s for a model job (imports, CUDA context, loading),
-# 10 s for a job that imports torch and loads no model, 3 s for a table job. Peaks are the data sheets' dense figures
-# (half of those "with sparsity"), TFLOP/s; bandwidth in GB/s.
+# card's memory bandwidth; a pass's floor from launching its kernels one by one (KERNELS, counted; LAUNCH_US each);
+# start-ups of 20 s for a model job (imports, CUDA context, loading), 10 s for a job that imports torch and loads no
+# model, 3 s for a table job. Peaks are the data sheets' dense figures (half of those "with sparsity"), TFLOP/s;
+# bandwidth in GB/s.
 CARDS = {
     "h100": {"device": "NVIDIA H100 SXM 80GB", "tf32": 495.0, "bf16": 990.0, "bandwidth": 3350.0},
     "a100": {"device": "NVIDIA A100 SXM 80GB", "tf32": 156.0, "bf16": 312.0, "bandwidth": 2039.0},
@@ -43,6 +49,26 @@ CARDS = {
 }
 # the share of the dense peak a BERT-base pass reaches: the assumption (0.4) and the range an estimate is read within
 UTILISATION = {"low": 0.25, "assumed": 0.4, "high": 0.55}
+# Device kernels one pass launches, ``a + b x layers`` per kind: counted on the CPU by torch's profiler as a CUDA GPU
+# would run the pass under ``mixed`` and the job's set-up (bertology_core.cost.calibration.count_kernels: forward on
+# fused attention, a training step of 32 x 35 with clipping and fused AdamW, deterministic fill off) at BERT-base's
+# and all-MiniLM-L6-v2's geometry, fitted through both. Measured output of
+#     python benchmarks/kernel_counts.py    (2026-11-29, torch 2.13.0; benchmarks/kernel_counts.json)
+# BERT-base: 1,032 a training step, 196 a forward pass, 559 a gradient pass; MiniLM (6 layers): 548, 112, 301.
+KERNELS = {"forward": (28.0, 14.0), "gradient": (43.0, 43.0), "train": (64.0, 80.67)}
+# What the host spends launching one kernel from eager PyTorch (Python, the dispatcher, autograd, the CUDA driver),
+# microseconds; while it exceeds the kernel's own time the GPU waits. Low: the driver's cuLaunchKernel alone takes
+# about 3 us (meta-pytorch/tritonbench#1017, a GB200) and an aten operator's dispatch from C++ about 1 us more
+# (pytorch/pytorch#41383); assumed: the per-operator floor fitted to H100 runs (meta-pytorch/autoparallel#146, "at
+# least 7us"); high: torch's Linear forward took 13.5 us of CPU time a call on an H100 DGX host
+# (NVIDIA/TransformerEngine#2053). Not a bound: Python-heavy model code has been seen at about 40 us a kernel
+# (facebookresearch/sam2#768, eager on an A6000). None of it is measured on this project's passes.
+LAUNCH_US = {"low": 4.0, "assumed": 7.0, "high": 12.0}
+# the range an estimate is read within: its fast end at high utilisation and cheap launches, its slow end at both the
+# other way (the two are independent: which one binds depends on a pass's size)
+RANGE = {"fast": {"utilisation": UTILISATION["high"], "launch_us": LAUNCH_US["low"]},
+         "assumed": {"utilisation": UTILISATION["assumed"], "launch_us": LAUNCH_US["assumed"]},
+         "slow": {"utilisation": UTILISATION["low"], "launch_us": LAUNCH_US["high"]}}
 ASSUMED = {
     name: {"device": f"cuda: {card['device']} (assumed, not measured)",
            "dense_tflops": {"forward": card["tf32"], "gradient": card["tf32"] / 2, "train": card["bf16"] / 3},
@@ -52,27 +78,37 @@ ASSUMED = {
 }
 
 
+def kernels(kind: str, layers: int) -> float:
+    """Device kernels of one pass of ``kind`` through ``layers`` layers (:data:`KERNELS`)."""
+    a, b = KERNELS[kind]
+    return a + b * layers
+
+
 CPU_SIDE_MAPS = ("tokenize", "pattern_features", "classify_maps", "pattern_training")
 
 
-def assumed_calibration(name: str, cpu_side: str | None = None, utilisation: float = UTILISATION["assumed"], geometry=None):
-    """The stated assumptions for a GPU (:data:`CARDS`), its dense products at ``utilisation`` of the peak; ``cpu_side``:
-    a calibration of the CPU beside it (this machine's, written by tools/estimate_runtime.py --fit-stages) whose rates of
-    CPU work (:data:`CPU_SIDE_MAPS`) and fitted rates of the rules that run no timed pass are carried over: those run on
-    the CPU whatever the accelerator. ``geometry``: the model's (default BERT-base's), whose passes it prices."""
+def assumed_calibration(name: str, cpu_side: str | None = None, utilisation: float = UTILISATION["assumed"], geometry=None,
+                        launch_us: float = LAUNCH_US["assumed"]):
+    """The stated assumptions for a GPU (:data:`CARDS`), its dense products at ``utilisation`` of the peak and each
+    kernel's launch at ``launch_us`` microseconds (:data:`RANGE` for an estimate's ends); ``cpu_side``: a calibration of
+    the CPU beside it (this machine's, written by tools/estimate_runtime.py --fit-stages) whose rates of CPU work
+    (:data:`CPU_SIDE_MAPS`) and fitted rates of the rules that run no timed pass are carried over: those run on the CPU
+    whatever the accelerator. ``geometry``: the model's (default BERT-base's), whose passes it prices.
+
+    A pass costs the larger of its launch floor (its counted kernels, :func:`kernels`, one after another from the host)
+    and its work at the assumed rates: the host queues kernels while the GPU runs the ones before, so the slower of the
+    two sets the pace; adding them would count the GPU's work twice where it hides the host's launches."""
     import dataclasses
 
     from bertology_core.cost import model as cost
 
     values = ASSUMED[name]
     geometry = geometry or cost.Geometry(12, 768, 3072, 12)
-    # about 15 kernels a layer at 5 us each for a forward pass; three times that and the fused optimiser for a step
-    floor_ms = {"forward": geometry.layers * 15 * 0.005, "gradient": 3 * geometry.layers * 15 * 0.005,
-                "train": 3 * geometry.layers * 15 * 0.005 + 1.0}
     passes = {}
     for kind in cost.KINDS:
         per_dense = 1 / (utilisation * values["dense_tflops"][kind] * 1e12)
-        passes[kind] = cost.PassCost("max", floor_ms[kind] / 1000, per_dense, per_dense / values["attention_share"])
+        floor = kernels(kind, geometry.layers) * launch_us * 1e-6
+        passes[kind] = cost.PassCost("max", floor, per_dense, per_dense / values["attention_share"])
     assumed = cost.Calibration(values["device"], 1, "mixed", geometry, passes, values["startup"])
     if cpu_side is None:
         return assumed
@@ -106,10 +142,9 @@ def main() -> None:
 
     import dataclasses
 
-    import torch
-
     from bertology_core.cost import calibration
     from bertology_core.models import compatibility
+    from bertology_core.models.device import job_device
     from bertology_core.workflow import configuration
 
     config = configuration.merged([ROOT / "config.yaml", *args.configfile])
@@ -122,8 +157,10 @@ def main() -> None:
         model_config = calibration.model_config(folder, args.geometry)
     except OSError as error:
         raise SystemExit(f"cannot read the config of {folder}: {error}\nFix: pass --geometry bert-base, or download the model first") from None
-    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     threads = int(config["finetune"]["threads"] or 1)
+    # a job's set-up (its threads, deterministic algorithms and what they imply), before anything touches CUDA: the
+    # passes are timed as the jobs run them
+    device = job_device(threads)
     policy = args.precision or config["compute"]["precision"]
     from bertology_core.models import loading
 

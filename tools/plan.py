@@ -16,8 +16,8 @@ model jobs (profiles/slurm) submits the jobs that are not local, one by one and 
 
 Every plan ends with each stage's jobs, CPU-hours (expected and requested) and results on disk, and the totals without
 the probing stages (probing, layer_mix: the largest results). ``--cards``: the model jobs priced on GPUs no one here
-measured (tools/calibrate.py CARDS: data-sheet peaks at a share of them, the range UTILISATION; the cost model of
-tools/estimate_runtime.py), one at a time on one card; the rules that run no timed pass on the CPU beside it, priced by
+measured (tools/calibrate.py CARDS: data-sheet peaks at a share of them and each pass's counted kernels at a launch
+cost each, the range RANGE; the cost model of tools/estimate_runtime.py), one at a time on one card; the rules that run no timed pass on the CPU beside it, priced by
 the CPU-side rates of ``--cpu-rates`` (default: the newest in benchmarks/rates/).
 """
 
@@ -115,9 +115,9 @@ def per_stage(plan: needs.Plan, jobs_at_once: int) -> str:
 
 
 def on_cards(jobs, args) -> str:
-    """The model jobs priced on each assumed card (tools/calibrate.py), at the assumed share of its peak and the range's
-    ends, and the CPU-side work beside them."""
-    from calibrate import CARDS, UTILISATION, assumed_calibration
+    """The model jobs priced on each assumed card (tools/calibrate.py), at the assumed share of its peak and launch cost
+    and at the range's ends (:data:`calibrate.RANGE`), and the CPU-side work beside them."""
+    from calibrate import CARDS, KERNELS, RANGE, assumed_calibration, kernels
 
     from bertology_core.cost import estimate
 
@@ -138,16 +138,18 @@ def on_cards(jobs, args) -> str:
              "|---|---|---|---|"]
     for card in args.cards:
         hours = {}
-        for name, share in UTILISATION.items():
-            calibration = assumed_calibration(card, rates, share, geometry)
+        for name, point in RANGE.items():
+            calibration = assumed_calibration(card, rates, point["utilisation"], geometry, point["launch_us"])
             seconds = [estimate.price(job, lengths, calibration).seconds for job in priced_jobs]
             hours[name] = sum(s for job, s in zip(priced_jobs, seconds) if job.rule in estimate.MODEL_RULES) / 3600
             hours[f"{name} cpu"] = sum(s for job, s in zip(priced_jobs, seconds) if job.rule not in estimate.MODEL_RULES) / 3600
-        lines.append(f"| {CARDS[card]['device']} | {hours['assumed']:,.1f} | {hours['high']:,.1f}-{hours['low']:,.1f} "
+        lines.append(f"| {CARDS[card]['device']} | {hours['assumed']:,.1f} | {hours['fast']:,.1f}-{hours['slow']:,.1f} "
                      f"| {hours['assumed cpu']:,.1f} |")
-    shares = ", ".join(f"{name} {share:.0%}" for name, share in UTILISATION.items())
-    return ("On GPUs, from assumptions, not measurements (tools/calibrate.py CARDS: data-sheet dense peaks at a share of "
-            f"them, {shares}; attention by memory bandwidth; 20 s start-up per model job), the cost model of "
+    points = "; ".join(f"{name} {point['utilisation']:.0%} and {point['launch_us']:g} us" for name, point in RANGE.items())
+    counted = ", ".join(f"{kind} {kernels(kind, geometry.layers):,.0f}" for kind in KERNELS)
+    return ("On GPUs, from assumptions, not measurements (tools/calibrate.py: data-sheet dense peaks at a share of them "
+            f"and a launch floor of each pass's kernels, counted on the CPU by torch's profiler ({counted} a pass), at a "
+            f"cost per kernel; {points}; attention by memory bandwidth; 20 s start-up per model job), the cost model of "
             f"tools/estimate_runtime.py for a {geometry}, CPU-side rates "
             f"{Path(rates).name if rates else 'none (those rules unpriced)'}:\n"
             + "\n".join(lines))

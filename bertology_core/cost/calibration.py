@@ -134,6 +134,175 @@ def scale_every_head(model: torch.nn.Module) -> plan.InterventionPlan:
                                         for layer in range(config.num_hidden_layers)})
 
 
+# Kernels a pass launches on a GPU, counted on the CPU (:func:`count_kernels`). The profiler records every aten
+# operator a pass calls, nested as they call each other; an operator launches a device kernel when it computes
+# itself. Read top down, an operator
+# - that takes tensor lists (``_foreach_*``, ``_fused_*``) launches what CUDA's multi_tensor_apply launches for them
+#   (:func:`multi_tensor_launches`), whatever the CPU's implementation calls;
+# - that is a view or alias (its schema returns an alias of an input: view, reshape, expand, transpose, slice, select,
+#   detach, to, contiguous, ...) or an allocation or metadata change (:data:`NO_KERNEL`) launches nothing itself: what
+#   it calls counts (a deterministic fill of fresh memory, a copy where a reshape must copy);
+# - that has a kernel of its own (one registered for a backend: addmm, bmm, native_layer_norm, _softmax, fill_, ...)
+#   launches one, and what its CPU implementation calls inside is not counted;
+# - that CUDA runs as one fused kernel where the CPU composes it (:data:`FUSED_ON_CUDA`: dropout in training, which
+#   CUDA runs as native_dropout and the CPU as bernoulli_, div_ and mul) launches one where it calls anything;
+# - that calls no other operator and returns a tensor launches one (copy_), unless it is defined by other operators
+#   alone (CompositeImplicitAutograd: dropout in evaluation returns its input);
+# - any other (composite: linear, matmul, _to_copy, zeros_like) launches what it calls.
+# One kernel an operator is a floor: on CUDA a few launch more (layer norm's backward two, the deterministic embedding
+# backward a sort and its scans), and an .item() is a copy to the host and a wait rather than a kernel.
+NO_KERNEL = frozenset({"aten::empty", "aten::empty_like", "aten::empty_strided", "aten::empty_permuted",
+                       "aten::new_empty", "aten::new_empty_strided", "aten::resize_", "aten::resize_as_", "aten::set_",
+                       "aten::as_strided_", "aten::detach_", "aten::squeeze_", "aten::unsqueeze_", "aten::t_",
+                       "aten::transpose_", "aten::_unsafe_view"})
+FUSED_ON_CUDA = frozenset({"aten::dropout", "aten::feature_dropout"})
+# tensors and blocks (of 65,536 elements) per launch of CUDA's multi_tensor_apply, by the lists an operator takes
+# (ATen/native/cuda/MultiTensorApply.cuh, kernel arguments of 4 KB; builds for CUDA 13 pass 32 KB and launch fewer)
+MULTI_TENSOR_MAX_TENSORS = (110, 64, 48, 36, 30)
+MULTI_TENSOR_MAX_BLOCKS = 320
+MULTI_TENSOR_CHUNK = 65536
+
+
+def multi_tensor_launches(numels: Sequence[int], depth: int) -> int:
+    """Kernels CUDA's multi_tensor_apply launches over tensors of ``numels`` elements in ``depth`` lists: one each time
+    a launch is full (its most tensors, or its most chunks) and one for the rest."""
+    sizes = [n for n in numels if n > 0]
+    most_tensors = MULTI_TENSOR_MAX_TENSORS[min(depth, len(MULTI_TENSOR_MAX_TENSORS)) - 1]
+    launches = tensors = blocks = 0
+    for index, numel in enumerate(sizes):
+        tensors += 1
+        chunks = math.ceil(numel / MULTI_TENSOR_CHUNK)
+        for chunk in range(chunks):
+            blocks += 1
+            last_chunk = chunk == chunks - 1
+            if (tensors == most_tensors and last_chunk) or blocks == MULTI_TENSOR_MAX_BLOCKS or (last_chunk and index == len(sizes) - 1):
+                launches += 1
+                blocks = 0
+                tensors = 0 if last_chunk else 1  # a tensor cut between launches starts the next one
+    return launches
+
+
+def _schemas(name: str) -> list[Any]:
+    try:
+        return list(torch._C._jit_get_schemas_for_operator(name))
+    except RuntimeError:
+        return []
+
+
+_KIND_OF_OPERATOR: dict[str, str] = {}
+
+
+def operator_kind(name: str) -> str:
+    """How :func:`count_kernels` reads aten operator ``name``: ``multi`` (tensor lists), ``none`` (a view, alias,
+    allocation or metadata change), ``fused`` (:data:`FUSED_ON_CUDA`), ``own`` (a kernel of its own), ``returns`` (a
+    tensor from no other operator) or ``composite``."""
+    if name in _KIND_OF_OPERATOR:
+        return _KIND_OF_OPERATOR[name]
+    schemas = _schemas(name)
+    base = name.removeprefix("aten::")
+    if base.startswith(("_foreach_", "_fused_")):
+        found = "multi"
+    elif name in NO_KERNEL or any(s.returns and all(r.alias_info is not None and not r.alias_info.is_write for r in s.returns)
+                                  for s in schemas):
+        found = "none"
+    elif name in FUSED_ON_CUDA:
+        found = "fused"
+    elif any(_has_backend_kernel(name, s.overload_name, "CPU") for s in schemas):
+        found = "own"
+    elif any("Tensor" in str(r.type) for s in schemas for r in s.returns) and not any(
+            _has_backend_kernel(name, s.overload_name, "CompositeImplicitAutograd") for s in schemas):
+        found = "returns"
+    else:
+        found = "composite"
+    _KIND_OF_OPERATOR[name] = found
+    return found
+
+
+def _has_backend_kernel(name: str, overload: str, key: str) -> bool:
+    # a CPU build registers no CUDA kernels: the CPU's registration stands for the backend's (the same operators)
+    try:
+        return bool(torch._C._dispatch_has_kernel_for_dispatch_key(f"{name}.{overload}" if overload else name, key))
+    except RuntimeError:
+        return False
+
+
+def profiled_kernels(events: Sequence[Any], list_numels: Sequence[int]) -> dict[str, int]:
+    """Kernels per operator of a profile's ``events`` (``torch.profiler.profile(...).events()``), by the rule above;
+    ``list_numels``: the sizes of the tensors in each list a multi-tensor operator takes (a training step's: one per
+    trained parameter)."""
+    counts: dict[str, int] = {}
+
+    def visit(event: Any) -> None:
+        name = event.name
+        if not name.startswith("aten::"):
+            for child in event.cpu_children:
+                visit(child)
+            return
+        kind = operator_kind(name)
+        if kind == "multi":
+            depth = 4 if name.startswith("aten::_fused_adam") else 1  # params, gradients and both moments
+            counts[name] = counts.get(name, 0) + multi_tensor_launches(list_numels, depth)
+        elif kind == "own" or (kind == "fused" and event.cpu_children) or (kind == "returns" and not event.cpu_children):
+            counts[name] = counts.get(name, 0) + 1
+        else:
+            for child in event.cpu_children:
+                visit(child)
+
+    for event in events:
+        if event.cpu_parent is None:
+            visit(event)
+    return dict(sorted(counts.items(), key=lambda item: -item[1]))
+
+
+def count_kernels(config: PretrainedConfig, shapes: dict[str, tuple[int, int]], policy: str = "mixed",
+                  threads: int | None = None, fill_uninitialized: bool | None = None) -> dict[str, dict[str, int]]:
+    """Kernels per operator of one pass of each kind in ``shapes`` (kind: (rows, length)) of ``config``'s geometry, as
+    a CUDA GPU that computes bfloat16 would run it, counted on the CPU by the profiler (the rule above): the job's
+    set-up (:func:`bertology_core.models.device.job_device`: deterministic algorithms), the policy's training
+    precision as such a GPU resolves it (bfloat16 autocast under ``mixed``), forward passes on fused attention
+    (:data:`~bertology_core.engine.attention_function.FUSED_DEVICES`), fine-tuning's fused AdamW (as
+    :func:`~bertology_core.finetune.training.adamw` builds it on CUDA) and gradient clipping. Each pass is counted after
+    one warm-up pass (the optimiser's state exists). ``fill_uninitialized``: torch's deterministic fill of fresh
+    memory, on or off (None: as the job's set-up leaves it). The process's torch settings are restored after."""
+    from torch.profiler import ProfilerActivity, profile
+
+    from bertology_core.models.device import job_device
+
+    deterministic = (torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled())
+    fill, threads_before, fused_devices = torch.utils.deterministic.fill_uninitialized_memory, torch.get_num_threads(), attention_function.FUSED_DEVICES
+    matmul = (torch.get_float32_matmul_precision(), torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
+    try:
+        device = job_device(threads or threads_before)
+        if device.type != "cpu":
+            device = torch.device("cpu")  # counted on the CPU wherever it runs: the profile's operators, not the GPU's
+        if fill_uninitialized is not None:
+            torch.utils.deterministic.fill_uninitialized_memory = fill_uninitialized
+        resolved = precisions.resolve(policy, device, bfloat16=True)
+        precisions.measuring(resolved)
+        attention_function.FUSED_DEVICES = frozenset({*fused_devices, device.type})
+        found = {}
+        # CUDA's fused attention applies attention dropout inside its kernel; the CPU's has no dropout and trains on
+        # the composed product instead: counted without attention dropout, the CPU runs its fused kernel as CUDA does
+        counted = config.__class__.from_dict({**config.to_dict(), "attention_probs_dropout_prob": 0.0})
+        for kind, (rows, length) in shapes.items():
+            model = random_classifier(counted, device, engine=kind != "train")
+            parameters = [p for p in model.parameters() if p.requires_grad]
+            optimizer = training.adamw(parameters, 1e-5, torch.device("cuda"), resolved) if kind == "train" else None
+            once = pass_function(model, kind, _batch(counted, rows, length, device), resolved, optimizer)
+            once()
+            with profile(activities=[ProfilerActivity.CPU]) as profiled:
+                once()
+            found[kind] = profiled_kernels(profiled.events(), [p.numel() for p in parameters])
+        return found
+    finally:
+        attention_function.FUSED_DEVICES = fused_devices
+        torch.use_deterministic_algorithms(deterministic[0], warn_only=deterministic[1])
+        torch.utils.deterministic.fill_uninitialized_memory = fill
+        torch.set_num_threads(threads_before)
+        torch.set_float32_matmul_precision(matmul[0])
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = matmul[1:]
+
+
 def time_passes(passes: Sequence[Callable[[], None]], device: torch.device, rounds: int, warm: bool = False) -> list[float]:
     """Seconds of each pass: the median over ``rounds`` rounds that run every pass once in turn (after one warm-up
     round unless ``warm``), so that a slow spell of a shared machine spreads over all shapes instead of biasing one."""
@@ -177,11 +346,14 @@ def calibrate(config: PretrainedConfig, device: torch.device, policy: str, threa
     costs. Each kind gets about a third of ``budget_seconds`` (3 to 15 rounds); rows are scaled down where a round
     of the training shapes would take more than a tenth of it (a pass of the largest training shape sets the scale).
     With a ``tokenizer`` the stages that read attention dumps are timed too (:func:`time_map_stages`; ``patterns``:
-    the config's ``image_size``, ``ensemble`` and ``classify_batch_size``)."""
+    the config's ``image_size``, ``ensemble`` and ``classify_batch_size``).
+
+    The passes run under the process's set-up: tools/calibrate.py makes it a job's first
+    (:func:`bertology_core.models.device.job_device`: deterministic algorithms), so that what is timed is what the
+    jobs run; the precision is resolved and set up as a job's (:func:`~bertology_core.models.precision.for_job`)."""
     if device.type == "cpu":
         torch.set_num_threads(threads)
-    resolved = precisions.resolve(policy, device)
-    precisions.measuring(resolved)
+    resolved = precisions.for_job(policy, device)
     geometry = cost.Geometry.from_config(config.to_dict())
     model = random_classifier(config, device)
     trained = random_classifier(config, device, engine=False)
