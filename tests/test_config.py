@@ -134,7 +134,10 @@ def test_a_key_under_its_old_name_is_refused_naming_the_new_one(old):
     node = config
     for parent in parents:
         node = node[parent]
-    node[key] = node[configuration.RENAMED[old][0].split(".")[-1]]
+    value = config
+    for part in configuration.RENAMED[old][0].split("."):  # the new key's default, wherever it now is
+        value = value[part]
+    node[key] = value
     assert configuration.schema_problems(config, SCHEMA) == [
         f"config '{old}' is now '{configuration.RENAMED[old][0]}' ({configuration.RENAMED[old][1]}). Fix: rename the key "
         "in your config."]

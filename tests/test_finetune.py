@@ -294,3 +294,29 @@ def test_cuda_graph_steps_give_eager_losses_on_a_gpu():
         losses[mode] = training.train(model, task, batching.encode(train, loading.load_tokenizer(TINY_BERT), 32),
                                       train["label"].to_numpy(), config, 0, progress=False)["loss_curve"]
     np.testing.assert_allclose(losses["cuda-graphs"], losses["none"], rtol=1e-3, atol=1e-4)
+
+
+def _fits_at_most(model, rows: int):
+    """A hook making ``model`` run out of memory on a batch of more than ``rows`` examples, as a GPU would."""
+
+    def check(module, args, kwargs):
+        if kwargs["input_ids"].shape[0] > rows:
+            raise torch.OutOfMemoryError(f"a batch of {kwargs['input_ids'].shape[0]} rows")
+
+    return model.register_forward_pre_hook(check, with_kwargs=True)
+
+
+def test_evaluation_halves_a_batch_the_device_has_no_memory_for(caplog):
+    task = tasks.glue_task("RTE")
+    dev = tasks.read_files(tasks.glue_task(task.name, GLUE_SMOKE), "dev")
+    model = loading.load_classifier(TINY_BERT, task, states.PRETRAINED, 0)
+    data = batching.encode(dev, loading.load_tokenizer(TINY_BERT), 32)
+    expected = training.predict(model, data, 3)
+    handle = _fits_at_most(model, 3)
+    np.testing.assert_allclose(training.predict(model, data, 16), expected, atol=1e-5)
+    handle.remove()
+    assert "out of memory evaluating 16 examples a batch: 8 from now on" in caplog.text
+    handle = _fits_at_most(model, 0)  # not even one example: the error goes on
+    with pytest.raises(torch.OutOfMemoryError):
+        training.predict(model, data, 4)
+    handle.remove()

@@ -854,3 +854,24 @@ def test_a_subnetwork_resumes_from_its_checkpoint_to_the_same_model(tmp_path, mo
     assert resumed["steps"] == reference["steps"] and resumed["final_loss_mean_last_20"] == reference["final_loss_mean_last_20"]
     assert predictions.equals(reference_predictions)
     assert resumed["parameters_kept_share"] == reference["parameters_kept_share"]
+
+
+def test_a_gradient_pass_the_device_has_no_memory_for_is_halved_and_its_sums_kept():
+    """Token and example importance do not depend on the batches (the summed loss): a batch that runs out of memory is
+    halved and run again, the sums as they were before it; batch importance, whose batches are its definition, stops."""
+    model, data, labels = _importance_model_and_data()
+    task = get_task("MRPC")
+    expected = importance.gate_importance(model, task, data, labels, batch_size=2, granularity="token")
+    def fits_two(module, args, kwargs):  # out of memory on more than two examples, as a GPU would
+        if kwargs["input_ids"].shape[0] > 2:
+            raise torch.OutOfMemoryError("too many rows")
+
+    handle = model.register_forward_pre_hook(fits_two, with_kwargs=True)
+    try:
+        found = importance.gate_importance(model, task, data, labels, batch_size=6, granularity="token")
+        with pytest.raises(torch.OutOfMemoryError):
+            importance.gate_importance(model, task, data, labels, batch_size=6, granularity="batch")
+    finally:
+        handle.remove()
+    np.testing.assert_allclose(found[0], expected[0], rtol=1e-9)
+    np.testing.assert_allclose(found[1], expected[1], rtol=1e-9)

@@ -45,7 +45,8 @@ result = training.finetune_and_evaluate(
     seed=int(wc.seed),
     train_frame=pl.read_parquet(snakemake.input.train) if trains else None,
     eval_frames={s: pl.read_parquet(p) for s, p in zip(snakemake.params.eval_splits, snakemake.input.eval)},
-    config=training.FinetuneConfig.from_dict(snakemake.params.hyperparameters | {"compile": snakemake.params.compile}),
+    # how training steps run: only the rule that trains has the setting (the evaluations do not rerun when it changes)
+    config=training.FinetuneConfig.from_dict(snakemake.params.hyperparameters | ({"compile": snakemake.params.compile} if trains else {})),
     eval_batch_size=scoring.rows_per_pass(job_device, runtime.eval_batch_size, runtime.gpu_rows_per_pass),
     checkpointer=checkpointer,
     device=job_device,

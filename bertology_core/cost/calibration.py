@@ -49,7 +49,7 @@ from bertology_core.finetune import training
 from bertology_core.models import precision as precisions
 from bertology_core.cost import model as cost
 
-# (rows, length) per kind; on CUDA the forward passes reach the rows a GPU sweep runs (disabling.gpu_rows_per_pass)
+# (rows, length) per kind; on CUDA the forward passes reach the rows a GPU sweep runs (compute.gpu_rows_per_pass)
 SHAPES = {
     "cpu": {"forward": [(8, 32), (16, 64), (48, 32), (48, 64), (48, 96), (48, 128), (16, 256)],
             "gradient": [(8, 32), (16, 32), (16, 64), (16, 96), (8, 128), (16, 128)],

@@ -70,7 +70,7 @@ COMPILE_MODES = ("none", "default", "cuda-graphs")
 CUDA_GRAPH_LENGTH_STEP = 16
 
 
-def compiled_forward(model: PreTrainedModel, mode: str, device: torch.device) -> Callable[..., Any]:
+def compiled_forward(model: PreTrainedModel, mode: str, device: torch.device, max_length: int = 512) -> Callable[..., Any]:
     """What a training step calls for its forward pass and loss under ``mode`` (:data:`COMPILE_MODES`); the compiled
     module shares ``model``'s parameters. A compiled step draws its dropout masks from inductor's own generator: the
     same distribution, not the same masks as eager, so losses agree in distribution, and exactly without dropout."""
@@ -82,6 +82,9 @@ def compiled_forward(model: PreTrainedModel, mode: str, device: torch.device) ->
         if device.type != "cuda":
             raise ValueError(f"compute.compile = cuda-graphs needs a CUDA device; this job runs on {device.type}. "
                              "Fix: set compute.compile to none or default.")
+        # one graph per padded shape (rows, width): every width bucket of a full and of a last, partial batch, compiled
+        # rather than left to run eager past dynamo's default limit of 8
+        torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 2 * (max_length // CUDA_GRAPH_LENGTH_STEP + 1))
         return torch.compile(model, mode="reduce-overhead", dynamic=False)
     return torch.compile(model, dynamic=True)
 
@@ -161,7 +164,7 @@ def train(
         # what the model's first forward pass would set (transformers' rule for these labels): set before compiling,
         # else the compiled graph, guarded on it, is compiled a second time after the first step
         model.config.problem_type = "regression" if task.is_regression else "single_label_classification"
-    forward = compiled_forward(model, config.compile, device)
+    forward = compiled_forward(model, config.compile, device, config.max_length)
     pad_to = CUDA_GRAPH_LENGTH_STEP if config.compile == "cuda-graphs" else 1
     # a checkpoint of a compiled run resumes only in one compiled alike (its rounding differs from eager's)
     computed_in = precision.to_dict() | ({"compile": config.compile} if config.compile != "none" else {})
@@ -201,7 +204,8 @@ def train(
                 optimizer.step()
                 scheduler.step()
                 optimizer.zero_grad(set_to_none=True)
-                unread.append(output.loss.detach().float())
+                # a copy on the device (no wait): under CUDA graphs the next replay overwrites the step's output buffers
+                unread.append(output.loss.detach().float().clone())
                 state.step += 1
                 state.batch_in_epoch += 1
                 state.examples_seen += len(batch_indices)
@@ -241,13 +245,32 @@ def train(
 @torch.inference_mode()
 def predict(model: PreTrainedModel, data: Encoded, batch_size: int) -> np.ndarray:
     """Logits for every example, in the input order; batches sorted by length to save padding, read from the device
-    once at the end (a copy per batch would make the host wait for the device each time)."""
+    once at the end (a copy per batch would make the host wait for the device each time). A batch the device has no
+    memory for is halved and run again, and later batches keep the smaller size (padded shapes change the logits by
+    rounding only)."""
     model.eval()
     device = next(model.parameters()).device
     order = np.argsort(-data.lengths(), kind="stable")
     logits = np.zeros((len(data), model.config.num_labels), dtype=np.float32)
-    outputs = [model(**to_device(data.collate(order[start : start + batch_size]), device)).logits.float()
-               for start in range(0, len(order), batch_size)]
+    outputs: list[torch.Tensor] = []
+    start, size = 0, batch_size
+    while start < len(order):
+        indices = order[start : start + size]
+        try:
+            outputs.append(model(**to_device(data.collate(indices), device)).logits.float())
+        except torch.OutOfMemoryError:
+            if size == 1:
+                raise
+            failed = True
+        else:
+            failed = False
+        if failed:  # out of the handler, so the failed batch's tensors are released before the cache is emptied
+            size //= 2
+            if device.type == "cuda":
+                torch.cuda.empty_cache()
+            log.warning("out of memory evaluating %d examples a batch: %d from now on", size * 2, size)
+            continue
+        start += len(indices)
     if outputs:
         logits[order] = torch.cat(outputs).cpu().numpy()
     return logits

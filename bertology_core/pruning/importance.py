@@ -57,7 +57,7 @@ from bertology_core.engine.intervention import intervene
 from bertology_core.engine.plan import HEAD_SCALE, MLP_SCALE, AttentionSink, InterventionPlan, StructureMask, per_layer
 from bertology_core.engine.structure import UnsupportedStructure, structure
 from bertology_core.finetune.training import labels_tensor
-from bertology_core.inputs.batching import Encoded
+from bertology_core.inputs.batching import Encoded, to_device
 from bertology_core.scoring import plans as scoring
 from bertology_core.data.tasks import Task
 from bertology_core.stats.metrics import compute_metrics
@@ -121,9 +121,9 @@ def gate_importance(
     head_values = torch.from_numpy(mask.heads).to(device, dtype)
     mlp_values = torch.from_numpy(mask.mlps).to(device, dtype)
     parts = structure(model) if granularity == "token" else None
-    for start in range(0, len(order), batch_size):
-        rows = order[start : start + batch_size]
-        batch = {k: v.to(device) for k, v in data.collate(rows).items()}
+
+    def accumulate(rows: np.ndarray) -> None:
+        batch = to_device(data.collate(rows), device)
         real = batch["attention_mask"].bool()  # [batch, position]
         heads = [head_values[layer].expand(len(rows), -1).clone().requires_grad_(True) for layer in range(num_layers)]
         mlps = [mlp_values[layer].expand(len(rows)).clone().requires_grad_(True) for layer in range(num_layers)]
@@ -138,19 +138,43 @@ def gate_importance(
                 for module in dict.fromkeys(part.mlp_output for part in parts):
                     stack.callback(module.register_forward_hook(_token_mlp_hook(plan, mlp_sum, real)).remove)
             stack.enter_context(first_token_output(model))
-            output = model(**batch, labels=labels_tensor(task, labels[rows]).to(device))
+            output = model(**batch, labels=to_device({"labels": labels_tensor(task, labels[rows])}, device)["labels"])
             # the model's loss is a mean over the batch: times the batch size it is the sum of per-example
             # losses, whose gradient with respect to example b's gate is example b's own gradient (and their sum
             # the gradient with respect to one gate shared by the batch); under token the hooks read the gradients
             grads = torch.autograd.grad(output.loss * len(rows), [*heads, *mlps])
         if granularity == "example":
-            head_sum += torch.stack([g.abs().sum(0) for g in grads[:num_layers]]).double()
-            mlp_sum += torch.stack([g.abs().sum() for g in grads[num_layers:]]).double()
+            head_sum.add_(torch.stack([g.abs().sum(0) for g in grads[:num_layers]]).double())
+            mlp_sum.add_(torch.stack([g.abs().sum() for g in grads[num_layers:]]).double())
         elif granularity == "batch":
             # the gradient of the batch-mean loss, as Prasanna et al.'s code takes it, times the configured batch size
             weight = batch_size / len(rows)
-            head_sum += torch.stack([g.sum(0).abs() for g in grads[:num_layers]]).double() * weight
-            mlp_sum += torch.stack([g.sum().abs() for g in grads[num_layers:]]).double() * weight
+            head_sum.add_(torch.stack([g.sum(0).abs() for g in grads[:num_layers]]).double() * weight)
+            mlp_sum.add_(torch.stack([g.sum().abs() for g in grads[num_layers:]]).double() * weight)
+
+    # a batch the device has no memory for is halved and run again, the sums as they were before it (the token hooks
+    # add to them during the backward pass), except under batch granularity, whose batches are its definition
+    start, size = 0, batch_size
+    while start < len(order):
+        rows = order[start : start + size]
+        before = head_sum.clone(), mlp_sum.clone()
+        try:
+            accumulate(rows)
+        except torch.OutOfMemoryError:
+            if size == 1 or granularity == "batch":
+                raise
+            failed = True
+        else:
+            failed = False
+        if failed:  # out of the handler, so the failed batch's tensors are released before the cache is emptied
+            head_sum.copy_(before[0])
+            mlp_sum.copy_(before[1])
+            size //= 2
+            if device.type == "cuda":
+                torch.cuda.empty_cache()
+            logging.getLogger(__name__).warning("out of memory with %d examples a gradient pass: %d from now on", size * 2, size)
+            continue
+        start += len(rows)
     examples, tokens = len(order), int(data.lengths().sum())
     if granularity == "example":
         divisor = np.full(num_layers, examples, dtype=float)

@@ -182,6 +182,8 @@ RENAMED = {
                                "also the tickets chosen and reported on dev, as Prasanna et al. did, beside the held-out ones"),
     "head_roles.gates.weights": ("head_roles.gates.encoder",
                                  "whether the encoder's weights train with the gates (trained) or stay as fine-tuned (frozen)"),
+    "disabling.gpu_rows_per_pass": ("compute.gpu_rows_per_pass",
+                                    "the rows of every scoring pass on a GPU, in every stage, not only the sweeps'"),
 }
 
 
