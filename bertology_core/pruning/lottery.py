@@ -453,7 +453,8 @@ def find_ticket(
     (with ``importance_data``, the train examples and labels of the gate-gradient importance, ``normalize`` and
     ``importance_granularity``, :func:`~bertology_core.pruning.importance.gate_importance`'s ``granularity``, whose batches
     are of ``batch_size`` under ``batch``: by default Prasanna et al.'s, a gate shared by each batch); the scoring passes
-run ``rows_per_pass`` examples each (default ``batch_size``; a speed setting). m-pruning leaves its masks on ``model``. With a ``checkpoint``, every
+    run ``rows_per_pass`` examples each (default ``batch_size``; a speed setting). m-pruning leaves its masks on
+    ``model``. With a ``checkpoint``, every
     score and importance computed is saved as it says (:class:`~bertology_core.models.checkpoint.Replay`): a rerun
     after a kill replays the iterations they cover without a pass (the pruning steps themselves are redone: they
     follow from the scores and importance) and goes on from there.
