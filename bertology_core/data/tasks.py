@@ -10,13 +10,25 @@ optionally the example's integer id (else the row number within the split).
 Every split is normalised to one schema, ``idx, sentence1, sentence2, label``: ``sentence2`` is null for
 single-sentence tasks, ``label`` the class id (the label's position among the declared names) or a float score.
 
+A task is of one of two kinds. ``sequence`` (the default): a label per example, as above. ``token``: a label per word
+(part-of-speech tags, dependency relations, named entities), read from CoNLL-U (``files.format: conllu``; ``label``
+names its column: ``upos``, ``xpos``, ``deprel``...; multiword tokens give way to the syntactic words they contain and
+empty nodes are left out, as in UD's basic trees), from JSON Lines or Parquet with a list of words and a list of
+labels (``text``: the words' column, ``label``: the labels'), or from a Hugging Face dataset (CoNLL-2003's ``tokens``
+and ``ner_tags``, its ClassLabel names checked against the declared labels). Its normalised rows add ``words`` (the
+sentence's words) and make ``label`` the list of their class ids; ``sentence1`` is the words joined by single spaces
+(what a reader sees, and what the overlap check compares). A token task may declare ``scheme: BIO`` (IOB2: a span
+starts with ``B-X`` and goes on with ``I-X``), so that spans are scored (``span_f1``, seqeval's definition); then every
+label is ``O``, ``B-X`` or ``I-X`` and a word tagged ``I-X`` must follow ``B-X`` or ``I-X``.
+
 Delimited files are read with the csv module, so that every problem names its line: ``quoting: false`` reads them
 as GLUE's own ``_read_tsv`` did (quoting disabled: its sentences contain ``"``); a UTF-8 BOM (MRPC's header has one)
 is stripped. A raw label is looked up among the declared names (JSON/Parquet booleans as ``false``/``true``); where
 no declared name is itself an integer, an integer label is read as the position of a name (GLUE's ``0``/``1``).
 
 Checked before anything is trained (:func:`check_splits`): a missing column or split, a label outside the names or
-the range, an empty text, a duplicated id, an example whose id or text is also in another split, non-UTF-8 bytes,
+the range, an empty text (for a token task: an empty sentence or word, words and labels of different lengths, an
+``I-`` without its ``B-`` under BIO), a duplicated id, an example whose id or text is also in another split, non-UTF-8 bytes,
 an unrecognised format. The official GLUE release has empty texts (QQP) and examples repeated across its splits
 (CoLA, STS-B): its declarations list them (``known_empty``, ``known_overlap``), so they are left out or allowed by
 name while anything else is refused.
@@ -45,12 +57,20 @@ if TYPE_CHECKING:
     import numpy as np
 
 SCHEMA = {"idx": pl.Int64, "sentence1": pl.String, "sentence2": pl.String}
-# the declarations that ship with the project, and the config key naming the folder their files are under
-SHIPPED = Path(__file__).with_name("glue.yaml")
-SHIPPED_DIR_KEY = "data.glue_dir"
-FORMATS = {".csv": "csv", ".tsv": "tsv", ".jsonl": "jsonl", ".parquet": "parquet"}
+# the declarations that ship with the project, one file per collection, and the key of the config's data section
+# naming the folder their files are under (GLUE's classic layout; UD treebanks' CoNLL-U files)
+SHIPPED = {Path(__file__).with_name("glue.yaml"): "glue_dir", Path(__file__).with_name("tagging.yaml"): "ud_dir"}
+FORMATS = {".csv": "csv", ".tsv": "tsv", ".jsonl": "jsonl", ".parquet": "parquet", ".conllu": "conllu"}
+TOKEN_FORMATS = ("conllu", "jsonl", "parquet")
 CLASSIFICATION_METRICS = ("accuracy", "f1", "f1_macro", "matthews_correlation")
 REGRESSION_METRICS = ("pearson", "spearman")
+# a token task's: accuracy and macro F1 over its words, span F1 over the spans of a BIO scheme
+TOKEN_METRICS = ("accuracy", "f1_macro", "span_f1")
+KINDS = ("sequence", "token")
+SCHEMES = ("BIO",)
+# the columns of a CoNLL-U word line, as a token task's label names them (id, form and head are no labels)
+CONLLU_FIELDS = ("id", "form", "lemma", "upos", "xpos", "feats", "head", "deprel", "deps", "misc")
+CONLLU_LABELS = ("lemma", "upos", "xpos", "feats", "deprel", "deps", "misc")
 REQUIRED_SPLITS = ("train", "dev")
 # a task's and a split's name are folders and file names in every results path
 TASK_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
@@ -71,9 +91,20 @@ class Columns:
     id: str | None = None
 
     @classmethod
-    def read(cls, raw: Mapping[str, Any], key: str) -> Columns:
+    def read(cls, raw: Mapping[str, Any], key: str, kind: str = "sequence") -> Columns:
+        if raw.get("format") == "conllu":
+            if raw.get("text") not in (None, "form", ["form"]) or raw.get("id") is not None:
+                raise DataError(f"{key}: a CoNLL-U file's words are its FORM column and its sentences are numbered in "
+                                "file order. Fix: leave text and id out of the declaration.")
+            if raw.get("label") not in CONLLU_LABELS:
+                raise DataError(f"{key}.label: {raw.get('label')!r} is not a CoNLL-U column a word's label can be read "
+                                f"from. Fix: one of {list(CONLLU_LABELS)}.")
+            return cls(("form",), raw["label"])
         text = raw.get("text")
         text = (text,) if isinstance(text, str) else tuple(text or ())
+        if kind == "token" and len(text) != 1:
+            raise DataError(f"{key}.text: {raw.get('text')!r}: a token task's text is one column, holding each "
+                            "sentence's list of words. Fix: text: <the words' column> (label: the labels' column).")
         if not 1 <= len(text) <= 2 or not all(isinstance(t, str) and t for t in text):
             raise DataError(f"{key}.text: {raw.get('text')!r} is not one or two column names. Fix: text: [sentence] or "
                             "text: [premise, hypothesis].")
@@ -152,10 +183,16 @@ class Task:
     known_empty: Mapping[str, tuple[int, ...]] = dataclasses.field(default_factory=dict)
     known_overlap: Mapping[str, tuple[int, ...]] = dataclasses.field(default_factory=dict)
     overlap: str = "error"  # an example in two splits: an error, or (a release not checked here) a warning
+    kind: str = "sequence"  # KINDS: a label per example, or per word
+    scheme: str | None = None  # a token task's labels' span scheme (SCHEMES), None where they tag words alone
 
     @property
     def is_regression(self) -> bool:
         return self.label_names is None
+
+    @property
+    def is_token(self) -> bool:
+        return self.kind == "token"
 
     @property
     def num_labels(self) -> int:
@@ -167,7 +204,10 @@ class Task:
 
     @property
     def label_dtype(self) -> type[pl.DataType]:
-        """A label's (and a prediction's) type in a table: a score (regression) or a class id."""
+        """A label's (and a prediction's) type in a table: a score (regression), a class id, or (a token task) the class
+        ids of a sentence's words."""
+        if self.is_token:
+            return pl.List(pl.Int64)
         return pl.Float64 if self.is_regression else pl.Int64
 
     def predictions(self, logits: np.ndarray) -> np.ndarray:
@@ -195,14 +235,17 @@ class Task:
     def meaning(self) -> dict[str, Any]:
         """What a job that scores or trains on the prepared data needs of the task (its params: a change reruns
         it); not where the data came from, nor its language (only the linguistic stage reads that)."""
-        return {"name": self.name, "label_names": list(self.label_names) if self.label_names else None,
-                "label_range": list(self.label_range) if self.label_range else None, "metrics": list(self.metrics)}
+        meaning = {"name": self.name, "label_names": list(self.label_names) if self.label_names else None,
+                   "label_range": list(self.label_range) if self.label_range else None, "metrics": list(self.metrics)}
+        # a sequence task's params stay as they were before token tasks existed: its jobs are not rerun for them
+        return meaning | ({"kind": self.kind, "scheme": self.scheme} if self.is_token else {})
 
     @classmethod
     def from_meaning(cls, meaning: Mapping[str, Any]) -> Task:
         """The task a job was given as params (:meth:`meaning`)."""
         return cls(meaning["name"], tuple(meaning["label_names"]) if meaning["label_names"] else None,
-                   tuple(meaning["label_range"]) if meaning["label_range"] else None, tuple(meaning["metrics"]))
+                   tuple(meaning["label_range"]) if meaning["label_range"] else None, tuple(meaning["metrics"]),
+                   kind=meaning.get("kind", "sequence"), scheme=meaning.get("scheme"))
 
 
 # --- declarations ------------------------------------------------------------------------------------------------
@@ -216,7 +259,14 @@ def declare(name: str, raw: Mapping[str, Any], folder: str | Path, key: str = "t
     if not TASK_NAME.fullmatch(name):
         raise DataError(f"{key}: {name!r} is not a task name. Fix: letters, digits, '.', '_' and '-', starting with a "
                         "letter or digit (it names a folder in every results path).")
+    kind, scheme = raw.get("kind", "sequence"), raw.get("scheme")
+    if kind not in KINDS:
+        raise DataError(f"{key}.kind: {kind!r} is not a task kind. Fix: sequence (a label per example) or token (a "
+                        "label per word).")
     labels, value_range = raw.get("labels"), raw.get("range")
+    if kind == "token" and labels is None:
+        raise DataError(f"{key}: a token task labels words with names. Fix: declare labels (every tag, in a fixed "
+                        "order), not range.")
     if (labels is None) == (value_range is None):
         raise DataError(f"{key}: declare either labels (classification: the names, in a fixed order) or range "
                         "(regression: [low, high]), not both or neither.")
@@ -224,16 +274,28 @@ def declare(name: str, raw: Mapping[str, Any], folder: str | Path, key: str = "t
         labels = tuple(("true" if label else "false") if isinstance(label, bool) else str(label) for label in labels)
         if len(labels) < 2 or len(set(labels)) != len(labels):
             raise DataError(f"{key}.labels: {list(labels)} must be two or more distinct names.")
+    if scheme is not None:
+        if kind != "token" or scheme not in SCHEMES:
+            raise DataError(f"{key}.scheme: {scheme!r}: a span scheme belongs to a token task and is one of "
+                            f"{list(SCHEMES)}. Fix: declare kind: token and scheme: BIO, or leave scheme out.")
+        _check_bio_labels(labels, f"{key}.labels")
     if value_range is not None:
         low, high = (float(v) for v in value_range)
         if not low < high:
             raise DataError(f"{key}.range: {value_range} must be [low, high] with low < high.")
         value_range = (low, high)
-    metrics = tuple(raw.get("metrics") or (("pearson", "spearman") if labels is None else ("accuracy",)))
-    allowed = REGRESSION_METRICS if labels is None else CLASSIFICATION_METRICS
+    if kind == "token":
+        default, allowed, what = (("span_f1", "accuracy") if scheme else ("accuracy", "f1_macro")), TOKEN_METRICS, "token"
+    elif labels is None:
+        default, allowed, what = ("pearson", "spearman"), REGRESSION_METRICS, "regression"
+    else:
+        default, allowed, what = ("accuracy",), CLASSIFICATION_METRICS, "classification"
+    metrics = tuple(raw.get("metrics") or default)
     if wrong := [m for m in metrics if m not in allowed]:
-        raise DataError(f"{key}.metrics: {wrong} do not score a {'regression' if labels is None else 'classification'} "
-                        f"task. Fix: choose from {list(allowed)}.")
+        raise DataError(f"{key}.metrics: {wrong} do not score a {what} task. Fix: choose from {list(allowed)}.")
+    if "span_f1" in metrics and scheme is None:
+        raise DataError(f"{key}.metrics: span_f1 scores the spans of a BIO scheme; {name} declares none. Fix: declare "
+                        "scheme: BIO (labels O, B-X, I-X), or score with accuracy and f1_macro.")
     if "f1" in metrics and labels is not None and len(labels) != 2:
         raise DataError(f"{key}.metrics: f1 is binary F1 (of the label with id 1, {labels[1]!r}); "
                         f"{name} has {len(labels)} labels. Fix: use f1_macro.")
@@ -243,16 +305,24 @@ def declare(name: str, raw: Mapping[str, Any], folder: str | Path, key: str = "t
     metrics = (main, *(m for m in metrics if m != main))
     files = hub = None
     if raw.get("files"):
-        spec = raw["files"]
+        spec = dict(raw["files"])
+        splits = _splits(spec, f"{key}.files")
+        if not spec.get("format") and splits and all(Path(f).suffix.lower() == ".conllu" for f in splits.values()):
+            spec["format"] = "conllu"
+        if spec.get("format") not in ((None, *TOKEN_FORMATS) if kind == "token" else (None, *set(FORMATS.values()) - {"conllu"})):
+            raise DataError(f"{key}.files.format: {spec.get('format')!r} does not hold a {kind} task's examples. Fix: "
+                            + ("a token task reads conllu, jsonl or parquet (a list of words and a list of labels)."
+                               if kind == "token" else "a sequence task reads csv, tsv, jsonl or parquet; for a label "
+                               "per word declare kind: token."))
         base = Path(folder) / Path(spec.get("dir", "")).expanduser()
-        files = Files(base, _splits(spec, f"{key}.files"), Columns.read(spec, f"{key}.files"), spec.get("format"),
+        files = Files(base, splits, Columns.read(spec, f"{key}.files", kind), spec.get("format"),
                       spec.get("header", True), tuple(spec["column_names"]) if spec.get("column_names") else None,
                       spec.get("quoting", True))
         if not files.header and not files.column_names:
             raise DataError(f"{key}.files: header: false needs column_names (every column of the file, in order).")
     if raw.get("hub"):
         spec = raw["hub"]
-        hub = Hub(spec["dataset"], _splits(spec, f"{key}.hub"), Columns.read(spec, f"{key}.hub"), spec.get("config"),
+        hub = Hub(spec["dataset"], _splits(spec, f"{key}.hub"), Columns.read(spec, f"{key}.hub", kind), spec.get("config"),
                   spec.get("revision"))
     if files is None and hub is None:
         raise DataError(f"{key}: no source. Fix: declare files (a file per split) or hub (a Hugging Face dataset).")
@@ -265,7 +335,21 @@ def declare(name: str, raw: Mapping[str, Any], folder: str | Path, key: str = "t
     overlap = raw.get("overlap", "error")
     if overlap not in ("error", "warn"):
         raise DataError(f"{key}.overlap: {overlap!r} is not error or warn.")
-    return Task(name, labels, value_range, metrics, raw.get("language"), files, hub, **known, overlap=overlap)
+    return Task(name, labels, value_range, metrics, raw.get("language"), files, hub, **known, overlap=overlap, kind=kind,
+                scheme=scheme)
+
+
+def _check_bio_labels(labels: tuple[str, ...], key: str) -> None:
+    """A BIO (IOB2) scheme's labels: ``O``, and for each span type X both ``B-X`` and (if any span is longer than a word)
+    ``I-X``; an ``I-X`` without ``B-X`` could never start a span."""
+    wrong = [label for label in labels if label != "O" and not re.fullmatch(r"[BI]-\S+", label)]
+    if wrong or "O" not in labels:
+        raise DataError(f"{key}: under scheme BIO every label is O, B-<type> or I-<type>, and O is one of them; "
+                        f"{wrong if wrong else 'O is missing'}. Fix: name the labels so (B-PER, I-PER, O), or leave "
+                        "scheme out.")
+    if orphans := [label for label in labels if label.startswith("I-") and "B-" + label[2:] not in labels]:
+        raise DataError(f"{key}: {orphans} have no B- label to start their span. Fix: add "
+                        f"{['B-' + label[2:] for label in orphans]}.")
 
 
 def _splits(spec: Mapping[str, Any], key: str) -> dict[str, str]:
@@ -280,14 +364,24 @@ def _splits(spec: Mapping[str, Any], key: str) -> dict[str, str]:
 
 
 def shipped_declarations() -> dict[str, Any]:
-    """The declarations that ship with the project (GLUE's nine), as written."""
-    return yaml.safe_load(SHIPPED.read_text())
+    """The declarations that ship with the project (GLUE's nine in glue.yaml; UD English EWT's part-of-speech tagging and CoNLL-2003's named entities in tagging.yaml), as written."""
+    return {name: raw for path in SHIPPED for name, raw in yaml.safe_load(path.read_text()).items()}
 
 
-def declared_tasks(declarations: Mapping[str, Any], shipped_dir: str | Path, repo: str | Path = ".") -> dict[str, Task]:
-    """Every task: the shipped declarations (their files under ``shipped_dir``), then the config's
-    ``task_declarations`` (``declarations``; paths relative to ``repo``), which may replace a shipped one."""
-    shipped = {name: declare(name, raw, shipped_dir) for name, raw in shipped_declarations().items()}
+def shipped_dir_key(name: str) -> str:
+    """The key of the config's data section naming the folder a shipped task's files are under."""
+    return next(key for path, key in SHIPPED.items() if name in yaml.safe_load(path.read_text()))
+
+
+def declared_tasks(declarations: Mapping[str, Any], shipped_dirs: Mapping[str, str | Path] | str | Path,
+                   repo: str | Path = ".") -> dict[str, Task]:
+    """Every task: the shipped declarations (their files under ``shipped_dirs``: the config's data key of each
+    collection, glue_dir and ud_dir, to its folder; one folder for all), then the config's ``task_declarations``
+    (``declarations``; paths relative to ``repo``), which may replace a shipped one."""
+    shipped = {}
+    for path, key in SHIPPED.items():
+        folder = shipped_dirs if isinstance(shipped_dirs, (str, Path)) else shipped_dirs[key]
+        shipped |= {name: declare(name, raw, folder) for name, raw in yaml.safe_load(path.read_text()).items()}
     return shipped | {name: declare(name, raw, repo) for name, raw in declarations.items()}
 
 
@@ -364,7 +458,11 @@ def _read_file(task: Task, split: str, files: Files) -> Iterator[RawRow]:
     if not path.is_file():
         raise DataError(missing_files_message([path]))
     kind = files.format_of(split)
-    if kind in ("csv", "tsv", "jsonl"):
+    if (kind == "conllu" and not task.is_token) or (task.is_token and kind not in TOKEN_FORMATS):
+        raise DataError(f"{path}: a {kind} file does not hold {task.name}'s examples (a {task.kind} task). Fix: "
+                        + ("a token task reads CoNLL-U, JSON Lines or Parquet." if task.is_token else
+                           "CoNLL-U labels words: declare kind: token."))
+    if kind in ("csv", "tsv", "jsonl", "conllu"):
         with path.open("rb") as handle:
             head = handle.read(4096)
         if head.startswith(b"PAR1") or b"\0" in head:
@@ -377,6 +475,8 @@ def _read_file(task: Task, split: str, files: Files) -> Iterator[RawRow]:
             yield from _read_json_lines(path, files.columns)
         elif kind == "parquet":
             yield from _read_parquet(path, files.columns)
+        elif kind == "conllu":
+            yield from _read_conllu(path, files.columns.label)
         else:
             raise DataError(f"{path}: files.format {kind!r} not recognised. Fix: one of {', '.join(FORMATS.values())}.")
     except UnicodeDecodeError:
@@ -478,12 +578,53 @@ def _read_parquet(path: Path, columns: Columns) -> Iterator[RawRow]:
                tuple(record[c] for c in columns.text), record[columns.label])
 
 
+def _read_conllu(path: Path, column: str) -> Iterator[RawRow]:
+    """The sentences of a CoNLL-U file as (words, labels of ``column``): syntactic words only (a multiword token's
+    range line, ``3-4 don't``, gives way to the words it contains; empty nodes, ``5.1``, are left out). Each line is
+    checked for its ten tab-separated fields and its word id; the trees are not (a tagging file may leave HEAD
+    ``_``: the probing stages' reader, bertology_core.data.treebank, checks trees)."""
+    at = CONLLU_FIELDS.index(column)
+    position, words, labels, first, sent_id = 0, [], [], 0, None
+    with path.open(encoding="utf-8-sig") as handle:
+        for number, raw in enumerate(handle, start=1):
+            line = raw.rstrip("\n").rstrip("\r")
+            if not line.strip():
+                if first:
+                    yield (position, f"{path}:{first}" + (f" (sent_id {sent_id})" if sent_id else ""), None, (words,),
+                           labels)
+                    position += 1
+                words, labels, first, sent_id = [], [], 0, None
+                continue
+            if line.startswith("#"):
+                if match := re.fullmatch(r"#\s*sent_id\s*=\s*(.*?)\s*", line):
+                    sent_id = match.group(1)
+                continue
+            fields = line.split("\t")
+            if len(fields) != len(CONLLU_FIELDS):
+                raise DataError(f"{path}:{number}: {len(fields)} tab-separated fields, CoNLL-U has 10 (ID FORM LEMMA UPOS "
+                                "XPOS FEATS HEAD DEPREL DEPS MISC). Fix: separate the fields by single tabs, _ for an "
+                                "empty one.")
+            first = first or number
+            if re.fullmatch(r"[1-9][0-9]*-[1-9][0-9]*|[0-9]+\.[1-9][0-9]*", fields[0]):
+                continue  # a multiword token's range, or an empty node
+            if not re.fullmatch(r"[1-9][0-9]*", fields[0]) or int(fields[0]) != len(words) + 1:
+                raise DataError(f"{path}:{number}: field 'ID' = {fields[0]!r}, expected word {len(words) + 1} of the "
+                                "sentence. Fix: number the words 1, 2, ... (ranges 3-4 and empty nodes 5.1 allowed), "
+                                "with a blank line after each sentence.")
+            words.append(fields[1])
+            labels.append(fields[at])
+    if first:
+        yield (position, f"{path}:{first}" + (f" (sent_id {sent_id})" if sent_id else ""), None, (words,), labels)
+
+
 def _read_hub(task: Task, split: str, hub: Hub) -> Iterator[RawRow]:
     data = load_hub_split(task, split, hub)
     wanted = hub.columns.names()
     if any(c not in data.column_names for c in wanted):
         raise _missing_columns(hub.origin(split), wanted, list(data.column_names))
     feature = data.features.get(hub.columns.label)
+    if task.is_token:  # a list of labels: its items' feature (datasets' List or Sequence) holds the names
+        feature = getattr(feature, "feature", None)
     names = getattr(feature, "names", None)
     if names is not None and task.is_regression:
         raise DataError(f"{hub.origin(split)}: field {hub.columns.label!r} holds class ids of {list(names)}; {task.name} "
@@ -494,10 +635,15 @@ def _read_hub(task: Task, split: str, hub: Hub) -> Iterator[RawRow]:
                         "so that ids agree.")
     for position, record in enumerate(data.select_columns(list(dict.fromkeys(wanted)))):
         label = record[hub.columns.label]
-        if names is not None and isinstance(label, int) and 0 <= label < len(names):
-            label = names[label]  # a class id of the dataset's own names (checked equal to the declared ones)
+        if names is not None:  # class ids of the dataset's own names (checked equal to the declared ones)
+            label = [_hub_name(item, names) for item in label] if task.is_token and isinstance(label, list) else (
+                _hub_name(label, names))
         yield (position, f"{hub.origin(split)} row {position + 1}", record[hub.columns.id] if hub.columns.id else None,
                tuple(record[c] for c in hub.columns.text), label)
+
+
+def _hub_name(label: Any, names: list[str]) -> Any:
+    return names[label] if isinstance(label, int) and 0 <= label < len(names) else label
 
 
 def load_hub_split(task: Task, split: str, hub: Hub) -> Any:
@@ -569,7 +715,8 @@ def _label_id(task: Task, raw: Any, where: str, column: str) -> float | int:
 
 
 def _normalise(task: Task, split: str, rows: Iterable[RawRow], columns: Columns, source: str) -> pl.DataFrame:
-    records: list[tuple[int, str, str | None, float | int]] = []
+    records: list[tuple[Any, ...]] = []
+    lookup = {name: i for i, name in enumerate(task.label_names or ())}  # a token's label, found in one step
     first_at: dict[int, str] = {}
     known_empty = set(task.known_empty.get(split, ()))
     for position, where, raw_id, texts, raw_label in rows:
@@ -579,6 +726,22 @@ def _normalise(task: Task, split: str, rows: Iterable[RawRow], columns: Columns,
                             "every example its own id, or leave id out of the declaration (the row number).")
         if columns.id is not None:
             first_at[idx] = where
+        if task.is_token:
+            words = _words(task, texts[0], raw_label, where, columns)
+            if words is None:
+                if idx in known_empty:
+                    logging.warning("%s: idx %d is an empty sentence in the official release; left out", where, idx)
+                    continue
+                raise DataError(f"{where}: field {columns.text[0]!r} is an empty sentence (idx {idx}): no word to label. "
+                                "Fix: delete the sentence, or restore its words.")
+            ids = [lookup.get(label) if isinstance(label, str) else None for label in raw_label]
+            if None in ids:
+                ids = [_label_id(task, label, f"{where}, word {i + 1} ({words[i]!r})", columns.label)
+                       for i, label in enumerate(raw_label)]
+            if task.scheme == "BIO":
+                _check_bio(task, words, ids, where, columns.label)
+            records.append((idx, " ".join(words), None, words, ids))
+            continue
         if wrong := [i for i, text in enumerate(texts) if text is not None and not isinstance(text, str)]:
             raise DataError(f"{where}: field {columns.text[wrong[0]]!r} = {texts[wrong[0]]!r} is a "
                             f"{type(texts[wrong[0]]).__name__}, not text. Fix: name the text column(s) in text.")
@@ -593,7 +756,45 @@ def _normalise(task: Task, split: str, rows: Iterable[RawRow], columns: Columns,
                         _label_id(task, raw_label, where, columns.label)))
     if not records:
         raise DataError(f"{source}: split {split!r} of {task.name} has no examples. Fix: supply a non-empty split.")
+    if task.is_token:
+        return pl.DataFrame(records, schema={**SCHEMA, "words": pl.List(pl.String), "label": task.label_dtype},
+                            orient="row")
     return pl.DataFrame(records, schema={**SCHEMA, "label": task.label_dtype}, orient="row")
+
+
+def _words(task: Task, words: Any, labels: Any, where: str, columns: Columns) -> list[str] | None:
+    """A token task's sentence: its words, checked against its labels (None: an empty sentence)."""
+    text, label = columns.text[0], columns.label
+    if isinstance(words, str) or not isinstance(words, (list, tuple)):
+        raise DataError(f"{where}: field {text!r} = {str(words)[:80]!r} is a {type(words).__name__}, not a list of words. "
+                        "Fix: name the column that holds each sentence's words as a list (text), or split the "
+                        "sentence into its words.")
+    if not isinstance(labels, (list, tuple)):
+        raise DataError(f"{where}: field {label!r} = {str(labels)[:80]!r} is a {type(labels).__name__}, not a list of "
+                        "labels. Fix: name the column that holds a label per word (label).")
+    if not words:
+        return None
+    if bad := [i for i, word in enumerate(words) if not isinstance(word, str) or not word.strip()]:
+        raise DataError(f"{where}: field {text!r}, word {bad[0] + 1} = {words[bad[0]]!r} is not a word (empty, or not "
+                        "text). Fix: restore the word, or remove it and its label.")
+    if len(words) != len(labels):
+        raise DataError(f"{where}: {len(words)} words in field {text!r}, {len(labels)} labels in field {label!r}. Fix: "
+                        "give every word one label.")
+    return list(words)
+
+
+def _check_bio(task: Task, words: list[str], ids: list[int], where: str, column: str) -> None:
+    """Under a BIO (IOB2) scheme a span starts with B-X: an I-X whose previous word is neither B-X nor I-X is refused
+    (IOB1 data, which starts a span with I-, would be scored as other spans than it means)."""
+    names = task.label_names or ()
+    previous = "O"
+    for i, label in enumerate(ids):
+        name = names[label]
+        if name.startswith("I-") and previous[2:] != name[2:]:
+            raise DataError(f"{where}, word {i + 1} ({words[i]!r}): field {column!r} = {name!r} follows {previous!r}: an "
+                            f"I- without its B-. Fix: tag the span's first word B-{name[2:]} (IOB2); data in IOB1, where "
+                            "a span starts with I-, needs converting to IOB2 first.")
+        previous = name
 
 
 def _integer_id(raw: Any, where: str, column: str | None) -> int:

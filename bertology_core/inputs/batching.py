@@ -16,6 +16,7 @@ import torch
 
 from bertology_core.data import io
 from bertology_core.data.tasks import sentence_texts
+from bertology_core.data.word_pieces import as_in_running_text
 
 
 class Ragged:
@@ -83,11 +84,18 @@ class Encoded:
     # examples longer than max_length, cut to it (RTE: 12% of train and dev at 128 word pieces with a BERT
     # tokenizer, as in the paper's setup): recorded so that a reader sees how much text the model never read
     truncated: int = 0
+    # a token task's examples: for each piece, the index of the word it starts, -1 for every other piece (special
+    # tokens, a word's later pieces), as :func:`token_table` aligns them; None for a sequence task
+    word_index: Ragged | None = None
+    # a token task's words with no piece in the input (cut at max_length, or a word the tokenizer reads as nothing)
+    unread_words: int = 0
 
     def __post_init__(self) -> None:
         self.input_ids = Ragged(self.input_ids, np.int32)
         if self.token_type_ids is not None:
             self.token_type_ids = Ragged(self.token_type_ids, np.int8)
+        if self.word_index is not None:
+            self.word_index = Ragged(self.word_index, np.int32)
 
     def __len__(self) -> int:
         return len(self.input_ids)
@@ -135,6 +143,8 @@ def token_table(frame: pl.DataFrame, tokenizer: Any, max_length: int) -> pl.Data
         if "token_type_ids" in tokenizer.model_input_names:
             columns["token_type_ids"] = pl.Series([], dtype=pl.List(pl.Int8))
         return pl.DataFrame(columns)
+    if "words" in frame.columns:
+        return _word_table(frame, idx, tokenizer, max_length)
     first, second = sentence_texts(frame)
     out = tokenizer(first, second, truncation=False, padding=False, return_attention_mask=False)
     ids, types = out["input_ids"], out.get("token_type_ids")
@@ -154,6 +164,46 @@ def token_table(frame: pl.DataFrame, tokenizer: Any, max_length: int) -> pl.Data
     return pl.DataFrame(columns)
 
 
+def first_pieces(word_ids: list[int | None]) -> list[int]:
+    """For each piece, the index of the word it starts, else -1: the label of a word goes on its first piece, the
+    others are ignored by the loss and the metric (BERT's tagging recipe, Devlin et al. 2019, section 5.3; transformers'
+    token-classification examples)."""
+    out, previous = [], None
+    for word in word_ids:
+        out.append(word if word is not None and word != previous else -1)
+        previous = word
+    return out
+
+
+def _word_table(frame: pl.DataFrame, idx: pl.Series, tokenizer: Any, max_length: int) -> pl.DataFrame:
+    """:func:`token_table` for a token task's sentences (column ``words``): the words tokenised as in running text
+    (:func:`bertology_core.data.word_pieces.as_in_running_text`), each piece mapped to its word by the fast
+    tokenizer's ``word_ids``; ``word_index`` (:func:`first_pieces`) and ``unread_words`` (words with no piece: cut at
+    ``max_length``, or read as nothing by the tokenizer) added."""
+    if not getattr(tokenizer, "is_fast", False):
+        raise ValueError(f"{type(tokenizer).__name__} is a slow tokenizer: a token task maps each word piece to its word "
+                         "through a fast tokenizer's word_ids. Fix: use the model's fast tokenizer (tokenizer.json).")
+    words = [as_in_running_text(sentence) for sentence in frame["words"].to_list()]
+    out = tokenizer(words, is_split_into_words=True, truncation=False, padding=False, return_attention_mask=False)
+    ids, types = out["input_ids"], out.get("token_type_ids")
+    index = [first_pieces(out.word_ids(i)) for i in range(len(ids))]
+    full_length = [len(example) for example in ids]
+    if long := [i for i, length in enumerate(full_length) if length > max_length]:
+        cut = tokenizer([words[i] for i in long], is_split_into_words=True, truncation=True, max_length=max_length,
+                        padding=False, return_attention_mask=False)
+        for j, i in enumerate(long):
+            ids[i], index[i] = cut["input_ids"][j], first_pieces(cut.word_ids(j))
+            if types is not None:
+                types[i] = cut["token_type_ids"][j]
+    unread = [len(sentence) - sum(1 for w in pieces if w >= 0) for sentence, pieces in zip(words, index, strict=True)]
+    columns = {"idx": idx, "input_ids": pl.Series(ids, dtype=pl.List(pl.Int32)),
+               "full_length": pl.Series(full_length, dtype=pl.Int32),
+               "word_index": pl.Series(index, dtype=pl.List(pl.Int32)), "unread_words": pl.Series(unread, dtype=pl.Int32)}
+    if types is not None:
+        columns["token_type_ids"] = pl.Series(types, dtype=pl.List(pl.Int8))
+    return pl.DataFrame(columns)
+
+
 def from_table(table: pl.DataFrame, pad_token_id: int, max_length: int) -> Encoded:
     """The :class:`Encoded` examples of a :func:`token_table`, in its row order."""
     return Encoded(
@@ -161,6 +211,8 @@ def from_table(table: pl.DataFrame, pad_token_id: int, max_length: int) -> Encod
         token_type_ids=Ragged(table["token_type_ids"], np.int8) if "token_type_ids" in table.columns else None,
         pad_token_id=pad_token_id,
         truncated=int((table["full_length"] > max_length).sum()),
+        word_index=Ragged(table["word_index"], np.int32) if "word_index" in table.columns else None,
+        unread_words=int(table["unread_words"].sum()) if "unread_words" in table.columns else 0,
     )
 
 

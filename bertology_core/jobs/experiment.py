@@ -298,7 +298,7 @@ class Experiment:
         self.tasks: list[str] = list(config["tasks"])
         # every declared task (the shipped ones, then task_declarations), or why the declarations cannot be read
         try:
-            self.declared: dict[str, tasks.Task] = tasks.declared_tasks(config["task_declarations"], self.glue_dir(), self.repo)
+            self.declared: dict[str, tasks.Task] = tasks.declared_tasks(config["task_declarations"], self.shipped_dirs(), self.repo)
             self.declaration_problems: list[str] = []
         except tasks.DataError as error:
             self.declared, self.declaration_problems = {}, [str(error)]
@@ -363,8 +363,9 @@ class Experiment:
         path = Path(path).expanduser()
         return path if path.is_absolute() else self.repo / path
 
-    def glue_dir(self) -> Path:
-        return self.repo_path(self.config["data"]["glue_dir"])
+    def shipped_dirs(self) -> dict[str, Path]:
+        """The folders the shipped declarations' files are under, by their key in the config's data section."""
+        return {key: self.repo_path(self.config["data"][key]) for key in tasks.SHIPPED.values()}
 
     def treebank_file(self, split: str) -> Path:
         """A split's CoNLL-U file: in treebank.dir, or downloaded from treebank.url (rule download_treebank)."""
@@ -404,7 +405,7 @@ class Experiment:
         name = wildcards.task
         raw = self.config["task_declarations"].get(name) or tasks.shipped_declarations()[name]
         kind = "files" if isinstance(self.source(name), tasks.Files) else "hub"
-        kept = ("labels", "range", "known_empty", "known_overlap", "overlap")
+        kept = ("kind", "scheme", "labels", "range", "known_empty", "known_overlap", "overlap")
         return {"name": name, "declaration": {key: raw[key] for key in kept if key in raw} | {kind: raw[kind]}}
 
     def task_meaning(self, wildcards: Any) -> dict[str, Any]:

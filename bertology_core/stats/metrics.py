@@ -2,11 +2,18 @@
 
 Accuracy, binary F1 (positive class: the label with id 1, GLUE's "equivalent"/"duplicate"), macro F1 (the unweighted
 mean of the F1 of each class the labels or predictions hold), Matthews correlation (CoLA), and Pearson/Spearman correlation (STS-B).
+
+A token task is scored over its words, every word of every sentence pooled: accuracy and macro F1 as above, and span F1
+(``span_f1``, a BIO scheme's): the F1 of the spans predicted against the gold spans, a span counting when its type and
+both ends agree, as seqeval computes it in its default mode (the CoNLL shared task's conlleval: a predicted I-X after
+O opens a span, as conlleval reads it). Its trivial predictor (:func:`word_majority_predictor`) tags each word with the
+label it has most often in training, and a word never seen there with the most frequent label overall.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
 from scipy import stats
@@ -18,7 +25,7 @@ from bertology_core.data.tasks import Task
 # how a caption or a column title names each metric a declaration may list
 METRIC_NAMES = {
     "accuracy": "accuracy", "f1": "F1", "f1_macro": "macro F1", "matthews_correlation": "Matthews correlation",
-    "pearson": "Pearson r", "spearman": "Spearman rho",
+    "pearson": "Pearson r", "spearman": "Spearman rho", "span_f1": "span F1",
 }
 
 
@@ -37,8 +44,12 @@ def main_metric_note(tasks: Iterable[Task]) -> str:
     return "; ".join(f"{METRIC_NAMES[metric]} for {', '.join(names)}" for metric, names in by_metric.items())
 
 
-def compute_metrics(task: Task, predictions: np.ndarray, labels: np.ndarray) -> dict[str, float]:
-    """The task's metrics for class ids (classification) or scores (regression)."""
+def compute_metrics(task: Task, predictions: Sequence[np.ndarray] | np.ndarray,
+                    labels: Sequence[np.ndarray] | np.ndarray) -> dict[str, float]:
+    """The task's metrics for class ids (classification) or scores (regression); for a token task, ``predictions`` and
+    ``labels`` hold each sentence's class ids, one array per sentence (the words of a sentence in order)."""
+    if task.is_token:
+        return token_metrics(task, predictions, labels)
     out: dict[str, float] = {}
     for name in task.metrics:
         if name == "accuracy":
@@ -64,3 +75,52 @@ def _correlation(fn, predictions: np.ndarray, labels: np.ndarray) -> float:
     if np.ptp(predictions) == 0 or np.ptp(labels) == 0:
         return float("nan")
     return float(fn(predictions, labels)[0])
+
+
+def token_metrics(task: Task, predictions: Sequence[np.ndarray], labels: Sequence[np.ndarray]) -> dict[str, float]:
+    """A token task's metrics over every word of the sentences (see the module's docstring)."""
+    if len(predictions) != len(labels) or any(len(p) != len(g) for p, g in zip(predictions, labels, strict=True)):
+        raise ValueError("token_metrics: predictions and labels differ in their sentences or their words")
+    flat_predictions = np.concatenate([np.asarray(p) for p in predictions]) if len(predictions) else np.zeros(0, int)
+    flat_labels = np.concatenate([np.asarray(g) for g in labels]) if len(labels) else np.zeros(0, int)
+    out: dict[str, float] = {}
+    for name in task.metrics:
+        if name == "accuracy":
+            out[name] = float(accuracy_score(flat_labels, flat_predictions))
+        elif name == "f1_macro":
+            out[name] = float(f1_score(flat_labels, flat_predictions, average="macro", zero_division=0.0))
+        elif name == "span_f1":
+            out[name] = span_f1(task, predictions, labels)
+        else:  # pragma: no cover - tasks.declare allows a token task these metrics only
+            raise ValueError(f"unknown token metric {name}")
+    return out
+
+
+def span_f1(task: Task, predictions: Sequence[np.ndarray], labels: Sequence[np.ndarray]) -> float:
+    """F1 of a BIO task's predicted spans against its gold spans, by seqeval (default mode: conlleval's)."""
+    from seqeval.metrics import f1_score as seqeval_f1  # imported here: only BIO tasks need it
+
+    names = np.asarray(task.label_names, dtype=object)
+    return float(seqeval_f1([names[np.asarray(g)].tolist() for g in labels],
+                            [names[np.asarray(p)].tolist() for p in predictions], zero_division=0))
+
+
+def word_majority_predictor(words: Iterable[Sequence[str]], labels: Iterable[Sequence[int]]) -> Callable[[Sequence[str]], np.ndarray]:
+    """A token task's trivial predictor, learnt from training sentences: a word's most frequent training label (the
+    lowest class id on a tie), and for a word never seen in training the most frequent label overall. Words are
+    matched as written (case kept), as the classic most-frequent-tag baseline does."""
+    by_word: dict[str, Counter[int]] = {}
+    overall: Counter[int] = Counter()
+    for sentence, tags in zip(words, labels, strict=True):
+        for word, tag in zip(sentence, tags, strict=True):
+            by_word.setdefault(word, Counter())[int(tag)] += 1
+            overall[int(tag)] += 1
+    if not overall:
+        raise ValueError("word_majority_predictor: no training word")
+
+    def most_frequent(counts: Counter[int]) -> int:
+        return min(counts, key=lambda tag: (-counts[tag], tag))
+
+    fallback = most_frequent(overall)
+    table = {word: most_frequent(counts) for word, counts in by_word.items()}
+    return lambda sentence: np.array([table.get(word, fallback) for word in sentence], dtype=np.int64)

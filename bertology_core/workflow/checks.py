@@ -322,7 +322,7 @@ class ParseChecks:
         experiment, shipped = self.experiment, tasks.shipped_declarations()
         replaced = set()
         for name in set(experiment.config["task_declarations"]) & set(shipped) & set(experiment.tasks):
-            theirs = tasks.declare(name, shipped[name], experiment.glue_dir())
+            theirs = tasks.declare(name, shipped[name], experiment.shipped_dirs()[tasks.shipped_dir_key(name)])
             ours = experiment.task(name)
             if (experiment.source(name), ours.known_overlap, ours.known_empty) != (
                     theirs.source(experiment.config["data"]["source"]), theirs.known_overlap, theirs.known_empty):

@@ -121,6 +121,11 @@ def problems(experiment: Experiment) -> list[str]:
         f"config 'tasks' names {task!r}, which is not declared{configuration.did_you_mean(task, experiment.declared)}. Fix: "
         f"declare it under task_declarations (see docs/data.md, 'Your own task'), or choose from {sorted(experiment.declared)}."
         for task in experiment.tasks if task not in experiment.declared and experiment.declared]
+    # token tasks are declared, read and checked; no stage trains or analyses them yet
+    found += [f"config 'tasks' names {task!r}, a token task (a label per word): its data can be declared, read and "
+              "checked (bertology_core.data.tasks), but fine-tuning and the analyses of token tasks are not built yet. "
+              "Fix: leave it out of tasks."
+              for task in experiment.tasks if task in experiment.declared and experiment.declared[task].is_token]
     found += configuration.per_task_problems(config, experiment.tasks, declared=experiment.declared)
     if config["treebank"]["dir"] and config["treebank"]["url"]:
         found.append("config 'treebank': both dir and url are set. Fix: set the one the files come from, the other to null.")
