@@ -9,6 +9,8 @@ rule model_fitness:
     conda:
         "../envs/tables.yaml"
     input:
+        # a token task's trivial tagger learns from the prepared training split, and tags the dev split's words
+        unpack(EXPERIMENT.fitness.trivial_inputs),
         evaluation="results/finetune/{model}/{task}/{state}/seed{seed}/evaluation.json",
         predictions="results/finetune/{model}/{task}/{state}/seed{seed}/predictions.parquet",
     output:

@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import torch
 import polars as pl
 import pytest
 
@@ -243,3 +244,101 @@ def test_a_token_task_in_tasks_is_refused_until_its_stages_exist():
 
     plan = jobs.experiment(load_config("configs/smoke.yaml") | {"tasks": ["MRPC", "EWT-UPOS"]}, REPO)
     assert any("config 'tasks' names 'EWT-UPOS', a token task" in problem for problem in jobs.problems(plan))
+
+
+# --- fine-tuning, evaluation and the verdict of a tagger -------------------------------------------------------------
+
+
+def test_targets_sit_on_first_pieces_and_word_logits_come_back_in_word_order():
+    from bertology_core.finetune import training
+
+    tokenizer = load_tokenizer(TINY_BERT)
+    frame = pl.DataFrame({"idx": [0, 1, 2], "sentence1": ["", "", ""], "sentence2": [None, None, None],
+                          "words": [["unaffable", "cats"], ["a"] * 20, ["dogs", "\u200b", "sat"]],
+                          "label": [[1, 2], list(range(20)), [3, 4, 5]]})
+    encoded = batching.from_table(batching.token_table(frame, tokenizer, max_length=12), 0, 12)
+    labels = batching.frame_labels(tasks.Task("t", tuple("abcdefghijklmnopqrst"), None, ("accuracy",), kind="token"), frame)
+    batch = encoded.collate([2, 0])
+    width = batch["input_ids"].shape[1]
+    targets = encoded.piece_labels(labels, [2, 0], width)
+    words = [encoded.word_index[i].tolist() for i in (2, 0)]
+    for row, (example, index) in enumerate(zip((2, 0), words)):
+        for position in range(width):
+            word = index[position] if position < len(index) else -1
+            assert targets[row, position] == (frame["label"][example][word] if word >= 0 else -100)
+    assert encoded.words.tolist() == [2, 20, 3] and encoded.unread_words == 10 + 1  # cut, and a zero-width word
+    positions = encoded.word_positions([2, 0], width)
+    assert positions.tolist() == [22, 24, 0, 1]  # dogs, sat (the zero-width word 23 has no piece); then 0's two words
+
+    class Echo(torch.nn.Module):  # logits that name the piece: position and example
+        config = type("Config", (), {"num_labels": 2})()
+
+        def parameters(self):
+            return iter([torch.zeros(1)])
+
+        def forward(self, input_ids, **_):
+            rows, width = input_ids.shape
+            grid = torch.stack([input_ids.float(), torch.arange(width).expand(rows, width).float()], dim=-1)
+            return type("Out", (), {"logits": grid})()
+
+    task = tasks.Task("t", ("x", "y"), None, ("accuracy",), kind="token")
+    logits = training.predict(Echo(), encoded, batch_size=2)
+    assert logits.shape == (25, 2) and np.isnan(logits[23]).all() and np.isnan(logits[12:22]).all()
+    first = [i for i, w in enumerate(encoded.word_index[2].tolist()) if w >= 0]
+    assert logits[[22, 24], 1].tolist() == first and logits[22, 0] == encoded.input_ids[2][first[0]]
+    table = training.predictions_frame(task, frame.with_columns(pl.Series("label", [[0, 1], [0] * 20, [1, 1, 0]])), logits)
+    assert table["prediction"][2].to_list()[1] == -1 and len(table["logits"][1]) == 20
+    scores = training.prediction_metrics(task, table)
+    flat = [p for row in table["prediction"].to_list() for p in row]
+    gold = [g for row in table["label"].to_list() for g in row]
+    assert scores["accuracy"] == pytest.approx(np.mean(np.array(flat) == np.array(gold)))
+
+
+def test_a_tagger_fine_tunes_and_is_scored_over_its_words(tmp_path):
+    from bertology_core.finetune import training
+
+    task = tasks.Task("pos", tuple(UPOS), None, ("accuracy", "f1_macro"), kind="token")
+    pos = tasks.declare("pos", {"kind": "token", "labels": UPOS, "files": {
+        "dir": str(UD_SMOKE), "label": "upos", "splits": {"train": "smoke-ud-train.conllu", "dev": "smoke-ud-dev.conllu"}}}, REPO)
+    train, dev = (tasks.read_files(pos, split) for split in ("train", "dev"))
+    config = training.FinetuneConfig(batch_size=4, epochs=60, learning_rate=5e-3, warmup_ratio=0.0, max_length=32)
+    result = training.finetune_and_evaluate(str(TINY_BERT), task, "finetuned", 0, train, {"dev": dev, "train": train},
+                                            config, progress=False)
+    assert type(result.model).__name__.endswith("ForTokenClassification")
+    record = result.metrics
+    assert record["eval"]["dev"]["words"] == dev["words"].list.len().sum() and record["train_unread_words"] == 0
+    losses = record["training"]["loss_curve"]
+    assert np.mean(losses[-5:]) < 0.5 * np.mean(losses[:5])  # it learns the training words' tags
+    assert record["eval"]["train"]["accuracy"] > 0.8
+    predictions = result.predictions["dev"]
+    assert predictions["prediction"].list.len().to_list() == dev["words"].list.len().to_list()
+    assert record["eval"]["dev"]["accuracy"] == pytest.approx(training.prediction_metrics(task, predictions)["accuracy"])
+
+
+def test_sentence_bootstrap_and_the_verdict_of_a_tagger():
+    from bertology_core.fitness import verdict_stats
+    from bertology_core.stats import bootstrap
+
+    task = tasks.Task("ner", tuple(NER_LABELS), None, ("span_f1", "accuracy"), kind="token", scheme="BIO")
+    O, BP, IP, BL, IL = range(5)
+    gold = [[BP, IP, O, BL], [O, BL, IL, O, BP], [O, O]]
+    predicted = [[BP, IP, O, BL], [O, BL, O, BP, IP], [O, BL]]
+    sentences = bootstrap.Sentences.of(gold, task.label_names)
+    flat_p, flat_g = np.concatenate(predicted), np.concatenate(gold)
+    full = np.arange(3)[None, :]
+    for metric in ("span_f1", "accuracy"):
+        whole = metrics.compute_metrics(task, [np.array(p) for p in predicted], [np.array(g) for g in gold])[metric]
+        assert bootstrap.metric_on_resamples(metric, flat_p, flat_g, full, sentences)[0, 0] == pytest.approx(whole)
+        # a resample drawing sentence 1 twice and sentence 2 once scores as those sentences laid end to end
+        drawn = [1, 1, 2]
+        expected = metrics.compute_metrics(task, [np.array(predicted[i]) for i in drawn], [np.array(gold[i]) for i in drawn])
+        assert bootstrap.metric_on_resamples(metric, flat_p, flat_g, np.array([drawn]), sentences)[0, 0] == pytest.approx(
+            expected[metric])
+    settings = verdict_stats.FitnessSettings(min_examples=1, resamples=200)
+    trivial = [np.zeros(len(g), dtype=np.int64) for g in gold]  # all O: no span found
+    verdict = verdict_stats.assess(task, [np.array(p) for p in predicted], [np.array(g) for g in gold], settings, trivial)
+    # spans: 2 correct of 5 predicted and 4 gold
+    assert verdict["metric"] == "span_f1" and verdict["score"] == pytest.approx(4 / 9) and verdict["trivial_score"] == 0.0
+    assert verdict["examples"] == 3 and "most frequent training label" in verdict["trivial_predictor"]
+    with pytest.raises(ValueError, match="needs the trivial tagger's predictions"):
+        verdict_stats.assess(task, predicted, gold, settings)

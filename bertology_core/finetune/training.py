@@ -27,7 +27,7 @@ from transformers import PreTrainedModel, get_linear_schedule_with_warmup
 
 from bertology_core.data import states
 from bertology_core.data.batch_order import training_batches
-from bertology_core.inputs.batching import Encoded, TokenFile, encode_split, to_device
+from bertology_core.inputs.batching import Encoded, Ragged, TokenFile, encode_split, frame_labels, to_device
 from bertology_core.models.checkpoint import Checkpointer, TrainingState
 from bertology_core.models import precision as precisions
 from bertology_core.models.device import default_device
@@ -102,8 +102,16 @@ def parameter_groups(model: torch.nn.Module, weight_decay: float) -> list[dict[s
     ]
 
 
-def labels_tensor(task: Task, labels: np.ndarray) -> torch.Tensor:
-    return torch.tensor(labels, dtype=torch.float32 if task.is_regression else torch.long)
+def labels_tensor(task: Task, labels: np.ndarray | Ragged, rows: np.ndarray | list[int], data: Encoded,
+                  width: int) -> torch.Tensor:
+    """The targets of examples ``rows`` in a padded batch ``width`` pieces wide: a class id or a score per example; for
+    a token task (``labels``: each sentence's class ids) a class id on each word's first piece and -100, which the
+    loss ignores, on every other piece (Devlin et al. 2019's tagging recipe)."""
+    if task.is_token:
+        assert isinstance(labels, Ragged)
+        return torch.from_numpy(data.piece_labels(labels, rows, width))
+    return torch.tensor(np.asarray(labels)[np.asarray(rows, dtype=np.int64)],
+                        dtype=torch.float32 if task.is_regression else torch.long)
 
 
 # training losses are read from the device every this many steps (and before a checkpoint and at the end): reading
@@ -122,7 +130,7 @@ def train(
     model: PreTrainedModel,
     task: Task,
     data: Encoded,
-    labels: np.ndarray,
+    labels: np.ndarray | Ragged,
     config: FinetuneConfig,
     seed: int,
     progress: bool = True,
@@ -196,7 +204,8 @@ def train(
                 if state.step >= total_steps:
                     break
                 batch = to_device(data.collate(batch_indices, pad_to), device)
-                target = to_device({"labels": labels_tensor(task, labels[batch_indices])}, device)["labels"]
+                target = to_device({"labels": labels_tensor(task, labels, batch_indices, data, batch["input_ids"].shape[1])},
+                                   device)["labels"]
                 with precisions.training(precision):
                     output = forward(**batch, labels=target)
                 output.loss.backward()
@@ -244,20 +253,32 @@ def train(
 
 @torch.inference_mode()
 def predict(model: PreTrainedModel, data: Encoded, batch_size: int) -> np.ndarray:
-    """Logits for every example, in the input order; batches sorted by length to save padding, read from the device
-    once at the end (a copy per batch would make the host wait for the device each time). A batch the device has no
-    memory for is halved and run again, and later batches keep the smaller size (padded shapes change the logits by
-    rounding only)."""
+    """Logits for every example, in the input order (for a token task, every word of every example, in order: the
+    logits of its first piece, NaN for a word with no piece in the input); batches sorted by length to save padding,
+    read from the device once at the end (a copy per batch would make the host wait for the device each time). A batch
+    the device has no memory for is halved and run again, and later batches keep the smaller size (padded shapes
+    change the logits by rounding only)."""
     model.eval()
     device = next(model.parameters()).device
     order = np.argsort(-data.lengths(), kind="stable")
-    logits = np.zeros((len(data), model.config.num_labels), dtype=np.float32)
+    words = data.words if data.word_index is not None else None
+    rows = len(data) if words is None else int(words.sum())
+    logits = np.full((rows, model.config.num_labels), np.nan if words is not None else 0.0, dtype=np.float32)
     outputs: list[torch.Tensor] = []
+    placed: list[np.ndarray] = []  # each batch's rows of ``logits``
     start, size = 0, batch_size
     while start < len(order):
         indices = order[start : start + size]
         try:
-            outputs.append(model(**to_device(data.collate(indices), device)).logits.float())
+            batch = to_device(data.collate(indices), device)
+            out = model(**batch).logits.float()
+            if words is not None:  # each word's first piece
+                width = batch["input_ids"].shape[1]
+                out = out[to_device({"m": torch.from_numpy(data.first_piece_mask(indices, width))}, device)["m"]]
+                placed.append(data.word_positions(indices, width))
+            else:
+                placed.append(indices)
+            outputs.append(out)
         except torch.OutOfMemoryError:
             if size == 1:
                 raise
@@ -272,25 +293,45 @@ def predict(model: PreTrainedModel, data: Encoded, batch_size: int) -> np.ndarra
             continue
         start += len(indices)
     if outputs:
-        logits[order] = torch.cat(outputs).cpu().numpy()
+        logits[np.concatenate(placed)] = torch.cat(outputs).cpu().numpy()
     return logits
 
 
 def predictions_frame(task: Task, frame: pl.DataFrame, logits: np.ndarray) -> pl.DataFrame:
-    """Per-example predictions: ``idx, label, prediction, logits`` (the later sweeps and bootstraps need them)."""
+    """Per-example predictions: ``idx, label, prediction, logits`` (the later sweeps and bootstraps need them). For a
+    token task (``logits``: every word's, :func:`predict`) each column holds a sentence's words; a word with no piece in
+    the input (its logits NaN) is predicted -1, no label, and scored as wrong."""
+    if not task.is_token:
+        return pl.DataFrame(
+            {
+                "idx": frame["idx"],
+                "label": frame["label"],
+                "prediction": pl.Series(task.predictions(logits), dtype=task.label_dtype),
+                "logits": pl.Series([row.tolist() for row in logits], dtype=pl.List(pl.Float32)),
+            }
+        )
+    words = frame["label"].list.len().to_numpy().astype(np.int64)
+    if len(logits) != int(words.sum()):
+        raise ValueError(f"{task.name}: {len(logits)} words' logits for {int(words.sum())} words")
+    predicted = np.where(np.isnan(logits).any(-1), -1, task.predictions(np.nan_to_num(logits, nan=0.0)))
+    bounds = np.concatenate([[0], np.cumsum(words)])
     return pl.DataFrame(
         {
             "idx": frame["idx"],
             "label": frame["label"],
-            "prediction": pl.Series(task.predictions(logits), dtype=task.label_dtype),
-            "logits": pl.Series([row.tolist() for row in logits], dtype=pl.List(pl.Float32)),
+            "prediction": pl.Series([predicted[a:b].tolist() for a, b in zip(bounds[:-1], bounds[1:])], dtype=task.label_dtype),
+            "logits": pl.Series([logits[a:b].tolist() for a, b in zip(bounds[:-1], bounds[1:])],
+                                dtype=pl.List(pl.List(pl.Float32))),
         }
     )
 
 
 def prediction_metrics(task: Task, predictions: pl.DataFrame) -> dict[str, float]:
     """The task's metrics (:func:`bertology_core.stats.metrics.compute_metrics`) of a predictions table's
-    ``prediction`` column against its ``label`` column."""
+    ``prediction`` column against its ``label`` column (each sentence's words, for a token task)."""
+    if task.is_token:
+        return compute_metrics(task, [np.asarray(p) for p in predictions["prediction"].to_list()],
+                               [np.asarray(g) for g in predictions["label"].to_list()])
     return compute_metrics(task, predictions["prediction"].to_numpy(), predictions["label"].to_numpy())
 
 
@@ -353,8 +394,10 @@ def finetune_and_evaluate(
         encoded = encode_split(train_frame, "train", tokenizer, config.max_length, tokens)
         record["train_examples"] = len(encoded)
         record["train_truncated"] = encoded.truncated
+        if task.is_token:
+            record["train_unread_words"] = encoded.unread_words
         record["training"] = train(
-            model, task, encoded, train_frame["label"].to_numpy(), config, seed, progress, checkpointer, precision=precision
+            model, task, encoded, frame_labels(task, train_frame), config, seed, progress, checkpointer, precision=precision
         )
     predictions: dict[str, pl.DataFrame] = {}
     record["eval"] = {}
@@ -367,6 +410,8 @@ def finetune_and_evaluate(
             **prediction_metrics(task, predictions[split]),
             "examples": frame.height,
             "truncated": encoded_split.truncated,
+            **({"words": int(frame["words"].list.len().sum()), "unread_words": encoded_split.unread_words}
+               if task.is_token else {}),
             "eval_seconds": time.perf_counter() - started,
         }
     model.to("cpu")  # saved and handed on from the CPU, whatever trained it

@@ -14,6 +14,13 @@ class Fitness(Stage):
         return ({k: v for k, v in fitness.items() if k not in ("if_unfit", "per_task", "reference_scores")}
                 | {"reference": fitness["reference_scores"].get(task)} | fitness["per_task"].get(task, {}))
 
+    def trivial_inputs(self, wildcards: Any) -> dict[str, str]:
+        """What a verdict's trivial predictor reads besides the predictions: a token task's prepared train and dev
+        splits (its tagger learns each word's most frequent training label); nothing for a sequence task."""
+        if not self.experiment.task(wildcards.task).is_token:
+            return {}
+        return {split: f"results/data/{wildcards.task}/{split}.parquet" for split in ("train", "dev")}
+
     def inputs(self) -> list[str]:
         """What the fitness checkpoint reads: the verdict of every fine-tuned run of every model."""
         experiment = self.experiment

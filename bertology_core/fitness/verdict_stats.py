@@ -10,7 +10,11 @@ subnetwork is as good as the full one. So every fine-tuned model gets a verdict 
   regression task (STS-B) a constant prediction, whose Pearson correlation is undefined and counted as 0.
   The class is picked on each bootstrap resample anew, so a model that predicts one class everywhere is never
   fit, whatever the training labels' majority. Choosing the baseline on dev only makes the test harder to
-  pass: the verdict is conservative.
+  pass: the verdict is conservative. For a token task, the classic most-frequent-tag tagger
+  (:func:`bertology_core.stats.metrics.word_majority_predictor`: each word's most frequent training label, else the
+  most frequent label overall), learnt on the training split: a constant tag says little about a tagger (about 0.17
+  accuracy on EWT's UPOS), the lexical baseline is what a tagger must beat (about 0.86 there); its interval resamples
+  sentences.
 - **Difference**: the task's main metric (its declaration's: accuracy for most GLUE tasks, Matthews correlation
   for CoLA, Pearson for STS-B) of the model minus that of the trivial predictor, on the full dev set, with a paired bootstrap
   percentile interval over dev examples (:mod:`bertology_core.stats.bootstrap`: both scored on the same resamples).
@@ -48,7 +52,7 @@ import numpy as np
 import polars as pl
 
 from bertology_core.data import states
-from bertology_core.stats.bootstrap import metric_on_resamples, percentile_interval, resample_indices
+from bertology_core.stats.bootstrap import Sentences, metric_on_resamples, percentile_interval, resample_indices
 from bertology_core.data.tasks import Task
 
 FIT, UNFIT = "fit", "UNFIT"
@@ -88,17 +92,31 @@ def constant_scores(task: Task, labels: np.ndarray, indices: np.ndarray) -> np.n
     return metric_on_resamples(task.main_metric, constants, labels, indices)
 
 
-def assess(task: Task, predictions: np.ndarray, labels: np.ndarray, settings: FitnessSettings) -> dict[str, Any]:
+def assess(task: Task, predictions: np.ndarray | Sequence[np.ndarray], labels: np.ndarray | Sequence[np.ndarray],
+           settings: FitnessSettings, trivial: Sequence[np.ndarray] | None = None) -> dict[str, Any]:
     """The verdict of one model from its dev ``predictions`` (class ids, or scores for regression) and the dev
-    ``labels``: score, trivial score, difference with its interval, ``fit``."""
+    ``labels``: score, trivial score, difference with its interval, ``fit``. For a token task each is a sentence's
+    class ids per word, and ``trivial`` the trivial tagger's (learnt on train)."""
     metric = task.main_metric
+    sentences = None
+    if task.is_token:
+        if trivial is None:
+            raise ValueError(f"{task.name}: a token task's verdict needs the trivial tagger's predictions")
+        sentences = Sentences.of(list(labels), task.label_names)
+        trivial = np.concatenate([np.asarray(t) for t in trivial])
+        predictions, labels = (np.concatenate([np.asarray(x) for x in values]) for values in (predictions, labels))
     predictions, labels = np.asarray(predictions), np.asarray(labels)
-    n = labels.shape[0]
+    n = labels.shape[0] if sentences is None else len(sentences)
     indices = resample_indices(n, settings.resamples, settings.seed)
     full = np.arange(n)[None, :]
-    score = float(metric_on_resamples(metric, predictions[None, :], labels, full)[0, 0])
-    resampled_score = metric_on_resamples(metric, predictions[None, :], labels, indices)[0]
-    if task.is_regression:
+    score = float(metric_on_resamples(metric, predictions[None, :], labels, full, sentences)[0, 0])
+    resampled_score = metric_on_resamples(metric, predictions[None, :], labels, indices, sentences)[0]
+    if task.is_token:
+        trivial_score = float(metric_on_resamples(metric, trivial[None, :], labels, full, sentences)[0, 0])
+        resampled_trivial = metric_on_resamples(metric, trivial[None, :], labels, indices, sentences)[0]
+        described = ("each word's most frequent training label (a word not in train: the most frequent label), "
+                     "sentences resampled")
+    elif task.is_regression:
         trivial_score, resampled_trivial = 0.0, np.zeros_like(resampled_score)
         described = "a constant prediction (its correlation is undefined: counted as 0)"
     else:

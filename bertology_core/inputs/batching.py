@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 import torch
 
 from bertology_core.data import io
-from bertology_core.data.tasks import sentence_texts
+from bertology_core.data.tasks import Task, sentence_texts
 from bertology_core.data.word_pieces import as_in_running_text
 
 
@@ -87,8 +87,9 @@ class Encoded:
     # a token task's examples: for each piece, the index of the word it starts, -1 for every other piece (special
     # tokens, a word's later pieces), as :func:`token_table` aligns them; None for a sequence task
     word_index: Ragged | None = None
-    # a token task's words with no piece in the input (cut at max_length, or a word the tokenizer reads as nothing)
-    unread_words: int = 0
+    # a token task's examples: each one's number of words, read or not (a word with no piece in the input: cut at
+    # max_length, or read as nothing by the tokenizer)
+    words: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         self.input_ids = Ragged(self.input_ids, np.int32)
@@ -96,9 +97,49 @@ class Encoded:
             self.token_type_ids = Ragged(self.token_type_ids, np.int8)
         if self.word_index is not None:
             self.word_index = Ragged(self.word_index, np.int32)
+            if self.words is None:  # every word read: one more than the last word a piece starts
+                self.words = np.array([int(row.max(initial=-1)) + 1 for row in self.word_index], dtype=np.int64)
 
     def __len__(self) -> int:
         return len(self.input_ids)
+
+    @property
+    def unread_words(self) -> int:
+        """A token task's words with no piece in the input (0 for a sequence task)."""
+        if self.word_index is None or self.words is None:
+            return 0
+        return int(self.words.sum() - (self.word_index.values >= 0).sum())
+
+    def first_piece_mask(self, indices: list[int] | np.ndarray, width: int) -> np.ndarray:
+        """``[rows, width]``: True on each word's first piece in the padded batch of ``indices`` (a token task)."""
+        assert self.word_index is not None, "a sequence task's examples have no words"
+        rows = np.asarray(indices, dtype=np.int64)
+        lengths = self.input_ids.lengths()[rows]
+        mask = np.arange(width)[None, :] < lengths[:, None]
+        first = np.zeros(mask.shape, dtype=bool)
+        first[mask] = self.word_index.take(rows) >= 0
+        return first
+
+    def piece_labels(self, labels: Ragged, indices: list[int] | np.ndarray, width: int) -> np.ndarray:
+        """A token task's targets for the padded batch of ``indices``: each word's class id (``labels``: each
+        sentence's, a :class:`Ragged`) on its first piece, -100 (what the loss ignores) everywhere else."""
+        rows = np.asarray(indices, dtype=np.int64)
+        first = self.first_piece_mask(rows, width)
+        out = np.full(first.shape, -100, dtype=np.int64)
+        row_of, _ = np.nonzero(first)  # row-major: each row's first pieces in word order
+        words = self.word_index.take(rows)
+        out[first] = labels.values[labels.offsets[rows[row_of]] + words[words >= 0]]
+        return out
+
+    def word_positions(self, indices: list[int] | np.ndarray, width: int) -> np.ndarray:
+        """For each first piece of the padded batch of ``indices`` (row-major, :meth:`first_piece_mask`), the position
+        of its word among every word of the examples, in example order (a token task's word-level outputs)."""
+        assert self.words is not None and self.word_index is not None
+        rows = np.asarray(indices, dtype=np.int64)
+        starts = np.concatenate([[0], np.cumsum(self.words)[:-1]])
+        row_of, _ = np.nonzero(self.first_piece_mask(rows, width))
+        words = self.word_index.take(rows)
+        return starts[rows[row_of]] + words[words >= 0]
 
     def lengths(self) -> np.ndarray:
         return self.input_ids.lengths()
@@ -212,8 +253,15 @@ def from_table(table: pl.DataFrame, pad_token_id: int, max_length: int) -> Encod
         pad_token_id=pad_token_id,
         truncated=int((table["full_length"] > max_length).sum()),
         word_index=Ragged(table["word_index"], np.int32) if "word_index" in table.columns else None,
-        unread_words=int(table["unread_words"].sum()) if "unread_words" in table.columns else 0,
+        words=(table["unread_words"].to_numpy().astype(np.int64) + table["word_index"].list.eval(pl.element() >= 0)
+               .list.sum().to_numpy().astype(np.int64)) if "word_index" in table.columns else None,
     )
+
+
+def frame_labels(task: Task, frame: pl.DataFrame) -> np.ndarray | Ragged:
+    """A prepared split's labels as the training and scoring loops take them: an array of class ids or scores, one per
+    example; for a token task each sentence's class ids, a :class:`Ragged`."""
+    return Ragged(frame["label"], np.int64) if task.is_token else frame["label"].to_numpy()
 
 
 def encode(frame: pl.DataFrame, tokenizer: Any, max_length: int) -> Encoded:

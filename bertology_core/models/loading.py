@@ -16,8 +16,8 @@ from typing import Any
 import torch
 from huggingface_hub import snapshot_download
 from safetensors import SafetensorError
-from transformers import (AutoConfig, AutoModel, AutoModelForSequenceClassification, AutoTokenizer, PreTrainedConfig,
-                          PreTrainedModel, PreTrainedTokenizerBase)
+from transformers import (AutoConfig, AutoModel, AutoModelForSequenceClassification, AutoModelForTokenClassification,
+                          AutoTokenizer, PreTrainedConfig, PreTrainedModel, PreTrainedTokenizerBase)
 
 from bertology_core.data import states
 from bertology_core.models import compatibility
@@ -365,28 +365,36 @@ def _redraw_trained_head(model: PreTrainedModel, report: LoadReport, path: str |
                       head_loaded=tuple(name for name in report.head_loaded if name not in names))
 
 
+def head_class(task: Task) -> Any:
+    """The transformers auto class of a task's classifier: a head on the first token's state (a sequence task), or on
+    every token's (a token task: transformers' token classification, its loss ignoring the label -100)."""
+    return AutoModelForTokenClassification if task.is_token else AutoModelForSequenceClassification
+
+
 def load_classifier_reported(path: str | os.PathLike[str], task: Task, start: str,
                              seed: int) -> tuple[PreTrainedModel, LoadReport]:
     """:func:`load_classifier` with the :class:`LoadReport` of its weights (empty lists for ``RANDOM_WEIGHTS``,
     where nothing is loaded)."""
     torch.manual_seed(seed)
+    classifier = head_class(task)
     if start == SAVED:
-        model, report = _load_checked(AutoModelForSequenceClassification, path, strict=True)
+        model, report = _load_checked(classifier, path, strict=True)
         if model.config.num_labels != task.num_labels:
             raise ModelSpecError(f"{path}: a saved classifier with {model.config.num_labels} label(s), but {task.name} has "
                                  f"{task.num_labels}. Fix: give the classifier fine-tuned on {task.name}.")
         return model, report
     config = AutoConfig.from_pretrained(path, trust_remote_code=False, **_label_kwargs(task))
     if start == states.PRETRAINED:
-        model, report = _load_checked(AutoModelForSequenceClassification, path, config=config)
+        model, report = _load_checked(classifier, path, config=config)
         return model, _redraw_trained_head(model, report, path)
     if start == states.RANDOM_WEIGHTS:
-        return AutoModelForSequenceClassification.from_config(config, dtype=torch.float32), LoadReport(new=(), unused=())
+        return classifier.from_config(config, dtype=torch.float32), LoadReport(new=(), unused=())
     raise ValueError(f"start must be {states.PRETRAINED!r}, {states.RANDOM_WEIGHTS!r} or {SAVED!r}, not {start!r}")
 
 
 def load_classifier(path: str | os.PathLike[str], task: Task, start: str, seed: int) -> PreTrainedModel:
-    """A sequence classifier for ``task`` built on the encoder at ``path``, starting from (``states.STARTS_FROM``):
+    """A classifier for ``task`` (:func:`head_class`: of sequences or of tokens) built on the encoder at ``path``,
+    starting from (``states.STARTS_FROM``):
 
     ``states.PRETRAINED``: the pre-trained encoder with a fresh head;
     ``states.RANDOM_WEIGHTS``: only the architecture: every weight is drawn anew by

@@ -138,7 +138,8 @@ def gate_importance(
                 for module in dict.fromkeys(part.mlp_output for part in parts):
                     stack.callback(module.register_forward_hook(_token_mlp_hook(plan, mlp_sum, real)).remove)
             stack.enter_context(first_token_output(model))
-            output = model(**batch, labels=to_device({"labels": labels_tensor(task, labels[rows])}, device)["labels"])
+            target = labels_tensor(task, labels, rows, data, batch["input_ids"].shape[1])
+            output = model(**batch, labels=to_device({"labels": target}, device)["labels"])
             # the model's loss is a mean over the batch: times the batch size it is the sum of per-example
             # losses, whose gradient with respect to example b's gate is example b's own gradient (and their sum
             # the gradient with respect to one gate shared by the batch); under token the hooks read the gradients

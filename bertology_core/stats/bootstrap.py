@@ -11,6 +11,11 @@ Metrics are computed from sufficient statistics (counts, sums), so ``[configs, r
 come out of a few array operations; their definitions are the GLUE ones of :mod:`bertology_core.stats.metrics`
 (accuracy, binary F1 of class 1, macro F1 over the classes present, Matthews correlation (binary, or its multiclass
 form: Gorodkin 2004, as sklearn), Pearson, Spearman with average ranks).
+
+A token task's unit is the sentence (:class:`Sentences`): a resample draws sentences, and each word counts as often as
+its sentence was drawn (words of a sentence are not independent draws: resampling them would make intervals too
+narrow). Accuracy and macro F1 pool the drawn sentences' words; span F1 (a BIO scheme's, seqeval's default mode) adds
+each drawn sentence's counts of correct, predicted and gold spans.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ import warnings
 import numpy as np
 from scipy import stats
 
-SUPPORTED_METRICS = ("accuracy", "f1", "f1_macro", "matthews_correlation", "pearson", "spearman")
+SUPPORTED_METRICS = ("accuracy", "f1", "f1_macro", "matthews_correlation", "pearson", "spearman", "span_f1")
 # the share of resamples that must define a statistic for its interval (percentile_interval's min_share) where a
 # statistic can be undefined on a resample: no interval when more than 1% of them leave it undefined
 DEFINED_SHARE = 0.99
@@ -46,6 +51,50 @@ def _multiclass(metric: str, predictions: np.ndarray, labels: np.ndarray, weight
         return np.where(denominator > 0, covariance / np.where(denominator > 0, denominator, 1), 0.0)
 
 
+@dataclass(frozen=True)
+class Sentences:
+    """A token task's words, laid end to end in the flat prediction and label arrays, grouped into sentences (the
+    units a bootstrap draws): ``offsets`` ``[S + 1]`` bound each sentence's words; ``label_names`` name the class
+    ids, from which a BIO task's spans are read (``span_f1``)."""
+
+    offsets: np.ndarray
+    label_names: tuple[str, ...] | None = None
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+    def of_word(self) -> np.ndarray:
+        """``[W]``: each word's sentence."""
+        return np.repeat(np.arange(len(self)), np.diff(self.offsets))
+
+    @classmethod
+    def of(cls, sentences: list[list[int]] | list[np.ndarray], label_names: tuple[str, ...] | None = None) -> "Sentences":
+        lengths = [len(sentence) for sentence in sentences]
+        return cls(np.concatenate([[0], np.cumsum(lengths, dtype=np.int64)]).astype(np.int64), label_names)
+
+
+def span_counts(predictions: np.ndarray, labels: np.ndarray, sentences: Sentences) -> np.ndarray:
+    """``[C, S, 3]``: for each configuration's predictions ``[C, W]`` and each sentence, its correct, predicted and gold
+    spans, as seqeval's default mode reads BIO tags (a predicted class id -1, no prediction, is read as O)."""
+    from seqeval.metrics.sequence_labeling import get_entities
+
+    names = np.asarray([*(sentences.label_names or ()), "O"], dtype=object)  # id -1 indexes the "O" appended
+
+    def spans(row: np.ndarray) -> list[set[tuple[str, int, int]]]:
+        tags = names[row]
+        out = []
+        for start, end in zip(sentences.offsets[:-1], sentences.offsets[1:], strict=True):
+            out.append({(kind, a, b) for kind, a, b in get_entities(tags[start:end].tolist())})
+        return out
+
+    gold = spans(np.asarray(labels))
+    counts = np.zeros((np.atleast_2d(predictions).shape[0], len(sentences), 3))
+    for c, row in enumerate(np.atleast_2d(predictions)):
+        for s, (found, true) in enumerate(zip(spans(row), gold, strict=True)):
+            counts[c, s] = (len(found & true), len(found), len(true))
+    return counts
+
+
 def resample_indices(n: int, resamples: int, seed: int) -> np.ndarray:
     """``[resamples, n]`` example indices drawn with replacement (a seeded numpy Generator)."""
     if n < 1:
@@ -53,14 +102,30 @@ def resample_indices(n: int, resamples: int, seed: int) -> np.ndarray:
     return np.random.default_rng(seed).integers(0, n, size=(resamples, n))
 
 
-def metric_on_resamples(metric: str, predictions: np.ndarray, labels: np.ndarray, indices: np.ndarray) -> np.ndarray:
+def metric_on_resamples(metric: str, predictions: np.ndarray, labels: np.ndarray, indices: np.ndarray,
+                        sentences: Sentences | None = None) -> np.ndarray:
     """``metric`` of each row of ``predictions`` ``[C, n]`` on each resample ``indices`` ``[R, n]`` -> ``[C, R]``.
+    For a token task, ``predictions`` ``[C, W]`` and ``labels`` ``[W]`` hold every word, ``sentences`` groups them,
+    and ``indices`` ``[R, S]`` draws sentences.
 
     Undefined values (F1 without positives, a constant prediction's correlation) are NaN, as in
     :func:`bertology_core.stats.metrics.compute_metrics`.
     """
     predictions = np.atleast_2d(predictions)
     labels = np.asarray(labels)
+    if sentences is not None:
+        if metric not in ("accuracy", "f1_macro", "span_f1"):
+            raise ValueError(f"{metric} does not score a token task")
+        drawn = np.stack([np.bincount(row, minlength=len(sentences)) for row in indices]).T.astype(np.float64)  # [S, R]
+        if metric == "span_f1":
+            counts = np.einsum("csk,sr->ckr", span_counts(predictions, labels, sentences), drawn)  # [C, 3, R]
+            correct, found, true = counts[:, 0], counts[:, 1], counts[:, 2]
+            with np.errstate(invalid="ignore", divide="ignore"):
+                return np.where(found + true > 0, 2 * correct / (found + true), 0.0)  # seqeval's zero_division 0
+        weights = drawn[sentences.of_word()]  # [W, R]: a word counts as often as its sentence was drawn
+        if metric == "accuracy":
+            return ((predictions == labels).astype(np.float64) @ weights) / weights.sum(axis=0)
+        return _multiclass(metric, predictions, labels, weights, 0)
     n = labels.shape[0]
     if metric in ("accuracy", "f1", "f1_macro", "matthews_correlation"):
         weights = np.stack([np.bincount(row, minlength=n) for row in indices]).T.astype(np.float64)  # [n, R]

@@ -3,7 +3,8 @@
 Accuracy, binary F1 (positive class: the label with id 1, GLUE's "equivalent"/"duplicate"), macro F1 (the unweighted
 mean of the F1 of each class the labels or predictions hold), Matthews correlation (CoLA), and Pearson/Spearman correlation (STS-B).
 
-A token task is scored over its words, every word of every sentence pooled: accuracy and macro F1 as above, and span F1
+A token task is scored over its words, every word of every sentence pooled (a word with no piece in the input, predicted
+-1, counts as wrong): accuracy and macro F1 as above, and span F1
 (``span_f1``, a BIO scheme's): the F1 of the spans predicted against the gold spans, a span counting when its type and
 both ends agree, as seqeval computes it in its default mode (the CoNLL shared task's conlleval: a predicted I-X after
 O opens a span, as conlleval reads it). Its trivial predictor (:func:`word_majority_predictor`) tags each word with the
@@ -87,8 +88,9 @@ def token_metrics(task: Task, predictions: Sequence[np.ndarray], labels: Sequenc
     for name in task.metrics:
         if name == "accuracy":
             out[name] = float(accuracy_score(flat_labels, flat_predictions))
-        elif name == "f1_macro":
-            out[name] = float(f1_score(flat_labels, flat_predictions, average="macro", zero_division=0.0))
+        elif name == "f1_macro":  # over the classes the words or predictions hold; -1 (no prediction) is none
+            classes = sorted((set(flat_labels.tolist()) | set(flat_predictions.tolist())) - {-1})
+            out[name] = float(f1_score(flat_labels, flat_predictions, labels=classes, average="macro", zero_division=0.0))
         elif name == "span_f1":
             out[name] = span_f1(task, predictions, labels)
         else:  # pragma: no cover - tasks.declare allows a token task these metrics only
@@ -97,10 +99,11 @@ def token_metrics(task: Task, predictions: Sequence[np.ndarray], labels: Sequenc
 
 
 def span_f1(task: Task, predictions: Sequence[np.ndarray], labels: Sequence[np.ndarray]) -> float:
-    """F1 of a BIO task's predicted spans against its gold spans, by seqeval (default mode: conlleval's)."""
+    """F1 of a BIO task's predicted spans against its gold spans, by seqeval (default mode: conlleval's); a word
+    predicted -1 (no prediction: it had no piece in the input) reads as O."""
     from seqeval.metrics import f1_score as seqeval_f1  # imported here: only BIO tasks need it
 
-    names = np.asarray(task.label_names, dtype=object)
+    names = np.asarray([*(task.label_names or ()), "O"], dtype=object)  # id -1 indexes the "O" appended
     return float(seqeval_f1([names[np.asarray(g)].tolist() for g in labels],
                             [names[np.asarray(p)].tolist() for p in predictions], zero_division=0))
 
