@@ -238,12 +238,16 @@ def test_the_trivial_tagger_takes_each_words_most_frequent_training_label():
     assert tie(["x", "y"]).tolist() == [1, 1]  # a tie goes to the lower class id, for the word and overall
 
 
-def test_a_token_task_in_tasks_is_refused_until_its_stages_exist():
+def test_a_token_task_runs_only_the_stages_that_analyse_token_tasks():
     from bertology_core.workflow import jobs
     from test_jobs import load_config
 
     plan = jobs.experiment(load_config("configs/smoke.yaml") | {"tasks": ["MRPC", "EWT-UPOS"]}, REPO)
-    assert any("config 'tasks' names 'EWT-UPOS', a token task" in problem for problem in jobs.problems(plan))
+    problem = next(p for p in jobs.problems(plan) if "token task" in p)
+    assert "config 'tasks' names the token task(s) ['EWT-UPOS']; the stages ['attention'" in problem
+    assert "Fix: set stages to those that do (['baselines'" in problem
+    plan = jobs.experiment(load_config("configs/smoke.yaml") | {"tasks": ["MRPC", "EWT-UPOS"], "stages": ["baselines"]}, REPO)
+    assert not [p for p in jobs.problems(plan) if "token task" in p]
 
 
 # --- fine-tuning, evaluation and the verdict of a tagger -------------------------------------------------------------
@@ -342,3 +346,58 @@ def test_sentence_bootstrap_and_the_verdict_of_a_tagger():
     assert verdict["examples"] == 3 and "most frequent training label" in verdict["trivial_predictor"]
     with pytest.raises(ValueError, match="needs the trivial tagger's predictions"):
         verdict_stats.assess(task, predicted, gold, settings)
+
+
+# --- the workflow on a token task ----------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def token_smoke(tmp_path_factory) -> Path:
+    """One run of the smoke config with its token layer (configs/smoke_tokens.yaml: a BIO task beside MRPC)."""
+    from workflow_utils import SMOKE, snakemake
+
+    workdir = tmp_path_factory.mktemp("token_smoke")
+    snakemake(workdir, configs=(SMOKE, REPO / "configs" / "smoke_tokens.yaml"))
+    return workdir
+
+
+@pytest.mark.workflow
+def test_the_token_layer_fine_tunes_judges_and_analyses_the_attention_of_a_tagger(token_smoke):
+    results = token_smoke / "results"
+    run = results / "finetune" / "tiny-bert" / "tags" / "finetuned" / "seed1"
+    record = json.loads((run / "metrics.json").read_text())
+    dev = record["eval"]["dev"]
+    predictions = pl.read_parquet(run / "predictions.parquet").filter(pl.col("split") == "dev")
+    assert predictions["prediction"].list.len().to_list() == predictions["label"].list.len().to_list()
+    assert dev["words"] == predictions["label"].list.len().sum() and dev["unread_words"] == 0
+    task = tasks.Task("tags", ("O", "B-ANI", "I-ANI", "B-PER", "I-PER"), None, ("span_f1", "accuracy", "f1_macro"),
+                      kind="token", scheme="BIO")
+    from bertology_core.finetune import training
+
+    assert training.prediction_metrics(task, predictions) == pytest.approx({k: dev[k] for k in task.metrics})
+    fitness = record["fitness"]
+    assert fitness["metric"] == "span_f1" and "most frequent training label" in fitness["trivial_predictor"]
+    # the trivial tagger learnt on the prepared training split, scored on dev as the verdict says
+    train = pl.read_parquet(results / "data" / "tags" / "train.parquet")
+    tagger = metrics.word_majority_predictor(train["words"].to_list(), train["label"].to_list())
+    words = pl.read_parquet(results / "data" / "tags" / "dev.parquet").sort("idx")
+    trivial = metrics.compute_metrics(task, [tagger(w) for w in words["words"].to_list()],
+                                      [np.asarray(g) for g in words["label"].to_list()])
+    assert fitness["trivial_score"] == pytest.approx(trivial["span_f1"])
+    baselines = pl.read_csv(results / "baselines" / "tiny-bert" / "baselines.csv")
+    assert baselines.filter((pl.col("task") == "tags") & (pl.col("metric") == "span_f1")).height == 1
+    for stage in ("patterns", "attention_change", "linguistic"):
+        assert any((results / stage / "tiny-bert" / "tags").rglob("*.parquet")), stage
+    assert (results / "report" / "index.html").is_file()
+
+
+@pytest.mark.workflow
+def test_the_token_layers_report_renders_in_headless_chromium(token_smoke, browser):
+    from report_browser import check_page
+
+    page_file = token_smoke / "results" / "report" / "index.html"
+    found = check_page(browser, page_file, page_file.with_name("screenshot.png"))
+    assert found["errors"] == [] and found["charts"] == found["rendered"] > 0
+    for anchor in ("baselines", "patterns", "attention_change", "linguistic"):
+        assert found["sections"][anchor] > 0, anchor
+    assert "tags" in page_file.read_text()

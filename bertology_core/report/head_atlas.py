@@ -159,12 +159,15 @@ def _best_relation_per_head(relations: pl.DataFrame, best: pl.DataFrame, rows: p
     return pl.concat([o.select("task", "state", "layer", "head", pl.exclude("task", "state", "layer", "head")) for o in out])
 
 
-def atlas_chart(atlas: pl.DataFrame, caption: str) -> alt.FacetChart:
+def atlas_chart(atlas: pl.DataFrame, caption: str) -> alt.FacetChart | alt.Chart:
     """Layer x head maps of one atlas measure at a time (a drop-down picks it, another the task), one panel
-    per model state; the tooltip shows the head's whole atlas row."""
+    per model state; the tooltip shows the head's whole atlas row. An atlas with no measure (the config's stages
+    measure no head) is a chart that says so."""
     measures = [c for c, t in zip(atlas.columns, atlas.dtypes) if t.is_float() and not c.endswith(("_ci_low", "_ci_high"))]
-    if not measures:
-        raise ValueError("the head atlas has no numeric column to draw")
+    if not measures or not atlas.height:
+        note = alt.Chart(pl.DataFrame({"text": ["No per-head result: this run's stages measure no head."]}).to_pandas())
+        return note.mark_text(align="left").encode(text="text:N").properties(
+            width=420, height=40, title=alt.TitleParams("Head atlas", subtitle=caption.split("\n"), anchor="start"))
     tasks = sorted(atlas["task"].unique().to_list())
     data = atlas.with_columns((pl.col("layer") + 1).alias("Layer"), (pl.col("head") + 1).alias("Head")).to_pandas()
     first = next((m for m in ("importance", "disabling_delta", "cosine_to_pre_trained") if m in measures), measures[0])
