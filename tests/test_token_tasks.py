@@ -244,7 +244,7 @@ def test_a_token_task_runs_only_the_stages_that_analyse_token_tasks():
 
     plan = jobs.experiment(load_config("configs/smoke.yaml") | {"tasks": ["MRPC", "EWT-UPOS"]}, REPO)
     problem = next(p for p in jobs.problems(plan) if "token task" in p)
-    assert "config 'tasks' names the token task(s) ['EWT-UPOS']; the stages ['attention'" in problem
+    assert "config 'tasks' names the token task(s) ['EWT-UPOS']; the stages ['pruning'" in problem
     assert "Fix: set stages to those that do (['baselines'" in problem
     plan = jobs.experiment(load_config("configs/smoke.yaml") | {"tasks": ["MRPC", "EWT-UPOS"], "stages": ["baselines"]}, REPO)
     assert not [p for p in jobs.problems(plan) if "token task" in p]
@@ -386,8 +386,17 @@ def test_the_token_layer_fine_tunes_judges_and_analyses_the_attention_of_a_tagge
     assert fitness["trivial_score"] == pytest.approx(trivial["span_f1"])
     baselines = pl.read_csv(results / "baselines" / "tiny-bert" / "baselines.csv")
     assert baselines.filter((pl.col("task") == "tags") & (pl.col("metric") == "span_f1")).height == 1
-    for stage in ("patterns", "attention_change", "linguistic"):
+    for stage in ("patterns", "attention_change", "linguistic", "disabling", "outliers"):
         assert any((results / stage / "tiny-bert" / "tags").rglob("*.parquet")), stage
+    assert (results / "probing" / "tiny-bert" / "tags" / "finetuned" / "seed1" / "probes.parquet").is_file()
+    # disabling: a configuration's predictions per word, its interval over sentences
+    sweep = pl.read_parquet(results / "disabling" / "tiny-bert" / "tags" / "finetuned" / "seed1" / "sweep.parquet")
+    assert {"idx", "word"} <= set(sweep.columns)
+    assert sweep.filter(pl.col("kind") == "intact").height == sweep["mode"].n_unique() * dev["words"]
+    deltas = pl.read_parquet(results / "disabling" / "tiny-bert" / "tags" / "finetuned" / "deltas.parquet")
+    assert set(deltas["metric"]) == {"span_f1"} and set(deltas["examples"]) == {dev["examples"]}
+    intact = sweep.filter((pl.col("kind") == "intact") & (pl.col("mode") == sweep["mode"][0]))
+    assert training.prediction_metrics(task, intact)["span_f1"] == pytest.approx(dev["span_f1"])
     assert (results / "report" / "index.html").is_file()
 
 
@@ -398,6 +407,109 @@ def test_the_token_layers_report_renders_in_headless_chromium(token_smoke, brows
     page_file = token_smoke / "results" / "report" / "index.html"
     found = check_page(browser, page_file, page_file.with_name("screenshot.png"))
     assert found["errors"] == [] and found["charts"] == found["rendered"] > 0
-    for anchor in ("baselines", "patterns", "attention_change", "linguistic"):
+    for anchor in ("baselines", "patterns", "attention_change", "linguistic", "disabling", "outliers", "probing"):
         assert found["sections"][anchor] > 0, anchor
     assert "tags" in page_file.read_text()
+
+
+def test_a_token_sweep_is_kept_per_word_and_its_intervals_resample_sentences():
+    from bertology_core.disabling import stats as disabling_stats
+    from bertology_core.disabling import sweeps
+    from bertology_core.stats import bootstrap
+
+    task = tasks.Task("ner", tuple(NER_LABELS), None, ("span_f1", "accuracy"), kind="token", scheme="BIO")
+    O, BP, IP, BL, IL = range(5)
+    dev = pl.DataFrame({"idx": [4, 9, 12], "label": [[BP, IP, O], [O, BL, IL, O], [BL, O]]},
+                       schema={"idx": pl.Int64, "label": pl.List(pl.Int64)})
+    configs = [sweeps.INTACT, *sweeps.single_heads(1, 2)]
+    intact = np.array([BP, IP, O, O, BL, IL, O, BL, O])
+    predictions = np.stack([intact, [BP, O, O, O, BL, IL, O, BL, O], [BP, IP, O, O, BL, O, O, O, O]])
+    frame = sweeps.sweep_frame(task, dev, configs, predictions, np.stack([intact] * 3), "uniform")
+    assert frame.height == 3 * 9 and frame.columns[5:8] == ["idx", "word", "label"]
+    assert frame.filter(pl.col("kind") == "intact")["word"].to_list() == [0, 1, 2, 0, 1, 2, 3, 0, 1]
+    assert training_metrics(task, frame.filter(pl.col("kind") == "intact"))["span_f1"] == 1.0
+    shuffled = frame.with_columns(pl.lit(1).alias("seed")).sample(fraction=1.0, shuffle=True, seed=3)
+    arrays = disabling_stats.SweepArrays.from_frame(shuffled, task.label_names)
+    assert np.array_equal(arrays.predictions[0], predictions) and arrays.sentences.offsets.tolist() == [0, 3, 7, 9]
+    table = disabling_stats.deltas_table(arrays, "span_f1", 200, 0.95, 0).filter(pl.col("seed") == 1)
+    # head 0 breaks the PER span (3 of 4 found), head 1 the LOC spans (1 of 4 gold found, 1 predicted)
+    assert table["delta"].to_list() == pytest.approx([0.0, 2 * 2 / 6 - 1, 2 * 1 / 5 - 1])
+    assert set(table["examples"].to_list()) == {3}
+    halves = arrays.halves(task, seed=0)
+    assert arrays.sentences.subset(halves).offsets[-1] == halves.sum()  # whole sentences
+    selection = disabling_stats.selection_table(arrays, halves, "span_f1", 50, 0.95, 0)
+    assert set(selection["selection_examples"]) | set(selection["report_examples"]) <= {1, 2}
+    with pytest.raises(ValueError, match="whole sentences"):
+        arrays.sentences.subset(np.array([True, False] + [True] * 7))
+    with pytest.raises(ValueError, match="repeat some"):
+        disabling_stats.SweepArrays.from_frame(pl.concat([shuffled, shuffled.head(1)]), task.label_names)
+    assert bootstrap.Sentences.of_runs(np.array([4, 4, 9, 9, 9])).offsets.tolist() == [0, 2, 5]
+
+
+def training_metrics(task, frame):
+    from bertology_core.finetune import training
+
+    return training.prediction_metrics(task, frame)
+
+
+def test_a_token_classifier_checkpoints_head_is_redrawn_and_checked_against_the_kind(tmp_path):
+    from transformers import AutoConfig, BertForTokenClassification
+
+    from bertology_core.models import compatibility, loading
+
+    config = AutoConfig.from_pretrained(TINY_BERT, num_labels=5, id2label=dict(enumerate(NER_LABELS)))
+    tagger = BertForTokenClassification(config)
+    with torch.no_grad():
+        tagger.classifier.weight.fill_(7.0)
+    tagger.save_pretrained(tmp_path / "tagger")
+    load_tokenizer(TINY_BERT).save_pretrained(tmp_path / "tagger")
+    task = tasks.Task("ner", tuple(NER_LABELS), None, ("span_f1",), kind="token", scheme="BIO")
+    model, report = loading.load_classifier_reported(tmp_path / "tagger", task, "pretrained", 0)
+    assert report.redrawn and float(model.classifier.weight.detach().mean()) != 7.0  # the pre-trained state: an untrained head
+    saved, _ = loading.load_classifier_reported(tmp_path / "tagger", task, loading.SAVED, 0)
+    assert float(saved.classifier.weight.detach().mean()) == 7.0
+    assert compatibility.classifier_kind(compatibility.read_config(tmp_path / "tagger")) == "token"
+    problems = compatibility.given_classifier_problems(tmp_path / "tagger", "MRPC", ("a", "b"), TINY_BERT, kind="sequence")
+    assert "not a sequence classifier" in problems[0]
+    assert compatibility.given_classifier_problems(tmp_path / "tagger", "ner", tuple(NER_LABELS), TINY_BERT, kind="token") == []
+
+
+def test_training_sentences_with_no_readable_word_are_left_out_not_a_nan_loss():
+    from bertology_core.finetune import training
+
+    task = tasks.Task("pos", ("A", "B"), None, ("accuracy",), kind="token")
+    frame = pl.DataFrame({"idx": list(range(9)), "sentence1": [""] * 9, "sentence2": [None] * 9,
+                          "words": [["\u200b"]] + [["cat", "sat"]] * 8, "label": [[0]] + [[0, 1]] * 8})
+    config = training.FinetuneConfig(batch_size=1, epochs=1, learning_rate=1e-3, max_length=16)
+    result = training.finetune_and_evaluate(str(TINY_BERT), task, "finetuned", 0, frame, {"dev": frame}, config,
+                                            progress=False)
+    assert result.metrics["train_unreadable_sentences"] == 1 and result.metrics["train_examples"] == 8
+    assert np.isfinite(result.metrics["training"]["loss_curve"]).all()
+    assert result.predictions["dev"]["prediction"][0].to_list() == [-1]
+
+
+def test_head_importance_of_a_tagger_differentiates_its_summed_word_losses():
+    from transformers import AutoConfig, BertForTokenClassification
+
+    from bertology_core.pruning import importance
+
+    task = tasks.Task("ner", tuple(NER_LABELS), None, ("span_f1",), kind="token", scheme="BIO")
+    torch.manual_seed(0)
+    model = BertForTokenClassification(AutoConfig.from_pretrained(TINY_BERT, num_labels=5)).eval()
+    frame = pl.DataFrame({"idx": [0, 1, 2], "sentence1": ["", "", ""], "sentence2": [None] * 3,
+                          "words": [["cat", "sat"], ["\u200b"], ["the", "dog", "ran"]], "label": [[1, 0], [0], [3, 4, 0]]})
+    data = batching.from_table(batching.token_table(frame, load_tokenizer(TINY_BERT), 16), 0, 16)
+    labels = batching.frame_labels(task, frame)
+    found = {g: importance.gate_importance(model, task, data, labels, batch_size=b, granularity=g)
+             for g, b in (("token", 3), ("example", 3), ("batch", 1))}
+    for heads, mlps in found.values():
+        assert np.isfinite(heads).all() and (heads >= 0).all() and heads.sum() > 0 and np.isfinite(mlps).all()
+    # one sentence alone: its gate's gradient is that of its summed word losses (2 words), the batch granularity's that
+    # of their mean, divided by the sentence's pieces
+    one = frame[[0]]
+    alone = batching.from_table(batching.token_table(one, load_tokenizer(TINY_BERT), 16), 0, 16)
+    per_example, _ = importance.gate_importance(model, task, alone, batching.frame_labels(task, one), batch_size=1,
+                                                granularity="example")
+    per_batch, _ = importance.gate_importance(model, task, alone, batching.frame_labels(task, one), batch_size=1,
+                                              granularity="batch")
+    assert per_example == pytest.approx(2 * int(alone.lengths().sum()) * per_batch, rel=1e-4)

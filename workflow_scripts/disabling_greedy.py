@@ -22,7 +22,7 @@ settings = sweeps.GreedySettings(params.mode, params.max_steps, params.split_see
                                     params.bootstrap_seed)
 sweep = pl.read_parquet(snakemake.input.sweep).filter(pl.col("mode") == settings.mode)
 dev = pl.read_parquet(snakemake.input.data).filter(pl.col("idx").is_in(sweep["idx"].unique().implode())).sort("idx")
-selection = stats.split_halves(dev["label"].to_numpy(), stratify=not task.is_regression, seed=settings.split_seed)
+selection = stats.example_halves(task, dev, settings.split_seed)
 model = loading.load_classifier(snakemake.input.model, task, loading.SAVED, 0).to(job_device)
 tokenizer = loading.load_tokenizer(snakemake.input.model)
 rows = scoring.rows_per_pass(job_device, snakemake.resources.rows_per_pass, snakemake.resources.gpu_rows_per_pass)

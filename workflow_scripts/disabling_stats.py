@@ -15,9 +15,9 @@ metric = task.main_metric
 sweeps = pl.concat([pl.read_parquet(path).with_columns(pl.lit(seed).alias("seed")) for seed, path in zip(params.seeds, snakemake.input)])
 deltas, selections = [], []
 for (mode,), frame in sorted(sweeps.partition_by("mode", as_dict=True).items()):
-    arrays = stats.SweepArrays.from_frame(frame)
+    arrays = stats.SweepArrays.from_frame(frame, task.label_names)
     deltas.append(stats.deltas_table(arrays, metric, params.resamples, params.level, params.bootstrap_seed))
-    selection = stats.split_halves(arrays.labels, stratify=not task.is_regression, seed=params.split_seed)
+    selection = arrays.halves(task, params.split_seed)
     selections.append(stats.selection_table(arrays, selection, metric, params.resamples, params.level, params.bootstrap_seed))
 task_column = [pl.lit(task.name).alias("task"), pl.lit(snakemake.wildcards.state).alias("state")]
 io.write_parquet(pl.concat(deltas).with_columns(*task_column), snakemake.output.deltas)

@@ -21,7 +21,7 @@ if task.is_token:  # the trivial tagger learns each word's most frequent label o
     train = pl.read_parquet(snakemake.input.train, columns=["words", "label"])
     tagger = metrics.word_majority_predictor(train["words"].to_list(), train["label"].to_list())
     words = pl.read_parquet(snakemake.input.dev, columns=["idx", "words"])
-    trivial = [tagger(sentence) for sentence in dev.select("idx").join(words, on="idx", how="left")["words"].to_list()]
+    trivial = [tagger(sentence) for sentence in dev.select("idx").join(words, on="idx", how="left", maintain_order="left")["words"].to_list()]
     record["fitness"] = verdict_stats.assess(task, [np.asarray(p) for p in dev["prediction"].to_list()],
                                              [np.asarray(g) for g in dev["label"].to_list()], settings, trivial)
 else:

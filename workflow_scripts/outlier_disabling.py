@@ -31,9 +31,9 @@ rows = scoring.rows_per_pass(job_device, snakemake.resources.rows_per_pass, snak
 saved = checkpoint.scores_checkpoint(params.checkpoint_dir, snakemake.resources.checkpoint_seconds or None, dict(params.items()),
                                      snakemake.input.model, snakemake.input.data, rows, job_device.type, snakemake.threads)
 logits = layernorms.evaluate_dimension_sets(model, scored.encoded, configs, rows_per_pass=rows, checkpoint=saved)
-frame = stats.predictions_frame(configs, dev["idx"].to_numpy(), dev["label"].to_numpy(),
-                                         task.predictions(logits.logits),
-                                         task.predictions(logits.reference), task.is_regression)
+units = tasks.scored_units(task, dev)  # examples, or a token task's words
+frame = stats.predictions_frame(configs, units["idx"], units["label"], task.predictions(logits.logits),
+                                task.predictions(logits.reference), task.is_regression, units.get("word"))
 io.write_parquet(frame, snakemake.output.predictions)
 record = {"task": task.name, "examples": dev.height, "outliers": found, "not_applicable": reason, "configurations": len(configs),
           "seconds": time.perf_counter() - started, "intact": training.prediction_metrics(task, frame.filter(pl.col("kind") == "intact"))}

@@ -13,6 +13,7 @@ from bertology_core.outliers import stats
 params = snakemake.params
 task = tasks.Task.from_meaning(snakemake.params.task)
 runs = {seed: pl.read_parquet(path) for seed, path in zip(params.seeds, snakemake.input)}
-deltas, contrast = stats.disabling_statistics(runs, task.main_metric, params.resamples, params.level, params.bootstrap_seed)
+deltas, contrast = stats.disabling_statistics(runs, task.main_metric, params.resamples, params.level, params.bootstrap_seed,
+                                              task.label_names)
 io.write_parquet(deltas.with_columns(pl.lit(task.name).alias("task")), snakemake.output.deltas)
 io.write_parquet(contrast.with_columns(pl.lit(task.name).alias("task")), snakemake.output.contrast)

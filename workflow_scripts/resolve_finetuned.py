@@ -20,7 +20,7 @@ try:
     target = str(Path(snakemake.input.config).parent) if "config" in snakemake.input.keys() else spec
     resolved = dataclasses.replace(loading.resolve_model(target, snakemake.params.model_cache), spec=spec)
     problems = compatibility.given_classifier_problems(Path(resolved.path), task.name, task.label_names,
-                                                       Path(encoder["path"]), snakemake.params.max_lengths)
+                                                       Path(encoder["path"]), snakemake.params.max_lengths, task.kind)
     if not problems and (difference := loading.tokenizer_difference(resolved.path, encoder["path"])):
         problems = [f"{difference}: every job reads {task.name} tokenised with the encoder's tokenizer. Fix: set the "
                     "model's spec to the encoder this classifier was fine-tuned from."]

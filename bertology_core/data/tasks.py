@@ -46,15 +46,13 @@ import re
 import sys
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+import numpy as np
 import polars as pl
 import yaml
 
 from bertology_core.data import io
-
-if TYPE_CHECKING:
-    import numpy as np
 
 SCHEMA = {"idx": pl.Int64, "sentence1": pl.String, "sentence2": pl.String}
 # the declarations that ship with the project, one file per collection, and the key of the config's data section
@@ -212,8 +210,13 @@ class Task:
 
     def predictions(self, logits: np.ndarray) -> np.ndarray:
         """What the model predicts from its ``[..., num_labels]`` logits: the score (regression) or the class id of the
-        highest logit (the first, on a tie)."""
-        return logits[..., 0] if self.is_regression else logits.argmax(-1)
+        highest logit (the first, on a tie); for a token task's word with no piece in the input (NaN logits), -1."""
+        if self.is_regression:
+            return logits[..., 0]
+        if self.is_token:
+            unread = np.isnan(logits).any(-1)
+            return np.where(unread, -1, np.where(unread[..., None], 0.0, logits).argmax(-1))
+        return logits.argmax(-1)
 
     @property
     def splits(self) -> tuple[str, ...]:
@@ -891,6 +894,17 @@ def sentence_texts(frame: pl.DataFrame) -> tuple[list[str], list[str | None] | N
     if frame["sentence2"].null_count() == frame.height:
         return first, None
     return first, [tokenizer_text(text) for text in frame["sentence2"].to_list()]
+
+
+def scored_units(task: Task, frame: pl.DataFrame) -> dict[str, np.ndarray]:
+    """What a score is counted over in a split's rows: each example's ``idx`` and ``label``; for a token task each word
+    of each example, in order: its example's ``idx``, its position ``word`` and its ``label``."""
+    if not task.is_token:
+        return {"idx": frame["idx"].to_numpy(), "label": frame["label"].to_numpy()}
+    lengths = frame["label"].list.len().to_numpy().astype(np.int64)
+    return {"idx": np.repeat(frame["idx"].to_numpy(), lengths),
+            "word": np.concatenate([np.arange(n) for n in lengths]).astype(np.int64) if len(lengths) else np.zeros(0, np.int64),
+            "label": frame["label"].explode().to_numpy().astype(np.int64)}
 
 
 def subsample(frame: pl.DataFrame, max_examples: int | None, seed: int, order: str = "idx") -> pl.DataFrame:

@@ -22,7 +22,8 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from bertology_core.stats.bootstrap import PairedDeltas, paired_deltas, resample_indices
+from bertology_core.data.tasks import Task
+from bertology_core.stats.bootstrap import PairedDeltas, Sentences, paired_deltas, resample_indices
 
 CONFIG_COLUMNS = ["mode", "config", "kind", "layer", "head"]
 
@@ -42,20 +43,41 @@ def split_halves(labels: np.ndarray, stratify: bool, seed: int) -> np.ndarray:
     return selection
 
 
+def example_halves(task: Task, dev: pl.DataFrame, seed: int) -> np.ndarray:
+    """:func:`split_halves` of a dev sample's examples (sorted by idx): stratified by label for a classification task;
+    not for a regression task, nor for a token task (a sentence holds many labels)."""
+    if task.is_token:
+        return split_halves(np.zeros(dev.height), stratify=False, seed=seed)
+    return split_halves(dev["label"].to_numpy(), stratify=not task.is_regression, seed=seed)
+
+
 @dataclass(frozen=True)
 class SweepArrays:
-    """One mode's sweep of every seed as arrays aligned by example (dev ``idx`` order)."""
+    """One mode's sweep of every seed as arrays aligned by example (dev ``idx`` order); a token task's by word (``idx``,
+    then the word's position), ``sentences`` grouping the words of each example."""
 
     configs: pl.DataFrame  # CONFIG_COLUMNS, one row per configuration, intact first
     seeds: list[int]
-    idx: np.ndarray  # [n]
+    idx: np.ndarray  # [n]: each unit's example
     labels: np.ndarray  # [n]
     predictions: np.ndarray  # [seeds, configs, n]
     intact: np.ndarray  # [seeds, configs, n]: the intact model's predictions in each configuration's own forward pass
+    sentences: Sentences | None = None  # a token task's: its units are words
+
+    def examples(self, units: np.ndarray) -> int:
+        """How many examples a unit mask holds (a token task's: sentences)."""
+        return int(units.sum()) if self.sentences is None else len(self.sentences.subset(units))
+
+    def halves(self, task: Task, seed: int) -> np.ndarray:
+        """The selection half of the units (:func:`example_halves`, a token task's whole sentences)."""
+        if self.sentences is None:
+            return split_halves(self.labels, stratify=not task.is_regression, seed=seed)
+        return self.sentences.expand(split_halves(np.zeros(len(self.sentences)), stratify=False, seed=seed))
 
     @classmethod
-    def from_frame(cls, sweeps: pl.DataFrame) -> "SweepArrays":
-        """``sweeps``: the sweep Parquets of one mode with a ``seed`` column."""
+    def from_frame(cls, sweeps: pl.DataFrame, label_names: tuple[str, ...] | None = None) -> "SweepArrays":
+        """``sweeps``: the sweep Parquets of one mode with a ``seed`` column; ``label_names``: the task's (a token task's
+        spans are read from them)."""
         if sweeps["mode"].n_unique() != 1:
             raise ValueError("SweepArrays holds one mode; filter the sweeps by mode first")
         configs = (
@@ -64,23 +86,27 @@ class SweepArrays:
             .sort("_not_intact", "kind", "layer", "head", nulls_last=True).drop("_not_intact")
         )
         seeds = sorted(sweeps["seed"].unique().to_list())
-        idx = np.sort(sweeps["idx"].unique().to_numpy())
-        arrays = {column: [by_configuration(sweeps.filter(pl.col("seed") == seed), configs, idx, column) for seed in seeds]
-                  for column in ("prediction", "intact_prediction")}
-        labels_frame = sweeps.filter((pl.col("seed") == seeds[0]) & (pl.col("kind") == "intact")).sort("idx")
-        if not np.array_equal(labels_frame["idx"].to_numpy(), idx):
-            raise ValueError("every seed's sweep must cover the same dev examples")
-        return cls(configs, seeds, idx, labels_frame["label"].to_numpy(), np.stack(arrays["prediction"]),
-                   np.stack(arrays["intact_prediction"]))
+        keys = ["idx", "word"] if "word" in sweeps.columns else ["idx"]
+        units = sweeps.filter((pl.col("seed") == seeds[0]) & (pl.col("kind") == "intact")).sort(keys)
+        arrays = {column: [by_configuration(sweeps.filter(pl.col("seed") == seed), configs, units.select(keys), column)
+                           for seed in seeds] for column in ("prediction", "intact_prediction")}
+        idx = units["idx"].to_numpy()
+        sentences = Sentences.of_runs(idx, label_names) if "word" in keys else None
+        return cls(configs, seeds, idx, units["label"].to_numpy(), np.stack(arrays["prediction"]),
+                   np.stack(arrays["intact_prediction"]), sentences)
 
 
-def by_configuration(frame: pl.DataFrame, configs: pl.DataFrame, idx: np.ndarray, column: str) -> np.ndarray:
-    """``column`` of a per-example predictions frame as ``[configs, examples]``: the rows in ``configs``' order, the
-    columns in ``idx``'s; every (configuration, example) must be there."""
-    wide = configs.select("config").join(frame.pivot(on="idx", index="config", values=column), on="config", how="left")
-    if wide.null_count().sum_horizontal().item():
-        raise ValueError(f"the predictions lack some (configuration, example) values of {column}")
-    return wide.select([str(i) for i in idx]).to_numpy()
+def by_configuration(frame: pl.DataFrame, configs: pl.DataFrame, units: pl.DataFrame, column: str) -> np.ndarray:
+    """``column`` of a per-example (a token task's: per-word) predictions frame as ``[configs, units]``: the rows in
+    ``configs``' order, the columns in ``units``' (its key columns: idx, and word); every (configuration, unit) must be
+    there, once."""
+    keys = units.columns
+    ordered = frame.join(configs.select("config").with_row_index("_config"), on="config", how="inner").sort("_config", *keys)
+    expected = pl.concat([units] * configs.height)
+    if ordered.height != expected.height or not ordered.select(keys).equals(expected):
+        raise ValueError(f"the predictions lack some (configuration, example) values of {column}, or repeat some: every "
+                         "seed's sweep must cover the same dev examples")
+    return ordered[column].to_numpy().reshape(configs.height, units.height)
 
 
 def pooled_over_seeds(per_seed: list[PairedDeltas]) -> PairedDeltas:
@@ -103,12 +129,13 @@ def deltas_table(arrays: SweepArrays, metric: str, resamples: int, level: float,
     row (``seed`` null) with the verdict; on all examples or on the ``examples`` mask."""
     mask = np.ones(arrays.idx.shape[0], bool) if examples is None else examples
     labels = arrays.labels[mask]
-    indices = resample_indices(int(mask.sum()), resamples, seed)
+    sentences = arrays.sentences.subset(mask) if arrays.sentences is not None else None
+    indices = resample_indices(arrays.examples(mask), resamples, seed)
     rows = []
     per_seed = []
     for position, seed_value in enumerate(arrays.seeds):
         predictions = arrays.predictions[position][:, mask]  # [C, n]; row 0 is intact
-        deltas = paired_deltas(metric, predictions, arrays.intact[position][:, mask], labels, indices)
+        deltas = paired_deltas(metric, predictions, arrays.intact[position][:, mask], labels, indices, sentences)
         low, high = deltas.interval(level)
         per_seed.append(deltas)
         rows.append(arrays.configs.with_columns(
@@ -135,7 +162,7 @@ def deltas_table(arrays: SweepArrays, metric: str, resamples: int, level: float,
         pl.Series("verdict", verdict),
     )
     return table.join(summary, on=CONFIG_COLUMNS, how="left", nulls_equal=True).with_columns(
-        pl.lit(metric).alias("metric"), pl.lit(int(mask.sum())).alias("examples")
+        pl.lit(metric).alias("metric"), pl.lit(arrays.examples(mask)).alias("examples")
     )
 
 
@@ -161,7 +188,7 @@ def selection_table(arrays: SweepArrays, selection: np.ndarray, metric: str, res
                 "layer": best["layer"], "head": best["head"],
                 "selection_delta": best["delta"], "report_delta": reported["delta"],
                 "report_ci_low": reported["ci_low"], "report_ci_high": reported["ci_high"],
-                "selection_examples": int(selection.sum()), "report_examples": int((~selection).sum()),
+                "selection_examples": arrays.examples(selection), "report_examples": arrays.examples(~selection),
             })
     return pl.DataFrame(rows, schema_overrides={"seed": pl.Int64, "layer": pl.Int16, "head": pl.Int16})
 

@@ -39,7 +39,7 @@ import torch
 from transformers import PreTrainedModel
 
 from bertology_core.engine.plan import HEAD_SCALE, HEAD_UNIFORM, InterventionPlan, per_layer
-from bertology_core.stats.bootstrap import metric_on_resamples, paired_deltas, resample_indices
+from bertology_core.stats.bootstrap import Sentences, metric_on_resamples, paired_deltas, resample_indices
 from bertology_core.inputs.batching import Encoded, encode
 from bertology_core.data import tasks
 from bertology_core.data.tasks import Task
@@ -190,9 +190,11 @@ def load_scored_model(folder: str, dev_path: str, task: Task, max_examples: int 
 def sweep_frame(task: Task, dev: pl.DataFrame, configs: Sequence[Configuration], predictions: np.ndarray,
                 intact_predictions: np.ndarray, mode: str) -> pl.DataFrame:
     """Tidy per-example predictions: ``mode, config, kind, layer, head, idx, label, prediction, intact_prediction``
-    (the intact model's prediction in the configuration's own pass, :class:`~bertology_core.scoring.plans.PassLogits`)."""
-    n = dev.height
-    dtype = task.label_dtype
+    (the intact model's prediction in the configuration's own pass, :class:`~bertology_core.scoring.plans.PassLogits`);
+    a token task's rows are its words (``word``: the position in the example, between ``idx`` and ``label``)."""
+    units = tasks.scored_units(task, dev)
+    n = len(units["idx"])
+    dtype = pl.Int64 if task.is_token else task.label_dtype
     return pl.DataFrame(
         {
             "mode": repeated([mode], len(configs) * n, pl.String),
@@ -200,17 +202,19 @@ def sweep_frame(task: Task, dev: pl.DataFrame, configs: Sequence[Configuration],
             "kind": repeated([c.kind for c in configs], n, pl.String),
             "layer": repeated([c.layer for c in configs], n, pl.Int16),
             "head": repeated([c.head for c in configs], n, pl.Int16),
-            "idx": np.tile(dev["idx"].to_numpy(), len(configs)),
-            "label": np.tile(dev["label"].to_numpy(), len(configs)),
+            **{name: np.tile(values, len(configs)) for name, values in units.items()},
             "prediction": pl.Series(predictions.reshape(-1), dtype=dtype),
             "intact_prediction": pl.Series(intact_predictions.reshape(-1), dtype=dtype),
         }
     )
 
 
-def configuration_scores(metric: str, predictions: np.ndarray, labels: np.ndarray) -> np.ndarray:
-    """``metric`` of each row of ``predictions`` ``[C, n]`` on all examples -> ``[C]``."""
-    return metric_on_resamples(metric, predictions, labels, np.arange(labels.shape[0])[None, :])[:, 0]
+def configuration_scores(metric: str, predictions: np.ndarray, labels: np.ndarray,
+                         sentences: Sentences | None = None) -> np.ndarray:
+    """``metric`` of each row of ``predictions`` ``[C, n]`` on all examples (a token task's: all words, ``sentences``
+    grouping them) -> ``[C]``."""
+    every = np.arange(labels.shape[0] if sentences is None else len(sentences))[None, :]
+    return metric_on_resamples(metric, predictions, labels, every, sentences)[:, 0]
 
 
 @dataclass(frozen=True)
@@ -228,6 +232,7 @@ def greedy_disable(
     metric: str,
     heads: Sequence[Head],
     max_steps: int,
+    sentences: Sentences | None = None,
 ) -> tuple[float, list[GreedyStep]]:
     """Greedy multi-head disabling on one set of examples (the selection half).
 
@@ -235,18 +240,19 @@ def greedy_disable(
     so far (ties: the lowest layer, then head), and stop when no head raises it or after ``max_steps``.
     ``evaluate(configs, reference)`` returns the predictions ``[len(configs), n]`` of ``configs`` and those of
     ``reference`` (the set chosen so far) in each one's own forward pass: a gain compares rows of the same pass.
-    Returns the intact score and the steps."""
+    Returns the intact score and the steps. A token task's predictions and labels are its words, ``sentences`` grouping
+    them."""
     chosen: frozenset[Head] = frozenset()
     intact_predictions, _ = evaluate([INTACT], INTACT)
-    intact_score, steps = float(configuration_scores(metric, intact_predictions, labels)[0]), []
+    intact_score, steps = float(configuration_scores(metric, intact_predictions, labels, sentences)[0]), []
     while len(steps) < max_steps:
         candidates = [h for h in sorted(heads) if h not in chosen]
         if not candidates:
             break
         current = head_set(chosen) if chosen else INTACT
         predictions, reference = evaluate([head_set(chosen | {h}) for h in candidates], current)
-        scores = configuration_scores(metric, predictions, labels)
-        gains = np.where(np.isnan(scores), -np.inf, scores - configuration_scores(metric, reference, labels))
+        scores = configuration_scores(metric, predictions, labels, sentences)
+        gains = np.where(np.isnan(scores), -np.inf, scores - configuration_scores(metric, reference, labels, sentences))
         best = int(np.argmax(gains))  # first maximum: lowest (layer, head)
         if not gains[best] > 0:
             break
@@ -277,11 +283,17 @@ def greedy_search(model: PreTrainedModel, task: Task, dev: pl.DataFrame, selecti
     step costs no forward pass. Returns the table (step 0 = intact) and the number of configurations computed
     beyond the sweep. With a ``checkpoint``, the predictions computed so far are saved as it says, and a rerun after a
     kill replays the steps they cover without a pass (the search is deterministic given them)."""
-    metric, labels = task.main_metric, dev["label"].to_numpy()
+    metric, units = task.main_metric, tasks.scored_units(task, dev)
+    labels = units["label"]
+    # a token task's units are words: a half is whole sentences, and its bootstrap draws sentences
+    sentences = Sentences.of_runs(units["idx"], task.label_names) if task.is_token else None
+    chosen = sentences.expand(selection) if sentences is not None else selection  # the selection half's units
+    halves_of = {"selection": sentences.subset(chosen), "report": sentences.subset(~chosen)} if sentences else {}
     halves = {"selection": encode(dev.filter(pl.Series(selection))), "report": encode(dev.filter(pl.Series(~selection)))}
     # a configuration's predictions and those of the set it was compared with, in its own pass: the sweep's single
     # heads against the intact model
-    known = {(name, INTACT.name): tuple(group.sort("idx")[column].to_numpy()[selection] for column in ("prediction", "intact_prediction"))
+    keys = [key for key in ("idx", "word") if key in units]
+    known = {(name, INTACT.name): tuple(group.sort(keys)[column].to_numpy()[chosen] for column in ("prediction", "intact_prediction"))
              for (name,), group in sweep.partition_by("config", as_dict=True).items()}
     computed: list[tuple[str, str]] = []  # (configuration, reference) scored beyond the sweep, in order
     if checkpoint is not None and (restored := checkpoint.load()) is not None:
@@ -310,16 +322,18 @@ def greedy_search(model: PreTrainedModel, task: Task, dev: pl.DataFrame, selecti
         return tuple(np.stack([known[(c.name, reference.name)][part] for c in configs]) for part in (0, 1))
 
     heads = [(layer, head) for layer in range(model.config.num_hidden_layers) for head in range(model.config.num_attention_heads)]
-    intact_score, steps = greedy_disable(evaluate_selection, labels[selection], metric, heads, settings.max_steps)
+    intact_score, steps = greedy_disable(evaluate_selection, labels[chosen], metric, heads, settings.max_steps,
+                                         halves_of.get("selection"))
     if checkpoint is not None:
         checkpoint.finished(saved_predictions(), {"computed": computed})
     configs = [INTACT, *[head_set(step.disabled) for step in steps]]
     scored = evaluate_configurations(model, halves["report"], configs, settings.mode, rows_per_pass=rows_per_pass)
     report, own_intact = task.predictions(scored.logits), task.predictions(scored.reference)
-    deltas = paired_deltas(metric, report[1:], own_intact[1:], labels[~selection],
-                           resample_indices(int((~selection).sum()), settings.resamples, settings.bootstrap_seed))
+    deltas = paired_deltas(metric, report[1:], own_intact[1:], labels[~chosen],
+                           resample_indices(int((~selection).sum()), settings.resamples, settings.bootstrap_seed),
+                           halves_of.get("report"))
     low, high = deltas.interval(settings.level)
-    report_scores = configuration_scores(metric, report, labels[~selection])
+    report_scores = configuration_scores(metric, report, labels[~chosen], halves_of.get("report"))
     rows = [{
         "step": 0, "added": None, "layer": None, "head": None, "disabled": "intact",
         "selection_score": intact_score, "selection_delta": 0.0,

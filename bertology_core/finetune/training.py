@@ -313,7 +313,7 @@ def predictions_frame(task: Task, frame: pl.DataFrame, logits: np.ndarray) -> pl
     words = frame["label"].list.len().to_numpy().astype(np.int64)
     if len(logits) != int(words.sum()):
         raise ValueError(f"{task.name}: {len(logits)} words' logits for {int(words.sum())} words")
-    predicted = np.where(np.isnan(logits).any(-1), -1, task.predictions(np.nan_to_num(logits, nan=0.0)))
+    predicted = task.predictions(logits)
     bounds = np.concatenate([[0], np.cumsum(words)])
     return pl.DataFrame(
         {
@@ -328,7 +328,10 @@ def predictions_frame(task: Task, frame: pl.DataFrame, logits: np.ndarray) -> pl
 
 def prediction_metrics(task: Task, predictions: pl.DataFrame) -> dict[str, float]:
     """The task's metrics (:func:`bertology_core.stats.metrics.compute_metrics`) of a predictions table's
-    ``prediction`` column against its ``label`` column (each sentence's words, for a token task)."""
+    ``prediction`` column against its ``label`` column (for a token task: each sentence's words as lists, or a row per
+    word with its ``idx`` and ``word``, as the disabling sweeps keep them)."""
+    if task.is_token and not isinstance(predictions.schema["prediction"], pl.List):
+        predictions = predictions.sort("idx", "word").group_by("idx", maintain_order=True).agg("label", "prediction")
     if task.is_token:
         return compute_metrics(task, [np.asarray(p) for p in predictions["prediction"].to_list()],
                                [np.asarray(g) for g in predictions["label"].to_list()])
@@ -392,6 +395,12 @@ def finetune_and_evaluate(
         if train_frame is None:
             raise ValueError(f"state={state!r} needs training data")
         encoded = encode_split(train_frame, "train", tokenizer, config.max_length, tokens)
+        if task.is_token and (unreadable := encoded.read_words() == 0).any():
+            # a batch of such sentences has no labelled piece: its loss, a mean over none, would be NaN
+            record["train_unreadable_sentences"] = int(unreadable.sum())
+            log.warning("%d training sentences have no word the tokenizer reads: left out of training", unreadable.sum())
+            train_frame = train_frame.filter(pl.Series(~unreadable))
+            encoded = encode_split(train_frame, "train", tokenizer, config.max_length, tokens)
         record["train_examples"] = len(encoded)
         record["train_truncated"] = encoded.truncated
         if task.is_token:

@@ -103,6 +103,9 @@ def assess(task: Task, predictions: np.ndarray | Sequence[np.ndarray], labels: n
         if trivial is None:
             raise ValueError(f"{task.name}: a token task's verdict needs the trivial tagger's predictions")
         sentences = Sentences.of(list(labels), task.label_names)
+        lengths = [[len(sentence) for sentence in values] for values in (labels, predictions, trivial)]
+        if lengths[1] != lengths[0] or lengths[2] != lengths[0]:
+            raise ValueError(f"{task.name}: the predictions, labels and trivial tags differ in their sentences or words")
         trivial = np.concatenate([np.asarray(t) for t in trivial])
         predictions, labels = (np.concatenate([np.asarray(x) for x in values]) for values in (predictions, labels))
     predictions, labels = np.asarray(predictions), np.asarray(labels)

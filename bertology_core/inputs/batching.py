@@ -97,8 +97,8 @@ class Encoded:
             self.token_type_ids = Ragged(self.token_type_ids, np.int8)
         if self.word_index is not None:
             self.word_index = Ragged(self.word_index, np.int32)
-            if self.words is None:  # every word read: one more than the last word a piece starts
-                self.words = np.array([int(row.max(initial=-1)) + 1 for row in self.word_index], dtype=np.int64)
+            if self.words is None:
+                raise ValueError("a token task's examples need their word counts (words) beside word_index")
 
     def __len__(self) -> int:
         return len(self.input_ids)
@@ -109,6 +109,12 @@ class Encoded:
         if self.word_index is None or self.words is None:
             return 0
         return int(self.words.sum() - (self.word_index.values >= 0).sum())
+
+    def read_words(self) -> np.ndarray:
+        """A token task's words with a piece in the input, per example."""
+        assert self.word_index is not None
+        first = np.concatenate([[0], np.cumsum(self.word_index.values >= 0)])
+        return first[self.word_index.offsets[1:]] - first[self.word_index.offsets[:-1]]
 
     def first_piece_mask(self, indices: list[int] | np.ndarray, width: int) -> np.ndarray:
         """``[rows, width]``: True on each word's first piece in the padded batch of ``indices`` (a token task)."""

@@ -261,9 +261,25 @@ def weights_problems(folder: Path) -> list[str]:
     return problems
 
 
+# the classifier heads a checkpoint may carry: one on the first token (a sequence task's), one on every token (a token
+# task's); transformers names the architecture after it
+CLASSIFIER_KINDS = {"ForSequenceClassification": "sequence", "ForTokenClassification": "token"}
+
+
+def classifier_kind(config: Mapping[str, Any]) -> str | None:
+    """Which classifier a checkpoint is (:data:`CLASSIFIER_KINDS`: sequence or token), else None (an encoder, or a
+    pre-training head)."""
+    for architecture in config.get("architectures") or []:
+        for suffix, kind in CLASSIFIER_KINDS.items():
+            if str(architecture).endswith(suffix):
+                return kind
+    return None
+
+
 def classifier_labels(config: Mapping[str, Any]) -> int | None:
-    """The label count of a sequence-classifier checkpoint (its head is loaded with the weights), else None."""
-    if not any(str(a).endswith("ForSequenceClassification") for a in config.get("architectures") or []):
+    """The label count of a classifier checkpoint, of sequences or of tokens (its head is loaded with the weights, by
+    name: a head of one kind loads into the other), else None."""
+    if classifier_kind(config) is None:
         return None
     return len(config["id2label"]) if config.get("id2label") else int(config.get("num_labels", 2))
 
@@ -287,7 +303,8 @@ def model_problems(folder: Path, label_counts: Mapping[str, int] | None = None,
     if mismatched:
         needs = ", ".join(f"{task} needs {needed}" for task, needed in mismatched.items())
         problems.append(
-            f"{config_path}: field 'id2label': the checkpoint is a sequence classifier with {labels} labels, but {needs}. "
+            f"{config_path}: field 'id2label': the checkpoint is a {classifier_kind(config)} classifier with {labels} labels, "
+            f"but {needs}. "
             "Fix: use the encoder without its head (save AutoModel.from_pretrained(folder) to a new folder and point the "
             f"spec there), or drop {', '.join(mismatched)} from tasks.")
     positions = SUPPORTED_ENCODERS[config["model_type"]].usable_positions(config)
@@ -306,9 +323,10 @@ _SHARED_GEOMETRY = ("model_type", "num_hidden_layers", "num_attention_heads", "h
 
 
 def given_classifier_problems(folder: Path, task: str, label_names: tuple[str, ...] | None, encoder: Path,
-                              max_lengths: Mapping[str, int] | None = None) -> list[str]:
+                              max_lengths: Mapping[str, int] | None = None, kind: str = "sequence") -> list[str]:
     """Why the already fine-tuned classifier in ``folder`` (models[].finetuned) cannot stand for ``task``'s fine-tuned
-    model: what :func:`model_problems` finds, a checkpoint that is no sequence classifier, another label count than
+    model: what :func:`model_problems` finds, a checkpoint that is no classifier of the task's ``kind`` (sequence or
+    token), another label count than
     the task's (``label_names``; None: regression, one output), label names that are not the task's in its order (where
     the checkpoint names them: transformers' LABEL_<i> say nothing), or another geometry than the pre-trained
     ``encoder`` it is compared with. Each names the file, both values and the fix."""
@@ -319,10 +337,12 @@ def given_classifier_problems(folder: Path, task: str, label_names: tuple[str, .
     config = read_config(folder)
     found = classifier_labels(config)
     wanted = 1 if label_names is None else len(label_names)
-    if found is None:
-        return [f"{config_path}: field 'architectures' {config.get('architectures')}: not a sequence classifier, so it has no "
-                f"head trained on {task}. Fix: give the folder AutoModelForSequenceClassification.save_pretrained() wrote "
-                f"after fine-tuning on {task}, or drop {task} from the model's finetuned (the pipeline then fine-tunes it)."]
+    if found is None or classifier_kind(config) != kind:
+        auto = "AutoModelForTokenClassification" if kind == "token" else "AutoModelForSequenceClassification"
+        return [f"{config_path}: field 'architectures' {config.get('architectures')}: not a {kind} classifier, so it has no "
+                f"head trained on {task} ({'a label per word' if kind == 'token' else 'a label per example'}). Fix: give "
+                f"the folder {auto}.save_pretrained() wrote after fine-tuning on {task}, or drop {task} from the model's "
+                "finetuned (the pipeline then fine-tunes it)."]
     if found != wanted:
         kind = "regression (1 output)" if label_names is None else f"{wanted} labels {list(label_names)}"
         also = "" if label_names is None else f" (or declare {task}'s labels as the checkpoint was trained on them)"

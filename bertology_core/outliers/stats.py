@@ -32,7 +32,7 @@ import polars as pl
 
 from bertology_core.data import states
 from bertology_core.data.tables import repeated
-from bertology_core.stats.bootstrap import PairedDeltas, paired_deltas, resample_indices
+from bertology_core.stats.bootstrap import PairedDeltas, Sentences, paired_deltas, resample_indices
 from bertology_core.disabling.stats import by_configuration, pooled_over_seeds, seed_verdicts
 
 NORMS = ("output_norm", "attention_norm")  # the engine's DepthParts fields (bertology_core.engine.structure)
@@ -127,9 +127,10 @@ def configurations(outliers: Sequence[int], hidden: int, draws: int, seed: int,
 
 
 def predictions_frame(configs: Sequence[DimensionSet], idx: np.ndarray, labels: np.ndarray, predictions: np.ndarray,
-                      intact_predictions: np.ndarray, regression: bool) -> pl.DataFrame:
+                      intact_predictions: np.ndarray, regression: bool, word: np.ndarray | None = None) -> pl.DataFrame:
     """Tidy per-example predictions of every configuration: ``config, kind, placement, draw, dimensions, idx, label,
-    prediction, intact_prediction`` (the intact model's in the configuration's own forward pass)."""
+    prediction, intact_prediction`` (the intact model's in the configuration's own forward pass); a token task's rows
+    are its words (``word``: each one's position in its example, :func:`bertology_core.data.tasks.scored_units`)."""
     n = len(idx)
     return pl.DataFrame({
         "config": repeated([c.name for c in configs], n, pl.String),
@@ -138,6 +139,7 @@ def predictions_frame(configs: Sequence[DimensionSet], idx: np.ndarray, labels: 
         "draw": repeated([c.draw for c in configs], n, pl.Int32),
         "dimensions": repeated([",".join(map(str, c.dimensions)) for c in configs], n, pl.String),
         "idx": np.tile(idx, len(configs)),
+        **({"word": np.tile(word, len(configs))} if word is not None else {}),
         "label": np.tile(labels, len(configs)),
         "prediction": pl.Series(predictions.reshape(-1), dtype=pl.Float64 if regression else pl.Int64),
         "intact_prediction": pl.Series(intact_predictions.reshape(-1), dtype=pl.Float64 if regression else pl.Int64),
@@ -155,19 +157,19 @@ CONTRAST_SCHEMA = {"placement": pl.String, "seed": pl.Int64, "outliers_delta": p
                    "worst_ci_high": pl.Float64, "pooled_seeds": pl.String, "seeds_without_outliers": pl.String}
 
 
-def _arrays(frame: pl.DataFrame) -> tuple[pl.DataFrame, np.ndarray, np.ndarray, np.ndarray]:
-    """One seed's configurations (intact first), labels, predictions ``[C, n]`` and the intact model's predictions in
-    each configuration's own pass ``[C, n]``, in idx order."""
+def _arrays(frame: pl.DataFrame) -> tuple[pl.DataFrame, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """One seed's configurations (intact first), labels, predictions ``[C, n]``, the intact model's predictions in each
+    configuration's own pass ``[C, n]`` and each unit's example idx, in idx order (a token task's: then word order)."""
     configs = frame.select(CONFIG_COLUMNS).unique(maintain_order=True).with_columns(
         (pl.col("kind") != "intact").alias("_later")).sort("_later", "placement", "kind", "draw", nulls_last=True).drop("_later")
-    idx = np.sort(frame["idx"].unique().to_numpy())
-    predictions, intact = (by_configuration(frame, configs, idx, column) for column in ("prediction", "intact_prediction"))
-    labels = frame.filter(pl.col("kind") == "intact").sort("idx")["label"].to_numpy()
-    return configs, labels, predictions, intact
+    keys = ["idx", "word"] if "word" in frame.columns else ["idx"]
+    units = frame.filter(pl.col("kind") == "intact").sort(keys)
+    predictions, intact = (by_configuration(frame, configs, units.select(keys), column) for column in ("prediction", "intact_prediction"))
+    return configs, units["label"].to_numpy(), predictions, intact, units["idx"].to_numpy()
 
 
-def disabling_statistics(runs: dict[int, pl.DataFrame], metric: str, resamples: int, level: float, seed: int
-                         ) -> tuple[pl.DataFrame, pl.DataFrame]:
+def disabling_statistics(runs: dict[int, pl.DataFrame], metric: str, resamples: int, level: float, seed: int,
+                         label_names: tuple[str, ...] | None = None) -> tuple[pl.DataFrame, pl.DataFrame]:
     """The disablings of one task's models (``runs``: seed -> :func:`predictions_frame` of that seed's model).
 
     Returns the deltas (every configuration's score minus the intact model's, per seed and across seeds, with paired
@@ -179,7 +181,8 @@ def disabling_statistics(runs: dict[int, pl.DataFrame], metric: str, resamples: 
     mean deltas draw by draw: each seed's draw has as many dimensions as that seed's outliers, so a draw is matched to
     its own model's outliers even when the seeds' outlier sets differ. A seed whose model has no outlier dimension has
     nothing to compare and is left out (``pooled_seeds`` names the rest, ``seeds_without_outliers`` those). Every seed
-    must be scored on the same dev examples with the same configurations (placements and draws).
+    must be scored on the same dev examples with the same configurations (placements and draws). A token task's rows
+    are words and its resamples draw sentences (``label_names``: its labels, from which a BIO task's spans are read).
     """
     per_seed, frames = {}, []
     labels_first = None
@@ -187,17 +190,19 @@ def disabling_statistics(runs: dict[int, pl.DataFrame], metric: str, resamples: 
     runs = {s: frame for s, frame in runs.items() if frame["kind"].n_unique() > 1}  # a model without outliers: nothing to compare
     if not runs:
         return pl.DataFrame(schema=DELTA_SCHEMA), pl.DataFrame(schema=CONTRAST_SCHEMA)
+    sentences = None
     for seed_value in sorted(runs):
-        configs, labels, predictions, intact = _arrays(runs[seed_value])
-        idx = np.sort(runs[seed_value]["idx"].unique().to_numpy())
+        configs, labels, predictions, intact, idx = _arrays(runs[seed_value])
         if labels_first is None:
             labels_first, idx_first, shared_configs = labels, idx, configs
-            indices = resample_indices(len(labels), resamples, seed)
+            sentences = Sentences.of_runs(idx, label_names) if "word" in runs[seed_value].columns else None
+            examples = len(labels) if sentences is None else len(sentences)
+            indices = resample_indices(examples, resamples, seed)
         elif not np.array_equal(idx, idx_first) or configs.select("kind", "placement", "draw").rows() != shared_configs.select(
                 "kind", "placement", "draw").rows():
             raise ValueError(f"seed {seed_value}: its disablings cover other examples or configurations than seed {min(runs)}'s "
                              "(every seed must be scored on the same dev sample with the same number of random draws)")
-        per_seed[seed_value] = (configs, paired_deltas(metric, predictions[1:], intact[1:], labels, indices))
+        per_seed[seed_value] = (configs, paired_deltas(metric, predictions[1:], intact[1:], labels, indices, sentences))
     seeds = sorted(per_seed)
     pooled = pooled_over_seeds([per_seed[s][1] for s in seeds])
     for seed_value, (configs, deltas) in [*per_seed.items(), (None, (shared_configs, pooled))]:
@@ -219,7 +224,7 @@ def disabling_statistics(runs: dict[int, pl.DataFrame], metric: str, resamples: 
         pl.lit(str(seed_value) if seed_value is not None else pooled_seeds).alias("pooled_seeds"),
         pl.lit(without if seed_value is None else "").alias("seeds_without_outliers"))
         for seed_value, (configs, deltas) in [*per_seed.items(), (None, (shared_configs, pooled))]])
-    deltas_table = deltas_table.with_columns(pl.lit(metric).alias("metric"), pl.lit(len(labels_first), dtype=pl.Int32).alias("examples"))
+    deltas_table = deltas_table.with_columns(pl.lit(metric).alias("metric"), pl.lit(examples, dtype=pl.Int32).alias("examples"))
     return deltas_table.select(list(DELTA_SCHEMA)).cast(DELTA_SCHEMA), contrast
 
 

@@ -60,7 +60,7 @@ from bertology_core.finetune.training import labels_tensor
 from bertology_core.inputs.batching import Encoded, to_device
 from bertology_core.scoring import plans as scoring
 from bertology_core.data.tasks import Task
-from bertology_core.stats.metrics import compute_metrics
+from bertology_core.stats.metrics import compute_metrics, sentence_rows
 
 
 GRANULARITIES = ("token", "example", "batch")
@@ -122,8 +122,14 @@ def gate_importance(
     mlp_values = torch.from_numpy(mask.mlps).to(device, dtype)
     parts = structure(model) if granularity == "token" else None
 
+    read = data.read_words() if task.is_token else None  # each example's labelled words
+
     def accumulate(rows: np.ndarray) -> None:
         batch = to_device(data.collate(rows), device)
+        # the loss's terms: the batch's examples, or a token task's labelled words (none: no loss to differentiate)
+        terms = int(read[rows].sum()) if read is not None else len(rows)
+        if not terms:
+            return
         real = batch["attention_mask"].bool()  # [batch, position]
         heads = [head_values[layer].expand(len(rows), -1).clone().requires_grad_(True) for layer in range(num_layers)]
         mlps = [mlp_values[layer].expand(len(rows)).clone().requires_grad_(True) for layer in range(num_layers)]
@@ -140,16 +146,17 @@ def gate_importance(
             stack.enter_context(first_token_output(model))
             target = labels_tensor(task, labels, rows, data, batch["input_ids"].shape[1])
             output = model(**batch, labels=to_device({"labels": target}, device)["labels"])
-            # the model's loss is a mean over the batch: times the batch size it is the sum of per-example
-            # losses, whose gradient with respect to example b's gate is example b's own gradient (and their sum
-            # the gradient with respect to one gate shared by the batch); under token the hooks read the gradients
-            grads = torch.autograd.grad(output.loss * len(rows), [*heads, *mlps])
+            # the model's loss is a mean over the batch (a token task's: over its labelled words): times their number it
+            # is the sum of per-example losses, whose gradient with respect to example b's gate is example b's own
+            # gradient (and their sum the gradient with respect to one gate shared by the batch); under token the hooks
+            # read the gradients
+            grads = torch.autograd.grad(output.loss * terms, [*heads, *mlps])
         if granularity == "example":
             head_sum.add_(torch.stack([g.abs().sum(0) for g in grads[:num_layers]]).double())
             mlp_sum.add_(torch.stack([g.abs().sum() for g in grads[num_layers:]]).double())
         elif granularity == "batch":
             # the gradient of the batch-mean loss, as Prasanna et al.'s code takes it, times the configured batch size
-            weight = batch_size / len(rows)
+            weight = batch_size / terms
             head_sum.add_(torch.stack([g.sum(0).abs() for g in grads[:num_layers]]).double() * weight)
             mlp_sum.add_(torch.stack([g.sum().abs() for g in grads[num_layers:]]).double() * weight)
 
@@ -291,8 +298,9 @@ def dev_scorer(model: PreTrainedModel, task: Task, dev: pl.DataFrame, encoded: E
         predictions = task.predictions(scoring.evaluate_plan(model, encoded, plan, batch_size))
         value = compute_metrics(task, predictions, labels)[metric]
         logging.info("dev %s %.4f", metric, value)
-        if record is not None:
-            record.append(dev.select("idx", "label").with_columns(pl.Series("prediction", predictions)))
+        if record is not None:  # a token task's: each sentence's words' predictions
+            rows = [p.tolist() for p in sentence_rows(predictions, labels)] if task.is_token else predictions
+            record.append(dev.select("idx", "label").with_columns(pl.Series("prediction", rows, dtype=task.label_dtype)))
         return value
 
     return score

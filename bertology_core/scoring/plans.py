@@ -61,7 +61,8 @@ def evaluate_plans(
     reference: int | None = None,
     checkpoint: ArrayCheckpoint | None = None,
 ) -> PassLogits:
-    """Logits ``[num_configs, examples, labels]``: each group of configuration indices shares forward passes under the
+    """Logits ``[num_configs, examples, labels]`` (a token task's: ``[num_configs, words, labels]``, every example's words
+    end to end, each on its first piece, NaN for a word with no piece): each group of configuration indices shares forward passes under the
     engine plan ``plan_of(group)`` (batch expansion, one row per configuration and example), with the last layer cut
     to the first token (:func:`~bertology_core.engine.first_token.first_token_output`); batches as in
     :func:`~bertology_core.disabling.sweeps.evaluate_configurations`. A pass the device has no memory for is split in two and run again, and every
@@ -75,11 +76,15 @@ def evaluate_plans(
     model.eval()
     device = next(model.parameters()).device
     order = np.argsort(-data.lengths(), kind="stable")
-    logits = np.zeros((num_configs, len(data), model.config.num_labels), dtype=np.float32)
+    # a token task's rows are its words (its examples' words end to end), each scored on its first piece; a word with no
+    # piece in the input keeps NaN logits (predicted -1: tasks.Task.predictions)
+    token = data.word_index is not None and data.words is not None
+    rows = int(data.words.sum()) if token else len(data)
+    logits = np.full((num_configs, rows, model.config.num_labels), np.nan if token else 0.0, dtype=np.float32)
     joined = reference is not None and reuse_prefix
     if reference is not None and not any(reference in group for group in groups):
         raise ValueError(f"the reference configuration {reference} is in no group")
-    own_reference = np.zeros_like(logits) if joined else None
+    own_reference = np.full_like(logits, np.nan if token else 0.0) if joined else None
     cap = None  # rows per pass (configurations x examples) after the device ran out of memory: halved until one fits
     arrays = {"logits": logits, "own_reference": own_reference}
     done = [False] * len(groups)
@@ -122,12 +127,17 @@ def evaluate_plans(
                     torch.cuda.empty_cache()
                 log.warning("out of memory with %d rows per pass: at most %d from now on", size * len(members), cap)
                 continue
-            passes.append((examples, out.reshape(len(members), len(examples), -1)))
+            if token:  # [members, words of the batch, labels]: each word's first piece
+                width = batch["input_ids"].shape[1]
+                first = to_device({"first": torch.from_numpy(data.first_piece_mask(examples, width))}, device)["first"]
+                passes.append((data.word_positions(examples, width), out.reshape(len(members), len(examples), width, -1)[:, first]))
+            else:
+                passes.append((examples, out.reshape(len(members), len(examples), -1)))
             start += len(examples)
-        for (examples, _), out in zip(passes, _to_host([out for _, out in passes])):
-            logits[np.ix_(group, examples)] = out[: len(group)]
+        for (placed, _), out in zip(passes, _to_host([out for _, out in passes])):
+            logits[np.ix_(group, placed)] = out[: len(group)]
             if own_reference is not None:
-                own_reference[np.ix_(group, examples)] = out[members.index(reference)][None]
+                own_reference[np.ix_(group, placed)] = out[members.index(reference)][None]
         done[number] = True
         if checkpoint is not None and not all(done) and checkpoint.due(time.monotonic() - saved):
             checkpoint.save(arrays, {"done": done, "cap": cap})

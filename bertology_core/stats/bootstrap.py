@@ -20,9 +20,9 @@ each drawn sentence's counts of correct, predicted and gold spans.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import warnings
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from scipy import stats
@@ -69,8 +69,34 @@ class Sentences:
 
     @classmethod
     def of(cls, sentences: list[list[int]] | list[np.ndarray], label_names: tuple[str, ...] | None = None) -> "Sentences":
-        lengths = [len(sentence) for sentence in sentences]
-        return cls(np.concatenate([[0], np.cumsum(lengths, dtype=np.int64)]).astype(np.int64), label_names)
+        return cls.of_lengths([len(sentence) for sentence in sentences], label_names)
+
+    @classmethod
+    def of_lengths(cls, lengths: Any, label_names: tuple[str, ...] | None = None) -> "Sentences":
+        return cls(np.concatenate([[0], np.cumsum(np.asarray(lengths, dtype=np.int64))]).astype(np.int64), label_names)
+
+    @classmethod
+    def of_runs(cls, sentence_of_word: np.ndarray, label_names: tuple[str, ...] | None = None) -> "Sentences":
+        """The sentences of words laid end to end, each word's sentence id given (a sentence's words adjacent)."""
+        ids = np.asarray(sentence_of_word)
+        if not len(ids):
+            return cls(np.zeros(1, dtype=np.int64), label_names)
+        starts = np.flatnonzero(np.concatenate([[True], ids[1:] != ids[:-1]]))
+        if len(np.unique(ids[starts])) != len(starts):
+            raise ValueError("a sentence's words must be adjacent")
+        return cls(np.concatenate([starts, [len(ids)]]).astype(np.int64), label_names)
+
+    def subset(self, words: np.ndarray) -> "Sentences":
+        """The sentences a word mask ``[W]`` keeps (whole sentences only: a mask that splits one is refused)."""
+        kept = np.add.reduceat(words.astype(np.int64), self.offsets[:-1]) if len(self) else np.zeros(0, np.int64)
+        lengths = np.diff(self.offsets)
+        if np.any((kept > 0) & (kept < lengths)):
+            raise ValueError("a word mask must keep or drop whole sentences")
+        return Sentences.of_lengths(lengths[kept > 0], self.label_names)
+
+    def expand(self, chosen: np.ndarray) -> np.ndarray:
+        """A mask over sentences ``[S]`` as a mask over their words ``[W]``."""
+        return np.repeat(np.asarray(chosen, dtype=bool), np.diff(self.offsets))
 
 
 def span_counts(predictions: np.ndarray, labels: np.ndarray, sentences: Sentences) -> np.ndarray:
@@ -208,18 +234,20 @@ class PairedDeltas:
 
 
 def paired_deltas(
-    metric: str, predictions: np.ndarray, reference: np.ndarray, labels: np.ndarray, indices: np.ndarray
+    metric: str, predictions: np.ndarray, reference: np.ndarray, labels: np.ndarray, indices: np.ndarray,
+    sentences: Sentences | None = None,
 ) -> PairedDeltas:
-    """Each configuration's metric minus the reference's, on the full sample and on the same resamples.
+    """Each configuration's metric minus the reference's, on the full sample and on the same resamples (a token task's:
+    over words, ``sentences`` grouping them, ``indices`` drawing sentences).
 
     ``reference`` is one row ``[n]`` shared by every configuration, or one row per configuration ``[C, n]`` (the
     intact model as scored in that configuration's own forward pass); equal rows are scored once."""
     predictions = np.atleast_2d(predictions)
     rows, inverse = np.unique(np.atleast_2d(reference), axis=0, return_inverse=True)
     inverse = np.broadcast_to(inverse.reshape(-1), (predictions.shape[0],))
-    full = np.arange(labels.shape[0])[None, :]
+    full = np.arange(labels.shape[0] if sentences is None else len(sentences))[None, :]
     both = np.vstack([rows, predictions])
-    point = metric_on_resamples(metric, both, labels, full)[:, 0]
-    resampled = metric_on_resamples(metric, both, labels, indices)
+    point = metric_on_resamples(metric, both, labels, full, sentences)[:, 0]
+    resampled = metric_on_resamples(metric, both, labels, indices, sentences)
     base = len(rows)
     return PairedDeltas(delta=point[base:] - point[inverse], resampled=resampled[base:] - resampled[inverse])

@@ -78,8 +78,22 @@ def _correlation(fn, predictions: np.ndarray, labels: np.ndarray) -> float:
     return float(fn(predictions, labels)[0])
 
 
-def token_metrics(task: Task, predictions: Sequence[np.ndarray], labels: Sequence[np.ndarray]) -> dict[str, float]:
-    """A token task's metrics over every word of the sentences (see the module's docstring)."""
+def sentence_rows(predictions: Sequence[np.ndarray] | np.ndarray, labels: Sequence[np.ndarray]) -> list[np.ndarray]:
+    """``predictions`` as one array per sentence of ``labels``: as given, or a flat array of every word's (the words of
+    the sentences end to end, as the scoring loops return them) cut at the sentences' lengths."""
+    if isinstance(predictions, np.ndarray) and predictions.dtype != object and predictions.ndim == 1:
+        lengths = [len(sentence) for sentence in labels]
+        if len(predictions) != sum(lengths):
+            raise ValueError(f"token_metrics: {len(predictions)} words predicted for {sum(lengths)} words")
+        return np.split(predictions, np.cumsum(lengths)[:-1]) if lengths else []
+    return [np.asarray(p) for p in predictions]
+
+
+def token_metrics(task: Task, predictions: Sequence[np.ndarray] | np.ndarray, labels: Sequence[np.ndarray]) -> dict[str, float]:
+    """A token task's metrics over every word of the sentences (see the module's docstring). ``labels``: each
+    sentence's class ids (a list of arrays, or a predictions table's list column as numpy gives it); ``predictions``
+    the same, or every word's end to end."""
+    predictions = sentence_rows(predictions, labels)
     if len(predictions) != len(labels) or any(len(p) != len(g) for p, g in zip(predictions, labels, strict=True)):
         raise ValueError("token_metrics: predictions and labels differ in their sentences or their words")
     flat_predictions = np.concatenate([np.asarray(p) for p in predictions]) if len(predictions) else np.zeros(0, int)

@@ -89,7 +89,7 @@ def given_problems(experiment: Experiment, model: str) -> list[str]:
         declared = experiment.task(task)
         lengths = {"max_length": experiment.max_length(task, states.FINETUNED)}
         found += [f"finetuned.{task} (seed {seed}) {spec!r}: {problem}" for problem in
-                  compatibility.given_classifier_problems(folder, task, declared.label_names, encoder, lengths)]
+                  compatibility.given_classifier_problems(folder, task, declared.label_names, encoder, lengths, declared.kind)]
     return found
 
 
