@@ -238,18 +238,6 @@ def test_the_trivial_tagger_takes_each_words_most_frequent_training_label():
     assert tie(["x", "y"]).tolist() == [1, 1]  # a tie goes to the lower class id, for the word and overall
 
 
-def test_a_token_task_runs_only_the_stages_that_analyse_token_tasks():
-    from bertology_core.workflow import jobs
-    from test_jobs import load_config
-
-    plan = jobs.experiment(load_config("configs/smoke.yaml") | {"tasks": ["MRPC", "EWT-UPOS"]}, REPO)
-    problem = next(p for p in jobs.problems(plan) if "token task" in p)
-    assert "config 'tasks' names the token task(s) ['EWT-UPOS']; the stages ['pruning'" in problem
-    assert "Fix: set stages to those that do (['baselines'" in problem
-    plan = jobs.experiment(load_config("configs/smoke.yaml") | {"tasks": ["MRPC", "EWT-UPOS"], "stages": ["baselines"]}, REPO)
-    assert not [p for p in jobs.problems(plan) if "token task" in p]
-
-
 # --- fine-tuning, evaluation and the verdict of a tagger -------------------------------------------------------------
 
 
@@ -353,16 +341,16 @@ def test_sentence_bootstrap_and_the_verdict_of_a_tagger():
 
 @pytest.fixture(scope="module")
 def token_smoke(tmp_path_factory) -> Path:
-    """One run of the smoke config with its token layer (configs/smoke_tokens.yaml: a BIO task beside MRPC)."""
+    """One run of the smoke config with its token layer (configs/smoke_tagging.yaml: a BIO task beside MRPC)."""
     from workflow_utils import SMOKE, snakemake
 
     workdir = tmp_path_factory.mktemp("token_smoke")
-    snakemake(workdir, configs=(SMOKE, REPO / "configs" / "smoke_tokens.yaml"))
+    snakemake(workdir, configs=(SMOKE, REPO / "configs" / "smoke_tagging.yaml"))
     return workdir
 
 
 @pytest.mark.workflow
-def test_the_token_layer_fine_tunes_judges_and_analyses_the_attention_of_a_tagger(token_smoke):
+def test_every_stage_runs_on_a_tagger(token_smoke):
     results = token_smoke / "results"
     run = results / "finetune" / "tiny-bert" / "tags" / "finetuned" / "seed1"
     record = json.loads((run / "metrics.json").read_text())
@@ -386,8 +374,9 @@ def test_the_token_layer_fine_tunes_judges_and_analyses_the_attention_of_a_tagge
     assert fitness["trivial_score"] == pytest.approx(trivial["span_f1"])
     baselines = pl.read_csv(results / "baselines" / "tiny-bert" / "baselines.csv")
     assert baselines.filter((pl.col("task") == "tags") & (pl.col("metric") == "span_f1")).height == 1
-    for stage in ("patterns", "attention_change", "linguistic", "disabling", "outliers"):
+    for stage in ("patterns", "attention_change", "linguistic", "disabling", "outliers", "pruning"):
         assert any((results / stage / "tiny-bert" / "tags").rglob("*.parquet")), stage
+    assert any((results / "head_roles" / "tiny-bert" / "gates" / "tags").rglob("*.predictions.parquet"))
     assert (results / "probing" / "tiny-bert" / "tags" / "finetuned" / "seed1" / "probes.parquet").is_file()
     # disabling: a configuration's predictions per word, its interval over sentences
     sweep = pl.read_parquet(results / "disabling" / "tiny-bert" / "tags" / "finetuned" / "seed1" / "sweep.parquet")
@@ -407,7 +396,8 @@ def test_the_token_layers_report_renders_in_headless_chromium(token_smoke, brows
     page_file = token_smoke / "results" / "report" / "index.html"
     found = check_page(browser, page_file, page_file.with_name("screenshot.png"))
     assert found["errors"] == [] and found["charts"] == found["rendered"] > 0
-    for anchor in ("baselines", "patterns", "attention_change", "linguistic", "disabling", "outliers", "probing"):
+    for anchor in ("baselines", "patterns", "attention_change", "linguistic", "disabling", "pruning", "head_roles",
+                   "outliers", "probing"):
         assert found["sections"][anchor] > 0, anchor
     assert "tags" in page_file.read_text()
 
@@ -444,6 +434,11 @@ def test_a_token_sweep_is_kept_per_word_and_its_intervals_resample_sentences():
     with pytest.raises(ValueError, match="repeat some"):
         disabling_stats.SweepArrays.from_frame(pl.concat([shuffled, shuffled.head(1)]), task.label_names)
     assert bootstrap.Sentences.of_runs(np.array([4, 4, 9, 9, 9])).offsets.tolist() == [0, 2, 5]
+    with_empty = bootstrap.Sentences.of([[1, 2], [], [3]])
+    assert with_empty.subset(np.array([False, False, True])).offsets.tolist() == [0, 1]
+    with pytest.raises(ValueError, match="without the task's labels"):
+        bootstrap.metric_on_resamples("span_f1", np.array([[1, 2]]), np.array([1, 2]), np.array([[0]]),
+                                      bootstrap.Sentences.of([[1, 2]]))
 
 
 def training_metrics(task, frame):
@@ -513,3 +508,33 @@ def test_head_importance_of_a_tagger_differentiates_its_summed_word_losses():
     per_batch, _ = importance.gate_importance(model, task, alone, batching.frame_labels(task, one), batch_size=1,
                                               granularity="batch")
     assert per_example == pytest.approx(2 * int(alone.lengths().sum()) * per_batch, rel=1e-4)
+
+
+def test_pruning_and_gate_tables_score_a_tagger_over_words_and_resample_sentences():
+    from bertology_core.claims import stats as claims
+    from bertology_core.head_roles import gate_stats
+    from bertology_core.pruning import lottery
+
+    task = tasks.Task("ner", tuple(NER_LABELS), None, ("span_f1", "accuracy"), kind="token", scheme="BIO")
+    O, BP, IP, BL, IL = range(5)
+    gold = [[BP, IP, O], [O, BL, IL, O], [BL, O]]
+    labels = pl.Series(gold, dtype=pl.List(pl.Int64)).to_numpy()  # as a predictions table gives them
+    # the best constant tag is B-LOC: every word a LOC span, one of the 9 is gold's one-word LOC (3 gold spans)
+    assert lottery.best_constant_score(task, labels) == pytest.approx(2 * 1 / (9 + 3))
+    accuracy = tasks.Task("pos", tuple(NER_LABELS), None, ("accuracy",), kind="token")
+    assert lottery.best_constant_score(accuracy, labels) == pytest.approx(4 / 9)
+    # Michel's curve: step 1 loses the LOC spans of sentence 1, step 2 everything
+    steps = [gold, [[BP, IP, O], [O, O, O, O], [BL, O]], [[O] * 3, [O] * 4, [O] * 2]]
+    frame = pl.DataFrame([{"step": step, "idx": idx, "label": gold[i], "prediction": tags}
+                          for step, predicted in enumerate(steps) for i, (idx, tags) in enumerate(zip([3, 5, 8], predicted))],
+                         schema={"step": pl.Int32, "idx": pl.Int64, "label": pl.List(pl.Int64), "prediction": pl.List(pl.Int64)})
+    curve = pl.DataFrame({"step": [0, 1, 2], "share_pruned": [0.0, 0.5, 1.0]})
+    [row] = claims.michel_prunable_share({("ner", 1): curve}, {("ner", 1): frame}, {"ner": "span_f1"}, 0.01, 100, 0.95, 0,
+                                         label_names_of={"ner": task.label_names})
+    assert row.value == 0.0  # step 1 already loses a third of the spans
+    # the gates' table: the same scores from lists of words
+    gates = frame.filter(pl.col("step") == 0).select("idx", "label", *[pl.col("prediction").alias(c) for c in gate_stats.PREDICTIONS])
+    record = {"task": "ner", "seed": 1, "weights": "trained", "strength": 1.0, "heads_kept": 3, "gates": [1, 1, 1, 0],
+              "train_examples": 10, "steps": 5}
+    table = gate_stats.gates_table([record], [gates], {"ner": "span_f1"}, 100, 0.95, 0, {"ner": task.label_names})
+    assert table["full_score"][0] == 1.0 and table["gates_minus_michel"][0] == 0.0 and table["dev_examples"][0] == 3

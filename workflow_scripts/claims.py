@@ -56,11 +56,13 @@ if "stability" in inputs.keys():
 if inputs.michel_curves:
     metric_of = {task: tasks.Task.from_meaning(params.tasks[task]).main_metric for task, _ in runs["pruned"]}
     importance = params.importance
+    label_names_of = {task: tasks.Task.from_meaning(params.tasks[task]).label_names for task, _ in runs["pruned"]}
     measured += claims.michel_prunable_share(keyed("michel_curves", runs["pruned"]), keyed("michel_predictions", runs["pruned"]),
                                              metric_of, params.tolerance, *bootstrap,
                                              importance_note=f"importance on {importance['importance_examples'] or 'all'} "
                                                              f"{importance['importance_split']} examples, |gradient| per "
-                                                             f"{importance['importance_granularity']}")
+                                                             f"{importance['importance_granularity']}",
+                                             label_names_of=label_names_of)
 if "role_relations" in inputs.keys():
     measured += claims.confident_heads_important(pl.read_parquet(inputs.role_relations), stats.IMPORTANCE)
     importance = params.importance

@@ -19,6 +19,7 @@ from bertology_core.inputs import batching
 from bertology_core.models import checkpoint, device, loading
 from bertology_core.engine.plan import StructureMask
 from bertology_core.scoring import plans as scoring
+from bertology_core.stats import metrics
 
 params, wc, runtime = snakemake.params, snakemake.wildcards, snakemake.resources
 settings = params.settings
@@ -38,7 +39,7 @@ checkpointer = checkpoint.Checkpointer(
 )
 gated, record = head_gates.train_gates(
     loading.load_classifier(snakemake.input.model, task, loading.SAVED, 0).to(job_device), task,
-    tokens.encoded("train", train), train["label"].to_numpy(), config, float(wc.strength),
+    tokens.encoded("train", train), batching.frame_labels(task, train), config, float(wc.strength),
     gate_settings, wc.weights == "trained", int(wc.seed), checkpointer, precision=job_precision,
 )
 dev = tasks.subsample(pl.read_parquet(snakemake.input.dev), params.dev_sample["examples"], params.dev_sample["seed"])
@@ -48,12 +49,22 @@ finetuned = loading.load_classifier(snakemake.input.model, task, loading.SAVED, 
 michel = head_gates.michel_mask(pl.read_parquet(snakemake.input.importance), record["heads_kept"], params.normalize_by_layer)
 batch = scoring.rows_per_pass(job_device, runtime.eval_batch_size, runtime.gpu_rows_per_pass)
 chosen = StructureMask(gated.kept(), np.ones(finetuned.config.num_hidden_layers, dtype=bool))
+
+
+def predicted(model, plan) -> pl.Series:
+    """Each dev example's prediction (a token task's: its words')."""
+    values = task.predictions(scoring.evaluate_plan(model, encoded, plan, batch))
+    if task.is_token:
+        values = [row.tolist() for row in metrics.sentence_rows(values, dev["label"].to_numpy())]
+    return pl.Series(values, dtype=task.label_dtype)
+
+
 predictions = dev.select("idx", "label").with_columns(
-    pl.Series("gates", task.predictions(scoring.evaluate_plan(gated.classifier, encoded, gated.evaluation_plan(), batch))),
+    predicted(gated.classifier, gated.evaluation_plan()).alias("gates"),
     # the heads the gates chose, at gate 1, on the weights the gates were trained with
-    pl.Series("gates_binary", task.predictions(scoring.evaluate_plan(gated.classifier, encoded, chosen.plan(), batch))),
-    pl.Series("michel", task.predictions(scoring.evaluate_plan(finetuned, encoded, michel.plan(), batch))),
-    pl.Series("full", task.predictions(scoring.evaluate_plan(finetuned, encoded, None, batch))),
+    predicted(gated.classifier, chosen.plan()).alias("gates_binary"),
+    predicted(finetuned, michel.plan()).alias("michel"),
+    predicted(finetuned, None).alias("full"),
 )
 record |= {"task": task.name, "seed": int(wc.seed), "weights": wc.weights, "precision": job_precision.to_dict(),
            "train_examples": train.height,

@@ -27,7 +27,7 @@ tokenizer = loading.load_tokenizer(snakemake.input.model)
 # importance_examples null: the whole split (tasks.subsample returns it as it is)
 frame = tasks.subsample(pl.read_parquet(snakemake.input.importance), params.importance["importance_examples"],
                        params.importance["subsample_seed"])
-examples, labels = batching.encode(frame, tokenizer, params.max_length), frame["label"].to_numpy()
+examples, labels = batching.encode(frame, tokenizer, params.max_length), batching.frame_labels(task, frame)
 dev = tasks.subsample(pl.read_parquet(snakemake.input.dev), params.dev_sample["examples"], params.dev_sample["seed"])
 scored: list[pl.DataFrame] = []  # every step's per-example predictions: what the claims table resamples
 rows = scoring.rows_per_pass(job_device, batch_size, snakemake.resources.gpu_rows_per_pass)

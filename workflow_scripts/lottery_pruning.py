@@ -29,10 +29,10 @@ importance_data = None
 if wc.method == "s":  # s-pruning ranks heads and MLPs by gate-gradient importance on these examples (null: the whole split)
     frame = tasks.subsample(pl.read_parquet(snakemake.input.importance), params.importance["importance_examples"],
                            params.importance["subsample_seed"])
-    importance_data = batching.encode(frame, tokenizer, params.max_length), frame["label"].to_numpy()
+    importance_data = batching.encode(frame, tokenizer, params.max_length), batching.frame_labels(task, frame)
 dev = pl.read_parquet(snakemake.input.dev)
 selection, report = lottery.protocol_examples(
-    dev, wc.protocol, stratify=not task.is_regression, examples=params.dev_sample["examples"],
+    dev, wc.protocol, stratify=task.stratifies, examples=params.dev_sample["examples"],
     sample_seed=params.dev_sample["seed"], **params.selection,
 )
 chosen, reported = dev.filter(pl.Series(selection)), dev.filter(pl.Series(report))

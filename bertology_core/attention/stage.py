@@ -11,7 +11,6 @@ from bertology_core.jobs.experiment import Fit, Stage, Verdicted
 
 
 class Attention(Stage):
-    token_tasks = True
     @staticmethod
     def dump_files(model: str, key: str) -> list[str]:
         """The two Parquet files of one attention dump (``key``: ``<task>/<dumped state>``)."""

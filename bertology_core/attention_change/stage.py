@@ -12,7 +12,6 @@ from bertology_core.jobs.sections import BOTH, Section, SectionRuns, Summary
 
 
 class AttentionChange(Stage):
-    token_tasks = True
     section = Section("attention_change", (
         Summary("cosine", "attention_change/{model}/summary/cosine", BOTH, ("figure",)),
         Summary("layers", "attention_change/{model}/summary/cosine_by_layer", shown=()),

@@ -9,7 +9,6 @@ from bertology_core.jobs.sections import Section, SectionRuns, Summary
 
 
 class Baselines(Stage):
-    token_tasks = True
     # the long table and the numeric summary beside it are rule baselines' own outputs
     section = Section("baselines", (Summary("table", "baselines/{model}/baselines",
             title='Baselines'),),

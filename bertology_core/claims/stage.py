@@ -11,7 +11,6 @@ from bertology_core.jobs.sections import Section, SectionRuns, Summary
 
 
 class Claims(Stage):
-    token_tasks = True
     section = Section("claims", (
         Summary("headline", "claims/{model}/headline", title="Claims: one verdict per claim"),
         Summary("table", "claims/{model}/claims", title="Each model's rows, each task's seeds pooled, each labelling pass"),),

@@ -60,7 +60,7 @@ from scipy import stats
 from bertology_core.data import states
 from bertology_core.layer_mix.stats import expected_layer_difference
 from bertology_core.pruning.stats import prunable_share
-from bertology_core.stats.bootstrap import DEFINED_SHARE, metric_on_resamples, percentile_interval, resample_indices
+from bertology_core.stats.bootstrap import DEFINED_SHARE, Sentences, metric_on_resamples, percentile_interval, resample_indices
 
 REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE, MODEL_UNFIT, NOT_RUN, NOT_APPLICABLE = (
     "reproduced", "not reproduced", "inconclusive", "model unfit", "not run", "not applicable")
@@ -467,20 +467,33 @@ def mask_agreement(stability: pl.DataFrame, seeds: Mapping[str, Sequence[int]], 
 
 def michel_prunable_share(curves: Mapping[tuple[str, int], pl.DataFrame], predictions: Mapping[tuple[str, int], pl.DataFrame],
                           metric_of: Mapping[str, str], tolerance: float, resamples: int, level: float, seed: int,
-                          importance_note: str = "") -> list[Measured]:
+                          importance_note: str = "", label_names_of: Mapping[str, tuple[str, ...] | None] | None = None,
+                          ) -> list[Measured]:
     """Per fine-tuned model: Michel et al.'s prunable share, its curve rescored on resamples of the dev examples
     (``predictions``: step, idx, label, prediction; ``curves``: step, share_pruned); ``importance_note``: what the
-    ranking was computed on, beside each row (the paper used all of train)."""
+    ranking was computed on, beside each row (the paper used all of train). A token task's predictions hold each
+    sentence's words: scored over words, resampling sentences (``label_names_of``: its labels, for span F1)."""
     rows = []
     for task, run_seed in sorted(curves):
         shares = curves[(task, run_seed)].sort("step")["share_pruned"].to_list()
         frame = predictions[(task, run_seed)]
-        wide = frame.pivot(on="idx", index="step", values="prediction").sort("step")
-        idx = sorted(frame["idx"].unique().to_list())
-        matrix = wide.select([str(i) for i in idx]).to_numpy()  # [steps, examples]
-        labels = frame.filter(pl.col("step") == 0).sort("idx")["label"].to_numpy()
-        full = metric_on_resamples(metric_of[task], matrix, labels, np.arange(len(idx))[None, :])[:, 0]
-        scores = metric_on_resamples(metric_of[task], matrix, labels, resample_indices(len(idx), resamples, seed))  # [steps, R]
+        sentences = None
+        if isinstance(frame.schema["prediction"], pl.List):  # a token task: a row per word
+            frame = frame.with_columns(pl.int_ranges(pl.col("label").list.len()).alias("word")).explode("label", "prediction", "word")
+            frame = frame.with_columns(pl.format("{}:{}", "idx", "word").alias("unit"))
+        else:
+            frame = frame.with_columns(pl.col("idx").cast(pl.String).alias("unit"))
+        first = frame.filter(pl.col("step") == 0).sort("idx", *(["word"] if "word" in frame.columns else []))
+        units = first["unit"].to_list()
+        if "word" in frame.columns:
+            sentences = Sentences.of_runs(first["idx"].to_numpy(), (label_names_of or {}).get(task))
+        wide = frame.pivot(on="unit", index="step", values="prediction").sort("step")
+        matrix = wide.select(units).to_numpy()  # [steps, examples (a token task's: words)]
+        labels = first["label"].to_numpy()
+        examples = len(units) if sentences is None else len(sentences)
+        full = metric_on_resamples(metric_of[task], matrix, labels, np.arange(examples)[None, :], sentences)[:, 0]
+        scores = metric_on_resamples(metric_of[task], matrix, labels, resample_indices(examples, resamples, seed),
+                                     sentences)  # [steps, R]
         draws = np.array([prunable_share(shares, scores[:, r].tolist(), tolerance) for r in range(scores.shape[1])])
         low, high = percentile_interval(draws, level)
         rows.append(Measured("prunable_share", f"{task} seed {run_seed}", float(prunable_share(shares, full.tolist(), tolerance)),

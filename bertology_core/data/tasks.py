@@ -193,6 +193,12 @@ class Task:
         return self.kind == "token"
 
     @property
+    def stratifies(self) -> bool:
+        """Whether a split of its examples in halves keeps each class's share (a label per example: classification;
+        not regression, nor a token task, whose sentence holds many labels)."""
+        return not self.is_regression and not self.is_token
+
+    @property
     def num_labels(self) -> int:
         return 1 if self.label_names is None else len(self.label_names)
 

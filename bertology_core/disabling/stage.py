@@ -12,7 +12,6 @@ from bertology_core.jobs.sections import BOTH, Section, SectionRuns, Summary
 
 
 class Disabling(Stage):
-    token_tasks = True
     section = Section("disabling", (
         Summary("heads", "disabling/{model}/summary/heads", BOTH, ("figure",)),
         Summary("layers", "disabling/{model}/summary/layers", BOTH, ("figure",)),

@@ -46,9 +46,7 @@ def split_halves(labels: np.ndarray, stratify: bool, seed: int) -> np.ndarray:
 def example_halves(task: Task, dev: pl.DataFrame, seed: int) -> np.ndarray:
     """:func:`split_halves` of a dev sample's examples (sorted by idx): stratified by label for a classification task;
     not for a regression task, nor for a token task (a sentence holds many labels)."""
-    if task.is_token:
-        return split_halves(np.zeros(dev.height), stratify=False, seed=seed)
-    return split_halves(dev["label"].to_numpy(), stratify=not task.is_regression, seed=seed)
+    return split_halves(dev["label"].to_numpy(), stratify=task.stratifies, seed=seed)
 
 
 @dataclass(frozen=True)
@@ -71,7 +69,7 @@ class SweepArrays:
     def halves(self, task: Task, seed: int) -> np.ndarray:
         """The selection half of the units (:func:`example_halves`, a token task's whole sentences)."""
         if self.sentences is None:
-            return split_halves(self.labels, stratify=not task.is_regression, seed=seed)
+            return split_halves(self.labels, stratify=task.stratifies, seed=seed)
         return self.sentences.expand(split_halves(np.zeros(len(self.sentences)), stratify=False, seed=seed))
 
     @classmethod
@@ -103,9 +101,9 @@ def by_configuration(frame: pl.DataFrame, configs: pl.DataFrame, units: pl.DataF
     keys = units.columns
     ordered = frame.join(configs.select("config").with_row_index("_config"), on="config", how="inner").sort("_config", *keys)
     expected = pl.concat([units] * configs.height)
-    if ordered.height != expected.height or not ordered.select(keys).equals(expected):
+    if ordered.height != expected.height or not ordered.select(keys).equals(expected) or ordered[column].null_count():
         raise ValueError(f"the predictions lack some (configuration, example) values of {column}, or repeat some: every "
-                         "seed's sweep must cover the same dev examples")
+                         "seed's predictions must cover the same dev examples")
     return ordered[column].to_numpy().reshape(configs.height, units.height)
 
 

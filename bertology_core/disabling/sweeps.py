@@ -288,7 +288,7 @@ def greedy_search(model: PreTrainedModel, task: Task, dev: pl.DataFrame, selecti
     # a token task's units are words: a half is whole sentences, and its bootstrap draws sentences
     sentences = Sentences.of_runs(units["idx"], task.label_names) if task.is_token else None
     chosen = sentences.expand(selection) if sentences is not None else selection  # the selection half's units
-    halves_of = {"selection": sentences.subset(chosen), "report": sentences.subset(~chosen)} if sentences else {}
+    halves_of = {"selection": sentences.subset(chosen), "report": sentences.subset(~chosen)} if sentences is not None else {}
     halves = {"selection": encode(dev.filter(pl.Series(selection))), "report": encode(dev.filter(pl.Series(~selection)))}
     # a configuration's predictions and those of the set it was compared with, in its own pass: the sweep's single
     # heads against the intact model

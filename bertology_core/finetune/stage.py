@@ -16,7 +16,6 @@ from bertology_core.jobs.experiment import Stage
 
 
 class Finetune(Stage):
-    token_tasks = True
     def evaluation_parameters(self, task: str, state: str = states.PRETRAINED) -> dict[str, Any]:
         """An evaluation of a model nobody trains here (the pre-trained encoder; a given fine-tuned classifier, state
         finetuned): no training settings, so changing them never reruns it."""

@@ -338,6 +338,19 @@ def prediction_metrics(task: Task, predictions: pl.DataFrame) -> dict[str, float
     return compute_metrics(task, predictions["prediction"].to_numpy(), predictions["label"].to_numpy())
 
 
+def readable_training_data(task: Task, frame: pl.DataFrame, tokenizer: Any, max_length: int,
+                           tokens: TokenFile | None = None) -> tuple[pl.DataFrame, Encoded, int]:
+    """A training split encoded (:func:`encode_split`), without a token task's sentences that have no word the
+    tokenizer reads (a batch of them has no labelled piece: its loss, a mean over none, would be NaN); returns the
+    rows kept, their encoding and how many were left out."""
+    encoded = encode_split(frame, "train", tokenizer, max_length, tokens)
+    if not task.is_token or not (unreadable := encoded.read_words() == 0).any():
+        return frame, encoded, 0
+    log.warning("%d training sentences have no word the tokenizer reads: left out of training", unreadable.sum())
+    frame = frame.filter(pl.Series(~unreadable))
+    return frame, encode_split(frame, "train", tokenizer, max_length, tokens), int(unreadable.sum())
+
+
 @dataclass
 class RunResult:
     model: PreTrainedModel
@@ -394,13 +407,9 @@ def finetune_and_evaluate(
     if trains:
         if train_frame is None:
             raise ValueError(f"state={state!r} needs training data")
-        encoded = encode_split(train_frame, "train", tokenizer, config.max_length, tokens)
-        if task.is_token and (unreadable := encoded.read_words() == 0).any():
-            # a batch of such sentences has no labelled piece: its loss, a mean over none, would be NaN
-            record["train_unreadable_sentences"] = int(unreadable.sum())
-            log.warning("%d training sentences have no word the tokenizer reads: left out of training", unreadable.sum())
-            train_frame = train_frame.filter(pl.Series(~unreadable))
-            encoded = encode_split(train_frame, "train", tokenizer, config.max_length, tokens)
+        train_frame, encoded, unreadable = readable_training_data(task, train_frame, tokenizer, config.max_length, tokens)
+        if unreadable:
+            record["train_unreadable_sentences"] = unreadable
         record["train_examples"] = len(encoded)
         record["train_truncated"] = encoded.truncated
         if task.is_token:

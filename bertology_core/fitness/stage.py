@@ -8,7 +8,6 @@ from bertology_core.jobs.experiment import Stage
 
 
 class Fitness(Stage):
-    token_tasks = True
     def task_settings(self, task: str) -> dict[str, Any]:
         """The verdict's settings for one task: the defaults, with the task's margin and reference score."""
         fitness = self.settings()

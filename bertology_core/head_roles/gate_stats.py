@@ -10,26 +10,32 @@ import altair as alt
 import numpy as np
 import polars as pl
 
-from bertology_core.stats.bootstrap import metric_on_resamples, paired_deltas, resample_indices
+from bertology_core.stats.bootstrap import Sentences, metric_on_resamples, paired_deltas, resample_indices
 
 PREDICTIONS = ("gates", "gates_binary", "michel", "full")  # the columns of a gate job's predictions, after idx and label
 
 
 def gates_table(records: list[dict[str, Any]], predictions: list[pl.DataFrame], metric: dict[str, str], resamples: int,
-                level: float, seed: int) -> pl.DataFrame:
+                level: float, seed: int, label_names: dict[str, tuple[str, ...] | None] | None = None) -> pl.DataFrame:
     """One row per gate-training job: heads kept (and their share pruned), the dev score with the learnt gates, with
     the kept heads at gate 1 (``binary``: the heads the gates chose, without their learnt scales), with Michel et al.'s
     order cut at the same number of heads and with the full model; each gated score minus Michel's, with a paired
     bootstrap interval over the dev examples (every column scored on the same resamples). ``metric``: task -> the
-    task's primary metric."""
+    task's primary metric. A token task's predictions hold each sentence's words: scored over words, its resamples
+    draw sentences (``label_names``: task -> its labels, from which a BIO task's spans are read)."""
     rows = []
     for record, frame in zip(records, predictions):
+        examples, sentences = frame.height, None
+        if isinstance(frame.schema["label"], pl.List):  # a token task: a row per word
+            sentences = Sentences.of(frame["label"].to_list(), (label_names or {}).get(record["task"]))
+            frame = frame.explode("label", *PREDICTIONS)
         name, labels = metric[record["task"]], frame["label"].to_numpy()
         gated = np.stack([frame[column].to_numpy() for column in ("gates", "gates_binary")])
-        deltas = paired_deltas(name, gated, frame["michel"].to_numpy(), labels, resample_indices(frame.height, resamples, seed))
+        deltas = paired_deltas(name, gated, frame["michel"].to_numpy(), labels, resample_indices(examples, resamples, seed),
+                               sentences)
         low, high = deltas.interval(level)
         scores = metric_on_resamples(name, np.stack([frame[c].to_numpy() for c in PREDICTIONS]), labels,
-                                     np.arange(frame.height)[None, :])[:, 0]
+                                     np.arange(examples)[None, :], sentences)[:, 0]
         heads = int(np.size(record["gates"]))
         rows.append({
             "task": record["task"], "seed": record["seed"], "weights": record["weights"], "strength": record["strength"],
@@ -38,7 +44,7 @@ def gates_table(records: list[dict[str, Any]], predictions: list[pl.DataFrame], 
             "gates_minus_michel": float(deltas.delta[0]), "ci_low": float(low[0]), "ci_high": float(high[0]),
             "binary_minus_michel": float(deltas.delta[1]), "binary_ci_low": float(low[1]), "binary_ci_high": float(high[1]),
             # (no timings: a table is identical across equal runs; each job's record and benchmark file hold them)
-            "dev_examples": frame.height, "train_examples": record["train_examples"], "steps": record["steps"],
+            "dev_examples": examples, "train_examples": record["train_examples"], "steps": record["steps"],
         })
     return pl.DataFrame(rows).sort("task", "seed", "weights", "strength") if rows else pl.DataFrame()
 

@@ -108,7 +108,7 @@ def gates_outputs(records: Sequence[Mapping[str, Any]], predictions: Sequence[pl
     caption and note name each task's main metric (``tasks``: by name)."""
     metric = main_metric_note(tasks[t] for t in sorted({r["task"] for r in records}))
     table = gate_stats.gates_table(list(records), list(predictions), {r["task"]: tasks[r["task"]].main_metric for r in records},
-                                         *settings.bootstrap)
+                                   *settings.bootstrap, label_names={r["task"]: tasks[r["task"]].label_names for r in records})
     if table.height:
         table = verdicts.annotate(table, seed="seed")
         curve = pl.concat([frame.select(pl.lit(task).alias("task"), pl.lit(seed, pl.Int64).alias("seed"), "heads_pruned", "score")

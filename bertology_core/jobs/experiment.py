@@ -227,9 +227,6 @@ class Stage:
     memory: ClassVar[Mapping[str, str]] = {}
     # the stages whose runs it reads: asking for it in the config's stages brings them (Experiment.selected)
     reads: ClassVar[tuple[str, ...]] = ()
-    # whether it runs on token tasks (a label per word) as on sequence tasks; a stage that does not is refused while a
-    # token task is configured and the stage selected (the config's stages leave it out)
-    token_tasks: ClassVar[bool] = False
 
     def __init__(self, experiment: Experiment, name: str | None = None) -> None:
         self.experiment = experiment

@@ -13,7 +13,6 @@ from bertology_core.jobs.sections import BOTH, Section, SectionRuns, Summary
 
 
 class LayerMix(Stage):
-    token_tasks = True
     section = Section("layer_mix", (
         Summary("expected", "layer_mix/{model}/summary/expected_layers", BOTH, ("figure", "table"),
                 title='Centers of gravity and expected layers per label set and model state'),

@@ -11,7 +11,6 @@ from bertology_core.jobs.sections import BOTH, Section, SectionRuns, Summary
 
 
 class Linguistic(Stage):
-    token_tasks = True
     section = Section("linguistic", (
         Summary("features", "linguistic/{model}/summary/features", BOTH, ("figure",)),
         Summary("relations", "linguistic/{model}/summary/relations", BOTH, ("figure",)),

@@ -344,8 +344,8 @@ def _load_checked(model_class: Any, path: str | os.PathLike[str], strict: bool =
 
 
 def _redraw_trained_head(model: PreTrainedModel, report: LoadReport, path: str | os.PathLike[str]) -> LoadReport:
-    """A classifier built on a sequence-classifier checkpoint (its label count fits the task) would start with the
-    head trained on the checkpoint's task; every head weight outside the encoder is drawn anew by the model's own
+    """A classifier built on a classifier checkpoint, of sequences or of tokens (its label count fits the task), would
+    start with the head trained on the checkpoint's task; every head weight outside the encoder is drawn anew by the model's own
     initialiser (after the caller's seed), so the pre-trained state is the encoder with an untrained head. Weights
     of a pre-training head that the classifier reuses by name (ModernBERT's MLM ``head`` transform, BERT's pooler
     inside the encoder) are kept: they are pre-trained, not trained on a task."""

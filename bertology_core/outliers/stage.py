@@ -12,7 +12,6 @@ from bertology_core.jobs.sections import BOTH, Section, SectionRuns, Summary
 
 
 class Outliers(Stage):
-    token_tasks = True
     section = Section("outliers", (
         Summary("dimensions", "outliers/{model}/summary/dimensions", BOTH, ("figure", "table"),
                 title='Outlier LayerNorm dimensions per model state'),

@@ -38,7 +38,6 @@ def label_files(labels: HandLabels | None) -> list[str]:
 
 
 class Patterns(Stage):
-    token_tasks = True
     section = Section("patterns", (
         Summary("classifier", "patterns/{model}/summary/classifier",
                 title='Pattern labellers against hand labels'),

@@ -15,7 +15,6 @@ from bertology_core.jobs.sections import BOTH, Section, SectionRuns, Summary
 
 
 class Probing(Stage):
-    token_tasks = True
     section = Section("probing", (
         Summary("probes", "probing/{model}/summary/probes", BOTH, ("figure", "table"),
                 title='Probes per layer: accuracy, control accuracy, selectivity, stopping epoch, converged reference',

@@ -183,7 +183,8 @@ def gate_importance(
             logging.getLogger(__name__).warning("out of memory with %d examples a gradient pass: %d from now on", size * 2, size)
             continue
         start += len(rows)
-    examples, tokens = len(order), int(data.lengths().sum())
+    # the examples whose loss has a term (a token task's sentence with no readable word has none)
+    examples, tokens = len(order) if read is None else int((read > 0).sum()), int(data.lengths().sum())
     if granularity == "example":
         divisor = np.full(num_layers, examples, dtype=float)
     else:
@@ -300,7 +301,8 @@ def dev_scorer(model: PreTrainedModel, task: Task, dev: pl.DataFrame, encoded: E
         logging.info("dev %s %.4f", metric, value)
         if record is not None:  # a token task's: each sentence's words' predictions
             rows = [p.tolist() for p in sentence_rows(predictions, labels)] if task.is_token else predictions
-            record.append(dev.select("idx", "label").with_columns(pl.Series("prediction", rows, dtype=task.label_dtype)))
+            record.append(dev.select("idx", "label").with_columns(
+                pl.Series("prediction", rows, dtype=task.label_dtype if task.is_token else None)))
         return value
 
     return score

@@ -57,14 +57,14 @@ from bertology_core.engine.structure import depth_layers
 from bertology_core.disabling.stats import split_halves
 from bertology_core.finetune import training
 from bertology_core.finetune.training import FinetuneConfig
-from bertology_core.inputs.batching import Encoded, TokenFile, encode_split
+from bertology_core.inputs.batching import Encoded, TokenFile, encode_split, frame_labels
 from bertology_core.models.checkpoint import ArrayCheckpoint, Checkpointer, Replay
 from bertology_core.models.device import default_device
 from bertology_core.models.loading import load_classifier_reported, load_tokenizer
 from bertology_core.models import precision as precisions
 from bertology_core.models.precision import Precision
 from bertology_core.data.tasks import Task, subsample
-from bertology_core.stats.metrics import compute_metrics
+from bertology_core.stats.metrics import compute_metrics, sentence_rows
 from bertology_core.engine.plan import StructureMask
 from bertology_core.pruning import compaction
 from bertology_core.pruning.importance import gate_importance, least_important, normalize_by_layer
@@ -90,7 +90,9 @@ def best_constant_score(task: Task, labels: np.ndarray) -> float | None:
     if task.is_regression:
         return None
     metric = task.main_metric
-    return max(compute_metrics(task, np.full(len(labels), label), labels)[metric] for label in range(task.num_labels))
+    # a token task's constant tags every word alike (labels: each sentence's)
+    units = sum(len(sentence) for sentence in labels) if task.is_token else len(labels)
+    return max(compute_metrics(task, np.full(units, label), labels)[metric] for label in range(task.num_labels))
 
 
 def prune_while_above(
@@ -556,9 +558,9 @@ def finetune_subnetwork(
             gates = intervene(use_engine(model), residual.plan())
     elif mask is not None:
         apply_weight_masks(model, mask)
-    encoded = encode_split(train_frame, "train", tokenizer, config.max_length, tokens)
+    train_frame, encoded, _ = training.readable_training_data(task, train_frame, tokenizer, config.max_length, tokens)
     with gates:
-        record = training.train(model, task, encoded, train_frame["label"].to_numpy(), config, seed, progress,
+        record = training.train(model, task, encoded, frame_labels(task, train_frame), config, seed, progress,
                                 checkpointer, precision=precision)
         evaluated = encode_split(eval_frame, "dev", tokenizer, config.max_length, tokens)
         logits = training.predict(model, evaluated, eval_batch_size)
@@ -570,7 +572,9 @@ def finetune_subnetwork(
     else:  # s-pruning: share of the encoder layers' parameters left after compaction
         kept = compaction.parameter_count(nn.ModuleList(depth_layers(model))) / total
     labels = eval_frame["label"].to_numpy()
-    per_example = eval_frame.select("idx", "label").with_columns(pl.Series("prediction", predictions))
+    # a token task's: each sentence's words' predictions
+    rows = [p.tolist() for p in sentence_rows(predictions, labels)] if task.is_token else predictions
+    per_example = eval_frame.select("idx", "label").with_columns(pl.Series("prediction", rows, dtype=task.label_dtype))
     return {
         "metrics": compute_metrics(task, predictions, labels),
         "train_examples": len(encoded),

@@ -208,7 +208,7 @@ def subnetwork_table(networks: Sequence[Network], dev: Mapping[str, pl.DataFrame
                      task_of: Mapping[str, Task]) -> pl.DataFrame:
     """One row per network and protocol it is reported under: its score on that protocol's report examples and on
     each of half A, half B and dev (``task_of``: each task by name). No training time: results must not differ between two runs of one config."""
-    sets = {task: stats.report_sets(frame, stratify=not task_of[task].is_regression, split_seed=split_seed)
+    sets = {task: stats.report_sets(frame, stratify=task_of[task].stratifies, split_seed=split_seed)
             for task, frame in dev.items()}
     rows = []
     for network in networks:

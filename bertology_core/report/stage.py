@@ -12,7 +12,6 @@ from bertology_core.summaries.files import item_file
 
 
 class Report(Stage):
-    token_tasks = True
     # the head and layer atlases: the report stage's own tables (results/report/)
     section = Section("report", (
         Summary("table", "report/{model}/head_atlas", BOTH, ("figure", "table"),

@@ -88,7 +88,7 @@ class Sentences:
 
     def subset(self, words: np.ndarray) -> "Sentences":
         """The sentences a word mask ``[W]`` keeps (whole sentences only: a mask that splits one is refused)."""
-        kept = np.add.reduceat(words.astype(np.int64), self.offsets[:-1]) if len(self) else np.zeros(0, np.int64)
+        kept = np.bincount(self.of_word(), weights=np.asarray(words, dtype=np.float64), minlength=len(self))
         lengths = np.diff(self.offsets)
         if np.any((kept > 0) & (kept < lengths)):
             raise ValueError("a word mask must keep or drop whole sentences")
@@ -104,7 +104,9 @@ def span_counts(predictions: np.ndarray, labels: np.ndarray, sentences: Sentence
     spans, as seqeval's default mode reads BIO tags (a predicted class id -1, no prediction, is read as O)."""
     from seqeval.metrics.sequence_labeling import get_entities
 
-    names = np.asarray([*(sentences.label_names or ()), "O"], dtype=object)  # id -1 indexes the "O" appended
+    if sentences.label_names is None:
+        raise ValueError("span_f1 reads spans from the labels' names: the Sentences were built without the task's labels")
+    names = np.asarray([*sentences.label_names, "O"], dtype=object)  # id -1 indexes the "O" appended
 
     def spans(row: np.ndarray) -> list[set[tuple[str, int, int]]]:
         tags = names[row]
@@ -114,11 +116,25 @@ def span_counts(predictions: np.ndarray, labels: np.ndarray, sentences: Sentence
         return out
 
     gold = spans(np.asarray(labels))
-    counts = np.zeros((np.atleast_2d(predictions).shape[0], len(sentences), 3))
-    for c, row in enumerate(np.atleast_2d(predictions)):
+    # configurations often predict alike (a head whose disabling changes nothing): each distinct row is read once
+    rows, inverse = np.unique(np.atleast_2d(predictions), axis=0, return_inverse=True)
+    counts = np.zeros((len(rows), len(sentences), 3))
+    for c, row in enumerate(rows):
         for s, (found, true) in enumerate(zip(spans(row), gold, strict=True)):
             counts[c, s] = (len(found & true), len(found), len(true))
-    return counts
+    return counts[inverse.reshape(-1)]
+
+
+def span_f1_of_counts(counts: np.ndarray, drawn: np.ndarray) -> np.ndarray:
+    """``[C, R]`` span F1 from :func:`span_counts` ``[C, S, 3]`` and each resample's draws of every sentence ``[S, R]``."""
+    correct, found, true = np.einsum("csk,sr->ckr", counts, drawn).transpose(1, 0, 2)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(found + true > 0, 2 * correct / (found + true), 0.0)  # seqeval's zero_division 0
+
+
+def sentence_draws(indices: np.ndarray, sentences: int) -> np.ndarray:
+    """``[S, R]``: how often each resample ``indices`` ``[R, S']`` draws each sentence."""
+    return np.stack([np.bincount(row, minlength=sentences) for row in indices]).T.astype(np.float64)
 
 
 def resample_indices(n: int, resamples: int, seed: int) -> np.ndarray:
@@ -142,12 +158,9 @@ def metric_on_resamples(metric: str, predictions: np.ndarray, labels: np.ndarray
     if sentences is not None:
         if metric not in ("accuracy", "f1_macro", "span_f1"):
             raise ValueError(f"{metric} does not score a token task")
-        drawn = np.stack([np.bincount(row, minlength=len(sentences)) for row in indices]).T.astype(np.float64)  # [S, R]
+        drawn = sentence_draws(indices, len(sentences))  # [S, R]
         if metric == "span_f1":
-            counts = np.einsum("csk,sr->ckr", span_counts(predictions, labels, sentences), drawn)  # [C, 3, R]
-            correct, found, true = counts[:, 0], counts[:, 1], counts[:, 2]
-            with np.errstate(invalid="ignore", divide="ignore"):
-                return np.where(found + true > 0, 2 * correct / (found + true), 0.0)  # seqeval's zero_division 0
+            return span_f1_of_counts(span_counts(predictions, labels, sentences), drawn)
         weights = drawn[sentences.of_word()]  # [W, R]: a word counts as often as its sentence was drawn
         if metric == "accuracy":
             return ((predictions == labels).astype(np.float64) @ weights) / weights.sum(axis=0)
@@ -247,7 +260,12 @@ def paired_deltas(
     inverse = np.broadcast_to(inverse.reshape(-1), (predictions.shape[0],))
     full = np.arange(labels.shape[0] if sentences is None else len(sentences))[None, :]
     both = np.vstack([rows, predictions])
-    point = metric_on_resamples(metric, both, labels, full, sentences)[:, 0]
-    resampled = metric_on_resamples(metric, both, labels, indices, sentences)
+    if metric == "span_f1" and sentences is not None:  # the spans read once for the full sample and the resamples
+        counts = span_counts(both, labels, sentences)
+        point = span_f1_of_counts(counts, sentence_draws(full, len(sentences)))[:, 0]
+        resampled = span_f1_of_counts(counts, sentence_draws(indices, len(sentences)))
+    else:
+        point = metric_on_resamples(metric, both, labels, full, sentences)[:, 0]
+        resampled = metric_on_resamples(metric, both, labels, indices, sentences)
     base = len(rows)
     return PairedDeltas(delta=point[base:] - point[inverse], resampled=resampled[base:] - resampled[inverse])

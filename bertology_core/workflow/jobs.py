@@ -32,7 +32,7 @@ from typing import Any
 import polars as pl
 
 from bertology_core.data import states
-from bertology_core.jobs.experiment import ALWAYS, FITNESS_TABLE, Experiment, ModelRuns, Stage, Verdicts
+from bertology_core.jobs.experiment import FITNESS_TABLE, Experiment, ModelRuns, Stage, Verdicts
 from bertology_core.jobs.sections import FineTuned, Section, SectionRuns, Summary
 from bertology_core.summaries.files import TABLE_FILES
 from bertology_core.workflow import configuration
@@ -121,13 +121,6 @@ def problems(experiment: Experiment) -> list[str]:
         f"config 'tasks' names {task!r}, which is not declared{configuration.did_you_mean(task, experiment.declared)}. Fix: "
         f"declare it under task_declarations (see docs/data.md, 'Your own task'), or choose from {sorted(experiment.declared)}."
         for task in experiment.tasks if task not in experiment.declared and experiment.declared]
-    token = [task for task in experiment.tasks if task in experiment.declared and experiment.declared[task].is_token]
-    if token and (unable := [name for name, stage in experiment.stages.items()
-                             if experiment.runs_stage(name) and name not in UNDECLARED and not stage.token_tasks]):
-        able = [name for name, stage in experiment.stages.items() if name not in UNDECLARED and stage.token_tasks]
-        found.append(f"config 'tasks' names the token task(s) {token}; the stages {unable} do not analyse token tasks "
-                     f"yet. Fix: set stages to those that do ({[n for n in able if n not in ALWAYS]}: the others come "
-                     "with them), or leave the token tasks out of tasks.")
     found += configuration.per_task_problems(config, experiment.tasks, declared=experiment.declared)
     if config["treebank"]["dir"] and config["treebank"]["url"]:
         found.append("config 'treebank': both dir and url are set. Fix: set the one the files come from, the other to null.")
