@@ -68,5 +68,6 @@ def test_head_atlas_keeps_only_the_stages_given():
     atlas = head_atlas.head_atlas("m", cosine=_grid("RTE", cosine=[0.5] * 6))
     assert atlas.height == 6 and set(atlas["state"]) == {"fine-tuned"}
     assert "pattern" not in atlas.columns and "importance" not in atlas.columns
-    with pytest.raises(ValueError, match="no numeric column"):
-        head_atlas.atlas_chart(atlas.drop("cosine_to_pre_trained"), "caption")
+    note = head_atlas.atlas_chart(atlas.drop("cosine_to_pre_trained"), "caption").to_dict()
+    assert note["mark"]["type"] == "text" and "measure no head" in str(note)  # says so instead of an empty map
+    assert head_atlas.atlas_chart(atlas, "caption").to_dict()["spec"]["mark"]["type"] == "rect"
