@@ -99,7 +99,7 @@ smoke: install
 
 test: install
 	$(BIN)/pip check
-	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -ra --durations=15
+	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -ra --durations=40
 	HF_HUB_OFFLINE=1 $(BIN)/snakemake --lint --configfile configs/smoke.yaml
 
 # Re-pin after changing a range in pyproject.toml: the newest versions the ranges admit, installed in a scratch

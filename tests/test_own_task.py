@@ -1,7 +1,8 @@
 """A task of one's own through the whole workflow: real GLUE data (SST-2 and MRPC from ../shared/data/glue) written out
-in other layouts and declared as tasks gives the same fine-tuned models and every downstream result as the GLUE path
-(tools/compare_results.py, the task's name aside); CoLA's raw layout declared with Matthews correlation runs every
-stage; and a declared task's bad input stops the run at parse."""
+in other layouts and declared as tasks prepares the same splits as the GLUE path (CoLA's raw layout with Matthews correlation too); the smoke run with its
+MRPC declared as a task of one's own gives every result of the GLUE path (tools/compare_results.py, the task's name
+aside); a three-class task scored by macro F1 runs every stage; and a declared task's bad input stops the run at
+parse."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import pytest
 import yaml
 
 from bertology_core.data import tasks
-from conftest import REPO
+from conftest import FIXTURES, GLUE_SMOKE, REPO
 from workflow_utils import SMOKE, snakemake
 
 pytestmark = pytest.mark.workflow
@@ -86,7 +87,8 @@ def compare(glue_run, own_run, names: dict[str, str]) -> subprocess.CompletedPro
 
 
 def test_every_layout_prepares_the_glue_paths_data(tmp_path, shared_glue):
-    """The whole of SST-2 and MRPC, in each layout: what prepare_data writes (all every later job reads of a task but
+    """The whole of SST-2 and MRPC, in each layout, and CoLA in its raw layout (headerless TSV, Matthews correlation,
+    the release's repeated dev sentences declared): what prepare_data writes (all every later job reads of a task but
     its meaning, which the declarations repeat) equals the GLUE path's, split by split."""
     declarations = write_layouts(shared_glue, tmp_path)
     for name in ("SST-2", "MRPC"):
@@ -98,52 +100,53 @@ def test_every_layout_prepares_the_glue_paths_data(tmp_path, shared_glue):
                 ours = tasks.prepare_split(task, split, task.files, 200, 0)
                 assert ours.equals(tasks.prepare_split(glue, split, glue.files, 200, 0)), (name, kind, split)
                 assert tasks.read_files(task, split).equals(tasks.read_files(glue, split)), (name, kind, split)
+    glue, raw = tasks.glue_task("CoLA", shared_glue), tasks.declare("CoLA_raw", cola_raw(shared_glue), tmp_path)
+    assert raw.meaning() | {"name": "CoLA"} == glue.meaning()
+    for split in glue.splits:
+        assert tasks.prepare_split(raw, split, raw.files, 200, 0).equals(tasks.prepare_split(glue, split, glue.files, 200, 0))
 
 
-def test_declared_tasks_give_the_glue_paths_results_through_every_stage(tmp_path, shared_glue):
-    """One smoke-sized run on GLUE's declarations of MRPC and CoLA (real data), one on the same data declared as tasks
-    of one's own (MRPC as JSON Lines with string labels, CoLA's raw layout with Matthews correlation): every result
-    the same, the names aside (SST-2 as quoted CSV with renamed columns and the Parquet layout give the same prepared
-    splits as GLUE's, above, from which every result follows)."""
-    declarations = write_layouts(shared_glue, tmp_path)
-    smoke = SMOKE.read_text()
-    glue_config = config_file(tmp_path / "glue.yaml", smoke, tasks=["MRPC", "CoLA"],
-                              data={"glue_dir": str(shared_glue)}, **ONE_OF_EACH)
-    snakemake(tmp_path / "glue", configs=(glue_config,))
+def test_a_declared_task_gives_the_glue_paths_results_through_every_stage(smoke_run, tmp_path):
+    """The smoke run again with its MRPC declared as a task of one's own (JSON Lines, string labels, renamed columns)
+    beside STS-B from GLUE's layout: every result equals the GLUE path's (the session's smoke run), the name aside, and
+    every caption names each task's own main metric."""
+    declarations = write_layouts(GLUE_SMOKE, tmp_path)
     # names that sort as GLUE's do: where a stage orders tasks by name (the pattern classifier's maps, the atlas's
     # menu), the two runs then order them alike
-    names = {"MRPC": "MRPC_jsonl", "CoLA": "CoLA_raw"}
-    # a task of one's own has no published reference score unless the config gives one: these are GLUE's, so GLUE's
+    names = {"MRPC": "MRPC_jsonl"}
+    # the smoke config's hand labels name GLUE's tasks: the same labels under the task's own name
+    labels = tmp_path / "pattern_labels"
+    labels.mkdir()
+    for path in (FIXTURES / "pattern_labels").iterdir():
+        (labels / path.name).write_text(path.read_text().replace("MRPC", names["MRPC"]))
+    # a task of one's own has no published reference score unless the config gives one: this is GLUE's, so GLUE's
     references = yaml.safe_load((REPO / "config.yaml").read_text())["fitness"]["reference_scores"]
-    config = config_file(tmp_path / "own.yaml", smoke.replace("MRPC", names["MRPC"]), tasks=list(names.values()),
-                         task_declarations={names["MRPC"]: declarations[names["MRPC"]],
-                                            names["CoLA"]: cola_raw(shared_glue)},
-                         fitness={"reference_scores": {own: references[glue] for glue, own in names.items()}}, **ONE_OF_EACH)
+    config = config_file(tmp_path / "own.yaml", SMOKE.read_text().replace("MRPC", names["MRPC"]),
+                         task_declarations={names["MRPC"]: declarations[names["MRPC"]]},
+                         patterns={"labels_dir": str(labels)},
+                         fitness={"reference_scores": {own: references[glue] for glue, own in names.items()}})
     snakemake(tmp_path / "own", configs=(config,))
-    compared = compare(tmp_path / "glue", tmp_path / "own", names)
+    compared = compare(smoke_run, tmp_path / "own", names)
     assert compared.returncode == 0, f"{compared.stdout[-4000:]}\n{compared.stderr[-2000:]}"
     results = tmp_path / "own" / "results"
     fitness = pl.read_parquet(results / "fitness" / "fitness.parquet")
     assert dict(fitness.filter(pl.col("state") == "finetuned").select("task", "metric").unique().iter_rows()) == {
-        "MRPC_jsonl": "accuracy", "CoLA_raw": "matthews_correlation"}
-    for stage in ("finetune", "attention", "linguistic", "disabling"):
-        assert any((results / stage / "tiny-bert" / "CoLA_raw").rglob("*.*")), stage
-    for stage in ("patterns", "attention_change", "pruning", "probing", "head_roles", "outliers", "layer_mix", "claims", "report"):
-        assert any((results / stage / "tiny-bert").rglob("*.parquet")), stage
+        "MRPC_jsonl": "accuracy", "STS-B": "pearson"}
+    for stage in ("finetune", "attention", "linguistic", "disabling", "pruning", "outliers"):
+        assert any((results / stage / "tiny-bert" / "MRPC_jsonl").rglob("*.*")), stage
     claims = pl.read_parquet(results / "claims" / "tiny-bert" / "headline.parquet")
     rte = claims.filter(pl.col("claim") == "first_layer_disabling_gain_rte")
     assert rte["verdict"].to_list() == ["not applicable"] and "RTE" in rte["note"][0]
-    # every caption and table note names each task's own main metric, as its declaration lists it: none names a task or
-    # a metric of another config (the captions once said "accuracy; Pearson r for STS-B" whatever the tasks)
+    # every caption names each task's own main metric, as its declaration lists it (the captions once said
+    # "accuracy; Pearson r for STS-B" whatever the tasks)
     captions = {path: _subtitle(json.loads(path.read_text())) for path in results.rglob("*.vl.json")}
-    notes = {path: pl.read_parquet_metadata(path).get("note", "") for path in results.rglob("summary/*.parquet")}
-    assert not [str(path) for path, text in {**captions, **notes}.items() if "Pearson r" in text or "STS-B" in text]
-    scored = "Matthews correlation for CoLA_raw; accuracy for MRPC_jsonl"
+    scored = "accuracy for MRPC_jsonl; Pearson r for STS-B"
     for summary in ("disabling/tiny-bert/summary/heads", "disabling/tiny-bert/summary/layers"):
         assert scored in captions[results / f"{summary}.vl.json"], summary
-    # pruning and the head gates run on MRPC alone in this config: their one metric by name
+    # pruning runs on the declared task alone in this config: its one metric by name
     assert "Dev score (accuracy)" in captions[results / "pruning/tiny-bert/summary/michel.vl.json"]
-    assert "Scores: accuracy," in notes[results / "pruning/tiny-bert/summary/lottery.parquet"]
+    notes = pl.read_parquet_metadata(results / "pruning/tiny-bert/summary/lottery.parquet").get("note", "")
+    assert "Scores: accuracy," in notes and "MRPC_jsonl 2" in notes
 
 
 def _subtitle(spec: dict) -> str:
