@@ -315,7 +315,7 @@ def test_evaluation_halves_a_batch_the_device_has_no_memory_for(caplog):
     handle = _fits_at_most(model, 3)
     np.testing.assert_allclose(training.predict(model, data, 16), expected, atol=1e-5)
     handle.remove()
-    assert "out of memory evaluating 16 examples a batch: 8 from now on" in caplog.text
+    assert "out of memory with 16 examples a pass: 8 from now on" in caplog.text
     handle = _fits_at_most(model, 0)  # not even one example: the error goes on
     with pytest.raises(torch.OutOfMemoryError):
         training.predict(model, data, 4)

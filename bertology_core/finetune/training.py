@@ -30,7 +30,7 @@ from bertology_core.data.batch_order import training_batches
 from bertology_core.inputs.batching import Encoded, Ragged, TokenFile, encode_split, frame_labels, to_device
 from bertology_core.models.checkpoint import Checkpointer, TrainingState
 from bertology_core.models import precision as precisions
-from bertology_core.models.device import default_device
+from bertology_core.models.device import default_device, halving_on_oom
 from bertology_core.models.precision import Precision
 from bertology_core.models.loading import SAVED, load_classifier_reported, load_tokenizer
 from bertology_core.engine.first_token import first_token_output
@@ -266,32 +266,19 @@ def predict(model: PreTrainedModel, data: Encoded, batch_size: int) -> np.ndarra
     logits = np.full((rows, model.config.num_labels), np.nan if words is not None else 0.0, dtype=np.float32)
     outputs: list[torch.Tensor] = []
     placed: list[np.ndarray] = []  # each batch's rows of ``logits``
-    start, size = 0, batch_size
-    while start < len(order):
-        indices = order[start : start + size]
-        try:
-            batch = to_device(data.collate(indices), device)
-            out = model(**batch).logits.float()
-            if words is not None:  # each word's first piece
-                width = batch["input_ids"].shape[1]
-                out = out[to_device({"m": torch.from_numpy(data.first_piece_mask(indices, width))}, device)["m"]]
-                placed.append(data.word_positions(indices, width))
-            else:
-                placed.append(indices)
-            outputs.append(out)
-        except torch.OutOfMemoryError:
-            if size == 1:
-                raise
-            failed = True
+
+    def step(indices: np.ndarray) -> None:
+        batch = to_device(data.collate(indices), device)
+        out = model(**batch).logits.float()
+        if words is not None:  # each word's first piece
+            width = batch["input_ids"].shape[1]
+            out = out[to_device({"m": torch.from_numpy(data.first_piece_mask(indices, width))}, device)["m"]]
+            placed.append(data.word_positions(indices, width))
         else:
-            failed = False
-        if failed:  # out of the handler, so the failed batch's tensors are released before the cache is emptied
-            size //= 2
-            if device.type == "cuda":
-                torch.cuda.empty_cache()
-            log.warning("out of memory evaluating %d examples a batch: %d from now on", size * 2, size)
-            continue
-        start += len(indices)
+            placed.append(indices)
+        outputs.append(out)
+
+    halving_on_oom(order, batch_size, step, device, "examples")
     if outputs:
         logits[np.concatenate(placed)] = torch.cat(outputs).cpu().numpy()
     return logits

@@ -3,8 +3,11 @@ job given a GPU by the scheduler (compute.gpus) uses it, and runs as determinist
 
 from __future__ import annotations
 
+import logging
 import os
+from collections.abc import Callable
 
+import numpy as np
 import torch
 
 from bertology_core.models import precision
@@ -39,3 +42,33 @@ def model_job(threads: int, policy: str) -> tuple[torch.device, Precision]:
     a training job passes the precision on to :func:`bertology_core.finetune.training.train`."""
     device = job_device(threads)
     return device, precision.for_job(policy, device)
+
+
+def halving_on_oom(order: np.ndarray, size: int, step: Callable[[np.ndarray], None], device: torch.device, what: str,
+                   *, undo: Callable[[], None] | None = None, halve: bool = True) -> int:
+    """Call ``step`` on consecutive slices of ``order``, ``size`` rows at a time. A slice the device has no memory
+    for (``torch.OutOfMemoryError``) is run again at half the size, after ``undo`` has taken back what its failed call
+    did, and later slices keep the smaller size (padded shapes change with it: results move by rounding only). The
+    error is raised at size 1, or when ``halve`` is False (a batch size that is part of what is computed). Returns
+    the size the last slice ran at; ``what`` names a slice's rows in the warning."""
+    start = 0
+    while start < len(order):
+        rows = order[start : start + size]
+        try:
+            step(rows)
+        except torch.OutOfMemoryError:
+            if size == 1 or not halve:
+                raise
+            failed = True
+        else:
+            failed = False
+        if failed:  # out of the handler, so the failed slice's tensors are released before the cache is emptied
+            if undo is not None:
+                undo()
+            size //= 2
+            if device.type == "cuda":
+                torch.cuda.empty_cache()
+            logging.getLogger(__name__).warning("out of memory with %d %s a pass: %d from now on", size * 2, what, size)
+            continue
+        start += len(rows)
+    return size

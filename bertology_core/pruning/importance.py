@@ -58,6 +58,7 @@ from bertology_core.engine.plan import HEAD_SCALE, MLP_SCALE, AttentionSink, Int
 from bertology_core.engine.structure import UnsupportedStructure, structure
 from bertology_core.finetune.training import labels_tensor
 from bertology_core.inputs.batching import Encoded, to_device
+from bertology_core.models.device import halving_on_oom
 from bertology_core.scoring import plans as scoring
 from bertology_core.data.tasks import Task
 from bertology_core.stats.metrics import compute_metrics, sentence_rows
@@ -162,27 +163,17 @@ def gate_importance(
 
     # a batch the device has no memory for is halved and run again, the sums as they were before it (the token hooks
     # add to them during the backward pass), except under batch granularity, whose batches are its definition
-    start, size = 0, batch_size
-    while start < len(order):
-        rows = order[start : start + size]
-        before = head_sum.clone(), mlp_sum.clone()
-        try:
-            accumulate(rows)
-        except torch.OutOfMemoryError:
-            if size == 1 or granularity == "batch":
-                raise
-            failed = True
-        else:
-            failed = False
-        if failed:  # out of the handler, so the failed batch's tensors are released before the cache is emptied
-            head_sum.copy_(before[0])
-            mlp_sum.copy_(before[1])
-            size //= 2
-            if device.type == "cuda":
-                torch.cuda.empty_cache()
-            logging.getLogger(__name__).warning("out of memory with %d examples a gradient pass: %d from now on", size * 2, size)
-            continue
-        start += len(rows)
+    before: list[torch.Tensor] = []
+
+    def step(rows: np.ndarray) -> None:
+        before[:] = head_sum.clone(), mlp_sum.clone()
+        accumulate(rows)
+
+    def undo() -> None:
+        head_sum.copy_(before[0])
+        mlp_sum.copy_(before[1])
+
+    halving_on_oom(order, batch_size, step, device, "examples", undo=undo, halve=granularity != "batch")
     # the examples whose loss has a term (a token task's sentence with no readable word has none)
     examples, tokens = len(order) if read is None else int((read > 0).sum()), int(data.lengths().sum())
     if granularity == "example":

@@ -9,7 +9,6 @@ one row per configuration and example) with the last layer cut to the first toke
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
@@ -25,8 +24,8 @@ from bertology_core.engine.plan import InterventionPlan
 from bertology_core.data.failpoints import failpoint
 from bertology_core.inputs.batching import Encoded, to_device
 from bertology_core.models.checkpoint import ArrayCheckpoint
+from bertology_core.models.device import halving_on_oom
 
-log = logging.getLogger(__name__)
 
 
 class PassLogits(NamedTuple):
@@ -106,34 +105,23 @@ def evaluate_plans(
         members = group if not joined or reference in group else [*group, reference]
         plan = plan_of(members)
         batch_size = examples_per_batch or max(1, rows_per_pass // len(members))
-        start = 0
         passes: list[tuple[np.ndarray, torch.Tensor]] = []  # read from the device once the group is done, not per pass
-        while start < len(order):
-            size = batch_size if cap is None else max(1, min(batch_size, cap // len(members)))
-            examples = order[start : start + size]
+
+        def run(examples: np.ndarray) -> None:
             batch = to_device(data.collate(examples), device)
-            failed = False
-            try:
-                with intervene(model, plan, reuse_prefix=reuse_prefix), first_token_output(model):
-                    out = model(**batch).logits.float()
-            except torch.OutOfMemoryError:
-                if size == 1:
-                    raise
-                failed = True
-            if failed:  # out of the handler, so the failed pass's tensors are released before the cache is emptied
-                cap = size * len(members) // 2
-                del batch
-                if device.type == "cuda":
-                    torch.cuda.empty_cache()
-                log.warning("out of memory with %d rows per pass: at most %d from now on", size * len(members), cap)
-                continue
+            with intervene(model, plan, reuse_prefix=reuse_prefix), first_token_output(model):
+                out = model(**batch).logits.float()
             if token:  # [members, words of the batch, labels]: each word's first piece
                 width = batch["input_ids"].shape[1]
                 first = to_device({"first": torch.from_numpy(data.first_piece_mask(examples, width))}, device)["first"]
                 passes.append((data.word_positions(examples, width), out.reshape(len(members), len(examples), width, -1)[:, first]))
             else:
                 passes.append((examples, out.reshape(len(members), len(examples), -1)))
-            start += len(examples)
+
+        size = batch_size if cap is None else max(1, min(batch_size, cap // len(members)))
+        fitted = halving_on_oom(order, size, run, device, f"examples of {len(members)} configurations")
+        if fitted < size:  # rows per pass after the device ran out of memory, kept for the later groups
+            cap = fitted * len(members)
         for (placed, _), out in zip(passes, _to_host([out for _, out in passes])):
             logits[np.ix_(group, placed)] = out[: len(group)]
             if own_reference is not None:
