@@ -37,9 +37,11 @@ checkpointer = checkpoint.Checkpointer(
                                        checkpoint.file_sha256(snakemake.input.train)),
     every_steps=runtime.checkpoint_steps or None, every_seconds=runtime.checkpoint_seconds or None,
 )
+# a token task's training sentences with no readable word are left out, as in fine-tuning (else a NaN loss)
+train, train_encoded, _ = training.readable_training_data(task, train, None, config.max_length, tokens)
 gated, record = head_gates.train_gates(
     loading.load_classifier(snakemake.input.model, task, loading.SAVED, 0).to(job_device), task,
-    tokens.encoded("train", train), batching.frame_labels(task, train), config, float(wc.strength),
+    train_encoded, batching.frame_labels(task, train), config, float(wc.strength),
     gate_settings, wc.weights == "trained", int(wc.seed), checkpointer, precision=job_precision,
 )
 dev = tasks.subsample(pl.read_parquet(snakemake.input.dev), params.dev_sample["examples"], params.dev_sample["seed"])

@@ -272,7 +272,7 @@ def predict(model: PreTrainedModel, data: Encoded, batch_size: int) -> np.ndarra
         out = model(**batch).logits.float()
         if words is not None:  # each word's first piece
             width = batch["input_ids"].shape[1]
-            out = out[to_device({"m": torch.from_numpy(data.first_piece_mask(indices, width))}, device)["m"]]
+            out = out.reshape(-1, out.shape[-1])[data.first_piece_rows(indices, width, device)]
             placed.append(data.word_positions(indices, width))
         else:
             placed.append(indices)

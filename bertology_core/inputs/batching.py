@@ -126,6 +126,12 @@ class Encoded:
         first[mask] = self.word_index.take(rows) >= 0
         return first
 
+    def first_piece_rows(self, indices: list[int] | np.ndarray, width: int, device: torch.device) -> torch.Tensor:
+        """The flat positions (``row * width + column``, row-major) of :meth:`first_piece_mask`'s True entries, on
+        ``device``: indexing a batch's flattened outputs with them needs no wait for the device (a boolean mask on a
+        GPU does, to count its entries)."""
+        return torch.from_numpy(np.flatnonzero(self.first_piece_mask(indices, width))).to(device, non_blocking=True)
+
     def piece_labels(self, labels: Ragged, indices: list[int] | np.ndarray, width: int) -> np.ndarray:
         """A token task's targets for the padded batch of ``indices``: each word's class id (``labels``: each
         sentence's, a :class:`Ragged`) on its first piece, -100 (what the loss ignores) everywhere else."""

@@ -163,11 +163,12 @@ def gate_importance(
 
     # a batch the device has no memory for is halved and run again, the sums as they were before it (the token hooks
     # add to them during the backward pass), except under batch granularity, whose batches are its definition
-    before: list[torch.Tensor] = []
+    before = head_sum.clone(), mlp_sum.clone()  # the sums after the last batch that ran (copied in place: no allocation)
 
     def step(rows: np.ndarray) -> None:
-        before[:] = head_sum.clone(), mlp_sum.clone()
         accumulate(rows)
+        before[0].copy_(head_sum)
+        before[1].copy_(mlp_sum)
 
     def undo() -> None:
         head_sum.copy_(before[0])

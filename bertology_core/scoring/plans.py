@@ -113,8 +113,8 @@ def evaluate_plans(
                 out = model(**batch).logits.float()
             if token:  # [members, words of the batch, labels]: each word's first piece
                 width = batch["input_ids"].shape[1]
-                first = to_device({"first": torch.from_numpy(data.first_piece_mask(examples, width))}, device)["first"]
-                passes.append((data.word_positions(examples, width), out.reshape(len(members), len(examples), width, -1)[:, first]))
+                first = data.first_piece_rows(examples, width, device)
+                passes.append((data.word_positions(examples, width), out.reshape(len(members), len(examples) * width, -1)[:, first]))
             else:
                 passes.append((examples, out.reshape(len(members), len(examples), -1)))
 
