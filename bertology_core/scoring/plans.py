@@ -27,7 +27,6 @@ from bertology_core.models.checkpoint import ArrayCheckpoint
 from bertology_core.models.device import halving_on_oom
 
 
-
 class PassLogits(NamedTuple):
     """Logits ``[configs, examples, labels]`` of every configuration and, where a reference configuration ran in every
     pass (the intact model in a sweep, the chosen set in a greedy step), the reference's logits from each
